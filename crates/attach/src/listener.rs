@@ -1,0 +1,208 @@
+//! Starting a JVM's attach listener: the `.attach_pid<pid>` trigger file plus SIGQUIT, then
+//! polling (with back-off) until `/tmp/.java_pid<pid>` appears.
+//!
+//! Polling starts at a quarter of a millisecond because the listener is up ~1.6 ms after the
+//! signal on these machines; fixed sleeps of tens of milliseconds (as in jattach) are what
+//! make a first attach slow.
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::discovery::{read_perf_data, CommandLine};
+use crate::error::{AttachError, Result};
+use crate::process::{self, Process};
+
+/// Trigger files created and not yet removed, for [`remove_pending_trigger_files`].
+static PENDING_TRIGGERS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes every trigger file this process created and still holds. For interrupt handlers
+/// that run on an ordinary thread (such as the `ctrlc` crate's), not inside signal handlers.
+pub fn remove_pending_trigger_files() {
+    let paths = std::mem::take(&mut *PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()));
+    for path in paths {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// A `.attach_pid<pid>` file we created; removed on drop.
+struct TriggerFile {
+    path: PathBuf,
+}
+
+impl TriggerFile {
+    /// Creates the trigger in the first of `dirs` that accepts it.
+    fn create(dirs: &[PathBuf], ns_pid: u32) -> Result<TriggerFile> {
+        let mut last_err = None;
+        for dir in dirs {
+            let path = dir.join(format!(".attach_pid{ns_pid}"));
+            // Register before creating so an interrupt between the two cannot leak the file.
+            PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
+            let created = OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&path);
+            match created {
+                Ok(_) => return Ok(TriggerFile { path }),
+                Err(e) => {
+                    forget_trigger(&path);
+                    last_err = Some((path, e));
+                }
+            }
+        }
+        let (path, err) = last_err.expect("at least one trigger directory");
+        Err(match err.kind() {
+            io::ErrorKind::PermissionDenied => {
+                AttachError::PermissionDenied(format!("cannot create {}: permission denied", path.display()))
+            }
+            _ => AttachError::io(format!("creating {}", path.display()), err),
+        })
+    }
+}
+
+impl Drop for TriggerFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+        forget_trigger(&self.path);
+    }
+}
+
+fn forget_trigger(path: &Path) {
+    PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
+}
+
+/// Where the JVM's attach socket lives, as reachable from here.
+pub fn socket_path(process: &Process) -> PathBuf {
+    process.tmp_dir().join(format!(".java_pid{}", process.ns_pid))
+}
+
+/// Checks the socket file as the JDK's own client does: a socket, owned by the user we act
+/// as, with no permissions for group or others.
+pub fn check_socket_file(path: &Path, expected_uid: u32) -> Result<()> {
+    let meta = fs::metadata(path).map_err(|e| AttachError::io(format!("checking {}", path.display()), e))?;
+    let insecure = |reason: String| AttachError::InsecureSocket { path: path.display().to_string(), reason };
+    if !meta.file_type().is_socket() {
+        return Err(insecure("not a socket".into()));
+    }
+    if meta.uid() != expected_uid {
+        return Err(insecure(format!(
+            "owned by {} instead of {}",
+            process::user_name(meta.uid()),
+            process::user_name(expected_uid)
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(insecure(format!("mode {:o} lets group or others connect", meta.mode() & 0o777)));
+    }
+    Ok(())
+}
+
+/// Makes sure the JVM's attach listener is running, starting it if needed, and returns the
+/// socket path. Refuses, without signalling, JVMs that would not survive or answer SIGQUIT.
+pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> {
+    let socket = socket_path(process);
+    if socket.exists() {
+        return Ok(socket);
+    }
+    refuse_if_attach_disabled(process)?;
+    let deadline = Instant::now() + timeout;
+    wait_for_sigquit_handler(process, deadline)?;
+
+    let _trigger = TriggerFile::create(&[process.tmp_dir(), process.cwd()], process.ns_pid)?;
+    send_sigquit(process)?;
+
+    let mut pause = Duration::from_micros(250);
+    loop {
+        if socket.exists() {
+            return Ok(socket);
+        }
+        if !process.is_alive() {
+            return Err(AttachError::NoSuchProcess(process.pid));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(AttachError::ListenerTimeout { pid: process.pid, timeout_ms: timeout.as_millis() as u64 });
+        }
+        thread::sleep(pause.min(deadline - now));
+        pause = (pause * 3 / 2).min(Duration::from_millis(10));
+    }
+}
+
+/// Fails early when the JVM's options say attach cannot work, naming the option.
+fn refuse_if_attach_disabled(process: &Process) -> Result<()> {
+    let command_line = CommandLine::parse(&process.cmdline);
+    let perf_args = read_perf_data(process)
+        .map(|p| {
+            ["java.rt.vmArgs", "sun.rt.jvmFlags"]
+                .iter()
+                .filter_map(|k| p.text(k).map(str::to_string))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let tool_options = process::read_proc(process.pid, "environ")
+        .map(|env| {
+            env.split('\0')
+                .filter(|kv| kv.starts_with("JAVA_TOOL_OPTIONS=") || kv.starts_with("JDK_JAVA_OPTIONS="))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let has = |flag: &str| {
+        command_line.has_option(flag)
+            || perf_args.split_whitespace().any(|a| a == flag)
+            || tool_options.split(|c: char| c.is_whitespace() || c == '=').any(|a| a == flag)
+    };
+    let disabled = |reason: &str| AttachError::AttachDisabled { pid: process.pid, reason: reason.to_string() };
+    if has("-XX:+DisableAttachMechanism") {
+        return Err(disabled("it was started with -XX:+DisableAttachMechanism"));
+    }
+    if has("-Xrs") || has("-XX:+ReduceSignalUsage") {
+        return Err(disabled(
+            "it was started with -Xrs (reduced signal usage): its attach listener is not running and SIGQUIT would terminate it",
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until the process has a SIGQUIT handler installed: a JVM still starting up (or not a
+/// JVM at all) would be killed by the signal.
+fn wait_for_sigquit_handler(process: &Process, deadline: Instant) -> Result<()> {
+    loop {
+        if catches_sigquit(process.pid)? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(AttachError::AttachDisabled {
+                pid: process.pid,
+                reason: "it does not handle SIGQUIT (still starting up, or signals reduced), so it cannot be signalled safely"
+                    .into(),
+            });
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn catches_sigquit(pid: u32) -> Result<bool> {
+    let status = process::read_proc(pid, "status")?;
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    Ok(caught & (1 << (libc::SIGQUIT - 1)) != 0)
+}
+
+fn send_sigquit(process: &Process) -> Result<()> {
+    // SAFETY: kill has no memory-safety preconditions; the pid was checked to be a JVM.
+    if unsafe { libc::kill(process.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
+        let err = io::Error::last_os_error();
+        return Err(match err.raw_os_error() {
+            Some(libc::ESRCH) => AttachError::NoSuchProcess(process.pid),
+            Some(libc::EPERM) => process::permission_denied(process.pid),
+            _ => AttachError::io(format!("signalling {}", process.pid), err),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! One module per `jtap` subcommand.
+
+pub mod attach;
+pub mod ps;

@@ -1,0 +1,41 @@
+//! Exit codes: each failure class has its own, documented in the README.
+//! Successful attach operations exit with the JVM's own status code, as jattach does.
+
+use jtap_attach::AttachError;
+
+pub const USAGE: i32 = 2;
+pub const NO_SUCH_PROCESS: i32 = 10;
+pub const NOT_A_JVM: i32 = 11;
+pub const PERMISSION_DENIED: i32 = 12;
+pub const ATTACH_DISABLED: i32 = 13;
+pub const LISTENER_TIMEOUT: i32 = 14;
+pub const STALE_SOCKET: i32 = 15;
+pub const INSECURE_SOCKET: i32 = 16;
+pub const UNSUPPORTED: i32 = 17;
+pub const PROTOCOL: i32 = 18;
+pub const IO: i32 = 19;
+pub const INTERRUPTED: i32 = 130;
+/// Any other failure.
+pub const FAILURE: i32 = 1;
+
+/// The exit code for an error, looking for an attach error among its causes.
+pub fn code_for(err: &anyhow::Error) -> i32 {
+    match err.chain().find_map(|e| e.downcast_ref::<AttachError>()) {
+        Some(AttachError::NoSuchProcess(_)) => NO_SUCH_PROCESS,
+        Some(AttachError::NotAJvm { .. }) => NOT_A_JVM,
+        Some(AttachError::PermissionDenied(_)) => PERMISSION_DENIED,
+        Some(AttachError::AttachDisabled { .. }) => ATTACH_DISABLED,
+        Some(AttachError::ListenerTimeout { .. }) => LISTENER_TIMEOUT,
+        Some(AttachError::StaleSocket { .. }) => STALE_SOCKET,
+        Some(AttachError::InsecureSocket { .. }) => INSECURE_SOCKET,
+        Some(AttachError::Unsupported(_)) => UNSUPPORTED,
+        Some(AttachError::Protocol(_)) => PROTOCOL,
+        Some(AttachError::Io { .. }) => IO,
+        None => FAILURE,
+    }
+}
+
+/// Maps a JVM status code to a process exit code (negative codes wrap as in C).
+pub fn from_jvm_status(status: i32) -> i32 {
+    status & 0xff
+}

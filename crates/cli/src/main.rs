@@ -1,0 +1,124 @@
+//! `jtap`: look inside a running HotSpot JVM with one binary and no JDK tools.
+
+mod commands;
+mod exit;
+mod units;
+
+use std::io;
+use std::time::Duration;
+
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
+
+#[derive(Parser)]
+#[command(
+    name = "jtap",
+    version,
+    about = "Look inside a running HotSpot JVM: list, attach, jcmd",
+    long_about = "Look inside a running HotSpot JVM (JDK 11 to 25, Linux) with one binary and no JDK tools.\n\n\
+                  Works on JVMs in containers (other pid/mount namespaces) and, as root, on JVMs of other users.",
+    after_help = "Exit codes: 0 success; the JVM's status for attach operations; 2 usage; 10 no such process; \
+                  11 not a JVM; 12 permission denied; 13 attach disabled; 14 listener timeout; 15 stale socket; \
+                  16 insecure socket; 17 unsupported request; 18 protocol error; 19 I/O error; 130 interrupted."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the JVMs visible to you, without attaching (like jps, with more)
+    Ps {
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send one raw HotSpot attach operation and print the JVM's reply (like jattach)
+    #[command(after_help = "Operations: load, properties, agentProperties, datadump, threaddump, dumpheap, \
+                            inspectheap, setflag, printflag, jcmd (and any other the JVM knows).\n\
+                            Examples:\n  jtap attach 1234 properties\n  jtap attach 1234 threaddump\n  \
+                            jtap attach 1234 printflag HeapDumpOnOutOfMemoryError\n  \
+                            jtap attach 1234 setflag HeapDumpOnOutOfMemoryError 1\n  \
+                            jtap attach 1234 dumpheap /tmp/heap.hprof\n  \
+                            jtap attach 1234 load /path/libagent.so true options\n\n\
+                            Exits with the JVM's status code (for load: the agent's return code).")]
+    Attach {
+        /// Pid of the target JVM (as seen from here, also for JVMs in containers)
+        pid: u32,
+        /// The attach operation
+        operation: String,
+        /// The operation's arguments (more than 3, or longer than 1024 bytes, need JDK 24+)
+        args: Vec<String>,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
+    /// Run a diagnostic command (jcmd) in a JVM: `jtap jcmd 1234 Thread.print -l`
+    #[command(after_help = "`jtap jcmd <pid> help` lists the commands the JVM offers; \
+                            `jtap jcmd <pid> help <command>` describes one.")]
+    Jcmd {
+        /// Pid of the target JVM
+        pid: u32,
+        /// The command and its arguments, as jcmd takes them
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// The shell to complete for
+        shell: Shell,
+    },
+}
+
+#[derive(clap::Args)]
+struct AttachArgs {
+    /// How long to wait for the JVM's attach listener to start (e.g. 5s, 500ms)
+    #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
+    timeout: Duration,
+}
+
+fn main() {
+    // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
+    let _ = ctrlc::set_handler(|| {
+        jtap_attach::remove_pending_trigger_files();
+        std::process::exit(exit::INTERRUPTED);
+    });
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::USAGE } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Ps { json } => commands::ps::run(json),
+        Command::Attach { pid, operation, args, attach } => commands::attach::run(pid, &operation, &args, attach.timeout),
+        Command::Jcmd { pid, command, attach } => commands::attach::jcmd(pid, &command, attach.timeout),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
+            Ok(0)
+        }
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(err) => {
+            eprintln!("jtap: {}", one_line(&err));
+            std::process::exit(exit::code_for(&err));
+        }
+    }
+}
+
+/// The error and its causes on one line.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}
