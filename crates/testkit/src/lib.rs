@@ -1,1 +1,11 @@
-//! placeholder
+//! Integration-test harness shared by jtap's crates: finds the JDK matrix on this machine,
+//! compiles the Java workloads under `tests/java/`, starts them on a chosen JDK, waits until
+//! they say `READY`, and always kills them at the end (also when a test panics).
+
+mod jdk;
+mod process;
+mod workloads;
+
+pub use jdk::{jdk, jdks, Jdk};
+pub use process::{JavaProcess, JavaProcessBuilder};
+pub use workloads::{compiled_workloads, repo_root};

@@ -1,0 +1,274 @@
+//! A Java workload process that is always killed, with its whole process group.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::jdk::Jdk;
+use crate::workloads::compiled_workloads;
+
+/// How to start a Java workload.
+pub struct JavaProcessBuilder {
+    jdk: Jdk,
+    main_class: String,
+    jvm_args: Vec<OsString>,
+    app_args: Vec<OsString>,
+    wrapper: Vec<OsString>,
+    classpath: Vec<PathBuf>,
+    ready_line: Option<String>,
+    cwd: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+}
+
+impl JavaProcessBuilder {
+    /// Adds a JVM option (before the main class).
+    pub fn jvm_arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.jvm_args.push(arg.into());
+        self
+    }
+
+    /// Adds an application argument (after the main class).
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.app_args.push(arg.into());
+        self
+    }
+
+    /// Runs the JVM through a wrapper command (e.g. `unshare ...` or `setpriv ...`).
+    pub fn wrapper<I, S>(mut self, command: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.wrapper = command.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds a classpath entry after the compiled workloads.
+    pub fn classpath(mut self, entry: impl Into<PathBuf>) -> Self {
+        self.classpath.push(entry.into());
+        self
+    }
+
+    /// Waits for this stdout line instead of `READY` (None: do not wait at all).
+    pub fn ready_line(mut self, line: Option<&str>) -> Self {
+        self.ready_line = line.map(str::to_string);
+        self
+    }
+
+    /// Working directory of the JVM.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Sets an environment variable for the JVM.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts the JVM and waits (up to 60 s) for its ready line. Panics if it exits first.
+    pub fn start(self) -> JavaProcess {
+        let mut classpath = vec![compiled_workloads().to_path_buf()];
+        classpath.extend(self.classpath.iter().cloned());
+        let classpath = std::env::join_paths(classpath).expect("classpath");
+        let mut argv: Vec<OsString> = self.wrapper.clone();
+        argv.push(self.jdk.java().into());
+        argv.extend(self.jvm_args.iter().cloned());
+        argv.extend(["-cp".into(), classpath, self.main_class.clone().into()]);
+        argv.extend(self.app_args.iter().cloned());
+
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // Own process group, so that drop kills wrappers and the JVM together.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("starting {:?}: {e}", argv));
+        let stdout = Output::collect(child.stdout.take().expect("stdout"));
+        let stderr = Output::collect(child.stderr.take().expect("stderr"));
+        let process = JavaProcess { child, stdout, stderr, jdk: self.jdk, jvm_pid: None };
+        if let Some(line) = &self.ready_line {
+            if !process.stdout.wait_for_line(line, Duration::from_secs(60)) {
+                panic!(
+                    "{} on JDK {} never printed {line:?}; stdout: {:?}; stderr: {:?}",
+                    self.main_class,
+                    process.jdk.version,
+                    process.stdout.text(),
+                    process.stderr.text()
+                );
+            }
+        }
+        process
+    }
+}
+
+/// A running Java workload; dropping it kills its process group.
+pub struct JavaProcess {
+    child: Child,
+    /// Everything the workload printed on stdout so far.
+    pub stdout: Output,
+    /// Everything the workload printed on stderr so far.
+    pub stderr: Output,
+    /// The JDK it runs on.
+    pub jdk: Jdk,
+    jvm_pid: Option<u32>,
+}
+
+impl JavaProcess {
+    /// Prepares a workload from `tests/java/` (e.g. `workloads.Sleeper`) on `jdk`.
+    pub fn builder(jdk: &Jdk, main_class: &str) -> JavaProcessBuilder {
+        JavaProcessBuilder {
+            jdk: jdk.clone(),
+            main_class: main_class.to_string(),
+            jvm_args: Vec::new(),
+            app_args: Vec::new(),
+            wrapper: Vec::new(),
+            classpath: Vec::new(),
+            ready_line: Some("READY".into()),
+            cwd: None,
+            env: Vec::new(),
+        }
+    }
+
+    /// Starts `main_class` on `jdk` with default settings and waits until it is ready.
+    pub fn start(jdk: &Jdk, main_class: &str) -> JavaProcess {
+        Self::builder(jdk, main_class).start()
+    }
+
+    /// Pid of the JVM itself (the wrapper's descendant when started through a wrapper).
+    pub fn pid(&mut self) -> u32 {
+        if let Some(pid) = self.jvm_pid {
+            return pid;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(pid) = find_java(self.child.id()) {
+                self.jvm_pid = Some(pid);
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no java process under pid {}", self.child.id());
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to exit by itself and returns its exit code (None if killed).
+    pub fn wait(&mut self, timeout: Duration) -> Option<Option<i32>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status.code());
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// True while the launched process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Resident set size of the JVM in KiB, from `/proc/<pid>/status`.
+    pub fn rss_kib(&mut self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for JavaProcess {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child's process group.
+        unsafe {
+            libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The first process named `java` at or below `root` in the process tree.
+fn find_java(root: u32) -> Option<u32> {
+    let mut frontier = vec![root];
+    while let Some(pid) = frontier.pop() {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "java" {
+            return Some(pid);
+        }
+        frontier.extend(children_of(pid));
+    }
+    None
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            stat.rfind(')')
+                .and_then(|i| stat[i + 2..].split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// Lines a process printed, collected by a background thread.
+#[derive(Clone, Default)]
+pub struct Output {
+    state: Arc<(Mutex<String>, Condvar)>,
+}
+
+impl Output {
+    fn collect(stream: impl Read + Send + 'static) -> Output {
+        let output = Output::default();
+        let state = output.state.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                let (text, changed) = &*state;
+                let mut text = text.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+                changed.notify_all();
+            }
+        });
+        output
+    }
+
+    /// Everything printed so far.
+    pub fn text(&self) -> String {
+        self.state.0.lock().unwrap().clone()
+    }
+
+    /// Waits until a line equal to `line` has been printed.
+    pub fn wait_for_line(&self, line: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let (text, changed) = &*self.state;
+        let mut text = text.lock().unwrap();
+        loop {
+            if text.lines().any(|l| l == line) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            text = changed.wait_timeout(text, deadline - now).unwrap().0;
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Compiling the Java workloads of `tests/java/` once per test run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::{env, fs};
+
+/// The repository root (where the workspace `Cargo.toml` lives).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/testkit is two levels deep").to_path_buf()
+}
+
+/// Compiles every `.java` file under `tests/java/` with JDK 17's javac (`--release 11`, so
+/// every JDK of the matrix runs them) and returns the class directory. Output is cached by
+/// source content, so parallel test binaries reuse one compilation.
+pub fn compiled_workloads() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let sources_root = repo_root().join("tests/java");
+        let mut sources = Vec::new();
+        collect_java_files(&sources_root, &mut sources);
+        sources.sort();
+        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+        for path in &sources {
+            for byte in path.to_string_lossy().bytes().chain(fs::read(path).unwrap_or_default()) {
+                digest = (digest ^ byte as u64).wrapping_mul(0x100_0000_01b3);
+            }
+        }
+        let out = repo_root().join(format!("target/java-workloads/{digest:016x}"));
+        if out.join(".complete").exists() {
+            return out;
+        }
+        let staging = out.with_extension(format!("tmp{}", std::process::id()));
+        let _ = fs::remove_dir_all(&staging);
+        fs::create_dir_all(&staging).expect("create workload class dir");
+        let javac = javac();
+        let status = Command::new(&javac)
+            .args(["--release", "11", "-g", "-d"])
+            .arg(&staging)
+            .args(&sources)
+            .status()
+            .unwrap_or_else(|e| panic!("running {}: {e}", javac.display()));
+        assert!(status.success(), "compiling tests/java failed");
+        fs::write(staging.join(".complete"), b"").expect("mark complete");
+        if fs::rename(&staging, &out).is_err() {
+            // Another test binary finished first; use its output.
+            let _ = fs::remove_dir_all(&staging);
+        }
+        out
+    })
+}
+
+fn javac() -> PathBuf {
+    let candidates = [
+        env::var("JTAP_JAVAC").ok().map(PathBuf::from),
+        Some(PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64/bin/javac")),
+        Some(PathBuf::from("/usr/lib/jvm/temurin-25-jdk-amd64/bin/javac")),
+    ];
+    candidates.into_iter().flatten().find(|p| p.exists()).unwrap_or_else(|| PathBuf::from("javac"))
+}
+
+fn collect_java_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_java_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "java") {
+            out.push(path);
+        }
+    }
+}
