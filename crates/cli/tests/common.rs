@@ -1,0 +1,70 @@
+//! Helpers shared by the CLI integration tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// What a `jtap` run printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Path of the `jtap` binary under test.
+pub fn jtap_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_jtap"))
+}
+
+/// Runs `jtap args...` to completion.
+pub fn jtap<I, S>(args: I) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    run(Command::new(jtap_bin()).args(args))
+}
+
+/// Runs a prepared command to completion, capturing its output.
+pub fn run(command: &mut Command) -> Run {
+    let out = command.stdin(Stdio::null()).output().expect("run command");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl Run {
+    /// Asserts success and returns stdout.
+    pub fn ok(self) -> String {
+        assert_eq!(self.code, 0, "jtap failed: {self:?}");
+        self.stdout
+    }
+
+    /// Asserts a failure with this exit code, a single-line message containing `needle`,
+    /// and no panic or backtrace.
+    pub fn fails_with(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "unexpected exit code: {self:?}");
+        let message = self.stderr.trim_end();
+        assert!(message.starts_with("jtap: "), "no error line: {self:?}");
+        assert_eq!(message.lines().count(), 1, "error is not one line: {self:?}");
+        assert!(message.contains(needle), "error lacks {needle:?}: {self:?}");
+        assert!(!message.contains("panicked"), "panic: {self:?}");
+    }
+}
+
+/// Whether we run as root (container and other-user tests need it).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Trigger files left behind anywhere we could have created them for this pid.
+pub fn leftover_triggers(pid: u32, ns_pid: u32) -> Vec<String> {
+    [format!("/proc/{pid}/root/tmp/.attach_pid{ns_pid}"), format!("/proc/{pid}/cwd/.attach_pid{ns_pid}")]
+        .into_iter()
+        .filter(|p| Path::new(p).exists())
+        .collect()
+}
