@@ -1,0 +1,166 @@
+//! The JVMTI environment: creation, phase, capabilities and event control.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use crate::capabilities::{CapabilityReport, Capabilities};
+use crate::error::{Error, Result};
+use crate::sys;
+
+/// A JVMTI environment. JVMTI functions are thread safe, so it can be shared freely; it stays
+/// valid until [`Env::dispose`] or the VM's end.
+#[derive(Debug, Clone, Copy)]
+pub struct Env {
+    raw: *mut sys::jvmtiEnv,
+}
+
+// SAFETY: a jvmtiEnv may be used from any thread; JVMTI functions are thread safe and the
+// pointer itself is never written through by us.
+unsafe impl Send for Env {}
+// SAFETY: as above, shared references only pass the pointer to JVMTI functions.
+unsafe impl Sync for Env {}
+
+impl Env {
+    /// Gets a JVMTI environment of `version` (e.g. [`sys::JVMTI_VERSION_11`]) from the VM.
+    ///
+    /// # Safety
+    /// `vm` must be the `JavaVM` the JVM passed to `Agent_OnLoad`/`Agent_OnAttach`.
+    pub unsafe fn from_vm(vm: *mut sys::JavaVM, version: u32) -> Result<Env> {
+        let mut raw: *mut c_void = ptr::null_mut();
+        // SAFETY: the caller guarantees `vm` is the VM's invocation interface, whose table
+        // has GetEnv since JNI 1.2.
+        let code = unsafe {
+            match (**vm).GetEnv {
+                Some(get_env) => get_env(vm, &mut raw, version as sys::jint),
+                None => sys::JNI_ERR,
+            }
+        };
+        if code != sys::JNI_OK as sys::jint || raw.is_null() {
+            let error = if code == sys::JNI_EVERSION { sys::JVMTI_ERROR_UNSUPPORTED_VERSION } else { sys::JVMTI_ERROR_INTERNAL };
+            return Err(Error { code: error, function: "GetEnv" });
+        }
+        Ok(Env { raw: raw.cast() })
+    }
+
+    /// The raw environment pointer, for calls that have no wrapper.
+    pub fn raw(&self) -> *mut sys::jvmtiEnv {
+        self.raw
+    }
+
+    /// The VM's current phase (`JVMTI_PHASE_ONLOAD`, `..._LIVE`, `..._DEAD`, ...).
+    pub fn phase(&self) -> Result<sys::jvmtiPhase> {
+        let mut phase: sys::jvmtiPhase = 0;
+        // SAFETY: valid env, pointer to a local out-parameter.
+        unsafe { jvmti_call!(self.raw, GetPhase(&mut phase)) }?;
+        Ok(phase)
+    }
+
+    /// The JVMTI version the VM implements (`0x30000000 | major << 16 | minor << 8`).
+    pub fn version_number(&self) -> Result<u32> {
+        let mut version: sys::jint = 0;
+        // SAFETY: valid env, pointer to a local out-parameter.
+        unsafe { jvmti_call!(self.raw, GetVersionNumber(&mut version)) }?;
+        Ok(version as u32)
+    }
+
+    /// Capabilities this environment could get now (depends on the phase and other agents).
+    pub fn potential_capabilities(&self) -> Result<Capabilities> {
+        let mut caps = Capabilities::default();
+        // SAFETY: valid env, pointer to a local capabilities struct.
+        unsafe { jvmti_call!(self.raw, GetPotentialCapabilities(&mut caps.0)) }?;
+        Ok(caps)
+    }
+
+    /// Capabilities this environment holds.
+    pub fn capabilities(&self) -> Result<Capabilities> {
+        let mut caps = Capabilities::default();
+        // SAFETY: valid env, pointer to a local capabilities struct.
+        unsafe { jvmti_call!(self.raw, GetCapabilities(&mut caps.0)) }?;
+        Ok(caps)
+    }
+
+    /// Adds those of `wanted` the VM can give and reports which it refused. Fails only if the
+    /// VM refuses even the potentially available ones (e.g. another agent took one meanwhile).
+    pub fn add_capabilities(&self, wanted: &Capabilities) -> Result<CapabilityReport> {
+        let potential = self.potential_capabilities()?;
+        let granted = wanted.intersection(&potential);
+        let refused = wanted.difference(&potential);
+        if !granted.is_empty() {
+            // SAFETY: valid env, pointer to a capabilities struct that outlives the call.
+            unsafe { jvmti_call!(self.raw, AddCapabilities(&granted.0)) }?;
+        }
+        Ok(CapabilityReport { granted, refused })
+    }
+
+    /// Gives capabilities back, so the VM can drop what they cost.
+    pub fn relinquish_capabilities(&self, caps: &Capabilities) -> Result<()> {
+        if caps.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: valid env, pointer to a capabilities struct that outlives the call.
+        unsafe { jvmti_call!(self.raw, RelinquishCapabilities(&caps.0)) }
+    }
+
+    /// Installs the environment's event callbacks (replacing all previous ones).
+    pub fn set_event_callbacks(&self, callbacks: &sys::jvmtiEventCallbacks) -> Result<()> {
+        let size = std::mem::size_of::<sys::jvmtiEventCallbacks>() as sys::jint;
+        // SAFETY: valid env; JVMTI copies the struct, whose size we pass. The callbacks are
+        // `extern "C"` functions with the signatures jvmti.h declares.
+        unsafe { jvmti_call!(self.raw, SetEventCallbacks(callbacks, size)) }
+    }
+
+    /// Enables or disables delivery of `event` for all threads.
+    pub fn set_event_enabled(&self, event: sys::jvmtiEvent, enabled: bool) -> Result<()> {
+        let mode = if enabled { sys::JVMTI_ENABLE } else { sys::JVMTI_DISABLE };
+        // SAFETY: valid env; a null thread means "all threads"; no variadic arguments follow.
+        unsafe { jvmti_call!(self.raw, SetEventNotificationMode(mode, event, ptr::null_mut())) }
+        .map_err(|e| Error { function: if enabled { "SetEventNotificationMode(ENABLE)" } else { "SetEventNotificationMode(DISABLE)" }, ..e })
+    }
+
+    /// Disposes of the environment: its capabilities and callbacks go away with it.
+    pub fn dispose(self) -> Result<()> {
+        // SAFETY: valid env, consumed here so it cannot be used afterwards through this value.
+        unsafe { jvmti_call!(self.raw, DisposeEnvironment()) }
+    }
+}
+
+/// The name of a JVMTI event, e.g. `GarbageCollectionStart`, for messages.
+pub fn event_name(event: sys::jvmtiEvent) -> &'static str {
+    match event {
+        sys::JVMTI_EVENT_VM_INIT => "VMInit",
+        sys::JVMTI_EVENT_VM_DEATH => "VMDeath",
+        sys::JVMTI_EVENT_THREAD_START => "ThreadStart",
+        sys::JVMTI_EVENT_THREAD_END => "ThreadEnd",
+        sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK => "ClassFileLoadHook",
+        sys::JVMTI_EVENT_CLASS_LOAD => "ClassLoad",
+        sys::JVMTI_EVENT_CLASS_PREPARE => "ClassPrepare",
+        sys::JVMTI_EVENT_VM_START => "VMStart",
+        sys::JVMTI_EVENT_EXCEPTION => "Exception",
+        sys::JVMTI_EVENT_EXCEPTION_CATCH => "ExceptionCatch",
+        sys::JVMTI_EVENT_SINGLE_STEP => "SingleStep",
+        sys::JVMTI_EVENT_FRAME_POP => "FramePop",
+        sys::JVMTI_EVENT_BREAKPOINT => "Breakpoint",
+        sys::JVMTI_EVENT_FIELD_ACCESS => "FieldAccess",
+        sys::JVMTI_EVENT_FIELD_MODIFICATION => "FieldModification",
+        sys::JVMTI_EVENT_METHOD_ENTRY => "MethodEntry",
+        sys::JVMTI_EVENT_METHOD_EXIT => "MethodExit",
+        sys::JVMTI_EVENT_NATIVE_METHOD_BIND => "NativeMethodBind",
+        sys::JVMTI_EVENT_COMPILED_METHOD_LOAD => "CompiledMethodLoad",
+        sys::JVMTI_EVENT_COMPILED_METHOD_UNLOAD => "CompiledMethodUnload",
+        sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED => "DynamicCodeGenerated",
+        sys::JVMTI_EVENT_DATA_DUMP_REQUEST => "DataDumpRequest",
+        sys::JVMTI_EVENT_MONITOR_WAIT => "MonitorWait",
+        sys::JVMTI_EVENT_MONITOR_WAITED => "MonitorWaited",
+        sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER => "MonitorContendedEnter",
+        sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED => "MonitorContendedEntered",
+        sys::JVMTI_EVENT_RESOURCE_EXHAUSTED => "ResourceExhausted",
+        sys::JVMTI_EVENT_GARBAGE_COLLECTION_START => "GarbageCollectionStart",
+        sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH => "GarbageCollectionFinish",
+        sys::JVMTI_EVENT_OBJECT_FREE => "ObjectFree",
+        sys::JVMTI_EVENT_VM_OBJECT_ALLOC => "VMObjectAlloc",
+        sys::JVMTI_EVENT_SAMPLED_OBJECT_ALLOC => "SampledObjectAlloc",
+        sys::JVMTI_EVENT_VIRTUAL_THREAD_START => "VirtualThreadStart",
+        sys::JVMTI_EVENT_VIRTUAL_THREAD_END => "VirtualThreadEnd",
+        _ => "UnknownEvent",
+    }
+}

@@ -1,0 +1,467 @@
+//! The option grammar: comma-separated items, each an action word, a flag or `key=value`.
+//!
+//! ```text
+//! options  := "" | item ("," item)*
+//! item     := action | "debug" | key "=" value
+//! action   := "start" | "stop" | "status" | "dump" | "version" | "help"
+//! key      := "event" | "interval" | "file" | "channel" | "log" | "client"
+//! value    := any characters; "," and "\" are written "\," and "\\"
+//! ```
+//!
+//! At most one action and each key at most once. `event` and `interval` belong to `start`.
+//! Durations are an integer with a unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
+
+use std::fmt;
+use std::time::Duration;
+
+/// What the agent is asked to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Start an engine (`event=`) owned by the asking client.
+    Start,
+    /// Stop the running engine and send its results.
+    Stop,
+    /// Report the agent's state.
+    Status,
+    /// Send (or write to `file=`) the running engine's results so far, without stopping it.
+    Dump,
+    /// Report the agent's version.
+    Version,
+    /// Describe the options.
+    Help,
+}
+
+impl Action {
+    /// Every action, in the order help lists them.
+    pub const ALL: [Action; 6] = [Action::Start, Action::Stop, Action::Status, Action::Dump, Action::Version, Action::Help];
+
+    /// The action's word in option strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Status => "status",
+            Action::Dump => "dump",
+            Action::Version => "version",
+            Action::Help => "help",
+        }
+    }
+
+    fn from_name(word: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == word)
+    }
+}
+
+/// What an engine records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// CPU time sampling.
+    Cpu,
+    /// Allocation sampling.
+    Alloc,
+    /// Garbage collection pauses (JVMTI GarbageCollectionStart/Finish).
+    Gc,
+}
+
+impl Event {
+    /// Every event, in the order help lists them.
+    pub const ALL: [Event; 3] = [Event::Cpu, Event::Alloc, Event::Gc];
+
+    /// The event's name in option strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Cpu => "cpu",
+            Event::Alloc => "alloc",
+            Event::Gc => "gc",
+        }
+    }
+
+    fn from_name(word: &str) -> Option<Event> {
+        Event::ALL.into_iter().find(|e| e.name() == word)
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A parsed option string. [`Options::parse`] and [`Display`](fmt::Display) are inverses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// The action; none means "just load" at start-up and `status` on attach.
+    pub action: Option<Action>,
+    /// The engine `start` runs.
+    pub event: Option<Event>,
+    /// The engine's sampling interval.
+    pub interval: Option<Duration>,
+    /// Where `dump`/`stop` write results (a path inside the JVM's mount namespace).
+    pub file: Option<String>,
+    /// The client's control-channel socket (a path inside the JVM's mount namespace).
+    pub channel: Option<String>,
+    /// A file (inside the JVM's mount namespace) the agent appends its log to.
+    pub log: Option<String>,
+    /// The client's version; the agent refuses commands from a different version.
+    pub client: Option<String>,
+    /// Log to the JVM's stderr (never its stdout).
+    pub debug: bool,
+}
+
+/// Why an option string was rejected. Messages name the offending item.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Two commas in a row, or a leading/trailing comma.
+    #[error("empty option at position {0} (two commas in a row, or a comma at either end)")]
+    Empty(usize),
+    /// A word that is neither an action, a flag nor a known key.
+    #[error("unknown option \"{0}\" (known: {KNOWN})")]
+    Unknown(String),
+    /// A known key with a value it cannot take.
+    #[error("bad value for {key}: \"{value}\": {expected}")]
+    BadValue { key: &'static str, value: String, expected: String },
+    /// A key given twice.
+    #[error("option {0} given twice")]
+    Duplicate(&'static str),
+    /// Two actions in one string.
+    #[error("conflicting actions \"{0}\" and \"{1}\": give one")]
+    ConflictingActions(&'static str, &'static str),
+    /// An option that only makes sense with `start`.
+    #[error("{0}= only goes with start")]
+    NeedsStart(&'static str),
+    /// An action or flag written with a value.
+    #[error("\"{0}\" takes no value")]
+    UnexpectedValue(&'static str),
+    /// A backslash at the very end.
+    #[error("dangling backslash at the end of \"{0}\"")]
+    DanglingEscape(String),
+}
+
+const KNOWN: &str = "start, stop, status, dump, version, help, debug, event=, interval=, file=, channel=, log=, client=";
+
+impl Options {
+    /// Parses an option string. Never panics, whatever the input.
+    pub fn parse(text: &str) -> Result<Options, ParseError> {
+        let mut options = Options::default();
+        if text.is_empty() {
+            return Ok(options);
+        }
+        for (index, item) in split_items(text)?.into_iter().enumerate() {
+            if item.raw.is_empty() {
+                return Err(ParseError::Empty(index + 1));
+            }
+            options.apply(&item)?;
+        }
+        if options.action != Some(Action::Start) {
+            if options.event.is_some() {
+                return Err(ParseError::NeedsStart("event"));
+            }
+            if options.interval.is_some() {
+                return Err(ParseError::NeedsStart("interval"));
+            }
+        }
+        Ok(options)
+    }
+
+    /// The options with another action, keeping everything else.
+    pub fn with_action(mut self, action: Action) -> Options {
+        self.action = Some(action);
+        self
+    }
+
+    fn apply(&mut self, item: &Item) -> Result<(), ParseError> {
+        let Some(value) = &item.value else {
+            if item.raw == "debug" {
+                return set_once(&mut self.debug, "debug");
+            }
+            let Some(action) = Action::from_name(&item.raw) else {
+                return Err(ParseError::Unknown(item.raw.clone()));
+            };
+            return match self.action {
+                Some(previous) => Err(ParseError::ConflictingActions(previous.name(), action.name())),
+                None => {
+                    self.action = Some(action);
+                    Ok(())
+                }
+            };
+        };
+        match item.key.as_str() {
+            "event" => {
+                let event = Event::from_name(value).ok_or_else(|| ParseError::BadValue {
+                    key: "event",
+                    value: value.clone(),
+                    expected: format!("one of {}", Event::ALL.map(Event::name).join(", ")),
+                })?;
+                put_once(&mut self.event, "event", event)
+            }
+            "interval" => put_once(&mut self.interval, "interval", parse_duration("interval", value)?),
+            "file" => put_once(&mut self.file, "file", non_empty("file", value)?),
+            "channel" => {
+                if !value.starts_with('/') {
+                    return Err(bad("channel", value, "an absolute path of a UNIX socket"));
+                }
+                put_once(&mut self.channel, "channel", value.clone())
+            }
+            "log" => put_once(&mut self.log, "log", non_empty("log", value)?),
+            "client" => {
+                let ok = !value.is_empty()
+                    && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
+                if !ok {
+                    return Err(bad("client", value, "a version like 0.1.0"));
+                }
+                put_once(&mut self.client, "client", value.clone())
+            }
+            key => match Action::from_name(key).map(Action::name).or((key == "debug").then_some("debug")) {
+                Some(word) => Err(ParseError::UnexpectedValue(word)),
+                None => Err(ParseError::Unknown(item.raw.clone())),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Options {
+    /// Prints the canonical option string, which [`Options::parse`] reads back unchanged.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut items: Vec<String> = Vec::new();
+        if let Some(action) = self.action {
+            items.push(action.name().into());
+        }
+        if let Some(event) = self.event {
+            items.push(format!("event={event}"));
+        }
+        if let Some(interval) = self.interval {
+            items.push(format!("interval={}", format_duration(interval)));
+        }
+        for (key, value) in [("file", &self.file), ("channel", &self.channel), ("log", &self.log), ("client", &self.client)] {
+            if let Some(value) = value {
+                items.push(format!("{key}={}", escape(value)));
+            }
+        }
+        if self.debug {
+            items.push("debug".into());
+        }
+        f.write_str(&items.join(","))
+    }
+}
+
+/// One comma-separated item: its raw text, and for `key=value` the key and unescaped value.
+struct Item {
+    raw: String,
+    key: String,
+    value: Option<String>,
+}
+
+fn split_items(text: &str) -> Result<Vec<Item>, ParseError> {
+    let mut items = Vec::new();
+    let mut raw = String::new();
+    let mut key = String::new();
+    let mut value: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ',' => items.push(Item { raw: std::mem::take(&mut raw), key: std::mem::take(&mut key), value: value.take() }),
+            '\\' => {
+                let Some(escaped) = chars.next() else { return Err(ParseError::DanglingEscape(raw)) };
+                raw.push(c);
+                raw.push(escaped);
+                match &mut value {
+                    Some(v) => v.push(escaped),
+                    None => key.push(escaped),
+                }
+            }
+            '=' if value.is_none() => {
+                raw.push(c);
+                value = Some(String::new());
+            }
+            _ => {
+                raw.push(c);
+                match &mut value {
+                    Some(v) => v.push(c),
+                    None => key.push(c),
+                }
+            }
+        }
+    }
+    items.push(Item { raw, key, value });
+    Ok(items)
+}
+
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c == ',' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bad(key: &'static str, value: &str, expected: &str) -> ParseError {
+    ParseError::BadValue { key, value: value.to_string(), expected: expected.to_string() }
+}
+
+fn non_empty(key: &'static str, value: &str) -> Result<String, ParseError> {
+    if value.is_empty() {
+        return Err(bad(key, value, "a path"));
+    }
+    Ok(value.to_string())
+}
+
+fn put_once<T>(slot: &mut Option<T>, key: &'static str, value: T) -> Result<(), ParseError> {
+    if slot.is_some() {
+        return Err(ParseError::Duplicate(key));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+fn set_once(flag: &mut bool, key: &'static str) -> Result<(), ParseError> {
+    if *flag {
+        return Err(ParseError::Duplicate(key));
+    }
+    *flag = true;
+    Ok(())
+}
+
+const UNITS: [(&str, u64); 4] = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000), ("ns", 1)];
+
+fn parse_duration(key: &'static str, value: &str) -> Result<Duration, ParseError> {
+    let expected = "a positive duration like 10ms (units ns, us, ms, s; no unit: ns)";
+    let digits_end = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(digits_end);
+    let scale = if unit.is_empty() { Some(1) } else { UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s) };
+    let nanos = scale
+        .zip(number.parse::<u64>().ok())
+        .and_then(|(scale, n)| n.checked_mul(scale))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| bad(key, value, expected))?;
+    Ok(Duration::from_nanos(nanos))
+}
+
+fn format_duration(duration: Duration) -> String {
+    // Parsing caps durations at u64 nanoseconds; larger ones print in seconds, which parse.
+    let Ok(nanos) = u64::try_from(duration.as_nanos()) else {
+        return format!("{}s", duration.as_secs());
+    };
+    let (unit, scale) = UNITS.iter().find(|(_, s)| nanos % s == 0).copied().unwrap_or(("ns", 1));
+    format!("{}{unit}", nanos / scale)
+}
+
+/// The help text the `help` action returns, listing every action and key.
+pub fn help_text() -> String {
+    format!(
+        "jtap agent options: comma-separated, e.g. start,event=gc,interval=10ms,file=/tmp/out.txt\n\
+         actions: start (with event=), stop, status, dump, version, help\n\
+         event=<{}>    what start records\n\
+         interval=<n[ns|us|ms|s]>    sampling interval of the engine\n\
+         file=<path>    write dump/stop results to this file (inside the JVM's filesystem)\n\
+         channel=<path> control socket of the asking jtap client\n\
+         log=<path>     append the agent's log to this file\n\
+         client=<version> the asking jtap's version\n\
+         debug          log to the JVM's stderr\n\
+         write \\, for a comma and \\\\ for a backslash inside values",
+        Event::ALL.map(Event::name).join("|")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_profiler_style_strings() {
+        let o = Options::parse("start,event=cpu,interval=10ms,file=/tmp/out.html").unwrap();
+        assert_eq!(o.action, Some(Action::Start));
+        assert_eq!(o.event, Some(Event::Cpu));
+        assert_eq!(o.interval, Some(Duration::from_millis(10)));
+        assert_eq!(o.file.as_deref(), Some("/tmp/out.html"));
+        assert_eq!(o.to_string(), "start,event=cpu,interval=10ms,file=/tmp/out.html");
+        assert_eq!(Options::parse("").unwrap(), Options::default());
+        assert_eq!(Options::parse("status,debug").unwrap().to_string(), "status,debug");
+    }
+
+    #[test]
+    fn escapes_commas_and_backslashes_in_values() {
+        let o = Options::parse(r"dump,file=/tmp/a\,b\\c=d").unwrap();
+        assert_eq!(o.file.as_deref(), Some(r"/tmp/a,b\c=d"));
+        assert_eq!(o.to_string(), r"dump,file=/tmp/a\,b\\c=d");
+    }
+
+    #[test]
+    fn rejects_malformed_strings_with_clear_messages() {
+        let cases = [
+            ("stat", "unknown option \"stat\""),
+            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, alloc, gc"),
+            ("start,event=cpu,interval=10parsecs", "bad value for interval: \"10parsecs\""),
+            ("start,event=cpu,interval=0", "bad value for interval: \"0\""),
+            ("start,event=cpu,interval=99999999999s", "bad value for interval"),
+            ("start,,event=cpu", "empty option at position 2"),
+            ("status,", "empty option at position 2"),
+            ("start,stop", "conflicting actions \"start\" and \"stop\""),
+            ("status,event=cpu", "event= only goes with start"),
+            ("dump,file=/a,file=/b", "option file given twice"),
+            ("status=1", "\"status\" takes no value"),
+            ("channel=relative.sock", "an absolute path"),
+            ("client=1 2", "bad value for client"),
+            ("file=", "bad value for file"),
+            ("dump,file=x\\", "dangling backslash"),
+        ];
+        for (input, expected) in cases {
+            let err = Options::parse(input).unwrap_err().to_string();
+            assert!(err.contains(expected), "{input:?} gave {err:?}, wanted {expected:?}");
+        }
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        "\\PC{1,40}"
+    }
+
+    fn options() -> impl Strategy<Value = Options> {
+        let action = proptest::option::of(proptest::sample::select(Action::ALL.to_vec()));
+        let start_only = (
+            proptest::option::of(proptest::sample::select(Event::ALL.to_vec())),
+            proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
+        );
+        let paths = (
+            proptest::option::of(path()),
+            proptest::option::of(path().prop_map(|p| format!("/{p}"))),
+            proptest::option::of(path()),
+            proptest::option::of("[0-9a-zA-Z.+_-]{1,12}"),
+            any::<bool>(),
+        );
+        (action, start_only, paths).prop_map(|(action, (event, interval), (file, channel, log, client, debug))| {
+            let starts = action == Some(Action::Start);
+            Options {
+                action,
+                event: event.filter(|_| starts),
+                interval: interval.filter(|_| starts),
+                file,
+                channel,
+                log,
+                client,
+                debug,
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn printing_then_parsing_gives_the_same_options(o in options()) {
+            prop_assert_eq!(Options::parse(&o.to_string()), Ok(o));
+        }
+
+        #[test]
+        fn arbitrary_strings_never_panic(s in "\\PC{0,80}") {
+            let _ = Options::parse(&s);
+        }
+
+        #[test]
+        fn grammar_like_strings_never_panic_and_reparse(s in "[a-z=,\\\\/0-9]{0,60}") {
+            if let Ok(o) = Options::parse(&s) {
+                prop_assert_eq!(Options::parse(&o.to_string()), Ok(o));
+            }
+        }
+    }
+}
