@@ -1,0 +1,511 @@
+//! The `Code` attribute and its re-layout after code insertion.
+//!
+//! This is hand-written rather than taken from a crate because none edits Code attributes
+//! correctly: ristretto_classfile, for one, mis-writes StackMapTable deltas and frame types and
+//! does not remap `Uninitialized(offset)` or local-variable ranges.
+//!
+//! An [`Edit`] says which straight-line snippets go where: a prologue, code *before* an
+//! instruction (branches to the instruction run it too), code *after* an instruction (run only
+//! when execution falls through), and handler blocks appended after the original code.
+//! [`relayout`] lays the result out, widening branches that no longer reach (`goto` → `goto_w`,
+//! `if<c> L` → `if<!c> +8; goto_w L`), recomputing switch padding, and relocating the
+//! exception table, `LineNumberTable`, `LocalVariable(Type)Table` and `StackMapTable`.
+
+use crate::bytes::{Reader, WriteBe};
+use crate::class_file::Attribute;
+use crate::constant_pool::ConstantPool;
+use crate::error::{Error, Result};
+use crate::instruction::{invert_condition, op, Insn, Operand};
+use crate::stackmap::{self, Frame, VType};
+
+/// One exception table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExceptionEntry {
+    /// Start of the protected range (inclusive).
+    pub start_pc: u16,
+    /// End of the protected range (exclusive).
+    pub end_pc: u16,
+    /// Handler offset.
+    pub handler_pc: u16,
+    /// Class entry of the caught type, 0 for any.
+    pub catch_type: u16,
+}
+
+/// A parsed `Code` attribute.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeAttribute {
+    /// Maximum operand stack depth.
+    pub max_stack: u16,
+    /// Number of local variable slots.
+    pub max_locals: u16,
+    /// The bytecode.
+    pub code: Vec<u8>,
+    /// Exception handlers, in priority order.
+    pub exception_table: Vec<ExceptionEntry>,
+    /// Attributes of the Code attribute.
+    pub attributes: Vec<Attribute>,
+}
+
+impl CodeAttribute {
+    /// Parses a Code attribute body.
+    pub fn parse(info: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(info);
+        let max_stack = r.u2("max_stack")?;
+        let max_locals = r.u2("max_locals")?;
+        let len = r.u4("code_length")? as usize;
+        if len == 0 || len > 65535 {
+            return Err(Error::BadAttribute("Code"));
+        }
+        let code = r.bytes(len, "code")?.to_vec();
+        let n = r.u2("exception_table_length")?;
+        let mut exception_table = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            exception_table.push(ExceptionEntry {
+                start_pc: r.u2("start_pc")?,
+                end_pc: r.u2("end_pc")?,
+                handler_pc: r.u2("handler_pc")?,
+                catch_type: r.u2("catch_type")?,
+            });
+        }
+        let na = r.u2("attributes_count")?;
+        let mut attributes = Vec::with_capacity(na as usize);
+        for _ in 0..na {
+            let name_index = r.u2("attribute name")?;
+            let l = r.u4("attribute length")? as usize;
+            attributes.push(Attribute { name_index, info: r.bytes(l, "attribute")?.to_vec() });
+        }
+        if r.remaining() != 0 {
+            return Err(Error::BadAttribute("Code"));
+        }
+        Ok(CodeAttribute { max_stack, max_locals, code, exception_table, attributes })
+    }
+
+    /// Serializes the attribute body.
+    pub fn write(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.code.len() + 64);
+        out.u2(self.max_stack);
+        out.u2(self.max_locals);
+        out.u4(self.code.len() as u32);
+        out.extend_from_slice(&self.code);
+        out.u2(self.exception_table.len() as u16);
+        for e in &self.exception_table {
+            out.u2(e.start_pc);
+            out.u2(e.end_pc);
+            out.u2(e.handler_pc);
+            out.u2(e.catch_type);
+        }
+        out.u2(self.attributes.len() as u16);
+        for a in &self.attributes {
+            out.u2(a.name_index);
+            out.u4(a.info.len() as u32);
+            out.extend_from_slice(&a.info);
+        }
+        out
+    }
+}
+
+/// A position in the rewritten code, named by original instruction index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pos {
+    /// Start of the code inserted before instruction `i` (`i == n`: end of the original code).
+    Start(usize),
+    /// The instruction `i` itself.
+    Insn(usize),
+    /// Just after instruction `i` (start of the code inserted after it).
+    AfterInsn(usize),
+    /// Start of appended block `k`.
+    Block(usize),
+    /// End of appended block `k`.
+    BlockEnd(usize),
+}
+
+/// A new exception table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewHandler {
+    /// Start of the protected range.
+    pub start: Pos,
+    /// End of the protected range (exclusive).
+    pub end: Pos,
+    /// Handler start.
+    pub handler: Pos,
+    /// Caught class entry, 0 for any.
+    pub catch_type: u16,
+}
+
+/// A block appended after the original code (exception handlers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Straight-line code; must not fall off its end.
+    pub code: Vec<u8>,
+    /// Frame at the block's start (its `offset` is ignored); needed when the method has frames.
+    pub frame: Option<Frame>,
+}
+
+/// Insertions into one method's code.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Edit {
+    /// Code run once at method entry (branches to instruction 0 skip it).
+    pub prologue: Vec<u8>,
+    /// Per instruction: code run before it, also when it is reached by a branch.
+    pub before: Vec<Vec<u8>>,
+    /// Per instruction: code run after it when execution falls through.
+    pub after: Vec<Vec<u8>>,
+    /// Blocks appended after the original code.
+    pub blocks: Vec<Block>,
+    /// Exception entries placed before the original ones (higher priority).
+    pub handlers_first: Vec<NewHandler>,
+    /// Exception entries placed after the original ones.
+    pub handlers_last: Vec<NewHandler>,
+    /// Added to max_stack.
+    pub extra_stack: u16,
+    /// Added to max_locals.
+    pub extra_locals: u16,
+}
+
+impl Edit {
+    /// An empty edit for a method with `n` instructions.
+    pub fn new(n: usize) -> Self {
+        Edit { before: vec![Vec::new(); n], after: vec![Vec::new(); n], ..Edit::default() }
+    }
+
+    /// True when nothing is inserted.
+    pub fn is_empty(&self) -> bool {
+        self.prologue.is_empty()
+            && self.blocks.is_empty()
+            && self.before.iter().all(Vec::is_empty)
+            && self.after.iter().all(Vec::is_empty)
+    }
+}
+
+/// Frame information for [`relayout`], present when the method must carry a `StackMapTable`.
+pub struct Frames<'a> {
+    /// The implicit initial frame's locals (slot form).
+    pub initial_locals: &'a [VType],
+    /// The method's decoded frames (original offsets).
+    pub frames: &'a [Frame],
+    /// Frame after conditional branch `i` when it falls through (needed when it is widened).
+    pub fallthrough: &'a mut dyn FnMut(usize) -> Result<Frame>,
+}
+
+/// Maps original offsets to instruction indices (`n` for the end of the code).
+pub fn offset_index(insns: &[Insn], code_len: usize) -> Vec<u32> {
+    let mut v = vec![u32::MAX; code_len + 1];
+    for (i, insn) in insns.iter().enumerate() {
+        v[insn.offset as usize] = i as u32;
+    }
+    v[code_len] = insns.len() as u32;
+    v
+}
+
+fn idx(map: &[u32], offset: usize, what: &'static str) -> Result<usize> {
+    match map.get(offset) {
+        Some(&i) if i != u32::MAX => Ok(i as usize),
+        _ => Err(Error::BadCode { offset: offset as u32, reason: what }),
+    }
+}
+
+struct Layout {
+    start: Vec<u32>,
+    at: Vec<u32>,
+    end: Vec<u32>,
+    block: Vec<u32>,
+    total: u32,
+}
+
+impl Layout {
+    fn pos(&self, p: Pos, edit: &Edit) -> Result<u32> {
+        let get = |v: &[u32], i: usize| v.get(i).copied().ok_or(Error::BadStackMap("position out of range"));
+        Ok(match p {
+            Pos::Start(i) => get(&self.start, i)?,
+            Pos::Insn(i) => get(&self.at, i)?,
+            Pos::AfterInsn(i) => get(&self.end, i)?,
+            Pos::Block(k) => get(&self.block, k)?,
+            Pos::BlockEnd(k) => get(&self.block, k)? + edit.blocks.get(k).map_or(0, |b| b.code.len() as u32),
+        })
+    }
+}
+
+fn insn_size(insn: &Insn, pc: u32, wide: bool) -> u32 {
+    match insn.opcode {
+        op::TABLESWITCH | op::LOOKUPSWITCH => {
+            let pad = (4 - (pc + 1) % 4) % 4;
+            let body = match &insn.operand {
+                Operand::TableSwitch { targets, .. } => 12 + 4 * targets.len() as u32,
+                Operand::LookupSwitch { pairs, .. } => 8 + 8 * pairs.len() as u32,
+                _ => 0,
+            };
+            1 + pad + body
+        }
+        op::GOTO_W | op::JSR_W => 5,
+        op::GOTO | op::JSR if wide => 5,
+        _ if wide && insn.is_conditional_branch() => 8,
+        _ => insn.len,
+    }
+}
+
+fn is_short_branch(insn: &Insn) -> bool {
+    matches!(insn.opcode, op::GOTO | op::JSR) || insn.is_conditional_branch()
+}
+
+fn compute_layout(insns: &[Insn], edit: &Edit, wide: &[bool]) -> Layout {
+    let n = insns.len();
+    let mut start = Vec::with_capacity(n + 1);
+    let mut at = Vec::with_capacity(n);
+    let mut end = Vec::with_capacity(n);
+    let mut pc = edit.prologue.len() as u32;
+    for (i, insn) in insns.iter().enumerate() {
+        start.push(pc);
+        pc += edit.before[i].len() as u32;
+        at.push(pc);
+        pc += insn_size(insn, pc, wide[i]);
+        end.push(pc);
+        pc += edit.after[i].len() as u32;
+    }
+    start.push(pc);
+    let mut block = Vec::with_capacity(edit.blocks.len());
+    for b in &edit.blocks {
+        block.push(pc);
+        pc += b.code.len() as u32;
+    }
+    Layout { start, at, end, block, total: pc }
+}
+
+/// Lays out `insns` with `edit` applied and returns the new Code attribute.
+///
+/// `frames` must be given when the method has (or needs) a `StackMapTable`.
+pub fn relayout(
+    code: &CodeAttribute,
+    insns: &[Insn],
+    edit: &Edit,
+    cp: &mut ConstantPool,
+    mut frames: Option<Frames<'_>>,
+) -> Result<CodeAttribute> {
+    let n = insns.len();
+    if edit.before.len() != n || edit.after.len() != n {
+        return Err(Error::Unsupported("edit does not match the instruction count"));
+    }
+    let map = offset_index(insns, code.code.len());
+    let targets: Vec<Vec<usize>> = insns
+        .iter()
+        .map(|i| i.targets().into_iter().map(|t| idx(&map, t as usize, "branch target")).collect())
+        .collect::<Result<_>>()?;
+
+    // Widen branches until every one reaches.
+    let mut wide = vec![false; n];
+    let layout = loop {
+        let l = compute_layout(insns, edit, &wide);
+        let mut changed = false;
+        for (i, insn) in insns.iter().enumerate() {
+            if !wide[i] && is_short_branch(insn) {
+                let t = targets[i].first().copied().unwrap_or(0);
+                let delta = l.start[t] as i64 - l.at[i] as i64;
+                if delta < i16::MIN as i64 || delta > i16::MAX as i64 {
+                    wide[i] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break l;
+        }
+    };
+    if layout.total > 65535 {
+        return Err(Error::TooLarge("code longer than 65535 bytes"));
+    }
+
+    // Emit the code.
+    let mut out = Vec::with_capacity(layout.total as usize);
+    out.extend_from_slice(&edit.prologue);
+    for (i, insn) in insns.iter().enumerate() {
+        out.extend_from_slice(&edit.before[i]);
+        let pc = layout.at[i];
+        debug_assert_eq!(out.len() as u32, pc);
+        let rel = |t: usize, from: u32| layout.start[t] as i64 - from as i64;
+        match &insn.operand {
+            Operand::Branch(_) => {
+                let t = targets[i].first().copied().unwrap_or(0);
+                if matches!(insn.opcode, op::GOTO_W | op::JSR_W) || (wide[i] && matches!(insn.opcode, op::GOTO | op::JSR)) {
+                    out.push(if matches!(insn.opcode, op::GOTO | op::GOTO_W) { op::GOTO_W } else { op::JSR_W });
+                    out.u4(rel(t, pc) as i32 as u32);
+                } else if wide[i] {
+                    out.push(invert_condition(insn.opcode));
+                    out.u2(8);
+                    out.push(op::GOTO_W);
+                    out.u4(rel(t, pc + 3) as i32 as u32);
+                } else {
+                    out.push(insn.opcode);
+                    out.u2(rel(t, pc) as i16 as u16);
+                }
+            }
+            Operand::TableSwitch { low, targets: ts, .. } => {
+                out.push(insn.opcode);
+                while out.len() % 4 != 0 {
+                    out.push(0);
+                }
+                let tg = &targets[i];
+                out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
+                out.u4(*low as u32);
+                out.u4((*low as i64 + ts.len() as i64 - 1) as i32 as u32);
+                for &t in &tg[..tg.len() - 1] {
+                    out.u4(rel(t, pc) as i32 as u32);
+                }
+            }
+            Operand::LookupSwitch { pairs, .. } => {
+                out.push(insn.opcode);
+                while out.len() % 4 != 0 {
+                    out.push(0);
+                }
+                let tg = &targets[i];
+                out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
+                out.u4(pairs.len() as u32);
+                for (k, (key, _)) in pairs.iter().enumerate() {
+                    out.u4(*key as u32);
+                    out.u4(rel(tg[k], pc) as i32 as u32);
+                }
+            }
+            _ => {
+                let s = insn.offset as usize;
+                out.extend_from_slice(&code.code[s..s + insn.len as usize]);
+            }
+        }
+        out.extend_from_slice(&edit.after[i]);
+    }
+    for b in &edit.blocks {
+        out.extend_from_slice(&b.code);
+    }
+    debug_assert_eq!(out.len() as u32, layout.total);
+
+    let start_of = |off: u16| -> Result<u16> { Ok(layout.start[idx(&map, off as usize, "range boundary")?] as u16) };
+    let pos = |p: Pos| -> Result<u16> { Ok(layout.pos(p, edit)? as u16) };
+
+    // Exception table.
+    let mut exception_table = Vec::with_capacity(code.exception_table.len() + edit.handlers_first.len() + edit.handlers_last.len());
+    let new_entry = |h: &NewHandler| -> Result<ExceptionEntry> {
+        Ok(ExceptionEntry { start_pc: pos(h.start)?, end_pc: pos(h.end)?, handler_pc: pos(h.handler)?, catch_type: h.catch_type })
+    };
+    for h in &edit.handlers_first {
+        exception_table.push(new_entry(h)?);
+    }
+    for e in &code.exception_table {
+        if e.start_pc >= e.end_pc {
+            return Err(Error::BadAttribute("exception table range"));
+        }
+        exception_table.push(ExceptionEntry {
+            start_pc: start_of(e.start_pc)?,
+            end_pc: start_of(e.end_pc)?,
+            handler_pc: start_of(e.handler_pc)?,
+            catch_type: e.catch_type,
+        });
+    }
+    for h in &edit.handlers_last {
+        exception_table.push(new_entry(h)?);
+    }
+
+    // Attributes.
+    let mut attributes = Vec::with_capacity(code.attributes.len() + 1);
+    let mut wrote_stackmap = false;
+    for a in &code.attributes {
+        let name = cp.utf8(a.name_index)?;
+        let info = match name {
+            b"LineNumberTable" => {
+                let mut r = Reader::new(&a.info);
+                let k = r.u2("line_number_table_length")?;
+                let mut o = Vec::with_capacity(a.info.len());
+                o.u2(k);
+                for _ in 0..k {
+                    o.u2(start_of(r.u2("start_pc")?)?);
+                    o.u2(r.u2("line_number")?);
+                }
+                o
+            }
+            b"LocalVariableTable" | b"LocalVariableTypeTable" => {
+                let mut r = Reader::new(&a.info);
+                let k = r.u2("local_variable_table_length")?;
+                let mut o = Vec::with_capacity(a.info.len());
+                o.u2(k);
+                for _ in 0..k {
+                    let s = r.u2("start_pc")?;
+                    let l = r.u2("length")?;
+                    let end = s as usize + l as usize;
+                    let ns = if s == 0 { 0 } else { start_of(s)? };
+                    let ne = layout.start[idx(&map, end, "local variable range end")?] as u16;
+                    o.u2(ns);
+                    o.u2(ne - ns);
+                    o.extend_from_slice(r.bytes(6, "local variable entry")?);
+                }
+                o
+            }
+            b"StackMapTable" => match frames.as_mut() {
+                Some(f) => {
+                    wrote_stackmap = true;
+                    encode_frames(f, insns, edit, &map, &layout, &wide)?
+                }
+                None => return Err(Error::BadStackMap("StackMapTable without frame information")),
+            },
+            // Type annotations on code carry offsets into it; they are not visible to reflection and
+            // are dropped rather than left pointing at the wrong instructions.
+            b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => continue,
+            _ => a.info.clone(),
+        };
+        attributes.push(Attribute { name_index: a.name_index, info });
+    }
+    if !wrote_stackmap {
+        if let Some(f) = frames.as_mut() {
+            let body = encode_frames(f, insns, edit, &map, &layout, &wide)?;
+            if body != [0, 0] {
+                attributes.push(Attribute { name_index: cp.add_utf8("StackMapTable")?, info: body });
+            }
+        }
+    }
+
+    let max_stack = code.max_stack.checked_add(edit.extra_stack).ok_or(Error::TooLarge("max_stack"))?;
+    let max_locals = code.max_locals.checked_add(edit.extra_locals).ok_or(Error::TooLarge("max_locals"))?;
+    Ok(CodeAttribute { max_stack, max_locals, code: out, exception_table, attributes })
+}
+
+fn encode_frames(
+    f: &mut Frames<'_>,
+    insns: &[Insn],
+    edit: &Edit,
+    map: &[u32],
+    layout: &Layout,
+    wide: &[bool],
+) -> Result<Vec<u8>> {
+    let n = insns.len();
+    let remap = |t: VType| -> Result<VType> {
+        Ok(match t {
+            VType::Uninitialized(o) => {
+                let i = idx(map, o as usize, "uninitialized offset")?;
+                VType::Uninitialized(*layout.at.get(i).ok_or(Error::BadStackMap("uninitialized offset"))?)
+            }
+            other => other,
+        })
+    };
+    let remap_all = |v: &[VType]| -> Result<Vec<VType>> { v.iter().map(|&t| remap(t)).collect() };
+    let mut has_frame = vec![false; n + 1];
+    let mut out: Vec<Frame> = Vec::with_capacity(f.frames.len() + edit.blocks.len());
+    for fr in f.frames {
+        let i = idx(map, fr.offset as usize, "frame offset")?;
+        if i >= n {
+            return Err(Error::BadStackMap("frame at end of code"));
+        }
+        has_frame[i] = true;
+        out.push(Frame { offset: layout.start[i], locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+    }
+    for (i, insn) in insns.iter().enumerate() {
+        if wide[i] && insn.is_conditional_branch() && !(edit.after[i].is_empty() && has_frame.get(i + 1) == Some(&true)) {
+            let fr = (f.fallthrough)(i)?;
+            out.push(Frame { offset: layout.at[i] + 8, locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+        }
+    }
+    for (k, b) in edit.blocks.iter().enumerate() {
+        if let Some(fr) = &b.frame {
+            out.push(Frame { offset: layout.block[k], locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+        }
+    }
+    out.sort_by_key(|fr| fr.offset);
+    if out.windows(2).any(|w| w[0].offset == w[1].offset) {
+        return Err(Error::BadStackMap("two frames at one offset"));
+    }
+    stackmap::encode(&out, f.initial_locals)
+}

@@ -1,0 +1,564 @@
+//! Placing probe calls into one method.
+//!
+//! Probe code is straight-line and stack-neutral: values living on the operand stack (return
+//! value, exception, new object, monitor, field value) are duplicated, boxed and parked in one
+//! fresh local slot before the probe's arguments are pushed, so the method computes exactly
+//! what it computed before.
+
+use crate::class_file::{ClassFile, ACC_STATIC};
+use crate::code::{relayout, Block, CodeAttribute, Edit, Frames, NewHandler, Pos};
+use crate::constant_pool::{Constant, ConstantPool};
+use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, FieldType};
+use crate::error::{Error, Result};
+use crate::instruction::{self, emit_cp, emit_ldc, emit_local, op, Insn, Operand};
+use crate::plan::{Point, Probe, Registry, Value};
+use crate::stackmap::{self, to_entries, to_slots, Frame, VType};
+use crate::typeflow::{self, MethodInfo, State};
+
+/// Straight-line code with its operand stack accounting.
+struct Snippet {
+    code: Vec<u8>,
+    depth: i32,
+    peak: i32,
+}
+
+impl Snippet {
+    fn new(depth: i32) -> Self {
+        Snippet { code: Vec::new(), depth, peak: depth }
+    }
+
+    fn emit(&mut self, bytes: &[u8], delta: i32) {
+        self.code.extend_from_slice(bytes);
+        self.depth += delta;
+        self.peak = self.peak.max(self.depth);
+    }
+
+    fn int(&mut self, cp: &mut ConstantPool, v: i32) -> Result<()> {
+        match v {
+            -1..=5 => self.emit(&[(op::ICONST_0 as i32 + v) as u8], 1),
+            -128..=127 => self.emit(&[op::BIPUSH, v as u8], 1),
+            -32768..=32767 => self.emit(&[op::SIPUSH, (v >> 8) as u8, v as u8], 1),
+            _ => {
+                let mut b = Vec::new();
+                emit_ldc(&mut b, cp.add_integer(v)?);
+                self.emit(&b, 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn cp_insn(&mut self, opcode: u8, index: u16, delta: i32) {
+        let mut b = Vec::with_capacity(3);
+        emit_cp(&mut b, opcode, index);
+        self.emit(&b, delta);
+    }
+
+    fn local(&mut self, opcode: u8, index: u16, delta: i32) {
+        let mut b = Vec::with_capacity(4);
+        emit_local(&mut b, opcode, index);
+        self.emit(&b, delta);
+    }
+
+    /// Boxes the primitive of type `t` on top of the stack.
+    fn boxed(&mut self, cp: &mut ConstantPool, t: FieldType<'_>) -> Result<()> {
+        let (class, desc) = match t {
+            FieldType::Boolean => ("java/lang/Boolean", "(Z)Ljava/lang/Boolean;"),
+            FieldType::Byte => ("java/lang/Byte", "(B)Ljava/lang/Byte;"),
+            FieldType::Char => ("java/lang/Character", "(C)Ljava/lang/Character;"),
+            FieldType::Short => ("java/lang/Short", "(S)Ljava/lang/Short;"),
+            FieldType::Int => ("java/lang/Integer", "(I)Ljava/lang/Integer;"),
+            FieldType::Long => ("java/lang/Long", "(J)Ljava/lang/Long;"),
+            FieldType::Float => ("java/lang/Float", "(F)Ljava/lang/Float;"),
+            FieldType::Double => ("java/lang/Double", "(D)Ljava/lang/Double;"),
+            _ => return Ok(()),
+        };
+        let m = cp.add_method_ref(class, "valueOf", desc)?;
+        self.cp_insn(op::INVOKESTATIC, m, 1 - t.slots() as i32);
+        Ok(())
+    }
+
+    /// Copies the value of type `t` on top of the stack, boxed, into local `slot`.
+    fn capture(&mut self, cp: &mut ConstantPool, t: FieldType<'_>, slot: u16) -> Result<()> {
+        if t.slots() == 2 {
+            self.emit(&[op::DUP2], 2);
+        } else {
+            self.emit(&[op::DUP], 1);
+        }
+        self.boxed(cp, t)?;
+        self.local(op::ASTORE, slot, -1);
+        Ok(())
+    }
+}
+
+fn load_opcode(t: FieldType<'_>) -> u8 {
+    match t {
+        FieldType::Long => op::LLOAD,
+        FieldType::Float => op::FLOAD,
+        FieldType::Double => op::DLOAD,
+        FieldType::Reference(_) => op::ALOAD,
+        _ => op::ILOAD,
+    }
+}
+
+/// What the values of one probe call resolve to at one point.
+struct Site {
+    site_id: i32,
+    line: i32,
+    this_ok: bool,
+    args_ok: bool,
+    /// The value parked in the stash slot, if any.
+    stashed: Option<Value>,
+}
+
+struct Method<'a> {
+    method_id: i32,
+    is_static: bool,
+    params: Vec<FieldType<'a>>,
+    stash: u16,
+    runtime_class: &'a str,
+}
+
+impl Method<'_> {
+    /// Emits the call of `probe` with values as available at `site`.
+    fn call(&self, cp: &mut ConstantPool, s: &mut Snippet, probe: &Probe, site: &Site) -> Result<()> {
+        for &v in &probe.values {
+            match v {
+                Value::MethodId => s.int(cp, self.method_id)?,
+                Value::SiteId => s.int(cp, site.site_id)?,
+                Value::LineNumber => s.int(cp, site.line)?,
+                Value::This if site.this_ok => s.emit(&[op::ALOAD_0], 1),
+                Value::Args if site.args_ok => {
+                    s.int(cp, self.params.len() as i32)?;
+                    let object = cp.add_class("java/lang/Object")?;
+                    s.cp_insn(op::ANEWARRAY, object, 0);
+                    let mut slot: u16 = if self.is_static { 0 } else { 1 };
+                    for (k, &p) in self.params.iter().enumerate() {
+                        s.emit(&[op::DUP], 1);
+                        s.int(cp, k as i32)?;
+                        s.local(load_opcode(p), slot, p.slots() as i32);
+                        s.boxed(cp, p)?;
+                        s.emit(&[op::AASTORE], -3);
+                        slot += p.slots();
+                    }
+                }
+                v if site.stashed == Some(v) => s.local(op::ALOAD, self.stash, 1),
+                _ => s.emit(&[op::ACONST_NULL], 1),
+            }
+        }
+        let m = cp.add_method_ref(self.runtime_class, &probe.method, &probe.descriptor())?;
+        s.cp_insn(op::INVOKESTATIC, m, -(probe.values.iter().map(|_| 1).sum::<i32>()));
+        Ok(())
+    }
+}
+
+fn wants(probe: &Probe, v: Value) -> bool {
+    probe.values.contains(&v)
+}
+
+/// Whether the locals in `state` still hold the parameters with their declared kinds.
+fn params_intact(state: &State, is_static: bool, params: &[FieldType<'_>]) -> bool {
+    let mut slot = if is_static { 0 } else { 1 };
+    for &p in params {
+        let ok = match (p, state.locals.get(slot)) {
+            (FieldType::Long, Some(VType::Long)) | (FieldType::Double, Some(VType::Double)) | (FieldType::Float, Some(VType::Float)) => true,
+            (FieldType::Reference(_), Some(VType::Object(_) | VType::Null)) => true,
+            (FieldType::Long | FieldType::Double | FieldType::Float | FieldType::Reference(_), _) => false,
+            (_, Some(VType::Integer)) => true,
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        slot += p.slots() as usize;
+    }
+    true
+}
+
+fn has_uninitialized(s: &State) -> bool {
+    s.locals.iter().any(|t| matches!(t, VType::Uninitialized(_) | VType::UninitializedThis))
+}
+
+fn trimmed(locals: &[VType]) -> Vec<VType> {
+    let mut e = to_entries(locals);
+    while e.last() == Some(&VType::Top) {
+        e.pop();
+    }
+    to_slots(&e)
+}
+
+/// Instruments method `mi` of `cf` with `probes`. Returns whether the method changed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn instrument_method(
+    cf: &mut ClassFile,
+    mi: usize,
+    class_name: &str,
+    name: &str,
+    desc: &str,
+    runtime_class: &str,
+    probes: &[&Probe],
+    registry: &mut Registry,
+) -> Result<bool> {
+    let Some(code_pos) = cf.methods[mi].attributes.iter().position(|a| cf.constant_pool.utf8(a.name_index).is_ok_and(|n| n == b"Code")) else {
+        return Ok(false);
+    };
+    let code = CodeAttribute::parse(&cf.methods[mi].attributes[code_pos].info)?;
+    let insns = instruction::decode(&code.code)?;
+    if insns.iter().any(|i| matches!(i.opcode, op::JSR | op::JSR_W | op::RET)) {
+        return Err(Error::Unsupported("jsr/ret subroutines"));
+    }
+    let cp = &mut cf.constant_pool;
+    let is_static = cf.methods[mi].access_flags & ACC_STATIC != 0;
+    let is_init = name == "<init>";
+    let with_frames = cf.major_version >= 50;
+    let md = parse_method_descriptor(desc.as_bytes())?;
+    let n = insns.len();
+
+    let initial = typeflow::initial_locals(cp, cf.this_class, is_static, is_init, desc.as_bytes(), code.max_locals)?;
+    let frames: Vec<Frame> = match code.attributes.iter().find(|a| cp.utf8(a.name_index).is_ok_and(|n| n == b"StackMapTable")) {
+        Some(a) if with_frames => stackmap::decode(&a.info, &initial)?,
+        _ => Vec::new(),
+    };
+
+    // Which instructions need their incoming state.
+    let mut want = vec![false; n];
+    for (i, insn) in insns.iter().enumerate() {
+        want[i] = matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
+    }
+    let info = MethodInfo {
+        this_class: cf.this_class,
+        max_locals: code.max_locals,
+        insns: &insns,
+        code_len: code.code.len(),
+        exception_table: &code.exception_table,
+        frames: if with_frames { Some(&frames) } else { None },
+        initial_locals: &initial,
+    };
+    let states = typeflow::states(cp, &info, &want)?;
+
+    let method_id = registry.add_method(class_name, name, desc);
+    let m = Method { method_id, is_static, params: md.params.clone(), stash: code.max_locals, runtime_class };
+    let mut edit = Edit::new(n);
+    let mut peak = 0i32;
+    let mut used_stash = false;
+
+    // The constructor's super/this call: exception-exit handlers may only cover code after it.
+    let super_call = if is_init && matches!(initial.first(), Some(VType::UninitializedThis)) {
+        insns.iter().enumerate().position(|(i, insn)| {
+            insn.opcode == op::INVOKESPECIAL
+                && states[i].as_ref().is_some_and(|s| {
+                    let Operand::Cp(c) = insn.operand else { return false };
+                    let Ok(r) = cp.member_ref(c) else { return false };
+                    let Ok(d) = parse_method_descriptor(r.descriptor) else { return false };
+                    r.name == b"<init>"
+                        && s.stack.len() > d.param_slots() as usize
+                        && s.stack[s.stack.len() - 1 - d.param_slots() as usize] == VType::UninitializedThis
+                })
+        })
+    } else {
+        None
+    };
+    let covered_from = match super_call {
+        Some(i) => Some(i + 1),
+        None if is_init && matches!(initial.first(), Some(VType::UninitializedThis)) => None,
+        None => Some(0),
+    };
+    let at_line: Vec<Option<u16>> = line_starts(cp, &code, &insns)?;
+
+    let mut exit_block: Option<usize> = None;
+    let mut call_blocks: Vec<(usize, usize)> = Vec::new();
+    for probe in probes {
+        let plain = Site { site_id: -1, line: -1, this_ok: false, args_ok: false, stashed: None };
+        match &probe.point {
+            Point::Entry => {
+                let site = Site { this_ok: !is_static && !is_init, args_ok: true, ..plain };
+                let mut s = Snippet::new(0);
+                m.call(cp, &mut s, probe, &site)?;
+                finish(s, &mut edit.prologue, &mut peak);
+            }
+            Point::Return => {
+                for (i, insn) in insns.iter().enumerate() {
+                    if !matches!(insn.opcode, op::IRETURN..=op::RETURN) {
+                        continue;
+                    }
+                    let st = states[i].as_ref();
+                    let mut s = Snippet::new(0);
+                    let mut site = Site {
+                        site_id: -1,
+                        this_ok: !is_static && st.map_or(!is_init, |s| matches!(s.locals.first(), Some(VType::Object(_)))),
+                        args_ok: st.is_some_and(|s| params_intact(s, is_static, &m.params)),
+                        ..plain
+                    };
+                    if wants(probe, Value::SiteId) {
+                        site.site_id = registry.add_site(method_id, insn.offset, "return", String::new());
+                    }
+                    if md.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
+                        s.capture(cp, md.ret, m.stash)?;
+                        used_stash = true;
+                        site.stashed = Some(Value::ReturnValue);
+                    }
+                    m.call(cp, &mut s, probe, &site)?;
+                    finish(s, &mut edit.before[i], &mut peak);
+                }
+            }
+            Point::ExceptionExit => {
+                let Some(from) = covered_from else { continue };
+                if from >= n {
+                    continue;
+                }
+                let mut s = Snippet::new(1);
+                let throwable = cp.add_class("java/lang/Throwable")?;
+                s.capture(cp, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
+                used_stash = true;
+                m.call(cp, &mut s, probe, &Site { stashed: Some(Value::Thrown), ..plain })?;
+                s.emit(&[op::ATHROW], -1);
+                peak = peak.max(s.peak);
+                let frame = with_frames.then(|| Frame { offset: 0, locals: Vec::new(), stack: vec![VType::Object(throwable)] });
+                edit.blocks.push(Block { code: s.code, frame });
+                let k = edit.blocks.len() - 1;
+                edit.handlers_last.push(NewHandler { start: Pos::Start(from), end: Pos::Start(n), handler: Pos::Block(k), catch_type: 0 });
+                exit_block.get_or_insert(k);
+            }
+            Point::BeforeCall(filter) | Point::AfterCall(filter) => {
+                let after = matches!(probe.point, Point::AfterCall(_));
+                for (i, insn) in insns.iter().enumerate() {
+                    let Some((owner, mname, mdesc)) = call_target(cp, insn)? else { continue };
+                    if !filter.matches(&owner, &mname, &mdesc) {
+                        continue;
+                    }
+                    let site_id = registry.add_site(method_id, insn.offset, "call", format!("{owner}.{mname}{mdesc}"));
+                    let site = Site { site_id, ..plain };
+                    if !after {
+                        let mut s = Snippet::new(0);
+                        m.call(cp, &mut s, probe, &site)?;
+                        finish(s, &mut edit.before[i], &mut peak);
+                        continue;
+                    }
+                    let cd = parse_method_descriptor(mdesc.as_bytes())?;
+                    let mut s = Snippet::new(0);
+                    let mut normal = Site { ..site };
+                    if cd.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
+                        s.capture(cp, cd.ret, m.stash)?;
+                        used_stash = true;
+                        normal.stashed = Some(Value::ReturnValue);
+                    }
+                    m.call(cp, &mut s, probe, &normal)?;
+                    finish(s, &mut edit.after[i], &mut peak);
+                    // The call's own exceptions: a handler covering just the call, rethrowing.
+                    let Some(st) = states[i].as_ref() else { continue };
+                    if has_uninitialized(st) {
+                        continue;
+                    }
+                    let throwable = cp.add_class("java/lang/Throwable")?;
+                    let mut s = Snippet::new(1);
+                    s.capture(cp, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
+                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::Thrown), ..plain })?;
+                    s.emit(&[op::ATHROW], -1);
+                    peak = peak.max(s.peak);
+                    let frame = with_frames.then(|| Frame { offset: 0, locals: trimmed(&st.locals), stack: vec![VType::Object(throwable)] });
+                    edit.blocks.push(Block { code: s.code, frame });
+                    let k = edit.blocks.len() - 1;
+                    edit.handlers_first.push(NewHandler { start: Pos::Insn(i), end: Pos::AfterInsn(i), handler: Pos::Block(k), catch_type: 0 });
+                    call_blocks.push((i, k));
+                }
+            }
+            Point::Allocation => {
+                for (i, insn) in insns.iter().enumerate() {
+                    let (at, detail) = match insn.opcode {
+                        op::NEWARRAY | op::ANEWARRAY | op::MULTIANEWARRAY => (Some(i), alloc_detail(cp, insn)),
+                        op::NEW => (constructor_call(cp, &insns, i, &states)?, alloc_detail(cp, insn)),
+                        _ => continue,
+                    };
+                    let Some(j) = at else { continue };
+                    let site_id = registry.add_site(method_id, insn.offset, "alloc", detail);
+                    let mut s = Snippet::new(0);
+                    s.capture(cp, FieldType::Reference(b"java/lang/Object"), m.stash)?;
+                    used_stash = true;
+                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::NewObject), ..plain })?;
+                    finish(s, &mut edit.after[j], &mut peak);
+                }
+            }
+            Point::MonitorEnter | Point::MonitorExit => {
+                let opcode = if probe.point == Point::MonitorEnter { op::MONITORENTER } else { op::MONITOREXIT };
+                for (i, insn) in insns.iter().enumerate() {
+                    if insn.opcode != opcode {
+                        continue;
+                    }
+                    let kind = if opcode == op::MONITORENTER { "monitorenter" } else { "monitorexit" };
+                    let site_id = registry.add_site(method_id, insn.offset, kind, String::new());
+                    let mut s = Snippet::new(0);
+                    s.capture(cp, FieldType::Reference(b"java/lang/Object"), m.stash)?;
+                    used_stash = true;
+                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::Lock), ..plain })?;
+                    finish(s, &mut edit.before[i], &mut peak);
+                }
+            }
+            Point::FieldRead(filter) | Point::FieldWrite(filter) => {
+                let read = matches!(probe.point, Point::FieldRead(_));
+                for (i, insn) in insns.iter().enumerate() {
+                    let is_read = matches!(insn.opcode, op::GETSTATIC | op::GETFIELD);
+                    let is_write = matches!(insn.opcode, op::PUTSTATIC | op::PUTFIELD);
+                    if !(read && is_read || !read && is_write) {
+                        continue;
+                    }
+                    let Operand::Cp(c) = insn.operand else { continue };
+                    let r = cp.member_ref(c)?;
+                    let (owner, fname, fdesc) = (
+                        String::from_utf8_lossy(r.owner).into_owned(),
+                        String::from_utf8_lossy(r.name).into_owned(),
+                        r.descriptor.to_vec(),
+                    );
+                    if !filter.matches(&owner, &fname, &String::from_utf8_lossy(&fdesc)) {
+                        continue;
+                    }
+                    let t = parse_field_descriptor(&fdesc)?;
+                    let kind = if read { "field-read" } else { "field-write" };
+                    let site_id = registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
+                    let mut s = Snippet::new(0);
+                    s.capture(cp, t, m.stash)?;
+                    used_stash = true;
+                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::FieldValue), ..plain })?;
+                    finish(s, if read { &mut edit.after[i] } else { &mut edit.before[i] }, &mut peak);
+                }
+            }
+            Point::Line => {
+                for (i, line) in at_line.iter().enumerate() {
+                    let Some(line) = *line else { continue };
+                    let site_id = registry.add_site(method_id, insns[i].offset, "line", line.to_string());
+                    let mut s = Snippet::new(0);
+                    m.call(cp, &mut s, probe, &Site { site_id, line: line as i32, ..plain })?;
+                    finish(s, &mut edit.before[i], &mut peak);
+                }
+            }
+        }
+    }
+    // The code of the call-site handlers must stay covered by whatever covered the call.
+    for &(i, k) in &call_blocks {
+        let off = insns[i].offset;
+        for e in &code.exception_table {
+            if (e.start_pc as u32..e.end_pc as u32).contains(&off) {
+                let h = crate::code::offset_index(&insns, code.code.len())
+                    .get(e.handler_pc as usize)
+                    .copied()
+                    .filter(|&h| (h as usize) < n)
+                    .ok_or(Error::BadAttribute("exception handler offset"))?;
+                edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Start(h as usize), catch_type: e.catch_type });
+            }
+        }
+        if let (Some(x), Some(from)) = (exit_block, covered_from) {
+            if i >= from {
+                edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Block(x), catch_type: 0 });
+            }
+        }
+    }
+    if edit.is_empty() {
+        return Ok(false);
+    }
+    edit.extra_stack = u16::try_from(peak).map_err(|_| Error::TooLarge("max_stack"))?;
+    edit.extra_locals = u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some());
+
+    // States after conditional branches, for frames at branches that get widened.
+    let inserted: usize = edit.prologue.len()
+        + edit.before.iter().chain(&edit.after).map(Vec::len).sum::<usize>()
+        + edit.blocks.iter().map(|b| b.code.len()).sum::<usize>();
+    let growth: usize = insns.iter().map(|x| if x.is_conditional_branch() || x.opcode == op::GOTO { 5 } else { 3 }).sum();
+    let ft_states = if with_frames && code.code.len() + inserted + growth > 32767 {
+        let mask: Vec<bool> = insns.iter().map(|x| x.is_conditional_branch()).collect();
+        typeflow::states(cp, &info, &mask)?
+    } else {
+        Vec::new()
+    };
+    let mut fallthrough = |i: usize| -> Result<Frame> {
+        let st = ft_states.get(i).cloned().flatten().ok_or(Error::BadStackMap("no state at a widened branch"))?;
+        let pops = if matches!(insns[i].opcode, 0x9f..=0xa6) { 2 } else { 1 };
+        let mut stack = st.stack;
+        stack.truncate(stack.len().saturating_sub(pops));
+        Ok(Frame { offset: 0, locals: trimmed(&st.locals), stack })
+    };
+    let frames_arg = with_frames.then(|| Frames { initial_locals: &initial, frames: &frames, fallthrough: &mut fallthrough });
+    let new_code = relayout(&code, &insns, &edit, cp, frames_arg)?;
+    cf.methods[mi].attributes[code_pos].info = new_code.write();
+    Ok(true)
+}
+
+fn finish(s: Snippet, dest: &mut Vec<u8>, peak: &mut i32) {
+    *peak = (*peak).max(s.peak);
+    dest.extend_from_slice(&s.code);
+}
+
+/// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
+fn call_target(cp: &ConstantPool, insn: &Insn) -> Result<Option<(String, String, String)>> {
+    let Operand::Cp(c) = insn.operand else { return Ok(None) };
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match insn.opcode {
+        op::INVOKEVIRTUAL..=op::INVOKEINTERFACE => {
+            let r = cp.member_ref(c)?;
+            Ok(Some((lossy(r.owner), lossy(r.name), lossy(r.descriptor))))
+        }
+        op::INVOKEDYNAMIC => match cp.get(c)? {
+            Constant::InvokeDynamic(_, nt) => {
+                let (n, d) = cp.name_and_type(nt)?;
+                Ok(Some((String::new(), lossy(n), lossy(d))))
+            }
+            _ => Err(Error::BadConstant { index: c, expected: "InvokeDynamic" }),
+        },
+        _ => Ok(None),
+    }
+}
+
+fn alloc_detail(cp: &ConstantPool, insn: &Insn) -> String {
+    match insn.operand {
+        Operand::Cp(c) | Operand::MultiANewArray(c, _) => {
+            cp.class_name(c).map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default()
+        }
+        Operand::NewArray(t) => format!("newarray {t}"),
+        _ => String::new(),
+    }
+}
+
+/// The `invokespecial <init>` initializing the object created by `new` at instruction `i`, when a
+/// copy of the object stays on the stack after it (the usual `new; dup; …; invokespecial`).
+fn constructor_call(cp: &ConstantPool, insns: &[Insn], i: usize, states: &[Option<State>]) -> Result<Option<usize>> {
+    let target = VType::Uninitialized(insns[i].offset);
+    for (j, insn) in insns.iter().enumerate().skip(i + 1) {
+        if insn.opcode != op::INVOKESPECIAL {
+            continue;
+        }
+        let Some(st) = states[j].as_ref() else { continue };
+        let Operand::Cp(c) = insn.operand else { continue };
+        let r = cp.member_ref(c)?;
+        if r.name != b"<init>" {
+            continue;
+        }
+        let k = parse_method_descriptor(r.descriptor)?.param_slots() as usize;
+        let len = st.stack.len();
+        if len > k && st.stack[len - 1 - k] == target {
+            return Ok((len > k + 1 && st.stack[len - 2 - k] == target).then_some(j));
+        }
+    }
+    Ok(None)
+}
+
+/// For each instruction, the line that starts there (first LineNumberTable entry).
+fn line_starts(cp: &ConstantPool, code: &CodeAttribute, insns: &[Insn]) -> Result<Vec<Option<u16>>> {
+    let mut v = vec![None; insns.len()];
+    let map = crate::code::offset_index(insns, code.code.len());
+    for a in &code.attributes {
+        if cp.utf8(a.name_index)? != b"LineNumberTable" {
+            continue;
+        }
+        let info = &a.info;
+        let k = info.get(..2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]])) as usize;
+        for e in 0..k {
+            let Some(b) = info.get(2 + 4 * e..6 + 4 * e) else { return Err(Error::BadAttribute("LineNumberTable")) };
+            let pc = u16::from_be_bytes([b[0], b[1]]) as usize;
+            let line = u16::from_be_bytes([b[2], b[3]]);
+            match map.get(pc) {
+                Some(&i) if (i as usize) < insns.len() => {
+                    v[i as usize].get_or_insert(line);
+                }
+                _ => return Err(Error::BadAttribute("LineNumberTable")),
+            }
+        }
+    }
+    Ok(v)
+}

@@ -1,0 +1,270 @@
+//! The plan-driven API: which probes go where, and the ids handed to them.
+
+use crate::class_file::ClassFile;
+use crate::error::{Error, Result};
+use crate::inject;
+
+/// A name pattern.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Pattern {
+    /// Matches everything.
+    #[default]
+    Any,
+    /// Matches exactly this text.
+    Exact(String),
+    /// Matches text starting with this prefix.
+    Prefix(String),
+}
+
+impl Pattern {
+    /// Whether `text` matches.
+    pub fn matches(&self, text: &str) -> bool {
+        match self {
+            Pattern::Any => true,
+            Pattern::Exact(s) => s == text,
+            Pattern::Prefix(p) => text.starts_with(p.as_str()),
+        }
+    }
+}
+
+/// Selects methods (or, for call sites and fields, the referenced member).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MemberFilter {
+    /// Internal name of the declaring/owner class (`java/util/HashMap`).
+    pub owner: Pattern,
+    /// Member name.
+    pub name: Pattern,
+    /// Member descriptor.
+    pub descriptor: Pattern,
+}
+
+impl MemberFilter {
+    /// Matches every member.
+    pub fn any() -> Self {
+        MemberFilter::default()
+    }
+
+    /// Whether the member matches.
+    pub fn matches(&self, owner: &str, name: &str, descriptor: &str) -> bool {
+        self.owner.matches(owner) && self.name.matches(name) && self.descriptor.matches(descriptor)
+    }
+}
+
+/// Where in a method a probe is called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Point {
+    /// Once at method entry.
+    Entry,
+    /// Before every return instruction.
+    Return,
+    /// When an exception leaves the method (catch-all handler that rethrows; in constructors
+    /// only after the super/this constructor call).
+    ExceptionExit,
+    /// Before calls whose owner/name/descriptor match.
+    BeforeCall(MemberFilter),
+    /// After calls that match, on normal return and (with the exception) when they throw.
+    AfterCall(MemberFilter),
+    /// After `new … <init>`, `newarray`, `anewarray`, `multianewarray`.
+    Allocation,
+    /// Before `monitorenter`.
+    MonitorEnter,
+    /// Before `monitorexit`.
+    MonitorExit,
+    /// After reads of matching fields.
+    FieldRead(MemberFilter),
+    /// Before writes of matching fields.
+    FieldWrite(MemberFilter),
+    /// At the first instruction of each source line (from the LineNumberTable).
+    Line,
+}
+
+/// A value passed to the probe method, in parameter order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// `int`: the method id from the [`Registry`].
+    MethodId,
+    /// `int`: the site id (call site, allocation, monitor, field access, line, return); -1 where
+    /// the point has no site.
+    SiteId,
+    /// `int`: the source line (line probes), else -1.
+    LineNumber,
+    /// `Object`: `this`, or null in static methods and before a constructor's super call.
+    This,
+    /// `Object[]`: the arguments, boxed (at entry; at other points when still provably intact,
+    /// else null).
+    Args,
+    /// `Object`: the value about to be returned (or returned by the call), boxed; null for void.
+    ReturnValue,
+    /// `Throwable`: the exception leaving the method or the call; null otherwise.
+    Thrown,
+    /// `Object`: the allocated object or array.
+    NewObject,
+    /// `Object`: the monitor object.
+    Lock,
+    /// `Object`: the field value read or about to be written, boxed.
+    FieldValue,
+}
+
+impl Value {
+    /// Descriptor of the probe parameter.
+    pub fn descriptor(self) -> &'static str {
+        match self {
+            Value::MethodId | Value::SiteId | Value::LineNumber => "I",
+            Value::Args => "[Ljava/lang/Object;",
+            Value::Thrown => "Ljava/lang/Throwable;",
+            _ => "Ljava/lang/Object;",
+        }
+    }
+}
+
+/// One probe: for matching methods, at `point`, call `runtime_class.method(values…)V`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Methods to instrument.
+    pub methods: MemberFilter,
+    /// Where to call the probe.
+    pub point: Point,
+    /// Name of the static probe method in the plan's runtime class.
+    pub method: String,
+    /// Values to pass, in parameter order.
+    pub values: Vec<Value>,
+}
+
+impl Probe {
+    /// Descriptor of the probe method, derived from the values.
+    pub fn descriptor(&self) -> String {
+        let mut d = String::from("(");
+        for v in &self.values {
+            d.push_str(v.descriptor());
+        }
+        d.push_str(")V");
+        d
+    }
+}
+
+/// A set of probes and the class that implements them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InjectionPlan {
+    /// Internal name of the class holding the static probe methods (e.g. `jtap/runtime/Probes`);
+    /// it is never instrumented itself.
+    pub runtime_class: String,
+    /// The probes.
+    pub probes: Vec<Probe>,
+}
+
+impl InjectionPlan {
+    /// A plan calling every kind of probe on every method: `entry(I,Object,Object[])`,
+    /// `exit(I,Object)`, `thrown(I,Throwable)`, `beforeCall(I,I)`, `afterCall(I,I,Object,Throwable)`,
+    /// `alloc(I,I,Object)`, `monitor(I,I,Object)`, `field(I,I,Object)`, `line(I,I)`.
+    pub fn everything(runtime_class: &str) -> Self {
+        use Value::*;
+        let p = |point, method: &str, values: Vec<Value>| Probe { methods: MemberFilter::any(), point, method: method.into(), values };
+        InjectionPlan {
+            runtime_class: runtime_class.into(),
+            probes: vec![
+                p(Point::Entry, "entry", vec![MethodId, This, Args]),
+                p(Point::Return, "exit", vec![MethodId, ReturnValue]),
+                p(Point::ExceptionExit, "thrown", vec![MethodId, Thrown]),
+                p(Point::BeforeCall(MemberFilter::any()), "beforeCall", vec![MethodId, SiteId]),
+                p(Point::AfterCall(MemberFilter::any()), "afterCall", vec![MethodId, SiteId, ReturnValue, Thrown]),
+                p(Point::Allocation, "alloc", vec![MethodId, SiteId, NewObject]),
+                p(Point::MonitorEnter, "monitor", vec![MethodId, SiteId, Lock]),
+                p(Point::MonitorExit, "monitor", vec![MethodId, SiteId, Lock]),
+                p(Point::FieldRead(MemberFilter::any()), "field", vec![MethodId, SiteId, FieldValue]),
+                p(Point::FieldWrite(MemberFilter::any()), "field", vec![MethodId, SiteId, FieldValue]),
+                p(Point::Line, "line", vec![MethodId, LineNumber]),
+            ],
+        }
+    }
+}
+
+/// A method that received an id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodEntry {
+    /// Class internal name.
+    pub class: String,
+    /// Method name.
+    pub name: String,
+    /// Method descriptor.
+    pub descriptor: String,
+}
+
+/// A site that received an id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteEntry {
+    /// Id of the enclosing method.
+    pub method_id: i32,
+    /// Bytecode offset in the original method.
+    pub bci: u32,
+    /// What the site is (`call`, `alloc`, `monitor`, `field`, `line`, `return`).
+    pub kind: &'static str,
+    /// Details (the called member, the allocated type, the line number…).
+    pub detail: String,
+}
+
+/// Hands out method and site ids; the agent keeps it to map ids back to names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registry {
+    /// Methods by id.
+    pub methods: Vec<MethodEntry>,
+    /// Sites by id.
+    pub sites: Vec<SiteEntry>,
+}
+
+impl Registry {
+    pub(crate) fn add_method(&mut self, class: &str, name: &str, descriptor: &str) -> i32 {
+        self.methods.push(MethodEntry { class: class.into(), name: name.into(), descriptor: descriptor.into() });
+        self.methods.len() as i32 - 1
+    }
+
+    pub(crate) fn add_site(&mut self, method_id: i32, bci: u32, kind: &'static str, detail: String) -> i32 {
+        self.sites.push(SiteEntry { method_id, bci, kind, detail });
+        self.sites.len() as i32 - 1
+    }
+}
+
+/// The result of instrumenting one class.
+#[derive(Clone, Debug)]
+pub struct Instrumented {
+    /// The rewritten class (identical to the input when nothing matched).
+    pub bytes: Vec<u8>,
+    /// Number of methods rewritten.
+    pub methods_instrumented: usize,
+    /// Methods left unchanged because they could not be rewritten: (`name+descriptor`, reason).
+    pub refused: Vec<(String, Error)>,
+}
+
+/// Applies `plan` to one class file.
+///
+/// Methods that cannot be rewritten are left as they were and listed in
+/// [`Instrumented::refused`]; only a class that cannot be parsed is an error.
+pub fn instrument_class(data: &[u8], plan: &InjectionPlan, registry: &mut Registry) -> Result<Instrumented> {
+    let mut cf = ClassFile::parse(data)?;
+    let class_name = cf.constant_pool.utf8_str(cf.constant_pool.get(cf.this_class).and_then(|c| match c {
+        crate::constant_pool::Constant::Class(n) => Ok(n),
+        _ => Err(Error::BadConstant { index: cf.this_class, expected: "Class" }),
+    })?)?
+    .into_owned();
+    let mut result = Instrumented { bytes: Vec::new(), methods_instrumented: 0, refused: Vec::new() };
+    if class_name == plan.runtime_class {
+        result.bytes = data.to_vec();
+        return Ok(result);
+    }
+    for mi in 0..cf.methods.len() {
+        let (name, desc) = {
+            let m = &cf.methods[mi];
+            (cf.constant_pool.utf8_str(m.name_index)?.into_owned(), cf.constant_pool.utf8_str(m.descriptor_index)?.into_owned())
+        };
+        let probes: Vec<&Probe> = plan.probes.iter().filter(|p| p.methods.matches(&class_name, &name, &desc)).collect();
+        if probes.is_empty() {
+            continue;
+        }
+        match inject::instrument_method(&mut cf, mi, &class_name, &name, &desc, &plan.runtime_class, &probes, registry) {
+            Ok(true) => result.methods_instrumented += 1,
+            Ok(false) => {}
+            Err(e) => result.refused.push((format!("{name}{desc}"), e)),
+        }
+    }
+    result.bytes = if result.methods_instrumented == 0 { data.to_vec() } else { cf.write() };
+    Ok(result)
+}
