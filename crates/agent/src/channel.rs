@@ -1,0 +1,76 @@
+//! The agent's end of the control channel: a UNIX socket the asking `jtap` client listens on
+//! (in this JVM's `/tmp`), over which replies and results stream back as frames.
+
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use jtap_protocol::Frame;
+
+/// How long a write may block before the client counts as gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to one client.
+pub struct Channel {
+    stream: UnixStream,
+}
+
+impl Channel {
+    /// Connects to the client's socket at `path` and checks who listens there: root or this
+    /// process's own user, nobody else.
+    pub fn connect(path: &str) -> io::Result<Channel> {
+        let stream = UnixStream::connect(path)?;
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        let peer = peer_uid(&stream)?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        if peer != 0 && peer != me {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{path} is served by uid {peer}, neither root nor the JVM's uid {me}"),
+            ));
+        }
+        Ok(Channel { stream })
+    }
+
+    /// Sends one frame.
+    pub fn send(&self, frame: &Frame) -> io::Result<()> {
+        frame.write_to(&mut &self.stream)
+    }
+
+    /// Waits up to `wait` and tells whether the client has gone away (closed its end, died).
+    pub fn hung_up(&self, wait: Duration) -> bool {
+        let mut poll = libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+        // SAFETY: one valid pollfd for a socket we own, for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
+        if ready <= 0 {
+            return false;
+        }
+        if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return true;
+        }
+        // Clients send nothing: readable means end of stream, or bytes we drop.
+        let mut buf = [0u8; 256];
+        matches!(io::Read::read(&mut &self.stream, &mut buf), Ok(0) | Err(_))
+    }
+}
+
+fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes a ucred into the buffer we pass with its size.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}

@@ -1,0 +1,98 @@
+//! The garbage-collection engine (`start,event=gc`): counts collections and their pauses from
+//! the JVMTI GarbageCollectionStart/Finish events. The callbacks run inside the GC pause,
+//! where only atomics are allowed, and touch nothing else.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+
+use jtap_jvmti::{sys, Capabilities, Env};
+
+use crate::gate::Gate;
+
+/// Capabilities the engine holds while it runs.
+pub fn capabilities() -> Capabilities {
+    Capabilities::of(&["can_generate_garbage_collection_events"])
+}
+
+const EVENTS: [sys::jvmtiEvent; 2] = [sys::JVMTI_EVENT_GARBAGE_COLLECTION_START, sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH];
+
+static GATE: Gate = Gate::new();
+static COLLECTIONS: AtomicU64 = AtomicU64::new(0);
+static TOTAL_PAUSE_NS: AtomicU64 = AtomicU64::new(0);
+static MAX_PAUSE_NS: AtomicU64 = AtomicU64::new(0);
+/// Start of the pause in progress, in ns since [`epoch`] (0: none).
+static PAUSE_START_NS: AtomicU64 = AtomicU64::new(0);
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ns() -> u64 {
+    epoch().elapsed().as_nanos() as u64 + 1
+}
+
+/// Starts counting: resets the counters and enables the events. The capability must be held.
+pub fn start(env: &Env) -> Result<(), String> {
+    epoch();
+    for counter in [&COLLECTIONS, &TOTAL_PAUSE_NS, &MAX_PAUSE_NS, &PAUSE_START_NS] {
+        counter.store(0, Ordering::SeqCst);
+    }
+    GATE.open();
+    for event in EVENTS {
+        if let Err(e) = env.set_event_enabled(event, true) {
+            stop(env);
+            return Err(e.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Stops counting: disables the events and waits for callbacks still running.
+pub fn stop(env: &Env) {
+    for event in EVENTS {
+        if let Err(e) = env.set_event_enabled(event, false) {
+            log!("gc engine: {e}");
+        }
+    }
+    let stuck = GATE.close_and_drain(Duration::from_secs(2));
+    if stuck != 0 {
+        log!("gc engine: {stuck} callbacks still running after 2 s");
+    }
+}
+
+/// The results so far, one line.
+pub fn report() -> String {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    format!(
+        "gc: {} collections, total pause {:.3} ms, longest {:.3} ms",
+        COLLECTIONS.load(Ordering::SeqCst),
+        ms(TOTAL_PAUSE_NS.load(Ordering::SeqCst)),
+        ms(MAX_PAUSE_NS.load(Ordering::SeqCst))
+    )
+}
+
+/// GarbageCollectionStart callback.
+pub extern "C" fn on_start(_env: *mut sys::jvmtiEnv) {
+    crate::entry::guard_callback(|| {
+        if let Some(_pass) = GATE.enter() {
+            PAUSE_START_NS.store(now_ns(), Ordering::SeqCst);
+        }
+    })
+}
+
+/// GarbageCollectionFinish callback.
+pub extern "C" fn on_finish(_env: *mut sys::jvmtiEnv) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = GATE.enter() else { return };
+        let started = PAUSE_START_NS.swap(0, Ordering::SeqCst);
+        if started == 0 {
+            return; // the engine started during this pause
+        }
+        let pause = now_ns().saturating_sub(started);
+        COLLECTIONS.fetch_add(1, Ordering::SeqCst);
+        TOTAL_PAUSE_NS.fetch_add(pause, Ordering::SeqCst);
+        MAX_PAUSE_NS.fetch_max(pause, Ordering::SeqCst);
+    })
+}

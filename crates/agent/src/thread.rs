@@ -1,0 +1,66 @@
+//! The JVM handle, and native threads attached to it under `jtap-...` names, so that they show
+//! up in thread dumps and may call JVMTI.
+
+use std::ffi::{c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use jtap_jvmti::sys;
+
+/// The `JavaVM*` the JVM gave the agent; valid for the life of the process.
+#[derive(Clone, Copy)]
+pub struct Vm(pub *mut sys::JavaVM);
+
+// SAFETY: the JavaVM invocation interface is process-global and thread safe.
+unsafe impl Send for Vm {}
+// SAFETY: as above.
+unsafe impl Sync for Vm {}
+
+impl Vm {
+    /// Attaches the calling native thread as a daemon named `name`; false if the VM refused
+    /// (e.g. it is shutting down).
+    fn attach_current_thread(&self, name: &str) -> bool {
+        let name = CString::new(name).unwrap_or_default();
+        let mut args = sys::JavaVMAttachArgs {
+            version: sys::JNI_VERSION_1_8 as sys::jint,
+            name: name.as_ptr() as *mut _,
+            group: ptr::null_mut(),
+        };
+        let mut env: *mut c_void = ptr::null_mut();
+        // SAFETY: self.0 is the VM's invocation interface; args and name outlive the call
+        // (the VM copies the name into the new java.lang.Thread).
+        let code = unsafe {
+            match (**self.0).AttachCurrentThreadAsDaemon {
+                Some(attach) => attach(self.0, &mut env, (&mut args as *mut sys::JavaVMAttachArgs).cast()),
+                None => sys::JNI_ERR,
+            }
+        };
+        code == sys::JNI_OK as sys::jint
+    }
+
+    fn detach_current_thread(&self) {
+        // SAFETY: called only on a thread this module attached, after its last JNI/JVMTI use.
+        unsafe {
+            if let Some(detach) = (**self.0).DetachCurrentThread {
+                detach(self.0);
+            }
+        }
+    }
+}
+
+/// Runs `body` on a new native thread named `name` (at most 15 bytes show in `top`), attached
+/// to the VM as a daemon thread of the same name for its whole life. Panics in `body` are
+/// caught and logged.
+pub fn spawn_attached(vm: Vm, name: String, body: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new().name(name.clone()).spawn(move || {
+        if !vm.attach_current_thread(&name) {
+            log!("{name}: the VM refused to attach the thread; not running it");
+            return;
+        }
+        if catch_unwind(AssertUnwindSafe(body)).is_err() {
+            log!("{name}: stopped by an internal error");
+        }
+        vm.detach_current_thread();
+    })?;
+    Ok(())
+}
