@@ -14,12 +14,33 @@ pub const INSECURE_SOCKET: i32 = 16;
 pub const UNSUPPORTED: i32 = 17;
 pub const PROTOCOL: i32 = 18;
 pub const IO: i32 = 19;
+/// jtap's agent could not be loaded, or its `Agent_OnAttach` failed.
+pub const AGENT_LOAD_FAILED: i32 = 20;
+/// The agent in the JVM comes from another jtap release.
+pub const AGENT_VERSION_MISMATCH: i32 = 21;
+/// JDK 21+ started with -XX:-EnableDynamicAgentLoading.
+pub const DYNAMIC_AGENT_LOADING_DISABLED: i32 = 22;
+/// The agent ran the command and it failed.
+pub const AGENT_COMMAND_FAILED: i32 = 23;
+/// The control channel to the agent failed.
+pub const AGENT_CHANNEL: i32 = 24;
 pub const INTERRUPTED: i32 = 130;
 /// Any other failure.
 pub const FAILURE: i32 = 1;
 
 /// The exit code for an error, looking for an attach error among its causes.
 pub fn code_for(err: &anyhow::Error) -> i32 {
+    use crate::agent_client::AgentError;
+    if let Some(agent_error) = err.chain().find_map(|e| e.downcast_ref::<AgentError>()) {
+        return match agent_error {
+            AgentError::BadOptions(_) => USAGE,
+            AgentError::LibraryNotFound(_) | AgentError::LoadFailed { .. } => AGENT_LOAD_FAILED,
+            AgentError::VersionMismatch(_) => AGENT_VERSION_MISMATCH,
+            AgentError::DynamicLoadingDisabled(_) => DYNAMIC_AGENT_LOADING_DISABLED,
+            AgentError::CommandFailed(_) => AGENT_COMMAND_FAILED,
+            AgentError::Channel(_) => AGENT_CHANNEL,
+        };
+    }
     match err.chain().find_map(|e| e.downcast_ref::<AttachError>()) {
         Some(AttachError::NoSuchProcess(_)) => NO_SUCH_PROCESS,
         Some(AttachError::NotAJvm { .. }) => NOT_A_JVM,

@@ -1,7 +1,9 @@
 //! `jtap`: look inside a running HotSpot JVM with one binary and no JDK tools.
 
+mod agent_client;
 mod commands;
 mod exit;
+mod launch;
 mod units;
 
 use std::io;
@@ -19,7 +21,9 @@ use clap_complete::Shell;
                   Works on JVMs in containers (other pid/mount namespaces) and, as root, on JVMs of other users.",
     after_help = "Exit codes: 0 success; the JVM's status for attach operations; 2 usage; 10 no such process; \
                   11 not a JVM; 12 permission denied; 13 attach disabled; 14 listener timeout; 15 stale socket; \
-                  16 insecure socket; 17 unsupported request; 18 protocol error; 19 I/O error; 130 interrupted."
+                  16 insecure socket; 17 unsupported request; 18 protocol error; 19 I/O error; \
+                  20 agent load failed; 21 agent version mismatch; 22 dynamic agent loading disabled; \
+                  23 agent command failed; 24 agent channel error; 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -65,6 +69,28 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Send options to jtap's agent in a JVM (loading it if needed), or launch a JVM with it
+    #[command(after_help = "Options (comma-separated): start,event=gc | stop | status | dump | version | help, \
+                            file=<path>, log=<path>, debug. Examples:\n  jtap load 1234 status\n  \
+                            jtap load 1234 start,event=gc   (runs until Ctrl-C or `jtap load 1234 stop`)\n  \
+                            jtap load start,event=gc -- java -jar app.jar")]
+    Load {
+        /// `<pid> [options]`, or only `[options]` when launching a JVM after `--`
+        #[arg(num_args = 0..=2)]
+        args: Vec<String>,
+        /// A java command line to launch with the agent
+        #[arg(last = true)]
+        java: Vec<String>,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
+    /// Show the state of jtap's agent in a JVM (loading the agent if it is not there yet)
+    Status {
+        /// Pid of the target JVM
+        pid: u32,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -83,6 +109,7 @@ fn main() {
     // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
     let _ = ctrlc::set_handler(|| {
         jtap_attach::remove_pending_trigger_files();
+        agent_client::remove_pending_files();
         std::process::exit(exit::INTERRUPTED);
     });
     let cli = match Cli::try_parse() {
@@ -97,6 +124,8 @@ fn main() {
         Command::Ps { json } => commands::ps::run(json),
         Command::Attach { pid, operation, args, attach } => commands::attach::run(pid, &operation, &args, attach.timeout),
         Command::Jcmd { pid, command, attach } => commands::attach::jcmd(pid, &command, attach.timeout),
+        Command::Load { args, java, attach } => commands::agent::load(&args, &java, attach.timeout),
+        Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

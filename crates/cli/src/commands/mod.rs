@@ -1,4 +1,5 @@
 //! One module per `jtap` subcommand.
 
+pub mod agent;
 pub mod attach;
 pub mod ps;

@@ -1,0 +1,39 @@
+//! `jtap load` and `jtap status`: commands for jtap's agent in a running JVM (loading it
+//! first if needed), or in a JVM launched with it after `--`.
+
+use std::io;
+use std::time::Duration;
+
+use jtap_protocol::{Action, Options};
+
+use crate::agent_client::{self, AgentError};
+use crate::launch;
+
+/// `jtap load <pid> [options]` or `jtap load [options] -- java ...`.
+pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Result<i32> {
+    let (pid, options) = match (java.is_empty(), args) {
+        (false, []) => (None, ""),
+        (false, [options]) => (None, options.as_str()),
+        (false, _) => anyhow::bail!("with `-- java ...` give only the agent options before `--`, no pid"),
+        (true, [pid]) => (Some(parse_pid(pid)?), ""),
+        (true, [pid, options]) => (Some(parse_pid(pid)?), options.as_str()),
+        (true, _) => anyhow::bail!("usage: jtap load <pid> [options]  or  jtap load [options] -- java ..."),
+    };
+    let options = Options::parse(options).map_err(AgentError::from)?;
+    let mut out = io::stdout().lock();
+    match pid {
+        Some(pid) => agent_client::run(pid, &options, timeout, &mut out).map(|_| 0),
+        None => launch::run(&options, java, &mut out),
+    }
+}
+
+/// `jtap status <pid>`: the agent's state (loading it if it is not there yet).
+pub fn status(pid: u32, timeout: Duration) -> anyhow::Result<i32> {
+    let options = Options::default().with_action(Action::Status);
+    agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
+    Ok(0)
+}
+
+fn parse_pid(text: &str) -> anyhow::Result<u32> {
+    text.parse().map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid (to launch a JVM, put it after `--`)"))
+}
