@@ -174,8 +174,12 @@ impl Agent {
                 deliver(&report, options.file.as_deref())
             }
             Action::Stop => {
-                let running = self.state().engine.take().ok_or_else(|| failed("nothing to stop: no engine is running"))?;
+                // The state stays locked until the engine is fully stopped, so that no other
+                // engine can start (and be switched off) in between.
+                let mut state = self.state();
+                let running = state.engine.take().ok_or_else(|| failed("nothing to stop: no engine is running"))?;
                 let report = self.stop_running(running, "stopped by another jtap client");
+                drop(state);
                 deliver(&report, options.file.as_deref())
             }
             Action::Start => self.start(options, channel),
@@ -233,6 +237,7 @@ impl Agent {
 
     /// Stops an engine taken out of the state: events off, callbacks drained, capabilities
     /// given back, results written to its file and sent to its owner. Returns the results.
+    /// Callers hold the state lock throughout.
     fn stop_running(&self, running: Running, why: &str) -> String {
         match running.event {
             Event::Gc => gc::stop(&self.env),
@@ -261,7 +266,6 @@ impl Agent {
         let owned = state.engine.as_ref().and_then(|r| r.owner.as_ref()).is_some_and(|o| Arc::ptr_eq(o, session));
         if owned {
             let running = state.engine.take().expect("checked above");
-            drop(state);
             self.stop_running(running, "client went away");
         }
         session.end(AGENT_RETURN_OK, "client went away");
@@ -312,15 +316,13 @@ impl Agent {
     fn vm_death(&self) {
         let mut state = self.state();
         state.dead = true;
-        let running = state.engine.take();
-        let waiting = std::mem::take(&mut state.awaiting_init);
-        drop(state);
-        if let Some(running) = running {
+        if let Some(running) = state.engine.take() {
             self.stop_running(running, "the JVM is exiting");
         }
-        for session in waiting {
+        for session in std::mem::take(&mut state.awaiting_init) {
             session.end(AGENT_RETURN_OK, "the JVM is exiting");
         }
+        drop(state);
         let deadline = Instant::now() + Duration::from_secs(1);
         while self.live_watchers.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
