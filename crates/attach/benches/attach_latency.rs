@@ -1,5 +1,7 @@
 //! Attach latency against real JVMs: first attach (listener started by SIGQUIT) and later
-//! round trips. Prints a table of median and p90 per JDK; run with
+//! round trips. The first `properties` in a JVM's life runs Java code that loads and
+//! initialises classes (tens of ms, JVM side); `threaddump` shows the attach cost itself.
+//! Prints a table of median and p90 per JDK; run with
 //! `cargo bench -p jtap-attach --bench attach_latency`.
 
 use std::time::{Duration, Instant};
@@ -12,17 +14,21 @@ const RUNS: usize = 30;
 fn main() {
     println!("{:<6} {:<34} {:>5} {:>10} {:>10}", "JDK", "measurement", "runs", "median", "p90");
     for jdk in jdks() {
-        let mut first = Vec::new();
-        for _ in 0..RUNS {
-            let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
-            let pid = jvm.pid();
-            let started = Instant::now();
-            let mut vm = VirtualMachine::attach(pid, &AttachOptions::default()).expect("attach");
-            let mut reply = vm.execute(&Request::new("properties", Vec::<String>::new())).expect("properties");
-            reply.output_to_string().expect("read");
-            first.push(started.elapsed());
+        for operation in ["threaddump", "properties"] {
+            let mut first = Vec::new();
+            for _ in 0..RUNS {
+                let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
+                let pid = jvm.pid();
+                // Let start-up work (JIT, class loading) settle, as on a JVM that has been running.
+                std::thread::sleep(Duration::from_millis(300));
+                let started = Instant::now();
+                let mut vm = VirtualMachine::attach(pid, &AttachOptions::default()).expect("attach");
+                let mut reply = vm.execute(&Request::new(operation, Vec::<String>::new())).expect(operation);
+                reply.output_to_string().expect("read");
+                first.push(started.elapsed());
+            }
+            report(jdk.version, &format!("first attach + {operation}"), &mut first);
         }
-        report(jdk.version, "first attach + properties", &mut first);
 
         let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
         let mut vm = VirtualMachine::attach(jvm.pid(), &AttachOptions::default()).expect("attach");
