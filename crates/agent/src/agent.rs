@@ -282,6 +282,8 @@ impl Agent {
             self.loaded.elapsed().as_secs_f64(),
             self.commands.load(Ordering::SeqCst),
         );
+        let held = self.env.capabilities().map(|c| c.names().join(", ")).unwrap_or_else(|e| e.to_string());
+        text.push_str(&format!("capabilities held: {}\n", if held.is_empty() { "none" } else { &held }));
         match &state.engine {
             None => text.push_str("engine: none"),
             Some(running) => text.push_str(&format!(
@@ -312,7 +314,7 @@ impl Agent {
     }
 
     /// VMDeath: stop the engine and flush its results, end all sessions, wait (briefly) for
-    /// the watcher threads, and turn the remaining events off.
+    /// the watcher threads, and turn the remaining events and all callbacks off.
     fn vm_death(&self) {
         let mut state = self.state();
         state.dead = true;
@@ -328,6 +330,9 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, false);
+        if let Err(e) = self.env.set_event_callbacks(&sys::jvmtiEventCallbacks::default()) {
+            log!("{e}");
+        }
         log!("VM death: flushed and stopped");
     }
 }

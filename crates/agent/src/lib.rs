@@ -1,18 +1,18 @@
 //! The jtap agent: `libjtap_agent.so`, a JVMTI agent that runs inside the target JVM.
 //!
-//! - [`entry`]: `Agent_OnLoad` (`-agentpath:.../libjtap_agent.so=<options>`), `Agent_OnAttach`
+//! - `entry`: `Agent_OnLoad` (`-agentpath:.../libjtap_agent.so=<options>`), `Agent_OnAttach`
 //!   (the attach `load` operation; a second attach reaches the same, already initialised
 //!   agent) and `Agent_OnUnload`. No panic ever unwinds into the JVM.
-//! - [`agent`]: the one global agent: JVMTI environment, event callbacks, the running engine
+//! - `agent`: the one global agent: JVMTI environment, event callbacks, the running engine
 //!   and its owner; commands (`start`, `stop`, `status`, `dump`, `version`, `help`) in the
 //!   shared option grammar of `jtap-protocol`.
-//! - [`channel`]: the UNIX-socket control channel back to the asking `jtap` client.
-//! - [`session`]: a `jtap-session-N` thread per started engine that notices when its client
+//! - `channel`: the UNIX-socket control channel back to the asking `jtap` client.
+//! - `session`: a `jtap-session-N` thread per started engine that notices when its client
 //!   goes away and then stops what it started.
-//! - [`gc`]: the garbage-collection engine (`start,event=gc`).
-//! - [`gate`]: counts callbacks in flight, so nothing they use is freed under them.
-//! - [`log`]: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
-//! - [`thread`]: native threads attached to the VM under `jtap-...` names.
+//! - `gc`: the garbage-collection engine (`start,event=gc`).
+//! - `gate`: counts callbacks in flight, so nothing they use is freed under them.
+//! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
+//! - `thread`: native threads attached to the VM under `jtap-...` names.
 
 #[macro_use]
 mod log;

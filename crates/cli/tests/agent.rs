@@ -89,6 +89,8 @@ fn startup_load_with_options_reports_status_and_obeys_stop() {
         assert!(stopped.starts_with("gc: ") && !stopped.starts_with("gc: 0 "), "JDK {}: {stopped}", jdk.version);
         let status = jtap(["status", &pid]).ok();
         assert!(status.contains("engine: none") && status.contains("commands served: 4"), "JDK {}: {status}", jdk.version);
+        // Stopped means back to the JVM's pre-agent behaviour: no events, no capabilities.
+        assert!(status.contains("capabilities held: none"), "JDK {}: {status}", jdk.version);
         assert_eq!(mapped_agents(jvm.pid()).len(), 1, "JDK {}: a second agent copy was loaded", jdk.version);
         assert_clean_stdout(&jvm);
     }
@@ -219,6 +221,7 @@ fn a_killed_client_has_its_engine_stopped() {
         assert!(first_line.starts_with("started the gc engine"), "JDK {}: {first_line:?}", jdk.version);
         let status = jtap(["status", &pid]).ok();
         assert!(status.contains("owned by the client of session 1"), "JDK {}: {status}", jdk.version);
+        assert!(status.contains("capabilities held: can_generate_garbage_collection_events"), "JDK {}: {status}", jdk.version);
         let threads = jtap(["jcmd", &pid, "Thread.print"]).ok();
         assert!(threads.contains("\"jtap-session-1\""), "JDK {}: no session thread in the dump", jdk.version);
         client.kill().unwrap(); // SIGKILL
