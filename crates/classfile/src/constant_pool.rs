@@ -238,6 +238,31 @@ impl ConstantPool {
         Ok(index as u16)
     }
 
+    /// Rewrites Utf8 entries in place: `f` gets each entry's bytes and returns the replacement,
+    /// or `None` to keep it. Indices do not change; the pool is re-serialized.
+    pub fn map_utf8(&mut self, mut f: impl FnMut(&[u8]) -> Option<Vec<u8>>) -> Result<()> {
+        let mut bytes = Vec::with_capacity(self.bytes.len() + 256);
+        for i in 0..self.entries.len() {
+            let c = self.entries[i];
+            match c {
+                Constant::Unusable => {}
+                Constant::Utf8 { start, len } => {
+                    let old = &self.bytes[start as usize..start as usize + len as usize];
+                    let new = f(old).unwrap_or_else(|| old.to_vec());
+                    let len = u16::try_from(new.len()).map_err(|_| Error::TooLarge("Utf8 constant"))?;
+                    bytes.u1(1);
+                    bytes.u2(len);
+                    self.entries[i] = Constant::Utf8 { start: bytes.len() as u32, len };
+                    bytes.extend_from_slice(&new);
+                }
+                other => bytes.extend_from_slice(&serialize(other)?),
+            }
+        }
+        self.bytes = bytes;
+        self.lookup = None;
+        Ok(())
+    }
+
     /// Finds or appends a Utf8 entry for `text`.
     pub fn add_utf8(&mut self, text: &str) -> Result<u16> {
         self.add_utf8_bytes(&encode_modified_utf8(text))
@@ -254,58 +279,7 @@ impl ConstantPool {
     }
 
     fn add_simple(&mut self, c: Constant) -> Result<u16> {
-        let mut body = Vec::with_capacity(9);
-        match c {
-            Constant::Integer(v) => {
-                body.u1(3);
-                body.u4(v as u32);
-            }
-            Constant::Float(v) => {
-                body.u1(4);
-                body.u4(v);
-            }
-            Constant::Long(v) => {
-                body.u1(5);
-                body.extend_from_slice(&v.to_be_bytes());
-            }
-            Constant::Double(v) => {
-                body.u1(6);
-                body.extend_from_slice(&v.to_be_bytes());
-            }
-            Constant::Class(a) | Constant::String(a) | Constant::MethodType(a) | Constant::Module(a) | Constant::Package(a) => {
-                body.u1(match c {
-                    Constant::Class(_) => 7,
-                    Constant::String(_) => 8,
-                    Constant::MethodType(_) => 16,
-                    Constant::Module(_) => 19,
-                    _ => 20,
-                });
-                body.u2(a);
-            }
-            Constant::Fieldref(a, b)
-            | Constant::Methodref(a, b)
-            | Constant::InterfaceMethodref(a, b)
-            | Constant::NameAndType(a, b)
-            | Constant::Dynamic(a, b)
-            | Constant::InvokeDynamic(a, b) => {
-                body.u1(match c {
-                    Constant::Fieldref(..) => 9,
-                    Constant::Methodref(..) => 10,
-                    Constant::InterfaceMethodref(..) => 11,
-                    Constant::NameAndType(..) => 12,
-                    Constant::Dynamic(..) => 17,
-                    _ => 18,
-                });
-                body.u2(a);
-                body.u2(b);
-            }
-            Constant::MethodHandle(k, r) => {
-                body.u1(15);
-                body.u1(k);
-                body.u2(r);
-            }
-            Constant::Utf8 { .. } | Constant::Unusable => return Err(Error::Unsupported("appending this constant kind")),
-        }
+        let body = serialize(c)?;
         self.find_or_append(Key::Other(c), c, &body)
     }
 
@@ -368,6 +342,63 @@ impl ConstantPool {
     pub fn add_interface_method_ref(&mut self, owner: &str, name: &str, descriptor: &str) -> Result<u16> {
         self.add_member(11, owner, name, descriptor)
     }
+}
+
+/// Serializes a non-Utf8 constant (tag and body).
+fn serialize(c: Constant) -> Result<Vec<u8>> {
+        let mut body = Vec::with_capacity(9);
+        match c {
+            Constant::Integer(v) => {
+                body.u1(3);
+                body.u4(v as u32);
+            }
+            Constant::Float(v) => {
+                body.u1(4);
+                body.u4(v);
+            }
+            Constant::Long(v) => {
+                body.u1(5);
+                body.extend_from_slice(&v.to_be_bytes());
+            }
+            Constant::Double(v) => {
+                body.u1(6);
+                body.extend_from_slice(&v.to_be_bytes());
+            }
+            Constant::Class(a) | Constant::String(a) | Constant::MethodType(a) | Constant::Module(a) | Constant::Package(a) => {
+                body.u1(match c {
+                    Constant::Class(_) => 7,
+                    Constant::String(_) => 8,
+                    Constant::MethodType(_) => 16,
+                    Constant::Module(_) => 19,
+                    _ => 20,
+                });
+                body.u2(a);
+            }
+            Constant::Fieldref(a, b)
+            | Constant::Methodref(a, b)
+            | Constant::InterfaceMethodref(a, b)
+            | Constant::NameAndType(a, b)
+            | Constant::Dynamic(a, b)
+            | Constant::InvokeDynamic(a, b) => {
+                body.u1(match c {
+                    Constant::Fieldref(..) => 9,
+                    Constant::Methodref(..) => 10,
+                    Constant::InterfaceMethodref(..) => 11,
+                    Constant::NameAndType(..) => 12,
+                    Constant::Dynamic(..) => 17,
+                    _ => 18,
+                });
+                body.u2(a);
+                body.u2(b);
+            }
+            Constant::MethodHandle(k, r) => {
+                body.u1(15);
+                body.u1(k);
+                body.u2(r);
+            }
+            Constant::Utf8 { .. } | Constant::Unusable => return Err(Error::Unsupported("serializing this constant kind")),
+        }
+    Ok(body)
 }
 
 /// Encodes text as modified UTF-8 (NUL as two bytes, supplementary characters as surrogate pairs).

@@ -51,7 +51,7 @@ pub fn vtype_of(cp: &mut ConstantPool, t: FieldType<'_>) -> Result<Option<VType>
     }))
 }
 
-/// Initial locals of a method (slot form), padded with `Top` to `max_locals`.
+/// Initial locals of a method (slot form): `this` and the parameters.
 pub fn initial_locals(
     cp: &mut ConstantPool,
     this_class: u16,
@@ -77,7 +77,6 @@ pub fn initial_locals(
     if v.len() > max_locals as usize {
         return Err(Error::BadAttribute("Code (max_locals too small for the parameters)"));
     }
-    v.resize(max_locals as usize, VType::Top);
     Ok(v)
 }
 
@@ -103,9 +102,10 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
     }
     let mut recorded: Vec<Option<State>> = vec![None; if m.frames.is_none() { n } else { 0 }];
     let mut out: Vec<Option<State>> = vec![None; n];
-    let mut cur: Option<State> =
-        Some(State { locals: m.initial_locals.to_vec(), stack: Vec::new() });
     let ml = m.max_locals as usize;
+    let mut first = m.initial_locals.to_vec();
+    first.resize(ml, VType::Top);
+    let mut cur: Option<State> = Some(State { locals: first, stack: Vec::new() });
     for (i, insn) in m.insns.iter().enumerate() {
         if let Some(f) = frame_at[i] {
             let mut locals = f.locals.clone();

@@ -109,3 +109,130 @@ pub fn existing_jars() -> Vec<PathBuf> {
     }
     v
 }
+
+/// The probe runtime class of the test harness.
+pub const PROBES: &str = "jtap/verify/Probes";
+
+/// Compiles the Java harness (tests/java) once into the cache; returns the class directory.
+pub fn harness() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
+    let out = cache_dir().join("harness");
+    let sources = ["Verify.java", "jtap/verify/Probes.java", "Behaviour.java"];
+    let newest_src = sources
+        .iter()
+        .filter_map(|s| fs::metadata(src.join(s)).and_then(|m| m.modified()).ok())
+        .max()
+        .unwrap();
+    let stamp = out.join(".stamp");
+    if fs::metadata(&stamp).and_then(|m| m.modified()).map_or(true, |t| t < newest_src) {
+        let _ = fs::remove_dir_all(&out);
+        fs::create_dir_all(&out).unwrap();
+        let st = Command::new(format!("{JDK17}/bin/javac"))
+            .args(["--release", "11", "-d"])
+            .arg(&out)
+            .args(sources.iter().map(|s| src.join(s)).filter(|p| p.exists()))
+            .status()
+            .expect("run javac");
+        assert!(st.success(), "javac failed");
+        fs::write(&stamp, b"").unwrap();
+    }
+    out
+}
+
+/// Outcome of loading a directory of classes with verification on.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    pub total: usize,
+    /// (kind, class, message) for VerifyError / ClassFormatError.
+    pub errors: Vec<(String, String, String)>,
+    /// Classes failing for other reasons (missing dependencies…).
+    pub other: usize,
+    pub summary: String,
+}
+
+pub fn run_verify(java_home: &str, dir: &Path) -> VerifyReport {
+    let out = Command::new(format!("{java_home}/bin/java"))
+        .args(["-Xshare:off", "-Xss8m", "-cp"])
+        .arg(harness())
+        .arg("Verify")
+        .arg(dir)
+        .output()
+        .expect("run java");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "harness failed: {}\n{}", String::from_utf8_lossy(&out.stderr), &text[text.len().saturating_sub(2000)..]);
+    let mut r = VerifyReport::default();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, '\t');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(k @ ("VERIFY" | "FORMAT")), Some(c), m) => r.errors.push((k.into(), c.into(), m.unwrap_or("").into())),
+            (Some("OTHER"), _, _) => r.other += 1,
+            (Some("TOTAL"), Some(n), _) => {
+                r.total = n.parse().unwrap();
+                r.summary = line.replace('\t', " ");
+            }
+            _ => {}
+        }
+    }
+    r
+}
+
+/// Classes that the verifier treats specially by name; they keep their names when renaming.
+pub const KEEP: &[&str] = &[
+    "java/lang/Object",
+    "java/lang/String",
+    "java/lang/Class",
+    "java/lang/Throwable",
+    "java/lang/Cloneable",
+    "java/io/Serializable",
+    "java/lang/invoke/MethodHandle",
+    "java/lang/invoke/MethodType",
+];
+
+fn rename_descriptor(d: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Option<Vec<u8>> {
+    let ok = jtap_classfile::descriptor::parse_method_descriptor(d).is_ok()
+        || jtap_classfile::descriptor::parse_field_descriptor(d).is_ok();
+    if !ok {
+        return None;
+    }
+    let mut out = Vec::with_capacity(d.len() + 16);
+    let mut i = 0;
+    let mut changed = false;
+    while i < d.len() {
+        if d[i] == b'L' {
+            let end = i + d[i..].iter().position(|&b| b == b';')?;
+            let name = &d[i + 1..end];
+            out.push(b'L');
+            if names.contains(name) {
+                out.extend_from_slice(b"jvfy/");
+                changed = true;
+            }
+            out.extend_from_slice(name);
+            out.push(b';');
+            i = end + 1;
+        } else {
+            out.push(d[i]);
+            i += 1;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// Moves every class named in `names` to the package prefix `jvfy/` (so java.* classes can be
+/// defined by an ordinary class loader); descriptors and class references follow.
+pub fn rename(bytes: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Vec<u8> {
+    let mut cf = jtap_classfile::ClassFile::parse(bytes).unwrap();
+    cf.constant_pool
+        .map_utf8(|s| {
+            if names.contains(s) {
+                let mut v = b"jvfy/".to_vec();
+                v.extend_from_slice(s);
+                Some(v)
+            } else if s.first().is_some_and(|&c| c == b'(' || c == b'[' || c == b'L') {
+                rename_descriptor(s, names)
+            } else {
+                None
+            }
+        })
+        .unwrap();
+    cf.write()
+}
