@@ -5,9 +5,14 @@
 //! signal on these machines; fixed sleeps of tens of milliseconds (as in jattach) are what
 //! make a first attach slow.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::thread;
@@ -29,27 +34,55 @@ pub fn remove_pending_trigger_files() {
     }
 }
 
-/// A `.attach_pid<pid>` file we created; removed on drop.
+/// A `.attach_pid<pid>` file, exclusively locked (flock) by us; removed on drop.
+///
+/// The lock serialises concurrent jtap clients: without it, one client could remove the
+/// trigger after its own attach while the JVM has yet to handle another client's SIGQUIT,
+/// and a JVM that gets SIGQUIT without a trigger file prints a thread dump on its stdout.
 struct TriggerFile {
     path: PathBuf,
+    _lock: Flock<File>,
+}
+
+/// What locking the trigger file found.
+enum Locked {
+    /// We hold the trigger file; signal the JVM.
+    Trigger(TriggerFile),
+    /// The file we locked was removed by a client that finished meanwhile: look again.
+    Retry,
 }
 
 impl TriggerFile {
-    /// Creates the trigger in the first of `dirs` that accepts it.
-    fn create(dirs: &[PathBuf], ns_pid: u32) -> Result<TriggerFile> {
+    /// Creates (or opens) and locks the trigger in the first of `dirs` that accepts it,
+    /// waiting for another client's lock at most until `deadline`.
+    fn lock(dirs: &[PathBuf], ns_pid: u32, pid: u32, deadline: Instant) -> Result<Locked> {
         let mut last_err = None;
         for dir in dirs {
             let path = dir.join(format!(".attach_pid{ns_pid}"));
             // Register before creating so an interrupt between the two cannot leak the file.
             PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
-            let created = OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&path);
-            match created {
-                Ok(_) => return Ok(TriggerFile { path }),
+            let file = match OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&path) {
+                Ok(file) => file,
                 Err(e) => {
                     forget_trigger(&path);
                     last_err = Some((path, e));
+                    continue;
                 }
+            };
+            let lock = wait_for_lock(file, deadline).map_err(|_| {
+                forget_trigger(&path);
+                AttachError::ListenerTimeout { pid, timeout_ms: 0 }
+            })?;
+            // A client that held the lock before us may have removed the file we opened.
+            let same_file = match (fs::metadata(&path), lock.metadata()) {
+                (Ok(on_disk), Ok(ours)) => on_disk.ino() == ours.ino() && on_disk.dev() == ours.dev(),
+                _ => false,
+            };
+            if !same_file {
+                forget_trigger(&path);
+                return Ok(Locked::Retry);
             }
+            return Ok(Locked::Trigger(TriggerFile { path, _lock: lock }));
         }
         let (path, err) = last_err.expect("at least one trigger directory");
         Err(match err.kind() {
@@ -61,8 +94,22 @@ impl TriggerFile {
     }
 }
 
+fn wait_for_lock(mut file: File, deadline: Instant) -> std::result::Result<Flock<File>, ()> {
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((returned, _)) => file = returned,
+        }
+        if Instant::now() >= deadline {
+            return Err(());
+        }
+        thread::sleep(Duration::from_micros(500));
+    }
+}
+
 impl Drop for TriggerFile {
     fn drop(&mut self) {
+        // Removed while still locked, so a waiting client notices the file is gone.
         let _ = fs::remove_file(&self.path);
         forget_trigger(&self.path);
     }
@@ -108,8 +155,19 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
     refuse_if_attach_disabled(process)?;
     let deadline = Instant::now() + timeout;
     wait_for_sigquit_handler(process, deadline)?;
+    let timed_out = || AttachError::ListenerTimeout { pid: process.pid, timeout_ms: timeout.as_millis() as u64 };
 
-    let _trigger = TriggerFile::create(&[process.tmp_dir(), process.cwd()], process.ns_pid)?;
+    let _trigger = loop {
+        let locked = TriggerFile::lock(&[process.tmp_dir(), process.cwd()], process.ns_pid, process.pid, deadline)
+            .map_err(|e| if let AttachError::ListenerTimeout { .. } = e { timed_out() } else { e })?;
+        // Another client may have started the listener while we waited for the lock.
+        if socket.exists() {
+            return Ok(socket);
+        }
+        if let Locked::Trigger(trigger) = locked {
+            break trigger;
+        }
+    };
     send_sigquit(process)?;
 
     let mut pause = Duration::from_micros(250);
@@ -122,7 +180,7 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
         }
         let now = Instant::now();
         if now >= deadline {
-            return Err(AttachError::ListenerTimeout { pid: process.pid, timeout_ms: timeout.as_millis() as u64 });
+            return Err(timed_out());
         }
         thread::sleep(pause.min(deadline - now));
         pause = (pause * 3 / 2).min(Duration::from_millis(10));
@@ -191,18 +249,13 @@ fn catches_sigquit(pid: u32) -> Result<bool> {
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .unwrap_or(0);
-    Ok(caught & (1 << (libc::SIGQUIT - 1)) != 0)
+    Ok(caught & (1 << (Signal::SIGQUIT as i32 - 1)) != 0)
 }
 
 fn send_sigquit(process: &Process) -> Result<()> {
-    // SAFETY: kill has no memory-safety preconditions; the pid was checked to be a JVM.
-    if unsafe { libc::kill(process.pid as libc::pid_t, libc::SIGQUIT) } != 0 {
-        let err = io::Error::last_os_error();
-        return Err(match err.raw_os_error() {
-            Some(libc::ESRCH) => AttachError::NoSuchProcess(process.pid),
-            Some(libc::EPERM) => process::permission_denied(process.pid),
-            _ => AttachError::io(format!("signalling {}", process.pid), err),
-        });
-    }
-    Ok(())
+    kill(Pid::from_raw(process.pid as i32), Signal::SIGQUIT).map_err(|errno| match errno {
+        Errno::ESRCH => AttachError::NoSuchProcess(process.pid),
+        Errno::EPERM => process::permission_denied(process.pid),
+        _ => AttachError::io(format!("signalling {}", process.pid), errno.into()),
+    })
 }

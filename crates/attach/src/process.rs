@@ -87,8 +87,7 @@ impl Process {
     /// Seconds since the process started, from `/proc/uptime` and the start time.
     pub fn uptime_secs(&self) -> Option<f64> {
         let uptime: f64 = fs::read_to_string("/proc/uptime").ok()?.split_whitespace().next()?.parse().ok()?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
         if hz <= 0 || self.start_ticks == 0 {
             return None;
         }
@@ -112,15 +111,14 @@ pub(crate) fn read_proc(pid: u32, file: &str) -> Result<String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(AttachError::NoSuchProcess(pid)),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(permission_denied(pid)),
         // ESRCH: the process vanished while reading.
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(AttachError::NoSuchProcess(pid)),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) => Err(AttachError::NoSuchProcess(pid)),
         Err(e) => Err(AttachError::io(format!("reading {path}"), e)),
     }
 }
 
 /// The permission error for a process the caller may not inspect, naming its owner.
 pub(crate) fn permission_denied(pid: u32) -> AttachError {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if nix::unistd::geteuid().is_root() {
         return AttachError::PermissionDenied(format!(
             "process {pid} cannot be inspected even as root (ptrace restrictions, or a process outside our namespaces)"
         ));

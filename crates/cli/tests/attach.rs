@@ -126,3 +126,28 @@ fn first_attach_is_fast() {
     jtap(["attach", &pid, "properties"]).ok();
     assert!(started.elapsed().as_secs() < 5);
 }
+
+#[test]
+fn concurrent_first_attaches_never_make_the_jvm_print_a_thread_dump() {
+    for jdk in jdks() {
+        for _round in 0..3 {
+            let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
+            let pid = jvm.pid().to_string();
+            let clients: Vec<_> = (0..8)
+                .map(|_| {
+                    let pid = pid.clone();
+                    std::thread::spawn(move || jtap(["attach", &pid, "threaddump"]))
+                })
+                .collect();
+            for client in clients {
+                let run = client.join().unwrap();
+                assert_eq!(run.code, 0, "JDK {}: {run:?}", jdk.version);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let stdout = jvm.stdout.text();
+            assert!(!stdout.contains("Full thread dump"), "JDK {}: JVM printed a thread dump: {stdout}", jdk.version);
+            let ns_pid = jvm.pid();
+            assert!(leftover_triggers(jvm.pid(), ns_pid).is_empty());
+        }
+    }
+}
