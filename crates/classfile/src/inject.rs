@@ -220,9 +220,10 @@ pub(crate) fn instrument_method(
     };
 
     // Which instructions need their incoming state.
+    let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
     let mut want = vec![false; n];
     for (i, insn) in insns.iter().enumerate() {
-        want[i] = matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
+        want[i] = uninit_this || matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
     }
     let info = MethodInfo {
         this_class: cf.this_class,
@@ -241,27 +242,27 @@ pub(crate) fn instrument_method(
     let mut peak = 0i32;
     let mut used_stash = false;
 
-    // The constructor's super/this call: exception-exit handlers may only cover code after it.
-    let super_call = if is_init && matches!(initial.first(), Some(VType::UninitializedThis)) {
-        insns.iter().enumerate().position(|(i, insn)| {
-            insn.opcode == op::INVOKESPECIAL
-                && states[i].as_ref().is_some_and(|s| {
-                    let Operand::Cp(c) = insn.operand else { return false };
-                    let Ok(r) = cp.member_ref(c) else { return false };
-                    let Ok(d) = parse_method_descriptor(r.descriptor) else { return false };
-                    r.name == b"<init>"
-                        && s.stack.len() > d.param_slots() as usize
-                        && s.stack[s.stack.len() - 1 - d.param_slots() as usize] == VType::UninitializedThis
-                })
-        })
+    // Exception-exit handlers may only cover code where `this` is initialized (in constructors:
+    // after the super/this call, on every path).
+    let covered: Vec<(usize, usize)> = if uninit_this {
+        let mut v = Vec::new();
+        let mut run: Option<usize> = None;
+        for i in 0..=n {
+            let ok = i < n && states[i].as_ref().is_some_and(|s| !s.locals.contains(&VType::UninitializedThis));
+            match (ok, run) {
+                (true, None) => run = Some(i),
+                (false, Some(r)) => {
+                    v.push((r, i));
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        v
     } else {
-        None
+        vec![(0, n)]
     };
-    let covered_from = match super_call {
-        Some(i) => Some(i + 1),
-        None if is_init && matches!(initial.first(), Some(VType::UninitializedThis)) => None,
-        None => Some(0),
-    };
+    let is_covered = |i: usize| covered.iter().any(|&(a, b)| (a..b).contains(&i));
     let at_line: Vec<Option<u16>> = line_starts(cp, &code, &insns)?;
 
     let mut exit_block: Option<usize> = None;
@@ -301,8 +302,7 @@ pub(crate) fn instrument_method(
                 }
             }
             Point::ExceptionExit => {
-                let Some(from) = covered_from else { continue };
-                if from >= n {
+                if covered.is_empty() {
                     continue;
                 }
                 let mut s = Snippet::new(1);
@@ -315,7 +315,9 @@ pub(crate) fn instrument_method(
                 let frame = with_frames.then(|| Frame { offset: 0, locals: Vec::new(), stack: vec![VType::Object(throwable)] });
                 edit.blocks.push(Block { code: s.code, frame });
                 let k = edit.blocks.len() - 1;
-                edit.handlers_last.push(NewHandler { start: Pos::Start(from), end: Pos::Start(n), handler: Pos::Block(k), catch_type: 0 });
+                for &(a, b) in &covered {
+                    edit.handlers_last.push(NewHandler { start: Pos::Start(a), end: Pos::Start(b), handler: Pos::Block(k), catch_type: 0 });
+                }
                 exit_block.get_or_insert(k);
             }
             Point::BeforeCall(filter) | Point::AfterCall(filter) => {
@@ -444,8 +446,8 @@ pub(crate) fn instrument_method(
                 edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Start(h as usize), catch_type: e.catch_type });
             }
         }
-        if let (Some(x), Some(from)) = (exit_block, covered_from) {
-            if i >= from {
+        if let Some(x) = exit_block {
+            if is_covered(i) {
                 edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Block(x), catch_type: 0 });
             }
         }

@@ -20,7 +20,9 @@ pub mod descriptor;
 pub mod error;
 pub mod inject;
 pub mod instruction;
+pub mod listing;
 pub mod plan;
+pub mod remap;
 pub mod stackmap;
 pub mod typeflow;
 

@@ -117,7 +117,7 @@ pub const PROBES: &str = "jtap/verify/Probes";
 pub fn harness() -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
     let out = cache_dir().join("harness");
-    let sources = ["Verify.java", "jtap/verify/Probes.java", "Behaviour.java"];
+    let sources = ["Verify.java", "jtap/verify/Probes.java"];
     let newest_src = sources
         .iter()
         .filter_map(|s| fs::metadata(src.join(s)).and_then(|m| m.modified()).ok())
@@ -130,7 +130,7 @@ pub fn harness() -> PathBuf {
         let st = Command::new(format!("{JDK17}/bin/javac"))
             .args(["--release", "11", "-d"])
             .arg(&out)
-            .args(sources.iter().map(|s| src.join(s)).filter(|p| p.exists()))
+            .args(sources.iter().map(|s| src.join(s)))
             .status()
             .expect("run javac");
         assert!(st.success(), "javac failed");
@@ -188,51 +188,8 @@ pub const KEEP: &[&str] = &[
     "java/lang/invoke/MethodType",
 ];
 
-fn rename_descriptor(d: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Option<Vec<u8>> {
-    let ok = jtap_classfile::descriptor::parse_method_descriptor(d).is_ok()
-        || jtap_classfile::descriptor::parse_field_descriptor(d).is_ok();
-    if !ok {
-        return None;
-    }
-    let mut out = Vec::with_capacity(d.len() + 16);
-    let mut i = 0;
-    let mut changed = false;
-    while i < d.len() {
-        if d[i] == b'L' {
-            let end = i + d[i..].iter().position(|&b| b == b';')?;
-            let name = &d[i + 1..end];
-            out.push(b'L');
-            if names.contains(name) {
-                out.extend_from_slice(b"jvfy/");
-                changed = true;
-            }
-            out.extend_from_slice(name);
-            out.push(b';');
-            i = end + 1;
-        } else {
-            out.push(d[i]);
-            i += 1;
-        }
-    }
-    changed.then_some(out)
-}
-
 /// Moves every class named in `names` to the package prefix `jvfy/` (so java.* classes can be
-/// defined by an ordinary class loader); descriptors and class references follow.
+/// defined by an ordinary class loader).
 pub fn rename(bytes: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Vec<u8> {
-    let mut cf = jtap_classfile::ClassFile::parse(bytes).unwrap();
-    cf.constant_pool
-        .map_utf8(|s| {
-            if names.contains(s) {
-                let mut v = b"jvfy/".to_vec();
-                v.extend_from_slice(s);
-                Some(v)
-            } else if s.first().is_some_and(|&c| c == b'(' || c == b'[' || c == b'L') {
-                rename_descriptor(s, names)
-            } else {
-                None
-            }
-        })
-        .unwrap();
-    cf.write()
+    jtap_classfile::remap::prefix_classes(bytes, names, "jvfy/").unwrap()
 }
