@@ -91,6 +91,11 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Check and list what the class-file engine does to classes (round trip, instrumentation)
+    Bytecode {
+        #[command(subcommand)]
+        command: commands::bytecode::BytecodeCommand,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -126,6 +131,7 @@ fn main() {
         Command::Jcmd { pid, command, attach } => commands::attach::jcmd(pid, &command, attach.timeout),
         Command::Load { args, java, attach } => commands::agent::load(&args, &java, attach.timeout),
         Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
+        Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

@@ -2,4 +2,5 @@
 
 pub mod agent;
 pub mod attach;
+pub mod bytecode;
 pub mod ps;
