@@ -114,7 +114,10 @@ pub fn existing_jars() -> Vec<PathBuf> {
 pub const PROBES: &str = "jtap/verify/Probes";
 
 /// Compiles the Java harness (tests/java) once into the cache; returns the class directory.
+static COMPILE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub fn harness() -> PathBuf {
+    let _guard = COMPILE.lock().unwrap_or_else(|e| e.into_inner());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java");
     let out = cache_dir().join("harness");
     let sources = ["Verify.java", "jtap/verify/Probes.java"];
@@ -192,4 +195,52 @@ pub const KEEP: &[&str] = &[
 /// defined by an ordinary class loader).
 pub fn rename(bytes: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Vec<u8> {
     jtap_classfile::remap::prefix_classes(bytes, names, "jvfy/").unwrap()
+}
+
+/// Compiles tests/java/sample/Sample.java with `--release <release>` (cached); returns the dir.
+pub fn sample_classes(release: &str) -> PathBuf {
+    let _guard = COMPILE.lock().unwrap_or_else(|e| e.into_inner());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/sample/Sample.java");
+    let out = cache_dir().join(format!("sample-{release}"));
+    let stamp = out.join(".stamp");
+    let src_time = fs::metadata(&src).and_then(|m| m.modified()).unwrap();
+    if fs::metadata(&stamp).and_then(|m| m.modified()).map_or(true, |t| t < src_time) {
+        let _ = fs::remove_dir_all(&out);
+        fs::create_dir_all(&out).unwrap();
+        let st = Command::new(format!("{JDK17}/bin/javac"))
+            .args(["-nowarn", "-g", "--release", release, "-d"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        fs::write(&stamp, b"").unwrap();
+    }
+    out
+}
+
+/// Runs `main_class` with `cp` on JDK 17 (verification on); returns (stdout, probe calls).
+pub fn run_java(cp: &str, main_class: &str) -> (String, u64, String) {
+    let out = Command::new(format!("{JDK17}/bin/java"))
+        .args(["-Djtap.probes.report=1", "-Djtap.probes.log=1", "-Xshare:off", "-cp", cp, main_class])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{main_class} failed:\n{stdout}\n{stderr}");
+    let calls = stderr.lines().find_map(|l| l.strip_prefix("jtap-probes: ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    (stdout, calls, stderr)
+}
+
+/// Instruments every class file of `from` into `to` with `plan`.
+pub fn instrument_dir(from: &Path, to: &Path, plan: &jtap_classfile::InjectionPlan) -> jtap_classfile::plan::Registry {
+    let mut registry = jtap_classfile::plan::Registry::default();
+    for p in class_files(from) {
+        let out = jtap_classfile::plan::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry).unwrap();
+        assert!(out.refused.is_empty(), "{}: {:?}", p.display(), out.refused);
+        let dest = to.join(p.strip_prefix(from).unwrap());
+        fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        fs::write(dest, out.bytes).unwrap();
+    }
+    registry
 }
