@@ -10,7 +10,8 @@ use jtap_protocol::{options::help_text, Action, Event, Frame, Options, VERSION};
 use jtap_protocol::{AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH};
 
 use crate::channel::Channel;
-use crate::gc;
+use crate::engine::{self, Context, Engine, Report};
+use crate::sampling;
 use crate::session::{self, Session};
 use crate::thread::Vm;
 
@@ -45,6 +46,11 @@ struct State {
 /// The running engine.
 struct Running {
     event: Event,
+    engine: Box<dyn Engine>,
+    /// The `start` options, kept for engines whose start waits for VMInit.
+    options: Options,
+    /// False while the engine waits for the live phase (sampling engines given at start-up).
+    live: bool,
     started: Instant,
     owner: Option<Arc<Session>>,
     file: Option<String>,
@@ -77,8 +83,12 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     let callbacks = sys::jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
         VMDeath: Some(on_vm_death),
-        GarbageCollectionStart: Some(gc::on_start),
-        GarbageCollectionFinish: Some(gc::on_finish),
+        GarbageCollectionStart: Some(engine::gc::on_start),
+        GarbageCollectionFinish: Some(engine::gc::on_finish),
+        ClassLoad: Some(sampling::on_class_load),
+        ClassPrepare: Some(sampling::on_class_prepare),
+        ThreadStart: Some(sampling::on_thread_start),
+        ThreadEnd: Some(sampling::on_thread_end),
         ..Default::default()
     };
     env.set_event_callbacks(&callbacks).map_err(init_failed)?;
@@ -98,6 +108,11 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     };
     log!("agent {VERSION} initialised ({})", if at_startup { "at start-up" } else { "by attach" });
     Ok(AGENT.get_or_init(|| agent))
+}
+
+/// The agent's JVMTI environment, once the agent exists (for event callbacks).
+pub fn env() -> Option<Env> {
+    AGENT.get().map(|agent| agent.env)
 }
 
 impl Agent {
@@ -144,7 +159,7 @@ impl Agent {
         if let Some(channel) = channel {
             let frames = match result {
                 Ok(text) if text.is_empty() => vec![Frame::Done { code, message: String::new() }],
-                Ok(text) => vec![Frame::Out(text), Frame::Done { code, message: String::new() }],
+                Ok(text) => out_frames(&text).chain([Frame::Done { code, message: String::new() }]).collect(),
                 Err((code, message)) => vec![Frame::Done { code, message }],
             };
             for frame in frames {
@@ -170,24 +185,29 @@ impl Agent {
             Action::Dump => {
                 let state = self.state();
                 let running = state.engine.as_ref().ok_or_else(|| failed("nothing to dump: no engine is running"))?;
-                let report = report(running.event);
-                deliver(&report, options.file.as_deref())
+                let report = running.report();
+                drop(state);
+                deliver_report(&report, options.file.as_deref(), channel.as_ref())
             }
             Action::Stop => {
                 // The state stays locked until the engine is fully stopped, so that no other
                 // engine can start (and be switched off) in between.
                 let mut state = self.state();
                 let running = state.engine.take().ok_or_else(|| failed("nothing to stop: no engine is running"))?;
-                let report = self.stop_running(running, "stopped by another jtap client");
+                let report = self.stop_running(running, "stopped by another jtap client", false);
                 drop(state);
-                deliver(&report, options.file.as_deref())
+                deliver_report(&report, options.file.as_deref(), channel.as_ref())
             }
             Action::Start => self.start(options, channel),
+            Action::Histogram => {
+                let histogram = crate::heap::histogram::run(self.vm, options).map_err(failed)?;
+                deliver(&histogram, options.file.as_deref())
+            }
         }
     }
 
     fn start(&'static self, options: &Options, channel: &mut Option<Channel>) -> Result<String, Failure> {
-        let event = options.event.ok_or_else(|| failed("start needs event=<cpu|alloc|gc>"))?;
+        let event = options.event.ok_or_else(|| failed("start needs event=<cpu|itimer|ctimer|wall|gc>"))?;
         let mut state = self.state();
         if state.dead {
             return Err(failed("the JVM is shutting down"));
@@ -199,32 +219,37 @@ impl Agent {
                 running.started.elapsed().as_secs_f64()
             )));
         }
-        if event != Event::Gc {
-            return Err(failed(format!("event={event} is not available in this agent build (available: gc)")));
-        }
-        if options.interval.is_some() {
-            return Err(failed("interval= does not apply to event=gc"));
-        }
-        let wanted = gc::capabilities();
+        let mut engine = engine::create(event).map_err(failed)?;
+        let wanted = engine.capabilities();
         let report = self.env.add_capabilities(&wanted).map_err(|e| failed(e.to_string()))?;
         if !report.refused.is_empty() {
             let _ = self.env.relinquish_capabilities(&report.granted);
-            return Err(failed(format!("the JVM refused capabilities the gc engine needs ({report})")));
+            return Err(failed(format!("the JVM refused capabilities the {event} engine needs ({report})")));
         }
-        if let Err(e) = gc::start(&self.env) {
-            let _ = self.env.relinquish_capabilities(&report.granted);
-            return Err(failed(e));
+        // Sampling needs the live phase (loaded classes, JNI); at start-up it begins at VMInit.
+        let live = !event.is_time_sampling() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        if live {
+            if let Err(e) = engine.start(&self.context(), options) {
+                let _ = self.env.relinquish_capabilities(&report.granted);
+                return Err(failed(e));
+            }
         }
         let owner = channel.take().map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c));
         state.engine = Some(Running {
             event,
+            engine,
+            options: options.clone(),
+            live,
             started: Instant::now(),
             owner: owner.clone(),
             file: options.file.clone(),
             capabilities: report.granted,
         });
         if let Some(session) = owner {
-            session.send_text(format!("started the {event} engine; stop with `jtap load <pid> stop` or by ending this client"));
+            session.send_text(format!(
+                "started the {} engine; stop with `jtap load <pid> stop` or by ending this client",
+                state.engine.as_ref().map_or(event.name(), |r| r.engine.name())
+            ));
             if self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE) {
                 session::watch(self, session);
             } else {
@@ -235,29 +260,35 @@ impl Agent {
         Ok(String::new())
     }
 
-    /// Stops an engine taken out of the state: events off, callbacks drained, capabilities
-    /// given back, results written to its file and sent to its owner. Returns the results.
+    /// Stops an engine taken out of the state: events off, callbacks and signal handlers
+    /// drained, capabilities given back, results written to its `file=` (rendered by the
+    /// file's extension) and, with `to_owner`, sent to its owner. Returns the results.
     /// Callers hold the state lock throughout.
-    fn stop_running(&self, running: Running, why: &str) -> String {
-        match running.event {
-            Event::Gc => gc::stop(&self.env),
-            Event::Cpu | Event::Alloc => {}
-        }
+    fn stop_running(&self, mut running: Running, why: &str, to_owner: bool) -> Report {
+        let report = if running.live { running.engine.stop(&self.context()) } else { running.report() };
         if let Err(e) = self.env.relinquish_capabilities(&running.capabilities) {
             log!("{e}");
         }
-        let report = report(running.event);
         if let Some(file) = &running.file {
-            if let Err(e) = std::fs::write(file, format!("{report}\n")) {
+            if let Err(e) = jtap_profile::write_atomically(std::path::Path::new(file), &report.render_for(file)) {
                 log!("cannot write {file}: {e}");
             }
         }
         if let Some(owner) = &running.owner {
-            owner.send_text(report.clone());
+            if to_owner {
+                match &report {
+                    Report::Profile(profile) => owner.send_profile(profile),
+                    Report::Text(text) => owner.send_text(text.clone()),
+                }
+            }
             owner.end(AGENT_RETURN_OK, why);
         }
         log!("stopped the {} engine: {why}", running.event);
         report
+    }
+
+    fn context(&self) -> Context {
+        Context { env: self.env, vm: self.vm }
     }
 
     /// The watcher saw `session`'s client go away: stop what it started.
@@ -266,7 +297,7 @@ impl Agent {
         let owned = state.engine.as_ref().and_then(|r| r.owner.as_ref()).is_some_and(|o| Arc::ptr_eq(o, session));
         if owned {
             let running = state.engine.take().expect("checked above");
-            self.stop_running(running, "client went away");
+            self.stop_running(running, "client went away", false);
         }
         session.end(AGENT_RETURN_OK, "client went away");
     }
@@ -294,7 +325,7 @@ impl Agent {
                     Some(owner) => format!("owned by the client of session {}", owner.id),
                     None => "not owned by a client".into(),
                 },
-                report(running.event)
+                running.report().summary()
             )),
         }
         text
@@ -306,6 +337,21 @@ impl Agent {
     }
 
     fn vm_init(&'static self) {
+        let mut state = self.state();
+        if let Some(running) = state.engine.as_mut().filter(|r| !r.live) {
+            match running.engine.start(&self.context(), &running.options) {
+                Ok(()) => running.live = true,
+                Err(e) => {
+                    log!("cannot start the {} engine at VMInit: {e}", running.event);
+                    if let Some(owner) = &running.owner {
+                        owner.end(AGENT_RETURN_COMMAND_FAILED, &e);
+                    }
+                    let running = state.engine.take().expect("checked above");
+                    let _ = self.env.relinquish_capabilities(&running.capabilities);
+                }
+            }
+        }
+        drop(state);
         let waiting = std::mem::take(&mut self.state().awaiting_init);
         for session in waiting {
             session::watch(self, session);
@@ -319,7 +365,7 @@ impl Agent {
         let mut state = self.state();
         state.dead = true;
         if let Some(running) = state.engine.take() {
-            self.stop_running(running, "the JVM is exiting");
+            self.stop_running(running, "the JVM is exiting", true);
         }
         for session in std::mem::take(&mut state.awaiting_init) {
             session.end(AGENT_RETURN_OK, "the JVM is exiting");
@@ -337,12 +383,55 @@ impl Agent {
     }
 }
 
-/// The running engine's results so far.
-fn report(event: Event) -> String {
-    match event {
-        Event::Gc => gc::report(),
-        Event::Cpu | Event::Alloc => String::new(),
+impl Running {
+    /// The results so far (empty while waiting for VMInit).
+    fn report(&self) -> Report {
+        if self.live {
+            self.engine.dump()
+        } else {
+            Report::Text(format!("{}: waiting for the JVM to finish starting", self.event))
+        }
     }
+}
+
+/// Results go to `file` when given (rendered by its extension; the reply says where); else
+/// a profile goes to the asking client as a profile frame, text into the reply.
+fn deliver_report(report: &Report, file: Option<&str>, channel: Option<&Channel>) -> Result<String, Failure> {
+    match (report, file, channel) {
+        (_, Some(path), _) => {
+            jtap_profile::write_atomically(std::path::Path::new(path), &report.render_for(path))
+                .map_err(|e| failed(format!("cannot write {path}: {e}")))?;
+            Ok(format!("wrote {path}"))
+        }
+        (Report::Profile(profile), None, Some(channel)) => {
+            channel.send(&Frame::Profile(jtap_protocol::wire::encode_profile(profile))).map_err(|e| failed(e.to_string()))?;
+            Ok(String::new())
+        }
+        (report, None, _) => Ok(report.summary()),
+    }
+}
+
+/// `text` as Out frames, cut at line ends so that each fits in a frame (printed one per line,
+/// they give back the text).
+fn out_frames(text: &str) -> impl Iterator<Item = Frame> + '_ {
+    const CHUNK: usize = jtap_protocol::MAX_FRAME / 2;
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len();
+        if end > CHUNK {
+            end = CHUNK;
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            end = rest[..end].rfind('\n').filter(|&nl| nl > 0).unwrap_or(end);
+        }
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail.strip_prefix('\n').unwrap_or(tail);
+        Some(Frame::Out(chunk.to_string()))
+    })
 }
 
 /// Results go to `file` when given (and the reply says where), else into the reply.
@@ -370,4 +459,28 @@ extern "C" fn on_vm_death(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv) {
             agent.vm_death();
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_replies_are_cut_into_frames_at_line_ends() {
+        let line = "x".repeat(999);
+        let text = vec![line.as_str(); 2000].join("\n");
+        let frames: Vec<Frame> = out_frames(&text).collect();
+        assert!(frames.len() > 1);
+        let texts: Vec<String> = frames
+            .into_iter()
+            .map(|f| match f {
+                Frame::Out(t) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(texts.iter().all(|t| t.len() <= jtap_protocol::MAX_FRAME / 2 && !t.ends_with('\n')));
+        assert_eq!(texts.join("\n"), text);
+        assert_eq!(out_frames("short").count(), 1);
+        assert_eq!(out_frames("").count(), 0);
+    }
 }

@@ -9,7 +9,12 @@
 //! - `channel`: the UNIX-socket control channel back to the asking `jtap` client.
 //! - `session`: a `jtap-session-N` thread per started engine that notices when its client
 //!   goes away and then stops what it started.
-//! - `gc`: the garbage-collection engine (`start,event=gc`).
+//! - `engine`: the engines `start,event=<name>` runs, behind one trait: `gc` (GC pauses),
+//!   `cpu` (perf_events, falling back to `ctimer`/`itimer`), `itimer`, `ctimer`, `wall`.
+//! - `sampling`: the sampling core of the time-based engines: `AsyncGetCallTrace` in a SIGPROF
+//!   handler, a lock-free sample buffer, a `jtap-sampler` thread resolving methods into a
+//!   profile.
+//! - `heap`: the class histogram (`histogram`), computed with a JVMTI heap walk.
 //! - `gate`: counts callbacks in flight, so nothing they use is freed under them.
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
@@ -21,6 +26,8 @@ mod agent;
 mod channel;
 mod entry;
 mod gate;
-mod gc;
+mod engine;
+mod heap;
+mod sampling;
 mod session;
 mod thread;

@@ -91,6 +91,24 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Class histogram: instances and bytes per class, largest first (JVMTI heap walk in jtap's agent)
+    #[command(after_help = "The heap walk pauses the JVM while it runs (like jcmd GC.class_histogram). \
+                            Without --live, unreachable objects not yet collected are counted too.")]
+    Heap {
+        /// Pid of the target JVM
+        pid: u32,
+        /// Count only live objects: run a full GC first
+        #[arg(long)]
+        live: bool,
+        /// Show the N largest classes by bytes (0: all)
+        #[arg(short = 'n', long = "top", default_value_t = 30)]
+        top: u32,
+        /// Print JSON instead of a table
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Check and list what the class-file engine does to classes (round trip, instrumentation)
     Bytecode {
         #[command(subcommand)]
@@ -131,6 +149,7 @@ fn main() {
         Command::Jcmd { pid, command, attach } => commands::attach::jcmd(pid, &command, attach.timeout),
         Command::Load { args, java, attach } => commands::agent::load(&args, &java, attach.timeout),
         Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
+        Command::Heap { pid, live, top, json, attach } => commands::heap::run(pid, live, top, json, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());

@@ -8,46 +8,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use common::{is_root, jtap, jtap_bin, run, Run};
-use jtap_testkit::{compiled_workloads, jdks, repo_root, JavaProcess};
-
-/// `target/debug/libjtap_agent.so`, next to the jtap binary under test, built when stale.
-fn agent_library() -> &'static Path {
-    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
-    LIBRARY.get_or_init(|| {
-        let library = jtap_bin().with_file_name("libjtap_agent.so");
-        let built = std::fs::metadata(&library).and_then(|m| m.modified()).ok();
-        let sources = ["crates/agent", "crates/jvmti", "crates/protocol"].map(|d| repo_root().join(d));
-        let newest = sources.iter().filter_map(|d| newest_mtime(d)).max();
-        if built.is_none() || newest > built {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-p", "jtap-agent"])
-                .current_dir(repo_root())
-                .status()
-                .expect("running cargo build -p jtap-agent");
-            assert!(status.success(), "cargo build -p jtap-agent failed");
-        }
-        assert!(library.exists(), "{} missing after the build", library.display());
-        library
-    })
-}
-
-fn newest_mtime(dir: &Path) -> Option<SystemTime> {
-    let mut newest = None;
-    for entry in std::fs::read_dir(dir).ok()?.flatten() {
-        let path = entry.path();
-        let time = if path.is_dir() { newest_mtime(&path) } else { entry.metadata().ok()?.modified().ok() };
-        newest = newest.max(time);
-    }
-    newest
-}
+use common::{agent_library, is_root, jtap, jtap_bin, run, Run};
+use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
 
 fn pid_arg(jvm: &mut JavaProcess) -> String {
     jvm.pid().to_string()

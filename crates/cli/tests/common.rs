@@ -1,8 +1,12 @@
 //! Helpers shared by the CLI integration tests.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use jtap_testkit::repo_root;
 
 /// What a `jtap` run printed and how it exited.
 #[derive(Debug)]
@@ -67,4 +71,37 @@ pub fn leftover_triggers(pid: u32, ns_pid: u32) -> Vec<String> {
         .into_iter()
         .filter(|p| Path::new(p).exists())
         .collect()
+}
+
+/// `target/debug/libjtap_agent.so`, next to the jtap binary under test, built with
+/// `cargo build -p jtap-agent` when missing or older than its sources.
+pub fn agent_library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let library = jtap_bin().with_file_name("libjtap_agent.so");
+        let built = std::fs::metadata(&library).and_then(|m| m.modified()).ok();
+        let sources = ["crates/agent", "crates/jvmti", "crates/protocol"].map(|d| repo_root().join(d));
+        let newest = sources.iter().filter_map(|d| newest_mtime(d)).max();
+        if built.is_none() || newest > built {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "jtap-agent"])
+                .current_dir(repo_root())
+                .status()
+                .expect("running cargo build -p jtap-agent");
+            assert!(status.success(), "cargo build -p jtap-agent failed");
+        }
+        assert!(library.exists(), "{} missing after the build", library.display());
+        library
+    })
+}
+
+fn newest_mtime(dir: &Path) -> Option<SystemTime> {
+    let mut newest = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let time = if path.is_dir() { newest_mtime(&path) } else { entry.metadata().ok()?.modified().ok() };
+        newest = newest.max(time);
+    }
+    newest
 }

@@ -2,13 +2,14 @@
 //!
 //! ```text
 //! options  := "" | item ("," item)*
-//! item     := action | "debug" | key "=" value
-//! action   := "start" | "stop" | "status" | "dump" | "version" | "help"
-//! key      := "event" | "interval" | "file" | "channel" | "log" | "client"
+//! item     := action | "debug" | "live" | key "=" value
+//! action   := "start" | "stop" | "status" | "dump" | "version" | "help" | "histogram"
+//! key      := "event" | "interval" | "file" | "channel" | "log" | "client" | "top"
 //! value    := any characters; "," and "\" are written "\," and "\\"
 //! ```
 //!
-//! At most one action and each key at most once. `event` and `interval` belong to `start`.
+//! At most one action and each key at most once. `event` and `interval` belong to `start`;
+//! `live` and `top` (a positive count) to `histogram`.
 //! Durations are an integer with a unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
 
 use std::fmt;
@@ -29,11 +30,15 @@ pub enum Action {
     Version,
     /// Describe the options.
     Help,
+    /// Count instances and bytes per class with a JVMTI heap walk (`live`: after a full GC;
+    /// `top=N`: only the N largest classes).
+    Histogram,
 }
 
 impl Action {
     /// Every action, in the order help lists them.
-    pub const ALL: [Action; 6] = [Action::Start, Action::Stop, Action::Status, Action::Dump, Action::Version, Action::Help];
+    pub const ALL: [Action; 7] =
+        [Action::Start, Action::Stop, Action::Status, Action::Dump, Action::Version, Action::Help, Action::Histogram];
 
     /// The action's word in option strings.
     pub fn name(self) -> &'static str {
@@ -44,6 +49,7 @@ impl Action {
             Action::Dump => "dump",
             Action::Version => "version",
             Action::Help => "help",
+            Action::Histogram => "histogram",
         }
     }
 
@@ -106,6 +112,10 @@ pub struct Options {
     pub client: Option<String>,
     /// Log to the JVM's stderr (never its stdout).
     pub debug: bool,
+    /// `histogram`: count only live objects (a full GC runs first).
+    pub live: bool,
+    /// `histogram`: report only this many classes, the largest by bytes.
+    pub top: Option<u32>,
 }
 
 /// Why an option string was rejected. Messages name the offending item.
@@ -129,6 +139,9 @@ pub enum ParseError {
     /// An option that only makes sense with `start`.
     #[error("{0}= only goes with start")]
     NeedsStart(&'static str),
+    /// An option that only makes sense with `histogram`.
+    #[error("{0} only goes with histogram")]
+    NeedsHistogram(&'static str),
     /// An action or flag written with a value.
     #[error("\"{0}\" takes no value")]
     UnexpectedValue(&'static str),
@@ -137,7 +150,8 @@ pub enum ParseError {
     DanglingEscape(String),
 }
 
-const KNOWN: &str = "start, stop, status, dump, version, help, debug, event=, interval=, file=, channel=, log=, client=";
+const KNOWN: &str =
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -160,6 +174,14 @@ impl Options {
                 return Err(ParseError::NeedsStart("interval"));
             }
         }
+        if options.action != Some(Action::Histogram) {
+            if options.live {
+                return Err(ParseError::NeedsHistogram("live"));
+            }
+            if options.top.is_some() {
+                return Err(ParseError::NeedsHistogram("top"));
+            }
+        }
         Ok(options)
     }
 
@@ -173,6 +195,9 @@ impl Options {
         let Some(value) = &item.value else {
             if item.raw == "debug" {
                 return set_once(&mut self.debug, "debug");
+            }
+            if item.raw == "live" {
+                return set_once(&mut self.live, "live");
             }
             let Some(action) = Action::from_name(&item.raw) else {
                 return Err(ParseError::Unknown(item.raw.clone()));
@@ -203,6 +228,10 @@ impl Options {
                 put_once(&mut self.channel, "channel", value.clone())
             }
             "log" => put_once(&mut self.log, "log", non_empty("log", value)?),
+            "top" => {
+                let top = value.parse::<u32>().ok().filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()));
+                put_once(&mut self.top, "top", top.ok_or_else(|| bad("top", value, "a positive number of classes"))?)
+            }
             "client" => {
                 let ok = !value.is_empty()
                     && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
@@ -211,7 +240,7 @@ impl Options {
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or((key == "debug").then_some("debug")) {
+            key => match Action::from_name(key).map(Action::name).or(["debug", "live"].into_iter().find(|&f| f == key)) {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),
             },
@@ -239,6 +268,12 @@ impl fmt::Display for Options {
         }
         if self.debug {
             items.push("debug".into());
+        }
+        if self.live {
+            items.push("live".into());
+        }
+        if let Some(top) = self.top {
+            items.push(format!("top={top}"));
         }
         f.write_str(&items.join(","))
     }
@@ -352,7 +387,7 @@ fn format_duration(duration: Duration) -> String {
 pub fn help_text() -> String {
     format!(
         "jtap agent options: comma-separated, e.g. start,event=gc,interval=10ms,file=/tmp/out.txt\n\
-         actions: start (with event=), stop, status, dump, version, help\n\
+         actions: start (with event=), stop, status, dump, version, help, histogram\n\
          event=<{}>    what start records\n\
          interval=<n[ns|us|ms|s]>    sampling interval of the engine\n\
          file=<path>    write dump/stop results to this file (inside the JVM's filesystem)\n\
@@ -360,6 +395,8 @@ pub fn help_text() -> String {
          log=<path>     append the agent's log to this file\n\
          client=<version> the asking jtap's version\n\
          debug          log to the JVM's stderr\n\
+         live           histogram: only live objects (runs a full GC first)\n\
+         top=<n>        histogram: only the n largest classes by bytes\n\
          write \\, for a comma and \\\\ for a backslash inside values",
         Event::ALL.map(Event::name).join("|")
     )
@@ -380,6 +417,9 @@ mod tests {
         assert_eq!(o.to_string(), "start,event=cpu,interval=10ms,file=/tmp/out.html");
         assert_eq!(Options::parse("").unwrap(), Options::default());
         assert_eq!(Options::parse("status,debug").unwrap().to_string(), "status,debug");
+        let h = Options::parse("histogram,live,top=30").unwrap();
+        assert_eq!((h.action, h.live, h.top), (Some(Action::Histogram), true, Some(30)));
+        assert_eq!(h.to_string(), "histogram,live,top=30");
     }
 
     #[test]
@@ -407,6 +447,11 @@ mod tests {
             ("client=1 2", "bad value for client"),
             ("file=", "bad value for file"),
             ("dump,file=x\\", "dangling backslash"),
+            ("status,live", "live only goes with histogram"),
+            ("histogram,top=0", "bad value for top"),
+            ("histogram,top=+3", "bad value for top"),
+            ("dump,top=3", "top only goes with histogram"),
+            ("histogram,live=1", "\"live\" takes no value"),
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
@@ -431,8 +476,10 @@ mod tests {
             proptest::option::of("[0-9a-zA-Z.+_-]{1,12}"),
             any::<bool>(),
         );
-        (action, start_only, paths).prop_map(|(action, (event, interval), (file, channel, log, client, debug))| {
+        let histogram_only = (any::<bool>(), proptest::option::of(1u32..=u32::MAX));
+        (action, start_only, paths, histogram_only).prop_map(|(action, (event, interval), (file, channel, log, client, debug), (live, top))| {
             let starts = action == Some(Action::Start);
+            let histogram = action == Some(Action::Histogram);
             Options {
                 action,
                 event: event.filter(|_| starts),
@@ -442,6 +489,8 @@ mod tests {
                 log,
                 client,
                 debug,
+                live: live && histogram,
+                top: top.filter(|_| histogram),
             }
         })
     }

@@ -3,4 +3,5 @@
 pub mod agent;
 pub mod attach;
 pub mod bytecode;
+pub mod heap;
 pub mod ps;
