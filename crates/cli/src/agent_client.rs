@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use jtap_attach::process::Process;
 use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
+use jtap_profile::{ExportOptions, Format};
 use jtap_protocol::{describe_return_code, read_frame, Frame, Options, AGENT_RETURN_VERSION_MISMATCH, VERSION};
 
 /// File name of the agent library.
@@ -296,9 +297,17 @@ fn peer_credentials(stream: &UnixStream) -> io::Result<(u32, u32)> {
     Ok((cred.pid as u32, cred.uid))
 }
 
+/// Profile and progress frames go to this callback when one is given (see [`converse_with`]).
+pub type FrameSink<'a> = Option<&'a mut dyn FnMut(Frame) -> anyhow::Result<()>>;
+
 /// Sends `options` to the jtap agent in JVM `pid` (loading it first if needed) and streams its
 /// reply to `out` until the command ends. For `start`, that is when the engine stops.
 pub fn run(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Write) -> anyhow::Result<()> {
+    run_with(pid, options, timeout, out, None)
+}
+
+/// [`run`], handing profile and progress frames to `frames`.
+pub fn run_with(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Write, frames: FrameSink<'_>) -> anyhow::Result<()> {
     let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
     let process = vm.process().clone();
     let library = place_library(&process)?;
@@ -318,7 +327,7 @@ pub fn run(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Write) 
     let target = process.pid;
     let stream = listener.accept(Duration::from_millis(500), |peer, _| peer == target, || false)?;
     match (stream, return_code) {
-        (Some(stream), _) => converse(stream, out),
+        (Some(stream), _) => converse_with(stream, out, frames),
         (None, Some(0)) => Err(AgentError::Channel("the agent did not connect back".into()).into()),
         (None, Some(code)) => Err(load_failed(&process, format!("return code {code}: {}", describe_return_code(code))).into()),
         (None, None) => Err(load_failed(&process, one_line(&text, reply.status)).into()),
@@ -334,8 +343,10 @@ fn one_line(text: &str, status: i32) -> String {
     }
 }
 
-/// Reads the agent's frames until its `Done`, printing its text to `out`.
-pub fn converse(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Reads the agent's frames until its `Done`, printing its text to `out`. Profile and
+/// progress frames go to `frames` when given; otherwise a profile is printed as its text
+/// report and progress is dropped.
+pub fn converse_with(mut stream: UnixStream, out: &mut dyn Write, mut frames: FrameSink<'_>) -> anyhow::Result<()> {
     loop {
         let frame = read_frame(&mut stream).map_err(|e| AgentError::Channel(e.to_string()))?;
         match frame {
@@ -350,6 +361,15 @@ pub fn converse(mut stream: UnixStream, out: &mut dyn Write) -> anyhow::Result<(
                 writeln!(out, "{}", text.trim_end_matches('\n'))?;
                 out.flush()?;
             }
+            Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => match (&mut frames, frame) {
+                (Some(sink), frame) => sink(frame)?,
+                (None, Frame::Profile(bytes)) => {
+                    let profile = jtap_protocol::wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
+                    out.write_all(&Format::Text.render(&profile, &ExportOptions::default()))?;
+                    out.flush()?;
+                }
+                (None, _) => {}
+            },
             Some(Frame::Done { code: 0, .. }) => return Ok(()),
             Some(Frame::Done { code: AGENT_RETURN_VERSION_MISMATCH, message }) => {
                 return Err(AgentError::VersionMismatch(message).into())

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// What kind of code a frame stands for; exporters colour and annotate by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
     /// Java method running in the interpreter.
@@ -46,7 +46,7 @@ impl FrameKind {
 }
 
 /// One frame: a display name (e.g. `com.example.Foo.bar:42`) and its kind.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Frame {
     pub name: String,
     pub kind: FrameKind,
@@ -69,7 +69,7 @@ pub struct StackCounts {
 }
 
 /// What was measured and how the collection went.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Metadata {
     /// The event asked for: `cpu`, `wall`, `itimer`, `ctimer`, `alloc`, `lock`, …
     pub event: String,

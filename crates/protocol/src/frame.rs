@@ -2,17 +2,21 @@
 //!
 //! Every frame is `length: u32 (big-endian)`, then `length` bytes: a kind byte and its body.
 //! The agent opens with [`Frame::Hello`], streams [`Frame::Out`] text, and ends a command with
-//! [`Frame::Done`]. The client sends nothing; closing its end (or dying) is how it says
+//! [`Frame::Done`]. Sampling engines also send [`Frame::Progress`] while they run and their
+//! result as a [`Frame::Profile`] (a profile serialised by [`crate::wire`]). The client sends nothing; closing its end (or dying) is how it says
 //! "stop what I started".
 
 use std::io::{self, Read, Write};
 
-/// Largest frame accepted (kind byte included).
-pub const MAX_FRAME: usize = 1 << 20;
+/// Largest frame accepted (kind byte included). Large enough for the profiles of long
+/// sessions; it bounds what a malformed length prefix can make the reader allocate.
+pub const MAX_FRAME: usize = 256 << 20;
 
 const HELLO: u8 = 1;
 const OUT: u8 = 2;
 const DONE: u8 = 3;
+const PROFILE: u8 = 4;
+const PROGRESS: u8 = 5;
 
 /// One message from the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +37,15 @@ pub enum Frame {
         /// Empty on success.
         message: String,
     },
+    /// A sampling engine's profile, serialised with [`crate::wire::encode_profile`].
+    Profile(Vec<u8>),
+    /// How far a running sampling engine is.
+    Progress {
+        /// Samples recorded so far.
+        samples: u64,
+        /// Samples lost so far (buffer full).
+        dropped: u64,
+    },
 }
 
 /// A frame that could not be read.
@@ -47,7 +60,8 @@ pub enum FrameError {
 }
 
 impl Frame {
-    /// The frame's bytes, length prefix included. Text is cut to fit [`MAX_FRAME`].
+    /// The frame's bytes, length prefix included. Text is cut to fit [`MAX_FRAME`] (a profile
+    /// that large would be cut too, and then fail to decode).
     pub fn encode(&self) -> Vec<u8> {
         let (kind, mut body) = match self {
             Frame::Hello { version, pid } => {
@@ -60,6 +74,12 @@ impl Frame {
                 let mut body = code.to_be_bytes().to_vec();
                 body.extend_from_slice(message.as_bytes());
                 (DONE, body)
+            }
+            Frame::Profile(bytes) => (PROFILE, bytes.clone()),
+            Frame::Progress { samples, dropped } => {
+                let mut body = samples.to_be_bytes().to_vec();
+                body.extend_from_slice(&dropped.to_be_bytes());
+                (PROGRESS, body)
             }
         };
         body.truncate(MAX_FRAME - 1);
@@ -104,6 +124,14 @@ pub fn read_frame(input: &mut impl Read) -> Result<Option<Frame>, FrameError> {
         HELLO => Ok(Some(Frame::Hello { pid: u32::from_be_bytes(head(body)?), version: text(&body[4..]) })),
         OUT => Ok(Some(Frame::Out(text(body)))),
         DONE => Ok(Some(Frame::Done { code: i32::from_be_bytes(head(body)?), message: text(&body[4..]) })),
+        PROFILE => Ok(Some(Frame::Profile(body.to_vec()))),
+        PROGRESS => {
+            let number = |range: std::ops::Range<usize>| -> Result<u64, FrameError> {
+                let bytes = body.get(range).and_then(|b| b.try_into().ok());
+                bytes.map(u64::from_be_bytes).ok_or_else(|| FrameError::Malformed("short progress frame".into()))
+            };
+            Ok(Some(Frame::Progress { samples: number(0..8)?, dropped: number(8..16)? }))
+        }
         kind => Err(FrameError::Malformed(format!("unknown kind {kind}"))),
     }
 }
@@ -118,6 +146,8 @@ mod tests {
             ("\\PC{0,20}", any::<u32>()).prop_map(|(version, pid)| Frame::Hello { version, pid }),
             "\\PC{0,200}".prop_map(Frame::Out),
             (any::<i32>(), "\\PC{0,50}").prop_map(|(code, message)| Frame::Done { code, message }),
+            proptest::collection::vec(any::<u8>(), 0..100).prop_map(Frame::Profile),
+            (any::<u64>(), any::<u64>()).prop_map(|(samples, dropped)| Frame::Progress { samples, dropped }),
         ]
     }
 

@@ -6,11 +6,13 @@
 //!   the CLI all use it.
 //! - [`frame`]: framing of the control channel, the UNIX socket over which the agent streams
 //!   replies back to the client that asked.
+//! - [`wire`]: how a profile travels in a [`Frame::Profile`].
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
 //!   the CLI sees in the attach reply.
 
 pub mod frame;
 pub mod options;
+pub mod wire;
 
 pub use frame::{read_frame, Frame, FrameError, MAX_FRAME};
 pub use options::{Action, Event, Options, ParseError};

@@ -10,6 +10,14 @@
 //!
 //! At most one action and each key at most once. `event` and `interval` belong to `start`;
 //! `live` and `top` (a positive count) to `histogram`.
+//! The sampling keys `threads` (a flag), `include`, `exclude` and `jstackdepth` belong to
+//! `start` as well:
+//!
+//! ```text
+//! item     += "threads"
+//! key      += "include" | "exclude" | "jstackdepth"
+//! ```
+//!
 //! Durations are an integer with a unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
 
 use std::fmt;
@@ -61,8 +69,15 @@ impl Action {
 /// What an engine records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Event {
-    /// CPU time sampling.
+    /// CPU time sampling with a perf_events cpu-clock counter per thread (falling back to
+    /// `ctimer`, then `itimer`, where perf_events are unavailable).
     Cpu,
+    /// CPU time sampling with the process-wide `setitimer(ITIMER_PROF)`.
+    Itimer,
+    /// CPU time sampling with a `timer_create` timer on each thread's CPU clock.
+    Ctimer,
+    /// Wall-clock sampling: threads whatever their state, at a fixed rate.
+    Wall,
     /// Allocation sampling.
     Alloc,
     /// Garbage collection pauses (JVMTI GarbageCollectionStart/Finish).
@@ -71,15 +86,23 @@ pub enum Event {
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 3] = [Event::Cpu, Event::Alloc, Event::Gc];
+    pub const ALL: [Event; 6] = [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Gc];
 
     /// The event's name in option strings.
     pub fn name(self) -> &'static str {
         match self {
             Event::Cpu => "cpu",
+            Event::Itimer => "itimer",
+            Event::Ctimer => "ctimer",
+            Event::Wall => "wall",
             Event::Alloc => "alloc",
             Event::Gc => "gc",
         }
+    }
+
+    /// Whether the event samples stacks over time (cpu, itimer, ctimer, wall).
+    pub fn is_time_sampling(self) -> bool {
+        matches!(self, Event::Cpu | Event::Itimer | Event::Ctimer | Event::Wall)
     }
 
     fn from_name(word: &str) -> Option<Event> {
@@ -102,6 +125,14 @@ pub struct Options {
     pub event: Option<Event>,
     /// The engine's sampling interval.
     pub interval: Option<Duration>,
+    /// Sampling engines: put each sample's thread name at the root of its stack.
+    pub threads: bool,
+    /// Sampling engines: keep only stacks with a frame matching this regular expression.
+    pub include: Option<String>,
+    /// Sampling engines: drop stacks with a frame matching this regular expression.
+    pub exclude: Option<String>,
+    /// Sampling engines: deepest Java stack recorded, in frames.
+    pub jstackdepth: Option<u32>,
     /// Where `dump`/`stop` write results (a path inside the JVM's mount namespace).
     pub file: Option<String>,
     /// The client's control-channel socket (a path inside the JVM's mount namespace).
@@ -151,7 +182,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -172,6 +203,17 @@ impl Options {
             }
             if options.interval.is_some() {
                 return Err(ParseError::NeedsStart("interval"));
+            }
+            if options.threads {
+                return Err(ParseError::NeedsStart("threads"));
+            }
+            for (key, given) in [("include", &options.include), ("exclude", &options.exclude)] {
+                if given.is_some() {
+                    return Err(ParseError::NeedsStart(key));
+                }
+            }
+            if options.jstackdepth.is_some() {
+                return Err(ParseError::NeedsStart("jstackdepth"));
             }
         }
         if options.action != Some(Action::Histogram) {
@@ -195,6 +237,9 @@ impl Options {
         let Some(value) = &item.value else {
             if item.raw == "debug" {
                 return set_once(&mut self.debug, "debug");
+            }
+            if item.raw == "threads" {
+                return set_once(&mut self.threads, "threads");
             }
             if item.raw == "live" {
                 return set_once(&mut self.live, "live");
@@ -220,6 +265,13 @@ impl Options {
                 put_once(&mut self.event, "event", event)
             }
             "interval" => put_once(&mut self.interval, "interval", parse_duration("interval", value)?),
+            "include" => put_once(&mut self.include, "include", pattern("include", value)?),
+            "exclude" => put_once(&mut self.exclude, "exclude", pattern("exclude", value)?),
+            "jstackdepth" => {
+                let depth = value.parse::<u32>().ok().filter(|d| (1..=MAX_JSTACKDEPTH).contains(d));
+                let expected = format!("a number of frames from 1 to {MAX_JSTACKDEPTH}");
+                put_once(&mut self.jstackdepth, "jstackdepth", depth.ok_or_else(|| bad("jstackdepth", value, &expected))?)
+            }
             "file" => put_once(&mut self.file, "file", non_empty("file", value)?),
             "channel" => {
                 if !value.starts_with('/') {
@@ -240,7 +292,7 @@ impl Options {
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or(["debug", "live"].into_iter().find(|&f| f == key)) {
+            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads"].into_iter().find(|&f| f == key)) {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),
             },
@@ -260,6 +312,17 @@ impl fmt::Display for Options {
         }
         if let Some(interval) = self.interval {
             items.push(format!("interval={}", format_duration(interval)));
+        }
+        if self.threads {
+            items.push("threads".into());
+        }
+        if let Some(depth) = self.jstackdepth {
+            items.push(format!("jstackdepth={depth}"));
+        }
+        for (key, value) in [("include", &self.include), ("exclude", &self.exclude)] {
+            if let Some(value) = value {
+                items.push(format!("{key}={}", escape(value)));
+            }
         }
         for (key, value) in [("file", &self.file), ("channel", &self.channel), ("log", &self.log), ("client", &self.client)] {
             if let Some(value) = value {
@@ -336,6 +399,16 @@ fn bad(key: &'static str, value: &str, expected: &str) -> ParseError {
     ParseError::BadValue { key, value: value.to_string(), expected: expected.to_string() }
 }
 
+/// The largest `jstackdepth` accepted.
+pub const MAX_JSTACKDEPTH: u32 = 4096;
+
+fn pattern(key: &'static str, value: &str) -> Result<String, ParseError> {
+    if value.is_empty() {
+        return Err(bad(key, value, "a regular expression matching frame names"));
+    }
+    Ok(value.to_string())
+}
+
 fn non_empty(key: &'static str, value: &str) -> Result<String, ParseError> {
     if value.is_empty() {
         return Err(bad(key, value, "a path"));
@@ -389,7 +462,11 @@ pub fn help_text() -> String {
         "jtap agent options: comma-separated, e.g. start,event=gc,interval=10ms,file=/tmp/out.txt\n\
          actions: start (with event=), stop, status, dump, version, help, histogram\n\
          event=<{}>    what start records\n\
-         interval=<n[ns|us|ms|s]>    sampling interval of the engine\n\
+         interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
+         threads        sampling: each stack's root frame is its thread's name\n\
+         include=<regex> sampling: keep only stacks with a frame matching the expression\n\
+         exclude=<regex> sampling: drop stacks with a frame matching the expression\n\
+         jstackdepth=<n> sampling: deepest Java stack recorded (default 2048)\n\
          file=<path>    write dump/stop results to this file (inside the JVM's filesystem)\n\
          channel=<path> control socket of the asking jtap client\n\
          log=<path>     append the agent's log to this file\n\
@@ -423,6 +500,18 @@ mod tests {
     }
 
     #[test]
+    fn parses_sampling_keys() {
+        let o = Options::parse(r"start,event=wall,interval=50ms,threads,jstackdepth=64,include=Burn\,Spin,exclude=^java\\.").unwrap();
+        assert_eq!((o.event, o.threads, o.jstackdepth), (Some(Event::Wall), true, Some(64)));
+        assert_eq!((o.include.as_deref(), o.exclude.as_deref()), (Some("Burn,Spin"), Some(r"^java\.")));
+        assert_eq!(Options::parse(&o.to_string()), Ok(o));
+        for event in ["cpu", "itimer", "ctimer", "wall"] {
+            let o = Options::parse(&format!("start,event={event}")).unwrap();
+            assert!(o.event.is_some_and(Event::is_time_sampling), "{event}");
+        }
+    }
+
+    #[test]
     fn escapes_commas_and_backslashes_in_values() {
         let o = Options::parse(r"dump,file=/tmp/a\,b\\c=d").unwrap();
         assert_eq!(o.file.as_deref(), Some(r"/tmp/a,b\c=d"));
@@ -433,7 +522,7 @@ mod tests {
     fn rejects_malformed_strings_with_clear_messages() {
         let cases = [
             ("stat", "unknown option \"stat\""),
-            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, alloc, gc"),
+            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, itimer, ctimer, wall, alloc, gc"),
             ("start,event=cpu,interval=10parsecs", "bad value for interval: \"10parsecs\""),
             ("start,event=cpu,interval=0", "bad value for interval: \"0\""),
             ("start,event=cpu,interval=99999999999s", "bad value for interval"),
@@ -441,6 +530,12 @@ mod tests {
             ("status,", "empty option at position 2"),
             ("start,stop", "conflicting actions \"start\" and \"stop\""),
             ("status,event=cpu", "event= only goes with start"),
+            ("dump,threads", "threads= only goes with start"),
+            ("status,include=Foo", "include= only goes with start"),
+            ("start,event=wall,jstackdepth=0", "bad value for jstackdepth"),
+            ("start,event=wall,jstackdepth=5000", "bad value for jstackdepth"),
+            ("start,event=cpu,exclude=", "bad value for exclude"),
+            ("start,threads=1", "\"threads\" takes no value"),
             ("dump,file=/a,file=/b", "option file given twice"),
             ("status=1", "\"status\" takes no value"),
             ("channel=relative.sock", "an absolute path"),
@@ -468,6 +563,7 @@ mod tests {
         let start_only = (
             proptest::option::of(proptest::sample::select(Event::ALL.to_vec())),
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
+            (any::<bool>(), proptest::option::of(path()), proptest::option::of(path()), proptest::option::of(1..=MAX_JSTACKDEPTH)),
         );
         let paths = (
             proptest::option::of(path()),
@@ -477,13 +573,17 @@ mod tests {
             any::<bool>(),
         );
         let histogram_only = (any::<bool>(), proptest::option::of(1u32..=u32::MAX));
-        (action, start_only, paths, histogram_only).prop_map(|(action, (event, interval), (file, channel, log, client, debug), (live, top))| {
+        (action, start_only, paths, histogram_only).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth)), (file, channel, log, client, debug), (live, top))| {
             let starts = action == Some(Action::Start);
             let histogram = action == Some(Action::Histogram);
             Options {
                 action,
                 event: event.filter(|_| starts),
                 interval: interval.filter(|_| starts),
+                threads: threads && starts,
+                include: include.filter(|_| starts),
+                exclude: exclude.filter(|_| starts),
+                jstackdepth: jstackdepth.filter(|_| starts),
                 file,
                 channel,
                 log,

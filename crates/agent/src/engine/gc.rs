@@ -3,16 +3,42 @@
 //! where only atomics are allowed, and touch nothing else.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_protocol::Options;
 
+use super::{Context, Engine, Report};
 use crate::gate::Gate;
 
-/// Capabilities the engine holds while it runs.
-pub fn capabilities() -> Capabilities {
-    Capabilities::of(&["can_generate_garbage_collection_events"])
+/// The engine: its state is in this module's atomics, shared with the callbacks.
+pub struct GcEngine;
+
+impl Engine for GcEngine {
+    fn name(&self) -> &'static str {
+        "gc"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(&["can_generate_garbage_collection_events"])
+    }
+
+    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
+        if options.interval.is_some() {
+            return Err("interval= does not apply to event=gc".into());
+        }
+        start(&context.env)
+    }
+
+    fn dump(&self) -> Report {
+        Report::Text(report())
+    }
+
+    fn stop(&mut self, context: &Context) -> Report {
+        stop(&context.env);
+        Report::Text(report())
+    }
 }
 
 const EVENTS: [sys::jvmtiEvent; 2] = [sys::JVMTI_EVENT_GARBAGE_COLLECTION_START, sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH];
@@ -34,7 +60,7 @@ fn now_ns() -> u64 {
 }
 
 /// Starts counting: resets the counters and enables the events. The capability must be held.
-pub fn start(env: &Env) -> Result<(), String> {
+fn start(env: &Env) -> Result<(), String> {
     epoch();
     for counter in [&COLLECTIONS, &TOTAL_PAUSE_NS, &MAX_PAUSE_NS, &PAUSE_START_NS] {
         counter.store(0, Ordering::SeqCst);
@@ -50,7 +76,7 @@ pub fn start(env: &Env) -> Result<(), String> {
 }
 
 /// Stops counting: disables the events and waits for callbacks still running.
-pub fn stop(env: &Env) {
+fn stop(env: &Env) {
     for event in EVENTS {
         if let Err(e) = env.set_event_enabled(event, false) {
             log!("gc engine: {e}");
@@ -63,7 +89,7 @@ pub fn stop(env: &Env) {
 }
 
 /// The results so far, one line.
-pub fn report() -> String {
+fn report() -> String {
     let ms = |ns: u64| ns as f64 / 1e6;
     format!(
         "gc: {} collections, total pause {:.3} ms, longest {:.3} ms",

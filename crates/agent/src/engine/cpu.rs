@@ -1,0 +1,187 @@
+//! The `cpu` engine: a perf_events software counter (`cpu-clock`) on each thread, which
+//! overflows every interval of the thread's CPU time. Its descriptor is set to signal that
+//! very thread (`F_SETOWN_EX` + `F_OWNER_TID`, `O_ASYNC`, `F_SETSIG` SIGPROF); each overflow
+//! disables the counter until the handler re-arms it (`PERF_EVENT_IOC_REFRESH`). Counters
+//! follow threads through ThreadStart/ThreadEnd.
+//!
+//! Where `perf_event_open` fails (a container's seccomp profile, `perf_event_paranoid` 3),
+//! the engine falls back to `ctimer`, then to `itimer`, and the profile's metadata names
+//! the engine that ran.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use jtap_jvmti::Capabilities;
+use jtap_protocol::Options;
+use perf_event_open_sys as perf;
+
+use super::ctimer::CtimerEngine;
+use super::itimer::ItimerEngine;
+use super::{interval, Context, Engine, Report, CPU_INTERVAL};
+use crate::sampling::signal::{self, Source, SIGNAL};
+use crate::sampling::threads::{self, ThreadTimer};
+use crate::sampling::{self, Sampler, Settings};
+
+/// `fcntl` commands and the owner structure of `<fcntl.h>` that the libc crate does not
+/// declare for glibc targets (values from the Linux UAPI, the same on every architecture).
+mod fcntl {
+    pub const F_SETSIG: libc::c_int = 10;
+    pub const F_SETOWN_EX: libc::c_int = 15;
+    pub const F_OWNER_TID: libc::c_int = 0;
+
+    /// `struct f_owner_ex`.
+    #[repr(C)]
+    pub struct OwnerEx {
+        pub kind: libc::c_int,
+        pub pid: libc::pid_t,
+    }
+}
+
+/// The engine: perf_events when they work, else a fallback engine.
+#[derive(Default)]
+pub struct CpuEngine {
+    sampler: Option<Sampler>,
+    fallback: Option<Box<dyn Engine>>,
+}
+
+/// One perf_event counter per thread.
+struct PerfCounters {
+    period: Duration,
+    fds: HashMap<i32, RawFd>,
+}
+
+impl PerfCounters {
+    fn open(&self, tid: i32) -> io::Result<RawFd> {
+        let mut attr = perf::bindings::perf_event_attr {
+            type_: perf::bindings::PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<perf::bindings::perf_event_attr>() as u32,
+            config: u64::from(perf::bindings::PERF_COUNT_SW_CPU_CLOCK),
+            ..Default::default()
+        };
+        attr.__bindgen_anon_1.sample_period = (self.period.as_nanos() as u64).max(1);
+        attr.__bindgen_anon_2.wakeup_events = 1;
+        attr.set_disabled(1);
+        // SAFETY: a filled-in attr of the size it declares; pid is one of our threads.
+        let fd = unsafe { perf::perf_event_open(&mut attr, tid, -1, -1, perf::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+
+    /// Routes the descriptor's overflow signal to thread `tid` and starts the counter.
+    fn route(fd: RawFd, tid: i32) -> io::Result<()> {
+        let owner = fcntl::OwnerEx { kind: fcntl::F_OWNER_TID, pid: tid };
+        // SAFETY: fcntl/ioctl on a perf_event descriptor we just opened.
+        let ok = unsafe {
+            libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC) == 0
+                && libc::fcntl(fd, fcntl::F_SETSIG, SIGNAL) == 0
+                && libc::fcntl(fd, fcntl::F_SETOWN_EX, &owner as *const fcntl::OwnerEx) == 0
+                && perf::ioctls::RESET(fd, 0) == 0
+                && perf::ioctls::REFRESH(fd, 1) == 0
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Checks that counters work here (on the calling thread).
+    fn probe(period: Duration) -> io::Result<()> {
+        let counters = PerfCounters { period, fds: HashMap::new() };
+        let fd = counters.open(threads::current_tid())?;
+        // SAFETY: closing the descriptor we just opened.
+        unsafe { libc::close(fd) };
+        Ok(())
+    }
+}
+
+impl ThreadTimer for PerfCounters {
+    fn arm(&mut self, tid: i32) -> io::Result<()> {
+        let fd = self.open(tid)?;
+        if !signal::mark_perf_fd(fd, true) {
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            return Err(io::Error::other(format!("descriptor {fd} is too high to track")));
+        }
+        if let Err(e) = Self::route(fd, tid) {
+            signal::mark_perf_fd(fd, false);
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        self.fds.insert(tid, fd);
+        Ok(())
+    }
+
+    fn disarm(&mut self, tid: i32) {
+        if let Some(fd) = self.fds.remove(&tid) {
+            signal::mark_perf_fd(fd, false);
+            // SAFETY: our own descriptor, disabled then closed once.
+            unsafe {
+                perf::ioctls::DISABLE(fd, 0);
+                libc::close(fd);
+            }
+        }
+    }
+}
+
+impl Engine for CpuEngine {
+    fn name(&self) -> &'static str {
+        self.fallback.as_ref().map_or("cpu", |f| f.name())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        sampling::capabilities()
+    }
+
+    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
+        let period = interval(options, CPU_INTERVAL);
+        if let Err(e) = PerfCounters::probe(period) {
+            log!("cpu: perf_event_open failed ({e}); falling back to ctimer");
+            let mut ctimer: Box<dyn Engine> = Box::new(CtimerEngine::new("cpu"));
+            let started = ctimer.start(context, options).or_else(|e| {
+                log!("cpu: ctimer failed ({e}); falling back to itimer");
+                ctimer = Box::new(ItimerEngine::new("cpu"));
+                ctimer.start(context, options)
+            });
+            started?;
+            self.fallback = Some(ctimer);
+            return Ok(());
+        }
+        let settings = Settings::from_options(options, "cpu", "cpu", period, Source::PerfEvent)?;
+        let sampler = Sampler::start(context.env, context.vm, settings)?;
+        match threads::arm_all(Box::new(PerfCounters { period, fds: HashMap::new() })) {
+            Ok(armed) => log!("cpu: perf_event counters on {armed} threads"),
+            Err(e) => {
+                sampler.stop();
+                return Err(format!("perf_event_open: {e}"));
+            }
+        }
+        self.sampler = Some(sampler);
+        Ok(())
+    }
+
+    fn dump(&self) -> Report {
+        match &self.fallback {
+            Some(fallback) => fallback.dump(),
+            None => Report::Profile(self.sampler.as_ref().map(Sampler::snapshot).unwrap_or_default()),
+        }
+    }
+
+    fn stop(&mut self, context: &Context) -> Report {
+        if let Some(mut fallback) = self.fallback.take() {
+            return fallback.stop(context);
+        }
+        // Signals first (the handler then ignores stray ones), then the signal sources.
+        let profile = self.sampler.take().map(Sampler::stop).unwrap_or_default();
+        let failures = threads::disarm_all();
+        if failures != 0 {
+            log!("cpu: {failures} threads could not get a counter");
+        }
+        Report::Profile(profile)
+    }
+}

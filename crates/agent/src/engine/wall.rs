@@ -1,0 +1,117 @@
+//! The `wall` engine: wall-clock sampling. A `jtap-wall` thread wakes every interval (default
+//! 50 ms) and sends SIGPROF with `tgkill` to up to [`THREADS_PER_TICK`] threads, taking the
+//! process's threads in turn, whatever they are doing. Each sample is labelled with what the
+//! thread was doing when signalled (`[running]`, or `[sleeping]`: blocked in a system call —
+//! sleep, wait, park, monitor, I/O) and weighs its share of wall time.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use jtap_jvmti::Capabilities;
+use jtap_protocol::Options;
+
+use super::{interval, Context, Engine, Report};
+use crate::sampling::signal::{Source, SIGNAL};
+use crate::sampling::threads::{self, OWN_THREAD_PREFIX};
+use crate::sampling::{self, Sampler, Settings};
+
+/// Default wall-clock interval.
+const WALL_INTERVAL: Duration = Duration::from_millis(50);
+/// Most threads signalled per tick.
+pub const THREADS_PER_TICK: usize = 16;
+/// How often the thread list is read again.
+const REFRESH_THREADS: Duration = Duration::from_millis(20);
+
+/// The engine.
+#[derive(Default)]
+pub struct WallEngine {
+    sampler: Option<Arc<Sampler>>,
+    stop: Arc<AtomicBool>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl Engine for WallEngine {
+    fn name(&self) -> &'static str {
+        "wall"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        sampling::capabilities()
+    }
+
+    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
+        let period = interval(options, WALL_INTERVAL);
+        let settings = Settings::from_options(options, "wall", "wall", period, Source::Tgkill)?;
+        let sampler = Arc::new(Sampler::start(context.env, context.vm, settings)?);
+        self.stop.store(false, Ordering::SeqCst);
+        let (stop, ticking) = (self.stop.clone(), sampler.clone());
+        let spawned = std::thread::Builder::new().name("jtap-wall".into()).spawn(move || tick(&ticking, &stop, period));
+        match spawned {
+            Ok(handle) => self.ticker = Some(handle),
+            Err(e) => {
+                if let Ok(sampler) = Arc::try_unwrap(sampler) {
+                    sampler.stop();
+                }
+                return Err(format!("cannot start the jtap-wall thread: {e}"));
+            }
+        }
+        self.sampler = Some(sampler);
+        Ok(())
+    }
+
+    fn dump(&self) -> Report {
+        Report::Profile(self.sampler.as_ref().map(|s| s.snapshot()).unwrap_or_default())
+    }
+
+    fn stop(&mut self, _context: &Context) -> Report {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(ticker) = self.ticker.take() {
+            let _ = ticker.join();
+        }
+        let profile = self.sampler.take().and_then(|s| Arc::try_unwrap(s).ok()).map(Sampler::stop);
+        Report::Profile(profile.unwrap_or_default())
+    }
+}
+
+/// The `jtap-wall` thread: signal the next threads in turn every `period`.
+fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration) {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let mut own: HashMap<i32, bool> = HashMap::new();
+    let mut tids: Vec<i32> = Vec::new();
+    let mut refreshed: Option<Instant> = None;
+    let mut cursor = 0usize;
+    let mut next = Instant::now() + period;
+    while !stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        if next > now {
+            std::thread::sleep(next - now);
+        }
+        next = (next + period).max(Instant::now());
+        if refreshed.is_none_or(|at| at.elapsed() >= REFRESH_THREADS) {
+            let listed = threads::tasks();
+            own.retain(|tid, _| listed.contains(tid));
+            tids = listed
+                .into_iter()
+                .filter(|&tid| !*own.entry(tid).or_insert_with(|| threads::kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX))))
+                .collect();
+            tids.sort_unstable();
+            refreshed = Some(Instant::now());
+        }
+        if tids.is_empty() {
+            continue;
+        }
+        let per_tick = tids.len().min(THREADS_PER_TICK);
+        // Each thread is signalled once every tids/per_tick ticks: that much wall time per sample.
+        sampler.set_sample_weight((period.as_nanos() as u64).saturating_mul(tids.len() as u64) / per_tick as u64);
+        for i in 0..per_tick {
+            let tid = tids[(cursor + i) % tids.len()];
+            // SAFETY: tgkill to a thread of this process; a thread that has ended gives ESRCH.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, SIGNAL) };
+        }
+        cursor = (cursor + per_tick) % tids.len();
+    }
+}

@@ -1,0 +1,189 @@
+//! The sample buffer between signal handlers and the processing thread: a fixed array of
+//! slots allocated before sampling starts, claimed and released with atomics only — no lock,
+//! no allocation — so that writing into it is async-signal-safe. When no slot is free the
+//! sample is dropped and counted.
+//!
+//! A slot goes `FREE → WRITING` (a handler claims it with a compare-and-swap), `WRITING →
+//! READY` (the handler filled it), `READY → FREE` (the processing thread copied it out).
+//! Samples are summed into a profile, so their order does not matter.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::asgct::CallFrame;
+
+const FREE: u32 = 0;
+const WRITING: u32 = 1;
+const READY: u32 = 2;
+
+/// How many slots a writer tries before it drops its sample.
+const PROBES: usize = 8;
+
+/// What a handler records besides the frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SampleHeader {
+    /// Kernel id of the sampled thread.
+    pub tid: i32,
+    /// Frames written, or the stack walk's failure code (≤ 0).
+    pub num_frames: i32,
+    /// The sample's weight (nanoseconds of CPU or wall time).
+    pub weight: u64,
+    /// The thread's scheduler state when it was picked ([`super::ThreadState`] as a byte; 0
+    /// when not recorded).
+    pub state: u8,
+}
+
+struct Slot {
+    state: AtomicU32,
+    header: UnsafeCell<SampleHeader>,
+}
+
+/// The preallocated buffer.
+pub struct SampleBuffer {
+    slots: Box<[Slot]>,
+    frames: Box<[UnsafeCell<CallFrame>]>,
+    depth: usize,
+    next: AtomicU64,
+    dropped: AtomicU64,
+}
+
+// SAFETY: a slot's header and frames are only touched by the one party its `state` gives
+// them to (the writer between FREE→WRITING and WRITING→READY, the reader between READY and
+// FREE), with acquire/release ordering on the state.
+unsafe impl Sync for SampleBuffer {}
+
+/// A claimed slot: the writer fills its frames and header, then [`Claim::commit`]s it.
+pub struct Claim<'a> {
+    buffer: &'a SampleBuffer,
+    index: usize,
+}
+
+impl SampleBuffer {
+    /// A buffer of `slots` samples of up to `depth` frames each (memory is committed by the
+    /// kernel only where samples get written).
+    pub fn new(slots: usize, depth: usize) -> SampleBuffer {
+        // Zeroed memory comes straight from the kernel, untouched until samples land there.
+        let frames = Box::<[UnsafeCell<CallFrame>]>::new_zeroed_slice(depth * slots);
+        // SAFETY: all-zero bytes are a valid CallFrame (bci 0, null method).
+        let frames = unsafe { frames.assume_init() };
+        let slots = (0..slots).map(|_| Slot { state: AtomicU32::new(FREE), header: UnsafeCell::default() }).collect();
+        SampleBuffer { slots, frames, depth, next: AtomicU64::new(0), dropped: AtomicU64::new(0) }
+    }
+
+    /// Most frames one sample holds.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Claims a free slot, or counts a drop and returns None. Async-signal-safe.
+    pub fn claim(&self) -> Option<Claim<'_>> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed) as usize;
+        for probe in 0..PROBES.min(self.slots.len()) {
+            let index = (start + probe) % self.slots.len();
+            if self.slots[index].state.compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return Some(Claim { buffer: self, index });
+            }
+        }
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Samples dropped so far because no slot was free.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Hands every ready sample to `sink` (header and its frames, top first) and frees its
+    /// slot. Returns how many there were. Called by one thread at a time.
+    pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame])) -> usize {
+        let mut count = 0;
+        let mut frames = Vec::with_capacity(self.depth);
+        for (index, slot) in self.slots.iter().enumerate() {
+            if slot.state.load(Ordering::Acquire) != READY {
+                continue;
+            }
+            // SAFETY: READY gives the slot to the reader until it stores FREE below.
+            let header = unsafe { *slot.header.get() };
+            let used = header.num_frames.clamp(0, self.depth as i32) as usize;
+            frames.clear();
+            // SAFETY: as above, for the slot's frames.
+            frames.extend(self.slot_frames(index)[..used].iter().map(|cell| unsafe { *cell.get() }));
+            slot.state.store(FREE, Ordering::Release);
+            sink(&header, &frames);
+            count += 1;
+        }
+        count
+    }
+
+    fn slot_frames(&self, index: usize) -> &[UnsafeCell<CallFrame>] {
+        &self.frames[index * self.depth..(index + 1) * self.depth]
+    }
+}
+
+impl Claim<'_> {
+    /// Where the slot's frames go (room for [`SampleBuffer::depth`] frames), for
+    /// `AsyncGetCallTrace` to write into.
+    pub fn frames_ptr(&mut self) -> *mut CallFrame {
+        // UnsafeCell<T> has the layout of T; the claim owns these cells until commit.
+        self.buffer.slot_frames(self.index).as_ptr() as *mut CallFrame
+    }
+
+    /// Publishes the sample. Async-signal-safe.
+    pub fn commit(self, header: SampleHeader) {
+        let slot = &self.buffer.slots[self.index];
+        // SAFETY: WRITING gives the slot to this claim until it stores READY.
+        unsafe { *slot.header.get() = header };
+        slot.state.store(READY, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn samples_round_trip_and_a_full_buffer_drops() {
+        let buffer = SampleBuffer::new(4, 3);
+        for tid in 1..=6 {
+            match buffer.claim() {
+                Some(mut claim) => {
+                    // SAFETY: the claim owns room for 3 frames.
+                    unsafe { *claim.frames_ptr() = CallFrame { bci: tid, method: std::ptr::null_mut() } };
+                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, state: 0 });
+                }
+                None => assert!(tid > 4),
+            }
+        }
+        assert_eq!(buffer.dropped(), 2);
+        let mut seen = Vec::new();
+        assert_eq!(buffer.drain(|h, f| seen.push((h.tid, f[0].bci))), 4);
+        seen.sort();
+        assert_eq!(seen, [(1, 1), (2, 2), (3, 3), (4, 4)]);
+        assert_eq!(buffer.drain(|_, _| panic!("drained twice")), 0);
+        assert!(buffer.claim().is_some(), "slots are free again");
+    }
+
+    #[test]
+    fn concurrent_writers_lose_nothing_but_counted_drops() {
+        let buffer = Arc::new(SampleBuffer::new(64, 2));
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let buffer = buffer.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        if let Some(claim) = buffer.claim() {
+                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, state: 0 });
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut drained = 0u64;
+        while writers.iter().any(|w| !w.is_finished()) {
+            drained += buffer.drain(|h, f| assert!(h.num_frames == -2 && f.is_empty())) as u64;
+        }
+        drained += buffer.drain(|_, _| {}) as u64;
+        assert_eq!(drained + buffer.dropped(), 40_000);
+    }
+}

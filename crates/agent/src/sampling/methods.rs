@@ -1,0 +1,113 @@
+//! Java methods: making sure every loaded method has a jmethodID before it is sampled
+//! (`AsyncGetCallTrace` reports only methods that have one), and turning sampled jmethodIDs
+//! and bytecode indices into `pkg.Class.method:line` names.
+
+use std::collections::HashMap;
+
+use jtap_jvmti::{sys, Env};
+use jtap_profile::{Frame, FrameKind};
+
+use super::asgct::{CallFrame, NATIVE_BCI};
+use super::jvm::LocalFrame;
+use crate::thread::Vm;
+
+/// Creates the jmethodIDs of every loaded class (`GetLoadedClasses` + `GetClassMethods`),
+/// freeing the class references as it goes. Returns how many classes it went through.
+pub fn prepare_loaded_classes(env: &Env, vm: Vm) -> Result<usize, String> {
+    let frame = LocalFrame::push(vm, 16).ok_or("the calling thread is not attached to the VM")?;
+    let classes = env.loaded_classes().map_err(|e| e.to_string())?;
+    for &class in classes.iter() {
+        prepare_class(env, class);
+        frame.delete(class);
+    }
+    Ok(classes.len())
+}
+
+/// Creates the jmethodIDs of one class (ClassPrepare, or at start). Classes that are not
+/// prepared yet report an error, which is fine: their ClassPrepare comes later.
+pub fn prepare_class(env: &Env, class: sys::jclass) {
+    // SAFETY: class is a live reference held by the caller; the returned array is freed on drop.
+    let _ = unsafe { env.class_methods(class) };
+}
+
+struct Method {
+    /// `pkg.Class.method`.
+    name: String,
+    /// `(start bci, line)`, sorted by bci.
+    lines: Vec<(i64, i32)>,
+}
+
+/// Resolves sampled frames, caching each method's name and line table for the session.
+pub struct Resolver {
+    env: Env,
+    vm: Vm,
+    methods: HashMap<usize, Option<Method>>,
+}
+
+impl Resolver {
+    /// A resolver; use it on one attached thread.
+    pub fn new(env: Env, vm: Vm) -> Resolver {
+        Resolver { env, vm, methods: HashMap::new() }
+    }
+
+    /// The profile frame of a sampled frame.
+    pub fn frame(&mut self, frame: &CallFrame) -> Frame {
+        if frame.method.is_null() {
+            return Frame::new("[unknown_method]", FrameKind::Error);
+        }
+        let (env, vm) = (self.env, self.vm);
+        let method = self.methods.entry(frame.method as usize).or_insert_with(|| describe(&env, vm, frame.method));
+        let Some(method) = method else {
+            return Frame::new("[unloaded_method]", FrameKind::Error);
+        };
+        if frame.bci == NATIVE_BCI {
+            return Frame::new(method.name.clone(), FrameKind::Native);
+        }
+        // AsyncGetCallTrace does not say whether a frame is interpreted, compiled or inlined;
+        // like async-profiler without VM structures, Java frames count as compiled.
+        let line = method.lines.iter().take_while(|(start, _)| *start <= i64::from(frame.bci)).last();
+        match line {
+            Some((_, line)) if frame.bci >= 0 => Frame::new(format!("{}:{line}", method.name), FrameKind::Compiled),
+            _ => Frame::new(method.name.clone(), FrameKind::Compiled),
+        }
+    }
+}
+
+fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
+    let frame = LocalFrame::push(vm, 4)?;
+    // SAFETY: jmethodIDs stay valid memory for the life of the VM (HotSpot never frees them;
+    // a method of an unloaded class makes these calls fail); the class reference is freed
+    // with the local frame.
+    let (class_signature, (name, _)) = unsafe {
+        let class = env.method_declaring_class(method).ok()?;
+        let signature = env.class_signature(class).ok()?;
+        frame.delete(class);
+        (signature, env.method_name(method).ok()?)
+    };
+    // SAFETY: as above.
+    let mut lines: Vec<(i64, i32)> = unsafe { env.line_number_table(method) }
+        .map(|table| table.iter().map(|e| (e.start_location, e.line_number)).collect())
+        .unwrap_or_default();
+    lines.sort_unstable();
+    Some(Method { name: format!("{}.{name}", java_class_name(&class_signature)), lines })
+}
+
+/// `Lcom/example/Foo;` → `com.example.Foo`; array and primitive signatures stay as they are.
+pub fn java_class_name(signature: &str) -> String {
+    match signature.strip_prefix('L').and_then(|s| s.strip_suffix(';')) {
+        Some(name) => name.replace('/', "."),
+        None => signature.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_signatures_become_java_names() {
+        assert_eq!(java_class_name("Ljava/lang/String;"), "java.lang.String");
+        assert_eq!(java_class_name("Lworkloads/Burn$Worker;"), "workloads.Burn$Worker");
+        assert_eq!(java_class_name("[I"), "[I");
+    }
+}

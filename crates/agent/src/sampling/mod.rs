@@ -1,0 +1,350 @@
+//! The sampling core shared by the time-based engines (`cpu`, `itimer`, `ctimer`, `wall`).
+//!
+//! - `asgct`: `AsyncGetCallTrace`, found with `dlsym` in `libjvm.so`, and its structures.
+//! - `signal`: the SIGPROF handler (async-signal-safe, chains to the previous handler for
+//!   signals that are not ours).
+//! - `buffer`: the preallocated lock-free buffer handlers write samples into.
+//! - `methods`: jmethodIDs for every loaded class (at start and on ClassPrepare), and their
+//!   resolution to `pkg.Class.method:line`.
+//! - `threads`: the process's threads, their names, per-thread timers following ThreadStart
+//!   and ThreadEnd.
+//! - `jvm`: the few raw JNI/JVMTI calls the rest needs.
+//!
+//! An engine makes signals arrive (a perf_event counter, a timer, `tgkill`); a [`Sampler`]
+//! turns them into a profile: handlers walk the stack into the buffer, and a `jtap-sampler`
+//! thread drains the buffer every few milliseconds, off the hot path, resolving methods and
+//! summing stacks into a [`Profile`].
+
+mod asgct;
+mod buffer;
+mod jvm;
+mod methods;
+pub mod signal;
+pub mod threads;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_profile::{Frame, FrameKind, Metadata, Profile};
+use regex::Regex;
+
+use self::buffer::{SampleBuffer, SampleHeader};
+use self::signal::{Source, Target, ThreadState};
+use self::threads::ThreadNames;
+use crate::gate::Gate;
+use crate::thread::{spawn_attached, Vm};
+
+/// Default deepest Java stack recorded (`jstackdepth`).
+pub const DEFAULT_DEPTH: usize = 2048;
+/// Samples the buffer holds between two drains.
+const SLOTS: usize = 1024;
+/// How often the processing thread drains the buffer.
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
+/// How long stopping waits for the processing thread's last drain.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Capabilities every sampling engine holds while it runs: line numbers for frame names, and
+/// compiled-method-load events, whose presence makes HotSpot record debug information at
+/// non-safepoint locations (`DebugNonSafepoints`) for code compiled from then on, so that
+/// samples in compiled code are attributed to the right method and line.
+pub fn capabilities() -> Capabilities {
+    Capabilities::of(&["can_get_line_numbers", "can_generate_compiled_method_load_events"])
+}
+
+/// How a sampler labels and filters what it records.
+pub struct Settings {
+    /// The event asked for (`cpu`, …).
+    pub event: &'static str,
+    /// The engine that runs (differs from `event` after a fallback).
+    pub engine: &'static str,
+    /// Sampling interval; also each sample's weight unless the engine changes it.
+    pub interval: Duration,
+    /// Where signals come from.
+    pub source: Source,
+    /// Thread name as each stack's root frame.
+    pub threads: bool,
+    /// Keep only stacks with a matching frame.
+    pub include: Option<Regex>,
+    /// Drop stacks with a matching frame.
+    pub exclude: Option<Regex>,
+    /// Deepest Java stack recorded.
+    pub depth: usize,
+}
+
+impl Settings {
+    /// Settings from the `start` options: `threads`, `include`, `exclude`, `jstackdepth`.
+    pub fn from_options(
+        options: &jtap_protocol::Options,
+        event: &'static str,
+        engine: &'static str,
+        interval: Duration,
+        source: Source,
+    ) -> Result<Settings, String> {
+        let pattern = |p: &Option<String>, key: &str| -> Result<Option<Regex>, String> {
+            p.as_deref().map(|p| Regex::new(p).map_err(|e| format!("{key}=: not a regular expression: {e}"))).transpose()
+        };
+        Ok(Settings {
+            event,
+            engine,
+            interval,
+            source,
+            threads: options.threads,
+            include: pattern(&options.include, "include")?,
+            exclude: pattern(&options.exclude, "exclude")?,
+            depth: options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
+        })
+    }
+}
+
+/// What the processing thread and the commands share.
+struct Shared {
+    profile: Mutex<Profile>,
+    names: ThreadNames,
+    started: Instant,
+    stop: AtomicBool,
+}
+
+/// A running sampler. Dropping it without [`Sampler::stop`] is a bug (it would leave the
+/// handler active), so engines always stop it.
+pub struct Sampler {
+    shared: Arc<Shared>,
+    target: Arc<Target>,
+    finished: Mutex<mpsc::Receiver<()>>,
+    env: Env,
+}
+
+/// The sampler in progress, for ThreadStart names and progress reports.
+static CURRENT: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
+/// Samples drained and dropped in the current session, for progress reports.
+static SAMPLES: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Lets ClassPrepare/ThreadStart/ThreadEnd callbacks in only while a sampler runs.
+static EVENTS_GATE: Gate = Gate::new();
+
+/// ClassLoad is enabled only because `AsyncGetCallTrace` refuses to walk (`no_class_load`)
+/// unless some agent receives it; its callback does nothing.
+const EVENTS: [sys::jvmtiEvent; 4] = [
+    sys::JVMTI_EVENT_CLASS_LOAD,
+    sys::JVMTI_EVENT_CLASS_PREPARE,
+    sys::JVMTI_EVENT_THREAD_START,
+    sys::JVMTI_EVENT_THREAD_END,
+];
+
+impl Sampler {
+    /// Prepares methods, installs the handler and starts the processing thread; the engine
+    /// then makes signals arrive. Needs the live phase and [`capabilities`].
+    pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
+        let asgct = asgct::function()?;
+        signal::install()?;
+        EVENTS_GATE.open();
+        for event in EVENTS {
+            if let Err(e) = env.set_event_enabled(event, true) {
+                disable_events(&env);
+                return Err(e.to_string());
+            }
+        }
+        let classes = match methods::prepare_loaded_classes(&env, vm) {
+            Ok(n) => n,
+            Err(e) => {
+                disable_events(&env);
+                return Err(format!("preparing method ids: {e}"));
+            }
+        };
+        let target = Arc::new(Target {
+            buffer: SampleBuffer::new(SLOTS, settings.depth),
+            asgct,
+            vm: vm.0,
+            weight: AtomicU64::new(settings.interval.as_nanos() as u64),
+        });
+        let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let metadata = Metadata {
+            event: settings.event.into(),
+            engine: settings.engine.into(),
+            interval: settings.interval.as_nanos() as u64,
+            weight_unit: "nanoseconds".into(),
+            start_time_ns,
+            ..Metadata::default()
+        };
+        let shared = Arc::new(Shared {
+            profile: Mutex::new(Profile::new(metadata)),
+            names: ThreadNames::default(),
+            started: Instant::now(),
+            stop: AtomicBool::new(false),
+        });
+        SAMPLES.store(0, Ordering::SeqCst);
+        DROPPED.store(0, Ordering::SeqCst);
+        let (done, finished) = mpsc::channel();
+        let source = settings.source;
+        let worker = Worker { shared: shared.clone(), target: target.clone(), settings, env, vm };
+        if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
+            disable_events(&env);
+            return Err(format!("cannot start the jtap-sampler thread: {e}"));
+        }
+        *current() = Some(shared.clone());
+        signal::activate(&target, source);
+        log!("sampler started: {classes} classes prepared");
+        Ok(Sampler { shared, target, finished: Mutex::new(finished), env })
+    }
+
+    /// Weight the handler gives each sample from now on (the wall engine's share of threads).
+    pub fn set_sample_weight(&self, nanos: u64) {
+        self.target.weight.store(nanos, Ordering::Relaxed);
+    }
+
+    /// The profile so far (samples still in the buffer arrive with the next drain).
+    pub fn snapshot(&self) -> Profile {
+        snapshot(&self.shared, &self.target)
+    }
+
+    /// Stops taking signals, waits for handlers to leave and for the last drain, and returns
+    /// the profile. The engine has already stopped its signal source.
+    pub fn stop(self) -> Profile {
+        let stuck = signal::deactivate();
+        disable_events(&self.env);
+        *current() = None;
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(STOP_TIMEOUT);
+        if finished.is_err() {
+            log!("sampler: the processing thread did not finish its last drain in time");
+        }
+        let profile = snapshot(&self.shared, &self.target);
+        if stuck != 0 {
+            // A handler is stuck inside (it never should be): keep what it writes into alive.
+            log!("sampler: {stuck} signal handlers still running; keeping their buffer");
+            std::mem::forget(self.target);
+        }
+        profile
+    }
+}
+
+fn disable_events(env: &Env) {
+    for event in EVENTS {
+        let _ = env.set_event_enabled(event, false);
+    }
+    let stuck = EVENTS_GATE.close_and_drain(Duration::from_secs(2));
+    if stuck != 0 {
+        log!("sampler: {stuck} thread/class callbacks still running after 2 s");
+    }
+}
+
+fn current() -> MutexGuard<'static, Option<Arc<Shared>>> {
+    CURRENT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn snapshot(shared: &Shared, target: &Target) -> Profile {
+    let mut profile = shared.profile.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    profile.metadata.duration_ns = shared.started.elapsed().as_nanos() as u64;
+    profile.metadata.dropped = target.buffer.dropped();
+    profile
+}
+
+/// Samples recorded and dropped by the running sampler, for progress reports.
+pub fn progress() -> Option<(u64, u64)> {
+    current().as_ref().map(|_| (SAMPLES.load(Ordering::Relaxed), DROPPED.load(Ordering::Relaxed)))
+}
+
+/// The processing thread.
+struct Worker {
+    shared: Arc<Shared>,
+    target: Arc<Target>,
+    settings: Settings,
+    env: Env,
+    vm: Vm,
+}
+
+impl Worker {
+    fn run(self, done: mpsc::Sender<()>) {
+        let mut resolver = methods::Resolver::new(self.env, self.vm);
+        loop {
+            let last = self.shared.stop.load(Ordering::SeqCst);
+            self.drain(&mut resolver);
+            if last {
+                break;
+            }
+            std::thread::sleep(DRAIN_EVERY);
+        }
+        let _ = done.send(());
+    }
+
+    fn drain(&self, resolver: &mut methods::Resolver) {
+        let mut stacks: Vec<(Vec<Frame>, u64)> = Vec::new();
+        self.target.buffer.drain(|header, frames| {
+            if let Some(stack) = self.stack(resolver, header, frames) {
+                stacks.push((stack, header.weight));
+            }
+        });
+        SAMPLES.fetch_add(stacks.len() as u64, Ordering::Relaxed);
+        DROPPED.store(self.target.buffer.dropped(), Ordering::Relaxed);
+        if stacks.is_empty() {
+            return;
+        }
+        let mut profile = self.shared.profile.lock().unwrap_or_else(|e| e.into_inner());
+        for (stack, weight) in stacks {
+            if let [Frame { kind: FrameKind::Error, name }, ..] = stack.as_slice() {
+                let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();
+                *profile.metadata.errors.entry(reason).or_default() += 1;
+            }
+            profile.add_frames(&stack, 1, weight);
+        }
+    }
+
+    /// One sample as a stack, root first; None when the filters drop it.
+    fn stack(&self, resolver: &mut methods::Resolver, header: &SampleHeader, frames: &[asgct::CallFrame]) -> Option<Vec<Frame>> {
+        let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + 2);
+        if header.num_frames <= 0 {
+            stack.push(Frame::new(format!("[{}]", asgct::failure_name(header.num_frames)), FrameKind::Error));
+        } else {
+            stack.extend(frames.iter().rev().map(|f| resolver.frame(f)));
+        }
+        let keep = |re: &Option<Regex>, default: bool| re.as_ref().map_or(default, |re| stack.iter().any(|f| re.is_match(&f.name)));
+        if !keep(&self.settings.include, true) || keep(&self.settings.exclude, false) {
+            return None;
+        }
+        if let Some(state) = ThreadState::from_byte(header.state) {
+            stack.push(Frame::new(format!("[{}]", state.name()), FrameKind::Thread));
+        }
+        if self.settings.threads {
+            stack.insert(0, Frame::new(self.shared.names.label(header.tid), FrameKind::Thread));
+        }
+        Some(stack)
+    }
+}
+
+/// ClassLoad: nothing to do (see [`EVENTS`]).
+pub extern "C" fn on_class_load(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, _class: sys::jclass) {}
+
+/// ClassPrepare: create the new class's jmethodIDs.
+pub extern "C" fn on_class_prepare(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, class: sys::jclass) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else { return };
+        if let Some(agent_env) = crate::agent::env() {
+            methods::prepare_class(&agent_env, class);
+        }
+    })
+}
+
+/// ThreadStart (on the new thread): remember its name, arm its timer.
+pub extern "C" fn on_thread_start(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, thread: sys::jthread) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else { return };
+        let Some(agent_env) = crate::agent::env() else { return };
+        // SAFETY: the thread reference is valid for the callback.
+        let name = unsafe { jvm::thread_name(&agent_env, thread) }.unwrap_or_default();
+        let tid = threads::current_tid();
+        threads::thread_started(tid, &name);
+        if let Some(shared) = current().as_ref() {
+            shared.names.started(tid, name);
+        }
+    })
+}
+
+/// ThreadEnd (on the ending thread): disarm its timer.
+pub extern "C" fn on_thread_end(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else { return };
+        threads::thread_ended(threads::current_tid());
+    })
+}

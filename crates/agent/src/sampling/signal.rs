@@ -1,0 +1,303 @@
+//! The profiling signal (SIGPROF): installing the handler once, recognising which signals are
+//! ours, and the handler itself.
+//!
+//! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (a thread-local
+//! read in HotSpot), `gettid`/`ioctl` system calls; no allocation, no lock, no formatting. It
+//! saves and restores `errno`. A SIGPROF that is not ours (wrong origin, or no engine
+//! running) goes to the handler that was installed before ours, if that was a function; the
+//! default action (terminating the JVM) is never taken.
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jtap_jvmti::sys;
+
+use super::asgct::{AsyncGetCallTrace, CallTrace};
+use super::buffer::{SampleBuffer, SampleHeader};
+use super::jvm::current_jni;
+use crate::gate::Gate;
+
+/// The signal every sampling engine uses.
+pub const SIGNAL: c_int = libc::SIGPROF;
+
+/// Where the running engine's signals come from; the handler only takes those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Source {
+    /// A perf_event counter's overflow (`si_code` POLL_*, `si_fd` one of ours).
+    PerfEvent = 1,
+    /// `setitimer(ITIMER_PROF)` (`si_code` SI_KERNEL).
+    Itimer = 2,
+    /// A POSIX timer from `timer_create` (`si_code` SI_TIMER).
+    PosixTimer = 3,
+    /// `tgkill` from this process (`si_code` SI_TKILL, `si_pid` ours).
+    Tgkill = 4,
+}
+
+/// What handlers write into, set while an engine samples.
+pub struct Target {
+    /// The sample buffer.
+    pub buffer: SampleBuffer,
+    /// `AsyncGetCallTrace`.
+    pub asgct: AsyncGetCallTrace,
+    /// The VM, for the sampled thread's `JNIEnv`.
+    pub vm: *mut sys::JavaVM,
+    /// Weight of each sample (nanoseconds); the wall engine adjusts it as it goes.
+    pub weight: AtomicU64,
+}
+
+// SAFETY: the VM pointer is process-global and thread safe; the buffer is Sync.
+unsafe impl Sync for Target {}
+// SAFETY: as above.
+unsafe impl Send for Target {}
+
+static SOURCE: AtomicU8 = AtomicU8::new(0);
+static TARGET: AtomicPtr<Target> = AtomicPtr::new(std::ptr::null_mut());
+static GATE: Gate = Gate::new();
+static PID: AtomicI32 = AtomicI32::new(0);
+/// The handler installed before ours (`sa_sigaction`) and its flags; 0 until installed.
+static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(0);
+static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
+static INSTALL: Mutex<bool> = Mutex::new(false);
+
+/// Installs the handler (once per process; it stays, passing signals on while idle).
+pub fn install() -> Result<(), String> {
+    let mut installed = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    if *installed {
+        return Ok(());
+    }
+    // SAFETY: sigaction with a zeroed (valid) struct naming our extern "C" handler; the
+    // previous disposition is read into a local.
+    let previous = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handle as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(SIGNAL, &action, &mut previous) != 0 {
+            return Err(format!("sigaction(SIGPROF): {}", std::io::Error::last_os_error()));
+        }
+        previous
+    };
+    PREVIOUS_FLAGS.store(previous.sa_flags, Ordering::SeqCst);
+    PREVIOUS_HANDLER.store(previous.sa_sigaction, Ordering::SeqCst);
+    // SAFETY: getpid has no preconditions.
+    PID.store(unsafe { libc::getpid() }, Ordering::SeqCst);
+    *installed = true;
+    Ok(())
+}
+
+/// Starts taking signals from `source` into `target`. The target must stay alive until
+/// [`deactivate`] returns.
+pub fn activate(target: &Target, source: Source) {
+    TARGET.store(target as *const Target as *mut Target, Ordering::SeqCst);
+    GATE.open();
+    SOURCE.store(source as u8, Ordering::SeqCst);
+}
+
+/// Stops taking signals and waits until no handler is inside (up to 2 s). Returns how many
+/// handlers were still running at the deadline (0: the target may be freed).
+pub fn deactivate() -> usize {
+    SOURCE.store(0, Ordering::SeqCst);
+    let stuck = GATE.close_and_drain(Duration::from_secs(2));
+    if stuck == 0 {
+        TARGET.store(std::ptr::null_mut(), Ordering::SeqCst);
+    }
+    stuck
+}
+
+/// Per-thread scheduler state recorded with wall-clock samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ThreadState {
+    /// On a CPU (or runnable) when signalled.
+    Running = 1,
+    /// Blocked in a system call (sleep, wait, park, I/O, monitor) when signalled.
+    Sleeping = 2,
+}
+
+impl ThreadState {
+    /// The state recorded as byte `b`, if any.
+    pub fn from_byte(b: u8) -> Option<ThreadState> {
+        match b {
+            1 => Some(ThreadState::Running),
+            2 => Some(ThreadState::Sleeping),
+            _ => None,
+        }
+    }
+
+    /// `running` or `sleeping`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadState::Running => "running",
+            ThreadState::Sleeping => "sleeping",
+        }
+    }
+}
+
+/// Bitmap of the perf_event file descriptors the cpu engine owns, so that the handler only
+/// re-arms descriptors that are ours (a closed number may be reused by anything).
+static PERF_FDS: [AtomicU64; 1024] = [const { AtomicU64::new(0) }; 1024];
+
+/// Marks `fd` as one of ours (or not). Descriptors ≥ 65536 cannot be marked: returns false.
+pub fn mark_perf_fd(fd: c_int, ours: bool) -> bool {
+    let Some(word) = usize::try_from(fd).ok().and_then(|fd| PERF_FDS.get(fd / 64)) else { return false };
+    let bit = 1u64 << (fd % 64);
+    if ours {
+        word.fetch_or(bit, Ordering::SeqCst);
+    } else {
+        word.fetch_and(!bit, Ordering::SeqCst);
+    }
+    true
+}
+
+fn is_perf_fd(fd: c_int) -> bool {
+    usize::try_from(fd).ok().and_then(|fd| PERF_FDS.get(fd / 64)).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (fd % 64)) != 0)
+}
+
+/// `si_code`s of a signal from a file descriptor (`POLL_IN` … `POLL_HUP` in `<signal.h>`).
+const POLL_IN: c_int = 1;
+const POLL_HUP: c_int = 6;
+
+/// `si_fd` of a SIGPOLL-style siginfo (after `si_band`, at byte 24 on 64-bit Linux).
+///
+/// # Safety
+/// `info` points at the siginfo the kernel passed.
+unsafe fn si_fd(info: *const libc::siginfo_t) -> c_int {
+    // SAFETY: the caller's contract; siginfo_t is 128 bytes.
+    unsafe { *(info as *const u8).add(24).cast::<c_int>() }
+}
+
+extern "C" fn handle(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    // SAFETY: errno is thread-local; reading and restoring it is async-signal-safe.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
+    if !unsafe { take(info, context) } {
+        // SAFETY: as above; the previous handler expects what the kernel passed.
+        unsafe { chain(signal, info, context) };
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Records a sample if the signal is ours; false if it is someone else's.
+///
+/// # Safety
+/// `info` and `context` are what the kernel passed to the handler.
+unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
+    let source = SOURCE.load(Ordering::Acquire);
+    if source == 0 || info.is_null() {
+        return false;
+    }
+    // SAFETY: the caller's contract.
+    let code = unsafe { (*info).si_code };
+    let ours = match source {
+        s if s == Source::PerfEvent as u8 => (POLL_IN..=POLL_HUP).contains(&code),
+        s if s == Source::Itimer as u8 => code == libc::SI_KERNEL,
+        s if s == Source::PosixTimer as u8 => code == libc::SI_TIMER,
+        // SAFETY: SI_TKILL siginfo carries the sender's pid.
+        s if s == Source::Tgkill as u8 => code == libc::SI_TKILL && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed),
+        _ => false,
+    };
+    if !ours {
+        return false;
+    }
+    let Some(_pass) = GATE.enter() else { return true };
+    let target = TARGET.load(Ordering::Acquire);
+    if !target.is_null() {
+        // SAFETY: the target stays alive while the gate is open (deactivate drains it first).
+        let target = unsafe { &*target };
+        // SAFETY: the caller's contract for context.
+        unsafe { record(target, context, source == Source::Tgkill as u8) };
+    }
+    if source == Source::PerfEvent as u8 {
+        // SAFETY: the caller's contract; si_fd is meaningful for POLL_* codes.
+        let fd = unsafe { si_fd(info) };
+        if is_perf_fd(fd) {
+            // SAFETY: re-arms one more overflow on our own perf_event descriptor.
+            unsafe { perf_event_open_sys::ioctls::REFRESH(fd, 1) };
+        }
+    }
+    true
+}
+
+/// # Safety
+/// `context` is the handler's ucontext, on the sampled thread.
+unsafe fn record(target: &Target, context: *mut c_void, with_state: bool) {
+    let Some(mut claim) = target.buffer.claim() else { return };
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let num_frames = match current_jni(target.vm) {
+        Some(jni) => {
+            let mut trace = CallTrace { env: jni, num_frames: 0, frames: claim.frames_ptr() };
+            // SAFETY: the trace has room for `depth` frames; context is the signal's.
+            unsafe { (target.asgct)(&mut trace, target.buffer.depth() as i32, context) };
+            trace.num_frames
+        }
+        None => -3, // not attached to the VM: AsyncGetCallTrace's "unknown, not Java"
+    };
+    let state = if with_state {
+        // SAFETY: the caller's contract.
+        unsafe { interrupted_state(context) as u8 }
+    } else {
+        0
+    };
+    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), state });
+}
+
+/// Whether the signal interrupted a system call: the kernel leaves the instruction pointer
+/// on the `syscall` instruction (restartable call) or right after it with `-EINTR` in rax.
+///
+/// # Safety
+/// `context` is the handler's ucontext.
+#[cfg(target_arch = "x86_64")]
+unsafe fn interrupted_state(context: *mut c_void) -> ThreadState {
+    if context.is_null() {
+        return ThreadState::Running;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    let registers = unsafe { &(*(context as *const libc::ucontext_t)).uc_mcontext.gregs };
+    let ip = registers[libc::REG_RIP as usize] as usize;
+    let rax = registers[libc::REG_RAX as usize];
+    const SYSCALL: [u8; 2] = [0x0f, 0x05];
+    // SAFETY: the interrupted instruction pointer points into mapped, executable code; two
+    // bytes at it (or before it, after a syscall instruction) are readable.
+    let at = |address: usize| unsafe { std::ptr::read_unaligned(address as *const [u8; 2]) };
+    if ip >= 2 && ((at(ip) == SYSCALL) || (rax == -(libc::EINTR as i64) && at(ip - 2) == SYSCALL)) {
+        ThreadState::Sleeping
+    } else {
+        ThreadState::Running
+    }
+}
+
+/// Without an instruction decoder for this architecture every thread counts as running.
+///
+/// # Safety
+/// None needed; kept `unsafe` for the same signature as on x86_64.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn interrupted_state(_context: *mut c_void) -> ThreadState {
+    ThreadState::Running
+}
+
+/// Passes a signal that is not ours to the previous handler, unless that was the default
+/// action or "ignore".
+///
+/// # Safety
+/// The arguments are what the kernel passed to our handler.
+unsafe fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
+    let previous = PREVIOUS_HANDLER.load(Ordering::Relaxed);
+    if previous == libc::SIG_DFL || previous == libc::SIG_IGN {
+        return;
+    }
+    if PREVIOUS_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+        // SAFETY: an SA_SIGINFO handler has this signature.
+        let function: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(previous) };
+        function(signal, info, context);
+    } else {
+        // SAFETY: a plain handler has this signature.
+        let function: extern "C" fn(c_int) = unsafe { std::mem::transmute(previous) };
+        function(signal);
+    }
+}

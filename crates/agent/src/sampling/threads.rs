@@ -1,0 +1,153 @@
+//! Threads of this process: listing them, their names, and per-thread timers that follow
+//! threads as they start and end (JVMTI ThreadStart/ThreadEnd run on the thread itself).
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::Mutex;
+
+/// Prefix of the agent's own threads, which are never sampled.
+pub const OWN_THREAD_PREFIX: &str = "jtap-";
+
+/// Kernel ids of this process's threads.
+pub fn tasks() -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
+}
+
+/// The kernel's name of a thread (HotSpot gives Java threads their Java name, cut to 15
+/// bytes), if it still exists.
+pub fn kernel_name(tid: i32) -> Option<String> {
+    let name = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok()?;
+    Some(name.trim_end_matches('\n').to_string())
+}
+
+/// The calling thread's kernel id.
+pub fn current_tid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// A per-thread source of profiling signals (a perf_event counter, a POSIX CPU-clock timer).
+pub trait ThreadTimer: Send {
+    /// Starts signalling thread `tid`.
+    fn arm(&mut self, tid: i32) -> io::Result<()>;
+    /// Stops signalling thread `tid` and frees what it held.
+    fn disarm(&mut self, tid: i32);
+}
+
+struct Armed {
+    timer: Box<dyn ThreadTimer>,
+    tids: HashSet<i32>,
+    failures: u64,
+}
+
+static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
+
+/// Arms `timer` on every thread of the process except the agent's own, then keeps it armed
+/// on threads that start later ([`thread_started`]). Fails if it cannot arm even the calling
+/// thread's siblings at all.
+pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
+    let mut tids = HashSet::new();
+    let mut first_error = None;
+    for tid in tasks() {
+        if kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX)) {
+            continue;
+        }
+        match timer.arm(tid) {
+            Ok(()) => {
+                tids.insert(tid);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if tids.is_empty() {
+        return Err(first_error.map(|e| e.to_string()).unwrap_or_else(|| "no threads to sample".into()));
+    }
+    let armed = tids.len();
+    *lock() = Some(Armed { timer, tids, failures: 0 });
+    Ok(armed)
+}
+
+/// Disarms every thread and drops the timer. Returns how many threads could not be armed
+/// as they started.
+pub fn disarm_all() -> u64 {
+    let Some(mut armed) = lock().take() else { return 0 };
+    for tid in armed.tids.drain() {
+        armed.timer.disarm(tid);
+    }
+    armed.failures
+}
+
+/// ThreadStart: arm the new (calling) thread, unless it is one of the agent's.
+pub fn thread_started(tid: i32, name: &str) {
+    if name.starts_with(OWN_THREAD_PREFIX) {
+        return;
+    }
+    if let Some(armed) = lock().as_mut() {
+        if armed.tids.contains(&tid) {
+            return;
+        }
+        match armed.timer.arm(tid) {
+            Ok(()) => {
+                armed.tids.insert(tid);
+            }
+            Err(_) => armed.failures += 1,
+        }
+    }
+}
+
+/// ThreadEnd: disarm the ending (calling) thread.
+pub fn thread_ended(tid: i32) {
+    if let Some(armed) = lock().as_mut() {
+        if armed.tids.remove(&tid) {
+            armed.timer.disarm(tid);
+        }
+    }
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<Armed>> {
+    ARMED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Names of sampled threads by kernel id: from ThreadStart (full Java names) or else the
+/// kernel's name, looked up once.
+#[derive(Default)]
+pub struct ThreadNames {
+    names: Mutex<HashMap<i32, String>>,
+}
+
+impl ThreadNames {
+    /// Records the Java name of a thread that just started.
+    pub fn started(&self, tid: i32, name: String) {
+        self.names.lock().unwrap_or_else(|e| e.into_inner()).insert(tid, name);
+    }
+
+    /// The thread's name, `[name tid=N]` style.
+    pub fn label(&self, tid: i32) -> String {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let name = names.entry(tid).or_insert_with(|| kernel_name(tid).unwrap_or_default());
+        if name.is_empty() {
+            format!("[tid={tid}]")
+        } else {
+            format!("[{name} tid={tid}]")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_own_threads_with_names() {
+        let tid = current_tid();
+        assert!(tasks().contains(&tid));
+        assert!(kernel_name(tid).is_some());
+        let names = ThreadNames::default();
+        names.started(tid, "main worker".into());
+        assert_eq!(names.label(tid), format!("[main worker tid={tid}]"));
+        assert_eq!(names.label(i32::MAX), format!("[tid={}]", i32::MAX));
+    }
+}
