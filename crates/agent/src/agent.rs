@@ -234,7 +234,11 @@ impl Agent {
                 return Err(failed(e));
             }
         }
-        let owner = channel.take().map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c));
+        // A detached engine belongs to nobody: the asking client just gets the reply.
+        let owner = match options.detach {
+            true => None,
+            false => channel.take().map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c)),
+        };
         state.engine = Some(Running {
             event,
             engine,
@@ -257,7 +261,13 @@ impl Agent {
             }
         }
         log!("started the {event} engine");
-        Ok(String::new())
+        match options.detach {
+            true => Ok(format!(
+                "started the {} engine, detached: it runs until `stop` or the JVM's exit",
+                state.engine.as_ref().map_or(event.name(), |r| r.engine.name())
+            )),
+            false => Ok(String::new()),
+        }
     }
 
     /// Stops an engine taken out of the state: events off, callbacks and signal handlers

@@ -114,6 +114,20 @@ enum Command {
         #[command(subcommand)]
         command: commands::bytecode::BytecodeCommand,
     },
+    /// Sample CPU or wall-clock time of a JVM and write a profile (flame graph, pprof, ...)
+    #[command(after_help = "Examples:\n  jtap profile 1234                      (cpu, 30 s, text report)\n  \
+                            jtap profile 1234 -d 10s -o flame.html\n  \
+                            jtap profile 1234 -e wall --threads -o wall.collapsed\n  \
+                            jtap profile start 1234 -e itimer; jtap profile dump 1234 -o now.pb.gz; jtap profile stop 1234\n  \
+                            jtap profile -o app.html -- java -jar app.jar\n\n\
+                            Output format: --format, else the -o file's extension (.html .pb.gz .speedscope.json \
+                            .collapsed .txt), else a text report on stdout.")]
+    Profile {
+        #[command(flatten)]
+        profile: commands::profile::ProfileArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -131,6 +145,10 @@ struct AttachArgs {
 fn main() {
     // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
     let _ = ctrlc::set_handler(|| {
+        // A profile being collected stops early and is still written.
+        if commands::profile::take_interrupt() {
+            return;
+        }
         jtap_attach::remove_pending_trigger_files();
         agent_client::remove_pending_files();
         std::process::exit(exit::INTERRUPTED);
@@ -151,6 +169,7 @@ fn main() {
         Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
         Command::Heap { pid, live, top, json, attach } => commands::heap::run(pid, live, top, json, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
+        Command::Profile { profile, attach } => commands::profile::run(profile, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

@@ -9,12 +9,15 @@
 //! ```
 //!
 //! At most one action and each key at most once. `event` and `interval` belong to `start`;
-//! `live` and `top` (a positive count) to `histogram`.
+//! `live` and `top` (a positive count) to `histogram`. The heap keys `alloc` (bytes, with an
+//! optional `k`, `m` or `g` suffix), `lock` (a duration) and `sites` (a flag) belong to
+//! `start`, and `live` goes with `start` too (for `event=alloc`).
 //! The sampling keys `threads` (a flag), `include`, `exclude` and `jstackdepth` belong to
-//! `start` as well:
+//! `start` as well, and so does `detach` (the engine belongs to no client: it runs until
+//! `stop` or the JVM's exit, even after the asking client is gone):
 //!
 //! ```text
-//! item     += "threads"
+//! item     += "threads" | "detach"
 //! key      += "include" | "exclude" | "jstackdepth"
 //! ```
 //!
@@ -78,15 +81,17 @@ pub enum Event {
     Ctimer,
     /// Wall-clock sampling: threads whatever their state, at a fixed rate.
     Wall,
-    /// Allocation sampling.
+    /// Allocation sampling (JVMTI SampledObjectAlloc).
     Alloc,
+    /// Contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
+    Lock,
     /// Garbage collection pauses (JVMTI GarbageCollectionStart/Finish).
     Gc,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 6] = [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Gc];
+    pub const ALL: [Event; 7] = [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Lock, Event::Gc];
 
     /// The event's name in option strings.
     pub fn name(self) -> &'static str {
@@ -96,6 +101,7 @@ impl Event {
             Event::Ctimer => "ctimer",
             Event::Wall => "wall",
             Event::Alloc => "alloc",
+            Event::Lock => "lock",
             Event::Gc => "gc",
         }
     }
@@ -127,6 +133,8 @@ pub struct Options {
     pub interval: Option<Duration>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
+    /// `start`: the engine belongs to no client (runs until `stop` or the JVM's exit).
+    pub detach: bool,
     /// Sampling engines: keep only stacks with a frame matching this regular expression.
     pub include: Option<String>,
     /// Sampling engines: drop stacks with a frame matching this regular expression.
@@ -143,8 +151,15 @@ pub struct Options {
     pub client: Option<String>,
     /// Log to the JVM's stderr (never its stdout).
     pub debug: bool,
-    /// `histogram`: count only live objects (a full GC runs first).
+    /// `histogram`: count only live objects (a full GC runs first). `start,event=alloc`:
+    /// report only sampled objects still alive.
     pub live: bool,
+    /// `event=alloc`: mean bytes between allocation samples.
+    pub alloc: Option<u64>,
+    /// `event=lock`: shortest wait for a monitor that is recorded.
+    pub lock: Option<Duration>,
+    /// `event=alloc`: results as a SITES report (live and allocated bytes per site).
+    pub sites: bool,
     /// `histogram`: report only this many classes, the largest by bytes.
     pub top: Option<u32>,
 }
@@ -170,6 +185,9 @@ pub enum ParseError {
     /// An option that only makes sense with `start`.
     #[error("{0}= only goes with start")]
     NeedsStart(&'static str),
+    /// `live` given with an action other than `histogram` or `start`.
+    #[error("live only goes with histogram or start (event=alloc)")]
+    LiveMisplaced,
     /// An option that only makes sense with `histogram`.
     #[error("{0} only goes with histogram")]
     NeedsHistogram(&'static str),
@@ -182,7 +200,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, detach";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -207,6 +225,9 @@ impl Options {
             if options.threads {
                 return Err(ParseError::NeedsStart("threads"));
             }
+            if options.detach {
+                return Err(ParseError::NeedsStart("detach"));
+            }
             for (key, given) in [("include", &options.include), ("exclude", &options.exclude)] {
                 if given.is_some() {
                     return Err(ParseError::NeedsStart(key));
@@ -216,10 +237,21 @@ impl Options {
                 return Err(ParseError::NeedsStart("jstackdepth"));
             }
         }
-        if options.action != Some(Action::Histogram) {
-            if options.live {
-                return Err(ParseError::NeedsHistogram("live"));
+        if options.action != Some(Action::Start) {
+            if options.alloc.is_some() {
+                return Err(ParseError::NeedsStart("alloc"));
             }
+            if options.lock.is_some() {
+                return Err(ParseError::NeedsStart("lock"));
+            }
+            if options.sites {
+                return Err(ParseError::NeedsStart("sites"));
+            }
+        }
+        if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
+            return Err(ParseError::LiveMisplaced);
+        }
+        if options.action != Some(Action::Histogram) {
             if options.top.is_some() {
                 return Err(ParseError::NeedsHistogram("top"));
             }
@@ -241,8 +273,14 @@ impl Options {
             if item.raw == "threads" {
                 return set_once(&mut self.threads, "threads");
             }
+            if item.raw == "detach" {
+                return set_once(&mut self.detach, "detach");
+            }
             if item.raw == "live" {
                 return set_once(&mut self.live, "live");
+            }
+            if item.raw == "sites" {
+                return set_once(&mut self.sites, "sites");
             }
             let Some(action) = Action::from_name(&item.raw) else {
                 return Err(ParseError::Unknown(item.raw.clone()));
@@ -265,6 +303,8 @@ impl Options {
                 put_once(&mut self.event, "event", event)
             }
             "interval" => put_once(&mut self.interval, "interval", parse_duration("interval", value)?),
+            "alloc" => put_once(&mut self.alloc, "alloc", parse_bytes("alloc", value)?),
+            "lock" => put_once(&mut self.lock, "lock", parse_duration("lock", value)?),
             "include" => put_once(&mut self.include, "include", pattern("include", value)?),
             "exclude" => put_once(&mut self.exclude, "exclude", pattern("exclude", value)?),
             "jstackdepth" => {
@@ -292,7 +332,7 @@ impl Options {
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads"].into_iter().find(|&f| f == key)) {
+            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads", "sites", "detach"].into_iter().find(|&f| f == key)) {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),
             },
@@ -316,8 +356,20 @@ impl fmt::Display for Options {
         if self.threads {
             items.push("threads".into());
         }
+        if self.detach {
+            items.push("detach".into());
+        }
         if let Some(depth) = self.jstackdepth {
             items.push(format!("jstackdepth={depth}"));
+        }
+        if let Some(bytes) = self.alloc {
+            items.push(format!("alloc={}", format_bytes(bytes)));
+        }
+        if let Some(threshold) = self.lock {
+            items.push(format!("lock={}", format_duration(threshold)));
+        }
+        if self.sites {
+            items.push("sites".into());
         }
         for (key, value) in [("include", &self.include), ("exclude", &self.exclude)] {
             if let Some(value) = value {
@@ -447,6 +499,30 @@ fn parse_duration(key: &'static str, value: &str) -> Result<Duration, ParseError
     Ok(Duration::from_nanos(nanos))
 }
 
+const BYTE_UNITS: [(&str, u64); 3] = [("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)];
+
+/// The largest `alloc=` interval: HotSpot takes it as a `jint`.
+pub const MAX_ALLOC_INTERVAL: u64 = i32::MAX as u64;
+
+fn parse_bytes(key: &'static str, value: &str) -> Result<u64, ParseError> {
+    let expected = format!("a positive number of bytes like 512k (suffixes k, m, g; at most {MAX_ALLOC_INTERVAL})");
+    let digits_end = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(digits_end);
+    let scale = if unit.is_empty() { Some(1) } else { BYTE_UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s) };
+    scale
+        .zip(number.parse::<u64>().ok())
+        .and_then(|(scale, n)| n.checked_mul(scale))
+        .filter(|&n| (1..=MAX_ALLOC_INTERVAL).contains(&n))
+        .ok_or_else(|| bad(key, value, &expected))
+}
+
+fn format_bytes(bytes: u64) -> String {
+    match BYTE_UNITS.iter().find(|(_, s)| bytes % s == 0) {
+        Some((unit, scale)) => format!("{}{unit}", bytes / scale),
+        None => bytes.to_string(),
+    }
+}
+
 fn format_duration(duration: Duration) -> String {
     // Parsing caps durations at u64 nanoseconds; larger ones print in seconds, which parse.
     let Ok(nanos) = u64::try_from(duration.as_nanos()) else {
@@ -464,6 +540,7 @@ pub fn help_text() -> String {
          event=<{}>    what start records\n\
          interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
          threads        sampling: each stack's root frame is its thread's name\n\
+         detach         start: the engine belongs to no client and runs until stop\n\
          include=<regex> sampling: keep only stacks with a frame matching the expression\n\
          exclude=<regex> sampling: drop stacks with a frame matching the expression\n\
          jstackdepth=<n> sampling: deepest Java stack recorded (default 2048)\n\
@@ -474,6 +551,10 @@ pub fn help_text() -> String {
          debug          log to the JVM's stderr\n\
          live           histogram: only live objects (runs a full GC first)\n\
          top=<n>        histogram: only the n largest classes by bytes\n\
+         alloc=<bytes>  alloc: mean bytes between samples (default 512k; suffixes k, m, g)\n\
+         live           alloc: only sampled objects still alive at the dump\n\
+         sites          alloc: a SITES report (live and allocated bytes per allocation site)\n\
+         lock=<duration> lock: shortest monitor wait recorded (default 10us)\n\
          write \\, for a comma and \\\\ for a backslash inside values",
         Event::ALL.map(Event::name).join("|")
     )
@@ -536,6 +617,7 @@ mod tests {
             ("start,event=wall,jstackdepth=5000", "bad value for jstackdepth"),
             ("start,event=cpu,exclude=", "bad value for exclude"),
             ("start,threads=1", "\"threads\" takes no value"),
+            ("status,detach", "detach= only goes with start"),
             ("dump,file=/a,file=/b", "option file given twice"),
             ("status=1", "\"status\" takes no value"),
             ("channel=relative.sock", "an absolute path"),
@@ -547,6 +629,12 @@ mod tests {
             ("histogram,top=+3", "bad value for top"),
             ("dump,top=3", "top only goes with histogram"),
             ("histogram,live=1", "\"live\" takes no value"),
+            ("start,event=alloc,alloc=0", "bad value for alloc"),
+            ("start,event=alloc,alloc=3t", "bad value for alloc"),
+            ("start,event=alloc,alloc=4g", "bad value for alloc"),
+            ("start,event=lock,lock=fast", "bad value for lock"),
+            ("dump,alloc=512k", "alloc= only goes with start"),
+            ("status,sites", "sites= only goes with start"),
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
@@ -564,6 +652,7 @@ mod tests {
             proptest::option::of(proptest::sample::select(Event::ALL.to_vec())),
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
             (any::<bool>(), proptest::option::of(path()), proptest::option::of(path()), proptest::option::of(1..=MAX_JSTACKDEPTH)),
+            any::<bool>(),
         );
         let paths = (
             proptest::option::of(path()),
@@ -573,7 +662,12 @@ mod tests {
             any::<bool>(),
         );
         let histogram_only = (any::<bool>(), proptest::option::of(1u32..=u32::MAX));
-        (action, start_only, paths, histogram_only).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth)), (file, channel, log, client, debug), (live, top))| {
+        let heap_start = (
+            proptest::option::of(1..=MAX_ALLOC_INTERVAL),
+            proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
+            any::<bool>(),
+        );
+        (action, start_only, paths, histogram_only, heap_start).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth), detach), (file, channel, log, client, debug), (live, top), (alloc, lock, sites))| {
             let starts = action == Some(Action::Start);
             let histogram = action == Some(Action::Histogram);
             Options {
@@ -581,6 +675,7 @@ mod tests {
                 event: event.filter(|_| starts),
                 interval: interval.filter(|_| starts),
                 threads: threads && starts,
+                detach: detach && starts,
                 include: include.filter(|_| starts),
                 exclude: exclude.filter(|_| starts),
                 jstackdepth: jstackdepth.filter(|_| starts),
@@ -589,7 +684,10 @@ mod tests {
                 log,
                 client,
                 debug,
-                live: live && histogram,
+                live: live && (histogram || starts),
+                alloc: alloc.filter(|_| starts),
+                lock: lock.filter(|_| starts),
+                sites: sites && starts,
                 top: top.filter(|_| histogram),
             }
         })

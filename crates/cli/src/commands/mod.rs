@@ -4,4 +4,5 @@ pub mod agent;
 pub mod attach;
 pub mod bytecode;
 pub mod heap;
+pub mod profile;
 pub mod ps;

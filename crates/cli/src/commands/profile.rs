@@ -1,0 +1,342 @@
+//! `jtap profile`: CPU and wall-clock sampling profiles of a JVM, made by jtap's agent.
+//!
+//! - `jtap profile <pid> [-d 30s] ...` profiles for a duration (Ctrl-C stops early and still
+//!   writes the result), showing elapsed time and samples on a TTY.
+//! - `jtap profile start|stop|status|dump <pid>` for long sessions: `start` leaves a detached
+//!   engine running, `dump` fetches the profile so far, `stop` ends it and fetches the result.
+//! - `jtap profile [opts] -- java ...` profiles a JVM from its start to its exit (or `-d`).
+//!
+//! The agent sends the profile over the control channel; it is rendered here, in the format
+//! `--format` names or else the output file's extension names (text report on stdout when
+//! there is no `-o`), and written atomically.
+
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use jtap_profile::{write_atomically, ExportOptions, Format, Profile};
+use jtap_protocol::{wire, Action, Event, Frame, Options};
+
+use crate::agent_client::{self, AgentError};
+use crate::launch;
+
+/// Set while `jtap profile` collects: Ctrl-C then stops the collection instead of exiting.
+static COLLECTING: AtomicBool = AtomicBool::new(false);
+/// Ctrl-C was pressed during a collection.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// For the Ctrl-C handler: true when a collection takes the interrupt (the first Ctrl-C
+/// stops it early and the result is still written); false means "exit now".
+pub fn take_interrupt() -> bool {
+    COLLECTING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
+}
+
+/// The `jtap profile` command line.
+#[derive(clap::Args)]
+pub struct ProfileArgs {
+    /// `<pid>`, or `start|stop|status|dump <pid>`; nothing when launching a JVM after `--`
+    #[arg(num_args = 0..=2)]
+    args: Vec<String>,
+    /// What to sample: cpu (perf_events; falls back to ctimer/itimer), itimer, ctimer, wall
+    #[arg(short, long, default_value = "cpu", value_parser = parse_event)]
+    event: Event,
+    /// How long to profile (default 30s; when launching: until the JVM exits)
+    #[arg(short, long, value_parser = crate::units::parse_duration)]
+    duration: Option<Duration>,
+    /// Sampling interval (default 10ms; wall: 50ms)
+    #[arg(short, long, value_parser = crate::units::parse_duration)]
+    interval: Option<Duration>,
+    /// Output file; the format follows its extension (.html .pb.gz .speedscope.json .collapsed .txt)
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope
+    #[arg(long, value_parser = parse_format)]
+    format: Option<Format>,
+    /// One flame per thread: the thread name is each stack's root frame
+    #[arg(long)]
+    threads: bool,
+    /// Keep only stacks with a frame matching this regular expression
+    #[arg(long, value_name = "RE")]
+    include: Option<String>,
+    /// Drop stacks with a frame matching this regular expression
+    #[arg(long, value_name = "RE")]
+    exclude: Option<String>,
+    /// Deepest Java stack recorded, in frames (default 2048)
+    #[arg(long, value_name = "N")]
+    jstackdepth: Option<u32>,
+    /// Mark frame kinds in collapsed output (_[j] compiled, _[i] inlined, _[k] kernel, _[0] interpreted)
+    #[arg(long)]
+    annotate: bool,
+    /// A java command line to launch and profile
+    #[arg(last = true)]
+    java: Vec<String>,
+}
+
+fn parse_event(text: &str) -> Result<Event, String> {
+    let event = Options::parse(&format!("start,event={text}")).map_err(|e| e.to_string())?.event;
+    event.filter(|e| e.is_time_sampling()).ok_or_else(|| format!("{text} is not a sampling event (cpu, itimer, ctimer, wall)"))
+}
+
+fn parse_format(text: &str) -> Result<Format, String> {
+    Format::from_name(text).ok_or_else(|| {
+        format!("unknown format {text} (known: {})", Format::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))
+    })
+}
+
+/// Default duration when profiling a running JVM.
+const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+
+/// Runs `jtap profile`.
+pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
+    for pattern in [&args.include, &args.exclude].into_iter().flatten() {
+        regex::Regex::new(pattern).with_context(|| format!("bad regular expression {pattern:?}"))?;
+    }
+    let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
+    match (args.java.is_empty(), words.as_slice()) {
+        (false, []) => launched(&args, timeout),
+        (false, _) => anyhow::bail!("with `-- java ...` give no pid or action"),
+        (true, [pid]) => collect(&args, parse_pid(pid)?, timeout),
+        (true, ["start", pid]) => start_detached(&args, parse_pid(pid)?, timeout),
+        (true, [action @ ("stop" | "dump"), pid]) => {
+            let action = if *action == "stop" { Action::Stop } else { Action::Dump };
+            fetch(&args, parse_pid(pid)?, action, timeout)
+        }
+        (true, ["status", pid]) => {
+            let options = Options::default().with_action(Action::Status);
+            agent_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
+            Ok(0)
+        }
+        (true, [action, _]) => anyhow::bail!("unknown action {action:?} (start, stop, status, dump)"),
+        (true, _) => anyhow::bail!("usage: jtap profile <pid> [options], jtap profile start|stop|status|dump <pid>, or jtap profile [options] -- java ..."),
+    }
+}
+
+fn parse_pid(text: &str) -> anyhow::Result<u32> {
+    text.parse().map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
+}
+
+/// The agent's `start` options for these arguments.
+fn start_options(args: &ProfileArgs) -> Options {
+    Options {
+        action: Some(Action::Start),
+        event: Some(args.event),
+        interval: args.interval,
+        threads: args.threads,
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+        jstackdepth: args.jstackdepth,
+        ..Options::default()
+    }
+}
+
+/// What the agent sent while a collection ran.
+#[derive(Default)]
+struct Received {
+    profile: Mutex<Option<Vec<u8>>>,
+    samples: AtomicU64,
+}
+
+impl Received {
+    fn sink(&self) -> impl FnMut(Frame) -> anyhow::Result<()> + '_ {
+        move |frame| {
+            match frame {
+                Frame::Profile(bytes) => *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes),
+                Frame::Progress { samples, .. } => self.samples.store(samples, Ordering::Relaxed),
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+
+    fn take_profile(&self) -> Option<Vec<u8>> {
+        self.profile.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// `jtap profile <pid>`: start an engine owned by this client, wait, stop it, write the result.
+fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
+    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+    let received = Arc::new(Received::default());
+    let options = start_options(args);
+    COLLECTING.store(true, Ordering::SeqCst);
+    let owner = {
+        let received = received.clone();
+        std::thread::spawn(move || {
+            let mut out = io::sink();
+            agent_client::run_with(pid, &options, timeout, &mut out, Some(&mut received.sink()))
+        })
+    };
+    let started = Instant::now();
+    let progress = Progress::new(pid, args.event, Some(duration));
+    let reason = loop {
+        if owner.is_finished() {
+            break Ended::Agent;
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            break Ended::Interrupted;
+        }
+        if started.elapsed() >= duration {
+            break Ended::Duration;
+        }
+        progress.show(started.elapsed(), received.samples.load(Ordering::Relaxed));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    progress.finish();
+    let mut stopped: Option<anyhow::Error> = None;
+    if reason != Ended::Agent {
+        // Stop through a second connection: the profile comes back on it.
+        let stop = Options::default().with_action(Action::Stop);
+        if let Err(e) = agent_client::run_with(pid, &stop, timeout, &mut io::sink(), Some(&mut received.sink())) {
+            stopped = Some(e);
+        }
+    }
+    let owner_result = owner.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
+    COLLECTING.store(false, Ordering::SeqCst);
+    let Some(bytes) = received.take_profile() else {
+        // No profile: say why — the start failed, or the JVM went away.
+        return Err(stopped.or(owner_result.err()).unwrap_or_else(|| anyhow::anyhow!("the agent sent no profile")));
+    };
+    let profile = wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
+    match reason {
+        Ended::Agent => eprintln!(
+            "jtap: the JVM ended the profile after {:.1} s (it is exiting); writing what was collected",
+            started.elapsed().as_secs_f64()
+        ),
+        Ended::Interrupted => eprintln!("jtap: interrupted after {:.1} s; writing what was collected", started.elapsed().as_secs_f64()),
+        Ended::Duration => {}
+    }
+    write_profile(args, &profile)?;
+    Ok(0)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Duration,
+    Interrupted,
+    /// The agent ended the session itself (the JVM is exiting, or the start failed).
+    Agent,
+}
+
+/// `jtap profile start <pid>`: a detached engine (with `-o`, the agent also writes that file,
+/// inside the JVM's filesystem, when the engine stops or the JVM exits).
+fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
+    let mut options = start_options(args);
+    options.detach = true;
+    options.file = args.output.as_ref().map(|p| p.display().to_string());
+    agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
+    Ok(0)
+}
+
+/// `jtap profile stop|dump <pid>`: fetch the detached engine's profile and write it here.
+fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> anyhow::Result<i32> {
+    let received = Received::default();
+    let mut text = Vec::new();
+    agent_client::run_with(pid, &Options::default().with_action(action), timeout, &mut text, Some(&mut received.sink()))?;
+    match received.take_profile() {
+        Some(bytes) => write_profile(args, &wire::decode_profile(&bytes).map_err(AgentError::Channel)?)?,
+        // Engines without a profile (gc) answer in text.
+        None => io::stdout().write_all(&text)?,
+    }
+    Ok(0)
+}
+
+/// `jtap profile [opts] -- java ...`: from the JVM's start to its exit, or for `-d`.
+fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let received = Arc::new(Received::default());
+    COLLECTING.store(true, Ordering::SeqCst);
+    let stopper = Arc::new(Mutex::new(None::<std::thread::JoinHandle<()>>));
+    let exited = Arc::new(AtomicBool::new(false));
+    let code = {
+        let (received_for_stop, stopper_slot, exited_for_stop) = (received.clone(), stopper.clone(), exited.clone());
+        let mut on_start = move |pid: u32| {
+            let Some(duration) = args.duration else { return };
+            let (received, exited) = (received_for_stop.clone(), exited_for_stop.clone());
+            // Stop after -d, unless the JVM exits first or Ctrl-C (which the JVM, in our
+            // process group, gets too: its exit delivers the profile anyway).
+            let handle = std::thread::spawn(move || {
+                let started = Instant::now();
+                while started.elapsed() < duration {
+                    if INTERRUPTED.load(Ordering::SeqCst) || exited.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let stop = Options::default().with_action(Action::Stop);
+                if let Err(e) = agent_client::run_with(pid, &stop, timeout, &mut io::sink(), Some(&mut received.sink())) {
+                    eprintln!("jtap: stopping the profile after {:.1} s failed: {e:#}", started.elapsed().as_secs_f64());
+                }
+            });
+            *stopper_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        };
+        let mut sink = received.sink();
+        let code = launch::run_with(&start_options(args), &args.java, &mut io::stderr(), Some(&mut sink), &mut on_start);
+        exited.store(true, Ordering::SeqCst);
+        code?
+    };
+    if let Some(handle) = stopper.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = handle.join();
+    }
+    COLLECTING.store(false, Ordering::SeqCst);
+    let bytes = received.take_profile().ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;
+    write_profile(args, &wire::decode_profile(&bytes).map_err(AgentError::Channel)?)?;
+    Ok(code)
+}
+
+/// Renders the profile as asked and writes it: atomically to `-o` (printing the path), else
+/// to stdout.
+fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
+    let format = args
+        .format
+        .or_else(|| args.output.as_deref().and_then(Format::from_path))
+        .unwrap_or(Format::Text);
+    let options = ExportOptions { annotate: args.annotate, ..ExportOptions::default() };
+    let bytes = format.render(profile, &options);
+    match &args.output {
+        Some(path) => {
+            write_atomically(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+            println!("{}", path.display());
+            eprintln!(
+                "jtap: {} samples ({} engine, {:.1} s)",
+                profile.total_samples(),
+                profile.metadata.engine,
+                profile.metadata.duration_ns as f64 / 1e9
+            );
+        }
+        None => io::stdout().lock().write_all(&bytes)?,
+    }
+    Ok(())
+}
+
+/// The progress line on stderr, when it is a terminal.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    label: String,
+    total: Option<Duration>,
+}
+
+impl Progress {
+    fn new(pid: u32, event: Event, total: Option<Duration>) -> Progress {
+        let bar = io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Progress { bar, label: format!("profiling JVM {pid} ({event})"), total }
+    }
+
+    fn show(&self, elapsed: Duration, samples: u64) {
+        if let Some(bar) = &self.bar {
+            let total = self.total.map(|t| format!(" / {:.0} s", t.as_secs_f64())).unwrap_or_default();
+            bar.set_message(format!("{}: {:.1} s{total}, {samples} samples (Ctrl-C stops early)", self.label, elapsed.as_secs_f64()));
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
