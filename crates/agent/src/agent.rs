@@ -424,7 +424,7 @@ fn deliver_report(report: &Report, file: Option<&str>, channel: Option<&Channel>
 /// `text` as Out frames, cut at line ends so that each fits in a frame (printed one per line,
 /// they give back the text).
 fn out_frames(text: &str) -> impl Iterator<Item = Frame> + '_ {
-    const CHUNK: usize = jtap_protocol::MAX_FRAME / 2;
+    const CHUNK: usize = 1 << 19; // 512 KiB: text frames stay small whatever MAX_FRAME allows
     let mut rest = text;
     std::iter::from_fn(move || {
         if rest.is_empty() {

@@ -96,7 +96,9 @@ pub fn create(event: Event) -> Result<Box<dyn Engine>, String> {
         Event::Itimer => Ok(Box::new(itimer::ItimerEngine::new("itimer"))),
         Event::Ctimer => Ok(Box::new(ctimer::CtimerEngine::new("ctimer"))),
         Event::Wall => Ok(Box::new(wall::WallEngine::default())),
-        Event::Alloc => Err("event=alloc is not available in this agent build (available: cpu, itimer, ctimer, wall, gc)".into()),
+        Event::Alloc | Event::Lock => {
+            Err(format!("event={event} is not available in this agent build (available: cpu, itimer, ctimer, wall, gc)"))
+        }
     }
 }
 

@@ -51,6 +51,8 @@ pub struct SampleBuffer {
 // them to (the writer between FREE→WRITING and WRITING→READY, the reader between READY and
 // FREE), with acquire/release ordering on the state.
 unsafe impl Sync for SampleBuffer {}
+// SAFETY: the buffer owns its memory; the raw method pointers in it are plain values.
+unsafe impl Send for SampleBuffer {}
 
 /// A claimed slot: the writer fills its frames and header, then [`Claim::commit`]s it.
 pub struct Claim<'a> {
