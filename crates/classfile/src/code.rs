@@ -287,7 +287,13 @@ pub fn relayout(
     let map = offset_index(insns, code.code.len());
     let targets: Vec<Vec<usize>> = insns
         .iter()
-        .map(|i| i.targets().into_iter().map(|t| idx(&map, t as usize, "branch target")).collect())
+        .map(|i| match &i.operand {
+            Operand::Branch(t) => Ok(vec![idx(&map, *t as usize, "branch target")?]),
+            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => {
+                i.targets().into_iter().map(|t| idx(&map, t as usize, "branch target")).collect()
+            }
+            _ => Ok(Vec::new()),
+        })
         .collect::<Result<_>>()?;
 
     // Widen branches until every one reaches.
@@ -472,16 +478,16 @@ fn encode_frames(
     wide: &[bool],
 ) -> Result<Vec<u8>> {
     let n = insns.len();
-    let remap = |t: VType| -> Result<VType> {
-        Ok(match t {
-            VType::Uninitialized(o) => {
+    let remap_all = |v: &[VType]| -> Result<Vec<VType>> {
+        let mut out = v.to_vec();
+        for t in out.iter_mut() {
+            if let VType::Uninitialized(o) = *t {
                 let i = idx(map, o as usize, "uninitialized offset")?;
-                VType::Uninitialized(*layout.at.get(i).ok_or(Error::BadStackMap("uninitialized offset"))?)
+                *t = VType::Uninitialized(*layout.at.get(i).ok_or(Error::BadStackMap("uninitialized offset"))?);
             }
-            other => other,
-        })
+        }
+        Ok(out)
     };
-    let remap_all = |v: &[VType]| -> Result<Vec<VType>> { v.iter().map(|&t| remap(t)).collect() };
     let mut has_frame = vec![false; n + 1];
     let mut out: Vec<Frame> = Vec::with_capacity(f.frames.len() + edit.blocks.len());
     for fr in f.frames {

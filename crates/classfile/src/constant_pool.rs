@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::bytes::{Reader, WriteBe};
 use crate::error::{Error, Result};
@@ -56,11 +57,47 @@ pub enum Constant {
     Package(u16),
 }
 
-/// Key for finding existing entries when appending.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Key {
-    Utf8(Vec<u8>),
-    Other(Constant),
+/// A small, fast, non-cryptographic hasher (FNV-1a over 64-bit words) for pool lookups.
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0 ^ 0xcbf2_9ce4_8422_2325;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            h = (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(29);
+        }
+        for &b in chunks.remainder() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = FastHasher::default();
+    h.write(b);
+    h.write_usize(b.len());
+    h.finish()
+}
+
+/// Index of existing entries, built on the first append.
+#[derive(Clone, Debug, Default)]
+struct Lookup {
+    /// Utf8 entries by content hash (first entry with that hash).
+    utf8: FastMap<u64, u16>,
+    /// Utf8 entries whose hash collides with a different string.
+    utf8_collisions: Vec<u16>,
+    /// Every other entry by value.
+    other: FastMap<Constant, u16>,
 }
 
 /// A member reference resolved to names.
@@ -79,7 +116,7 @@ pub struct MemberRef<'a> {
 pub struct ConstantPool {
     bytes: Vec<u8>,
     entries: Vec<Constant>,
-    lookup: Option<HashMap<Key, u16>>,
+    lookup: Option<Lookup>,
 }
 
 impl ConstantPool {
@@ -193,32 +230,59 @@ impl ConstantPool {
         }
     }
 
-    fn key_of(&self, c: Constant) -> Key {
-        match c {
-            Constant::Utf8 { start, len } => {
-                Key::Utf8(self.bytes[start as usize..start as usize + len as usize].to_vec())
-            }
-            other => Key::Other(other),
-        }
+    fn utf8_at(&self, start: u32, len: u16) -> &[u8] {
+        &self.bytes[start as usize..start as usize + len as usize]
     }
 
-    fn lookup_map(&mut self) -> &mut HashMap<Key, u16> {
-        if self.lookup.is_none() {
-            let mut map = HashMap::with_capacity(self.entries.len());
-            for (i, c) in self.entries.iter().enumerate() {
-                if *c != Constant::Unusable {
-                    map.entry(self.key_of(*c)).or_insert(i as u16);
+    fn build_lookup(&self) -> Lookup {
+        let mut l = Lookup::default();
+        l.utf8.reserve(self.entries.len() / 2);
+        l.other.reserve(self.entries.len() / 2);
+        for (i, c) in self.entries.iter().enumerate() {
+            match *c {
+                Constant::Unusable => {}
+                Constant::Utf8 { start, len } => self.index_utf8(&mut l, i as u16, start, len),
+                other => {
+                    l.other.entry(other).or_insert(i as u16);
                 }
             }
-            self.lookup = Some(map);
         }
-        self.lookup.get_or_insert_with(HashMap::new)
+        l
     }
 
-    fn find_or_append(&mut self, key: Key, c: Constant, body: &[u8]) -> Result<u16> {
-        if let Some(&i) = self.lookup_map().get(&key) {
-            return Ok(i);
+    fn index_utf8(&self, l: &mut Lookup, i: u16, start: u32, len: u16) {
+        let text = self.utf8_at(start, len);
+        match l.utf8.get(&hash_bytes(text)) {
+            None => {
+                l.utf8.insert(hash_bytes(text), i);
+            }
+            Some(&j) if self.utf8(j).is_ok_and(|t| t == text) => {}
+            Some(_) => l.utf8_collisions.push(i),
         }
+    }
+
+    fn find_utf8(&mut self, text: &[u8]) -> Option<u16> {
+        if self.lookup.is_none() {
+            self.lookup = Some(self.build_lookup());
+        }
+        let l = self.lookup.as_ref()?;
+        if let Some(&i) = l.utf8.get(&hash_bytes(text)) {
+            if self.utf8(i).is_ok_and(|t| t == text) {
+                return Some(i);
+            }
+        }
+        l.utf8_collisions.iter().copied().find(|&i| self.utf8(i).is_ok_and(|t| t == text))
+    }
+
+    fn find_other(&mut self, c: Constant) -> Option<u16> {
+        if self.lookup.is_none() {
+            self.lookup = Some(self.build_lookup());
+        }
+        self.lookup.as_ref()?.other.get(&c).copied()
+    }
+
+    /// Appends a serialized entry (no lookup).
+    fn append(&mut self, c: Constant, body: &[u8]) -> Result<u16> {
         let slots = if matches!(c, Constant::Long(_) | Constant::Double(_)) { 2 } else { 1 };
         let index = self.entries.len();
         if index + slots > 0xFFFF {
@@ -234,7 +298,14 @@ impl ConstantPool {
         if slots == 2 {
             self.entries.push(Constant::Unusable);
         }
-        self.lookup_map().insert(key, index as u16);
+        let mut l = self.lookup.take().unwrap_or_default();
+        match c {
+            Constant::Utf8 { start, len } => self.index_utf8(&mut l, index as u16, start, len),
+            other => {
+                l.other.insert(other, index as u16);
+            }
+        }
+        self.lookup = Some(l);
         Ok(index as u16)
     }
 
@@ -265,22 +336,31 @@ impl ConstantPool {
 
     /// Finds or appends a Utf8 entry for `text`.
     pub fn add_utf8(&mut self, text: &str) -> Result<u16> {
+        if text.bytes().all(|b| b != 0 && b < 0x80) {
+            return self.add_utf8_bytes(text.as_bytes());
+        }
         self.add_utf8_bytes(&encode_modified_utf8(text))
     }
 
     /// Finds or appends a Utf8 entry with these modified UTF-8 bytes.
     pub fn add_utf8_bytes(&mut self, bytes: &[u8]) -> Result<u16> {
+        if let Some(i) = self.find_utf8(bytes) {
+            return Ok(i);
+        }
         let len = u16::try_from(bytes.len()).map_err(|_| Error::TooLarge("Utf8 constant"))?;
         let mut body = Vec::with_capacity(bytes.len() + 3);
         body.u1(1);
         body.u2(len);
         body.extend_from_slice(bytes);
-        self.find_or_append(Key::Utf8(bytes.to_vec()), Constant::Utf8 { start: 0, len }, &body)
+        self.append(Constant::Utf8 { start: 0, len }, &body)
     }
 
     fn add_simple(&mut self, c: Constant) -> Result<u16> {
+        if let Some(i) = self.find_other(c) {
+            return Ok(i);
+        }
         let body = serialize(c)?;
-        self.find_or_append(Key::Other(c), c, &body)
+        self.append(c, &body)
     }
 
     /// Finds or appends a Class entry for an internal name (`java/lang/String`, `[I`).

@@ -5,6 +5,8 @@
 //! fresh local slot before the probe's arguments are pushed, so the method computes exactly
 //! what it computed before.
 
+use std::borrow::Cow;
+
 use crate::class_file::{ClassFile, ACC_STATIC};
 use crate::code::{relayout, Block, CodeAttribute, Edit, Frames, NewHandler, Pos};
 use crate::constant_pool::{Constant, ConstantPool};
@@ -24,7 +26,7 @@ struct Snippet {
 
 impl Snippet {
     fn new(depth: i32) -> Self {
-        Snippet { code: Vec::new(), depth, peak: depth }
+        Snippet { code: Vec::with_capacity(48), depth, peak: depth }
     }
 
     fn emit(&mut self, bytes: &[u8], delta: i32) {
@@ -60,7 +62,7 @@ impl Snippet {
     }
 
     /// Boxes the primitive of type `t` on top of the stack.
-    fn boxed(&mut self, cp: &mut ConstantPool, t: FieldType<'_>) -> Result<()> {
+    fn boxed(&mut self, cp: &mut ConstantPool, refs: &mut Refs, t: FieldType<'_>) -> Result<()> {
         let (class, desc) = match t {
             FieldType::Boolean => ("java/lang/Boolean", "(Z)Ljava/lang/Boolean;"),
             FieldType::Byte => ("java/lang/Byte", "(B)Ljava/lang/Byte;"),
@@ -72,21 +74,66 @@ impl Snippet {
             FieldType::Double => ("java/lang/Double", "(D)Ljava/lang/Double;"),
             _ => return Ok(()),
         };
-        let m = cp.add_method_ref(class, "valueOf", desc)?;
+        let k = b"BCDFIJSZ".iter().position(|&c| Some(c) == t.primitive_char()).unwrap_or(0);
+        let slot = &mut refs.boxing[k];
+        let m = match *slot {
+            Some(m) => m,
+            None => *slot.insert(cp.add_method_ref(class, "valueOf", desc)?),
+        };
         self.cp_insn(op::INVOKESTATIC, m, 1 - t.slots() as i32);
         Ok(())
     }
 
     /// Copies the value of type `t` on top of the stack, boxed, into local `slot`.
-    fn capture(&mut self, cp: &mut ConstantPool, t: FieldType<'_>, slot: u16) -> Result<()> {
+    fn capture(&mut self, cp: &mut ConstantPool, refs: &mut Refs, t: FieldType<'_>, slot: u16) -> Result<()> {
         if t.slots() == 2 {
             self.emit(&[op::DUP2], 2);
         } else {
             self.emit(&[op::DUP], 1);
         }
-        self.boxed(cp, t)?;
+        self.boxed(cp, refs, t)?;
         self.local(op::ASTORE, slot, -1);
         Ok(())
+    }
+}
+
+/// Constant pool indices used by probe code, cached for one class.
+pub(crate) struct Refs {
+    probes: Vec<Option<u16>>,
+    boxing: [Option<u16>; 8],
+    object: Option<u16>,
+    throwable: Option<u16>,
+}
+
+impl Refs {
+    /// An empty cache for a plan with `probes` probes.
+    pub(crate) fn new(probes: usize) -> Self {
+        Refs { probes: vec![None; probes], boxing: [None; 8], object: None, throwable: None }
+    }
+
+    fn probe(&mut self, cp: &mut ConstantPool, runtime_class: &str, pi: usize, probe: &Probe) -> Result<u16> {
+        if let Some(Some(m)) = self.probes.get(pi) {
+            return Ok(*m);
+        }
+        let m = cp.add_method_ref(runtime_class, &probe.method, &probe.descriptor())?;
+        if let Some(slot) = self.probes.get_mut(pi) {
+            *slot = Some(m);
+        }
+        Ok(m)
+    }
+
+    fn object(&mut self, cp: &mut ConstantPool) -> Result<u16> {
+        match self.object {
+            Some(c) => Ok(c),
+            None => Ok(*self.object.insert(cp.add_class("java/lang/Object")?)),
+        }
+    }
+
+    fn throwable(&mut self, cp: &mut ConstantPool) -> Result<u16> {
+        match self.throwable {
+            Some(c) => Ok(c),
+            None => Ok(*self.throwable.insert(cp.add_class("java/lang/Throwable")?)),
+        }
     }
 }
 
@@ -120,7 +167,7 @@ struct Method<'a> {
 
 impl Method<'_> {
     /// Emits the call of `probe` with values as available at `site`.
-    fn call(&self, cp: &mut ConstantPool, s: &mut Snippet, probe: &Probe, site: &Site) -> Result<()> {
+    fn call(&self, cp: &mut ConstantPool, refs: &mut Refs, s: &mut Snippet, pi: usize, probe: &Probe, site: &Site) -> Result<()> {
         for &v in &probe.values {
             match v {
                 Value::MethodId => s.int(cp, self.method_id)?,
@@ -129,14 +176,14 @@ impl Method<'_> {
                 Value::This if site.this_ok => s.emit(&[op::ALOAD_0], 1),
                 Value::Args if site.args_ok => {
                     s.int(cp, self.params.len() as i32)?;
-                    let object = cp.add_class("java/lang/Object")?;
+                    let object = refs.object(cp)?;
                     s.cp_insn(op::ANEWARRAY, object, 0);
                     let mut slot: u16 = if self.is_static { 0 } else { 1 };
                     for (k, &p) in self.params.iter().enumerate() {
                         s.emit(&[op::DUP], 1);
                         s.int(cp, k as i32)?;
                         s.local(load_opcode(p), slot, p.slots() as i32);
-                        s.boxed(cp, p)?;
+                        s.boxed(cp, refs, p)?;
                         s.emit(&[op::AASTORE], -3);
                         slot += p.slots();
                     }
@@ -145,7 +192,7 @@ impl Method<'_> {
                 _ => s.emit(&[op::ACONST_NULL], 1),
             }
         }
-        let m = cp.add_method_ref(self.runtime_class, &probe.method, &probe.descriptor())?;
+        let m = refs.probe(cp, self.runtime_class, pi, probe)?;
         s.cp_insn(op::INVOKESTATIC, m, -(probe.values.iter().map(|_| 1).sum::<i32>()));
         Ok(())
     }
@@ -195,7 +242,8 @@ pub(crate) fn instrument_method(
     name: &str,
     desc: &str,
     runtime_class: &str,
-    probes: &[&Probe],
+    probes: &[(usize, &Probe)],
+    refs: &mut Refs,
     registry: &mut Registry,
 ) -> Result<bool> {
     let Some(code_pos) = cf.methods[mi].attributes.iter().position(|a| cf.constant_pool.utf8(a.name_index).is_ok_and(|n| n == b"Code")) else {
@@ -266,14 +314,16 @@ pub(crate) fn instrument_method(
     let at_line: Vec<Option<u16>> = line_starts(cp, &code, &insns)?;
 
     let mut exit_block: Option<usize> = None;
+    // One site id per call, shared by its before and after probes.
+    let mut call_sites: std::collections::HashMap<usize, i32> = std::collections::HashMap::new();
     let mut call_blocks: Vec<(usize, usize)> = Vec::new();
-    for probe in probes {
+    for &(pi, probe) in probes {
         let plain = Site { site_id: -1, line: -1, this_ok: false, args_ok: false, stashed: None };
         match &probe.point {
             Point::Entry => {
                 let site = Site { this_ok: !is_static && !is_init, args_ok: true, ..plain };
                 let mut s = Snippet::new(0);
-                m.call(cp, &mut s, probe, &site)?;
+                m.call(cp, refs, &mut s, pi, probe, &site)?;
                 finish(s, &mut edit.prologue, &mut peak);
             }
             Point::Return => {
@@ -293,11 +343,11 @@ pub(crate) fn instrument_method(
                         site.site_id = registry.add_site(method_id, insn.offset, "return", String::new());
                     }
                     if md.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
-                        s.capture(cp, md.ret, m.stash)?;
+                        s.capture(cp, refs, md.ret, m.stash)?;
                         used_stash = true;
                         site.stashed = Some(Value::ReturnValue);
                     }
-                    m.call(cp, &mut s, probe, &site)?;
+                    m.call(cp, refs, &mut s, pi, probe, &site)?;
                     finish(s, &mut edit.before[i], &mut peak);
                 }
             }
@@ -306,10 +356,10 @@ pub(crate) fn instrument_method(
                     continue;
                 }
                 let mut s = Snippet::new(1);
-                let throwable = cp.add_class("java/lang/Throwable")?;
-                s.capture(cp, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
+                let throwable = refs.throwable(cp)?;
+                s.capture(cp, refs, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
                 used_stash = true;
-                m.call(cp, &mut s, probe, &Site { stashed: Some(Value::Thrown), ..plain })?;
+                m.call(cp, refs, &mut s, pi, probe, &Site { stashed: Some(Value::Thrown), ..plain })?;
                 s.emit(&[op::ATHROW], -1);
                 peak = peak.max(s.peak);
                 let frame = with_frames.then(|| Frame { offset: 0, locals: Vec::new(), stack: vec![VType::Object(throwable)] });
@@ -327,11 +377,19 @@ pub(crate) fn instrument_method(
                     if !filter.matches(&owner, &mname, &mdesc) {
                         continue;
                     }
-                    let site_id = registry.add_site(method_id, insn.offset, "call", format!("{owner}.{mname}{mdesc}"));
+                    let site_id = match call_sites.get(&i) {
+                        Some(&id) => id,
+                        None => {
+                            let id = registry.add_site(method_id, insn.offset, "call", format!("{owner}.{mname}{mdesc}"));
+                            call_sites.insert(i, id);
+                            id
+                        }
+                    };
+                    let mdesc = mdesc.into_owned();
                     let site = Site { site_id, ..plain };
                     if !after {
                         let mut s = Snippet::new(0);
-                        m.call(cp, &mut s, probe, &site)?;
+                        m.call(cp, refs, &mut s, pi, probe, &site)?;
                         finish(s, &mut edit.before[i], &mut peak);
                         continue;
                     }
@@ -339,21 +397,21 @@ pub(crate) fn instrument_method(
                     let mut s = Snippet::new(0);
                     let mut normal = Site { ..site };
                     if cd.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
-                        s.capture(cp, cd.ret, m.stash)?;
+                        s.capture(cp, refs, cd.ret, m.stash)?;
                         used_stash = true;
                         normal.stashed = Some(Value::ReturnValue);
                     }
-                    m.call(cp, &mut s, probe, &normal)?;
+                    m.call(cp, refs, &mut s, pi, probe, &normal)?;
                     finish(s, &mut edit.after[i], &mut peak);
                     // The call's own exceptions: a handler covering just the call, rethrowing.
                     let Some(st) = states[i].as_ref() else { continue };
                     if has_uninitialized(st) {
                         continue;
                     }
-                    let throwable = cp.add_class("java/lang/Throwable")?;
+                    let throwable = refs.throwable(cp)?;
                     let mut s = Snippet::new(1);
-                    s.capture(cp, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
-                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::Thrown), ..plain })?;
+                    s.capture(cp, refs, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
+                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::Thrown), ..plain })?;
                     s.emit(&[op::ATHROW], -1);
                     peak = peak.max(s.peak);
                     let frame = with_frames.then(|| Frame { offset: 0, locals: trimmed(&st.locals), stack: vec![VType::Object(throwable)] });
@@ -373,9 +431,9 @@ pub(crate) fn instrument_method(
                     let Some(j) = at else { continue };
                     let site_id = registry.add_site(method_id, insn.offset, "alloc", detail);
                     let mut s = Snippet::new(0);
-                    s.capture(cp, FieldType::Reference(b"java/lang/Object"), m.stash)?;
+                    s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
-                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::NewObject), ..plain })?;
+                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::NewObject), ..plain })?;
                     finish(s, &mut edit.after[j], &mut peak);
                 }
             }
@@ -388,9 +446,9 @@ pub(crate) fn instrument_method(
                     let kind = if opcode == op::MONITORENTER { "monitorenter" } else { "monitorexit" };
                     let site_id = registry.add_site(method_id, insn.offset, kind, String::new());
                     let mut s = Snippet::new(0);
-                    s.capture(cp, FieldType::Reference(b"java/lang/Object"), m.stash)?;
+                    s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
-                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::Lock), ..plain })?;
+                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::Lock), ..plain })?;
                     finish(s, &mut edit.before[i], &mut peak);
                 }
             }
@@ -416,29 +474,30 @@ pub(crate) fn instrument_method(
                     let kind = if read { "field-read" } else { "field-write" };
                     let site_id = registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
                     let mut s = Snippet::new(0);
-                    s.capture(cp, t, m.stash)?;
+                    s.capture(cp, refs, t, m.stash)?;
                     used_stash = true;
-                    m.call(cp, &mut s, probe, &Site { site_id, stashed: Some(Value::FieldValue), ..plain })?;
+                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::FieldValue), ..plain })?;
                     finish(s, if read { &mut edit.after[i] } else { &mut edit.before[i] }, &mut peak);
                 }
             }
             Point::Line => {
                 for (i, line) in at_line.iter().enumerate() {
                     let Some(line) = *line else { continue };
-                    let site_id = registry.add_site(method_id, insns[i].offset, "line", line.to_string());
+                    let site_id = registry.add_site(method_id, insns[i].offset, "line", String::new());
                     let mut s = Snippet::new(0);
-                    m.call(cp, &mut s, probe, &Site { site_id, line: line as i32, ..plain })?;
+                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, line: line as i32, ..plain })?;
                     finish(s, &mut edit.before[i], &mut peak);
                 }
             }
         }
     }
     // The code of the call-site handlers must stay covered by whatever covered the call.
+    let offsets = if call_blocks.is_empty() { Vec::new() } else { crate::code::offset_index(&insns, code.code.len()) };
     for &(i, k) in &call_blocks {
         let off = insns[i].offset;
         for e in &code.exception_table {
             if (e.start_pc as u32..e.end_pc as u32).contains(&off) {
-                let h = crate::code::offset_index(&insns, code.code.len())
+                let h = offsets
                     .get(e.handler_pc as usize)
                     .copied()
                     .filter(|&h| (h as usize) < n)
@@ -484,13 +543,17 @@ pub(crate) fn instrument_method(
 
 fn finish(s: Snippet, dest: &mut Vec<u8>, peak: &mut i32) {
     *peak = (*peak).max(s.peak);
-    dest.extend_from_slice(&s.code);
+    if dest.is_empty() {
+        *dest = s.code;
+    } else {
+        dest.extend_from_slice(&s.code);
+    }
 }
 
 /// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
-fn call_target(cp: &ConstantPool, insn: &Insn) -> Result<Option<(String, String, String)>> {
+fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<(Cow<'a, str>, Cow<'a, str>, Cow<'a, str>)>> {
     let Operand::Cp(c) = insn.operand else { return Ok(None) };
-    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let lossy = String::from_utf8_lossy;
     match insn.opcode {
         op::INVOKEVIRTUAL..=op::INVOKEINTERFACE => {
             let r = cp.member_ref(c)?;
@@ -499,7 +562,7 @@ fn call_target(cp: &ConstantPool, insn: &Insn) -> Result<Option<(String, String,
         op::INVOKEDYNAMIC => match cp.get(c)? {
             Constant::InvokeDynamic(_, nt) => {
                 let (n, d) = cp.name_and_type(nt)?;
-                Ok(Some((String::new(), lossy(n), lossy(d))))
+                Ok(Some((Cow::Borrowed(""), lossy(n), lossy(d))))
             }
             _ => Err(Error::BadConstant { index: c, expected: "InvokeDynamic" }),
         },

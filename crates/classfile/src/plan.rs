@@ -250,16 +250,18 @@ pub fn instrument_class(data: &[u8], plan: &InjectionPlan, registry: &mut Regist
         result.bytes = data.to_vec();
         return Ok(result);
     }
+    let mut refs = inject::Refs::new(plan.probes.len());
     for mi in 0..cf.methods.len() {
         let (name, desc) = {
             let m = &cf.methods[mi];
             (cf.constant_pool.utf8_str(m.name_index)?.into_owned(), cf.constant_pool.utf8_str(m.descriptor_index)?.into_owned())
         };
-        let probes: Vec<&Probe> = plan.probes.iter().filter(|p| p.methods.matches(&class_name, &name, &desc)).collect();
+        let probes: Vec<(usize, &Probe)> =
+            plan.probes.iter().enumerate().filter(|(_, p)| p.methods.matches(&class_name, &name, &desc)).collect();
         if probes.is_empty() {
             continue;
         }
-        match inject::instrument_method(&mut cf, mi, &class_name, &name, &desc, &plan.runtime_class, &probes, registry) {
+        match inject::instrument_method(&mut cf, mi, &class_name, &name, &desc, &plan.runtime_class, &probes, &mut refs, registry) {
             Ok(true) => result.methods_instrumented += 1,
             Ok(false) => {}
             Err(e) => result.refused.push((format!("{name}{desc}"), e)),

@@ -383,7 +383,7 @@ pub fn step(cp: &mut ConstantPool, m: &MethodInfo<'_>, insn: &Insn, s: &mut Stat
                     let init = match recv {
                         UninitializedThis => Object(m.this_class),
                         Uninitialized(off) => {
-                            let new_insn = m.insns.iter().find(|x| x.offset == off && x.opcode == op::NEW);
+                            let new_insn = m.insns.binary_search_by_key(&off, |x| x.offset).ok().map(|k| &m.insns[k]).filter(|x| x.opcode == op::NEW);
                             match new_insn.map(|x| &x.operand) {
                                 Some(Operand::Cp(cls)) => Object(*cls),
                                 _ => return Err(Error::BadStackMap("uninitialized type without its new")),
