@@ -147,3 +147,14 @@ pub fn parse_method_descriptor(d: &[u8]) -> Result<MethodDescriptor<'_>> {
     }
     Ok(MethodDescriptor { params, ret })
 }
+
+/// The return type of a method descriptor (without collecting the parameters).
+pub fn return_type(d: &[u8]) -> Result<FieldType<'_>> {
+    let close = d.iter().position(|&b| b == b')').ok_or_else(|| bad(d))?;
+    let mut pos = close + 1;
+    let t = parse_field_type(d, &mut pos)?;
+    if pos != d.len() {
+        return Err(bad(d));
+    }
+    Ok(t)
+}

@@ -10,11 +10,11 @@ use std::borrow::Cow;
 use crate::class_file::{ClassFile, ACC_STATIC};
 use crate::code::{relayout, Block, CodeAttribute, Edit, Frames, NewHandler, Pos};
 use crate::constant_pool::{Constant, ConstantPool};
-use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, FieldType};
+use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, return_type, FieldType};
 use crate::error::{Error, Result};
 use crate::instruction::{self, emit_cp, emit_ldc, emit_local, op, Insn, Operand};
 use crate::plan::{Point, Probe, Registry, Value};
-use crate::stackmap::{self, to_entries, to_slots, Frame, VType};
+use crate::stackmap::{self, Frame, VType};
 use crate::typeflow::{self, MethodInfo, State};
 
 /// Straight-line code with its operand stack accounting.
@@ -137,6 +137,22 @@ impl Refs {
     }
 }
 
+/// The type without its class name (probe code only needs the kind).
+fn erase(t: FieldType<'_>) -> FieldType<'static> {
+    match t {
+        FieldType::Reference(_) => FieldType::Reference(b"java/lang/Object"),
+        FieldType::Byte => FieldType::Byte,
+        FieldType::Char => FieldType::Char,
+        FieldType::Double => FieldType::Double,
+        FieldType::Float => FieldType::Float,
+        FieldType::Int => FieldType::Int,
+        FieldType::Long => FieldType::Long,
+        FieldType::Short => FieldType::Short,
+        FieldType::Boolean => FieldType::Boolean,
+        FieldType::Void => FieldType::Void,
+    }
+}
+
 fn load_opcode(t: FieldType<'_>) -> u8 {
     match t {
         FieldType::Long => op::LLOAD,
@@ -225,12 +241,18 @@ fn has_uninitialized(s: &State) -> bool {
     s.locals.iter().any(|t| matches!(t, VType::Uninitialized(_) | VType::UninitializedThis))
 }
 
+/// `locals` without trailing `Top`s (keeping the second half of a trailing long/double).
 fn trimmed(locals: &[VType]) -> Vec<VType> {
-    let mut e = to_entries(locals);
-    while e.last() == Some(&VType::Top) {
-        e.pop();
+    let mut len = 0;
+    let mut i = 0;
+    while i < locals.len() {
+        let w = if locals[i].is_wide() { 2 } else { 1 };
+        if locals[i] != VType::Top {
+            len = (i + w).min(locals.len());
+        }
+        i += w;
     }
-    to_slots(&e)
+    locals[..len].to_vec()
 }
 
 /// Instruments method `mi` of `cf` with `probes`. Returns whether the method changed.
@@ -385,7 +407,7 @@ pub(crate) fn instrument_method(
                             id
                         }
                     };
-                    let mdesc = mdesc.into_owned();
+                    let ret = erase(return_type(mdesc.as_bytes())?);
                     let site = Site { site_id, ..plain };
                     if !after {
                         let mut s = Snippet::new(0);
@@ -393,11 +415,10 @@ pub(crate) fn instrument_method(
                         finish(s, &mut edit.before[i], &mut peak);
                         continue;
                     }
-                    let cd = parse_method_descriptor(mdesc.as_bytes())?;
                     let mut s = Snippet::new(0);
                     let mut normal = Site { ..site };
-                    if cd.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
-                        s.capture(cp, refs, cd.ret, m.stash)?;
+                    if ret != FieldType::Void && wants(probe, Value::ReturnValue) {
+                        s.capture(cp, refs, ret, m.stash)?;
                         used_stash = true;
                         normal.stashed = Some(Value::ReturnValue);
                     }

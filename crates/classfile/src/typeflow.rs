@@ -5,6 +5,8 @@
 //! frames (class files before version 50) fall back to the state recorded at the first branch to
 //! a target; that is only an approximation, and is used only where no frames are written.
 
+use std::collections::HashMap;
+
 use crate::code::{offset_index, ExceptionEntry};
 use crate::constant_pool::{Constant, ConstantPool};
 use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, FieldType};
@@ -102,6 +104,7 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
     }
     let mut recorded: Vec<Option<State>> = vec![None; if m.frames.is_none() { n } else { 0 }];
     let mut out: Vec<Option<State>> = vec![None; n];
+    let mut cache = ShapeCache::new();
     let ml = m.max_locals as usize;
     let mut first = m.initial_locals.to_vec();
     first.resize(ml, VType::Top);
@@ -136,7 +139,7 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
                 }
             }
         }
-        let fallthrough = step(cp, m, insn, state)?;
+        let fallthrough = step(cp, &mut cache, m, insn, state)?;
         if m.frames.is_none() {
             for t in insn.targets() {
                 if let Some(&h) = map.get(t as usize) {
@@ -159,8 +162,57 @@ fn underflow(insn: &Insn) -> Error {
     Error::BadCode { offset: insn.offset, reason: "operand stack underflow" }
 }
 
+/// Stack effect of a field or method reference.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// Slots popped (arguments, or the field value for puts).
+    slots: u16,
+    /// Type pushed (the field type, or the return type).
+    ret: Option<VType>,
+    /// Whether the method is `<init>`.
+    init: bool,
+}
+
+/// Shapes of member references by constant pool index, computed once per pass.
+type ShapeCache = HashMap<u16, Shape>;
+
+fn member_shape(cp: &mut ConstantPool, cache: &mut ShapeCache, c: u16, method: bool) -> Result<Shape> {
+    if let Some(s) = cache.get(&c) {
+        return Ok(*s);
+    }
+    let (name, d) = match cp.get(c)? {
+        Constant::InvokeDynamic(_, nt) if method => cp.name_and_type(nt)?,
+        _ => {
+            let r = cp.member_ref(c)?;
+            (r.name, r.descriptor)
+        }
+    };
+    let init = name == b"<init>";
+    let (slots, ret) = if method {
+        let md = parse_method_descriptor(d)?;
+        (md.param_slots(), md.ret)
+    } else {
+        let t = parse_field_descriptor(d)?;
+        (t.slots(), t)
+    };
+    let ret = match ret {
+        FieldType::Reference(n) => {
+            let n = n.to_vec();
+            Some(VType::Object(cp.add_class_bytes(&n)?))
+        }
+        FieldType::Void => None,
+        FieldType::Long => Some(VType::Long),
+        FieldType::Double => Some(VType::Double),
+        FieldType::Float => Some(VType::Float),
+        _ => Some(VType::Integer),
+    };
+    let shape = Shape { slots, ret, init };
+    cache.insert(c, shape);
+    Ok(shape)
+}
+
 /// Applies one instruction to `s`. Returns false when execution cannot fall through.
-pub fn step(cp: &mut ConstantPool, m: &MethodInfo<'_>, insn: &Insn, s: &mut State) -> Result<bool> {
+fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn: &Insn, s: &mut State) -> Result<bool> {
     use VType::*;
     let opc = insn.opcode;
     let pop = |s: &mut State, k: usize| -> Result<()> {
@@ -348,38 +400,26 @@ pub fn step(cp: &mut ConstantPool, m: &MethodInfo<'_>, insn: &Insn, s: &mut Stat
         op::IRETURN..=op::RETURN | op::ATHROW => return Ok(false),
         op::GETSTATIC..=op::PUTFIELD => {
             let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
-            let d = cp.member_ref(c)?.descriptor.to_vec();
-            let t = parse_field_descriptor(&d)?;
+            let shape = member_shape(cp, cache, c, false)?;
+            let t = shape.ret.unwrap_or(Top);
             match opc {
-                op::GETSTATIC => push(&mut s.stack, vtype_of(cp, t)?.unwrap_or(Top)),
-                op::PUTSTATIC => pop(s, t.slots() as usize)?,
+                op::GETSTATIC => push(&mut s.stack, t),
+                op::PUTSTATIC => pop(s, shape.slots as usize)?,
                 op::GETFIELD => {
                     pop(s, 1)?;
-                    push(&mut s.stack, vtype_of(cp, t)?.unwrap_or(Top));
+                    push(&mut s.stack, t);
                 }
-                _ => pop(s, t.slots() as usize + 1)?,
+                _ => pop(s, shape.slots as usize + 1)?,
             }
         }
         op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC => {
             let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
-            let (name, d) = if opc == op::INVOKEDYNAMIC {
-                match cp.get(c)? {
-                    Constant::InvokeDynamic(_, nt) => {
-                        let (n, d) = cp.name_and_type(nt)?;
-                        (n.to_vec(), d.to_vec())
-                    }
-                    _ => return Err(Error::BadConstant { index: c, expected: "InvokeDynamic" }),
-                }
-            } else {
-                let r = cp.member_ref(c)?;
-                (r.name.to_vec(), r.descriptor.to_vec())
-            };
-            let md = parse_method_descriptor(&d)?;
-            pop(s, md.param_slots() as usize)?;
+            let shape = member_shape(cp, cache, c, true)?;
+            pop(s, shape.slots as usize)?;
             if opc != op::INVOKESTATIC && opc != op::INVOKEDYNAMIC {
                 let recv = *s.stack.last().ok_or_else(|| underflow(insn))?;
                 pop(s, 1)?;
-                if opc == op::INVOKESPECIAL && name == b"<init>" {
+                if opc == op::INVOKESPECIAL && shape.init {
                     let init = match recv {
                         UninitializedThis => Object(m.this_class),
                         Uninitialized(off) => {
@@ -400,7 +440,7 @@ pub fn step(cp: &mut ConstantPool, m: &MethodInfo<'_>, insn: &Insn, s: &mut Stat
                     }
                 }
             }
-            if let Some(t) = vtype_of(cp, md.ret)? {
+            if let Some(t) = shape.ret {
                 push(&mut s.stack, t);
             }
         }
