@@ -128,6 +128,31 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Allocation sites ranked by live bytes (HPROF-style SITES report from heap sampling)
+    #[command(after_help = "Samples allocations for the duration (JVMTI SampledObjectAlloc, every --alloc-interval \
+                            bytes on average), tracks which sampled objects are still alive, and reports per \
+                            (class, stack): live and allocated bytes and objects (estimated), % self, % accum.")]
+    Sites {
+        /// Pid of the target JVM
+        pid: u32,
+        /// How long to sample
+        #[arg(short, long, default_value = "30s", value_parser = units::parse_duration)]
+        duration: Duration,
+        /// Show the N sites with the most live bytes
+        #[arg(short = 'n', long = "top", default_value_t = 20)]
+        top: usize,
+        /// Stack frames per site (sites differ by class and this many frames)
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=2048))]
+        depth: u32,
+        /// Mean bytes between allocation samples (default 512k; suffixes k, m, g)
+        #[arg(long, value_name = "BYTES", value_parser = commands::profile::parse_alloc_interval)]
+        alloc_interval: Option<u64>,
+        /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
+        #[arg(long)]
+        gc: bool,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -168,6 +193,10 @@ fn main() {
         Command::Load { args, java, attach } => commands::agent::load(&args, &java, attach.timeout),
         Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
         Command::Heap { pid, live, top, json, attach } => commands::heap::run(pid, live, top, json, attach.timeout),
+        Command::Sites { pid, duration, top, depth, alloc_interval, gc, attach } => {
+            let args = commands::sites::SitesArgs { duration, top, depth, alloc_interval, gc };
+            commands::sites::run(pid, &args, attach.timeout)
+        }
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Profile { profile, attach } => commands::profile::run(profile, attach.timeout),
         Command::Completions { shell } => {

@@ -42,6 +42,14 @@ impl Env {
         Ok(Env { raw: raw.cast() })
     }
 
+    /// The environment an event callback was called with.
+    ///
+    /// # Safety
+    /// `raw` is a live JVMTI environment of this VM (e.g. a callback's `jvmti_env` argument).
+    pub unsafe fn from_raw(raw: *mut sys::jvmtiEnv) -> Env {
+        Env { raw }
+    }
+
     /// The raw environment pointer, for calls that have no wrapper.
     pub fn raw(&self) -> *mut sys::jvmtiEnv {
         self.raw

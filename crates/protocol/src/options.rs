@@ -603,7 +603,7 @@ mod tests {
     fn rejects_malformed_strings_with_clear_messages() {
         let cases = [
             ("stat", "unknown option \"stat\""),
-            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, itimer, ctimer, wall, alloc, gc"),
+            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, itimer, ctimer, wall, alloc, lock, gc"),
             ("start,event=cpu,interval=10parsecs", "bad value for interval: \"10parsecs\""),
             ("start,event=cpu,interval=0", "bad value for interval: \"0\""),
             ("start,event=cpu,interval=99999999999s", "bad value for interval"),

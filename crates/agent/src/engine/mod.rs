@@ -6,6 +6,9 @@
 //! - `itimer`: CPU time from the process-wide `setitimer(ITIMER_PROF)`.
 //! - `ctimer`: CPU time from a `timer_create` timer on each thread's CPU clock.
 //! - `wall`: wall-clock time: a `jtap-wall` thread signals threads in turn, whatever their state.
+//! - `alloc`: allocation sampling (JVMTI SampledObjectAlloc), optionally only objects still
+//!   alive (`live`), or as a SITES report (`sites`).
+//! - `lock`: contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
 //!
 //! The time-sampling engines only make SIGPROF arrive; the [`crate::sampling`] core turns
 //! signals into stacks and a profile.
@@ -17,10 +20,12 @@
 //! [`Engine::dump`] any number of times in between. Results are a [`Report`]: text, or a
 //! [`Profile`] the agent sends to the client or renders into `file=` by its extension.
 
+mod alloc;
 mod cpu;
 mod ctimer;
 pub mod gc;
 mod itimer;
+mod lock;
 mod wall;
 
 use std::time::Duration;
@@ -96,9 +101,8 @@ pub fn create(event: Event) -> Result<Box<dyn Engine>, String> {
         Event::Itimer => Ok(Box::new(itimer::ItimerEngine::new("itimer"))),
         Event::Ctimer => Ok(Box::new(ctimer::CtimerEngine::new("ctimer"))),
         Event::Wall => Ok(Box::new(wall::WallEngine::default())),
-        Event::Alloc | Event::Lock => {
-            Err(format!("event={event} is not available in this agent build (available: cpu, itimer, ctimer, wall, gc)"))
-        }
+        Event::Alloc => Ok(Box::new(alloc::AllocEngine::default())),
+        Event::Lock => Ok(Box::new(lock::LockEngine::default())),
     }
 }
 

@@ -6,9 +6,10 @@
 //! tag. No object other than the class objects is ever tagged, so the VM's tag map stays
 //! as small as the number of classes.
 //!
-//! It runs in a JVMTI environment of its own, created for one histogram and disposed of after
-//! it, so it never disturbs the tags, capabilities or callbacks of a running engine. The
-//! classes are untagged and `can_tag_objects` given back before the environment goes. With
+//! It runs in a JVMTI environment of its own ([`OwnEnv`]), created for one histogram and
+//! disposed of after it, so it never disturbs the tags, capabilities or callbacks of a running
+//! engine. The classes are untagged before the environment (and with it `can_tag_objects`)
+//! goes. With
 //! `live`, a full collection (`ForceGarbageCollection`) runs first, as `jcmd
 //! GC.class_histogram` does; without it, unreachable objects not yet collected are counted too.
 //!
@@ -19,11 +20,12 @@ use std::ffi::c_void;
 use std::fmt::Write;
 use std::time::Instant;
 
-use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_jvmti::{sys, Env};
 use jtap_protocol::Options;
 
 use crate::heap::class_name::java_name;
-use crate::heap::jni::LocalFrame;
+use crate::heap::env::OwnEnv;
+use crate::sampling::jvm::LocalFrame;
 use crate::thread::Vm;
 
 /// Instances and bytes of one class.
@@ -50,34 +52,12 @@ struct Timings {
 /// one `rank: instances bytes name` line per class (largest by bytes first), a `Total` line
 /// and a line with the class count and timings.
 pub fn run(vm: Vm, options: &Options) -> Result<String, String> {
-    // SAFETY: vm.0 is the JavaVM the JVM handed to the agent's entry point.
-    let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }.map_err(|e| format!("no JVMTI environment: {e}"))?;
-    let env = OwnEnv(env);
-    if env.0.phase() != Ok(sys::JVMTI_PHASE_LIVE) {
+    let own = OwnEnv::new(vm, &["can_tag_objects"])?;
+    if own.env().phase() != Ok(sys::JVMTI_PHASE_LIVE) {
         return Err("a histogram needs a running JVM (not at start-up or shutdown)".into());
     }
-    let wanted = Capabilities::of(&["can_tag_objects"]);
-    let report = env.0.add_capabilities(&wanted).map_err(|e| e.to_string())?;
-    if !report.refused.is_empty() {
-        return Err(format!("the JVM refused the capability a histogram needs ({report})"));
-    }
-    let result = histogram(vm, &env.0, options.live);
-    if let Err(e) = env.0.relinquish_capabilities(&report.granted) {
-        log!("histogram: {e}");
-    }
-    let (rows, timings) = result?;
+    let (rows, timings) = histogram(vm, &own.env(), options.live)?;
     Ok(format_rows(&rows, options.top.map(|n| n as usize), &timings))
-}
-
-/// Disposes of the environment when dropped (also on early returns).
-struct OwnEnv(Env);
-
-impl Drop for OwnEnv {
-    fn drop(&mut self) {
-        if let Err(e) = self.0.dispose() {
-            log!("histogram: {e}");
-        }
-    }
 }
 
 fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), String> {
@@ -88,7 +68,7 @@ fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), Strin
     } else {
         None
     };
-    let _frame = LocalFrame::push(vm, 64).ok_or("this thread cannot make JNI references")?;
+    let _frame = LocalFrame::push(vm, 64).ok_or("this thread is not attached to the VM")?;
     let classes = env.loaded_classes().map_err(|e| e.to_string())?;
     let tagged = tag_classes(env, &classes);
     let counted = tagged.and_then(|()| walk_heap(env, classes.len()));

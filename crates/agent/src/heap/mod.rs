@@ -3,8 +3,14 @@
 //! - `histogram`: the class histogram (`histogram[,live][,top=N]`): instances and bytes per
 //!   class from one JVMTI heap walk, in a JVMTI environment of its own.
 //! - `class_name`: JVM class signatures as Java names (`[[I` → `int[][]`).
-//! - `jni`: a JNI local-reference frame, so references made on a JVM thread are freed.
+//! - `env`: a JVMTI environment of one's own (histogram, alloc and lock engines), disposed of
+//!   with its tags and capabilities at the end.
+//! - `sites`: allocation sites — sampled allocations summed per (class, stack), the live ones
+//!   tracked by tag — for the alloc and lock engines' profiles and the SITES report.
+//! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
 pub mod class_name;
+pub mod env;
 pub mod histogram;
-mod jni;
+pub mod sites;
+pub mod stack;

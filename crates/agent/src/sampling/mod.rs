@@ -15,10 +15,10 @@
 //! thread drains the buffer every few milliseconds, off the hot path, resolving methods and
 //! summing stacks into a [`Profile`].
 
-mod asgct;
+pub(crate) mod asgct;
 mod buffer;
-mod jvm;
-mod methods;
+pub(crate) mod jvm;
+pub(crate) mod methods;
 pub mod signal;
 pub mod threads;
 

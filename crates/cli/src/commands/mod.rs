@@ -6,3 +6,4 @@ pub mod bytecode;
 pub mod heap;
 pub mod profile;
 pub mod ps;
+pub mod sites;

@@ -40,7 +40,8 @@ pub struct ProfileArgs {
     /// `<pid>`, or `start|stop|status|dump <pid>`; nothing when launching a JVM after `--`
     #[arg(num_args = 0..=2)]
     args: Vec<String>,
-    /// What to sample: cpu (perf_events; falls back to ctimer/itimer), itimer, ctimer, wall
+    /// What to sample: cpu (perf_events; falls back to ctimer/itimer), itimer, ctimer, wall,
+    /// alloc (heap allocations), lock (contended monitors)
     #[arg(short, long, default_value = "cpu", value_parser = parse_event)]
     event: Event,
     /// How long to profile (default 30s; when launching: until the JVM exits)
@@ -67,6 +68,15 @@ pub struct ProfileArgs {
     /// Deepest Java stack recorded, in frames (default 2048)
     #[arg(long, value_name = "N")]
     jstackdepth: Option<u32>,
+    /// -e alloc: mean bytes between allocation samples (default 512k; suffixes k, m, g)
+    #[arg(long, value_name = "BYTES", value_parser = parse_alloc_interval)]
+    alloc_interval: Option<u64>,
+    /// -e alloc: only objects still alive at the end (pprof inuse_objects/inuse_space)
+    #[arg(long)]
+    live: bool,
+    /// -e lock: shortest monitor wait recorded (default 10us)
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    lock_threshold: Option<Duration>,
     /// Mark frame kinds in collapsed output (_[j] compiled, _[i] inlined, _[k] kernel, _[0] interpreted)
     #[arg(long)]
     annotate: bool,
@@ -77,7 +87,15 @@ pub struct ProfileArgs {
 
 fn parse_event(text: &str) -> Result<Event, String> {
     let event = Options::parse(&format!("start,event={text}")).map_err(|e| e.to_string())?.event;
-    event.filter(|e| e.is_time_sampling()).ok_or_else(|| format!("{text} is not a sampling event (cpu, itimer, ctimer, wall)"))
+    event
+        .filter(|e| e.is_time_sampling() || matches!(e, Event::Alloc | Event::Lock))
+        .ok_or_else(|| format!("{text} is not a sampling event (cpu, itimer, ctimer, wall, alloc, lock)"))
+}
+
+/// Parses `--alloc-interval` as the agent grammar's `alloc=` does (bytes; k, m, g suffixes).
+pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
+    let options = Options::parse(&format!("start,event=alloc,alloc={text}")).map_err(|e| e.to_string())?;
+    options.alloc.ok_or_else(|| format!("bad allocation interval {text}"))
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -128,6 +146,9 @@ fn start_options(args: &ProfileArgs) -> Options {
         include: args.include.clone(),
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
+        alloc: args.alloc_interval,
+        live: args.live,
+        lock: args.lock_threshold,
         ..Options::default()
     }
 }

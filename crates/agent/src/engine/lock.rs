@@ -1,0 +1,205 @@
+//! The lock engine (`start,event=lock`): contended `synchronized` monitors.
+//!
+//! MonitorContendedEnter (a thread is about to wait for a monitor another thread owns) notes
+//! the time in a thread-local; MonitorContendedEntered (it got the monitor) measures the wait.
+//! Waits of at least `lock=` (default 10 µs) are recorded with the waiting thread's stack
+//! (`GetStackTrace`, at most `jstackdepth=` frames, default 64) and the monitor object's class
+//! as leaf frame, weighted by the time waited (pprof `contentions`/`delay`). Both callbacks
+//! run on the waiting thread itself; recording goes into the sharded [`SiteTable`].
+//!
+//! Only monitors (`synchronized`) are seen: `java.util.concurrent` locks park threads with
+//! `LockSupport.park`, which raises no JVMTI event (a next step would be to instrument
+//! `Unsafe.park` callers with the class-file engine).
+//!
+//! The engine holds `can_generate_monitor_events` in a JVMTI environment of its own
+//! ([`OwnEnv`]), disposed of when it stops.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_profile::Metadata;
+use jtap_protocol::Options;
+
+use super::{Context, Engine, Report};
+use crate::gate::Gate;
+use crate::heap::env::OwnEnv;
+use crate::heap::sites::{self, Part, SiteKey, SiteTable};
+use crate::heap::stack;
+use crate::thread::Vm;
+
+/// Default shortest wait recorded.
+pub const DEFAULT_THRESHOLD: Duration = Duration::from_micros(10);
+/// Default deepest stack recorded.
+const DEFAULT_DEPTH: usize = 64;
+
+static GATE: Gate = Gate::new();
+static THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
+static DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_DEPTH);
+
+thread_local! {
+    /// When this thread began waiting for a monitor (ns since [`epoch`]; 0: not waiting).
+    static WAIT_START_NS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ns() -> u64 {
+    epoch().elapsed().as_nanos() as u64 + 1
+}
+
+fn table() -> &'static SiteTable {
+    static TABLE: OnceLock<SiteTable> = OnceLock::new();
+    TABLE.get_or_init(SiteTable::new)
+}
+
+/// The engine.
+#[derive(Default)]
+pub struct LockEngine {
+    run: Option<Run>,
+}
+
+struct Run {
+    own: OwnEnv,
+    vm: Vm,
+    threshold: Duration,
+    started: Instant,
+    start_time_ns: u64,
+}
+
+impl Engine for LockEngine {
+    fn name(&self) -> &'static str {
+        "lock"
+    }
+
+    /// None on the agent's environment: the engine holds its own.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
+        if options.interval.is_some() || options.alloc.is_some() || options.live || options.sites {
+            return Err("event=lock takes lock=<duration> and jstackdepth=, not interval=, alloc=, live or sites".into());
+        }
+        let threshold = options.lock.unwrap_or(DEFAULT_THRESHOLD);
+        let mut own = OwnEnv::new(context.vm, &["can_generate_monitor_events", "can_get_line_numbers"])?;
+        epoch();
+        table().clear();
+        THRESHOLD_NS.store(threshold.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
+        DEPTH.store(options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize), Ordering::SeqCst);
+        let callbacks = sys::jvmtiEventCallbacks {
+            MonitorContendedEnter: Some(on_contended_enter),
+            MonitorContendedEntered: Some(on_contended_entered),
+            ..Default::default()
+        };
+        GATE.open();
+        let events = [sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER, sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED];
+        if let Err(e) = own.enable(&callbacks, &events) {
+            own.disable();
+            finish(own);
+            return Err(e);
+        }
+        let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        self.run = Some(Run { own, vm: context.vm, threshold, started: Instant::now(), start_time_ns });
+        Ok(())
+    }
+
+    fn dump(&self) -> Report {
+        match &self.run {
+            Some(run) => run.report(),
+            None => Report::Text("lock: not running".into()),
+        }
+    }
+
+    fn stop(&mut self, _context: &Context) -> Report {
+        let Some(mut run) = self.run.take() else { return Report::Text("lock: not running".into()) };
+        run.own.disable();
+        let report = run.report();
+        finish(run.own);
+        table().clear();
+        report
+    }
+}
+
+/// Waits for callbacks in flight, then disposes of the environment (kept if one never left).
+fn finish(own: OwnEnv) {
+    let stuck = GATE.close_and_drain(Duration::from_secs(2));
+    if stuck == 0 {
+        drop(own);
+    } else {
+        log!("lock engine: {stuck} callbacks still running after 2 s; keeping their JVMTI environment");
+        std::mem::forget(own);
+    }
+}
+
+impl Run {
+    fn report(&self) -> Report {
+        let metadata = Metadata {
+            event: "lock".into(),
+            engine: "lock".into(),
+            interval: self.threshold.as_nanos() as u64,
+            weight_unit: "nanoseconds".into(),
+            duration_ns: self.started.elapsed().as_nanos() as u64,
+            start_time_ns: self.start_time_ns,
+            dropped: table().dropped.load(Ordering::Relaxed),
+            ..Metadata::default()
+        };
+        let resolve = stack::resolver(self.own.env(), self.vm);
+        Report::Profile(sites::to_profile(&table().snapshot(), Part::Total, metadata, resolve))
+    }
+}
+
+/// MonitorContendedEnter: this thread starts waiting.
+unsafe extern "C" fn on_contended_enter(_jvmti: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, _object: sys::jobject) {
+    crate::entry::guard_callback(|| {
+        if let Some(_pass) = GATE.enter() {
+            WAIT_START_NS.with(|start| start.set(now_ns()));
+        }
+    })
+}
+
+/// MonitorContendedEntered: this thread got the monitor; record the wait if long enough.
+unsafe extern "C" fn on_contended_entered(jvmti: *mut sys::jvmtiEnv, jni: *mut sys::JNIEnv, _thread: sys::jthread, object: sys::jobject) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = GATE.enter() else { return };
+        let started = WAIT_START_NS.with(|start| start.replace(0));
+        if started == 0 {
+            return; // began waiting before the engine started
+        }
+        let waited = now_ns().saturating_sub(started);
+        if waited < THRESHOLD_NS.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: the VM calls this with the engine's live environment.
+        let env = unsafe { Env::from_raw(jvmti) };
+        let frames = stack::current(&env, DEPTH.load(Ordering::Relaxed));
+        // SAFETY: jni is this thread's JNIEnv and object the callback's valid local reference.
+        let class = unsafe { monitor_class_signature(&env, jni, object) }.unwrap_or_else(|| "[unknown class]".into());
+        table().record(SiteKey { class: class.into(), frames }, 1.0, waited as f64, None);
+    })
+}
+
+/// The JVM signature of `object`'s class.
+///
+/// # Safety
+/// `jni` is the calling thread's JNIEnv and `object` a valid reference on this thread.
+unsafe fn monitor_class_signature(env: &Env, jni: *mut sys::JNIEnv, object: sys::jobject) -> Option<String> {
+    // SAFETY: caller's contract; GetObjectClass returns a local reference (or null), which is
+    // deleted right after use.
+    unsafe {
+        let class = (**jni).GetObjectClass?(jni, object);
+        if class.is_null() {
+            return None;
+        }
+        let signature = env.class_signature(class).ok();
+        if let Some(delete) = (**jni).DeleteLocalRef {
+            delete(jni, class);
+        }
+        signature
+    }
+}

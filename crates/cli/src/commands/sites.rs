@@ -1,0 +1,116 @@
+//! `jtap sites <pid> [-d 30s] [-n 20] [--depth 8]`: where the live heap was allocated — an
+//! HPROF-style SITES report from jtap's allocation engine (`start,event=alloc,sites`): sites
+//! ranked by live bytes, with live and allocated bytes and objects, `% self` (share of all
+//! live bytes) and `% accum`, the class and the stack.
+//!
+//! The engine samples allocations for the duration, tracking which sampled objects are
+//! still alive; the report is taken when it stops. Objects become "not alive" only when a
+//! collection has freed them, so garbage made since the last collection still counts as
+//! live — unless `--gc` runs a full collection (`jcmd GC.run`) just before the report.
+
+use std::io::{self, Write};
+use std::thread;
+use std::time::Duration;
+
+use jtap_attach::{AttachOptions, Request, VirtualMachine};
+use jtap_protocol::{Action, Event, Options};
+
+use crate::agent_client;
+
+/// What `jtap sites` asks for.
+pub struct SitesArgs {
+    /// How long to sample.
+    pub duration: Duration,
+    /// Sites shown.
+    pub top: usize,
+    /// Frames per site.
+    pub depth: u32,
+    /// Mean bytes between samples (None: the agent's default).
+    pub alloc_interval: Option<u64>,
+    /// Run a full GC just before the report.
+    pub gc: bool,
+}
+
+/// Runs the allocation engine in JVM `pid` for the duration and prints the top sites.
+pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let SitesArgs { duration, top, depth, alloc_interval, gc } = *args;
+    let options = Options {
+        action: Some(Action::Start),
+        event: Some(Event::Alloc),
+        sites: true,
+        live: true,
+        jstackdepth: Some(depth),
+        alloc: alloc_interval,
+        ..Options::default()
+    };
+    // This client owns the engine: if it dies, the agent stops the engine by itself.
+    let owner = thread::spawn(move || agent_client::run(pid, &options, timeout, &mut io::sink()));
+    let deadline = std::time::Instant::now() + duration;
+    while std::time::Instant::now() < deadline {
+        if owner.is_finished() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    if owner.is_finished() {
+        // Ended before the duration: the start failed or the JVM is exiting.
+        owner.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")))?;
+        anyhow::bail!("the allocation engine ended before the report was taken (did the JVM exit?)");
+    }
+    if gc {
+        full_gc(pid, timeout)?;
+    }
+    let mut report = Vec::new();
+    agent_client::run(pid, &Options::default().with_action(Action::Stop), timeout, &mut report)?;
+    let _ = owner.join();
+    let text = String::from_utf8_lossy(&report);
+    io::stdout().lock().write_all(first_sites(&text, top).as_bytes())?;
+    Ok(0)
+}
+
+/// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
+/// as ObjectFree events: during the collection on JDK 11–16; on 17+ later, at the latest when
+/// the engine turns the event off before its report (which flushes them).
+fn full_gc(pid: u32, timeout: Duration) -> anyhow::Result<()> {
+    let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
+    let mut reply = vm.execute(&Request::new("jcmd", ["GC.run".to_string()]))?;
+    let text = reply.output_to_string()?;
+    anyhow::ensure!(reply.status == 0, "GC.run failed: {}", text.trim());
+    Ok(())
+}
+
+/// The report with only its first `top` sites (each a ranked row and its `at` lines).
+fn first_sites(report: &str, top: usize) -> String {
+    let mut out = String::new();
+    let mut keep = true;
+    for line in report.lines() {
+        let trimmed = line.trim_start();
+        let rank = trimmed.split_whitespace().next().and_then(|w| w.parse::<usize>().ok());
+        if let Some(rank) = rank {
+            keep = rank <= top;
+        } else if !trimmed.starts_with("at ") {
+            keep = true;
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_sites;
+
+    #[test]
+    fn keeps_the_first_sites_with_their_stacks() {
+        let report = "SITES BEGIN (ordered by live bytes) (x)\n            percent\n rank    self   accum\n    \
+                      1  75.00%  75.00%  750 3 1000 5  A\n      at a.b:1\n    \
+                      2  25.00% 100.00%  250 1 500 1  B\n      at c.d:2\nSITES END: 2 sites";
+        let cut = first_sites(report, 1);
+        assert!(cut.contains("at a.b:1") && !cut.contains("at c.d:2") && !cut.contains(" B\n"), "{cut}");
+        assert!(cut.starts_with("SITES BEGIN") && cut.ends_with("SITES END: 2 sites\n"), "{cut}");
+        assert_eq!(first_sites(report, 5).lines().count(), report.lines().count());
+    }
+}
