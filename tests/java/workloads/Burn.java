@@ -1,25 +1,36 @@
 package workloads;
 
-import java.lang.management.ManagementFactory;
-import java.lang.management.ThreadMXBean;
+import java.util.concurrent.locks.LockSupport;
 
 /**
- * Burns CPU in three methods on three threads, in a 1:2:4 ratio of CPU time (0.2, 0.4 and
- * 0.8 of a core by default): each thread paces itself on its own CPU clock, so the ratio
- * holds on a machine with spare cores. Prints READY once all three run; runs until killed,
- * or for the number of seconds given as the first argument, then prints DONE and exits.
- * A second argument scales the three rates (e.g. 0.5 for 0.1/0.2/0.4 of a core).
+ * Burns CPU in three methods on three threads in a 1:2:4 ratio: the threads take turns (a
+ * baton passed with park/unpark), burnOne doing one unit of work per round, burnTwo two and
+ * burnFour four, so the ratio holds however busy the machine is. Prints READY once running;
+ * runs until killed, or for the number of seconds given as the first argument, then prints
+ * DONE and exits with 0. A second argument, the duty (default 1), makes the round end with a
+ * pause so that the three use only that fraction of a core.
  */
 public class Burn {
     static volatile long sink;
-    static final ThreadMXBean MX = ManagementFactory.getThreadMXBean();
+    /**
+     * Iterations in one unit of work: about 5 ms once compiled, longer than a scheduler tick,
+     * so that tick-based timers see each turn in proportion to its length.
+     */
+    static final int UNIT = 4_000_000;
+    static volatile int turn;
+    static final Thread[] THREADS = new Thread[3];
+    static double duty = 1.0;
 
     public static void main(String[] args) throws Exception {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : Double.MAX_VALUE;
-        double scale = args.length > 1 ? Double.parseDouble(args[1]) : 1.0;
-        Thread one = start("burn-one", 0.2 * scale, Burn::burnOne);
-        Thread two = start("burn-two", 0.4 * scale, Burn::burnTwo);
-        Thread four = start("burn-four", 0.8 * scale, Burn::burnFour);
+        duty = args.length > 1 ? Double.parseDouble(args[1]) : 1.0;
+        THREADS[0] = new Thread(() -> take(0, 1), "burn-one");
+        THREADS[1] = new Thread(() -> take(1, 2), "burn-two");
+        THREADS[2] = new Thread(() -> take(2, 4), "burn-four");
+        for (Thread t : THREADS) {
+            t.setDaemon(true);
+            t.start();
+        }
         System.out.println("READY");
         long end = System.nanoTime() + (long) Math.min(seconds * 1e9, Long.MAX_VALUE / 2);
         while (System.nanoTime() < end) {
@@ -29,32 +40,29 @@ public class Burn {
         System.exit(0);
     }
 
-    interface Work {
-        void run(int iterations);
-    }
-
-    static Thread start(String name, double share, Work work) {
-        Thread thread = new Thread(() -> pace(share, work), name);
-        thread.setDaemon(true);
-        thread.start();
-        return thread;
-    }
-
-    /** Runs work in small chunks, sleeping whenever this thread's CPU time is ahead of share × wall time. */
-    static void pace(double share, Work work) {
-        long wallStart = System.nanoTime();
-        long cpuStart = MX.getCurrentThreadCpuTime();
+    /** Thread `me`: wait for the baton, do `units` units of work, pass the baton on. */
+    static void take(int me, int units) {
+        long roundStart = System.nanoTime();
         while (true) {
-            work.run(20_000);
-            long wall = System.nanoTime() - wallStart;
-            long cpu = MX.getCurrentThreadCpuTime() - cpuStart;
-            if (cpu > share * wall) {
-                try {
-                    Thread.sleep(1);
-                } catch (InterruptedException e) {
-                    return;
+            while (turn != me) {
+                LockSupport.park();
+            }
+            for (int i = 0; i < units; i++) {
+                if (me == 0) {
+                    burnOne(UNIT);
+                } else if (me == 1) {
+                    burnTwo(UNIT);
+                } else {
+                    burnFour(UNIT);
                 }
             }
+            if (me == 2 && duty < 1.0) {
+                long busy = System.nanoTime() - roundStart;
+                LockSupport.parkNanos((long) (busy * (1 / duty - 1)));
+                roundStart = System.nanoTime();
+            }
+            turn = (me + 1) % 3;
+            LockSupport.unpark(THREADS[(me + 1) % 3]);
         }
     }
 

@@ -4,8 +4,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * Stress for profilers: short-lived threads started and ended all the time (about 200 a
- * second, a few alive at once), each allocating garbage, plus a thread forcing collections
+ * Stress for profilers: short-lived threads started and ended all the time (four at a time,
+ * each living a few milliseconds), each allocating garbage, plus a thread forcing collections
  * (a GC storm). Prints READY and runs until killed.
  */
 public class Churn {
@@ -31,8 +31,9 @@ public class Churn {
         }
     }
 
+    /** A few milliseconds of allocation, so that each thread lives through some samples. */
     static void work() {
-        for (int i = 0; i < 2_000; i++) {
+        for (int i = 0; i < 100_000; i++) {
             sink = new byte[256];
         }
     }

@@ -26,8 +26,11 @@ pub struct SampleHeader {
     pub tid: i32,
     /// Frames written, or the stack walk's failure code (≤ 0).
     pub num_frames: i32,
-    /// The sample's weight (nanoseconds of CPU or wall time).
+    /// The weight of one sample (nanoseconds of CPU or wall time).
     pub weight: u64,
+    /// How many samples this one stands for: more than 1 when a timer expired several times
+    /// before its signal was delivered (its overrun).
+    pub count: u32,
     /// The thread's scheduler state when it was picked ([`super::ThreadState`] as a byte; 0
     /// when not recorded).
     pub state: u8,
@@ -152,7 +155,7 @@ mod tests {
                 Some(mut claim) => {
                     // SAFETY: the claim owns room for 3 frames.
                     unsafe { *claim.frames_ptr() = CallFrame { bci: tid, method: std::ptr::null_mut() } };
-                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, state: 0 });
+                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, count: 1, state: 0 });
                 }
                 None => assert!(tid > 4),
             }
@@ -175,7 +178,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         if let Some(claim) = buffer.claim() {
-                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, state: 0 });
+                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, count: 1, state: 0 });
                         }
                     }
                 })

@@ -270,24 +270,25 @@ impl Worker {
     }
 
     fn drain(&self, resolver: &mut methods::Resolver) {
-        let mut stacks: Vec<(Vec<Frame>, u64)> = Vec::new();
+        let mut stacks: Vec<(Vec<Frame>, u64, u64)> = Vec::new();
         self.target.buffer.drain(|header, frames| {
             if let Some(stack) = self.stack(resolver, header, frames) {
-                stacks.push((stack, header.weight));
+                let count = u64::from(header.count.max(1));
+                stacks.push((stack, count, header.weight.saturating_mul(count)));
             }
         });
-        SAMPLES.fetch_add(stacks.len() as u64, Ordering::Relaxed);
+        SAMPLES.fetch_add(stacks.iter().map(|s| s.1).sum(), Ordering::Relaxed);
         DROPPED.store(self.target.buffer.dropped(), Ordering::Relaxed);
         if stacks.is_empty() {
             return;
         }
         let mut profile = self.shared.profile.lock().unwrap_or_else(|e| e.into_inner());
-        for (stack, weight) in stacks {
-            if let [Frame { kind: FrameKind::Error, name }, ..] = stack.as_slice() {
+        for (stack, count, weight) in stacks {
+            if let Some(Frame { kind: FrameKind::Error, name }) = stack.iter().find(|f| f.kind != FrameKind::Thread) {
                 let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();
-                *profile.metadata.errors.entry(reason).or_default() += 1;
+                *profile.metadata.errors.entry(reason).or_default() += count;
             }
-            profile.add_frames(&stack, 1, weight);
+            profile.add_frames(&stack, count, weight);
         }
     }
 

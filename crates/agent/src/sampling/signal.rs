@@ -157,6 +157,16 @@ fn is_perf_fd(fd: c_int) -> bool {
     usize::try_from(fd).ok().and_then(|fd| PERF_FDS.get(fd / 64)).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (fd % 64)) != 0)
 }
 
+/// `si_overrun` of a POSIX timer's siginfo (after `si_tid`, at byte 20): expirations that
+/// happened before the signal was delivered, each a sample the thread earned.
+///
+/// # Safety
+/// `info` points at the siginfo the kernel passed, with `si_code` SI_TIMER.
+unsafe fn si_overrun(info: *const libc::siginfo_t) -> c_int {
+    // SAFETY: the caller's contract; siginfo_t is 128 bytes.
+    unsafe { *(info as *const u8).add(20).cast::<c_int>() }
+}
+
 /// `si_code`s of a signal from a file descriptor (`POLL_IN` … `POLL_HUP` in `<signal.h>`).
 const POLL_IN: c_int = 1;
 const POLL_HUP: c_int = 6;
@@ -209,8 +219,14 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
     if !target.is_null() {
         // SAFETY: the target stays alive while the gate is open (deactivate drains it first).
         let target = unsafe { &*target };
+        let count = if source == Source::PosixTimer as u8 {
+            // SAFETY: the caller's contract; SI_TIMER siginfo carries the overrun.
+            1 + unsafe { si_overrun(info) }.clamp(0, 1000) as u32
+        } else {
+            1
+        };
         // SAFETY: the caller's contract for context.
-        unsafe { record(target, context, source == Source::Tgkill as u8) };
+        unsafe { record(target, context, source == Source::Tgkill as u8, count) };
     }
     if source == Source::PerfEvent as u8 {
         // SAFETY: the caller's contract; si_fd is meaningful for POLL_* codes.
@@ -225,7 +241,7 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
 
 /// # Safety
 /// `context` is the handler's ucontext, on the sampled thread.
-unsafe fn record(target: &Target, context: *mut c_void, with_state: bool) {
+unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count: u32) {
     let Some(mut claim) = target.buffer.claim() else { return };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
@@ -244,7 +260,7 @@ unsafe fn record(target: &Target, context: *mut c_void, with_state: bool) {
     } else {
         0
     };
-    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), state });
+    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), count, state });
 }
 
 /// Whether the signal interrupted a system call: the kernel leaves the instruction pointer

@@ -50,10 +50,12 @@ pub struct ProfileArgs {
     /// Sampling interval (default 10ms; wall: 50ms)
     #[arg(short, long, value_parser = crate::units::parse_duration)]
     interval: Option<Duration>,
-    /// Output file; the format follows its extension (.html .pb.gz .speedscope.json .collapsed .txt)
+    /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
+    /// .txt). Give it several times to write one profile in several formats
     #[arg(short, long)]
-    output: Option<PathBuf>,
-    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope
+    output: Vec<PathBuf>,
+    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope (for
+    /// stdout, and for output files whose extension names no format)
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
     /// One flame per thread: the thread name is each stack's root frame
@@ -246,7 +248,8 @@ enum Ended {
 fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let mut options = start_options(args);
     options.detach = true;
-    options.file = args.output.as_ref().map(|p| p.display().to_string());
+    anyhow::ensure!(args.output.len() <= 1, "the agent writes one -o file for a detached engine");
+    options.file = args.output.first().map(|p| p.display().to_string());
     agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }
@@ -306,28 +309,27 @@ fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// Renders the profile as asked and writes it: atomically to `-o` (printing the path), else
-/// to stdout.
+/// Renders the profile as asked and writes it: atomically to each `-o` file (printing its
+/// path), else to stdout.
 fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
-    let format = args
-        .format
-        .or_else(|| args.output.as_deref().and_then(Format::from_path))
-        .unwrap_or(Format::Text);
     let options = ExportOptions { annotate: args.annotate, ..ExportOptions::default() };
-    let bytes = format.render(profile, &options);
-    match &args.output {
-        Some(path) => {
-            write_atomically(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
-            println!("{}", path.display());
-            eprintln!(
-                "jtap: {} samples ({} engine, {:.1} s)",
-                profile.total_samples(),
-                profile.metadata.engine,
-                profile.metadata.duration_ns as f64 / 1e9
-            );
-        }
-        None => io::stdout().lock().write_all(&bytes)?,
+    if args.output.is_empty() {
+        let bytes = args.format.unwrap_or(Format::Text).render(profile, &options);
+        io::stdout().lock().write_all(&bytes)?;
+        return Ok(());
     }
+    for path in &args.output {
+        let format = Format::from_path(path).or(args.format).unwrap_or(Format::Text);
+        let bytes = format.render(profile, &options);
+        write_atomically(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    eprintln!(
+        "jtap: {} samples ({} engine, {:.1} s)",
+        profile.total_samples(),
+        profile.metadata.engine,
+        profile.metadata.duration_ns as f64 / 1e9
+    );
     Ok(())
 }
 
