@@ -1,8 +1,16 @@
-//! `jtap heap` on every JDK of the matrix: the class histogram agrees with
-//! `jcmd GC.class_histogram`, names classes the Java way, and leaves nothing behind in the JVM
-//! (no tags, no capabilities, nothing on its stdout).
+//! Heap and lock tools on every JDK of the matrix:
+//! - `jtap heap`: the class histogram agrees with `jcmd GC.class_histogram`, names classes the
+//!   Java way, and leaves nothing behind in the JVM (no tags, no capabilities, nothing on its
+//!   stdout);
+//! - `jtap profile -e alloc`: bytes split by allocation site as the workload allocates them,
+//!   `--live` and `jtap sites` rank the retaining site first, a second agent holding the
+//!   sampling capability gives a clear error, memory stays bounded through many GCs;
+//! - `jtap profile -e lock`: the one contended monitor comes out on top.
 
 mod common;
+
+use std::thread;
+use std::time::Duration;
 
 use common::{agent_library, jtap};
 use jtap_testkit::{jdks, JavaProcess};
@@ -100,4 +108,165 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
 #[test]
 fn heap_of_a_missing_process_fails_cleanly() {
     jtap(["heap", "999999999"]).fails_with(10, "999999999");
+}
+
+/// Collapsed-stack lines as (frames root first, count).
+fn collapsed(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (stack, count) = line.rsplit_once(' ')?;
+            Some((stack.split(';').map(String::from).collect(), count.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Sum of the counts of stacks whose frame below the leaf is `method` (the allocating
+/// method, e.g. `AllocSites.intSite`), and that sum per leaf class.
+fn site(stacks: &[(Vec<String>, u64)], method: &str) -> (u64, Vec<(String, u64)>) {
+    let mut total = 0;
+    let mut leaves: Vec<(String, u64)> = Vec::new();
+    for (frames, count) in stacks {
+        let [.., caller, leaf] = frames.as_slice() else { continue };
+        if !caller.contains(method) {
+            continue;
+        }
+        total += count;
+        match leaves.iter_mut().find(|(l, _)| l == leaf) {
+            Some((_, sum)) => *sum += count,
+            None => leaves.push((leaf.clone(), *count)),
+        }
+    }
+    (total, leaves)
+}
+
+#[test]
+fn alloc_profile_splits_bytes_by_site_with_class_leaves() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.AllocSites");
+        let pid = jvm.pid().to_string();
+        let out = jtap(["profile", &pid, "-e", "alloc", "-d", "4", "--alloc-interval", "32k", "--format", "collapsed"]).ok();
+        let stacks = collapsed(&out);
+        // Every object of the three sites has the same size (1040 bytes), so the estimated
+        // object counts are in the same ratio as the bytes: 1:2:4.
+        let sites = [("AllocSites.intSite", "int[]", 1.0), ("AllocSites.longSite", "long[]", 2.0), ("AllocSites.byteSite", "byte[]", 4.0)];
+        let counts: Vec<(u64, Vec<(String, u64)>)> = sites.iter().map(|(method, _, _)| site(&stacks, method)).collect();
+        let total: u64 = counts.iter().map(|(c, _)| c).sum();
+        assert!(total > 0, "JDK {}: no samples at the three sites: {out}", jdk.version);
+        for ((method, class, parts), (count, leaves)) in sites.iter().zip(&counts) {
+            let share = *count as f64 / total as f64;
+            let expected = parts / 7.0;
+            eprintln!("JDK {}: {method}: {:.1}% of the three sites' bytes (expected {:.1}%)", jdk.version, share * 100.0, expected * 100.0);
+            assert!((share - expected).abs() <= 0.05, "JDK {}: {method} has {share:.3} of the bytes, expected {expected:.3}", jdk.version);
+            assert_eq!(leaves.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(), [*class], "JDK {}: {method}'s leaf frame is its class", jdk.version);
+        }
+        let status = jtap(["status", &pid]).ok();
+        assert!(status.contains("engine: none") && status.contains("capabilities held: none"), "JDK {}: {status}", jdk.version);
+        assert_eq!(jvm.stdout.text(), "READY\n", "JDK {}", jdk.version);
+    }
+}
+
+/// SITES rows as (class, top frame, live bytes, allocated bytes).
+fn sites_rows(report: &str) -> Vec<(String, String, f64, f64)> {
+    let lines: Vec<&str> = report.lines().collect();
+    let mut rows = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.len() == 8 && words[0].parse::<u32>().is_ok() {
+            let top = lines.get(i + 1).and_then(|l| l.trim().strip_prefix("at ")).unwrap_or("").to_string();
+            rows.push((words[7].to_string(), top, words[3].parse().unwrap(), words[5].parse().unwrap()));
+        }
+    }
+    rows
+}
+
+#[test]
+fn live_profile_and_sites_rank_the_retaining_site_first() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocSites").arg("retain").jvm_arg("-Xmx512m").start();
+        let pid = jvm.pid().to_string();
+        let report = jtap(["sites", &pid, "-d", "4", "--depth", "2", "--alloc-interval", "32k", "--gc", "-n", "10"]).ok();
+        let rows = sites_rows(&report);
+        assert!(report.starts_with("SITES BEGIN") && rows.len() >= 3, "JDK {}: {report}", jdk.version);
+        let (class, top, live, _) = &rows[0];
+        assert!(class == "int[]" && top.starts_with("workloads.AllocSites.intSite"), "JDK {}: first site is not the retaining one: {report}", jdk.version);
+        assert!(*live > 10e6, "JDK {}: the retaining site keeps ~40 MB, the report says {live}: {report}", jdk.version);
+        for (class, top, live, allocated) in rows.iter().filter(|r| r.1.contains("longSite") || r.1.contains("byteSite")) {
+            assert!(*live <= 0.05 * allocated, "JDK {}: dropped site {class} at {top} still has {live} of {allocated} bytes live: {report}", jdk.version);
+        }
+
+        // --live profile: a GC shortly before the end frees the dropped sites' objects.
+        let gc_pid = pid.clone();
+        let gc = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(2500));
+            jtap(["jcmd", &gc_pid, "GC.run"]).ok();
+        });
+        let out = jtap(["profile", &pid, "-e", "alloc", "--live", "-d", "3", "--alloc-interval", "32k", "--format", "collapsed"]).ok();
+        gc.join().unwrap();
+        // Garbage made after that GC still counts as live, so only the ranking is checked.
+        let heaviest = collapsed(&out).into_iter().max_by_key(|(_, count)| *count).map(|(frames, _)| frames.join(";"));
+        assert!(heaviest.as_deref().is_some_and(|s| s.ends_with("AllocSites.intSite:21;int[]")), "JDK {}: {out}", jdk.version);
+    }
+}
+
+#[test]
+fn lock_profile_puts_the_contended_monitor_on_top() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.LockContention");
+        let pid = jvm.pid().to_string();
+        let out = jtap(["profile", &pid, "-e", "lock", "-d", "2", "--format", "collapsed"]).ok();
+        let stacks = collapsed(&out);
+        let total: u64 = stacks.iter().map(|(_, c)| c).sum();
+        let hot: u64 = stacks.iter().filter(|(f, _)| f.last().is_some_and(|l| l == "workloads.LockContention$Hot")).map(|(_, c)| c).sum();
+        assert!(total > 0 && hot as f64 >= 0.9 * total as f64, "JDK {}: {hot} of {total} contentions on the hot monitor: {out}", jdk.version);
+        assert!(stacks.iter().any(|(f, _)| f.iter().any(|x| x.starts_with("workloads.LockContention.hot"))), "JDK {}: {out}", jdk.version);
+        assert!(!out.contains("LockContention$Cold"), "JDK {}: the uncontended monitors appear: {out}", jdk.version);
+    }
+}
+
+#[test]
+fn alloc_sampling_held_by_another_agent_is_a_clear_error() {
+    let library = agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    // A second copy of the agent under another name is a separate agent to the JVM; started
+    // with event=alloc it holds can_generate_sampled_object_alloc_events from the start.
+    let other = dir.path().join("libother_agent.so");
+    std::fs::copy(library, &other).unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg(format!("-agentpath:{}=start,event=alloc", other.display())).start();
+        let pid = jvm.pid().to_string();
+        let run = jtap(["profile", &pid, "-e", "alloc", "-d", "1"]);
+        run.fails_with(23, "another agent");
+        assert!(run.stderr.contains("can_generate_sampled_object_alloc_events"), "JDK {}: {run:?}", jdk.version);
+        // The lock engine needs no single-holder capability and still works.
+        jtap(["profile", &pid, "-e", "lock", "-d", "1", "--format", "summary"]).ok();
+    }
+}
+
+#[test]
+fn alloc_profiling_through_a_1g_heap_with_many_gcs_stays_bounded() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocSites")
+            .arg("retain")
+            .jvm_arg("-Xms1g")
+            .jvm_arg("-Xmx1g")
+            .jvm_arg("-Xmn64m")
+            .jvm_arg("-XX:+AlwaysPreTouch")
+            .start();
+        let pid = jvm.pid().to_string();
+        jtap(["status", &pid]).ok(); // agent loaded before the baseline
+        let before = jvm.rss_kib();
+        let out = jtap(["profile", &pid, "-e", "alloc", "--live", "-d", "6", "--alloc-interval", "8k", "--format", "summary"]).ok();
+        let after = jvm.rss_kib();
+        assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+        assert!(out.contains("Event") && out.contains("live"), "JDK {}: {out}", jdk.version);
+        let grown_mib = after.saturating_sub(before) / 1024;
+        eprintln!("JDK {}: RSS {} -> {} MiB during 6 s of --live alloc profiling at 8 KiB", jdk.version, before / 1024, after / 1024);
+        assert!(grown_mib < 128, "JDK {}: RSS grew {grown_mib} MiB", jdk.version);
+        let status = jtap(["status", &pid]).ok();
+        assert!(status.contains("engine: none"), "JDK {}: {status}", jdk.version);
+    }
 }
