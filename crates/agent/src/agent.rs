@@ -86,6 +86,7 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         GarbageCollectionStart: Some(engine::gc::on_start),
         GarbageCollectionFinish: Some(engine::gc::on_finish),
         ClassLoad: Some(sampling::on_class_load),
+        CompiledMethodLoad: Some(sampling::on_compiled_method_load),
         ClassPrepare: Some(sampling::on_class_prepare),
         ThreadStart: Some(sampling::on_thread_start),
         ThreadEnd: Some(sampling::on_thread_end),

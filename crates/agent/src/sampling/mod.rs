@@ -47,9 +47,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Capabilities every sampling engine holds while it runs: line numbers for frame names, and
-/// compiled-method-load events, whose presence makes HotSpot record debug information at
-/// non-safepoint locations (`DebugNonSafepoints`) for code compiled from then on, so that
-/// samples in compiled code are attributed to the right method and line.
+/// compiled-method-load events (see [`EVENTS`]).
 pub fn capabilities() -> Capabilities {
     Capabilities::of(&["can_get_line_numbers", "can_generate_compiled_method_load_events"])
 }
@@ -125,9 +123,15 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 static EVENTS_GATE: Gate = Gate::new();
 
 /// ClassLoad is enabled only because `AsyncGetCallTrace` refuses to walk (`no_class_load`)
-/// unless some agent receives it; its callback does nothing.
-const EVENTS: [sys::jvmtiEvent; 4] = [
+/// unless some agent receives it; its callback does nothing. CompiledMethodLoad is enabled
+/// because while an agent receives it, HotSpot's JIT records debug information at
+/// non-safepoint locations too (as `-XX:+DebugNonSafepoints` does, when that flag is left at
+/// its default), so that samples in code compiled from then on are attributed to the right
+/// method and line; its callback does nothing either. (`DebugNonSafepoints` itself is a
+/// diagnostic flag, which the attach `setflag` operation cannot change.)
+const EVENTS: [sys::jvmtiEvent; 5] = [
     sys::JVMTI_EVENT_CLASS_LOAD,
+    sys::JVMTI_EVENT_COMPILED_METHOD_LOAD,
     sys::JVMTI_EVENT_CLASS_PREPARE,
     sys::JVMTI_EVENT_THREAD_START,
     sys::JVMTI_EVENT_THREAD_END,
@@ -316,6 +320,18 @@ impl Worker {
 
 /// ClassLoad: nothing to do (see [`EVENTS`]).
 pub extern "C" fn on_class_load(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, _class: sys::jclass) {}
+
+/// CompiledMethodLoad: nothing to do (see [`EVENTS`]).
+pub extern "C" fn on_compiled_method_load(
+    _env: *mut sys::jvmtiEnv,
+    _method: sys::jmethodID,
+    _code_size: sys::jint,
+    _code_address: *const std::ffi::c_void,
+    _map_length: sys::jint,
+    _map: *const sys::jvmtiAddrLocationMap,
+    _compile_info: *const std::ffi::c_void,
+) {
+}
 
 /// ClassPrepare: create the new class's jmethodIDs.
 pub extern "C" fn on_class_prepare(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, class: sys::jclass) {
