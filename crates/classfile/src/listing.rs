@@ -62,6 +62,7 @@ pub fn listing(cf: &ClassFile) -> Result<String> {
         for insn in decode(&code.code)? {
             let operand = match &insn.operand {
                 Operand::None => String::new(),
+                Operand::Local(_) if matches!(insn.opcode, 0x1a..=0x2d | 0x3b..=0x4e) => String::new(),
                 Operand::Local(i) => i.to_string(),
                 Operand::Iinc { index, delta } => format!("{index}, {delta}"),
                 Operand::Int(v) => v.to_string(),
@@ -79,7 +80,8 @@ pub fn listing(cf: &ClassFile) -> Result<String> {
                 }
             };
             let wide = if insn.wide { "wide " } else { "" };
-            let _ = writeln!(out, "  {:>5}: {wide}{} {operand}", insn.offset, mnemonic(insn.opcode));
+            let line = format!("  {:>5}: {wide}{} {operand}", insn.offset, mnemonic(insn.opcode));
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         if !code.exception_table.is_empty() {
             let _ = writeln!(out, "  Exception table:");
