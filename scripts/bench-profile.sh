@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Profiler overhead benchmark. Builds jtap and its agent in release mode, runs a CPU-bound
+# workload (tests/java/workloads/Throughput.java, two threads hashing arrays, reporting its
+# operations every 100 ms) and, in the same JVM run, alternates unprofiled windows with
+# profiled ones for cpu, itimer and wall at 10 ms and 1 ms. Prints:
+#   - throughput with and without profiling, and the overhead, per engine and interval
+#     (each profiled window is compared with the mean of the unprofiled windows around it);
+#   - the JVM's RSS before and at most during a long profile at 1 ms (BENCH_LONG seconds,
+#     default 60);
+#   - the highest sample rate the cpu engine sustains without dropping samples.
+# Environment: JAVA (default JDK 17), BENCH_WINDOW (seconds per window, default 5),
+# BENCH_LONG (seconds of the RSS run, default 60).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
+WINDOW=${BENCH_WINDOW:-5}
+LONG=${BENCH_LONG:-60}
+cargo build --release --quiet -p jtap-agent -p jtap-cli
+JTAP=$PWD/target/release/jtap
+export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
+work=$(mktemp -d)
+/usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/Throughput.java
+"$JAVA" -cp "$work/classes" workloads.Throughput 2 >"$work/ops.log" &
+pid=$!
+trap 'kill $pid 2>/dev/null; rm -rf "$work"' EXIT
+until grep -q READY "$work/ops.log"; do sleep 0.1; done
+now_ms() { date +%s%3N; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+
+echo "JVM: $("$JAVA" -version 2>&1 | head -1); cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "warming up for $((WINDOW * 2)) s..."
+sleep $((WINDOW * 2))
+# Loads the agent once (its first attach and the class preparation are not what we measure).
+"$JTAP" profile "$pid" -e itimer -d 1s --format summary >/dev/null
+
+windows=()   # "label start end"
+baseline() {
+    local start; start=$(now_ms); sleep "$WINDOW"; windows+=("base $start $(now_ms)")
+}
+profiled() {
+    local engine=$1 interval=$2 start
+    start=$(now_ms)
+    "$JTAP" profile "$pid" -e "$engine" -i "$interval" -d "${WINDOW}s" --format summary >"$work/$engine-$interval.txt"
+    windows+=("$engine@$interval $start $(now_ms)")
+}
+baseline
+for engine in cpu itimer wall; do
+    for interval in 10ms 1ms; do
+        profiled "$engine" "$interval"
+        baseline
+    done
+done
+
+rss_before=$(rss_kib)
+"$JTAP" profile "$pid" -e cpu -i 1ms -d "${LONG}s" --format summary >"$work/long.txt" &
+long=$!
+rss_max=$rss_before
+while kill -0 $long 2>/dev/null; do
+    rss=$(rss_kib); ((rss > rss_max)) && rss_max=$rss
+    sleep 0.5
+done
+rss_after=$(rss_kib)
+
+for interval in 1ms 500us 200us 100us 50us; do
+    "$JTAP" profile "$pid" -e cpu -i "$interval" -d 3s --format summary >"$work/rate-$interval.txt"
+done
+
+python3 - "$work" "${windows[@]}" <<'PY'
+import re, sys
+work, windows = sys.argv[1], [w.split() for w in sys.argv[2:]]
+points = []
+for line in open(f"{work}/ops.log"):
+    if line.startswith("ops "):
+        _, t, n = line.split()
+        points.append((int(t), int(n)))
+
+def rate(start, end):
+    inside = [(t, n) for t, n in points if start <= t <= end]
+    if len(inside) < 2:
+        return float("nan")
+    (t0, n0), (t1, n1) = inside[0], inside[-1]
+    return (n1 - n0) * 1000.0 / (t1 - t0)
+
+def summary(path):
+    text = open(path).read()
+    get = lambda key: int(re.search(rf"^{key}\s*:\s*(\d+)", text, re.M).group(1))
+    return get("Total samples"), get("Dropped samples"), float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
+
+print()
+print(f"{'engine':<8} {'interval':>8} {'ops/s profiled':>15} {'ops/s without':>14} {'overhead':>9} {'samples/s':>10} {'dropped':>8}")
+for i, (label, start, end) in enumerate(windows):
+    if label == "base":
+        continue
+    before, after = windows[i - 1], windows[i + 1]
+    base = (rate(int(before[1]), int(before[2])) + rate(int(after[1]), int(after[2]))) / 2
+    profiled = rate(int(start), int(end))
+    engine, interval = label.split("@")
+    samples, dropped, duration = summary(f"{work}/{engine}-{interval}.txt")
+    print(f"{engine:<8} {interval:>8} {profiled:>15,.0f} {base:>14,.0f} {100 * (1 - profiled / base):>8.2f}% {samples / duration:>10,.0f} {dropped:>8}")
+
+print()
+best = None
+for interval in ["1ms", "500us", "200us", "100us", "50us"]:
+    samples, dropped, duration = summary(f"{work}/rate-{interval}.txt")
+    print(f"cpu at {interval:>5}: {samples / duration:>8,.0f} samples/s, {dropped} dropped")
+    if dropped == 0:
+        best = (interval, samples / duration)
+if best:
+    print(f"highest rate without drops: {best[1]:,.0f} samples/s (cpu, interval {best[0]}, 2 busy threads)")
+PY
+samples=$(awk -F': ' '/^Total samples/ {print $2}' "$work/long.txt")
+echo
+echo "RSS during a ${LONG} s cpu profile at 1 ms ($samples samples): before $rss_before KiB, max $rss_max KiB (+$((rss_max - rss_before)) KiB), after $rss_after KiB"
