@@ -515,3 +515,68 @@ fn encode_frames(
     }
     stackmap::encode(&out, f.initial_locals)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instruction::decode;
+
+    /// iload_0; tableswitch {0: L1; default: L2}; L1: iconst_1; ireturn; L2: iconst_2; ireturn
+    fn switch_code() -> CodeAttribute {
+        let mut code = vec![0x1a, op::TABLESWITCH, 0, 0];
+        for v in [21i32, 0, 0, 19] {
+            code.extend_from_slice(&v.to_be_bytes());
+        }
+        code.extend_from_slice(&[0x04, op::IRETURN, 0x05, op::IRETURN]);
+        CodeAttribute { max_stack: 1, max_locals: 1, code, exception_table: Vec::new(), attributes: Vec::new() }
+    }
+
+    #[test]
+    fn switch_padding_and_targets_follow_insertions() {
+        let code = switch_code();
+        let insns = decode(&code.code).unwrap();
+        assert_eq!(insns.len(), 6);
+        let mut cp = crate::class_file::ClassFile::parse(&minimal_class()).unwrap().constant_pool;
+        for extra in 0..4usize {
+            let mut edit = Edit::new(insns.len());
+            edit.before[1] = vec![op::NOP; extra];
+            edit.before[2] = vec![op::NOP; 2];
+            let out = relayout(&code, &insns, &edit, &mut cp, None).unwrap();
+            let d = decode(&out.code).unwrap();
+            let Operand::TableSwitch { default, targets, .. } = &d[1 + extra].operand else { panic!() };
+            // Targets point at the start of the inserted code before `iconst_1` / at `iconst_2`.
+            assert_eq!(out.code[targets[0] as usize..targets[0] as usize + 3], [op::NOP, op::NOP, 0x04]);
+            assert_eq!(out.code[*default as usize], 0x05);
+        }
+    }
+
+    #[test]
+    fn far_branches_are_widened() {
+        // iload_0; ifeq L; iconst_1; ireturn; L: iconst_2; ireturn — then 40000 bytes before iconst_1.
+        let code = CodeAttribute {
+            max_stack: 1,
+            max_locals: 1,
+            code: vec![0x1a, op::IFEQ, 0, 5, 0x04, op::IRETURN, 0x05, op::IRETURN],
+            exception_table: Vec::new(),
+            attributes: Vec::new(),
+        };
+        let insns = decode(&code.code).unwrap();
+        let mut edit = Edit::new(insns.len());
+        edit.before[2] = vec![op::NOP; 40000];
+        let mut cp = crate::class_file::ClassFile::parse(&minimal_class()).unwrap().constant_pool;
+        let out = relayout(&code, &insns, &edit, &mut cp, None).unwrap();
+        assert_eq!(&out.code[1..4], &[op::IFEQ + 1, 0, 8]);
+        assert_eq!(out.code[4], op::GOTO_W);
+        let d = decode(&out.code).unwrap();
+        let Operand::Branch(t) = d[2].operand else { panic!() };
+        assert_eq!(out.code[t as usize], 0x05);
+        assert_eq!(out.code.len(), 8 + 5 + 40000);
+    }
+
+    fn minimal_class() -> Vec<u8> {
+        let mut v = vec![0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 52, 0, 3];
+        v.extend_from_slice(b"\x01\x00\x01A\x07\x00\x01");
+        v.extend_from_slice(&[0, 0x21, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        v
+    }
+}

@@ -528,3 +528,54 @@ pub fn decode_modified_utf8(bytes: &[u8]) -> Cow<'_, str> {
     }
     Cow::Owned(String::from_utf16_lossy(&units))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(count: u16, entries: &[&[u8]]) -> ConstantPool {
+        let mut raw = Vec::new();
+        raw.u2(count);
+        for e in entries {
+            raw.extend_from_slice(e);
+        }
+        ConstantPool::parse(&mut Reader::new(&raw)).unwrap()
+    }
+
+    #[test]
+    fn appends_without_renumbering_and_finds_existing() {
+        // #1 Utf8 "java/lang/Object", #2 Class #1, #3-4 Long 5
+        let mut cp = pool(5, &[b"\x01\x00\x10java/lang/Object", b"\x07\x00\x01", b"\x05\x00\x00\x00\x00\x00\x00\x00\x05"]);
+        assert_eq!(cp.count(), 5);
+        assert_eq!(cp.add_class("java/lang/Object").unwrap(), 2);
+        assert_eq!(cp.add_long(5).unwrap(), 3);
+        let m = cp.add_method_ref("java/lang/Object", "hashCode", "()I").unwrap();
+        assert_eq!(m, cp.add_method_ref("java/lang/Object", "hashCode", "()I").unwrap());
+        let r = cp.member_ref(m).unwrap();
+        assert_eq!((r.owner, r.name, r.descriptor), (&b"java/lang/Object"[..], &b"hashCode"[..], &b"()I"[..]));
+        assert_eq!(cp.add_long(6).unwrap() + 2, cp.count());
+        assert!(matches!(cp.get(4), Err(Error::BadConstant { .. })));
+        let mut out = Vec::new();
+        cp.write(&mut out);
+        let again = ConstantPool::parse(&mut Reader::new(&out)).unwrap();
+        assert_eq!(again.count(), cp.count());
+    }
+
+    #[test]
+    fn modified_utf8_round_trips() {
+        for s in ["plain", "nul\0inside", "é and ☃", "emoji 😀"] {
+            let enc = encode_modified_utf8(s);
+            assert!(!enc.contains(&0), "{s}");
+            assert_eq!(decode_modified_utf8(&enc), s);
+        }
+        assert_eq!(encode_modified_utf8("😀").len(), 6);
+    }
+
+    #[test]
+    fn rejects_bad_tags_and_truncation() {
+        let mut raw = vec![0, 2, 99];
+        assert!(matches!(ConstantPool::parse(&mut Reader::new(&raw)), Err(Error::BadConstantTag { tag: 99, index: 1 })));
+        raw = vec![0, 2, 1, 0, 5, b'a'];
+        assert!(matches!(ConstantPool::parse(&mut Reader::new(&raw)), Err(Error::Truncated { .. })));
+    }
+}

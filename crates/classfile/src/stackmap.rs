@@ -229,3 +229,81 @@ pub fn encode(frames: &[Frame], initial_locals: &[VType]) -> Result<Vec<u8>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use VType::*;
+
+    fn frame(offset: u32, locals: &[VType], stack: &[VType]) -> Frame {
+        Frame { offset, locals: to_slots(locals), stack: to_slots(stack) }
+    }
+
+    #[test]
+    fn every_frame_form_round_trips() {
+        let init = [Object(1), Integer];
+        let frames = vec![
+            frame(0, &init, &[]),                                   // same_frame, delta 0
+            frame(5, &init, &[Long]),                               // same_locals_1_stack_item
+            frame(200, &init, &[]),                                 // same_frame_extended
+            frame(300, &init, &[Uninitialized(7)]),                 // same_locals_1_stack_item_extended
+            frame(301, &[Object(1), Integer, Double, Null], &[]),   // append 2
+            frame(302, &[Object(1)], &[]),                          // chop 3 (entries, not slots)
+            frame(303, &[Top, Float], &[Integer, Object(3)]),       // full
+            frame(1000, &[Top, Float], &[]),                        // same (long delta)
+        ];
+        let body = encode(&frames, &to_slots(&init)).unwrap();
+        assert_eq!(decode(&body, &to_slots(&init)).unwrap(), frames);
+        let types: Vec<u8> = {
+            let mut r = Reader::new(&body);
+            r.u2("n").unwrap();
+            let mut v = Vec::new();
+            for _ in &frames {
+                let t = r.u1("t").unwrap();
+                v.push(t);
+                match t {
+                    0..=63 => {}
+                    64..=127 => skip_type(&mut r),
+                    247 => {
+                        r.u2("d").unwrap();
+                        skip_type(&mut r)
+                    }
+                    248..=251 => {
+                        r.u2("d").unwrap();
+                    }
+                    252..=254 => {
+                        r.u2("d").unwrap();
+                        for _ in 0..t - 251 {
+                            skip_type(&mut r)
+                        }
+                    }
+                    _ => {
+                        r.u2("d").unwrap();
+                        for _ in 0..r.u2("n").unwrap() {
+                            skip_type(&mut r)
+                        }
+                        for _ in 0..r.u2("n").unwrap() {
+                            skip_type(&mut r)
+                        }
+                    }
+                }
+            }
+            v
+        };
+        assert_eq!(types, vec![0, 64 + 4, 251, 247, 253, 248, 255, 251]);
+    }
+
+    fn skip_type(r: &mut Reader<'_>) {
+        if r.u1("tag").unwrap() >= 7 {
+            r.u2("x").unwrap();
+        }
+    }
+
+    #[test]
+    fn malformed_tables_are_errors() {
+        assert!(decode(&[0, 1, 200], &[]).is_err());
+        assert!(decode(&[0, 1, 248, 0, 0], &[]).is_err());
+        assert!(decode(&[0, 2, 0], &[]).is_err());
+        assert!(decode(&[0, 1, 64, 9], &[]).is_err());
+    }
+}
