@@ -3,8 +3,11 @@
 # workload (tests/java/workloads/Throughput.java, two threads hashing arrays, reporting its
 # operations every 100 ms) and, in the same JVM run, alternates unprofiled windows with
 # profiled ones for cpu, itimer and wall at 10 ms and 1 ms. Prints:
-#   - throughput with and without profiling, and the overhead, per engine and interval
-#     (each profiled window is compared with the mean of the unprofiled windows around it);
+#   - throughput with and without profiling per engine and interval, as operations per
+#     second and per CPU second of the whole JVM (agent threads and signal handlers
+#     included), and the overhead: the loss in operations per CPU second, which stays
+#     meaningful on a machine whose other load changes the JVM's share of the cores (each
+#     profiled window is compared with the mean of the unprofiled windows around it);
 #   - the JVM's RSS before and at most during a long profile at 1 ms (BENCH_LONG seconds,
 #     default 60);
 #   - the highest sample rate the cpu engine sustains without dropping samples.
@@ -26,6 +29,8 @@ trap 'kill $pid 2>/dev/null; rm -rf "$work"' EXIT
 until grep -q READY "$work/ops.log"; do sleep 0.1; done
 now_ms() { date +%s%3N; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
+# utime + stime of the whole JVM, in clock ticks.
+cpu_ticks() { sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}'; }
 
 echo "JVM: $("$JAVA" -version 2>&1 | head -1); cores: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "warming up for $((WINDOW * 2)) s..."
@@ -33,15 +38,17 @@ sleep $((WINDOW * 2))
 # Loads the agent once (its first attach and the class preparation are not what we measure).
 "$JTAP" profile "$pid" -e itimer -d 1s --format summary >/dev/null
 
-windows=()   # "label start end"
+windows=()   # "label start-ms end-ms start-ticks end-ticks"
 baseline() {
-    local start; start=$(now_ms); sleep "$WINDOW"; windows+=("base $start $(now_ms)")
+    local start cpu; start=$(now_ms); cpu=$(cpu_ticks)
+    sleep "$WINDOW"
+    windows+=("base $start $(now_ms) $cpu $(cpu_ticks)")
 }
 profiled() {
-    local engine=$1 interval=$2 start
-    start=$(now_ms)
+    local engine=$1 interval=$2 start cpu
+    start=$(now_ms); cpu=$(cpu_ticks)
     "$JTAP" profile "$pid" -e "$engine" -i "$interval" -d "${WINDOW}s" --format summary >"$work/$engine-$interval.txt"
-    windows+=("$engine@$interval $start $(now_ms)")
+    windows+=("$engine@$interval $start $(now_ms) $cpu $(cpu_ticks)")
 }
 baseline
 for engine in cpu itimer wall; do
@@ -65,21 +72,26 @@ for interval in 1ms 500us 200us 100us 50us; do
     "$JTAP" profile "$pid" -e cpu -i "$interval" -d 3s --format summary >"$work/rate-$interval.txt"
 done
 
-python3 - "$work" "${windows[@]}" <<'PY'
+python3 - "$work" "$(getconf CLK_TCK)" "${windows[@]}" <<'PY'
 import re, sys
-work, windows = sys.argv[1], [w.split() for w in sys.argv[2:]]
+work, hz, windows = sys.argv[1], int(sys.argv[2]), [w.split() for w in sys.argv[3:]]
 points = []
 for line in open(f"{work}/ops.log"):
     if line.startswith("ops "):
         _, t, n = line.split()
         points.append((int(t), int(n)))
 
-def rate(start, end):
+def rates(window):
+    """(operations per second, operations per CPU second) in a window."""
+    start, end, cpu0, cpu1 = map(int, window[1:5])
     inside = [(t, n) for t, n in points if start <= t <= end]
     if len(inside) < 2:
-        return float("nan")
+        return float("nan"), float("nan")
     (t0, n0), (t1, n1) = inside[0], inside[-1]
-    return (n1 - n0) * 1000.0 / (t1 - t0)
+    ops = n1 - n0
+    # Scale the CPU time to the reported span of the window.
+    cpu_seconds = (cpu1 - cpu0) / hz * (t1 - t0) / max(1, end - start)
+    return ops * 1000.0 / (t1 - t0), ops / cpu_seconds if cpu_seconds else float("nan")
 
 def summary(path):
     text = open(path).read()
@@ -87,16 +99,17 @@ def summary(path):
     return get("Total samples"), get("Dropped samples"), float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
 
 print()
-print(f"{'engine':<8} {'interval':>8} {'ops/s profiled':>15} {'ops/s without':>14} {'overhead':>9} {'samples/s':>10} {'dropped':>8}")
-for i, (label, start, end) in enumerate(windows):
-    if label == "base":
+print(f"{'engine':<8} {'interval':>8} {'ops/s':>11} {'ops/s base':>11} {'ops/CPU-s':>11} {'base':>11} {'overhead':>9} {'samples/s':>10} {'dropped':>8}")
+for i, window in enumerate(windows):
+    if window[0] == "base":
         continue
-    before, after = windows[i - 1], windows[i + 1]
-    base = (rate(int(before[1]), int(before[2])) + rate(int(after[1]), int(after[2]))) / 2
-    profiled = rate(int(start), int(end))
-    engine, interval = label.split("@")
+    (b1, e1), (b2, e2) = rates(windows[i - 1]), rates(windows[i + 1])
+    ops, efficiency = rates(window)
+    base_ops, base_efficiency = (b1 + b2) / 2, (e1 + e2) / 2
+    engine, interval = window[0].split("@")
     samples, dropped, duration = summary(f"{work}/{engine}-{interval}.txt")
-    print(f"{engine:<8} {interval:>8} {profiled:>15,.0f} {base:>14,.0f} {100 * (1 - profiled / base):>8.2f}% {samples / duration:>10,.0f} {dropped:>8}")
+    print(f"{engine:<8} {interval:>8} {ops:>11,.0f} {base_ops:>11,.0f} {efficiency:>11,.0f} {base_efficiency:>11,.0f} "
+          f"{100 * (1 - efficiency / base_efficiency):>8.2f}% {samples / duration:>10,.0f} {dropped:>8}")
 
 print()
 best = None

@@ -47,6 +47,9 @@ static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
 /// on threads that start later ([`thread_started`]). Fails if it cannot arm even the calling
 /// thread's siblings at all.
 pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
+    // Locked throughout: a thread starting meanwhile waits in `thread_started`, then finds
+    // itself armed already or gets armed there.
+    let mut armed = lock();
     let mut tids = HashSet::new();
     let mut first_error = None;
     for tid in tasks() {
@@ -65,9 +68,9 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
     if tids.is_empty() {
         return Err(first_error.map(|e| e.to_string()).unwrap_or_else(|| "no threads to sample".into()));
     }
-    let armed = tids.len();
-    *lock() = Some(Armed { timer, tids, failures: 0 });
-    Ok(armed)
+    let count = tids.len();
+    *armed = Some(Armed { timer, tids, failures: 0 });
+    Ok(count)
 }
 
 /// Disarms every thread and drops the timer. Returns how many threads could not be armed
