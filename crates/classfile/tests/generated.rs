@@ -226,8 +226,30 @@ fn render_class(name: &str, methods: &[(Vec<Stmt>, usize)]) -> String {
     out
 }
 
+/// Rewrites a class as a version-49 class file without StackMapTables, as compilers before
+/// Java 6 produced them (verified by the old type-inferencing verifier).
+fn downgrade(bytes: &[u8]) -> Vec<u8> {
+    let mut cf = ClassFile::parse(bytes).unwrap();
+    cf.major_version = 49;
+    let cp = cf.constant_pool.clone();
+    for m in &mut cf.methods {
+        for a in &mut m.attributes {
+            if cp.utf8(a.name_index).unwrap() == b"Code" {
+                let mut code = CodeAttribute::parse(&a.info).unwrap();
+                code.attributes.retain(|x| cp.utf8(x.name_index).unwrap() != b"StackMapTable");
+                a.info = code.write();
+            }
+        }
+    }
+    cf.write()
+}
+
 /// Compiles, runs, instruments, runs again; returns whether any method was widened (goto_w).
 fn check_program(name: &str, source: &str) -> bool {
+    check_program_as(name, source, false)
+}
+
+fn check_program_as(name: &str, source: &str, old: bool) -> bool {
     let tmp = tempfile::tempdir().unwrap();
     let (src, orig, inst) = (tmp.path().join("src"), tmp.path().join("orig"), tmp.path().join("inst"));
     for d in [&src, &orig, &inst] {
@@ -236,11 +258,17 @@ fn check_program(name: &str, source: &str) -> bool {
     let file = src.join(format!("{name}.java"));
     fs::write(&file, source).unwrap();
     let st = Command::new(format!("{}/bin/javac", common::JDK17))
-        .args(["-nowarn", "-g", "--release", "11", "-d"])
+        .args(["-nowarn", "-Xlint:-options", "-g", "--release", if old { "7" } else { "11" }, "-d"])
         .arg(&orig)
         .arg(&file)
         .output()
         .unwrap();
+    if old {
+        for p in common::class_files(&orig) {
+            let b = downgrade(&fs::read(&p).unwrap());
+            fs::write(&p, b).unwrap();
+        }
+    }
     if !st.status.success() {
         // javac refuses some generated programs (e.g. a method over 64 KiB); nothing to test.
         let err = String::from_utf8_lossy(&st.stderr);
@@ -268,6 +296,21 @@ fn branches_past_32k_are_widened() {
     big_block(3200, &mut body);
     let methods = vec![(vec![Stmt::Loop(3, vec![Stmt::Assign(1, Expr::Add(Box::new(Expr::Var(1)), Box::new(Expr::Lit(3))))])], 3200)];
     assert!(check_program("Big", &render_class("Big", &methods)), "expected goto_w after instrumentation");
+}
+
+#[test]
+fn old_class_files_without_frames() {
+    use Expr::*;
+    let body = vec![
+        Stmt::Try(
+            vec![Stmt::Throw(crate::Cond(Var(0), 2, Lit(50))), Stmt::Sync(vec![Stmt::Long(1, Var(2))])],
+            vec![Stmt::Switch(Var(1), true, vec![vec![Stmt::Array(2)], vec![Stmt::Assign(3, Call(Box::new(Var(0))))]])],
+            true,
+        ),
+        Stmt::Loop(3, vec![Stmt::If(crate::Cond(Var(3), 4, Lit(1)), vec![Stmt::Assign(0, Lit(9))], vec![Stmt::Array(1)])]),
+    ];
+    let methods = vec![(body, 0), (vec![Stmt::Assign(2, Lit(1))], 3000)];
+    check_program_as("Old", &render_class("Old", &methods), true);
 }
 
 proptest! {
