@@ -14,7 +14,9 @@ use jtap_classfile::{ClassFile, InjectionPlan};
 /// shared machine do not inflate the figures; wall time where unavailable.
 fn cpu_time() -> Option<Duration> {
     let s = fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    Some(Duration::from_nanos(s.split_whitespace().next()?.parse().ok()?))
+    Some(Duration::from_nanos(
+        s.split_whitespace().next()?.parse().ok()?,
+    ))
 }
 
 fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
@@ -32,8 +34,13 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> Duration {
 }
 
 fn main() {
-    let Some(dir) = common::jdk_modules(common::JDK17, "jdk17") else { return };
-    let classes: Vec<Vec<u8>> = common::class_files(&dir.join("java.base")).iter().map(|p| fs::read(p).unwrap()).collect();
+    let Some(dir) = common::jdk_modules(common::JDK17, "jdk17") else {
+        return;
+    };
+    let classes: Vec<Vec<u8>> = common::class_files(&dir.join("java.base"))
+        .iter()
+        .map(|p| fs::read(p).unwrap())
+        .collect();
     let bytes: usize = classes.iter().map(Vec::len).sum();
     let plan = InjectionPlan::everything("jtap/runtime/Probes");
 
@@ -48,7 +55,14 @@ fn main() {
     // and monitors.
     let mut full = plan.clone();
     full.probes.retain(|p| {
-        matches!(p.point, Point::Entry | Point::Return | Point::ExceptionExit | Point::BeforeCall(_) | Point::AfterCall(_))
+        matches!(
+            p.point,
+            Point::Entry
+                | Point::Return
+                | Point::ExceptionExit
+                | Point::BeforeCall(_)
+                | Point::AfterCall(_)
+        )
     });
     let run = |plan: &InjectionPlan, stats: &mut (usize, usize, usize)| {
         let mut registry = Registry::default();
@@ -64,12 +78,23 @@ fn main() {
     let (mut s_full, mut s_all) = ((0, 0, 0), (0, 0, 0));
     let t_full = best_of(3, || run(&full, &mut s_full));
     let t_all = best_of(3, || run(&plan, &mut s_all));
-    println!("java.base (JDK 17): {} classes, {:.1} MiB, one core (thread CPU time, best run)", classes.len(), bytes as f64 / 1048576.0);
-    println!("{:<44} {:>8} {:>15} {:>9} {:>9} {:>9}", "operation", "time", "classes/s/core", "methods", "sites", "out MiB");
+    println!(
+        "java.base (JDK 17): {} classes, {:.1} MiB, one core (thread CPU time, best run)",
+        classes.len(),
+        bytes as f64 / 1048576.0
+    );
+    println!(
+        "{:<44} {:>8} {:>15} {:>9} {:>9} {:>9}",
+        "operation", "time", "classes/s/core", "methods", "sites", "out MiB"
+    );
     let rows = [
         ("parse + write", round_trip, (0, bytes, 0)),
         ("entry+return+exception+call probes", t_full, s_full),
-        ("every probe kind (+lines,fields,allocs,locks)", t_all, s_all),
+        (
+            "every probe kind (+lines,fields,allocs,locks)",
+            t_all,
+            s_all,
+        ),
     ];
     for (name, d, (m, out, sites)) in rows {
         println!(

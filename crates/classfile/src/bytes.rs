@@ -20,7 +20,12 @@ impl<'a> Reader<'a> {
 
     /// Already-read bytes `start..start+len`.
     pub(crate) fn slice_at(&self, start: usize, len: usize) -> Result<&'a [u8]> {
-        self.data.get(start..start.saturating_add(len)).ok_or(Error::Truncated { what: "slice", offset: start })
+        self.data
+            .get(start..start.saturating_add(len))
+            .ok_or(Error::Truncated {
+                what: "slice",
+                offset: start,
+            })
     }
 
     pub(crate) fn remaining(&self) -> usize {
@@ -35,7 +40,10 @@ impl<'a> Reader<'a> {
                 self.pos = end;
                 Ok(s)
             }
-            None => Err(Error::Truncated { what, offset: self.pos }),
+            None => Err(Error::Truncated {
+                what,
+                offset: self.pos,
+            }),
         }
     }
 

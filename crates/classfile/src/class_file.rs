@@ -72,7 +72,10 @@ fn parse_attributes(r: &mut Reader<'_>) -> Result<Vec<Attribute>> {
     for _ in 0..n {
         let name_index = r.u2("attribute name")?;
         let len = r.u4("attribute length")? as usize;
-        v.push(Attribute { name_index, info: r.bytes(len, "attribute body")?.to_vec() });
+        v.push(Attribute {
+            name_index,
+            info: r.bytes(len, "attribute body")?.to_vec(),
+        });
     }
     Ok(v)
 }
@@ -121,7 +124,10 @@ impl ClassFile {
         let minor_version = r.u2("minor_version")?;
         let major_version = r.u2("major_version")?;
         if !(MIN_MAJOR..=MAX_MAJOR).contains(&major_version) {
-            return Err(Error::UnsupportedVersion { major: major_version, minor: minor_version });
+            return Err(Error::UnsupportedVersion {
+                major: major_version,
+                minor: minor_version,
+            });
         }
         let constant_pool = ConstantPool::parse(&mut r)?;
         let access_flags = r.u2("access_flags")?;
@@ -179,6 +185,8 @@ impl ClassFile {
 
     /// Whether `attr` is named `name`.
     pub fn attribute_is(&self, attr: &Attribute, name: &[u8]) -> bool {
-        self.constant_pool.utf8(attr.name_index).is_ok_and(|n| n == name)
+        self.constant_pool
+            .utf8(attr.name_index)
+            .is_ok_and(|n| n == name)
     }
 }

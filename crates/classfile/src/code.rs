@@ -72,12 +72,21 @@ impl CodeAttribute {
         for _ in 0..na {
             let name_index = r.u2("attribute name")?;
             let l = r.u4("attribute length")? as usize;
-            attributes.push(Attribute { name_index, info: r.bytes(l, "attribute")?.to_vec() });
+            attributes.push(Attribute {
+                name_index,
+                info: r.bytes(l, "attribute")?.to_vec(),
+            });
         }
         if r.remaining() != 0 {
             return Err(Error::BadAttribute("Code"));
         }
-        Ok(CodeAttribute { max_stack, max_locals, code, exception_table, attributes })
+        Ok(CodeAttribute {
+            max_stack,
+            max_locals,
+            code,
+            exception_table,
+            attributes,
+        })
     }
 
     /// Serializes the attribute body.
@@ -165,7 +174,11 @@ pub struct Edit {
 impl Edit {
     /// An empty edit for a method with `n` instructions.
     pub fn new(n: usize) -> Self {
-        Edit { before: vec![Vec::new(); n], after: vec![Vec::new(); n], ..Edit::default() }
+        Edit {
+            before: vec![Vec::new(); n],
+            after: vec![Vec::new(); n],
+            ..Edit::default()
+        }
     }
 
     /// True when nothing is inserted.
@@ -200,7 +213,10 @@ pub fn offset_index(insns: &[Insn], code_len: usize) -> Vec<u32> {
 fn idx(map: &[u32], offset: usize, what: &'static str) -> Result<usize> {
     match map.get(offset) {
         Some(&i) if i != u32::MAX => Ok(i as usize),
-        _ => Err(Error::BadCode { offset: offset as u32, reason: what }),
+        _ => Err(Error::BadCode {
+            offset: offset as u32,
+            reason: what,
+        }),
     }
 }
 
@@ -214,13 +230,19 @@ struct Layout {
 
 impl Layout {
     fn pos(&self, p: Pos, edit: &Edit) -> Result<u32> {
-        let get = |v: &[u32], i: usize| v.get(i).copied().ok_or(Error::BadStackMap("position out of range"));
+        let get = |v: &[u32], i: usize| {
+            v.get(i)
+                .copied()
+                .ok_or(Error::BadStackMap("position out of range"))
+        };
         Ok(match p {
             Pos::Start(i) => get(&self.start, i)?,
             Pos::Insn(i) => get(&self.at, i)?,
             Pos::AfterInsn(i) => get(&self.end, i)?,
             Pos::Block(k) => get(&self.block, k)?,
-            Pos::BlockEnd(k) => get(&self.block, k)? + edit.blocks.get(k).map_or(0, |b| b.code.len() as u32),
+            Pos::BlockEnd(k) => {
+                get(&self.block, k)? + edit.blocks.get(k).map_or(0, |b| b.code.len() as u32)
+            }
         })
     }
 }
@@ -267,7 +289,13 @@ fn compute_layout(insns: &[Insn], edit: &Edit, wide: &[bool]) -> Layout {
         block.push(pc);
         pc += b.code.len() as u32;
     }
-    Layout { start, at, end, block, total: pc }
+    Layout {
+        start,
+        at,
+        end,
+        block,
+        total: pc,
+    }
 }
 
 /// Lays out `insns` with `edit` applied and returns the new Code attribute.
@@ -282,16 +310,20 @@ pub fn relayout(
 ) -> Result<CodeAttribute> {
     let n = insns.len();
     if edit.before.len() != n || edit.after.len() != n {
-        return Err(Error::Unsupported("edit does not match the instruction count"));
+        return Err(Error::Unsupported(
+            "edit does not match the instruction count",
+        ));
     }
     let map = offset_index(insns, code.code.len());
     let targets: Vec<Vec<usize>> = insns
         .iter()
         .map(|i| match &i.operand {
             Operand::Branch(t) => Ok(vec![idx(&map, *t as usize, "branch target")?]),
-            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => {
-                i.targets().into_iter().map(|t| idx(&map, t as usize, "branch target")).collect()
-            }
+            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => i
+                .targets()
+                .into_iter()
+                .map(|t| idx(&map, t as usize, "branch target"))
+                .collect(),
             _ => Ok(Vec::new()),
         })
         .collect::<Result<_>>()?;
@@ -330,8 +362,14 @@ pub fn relayout(
         match &insn.operand {
             Operand::Branch(_) => {
                 let t = targets[i].first().copied().unwrap_or(0);
-                if matches!(insn.opcode, op::GOTO_W | op::JSR_W) || (wide[i] && matches!(insn.opcode, op::GOTO | op::JSR)) {
-                    out.push(if matches!(insn.opcode, op::GOTO | op::GOTO_W) { op::GOTO_W } else { op::JSR_W });
+                if matches!(insn.opcode, op::GOTO_W | op::JSR_W)
+                    || (wide[i] && matches!(insn.opcode, op::GOTO | op::JSR))
+                {
+                    out.push(if matches!(insn.opcode, op::GOTO | op::GOTO_W) {
+                        op::GOTO_W
+                    } else {
+                        op::JSR_W
+                    });
                     out.u4(rel(t, pc) as i32 as u32);
                 } else if wide[i] {
                     out.push(invert_condition(insn.opcode));
@@ -343,7 +381,9 @@ pub fn relayout(
                     out.u2(rel(t, pc) as i16 as u16);
                 }
             }
-            Operand::TableSwitch { low, targets: ts, .. } => {
+            Operand::TableSwitch {
+                low, targets: ts, ..
+            } => {
                 out.push(insn.opcode);
                 while out.len() % 4 != 0 {
                     out.push(0);
@@ -381,13 +421,22 @@ pub fn relayout(
     }
     debug_assert_eq!(out.len() as u32, layout.total);
 
-    let start_of = |off: u16| -> Result<u16> { Ok(layout.start[idx(&map, off as usize, "range boundary")?] as u16) };
+    let start_of = |off: u16| -> Result<u16> {
+        Ok(layout.start[idx(&map, off as usize, "range boundary")?] as u16)
+    };
     let pos = |p: Pos| -> Result<u16> { Ok(layout.pos(p, edit)? as u16) };
 
     // Exception table.
-    let mut exception_table = Vec::with_capacity(code.exception_table.len() + edit.handlers_first.len() + edit.handlers_last.len());
+    let mut exception_table = Vec::with_capacity(
+        code.exception_table.len() + edit.handlers_first.len() + edit.handlers_last.len(),
+    );
     let new_entry = |h: &NewHandler| -> Result<ExceptionEntry> {
-        Ok(ExceptionEntry { start_pc: pos(h.start)?, end_pc: pos(h.end)?, handler_pc: pos(h.handler)?, catch_type: h.catch_type })
+        Ok(ExceptionEntry {
+            start_pc: pos(h.start)?,
+            end_pc: pos(h.end)?,
+            handler_pc: pos(h.handler)?,
+            catch_type: h.catch_type,
+        })
     };
     for h in &edit.handlers_first {
         exception_table.push(new_entry(h)?);
@@ -446,27 +495,49 @@ pub fn relayout(
                     wrote_stackmap = true;
                     encode_frames(f, insns, edit, &map, &layout, &wide)?
                 }
-                None => return Err(Error::BadStackMap("StackMapTable without frame information")),
+                None => {
+                    return Err(Error::BadStackMap(
+                        "StackMapTable without frame information",
+                    ))
+                }
             },
             // Type annotations on code carry offsets into it; they are not visible to reflection and
             // are dropped rather than left pointing at the wrong instructions.
             b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => continue,
             _ => a.info.clone(),
         };
-        attributes.push(Attribute { name_index: a.name_index, info });
+        attributes.push(Attribute {
+            name_index: a.name_index,
+            info,
+        });
     }
     if !wrote_stackmap {
         if let Some(f) = frames.as_mut() {
             let body = encode_frames(f, insns, edit, &map, &layout, &wide)?;
             if body != [0, 0] {
-                attributes.push(Attribute { name_index: cp.add_utf8("StackMapTable")?, info: body });
+                attributes.push(Attribute {
+                    name_index: cp.add_utf8("StackMapTable")?,
+                    info: body,
+                });
             }
         }
     }
 
-    let max_stack = code.max_stack.checked_add(edit.extra_stack).ok_or(Error::TooLarge("max_stack"))?;
-    let max_locals = code.max_locals.checked_add(edit.extra_locals).ok_or(Error::TooLarge("max_locals"))?;
-    Ok(CodeAttribute { max_stack, max_locals, code: out, exception_table, attributes })
+    let max_stack = code
+        .max_stack
+        .checked_add(edit.extra_stack)
+        .ok_or(Error::TooLarge("max_stack"))?;
+    let max_locals = code
+        .max_locals
+        .checked_add(edit.extra_locals)
+        .ok_or(Error::TooLarge("max_locals"))?;
+    Ok(CodeAttribute {
+        max_stack,
+        max_locals,
+        code: out,
+        exception_table,
+        attributes,
+    })
 }
 
 fn encode_frames(
@@ -483,7 +554,12 @@ fn encode_frames(
         for t in out.iter_mut() {
             if let VType::Uninitialized(o) = *t {
                 let i = idx(map, o as usize, "uninitialized offset")?;
-                *t = VType::Uninitialized(*layout.at.get(i).ok_or(Error::BadStackMap("uninitialized offset"))?);
+                *t = VType::Uninitialized(
+                    *layout
+                        .at
+                        .get(i)
+                        .ok_or(Error::BadStackMap("uninitialized offset"))?,
+                );
             }
         }
         Ok(out)
@@ -496,17 +572,32 @@ fn encode_frames(
             return Err(Error::BadStackMap("frame at end of code"));
         }
         has_frame[i] = true;
-        out.push(Frame { offset: layout.start[i], locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+        out.push(Frame {
+            offset: layout.start[i],
+            locals: remap_all(&fr.locals)?,
+            stack: remap_all(&fr.stack)?,
+        });
     }
     for (i, insn) in insns.iter().enumerate() {
-        if wide[i] && insn.is_conditional_branch() && !(edit.after[i].is_empty() && has_frame.get(i + 1) == Some(&true)) {
+        if wide[i]
+            && insn.is_conditional_branch()
+            && !(edit.after[i].is_empty() && has_frame.get(i + 1) == Some(&true))
+        {
             let fr = (f.fallthrough)(i)?;
-            out.push(Frame { offset: layout.at[i] + 8, locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+            out.push(Frame {
+                offset: layout.at[i] + 8,
+                locals: remap_all(&fr.locals)?,
+                stack: remap_all(&fr.stack)?,
+            });
         }
     }
     for (k, b) in edit.blocks.iter().enumerate() {
         if let Some(fr) = &b.frame {
-            out.push(Frame { offset: layout.block[k], locals: remap_all(&fr.locals)?, stack: remap_all(&fr.stack)? });
+            out.push(Frame {
+                offset: layout.block[k],
+                locals: remap_all(&fr.locals)?,
+                stack: remap_all(&fr.stack)?,
+            });
         }
     }
     out.sort_by_key(|fr| fr.offset);
@@ -528,7 +619,13 @@ mod tests {
             code.extend_from_slice(&v.to_be_bytes());
         }
         code.extend_from_slice(&[0x04, op::IRETURN, 0x05, op::IRETURN]);
-        CodeAttribute { max_stack: 1, max_locals: 1, code, exception_table: Vec::new(), attributes: Vec::new() }
+        CodeAttribute {
+            max_stack: 1,
+            max_locals: 1,
+            code,
+            exception_table: Vec::new(),
+            attributes: Vec::new(),
+        }
     }
 
     #[test]
@@ -536,16 +633,26 @@ mod tests {
         let code = switch_code();
         let insns = decode(&code.code).unwrap();
         assert_eq!(insns.len(), 6);
-        let mut cp = crate::class_file::ClassFile::parse(&minimal_class()).unwrap().constant_pool;
+        let mut cp = crate::class_file::ClassFile::parse(&minimal_class())
+            .unwrap()
+            .constant_pool;
         for extra in 0..4usize {
             let mut edit = Edit::new(insns.len());
             edit.before[1] = vec![op::NOP; extra];
             edit.before[2] = vec![op::NOP; 2];
             let out = relayout(&code, &insns, &edit, &mut cp, None).unwrap();
             let d = decode(&out.code).unwrap();
-            let Operand::TableSwitch { default, targets, .. } = &d[1 + extra].operand else { panic!() };
+            let Operand::TableSwitch {
+                default, targets, ..
+            } = &d[1 + extra].operand
+            else {
+                panic!()
+            };
             // Targets point at the start of the inserted code before `iconst_1` / at `iconst_2`.
-            assert_eq!(out.code[targets[0] as usize..targets[0] as usize + 3], [op::NOP, op::NOP, 0x04]);
+            assert_eq!(
+                out.code[targets[0] as usize..targets[0] as usize + 3],
+                [op::NOP, op::NOP, 0x04]
+            );
             assert_eq!(out.code[*default as usize], 0x05);
         }
     }
@@ -563,12 +670,16 @@ mod tests {
         let insns = decode(&code.code).unwrap();
         let mut edit = Edit::new(insns.len());
         edit.before[2] = vec![op::NOP; 40000];
-        let mut cp = crate::class_file::ClassFile::parse(&minimal_class()).unwrap().constant_pool;
+        let mut cp = crate::class_file::ClassFile::parse(&minimal_class())
+            .unwrap()
+            .constant_pool;
         let out = relayout(&code, &insns, &edit, &mut cp, None).unwrap();
         assert_eq!(&out.code[1..4], &[op::IFEQ + 1, 0, 8]);
         assert_eq!(out.code[4], op::GOTO_W);
         let d = decode(&out.code).unwrap();
-        let Operand::Branch(t) = d[2].operand else { panic!() };
+        let Operand::Branch(t) = d[2].operand else {
+            panic!()
+        };
         assert_eq!(out.code[t as usize], 0x05);
         assert_eq!(out.code.len(), 8 + 5 + 40000);
     }

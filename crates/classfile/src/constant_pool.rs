@@ -134,7 +134,10 @@ impl ConstantPool {
                     let len = r.u2("utf8 length")?;
                     let pos = r.pos();
                     r.bytes(len as usize, "utf8 bytes")?;
-                    Constant::Utf8 { start: (pos - start) as u32, len }
+                    Constant::Utf8 {
+                        start: (pos - start) as u32,
+                        len,
+                    }
                 }
                 3 => Constant::Integer(r.u4("integer")? as i32),
                 4 => Constant::Float(r.u4("float")?),
@@ -158,14 +161,21 @@ impl ConstantPool {
             index += 1;
             if matches!(c, Constant::Long(_) | Constant::Double(_)) {
                 if index >= count {
-                    return Err(Error::BadConstant { index: index - 1, expected: "two-slot constant" });
+                    return Err(Error::BadConstant {
+                        index: index - 1,
+                        expected: "two-slot constant",
+                    });
                 }
                 entries.push(Constant::Unusable);
                 index += 1;
             }
         }
         let bytes = r.slice_at(start, r.pos() - start)?.to_vec();
-        Ok(ConstantPool { bytes, entries, lookup: None })
+        Ok(ConstantPool {
+            bytes,
+            entries,
+            lookup: None,
+        })
     }
 
     /// Number of slots (the `constant_pool_count` written to the class file).
@@ -183,7 +193,10 @@ impl ConstantPool {
     pub fn get(&self, index: u16) -> Result<Constant> {
         match self.entries.get(index as usize) {
             Some(c) if *c != Constant::Unusable => Ok(*c),
-            _ => Err(Error::BadConstant { index, expected: "constant" }),
+            _ => Err(Error::BadConstant {
+                index,
+                expected: "constant",
+            }),
         }
     }
 
@@ -192,9 +205,17 @@ impl ConstantPool {
         match self.entries.get(index as usize) {
             Some(Constant::Utf8 { start, len }) => {
                 let s = *start as usize;
-                self.bytes.get(s..s + *len as usize).ok_or(Error::BadConstant { index, expected: "Utf8" })
+                self.bytes
+                    .get(s..s + *len as usize)
+                    .ok_or(Error::BadConstant {
+                        index,
+                        expected: "Utf8",
+                    })
             }
-            _ => Err(Error::BadConstant { index, expected: "Utf8" }),
+            _ => Err(Error::BadConstant {
+                index,
+                expected: "Utf8",
+            }),
         }
     }
 
@@ -207,7 +228,10 @@ impl ConstantPool {
     pub fn class_name(&self, index: u16) -> Result<&[u8]> {
         match self.get(index) {
             Ok(Constant::Class(n)) => self.utf8(n),
-            _ => Err(Error::BadConstant { index, expected: "Class" }),
+            _ => Err(Error::BadConstant {
+                index,
+                expected: "Class",
+            }),
         }
     }
 
@@ -215,18 +239,32 @@ impl ConstantPool {
     pub fn name_and_type(&self, index: u16) -> Result<(&[u8], &[u8])> {
         match self.get(index) {
             Ok(Constant::NameAndType(n, d)) => Ok((self.utf8(n)?, self.utf8(d)?)),
-            _ => Err(Error::BadConstant { index, expected: "NameAndType" }),
+            _ => Err(Error::BadConstant {
+                index,
+                expected: "NameAndType",
+            }),
         }
     }
 
     /// A Fieldref, Methodref or InterfaceMethodref resolved to names.
     pub fn member_ref(&self, index: u16) -> Result<MemberRef<'_>> {
         match self.get(index) {
-            Ok(Constant::Fieldref(c, nt) | Constant::Methodref(c, nt) | Constant::InterfaceMethodref(c, nt)) => {
+            Ok(
+                Constant::Fieldref(c, nt)
+                | Constant::Methodref(c, nt)
+                | Constant::InterfaceMethodref(c, nt),
+            ) => {
                 let (name, descriptor) = self.name_and_type(nt)?;
-                Ok(MemberRef { owner: self.class_name(c)?, name, descriptor })
+                Ok(MemberRef {
+                    owner: self.class_name(c)?,
+                    name,
+                    descriptor,
+                })
             }
-            _ => Err(Error::BadConstant { index, expected: "member reference" }),
+            _ => Err(Error::BadConstant {
+                index,
+                expected: "member reference",
+            }),
         }
     }
 
@@ -271,7 +309,10 @@ impl ConstantPool {
                 return Some(i);
             }
         }
-        l.utf8_collisions.iter().copied().find(|&i| self.utf8(i).is_ok_and(|t| t == text))
+        l.utf8_collisions
+            .iter()
+            .copied()
+            .find(|&i| self.utf8(i).is_ok_and(|t| t == text))
     }
 
     fn find_other(&mut self, c: Constant) -> Option<u16> {
@@ -283,7 +324,11 @@ impl ConstantPool {
 
     /// Appends a serialized entry (no lookup).
     fn append(&mut self, c: Constant, body: &[u8]) -> Result<u16> {
-        let slots = if matches!(c, Constant::Long(_) | Constant::Double(_)) { 2 } else { 1 };
+        let slots = if matches!(c, Constant::Long(_) | Constant::Double(_)) {
+            2
+        } else {
+            1
+        };
         let index = self.entries.len();
         if index + slots > 0xFFFF {
             return Err(Error::ConstantPoolFull);
@@ -291,7 +336,10 @@ impl ConstantPool {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(body);
         let c = match c {
-            Constant::Utf8 { len, .. } => Constant::Utf8 { start: (start + 3) as u32, len },
+            Constant::Utf8 { len, .. } => Constant::Utf8 {
+                start: (start + 3) as u32,
+                len,
+            },
             other => other,
         };
         self.entries.push(c);
@@ -320,10 +368,14 @@ impl ConstantPool {
                 Constant::Utf8 { start, len } => {
                     let old = &self.bytes[start as usize..start as usize + len as usize];
                     let new = f(old).unwrap_or_else(|| old.to_vec());
-                    let len = u16::try_from(new.len()).map_err(|_| Error::TooLarge("Utf8 constant"))?;
+                    let len =
+                        u16::try_from(new.len()).map_err(|_| Error::TooLarge("Utf8 constant"))?;
                     bytes.u1(1);
                     bytes.u2(len);
-                    self.entries[i] = Constant::Utf8 { start: bytes.len() as u32, len };
+                    self.entries[i] = Constant::Utf8 {
+                        start: bytes.len() as u32,
+                        len,
+                    };
                     bytes.extend_from_slice(&new);
                 }
                 other => bytes.extend_from_slice(&serialize(other)?),
@@ -419,65 +471,76 @@ impl ConstantPool {
     }
 
     /// Finds or appends an InterfaceMethodref entry.
-    pub fn add_interface_method_ref(&mut self, owner: &str, name: &str, descriptor: &str) -> Result<u16> {
+    pub fn add_interface_method_ref(
+        &mut self,
+        owner: &str,
+        name: &str,
+        descriptor: &str,
+    ) -> Result<u16> {
         self.add_member(11, owner, name, descriptor)
     }
 }
 
 /// Serializes a non-Utf8 constant (tag and body).
 fn serialize(c: Constant) -> Result<Vec<u8>> {
-        let mut body = Vec::with_capacity(9);
-        match c {
-            Constant::Integer(v) => {
-                body.u1(3);
-                body.u4(v as u32);
-            }
-            Constant::Float(v) => {
-                body.u1(4);
-                body.u4(v);
-            }
-            Constant::Long(v) => {
-                body.u1(5);
-                body.extend_from_slice(&v.to_be_bytes());
-            }
-            Constant::Double(v) => {
-                body.u1(6);
-                body.extend_from_slice(&v.to_be_bytes());
-            }
-            Constant::Class(a) | Constant::String(a) | Constant::MethodType(a) | Constant::Module(a) | Constant::Package(a) => {
-                body.u1(match c {
-                    Constant::Class(_) => 7,
-                    Constant::String(_) => 8,
-                    Constant::MethodType(_) => 16,
-                    Constant::Module(_) => 19,
-                    _ => 20,
-                });
-                body.u2(a);
-            }
-            Constant::Fieldref(a, b)
-            | Constant::Methodref(a, b)
-            | Constant::InterfaceMethodref(a, b)
-            | Constant::NameAndType(a, b)
-            | Constant::Dynamic(a, b)
-            | Constant::InvokeDynamic(a, b) => {
-                body.u1(match c {
-                    Constant::Fieldref(..) => 9,
-                    Constant::Methodref(..) => 10,
-                    Constant::InterfaceMethodref(..) => 11,
-                    Constant::NameAndType(..) => 12,
-                    Constant::Dynamic(..) => 17,
-                    _ => 18,
-                });
-                body.u2(a);
-                body.u2(b);
-            }
-            Constant::MethodHandle(k, r) => {
-                body.u1(15);
-                body.u1(k);
-                body.u2(r);
-            }
-            Constant::Utf8 { .. } | Constant::Unusable => return Err(Error::Unsupported("serializing this constant kind")),
+    let mut body = Vec::with_capacity(9);
+    match c {
+        Constant::Integer(v) => {
+            body.u1(3);
+            body.u4(v as u32);
         }
+        Constant::Float(v) => {
+            body.u1(4);
+            body.u4(v);
+        }
+        Constant::Long(v) => {
+            body.u1(5);
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        Constant::Double(v) => {
+            body.u1(6);
+            body.extend_from_slice(&v.to_be_bytes());
+        }
+        Constant::Class(a)
+        | Constant::String(a)
+        | Constant::MethodType(a)
+        | Constant::Module(a)
+        | Constant::Package(a) => {
+            body.u1(match c {
+                Constant::Class(_) => 7,
+                Constant::String(_) => 8,
+                Constant::MethodType(_) => 16,
+                Constant::Module(_) => 19,
+                _ => 20,
+            });
+            body.u2(a);
+        }
+        Constant::Fieldref(a, b)
+        | Constant::Methodref(a, b)
+        | Constant::InterfaceMethodref(a, b)
+        | Constant::NameAndType(a, b)
+        | Constant::Dynamic(a, b)
+        | Constant::InvokeDynamic(a, b) => {
+            body.u1(match c {
+                Constant::Fieldref(..) => 9,
+                Constant::Methodref(..) => 10,
+                Constant::InterfaceMethodref(..) => 11,
+                Constant::NameAndType(..) => 12,
+                Constant::Dynamic(..) => 17,
+                _ => 18,
+            });
+            body.u2(a);
+            body.u2(b);
+        }
+        Constant::MethodHandle(k, r) => {
+            body.u1(15);
+            body.u1(k);
+            body.u2(r);
+        }
+        Constant::Utf8 { .. } | Constant::Unusable => {
+            return Err(Error::Unsupported("serializing this constant kind"))
+        }
+    }
     Ok(body)
 }
 
@@ -519,7 +582,12 @@ pub fn decode_modified_utf8(bytes: &[u8]) -> Cow<'_, str> {
         } else if b & 0xE0 == 0xC0 && i + 1 < bytes.len() {
             (((b as u16 & 0x1F) << 6) | (bytes[i + 1] as u16 & 0x3F), 2)
         } else if b & 0xF0 == 0xE0 && i + 2 < bytes.len() {
-            (((b as u16 & 0x0F) << 12) | ((bytes[i + 1] as u16 & 0x3F) << 6) | (bytes[i + 2] as u16 & 0x3F), 3)
+            (
+                ((b as u16 & 0x0F) << 12)
+                    | ((bytes[i + 1] as u16 & 0x3F) << 6)
+                    | (bytes[i + 2] as u16 & 0x3F),
+                3,
+            )
         } else {
             (0xFFFD, 1)
         };
@@ -545,14 +613,30 @@ mod tests {
     #[test]
     fn appends_without_renumbering_and_finds_existing() {
         // #1 Utf8 "java/lang/Object", #2 Class #1, #3-4 Long 5
-        let mut cp = pool(5, &[b"\x01\x00\x10java/lang/Object", b"\x07\x00\x01", b"\x05\x00\x00\x00\x00\x00\x00\x00\x05"]);
+        let mut cp = pool(
+            5,
+            &[
+                b"\x01\x00\x10java/lang/Object",
+                b"\x07\x00\x01",
+                b"\x05\x00\x00\x00\x00\x00\x00\x00\x05",
+            ],
+        );
         assert_eq!(cp.count(), 5);
         assert_eq!(cp.add_class("java/lang/Object").unwrap(), 2);
         assert_eq!(cp.add_long(5).unwrap(), 3);
-        let m = cp.add_method_ref("java/lang/Object", "hashCode", "()I").unwrap();
-        assert_eq!(m, cp.add_method_ref("java/lang/Object", "hashCode", "()I").unwrap());
+        let m = cp
+            .add_method_ref("java/lang/Object", "hashCode", "()I")
+            .unwrap();
+        assert_eq!(
+            m,
+            cp.add_method_ref("java/lang/Object", "hashCode", "()I")
+                .unwrap()
+        );
         let r = cp.member_ref(m).unwrap();
-        assert_eq!((r.owner, r.name, r.descriptor), (&b"java/lang/Object"[..], &b"hashCode"[..], &b"()I"[..]));
+        assert_eq!(
+            (r.owner, r.name, r.descriptor),
+            (&b"java/lang/Object"[..], &b"hashCode"[..], &b"()I"[..])
+        );
         assert_eq!(cp.add_long(6).unwrap() + 2, cp.count());
         assert!(matches!(cp.get(4), Err(Error::BadConstant { .. })));
         let mut out = Vec::new();
@@ -574,8 +658,14 @@ mod tests {
     #[test]
     fn rejects_bad_tags_and_truncation() {
         let mut raw = vec![0, 2, 99];
-        assert!(matches!(ConstantPool::parse(&mut Reader::new(&raw)), Err(Error::BadConstantTag { tag: 99, index: 1 })));
+        assert!(matches!(
+            ConstantPool::parse(&mut Reader::new(&raw)),
+            Err(Error::BadConstantTag { tag: 99, index: 1 })
+        ));
         raw = vec![0, 2, 1, 0, 5, b'a'];
-        assert!(matches!(ConstantPool::parse(&mut Reader::new(&raw)), Err(Error::Truncated { .. })));
+        assert!(matches!(
+            ConstantPool::parse(&mut Reader::new(&raw)),
+            Err(Error::Truncated { .. })
+        ));
     }
 }

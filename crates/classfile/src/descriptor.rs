@@ -74,7 +74,11 @@ pub fn parse_field_type<'a>(d: &'a [u8], pos: &mut usize) -> Result<FieldType<'a
         b'Z' => FieldType::Boolean,
         b'V' => FieldType::Void,
         b'L' => {
-            let end = d[start..].iter().position(|&b| b == b';').ok_or_else(|| bad(d))? + start;
+            let end = d[start..]
+                .iter()
+                .position(|&b| b == b';')
+                .ok_or_else(|| bad(d))?
+                + start;
             *pos = end + 1;
             if end == start + 1 {
                 return Err(bad(d));

@@ -26,7 +26,11 @@ struct Snippet {
 
 impl Snippet {
     fn new(depth: i32) -> Self {
-        Snippet { code: Vec::with_capacity(48), depth, peak: depth }
+        Snippet {
+            code: Vec::with_capacity(48),
+            depth,
+            peak: depth,
+        }
     }
 
     fn emit(&mut self, bytes: &[u8], delta: i32) {
@@ -74,7 +78,10 @@ impl Snippet {
             FieldType::Double => ("java/lang/Double", "(D)Ljava/lang/Double;"),
             _ => return Ok(()),
         };
-        let k = b"BCDFIJSZ".iter().position(|&c| Some(c) == t.primitive_char()).unwrap_or(0);
+        let k = b"BCDFIJSZ"
+            .iter()
+            .position(|&c| Some(c) == t.primitive_char())
+            .unwrap_or(0);
         let slot = &mut refs.boxing[k];
         let m = match *slot {
             Some(m) => m,
@@ -85,7 +92,13 @@ impl Snippet {
     }
 
     /// Copies the value of type `t` on top of the stack, boxed, into local `slot`.
-    fn capture(&mut self, cp: &mut ConstantPool, refs: &mut Refs, t: FieldType<'_>, slot: u16) -> Result<()> {
+    fn capture(
+        &mut self,
+        cp: &mut ConstantPool,
+        refs: &mut Refs,
+        t: FieldType<'_>,
+        slot: u16,
+    ) -> Result<()> {
         if t.slots() == 2 {
             self.emit(&[op::DUP2], 2);
         } else {
@@ -108,10 +121,21 @@ pub(crate) struct Refs {
 impl Refs {
     /// An empty cache for a plan with `probes` probes.
     pub(crate) fn new(probes: usize) -> Self {
-        Refs { probes: vec![None; probes], boxing: [None; 8], object: None, throwable: None }
+        Refs {
+            probes: vec![None; probes],
+            boxing: [None; 8],
+            object: None,
+            throwable: None,
+        }
     }
 
-    fn probe(&mut self, cp: &mut ConstantPool, runtime_class: &str, pi: usize, probe: &Probe) -> Result<u16> {
+    fn probe(
+        &mut self,
+        cp: &mut ConstantPool,
+        runtime_class: &str,
+        pi: usize,
+        probe: &Probe,
+    ) -> Result<u16> {
         if let Some(Some(m)) = self.probes.get(pi) {
             return Ok(*m);
         }
@@ -183,7 +207,15 @@ struct Method<'a> {
 
 impl Method<'_> {
     /// Emits the call of `probe` with values as available at `site`.
-    fn call(&self, cp: &mut ConstantPool, refs: &mut Refs, s: &mut Snippet, pi: usize, probe: &Probe, site: &Site) -> Result<()> {
+    fn call(
+        &self,
+        cp: &mut ConstantPool,
+        refs: &mut Refs,
+        s: &mut Snippet,
+        pi: usize,
+        probe: &Probe,
+        site: &Site,
+    ) -> Result<()> {
         for &v in &probe.values {
             match v {
                 Value::MethodId => s.int(cp, self.method_id)?,
@@ -209,7 +241,11 @@ impl Method<'_> {
             }
         }
         let m = refs.probe(cp, self.runtime_class, pi, probe)?;
-        s.cp_insn(op::INVOKESTATIC, m, -(probe.values.iter().map(|_| 1).sum::<i32>()));
+        s.cp_insn(
+            op::INVOKESTATIC,
+            m,
+            -(probe.values.iter().map(|_| 1).sum::<i32>()),
+        );
         Ok(())
     }
 }
@@ -223,9 +259,14 @@ fn params_intact(state: &State, is_static: bool, params: &[FieldType<'_>]) -> bo
     let mut slot = if is_static { 0 } else { 1 };
     for &p in params {
         let ok = match (p, state.locals.get(slot)) {
-            (FieldType::Long, Some(VType::Long)) | (FieldType::Double, Some(VType::Double)) | (FieldType::Float, Some(VType::Float)) => true,
+            (FieldType::Long, Some(VType::Long))
+            | (FieldType::Double, Some(VType::Double))
+            | (FieldType::Float, Some(VType::Float)) => true,
             (FieldType::Reference(_), Some(VType::Object(_) | VType::Null)) => true,
-            (FieldType::Long | FieldType::Double | FieldType::Float | FieldType::Reference(_), _) => false,
+            (
+                FieldType::Long | FieldType::Double | FieldType::Float | FieldType::Reference(_),
+                _,
+            ) => false,
             (_, Some(VType::Integer)) => true,
             _ => false,
         };
@@ -238,7 +279,9 @@ fn params_intact(state: &State, is_static: bool, params: &[FieldType<'_>]) -> bo
 }
 
 fn has_uninitialized(s: &State) -> bool {
-    s.locals.iter().any(|t| matches!(t, VType::Uninitialized(_) | VType::UninitializedThis))
+    s.locals
+        .iter()
+        .any(|t| matches!(t, VType::Uninitialized(_) | VType::UninitializedThis))
 }
 
 /// `locals` without trailing `Top`s (keeping the second half of a trailing long/double).
@@ -268,12 +311,19 @@ pub(crate) fn instrument_method(
     refs: &mut Refs,
     registry: &mut Registry,
 ) -> Result<bool> {
-    let Some(code_pos) = cf.methods[mi].attributes.iter().position(|a| cf.constant_pool.utf8(a.name_index).is_ok_and(|n| n == b"Code")) else {
+    let Some(code_pos) = cf.methods[mi].attributes.iter().position(|a| {
+        cf.constant_pool
+            .utf8(a.name_index)
+            .is_ok_and(|n| n == b"Code")
+    }) else {
         return Ok(false);
     };
     let code = CodeAttribute::parse(&cf.methods[mi].attributes[code_pos].info)?;
     let insns = instruction::decode(&code.code)?;
-    if insns.iter().any(|i| matches!(i.opcode, op::JSR | op::JSR_W | op::RET)) {
+    if insns
+        .iter()
+        .any(|i| matches!(i.opcode, op::JSR | op::JSR_W | op::RET))
+    {
         return Err(Error::Unsupported("jsr/ret subroutines"));
     }
     let cp = &mut cf.constant_pool;
@@ -283,8 +333,19 @@ pub(crate) fn instrument_method(
     let md = parse_method_descriptor(desc.as_bytes())?;
     let n = insns.len();
 
-    let initial = typeflow::initial_locals(cp, cf.this_class, is_static, is_init, desc.as_bytes(), code.max_locals)?;
-    let frames: Vec<Frame> = match code.attributes.iter().find(|a| cp.utf8(a.name_index).is_ok_and(|n| n == b"StackMapTable")) {
+    let initial = typeflow::initial_locals(
+        cp,
+        cf.this_class,
+        is_static,
+        is_init,
+        desc.as_bytes(),
+        code.max_locals,
+    )?;
+    let frames: Vec<Frame> = match code
+        .attributes
+        .iter()
+        .find(|a| cp.utf8(a.name_index).is_ok_and(|n| n == b"StackMapTable"))
+    {
         Some(a) if with_frames => stackmap::decode(&a.info, &initial)?,
         _ => Vec::new(),
     };
@@ -293,7 +354,8 @@ pub(crate) fn instrument_method(
     let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
     let mut want = vec![false; n];
     for (i, insn) in insns.iter().enumerate() {
-        want[i] = uninit_this || matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
+        want[i] = uninit_this
+            || matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
     }
     let info = MethodInfo {
         this_class: cf.this_class,
@@ -307,7 +369,13 @@ pub(crate) fn instrument_method(
     let states = typeflow::states(cp, &info, &want)?;
 
     let method_id = registry.add_method(class_name, name, desc);
-    let m = Method { method_id, is_static, params: md.params.clone(), stash: code.max_locals, runtime_class };
+    let m = Method {
+        method_id,
+        is_static,
+        params: md.params.clone(),
+        stash: code.max_locals,
+        runtime_class,
+    };
     let mut edit = Edit::new(n);
     let mut peak = 0i32;
     let mut used_stash = false;
@@ -317,8 +385,11 @@ pub(crate) fn instrument_method(
     let covered: Vec<(usize, usize)> = if uninit_this {
         let mut v = Vec::new();
         let mut run: Option<usize> = None;
-        for i in 0..=n {
-            let ok = i < n && states[i].as_ref().is_some_and(|s| !s.locals.contains(&VType::UninitializedThis));
+        let ends = states.iter().map(Some).chain(std::iter::once(None));
+        for (i, st) in ends.enumerate() {
+            let ok = st.is_some_and(|s| {
+                s.as_ref().is_some_and(|s| !s.locals.contains(&VType::UninitializedThis))
+            });
             match (ok, run) {
                 (true, None) => run = Some(i),
                 (false, Some(r)) => {
@@ -340,10 +411,20 @@ pub(crate) fn instrument_method(
     let mut call_sites: std::collections::HashMap<usize, i32> = std::collections::HashMap::new();
     let mut call_blocks: Vec<(usize, usize)> = Vec::new();
     for &(pi, probe) in probes {
-        let plain = Site { site_id: -1, line: -1, this_ok: false, args_ok: false, stashed: None };
+        let plain = Site {
+            site_id: -1,
+            line: -1,
+            this_ok: false,
+            args_ok: false,
+            stashed: None,
+        };
         match &probe.point {
             Point::Entry => {
-                let site = Site { this_ok: !is_static && !is_init, args_ok: true, ..plain };
+                let site = Site {
+                    this_ok: !is_static && !is_init,
+                    args_ok: true,
+                    ..plain
+                };
                 let mut s = Snippet::new(0);
                 m.call(cp, refs, &mut s, pi, probe, &site)?;
                 finish(s, &mut edit.prologue, &mut peak);
@@ -357,12 +438,16 @@ pub(crate) fn instrument_method(
                     let mut s = Snippet::new(0);
                     let mut site = Site {
                         site_id: -1,
-                        this_ok: !is_static && st.map_or(!is_init, |s| matches!(s.locals.first(), Some(VType::Object(_)))),
+                        this_ok: !is_static
+                            && st.map_or(!is_init, |s| {
+                                matches!(s.locals.first(), Some(VType::Object(_)))
+                            }),
                         args_ok: st.is_some_and(|s| params_intact(s, is_static, &m.params)),
                         ..plain
                     };
                     if wants(probe, Value::SiteId) {
-                        site.site_id = registry.add_site(method_id, insn.offset, "return", String::new());
+                        site.site_id =
+                            registry.add_site(method_id, insn.offset, "return", String::new());
                     }
                     if md.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
                         s.capture(cp, refs, md.ret, m.stash)?;
@@ -379,30 +464,64 @@ pub(crate) fn instrument_method(
                 }
                 let mut s = Snippet::new(1);
                 let throwable = refs.throwable(cp)?;
-                s.capture(cp, refs, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
+                s.capture(
+                    cp,
+                    refs,
+                    FieldType::Reference(b"java/lang/Throwable"),
+                    m.stash,
+                )?;
                 used_stash = true;
-                m.call(cp, refs, &mut s, pi, probe, &Site { stashed: Some(Value::Thrown), ..plain })?;
+                m.call(
+                    cp,
+                    refs,
+                    &mut s,
+                    pi,
+                    probe,
+                    &Site {
+                        stashed: Some(Value::Thrown),
+                        ..plain
+                    },
+                )?;
                 s.emit(&[op::ATHROW], -1);
                 peak = peak.max(s.peak);
-                let frame = with_frames.then(|| Frame { offset: 0, locals: Vec::new(), stack: vec![VType::Object(throwable)] });
-                edit.blocks.push(Block { code: s.code, frame });
+                let frame = with_frames.then(|| Frame {
+                    offset: 0,
+                    locals: Vec::new(),
+                    stack: vec![VType::Object(throwable)],
+                });
+                edit.blocks.push(Block {
+                    code: s.code,
+                    frame,
+                });
                 let k = edit.blocks.len() - 1;
                 for &(a, b) in &covered {
-                    edit.handlers_last.push(NewHandler { start: Pos::Start(a), end: Pos::Start(b), handler: Pos::Block(k), catch_type: 0 });
+                    edit.handlers_last.push(NewHandler {
+                        start: Pos::Start(a),
+                        end: Pos::Start(b),
+                        handler: Pos::Block(k),
+                        catch_type: 0,
+                    });
                 }
                 exit_block.get_or_insert(k);
             }
             Point::BeforeCall(filter) | Point::AfterCall(filter) => {
                 let after = matches!(probe.point, Point::AfterCall(_));
                 for (i, insn) in insns.iter().enumerate() {
-                    let Some((owner, mname, mdesc)) = call_target(cp, insn)? else { continue };
+                    let Some((owner, mname, mdesc)) = call_target(cp, insn)? else {
+                        continue;
+                    };
                     if !filter.matches(&owner, &mname, &mdesc) {
                         continue;
                     }
                     let site_id = match call_sites.get(&i) {
                         Some(&id) => id,
                         None => {
-                            let id = registry.add_site(method_id, insn.offset, "call", format!("{owner}.{mname}{mdesc}"));
+                            let id = registry.add_site(
+                                method_id,
+                                insn.offset,
+                                "call",
+                                format!("{owner}.{mname}{mdesc}"),
+                            );
                             call_sites.insert(i, id);
                             id
                         }
@@ -425,28 +544,63 @@ pub(crate) fn instrument_method(
                     m.call(cp, refs, &mut s, pi, probe, &normal)?;
                     finish(s, &mut edit.after[i], &mut peak);
                     // The call's own exceptions: a handler covering just the call, rethrowing.
-                    let Some(st) = states[i].as_ref() else { continue };
+                    let Some(st) = states[i].as_ref() else {
+                        continue;
+                    };
                     if has_uninitialized(st) {
                         continue;
                     }
                     let throwable = refs.throwable(cp)?;
                     let mut s = Snippet::new(1);
-                    s.capture(cp, refs, FieldType::Reference(b"java/lang/Throwable"), m.stash)?;
-                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::Thrown), ..plain })?;
+                    s.capture(
+                        cp,
+                        refs,
+                        FieldType::Reference(b"java/lang/Throwable"),
+                        m.stash,
+                    )?;
+                    m.call(
+                        cp,
+                        refs,
+                        &mut s,
+                        pi,
+                        probe,
+                        &Site {
+                            site_id,
+                            stashed: Some(Value::Thrown),
+                            ..plain
+                        },
+                    )?;
                     s.emit(&[op::ATHROW], -1);
                     peak = peak.max(s.peak);
-                    let frame = with_frames.then(|| Frame { offset: 0, locals: trimmed(&st.locals), stack: vec![VType::Object(throwable)] });
-                    edit.blocks.push(Block { code: s.code, frame });
+                    let frame = with_frames.then(|| Frame {
+                        offset: 0,
+                        locals: trimmed(&st.locals),
+                        stack: vec![VType::Object(throwable)],
+                    });
+                    edit.blocks.push(Block {
+                        code: s.code,
+                        frame,
+                    });
                     let k = edit.blocks.len() - 1;
-                    edit.handlers_first.push(NewHandler { start: Pos::Insn(i), end: Pos::AfterInsn(i), handler: Pos::Block(k), catch_type: 0 });
+                    edit.handlers_first.push(NewHandler {
+                        start: Pos::Insn(i),
+                        end: Pos::AfterInsn(i),
+                        handler: Pos::Block(k),
+                        catch_type: 0,
+                    });
                     call_blocks.push((i, k));
                 }
             }
             Point::Allocation => {
                 for (i, insn) in insns.iter().enumerate() {
                     let (at, detail) = match insn.opcode {
-                        op::NEWARRAY | op::ANEWARRAY | op::MULTIANEWARRAY => (Some(i), alloc_detail(cp, insn)),
-                        op::NEW => (constructor_call(cp, &insns, i, &states)?, alloc_detail(cp, insn)),
+                        op::NEWARRAY | op::ANEWARRAY | op::MULTIANEWARRAY => {
+                            (Some(i), alloc_detail(cp, insn))
+                        }
+                        op::NEW => (
+                            constructor_call(cp, &insns, i, &states)?,
+                            alloc_detail(cp, insn),
+                        ),
                         _ => continue,
                     };
                     let Some(j) = at else { continue };
@@ -454,22 +608,52 @@ pub(crate) fn instrument_method(
                     let mut s = Snippet::new(0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
-                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::NewObject), ..plain })?;
+                    m.call(
+                        cp,
+                        refs,
+                        &mut s,
+                        pi,
+                        probe,
+                        &Site {
+                            site_id,
+                            stashed: Some(Value::NewObject),
+                            ..plain
+                        },
+                    )?;
                     finish(s, &mut edit.after[j], &mut peak);
                 }
             }
             Point::MonitorEnter | Point::MonitorExit => {
-                let opcode = if probe.point == Point::MonitorEnter { op::MONITORENTER } else { op::MONITOREXIT };
+                let opcode = if probe.point == Point::MonitorEnter {
+                    op::MONITORENTER
+                } else {
+                    op::MONITOREXIT
+                };
                 for (i, insn) in insns.iter().enumerate() {
                     if insn.opcode != opcode {
                         continue;
                     }
-                    let kind = if opcode == op::MONITORENTER { "monitorenter" } else { "monitorexit" };
+                    let kind = if opcode == op::MONITORENTER {
+                        "monitorenter"
+                    } else {
+                        "monitorexit"
+                    };
                     let site_id = registry.add_site(method_id, insn.offset, kind, String::new());
                     let mut s = Snippet::new(0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
-                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::Lock), ..plain })?;
+                    m.call(
+                        cp,
+                        refs,
+                        &mut s,
+                        pi,
+                        probe,
+                        &Site {
+                            site_id,
+                            stashed: Some(Value::Lock),
+                            ..plain
+                        },
+                    )?;
                     finish(s, &mut edit.before[i], &mut peak);
                 }
             }
@@ -481,7 +665,9 @@ pub(crate) fn instrument_method(
                     if !(read && is_read || !read && is_write) {
                         continue;
                     }
-                    let Operand::Cp(c) = insn.operand else { continue };
+                    let Operand::Cp(c) = insn.operand else {
+                        continue;
+                    };
                     let r = cp.member_ref(c)?;
                     let (owner, fname, fdesc) = (
                         String::from_utf8_lossy(r.owner).into_owned(),
@@ -493,27 +679,63 @@ pub(crate) fn instrument_method(
                     }
                     let t = parse_field_descriptor(&fdesc)?;
                     let kind = if read { "field-read" } else { "field-write" };
-                    let site_id = registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
+                    let site_id =
+                        registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
                     let mut s = Snippet::new(0);
                     s.capture(cp, refs, t, m.stash)?;
                     used_stash = true;
-                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, stashed: Some(Value::FieldValue), ..plain })?;
-                    finish(s, if read { &mut edit.after[i] } else { &mut edit.before[i] }, &mut peak);
+                    m.call(
+                        cp,
+                        refs,
+                        &mut s,
+                        pi,
+                        probe,
+                        &Site {
+                            site_id,
+                            stashed: Some(Value::FieldValue),
+                            ..plain
+                        },
+                    )?;
+                    finish(
+                        s,
+                        if read {
+                            &mut edit.after[i]
+                        } else {
+                            &mut edit.before[i]
+                        },
+                        &mut peak,
+                    );
                 }
             }
             Point::Line => {
                 for (i, line) in at_line.iter().enumerate() {
                     let Some(line) = *line else { continue };
-                    let site_id = registry.add_site(method_id, insns[i].offset, "line", String::new());
+                    let site_id =
+                        registry.add_site(method_id, insns[i].offset, "line", String::new());
                     let mut s = Snippet::new(0);
-                    m.call(cp, refs, &mut s, pi, probe, &Site { site_id, line: line as i32, ..plain })?;
+                    m.call(
+                        cp,
+                        refs,
+                        &mut s,
+                        pi,
+                        probe,
+                        &Site {
+                            site_id,
+                            line: line as i32,
+                            ..plain
+                        },
+                    )?;
                     finish(s, &mut edit.before[i], &mut peak);
                 }
             }
         }
     }
     // The code of the call-site handlers must stay covered by whatever covered the call.
-    let offsets = if call_blocks.is_empty() { Vec::new() } else { crate::code::offset_index(&insns, code.code.len()) };
+    let offsets = if call_blocks.is_empty() {
+        Vec::new()
+    } else {
+        crate::code::offset_index(&insns, code.code.len())
+    };
     for &(i, k) in &call_blocks {
         let off = insns[i].offset;
         for e in &code.exception_table {
@@ -523,12 +745,22 @@ pub(crate) fn instrument_method(
                     .copied()
                     .filter(|&h| (h as usize) < n)
                     .ok_or(Error::BadAttribute("exception handler offset"))?;
-                edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Start(h as usize), catch_type: e.catch_type });
+                edit.handlers_last.push(NewHandler {
+                    start: Pos::Block(k),
+                    end: Pos::BlockEnd(k),
+                    handler: Pos::Start(h as usize),
+                    catch_type: e.catch_type,
+                });
             }
         }
         if let Some(x) = exit_block {
             if is_covered(i) {
-                edit.handlers_last.push(NewHandler { start: Pos::Block(k), end: Pos::BlockEnd(k), handler: Pos::Block(x), catch_type: 0 });
+                edit.handlers_last.push(NewHandler {
+                    start: Pos::Block(k),
+                    end: Pos::BlockEnd(k),
+                    handler: Pos::Block(x),
+                    catch_type: 0,
+                });
             }
         }
     }
@@ -540,9 +772,23 @@ pub(crate) fn instrument_method(
 
     // States after conditional branches, for frames at branches that get widened.
     let inserted: usize = edit.prologue.len()
-        + edit.before.iter().chain(&edit.after).map(Vec::len).sum::<usize>()
+        + edit
+            .before
+            .iter()
+            .chain(&edit.after)
+            .map(Vec::len)
+            .sum::<usize>()
         + edit.blocks.iter().map(|b| b.code.len()).sum::<usize>();
-    let growth: usize = insns.iter().map(|x| if x.is_conditional_branch() || x.opcode == op::GOTO { 5 } else { 3 }).sum();
+    let growth: usize = insns
+        .iter()
+        .map(|x| {
+            if x.is_conditional_branch() || x.opcode == op::GOTO {
+                5
+            } else {
+                3
+            }
+        })
+        .sum();
     let ft_states = if with_frames && code.code.len() + inserted + growth > 32767 {
         let mask: Vec<bool> = insns.iter().map(|x| x.is_conditional_branch()).collect();
         typeflow::states(cp, &info, &mask)?
@@ -550,13 +796,29 @@ pub(crate) fn instrument_method(
         Vec::new()
     };
     let mut fallthrough = |i: usize| -> Result<Frame> {
-        let st = ft_states.get(i).cloned().flatten().ok_or(Error::BadStackMap("no state at a widened branch"))?;
-        let pops = if matches!(insns[i].opcode, 0x9f..=0xa6) { 2 } else { 1 };
+        let st = ft_states
+            .get(i)
+            .cloned()
+            .flatten()
+            .ok_or(Error::BadStackMap("no state at a widened branch"))?;
+        let pops = if matches!(insns[i].opcode, 0x9f..=0xa6) {
+            2
+        } else {
+            1
+        };
         let mut stack = st.stack;
         stack.truncate(stack.len().saturating_sub(pops));
-        Ok(Frame { offset: 0, locals: trimmed(&st.locals), stack })
+        Ok(Frame {
+            offset: 0,
+            locals: trimmed(&st.locals),
+            stack,
+        })
     };
-    let frames_arg = with_frames.then(|| Frames { initial_locals: &initial, frames: &frames, fallthrough: &mut fallthrough });
+    let frames_arg = with_frames.then(|| Frames {
+        initial_locals: &initial,
+        frames: &frames,
+        fallthrough: &mut fallthrough,
+    });
     let new_code = relayout(&code, &insns, &edit, cp, frames_arg)?;
     cf.methods[mi].attributes[code_pos].info = new_code.write();
     Ok(true)
@@ -571,9 +833,17 @@ fn finish(s: Snippet, dest: &mut Vec<u8>, peak: &mut i32) {
     }
 }
 
+/// Owner, name and descriptor of a called method.
+type CallTarget<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>);
+
 /// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
-fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<(Cow<'a, str>, Cow<'a, str>, Cow<'a, str>)>> {
-    let Operand::Cp(c) = insn.operand else { return Ok(None) };
+fn call_target<'a>(
+    cp: &'a ConstantPool,
+    insn: &Insn,
+) -> Result<Option<CallTarget<'a>>> {
+    let Operand::Cp(c) = insn.operand else {
+        return Ok(None);
+    };
     let lossy = String::from_utf8_lossy;
     match insn.opcode {
         op::INVOKEVIRTUAL..=op::INVOKEINTERFACE => {
@@ -585,7 +855,10 @@ fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<(Cow<'a, 
                 let (n, d) = cp.name_and_type(nt)?;
                 Ok(Some((Cow::Borrowed(""), lossy(n), lossy(d))))
             }
-            _ => Err(Error::BadConstant { index: c, expected: "InvokeDynamic" }),
+            _ => Err(Error::BadConstant {
+                index: c,
+                expected: "InvokeDynamic",
+            }),
         },
         _ => Ok(None),
     }
@@ -593,9 +866,10 @@ fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<(Cow<'a, 
 
 fn alloc_detail(cp: &ConstantPool, insn: &Insn) -> String {
     match insn.operand {
-        Operand::Cp(c) | Operand::MultiANewArray(c, _) => {
-            cp.class_name(c).map(|n| String::from_utf8_lossy(n).into_owned()).unwrap_or_default()
-        }
+        Operand::Cp(c) | Operand::MultiANewArray(c, _) => cp
+            .class_name(c)
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .unwrap_or_default(),
         Operand::NewArray(t) => format!("newarray {t}"),
         _ => String::new(),
     }
@@ -603,14 +877,23 @@ fn alloc_detail(cp: &ConstantPool, insn: &Insn) -> String {
 
 /// The `invokespecial <init>` initializing the object created by `new` at instruction `i`, when a
 /// copy of the object stays on the stack after it (the usual `new; dup; …; invokespecial`).
-fn constructor_call(cp: &ConstantPool, insns: &[Insn], i: usize, states: &[Option<State>]) -> Result<Option<usize>> {
+fn constructor_call(
+    cp: &ConstantPool,
+    insns: &[Insn],
+    i: usize,
+    states: &[Option<State>],
+) -> Result<Option<usize>> {
     let target = VType::Uninitialized(insns[i].offset);
     for (j, insn) in insns.iter().enumerate().skip(i + 1) {
         if insn.opcode != op::INVOKESPECIAL {
             continue;
         }
-        let Some(st) = states[j].as_ref() else { continue };
-        let Operand::Cp(c) = insn.operand else { continue };
+        let Some(st) = states[j].as_ref() else {
+            continue;
+        };
+        let Operand::Cp(c) = insn.operand else {
+            continue;
+        };
         let r = cp.member_ref(c)?;
         if r.name != b"<init>" {
             continue;
@@ -625,7 +908,11 @@ fn constructor_call(cp: &ConstantPool, insns: &[Insn], i: usize, states: &[Optio
 }
 
 /// For each instruction, the line that starts there (first LineNumberTable entry).
-fn line_starts(cp: &ConstantPool, code: &CodeAttribute, insns: &[Insn]) -> Result<Vec<Option<u16>>> {
+fn line_starts(
+    cp: &ConstantPool,
+    code: &CodeAttribute,
+    insns: &[Insn],
+) -> Result<Vec<Option<u16>>> {
     let mut v = vec![None; insns.len()];
     let map = crate::code::offset_index(insns, code.code.len());
     for a in &code.attributes {
@@ -633,9 +920,13 @@ fn line_starts(cp: &ConstantPool, code: &CodeAttribute, insns: &[Insn]) -> Resul
             continue;
         }
         let info = &a.info;
-        let k = info.get(..2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]])) as usize;
+        let k = info
+            .get(..2)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]])) as usize;
         for e in 0..k {
-            let Some(b) = info.get(2 + 4 * e..6 + 4 * e) else { return Err(Error::BadAttribute("LineNumberTable")) };
+            let Some(b) = info.get(2 + 4 * e..6 + 4 * e) else {
+                return Err(Error::BadAttribute("LineNumberTable"));
+            };
             let pc = u16::from_be_bytes([b[0], b[1]]) as usize;
             let line = u16::from_be_bytes([b[2], b[3]]);
             match map.get(pc) {

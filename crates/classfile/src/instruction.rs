@@ -130,7 +130,9 @@ impl Insn {
     pub fn targets(&self) -> Vec<u32> {
         match &self.operand {
             Operand::Branch(t) => vec![*t],
-            Operand::TableSwitch { default, targets, .. } => {
+            Operand::TableSwitch {
+                default, targets, ..
+            } => {
                 let mut v = targets.clone();
                 v.push(*default);
                 v
@@ -148,13 +150,22 @@ impl Insn {
     pub fn is_unconditional(&self) -> bool {
         matches!(
             self.opcode,
-            op::GOTO | op::GOTO_W | op::TABLESWITCH | op::LOOKUPSWITCH | op::ATHROW | op::RET | op::IRETURN..=op::RETURN
+            op::GOTO
+                | op::GOTO_W
+                | op::TABLESWITCH
+                | op::LOOKUPSWITCH
+                | op::ATHROW
+                | op::RET
+                | op::IRETURN..=op::RETURN
         )
     }
 
     /// True for `if*` instructions (conditional two-way branches).
     pub fn is_conditional_branch(&self) -> bool {
-        matches!(self.opcode, op::IFEQ..=op::IF_ACMPNE | op::IFNULL | op::IFNONNULL)
+        matches!(
+            self.opcode,
+            op::IFEQ..=op::IF_ACMPNE | op::IFNULL | op::IFNONNULL
+        )
     }
 }
 
@@ -167,15 +178,39 @@ fn be_u16(code: &[u8], at: usize) -> Option<u16> {
 }
 
 fn be_i32(code: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_be_bytes([*code.get(at)?, *code.get(at + 1)?, *code.get(at + 2)?, *code.get(at + 3)?]))
+    Some(i32::from_be_bytes([
+        *code.get(at)?,
+        *code.get(at + 1)?,
+        *code.get(at + 2)?,
+        *code.get(at + 3)?,
+    ]))
 }
 
 /// Length of the instruction at `pc`, without decoding its operands.
 fn fixed_len(opcode: u8) -> Option<u32> {
     Some(match opcode {
-        0x00..=0x0f | 0x1a..=0x35 | 0x3b..=0x83 | 0x85..=0x98 | 0xac..=0xb1 | 0xbe | 0xbf | 0xc2 | 0xc3 => 1,
+        0x00..=0x0f
+        | 0x1a..=0x35
+        | 0x3b..=0x83
+        | 0x85..=0x98
+        | 0xac..=0xb1
+        | 0xbe
+        | 0xbf
+        | 0xc2
+        | 0xc3 => 1,
         0x10 | 0x12 | 0x15..=0x19 | 0x36..=0x3a | 0xa9 | 0xbc => 2,
-        0x11 | 0x13 | 0x14 | 0x84 | 0x99..=0xa8 | 0xb2..=0xb8 | 0xbb | 0xbd | 0xc0 | 0xc1 | 0xc6 | 0xc7 => 3,
+        0x11
+        | 0x13
+        | 0x14
+        | 0x84
+        | 0x99..=0xa8
+        | 0xb2..=0xb8
+        | 0xbb
+        | 0xbd
+        | 0xc0
+        | 0xc1
+        | 0xc6
+        | 0xc7 => 3,
         0xc5 => 4,
         0xb9 | 0xba | 0xc8 | 0xc9 => 5,
         _ => return None,
@@ -186,7 +221,10 @@ fn fixed_len(opcode: u8) -> Option<u32> {
 pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
     let mut insns = Vec::with_capacity(code.len() / 2 + 1);
     let mut pc = 0usize;
-    let bad = |offset: usize, reason| Error::BadCode { offset: offset as u32, reason };
+    let bad = |offset: usize, reason| Error::BadCode {
+        offset: offset as u32,
+        reason,
+    };
     while pc < code.len() {
         let opcode = code[pc];
         let truncated = || bad(pc, "truncated instruction");
@@ -195,7 +233,8 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
                 let base = (pc + 4) & !3;
                 let default = be_i32(code, base).ok_or_else(truncated)?;
                 let target = |d: i32| -> Result<u32> {
-                    u32::try_from(pc as i64 + d as i64).map_err(|_| bad(pc, "branch before code start"))
+                    u32::try_from(pc as i64 + d as i64)
+                        .map_err(|_| bad(pc, "branch before code start"))
                 };
                 if opcode == op::TABLESWITCH {
                     let low = be_i32(code, base + 4).ok_or_else(truncated)?;
@@ -209,13 +248,25 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
                     }
                     let mut targets = Vec::with_capacity(n);
                     for k in 0..n {
-                        targets.push(target(be_i32(code, base + 12 + 4 * k).ok_or_else(truncated)?)?);
+                        targets.push(target(
+                            be_i32(code, base + 12 + 4 * k).ok_or_else(truncated)?,
+                        )?);
                     }
                     let len = base + 12 + 4 * n - pc;
-                    (len, false, opcode, Operand::TableSwitch { default: target(default)?, low, targets })
+                    (
+                        len,
+                        false,
+                        opcode,
+                        Operand::TableSwitch {
+                            default: target(default)?,
+                            low,
+                            targets,
+                        },
+                    )
                 } else {
                     let npairs = be_i32(code, base + 4).ok_or_else(truncated)?;
-                    let n = usize::try_from(npairs).map_err(|_| bad(pc, "negative lookupswitch count"))?;
+                    let n = usize::try_from(npairs)
+                        .map_err(|_| bad(pc, "negative lookupswitch count"))?;
                     if base + 8 + n.saturating_mul(8) > code.len() {
                         return Err(truncated());
                     }
@@ -226,7 +277,15 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
                         pairs.push((key, target(t)?));
                     }
                     let len = base + 8 + 8 * n - pc;
-                    (len, false, opcode, Operand::LookupSwitch { default: target(default)?, pairs })
+                    (
+                        len,
+                        false,
+                        opcode,
+                        Operand::LookupSwitch {
+                            default: target(default)?,
+                            pairs,
+                        },
+                    )
                 }
             }
             op::WIDE => {
@@ -255,25 +314,48 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
                     0x15..=0x19 | 0x36..=0x3a | op::RET => Operand::Local(b1 as u16),
                     0x1a..=0x2d => Operand::Local(((opcode - 0x1a) % 4) as u16),
                     0x3b..=0x4e => Operand::Local(((opcode - 0x3b) % 4) as u16),
-                    op::IINC => Operand::Iinc { index: b1 as u16, delta: b1_i8(code, pc + 2) },
+                    op::IINC => Operand::Iinc {
+                        index: b1 as u16,
+                        delta: b1_i8(code, pc + 2),
+                    },
                     0x99..=0xa8 | op::IFNULL | op::IFNONNULL => {
                         let d = u2 as i16 as i64;
-                        Operand::Branch(u32::try_from(pc as i64 + d).map_err(|_| bad(pc, "branch before code start"))?)
+                        Operand::Branch(
+                            u32::try_from(pc as i64 + d)
+                                .map_err(|_| bad(pc, "branch before code start"))?,
+                        )
                     }
                     op::GOTO_W | op::JSR_W => {
                         let d = be_i32(code, pc + 1).ok_or_else(truncated)? as i64;
-                        Operand::Branch(u32::try_from(pc as i64 + d).map_err(|_| bad(pc, "branch before code start"))?)
+                        Operand::Branch(
+                            u32::try_from(pc as i64 + d)
+                                .map_err(|_| bad(pc, "branch before code start"))?,
+                        )
                     }
-                    op::LDC_W | op::LDC2_W | 0xb2..=0xb9 | op::INVOKEDYNAMIC | op::NEW | op::ANEWARRAY | op::CHECKCAST
+                    op::LDC_W
+                    | op::LDC2_W
+                    | 0xb2..=0xb9
+                    | op::INVOKEDYNAMIC
+                    | op::NEW
+                    | op::ANEWARRAY
+                    | op::CHECKCAST
                     | op::INSTANCEOF => Operand::Cp(u2),
-                    op::MULTIANEWARRAY => Operand::MultiANewArray(u2, code.get(pc + 3).copied().unwrap_or(0)),
+                    op::MULTIANEWARRAY => {
+                        Operand::MultiANewArray(u2, code.get(pc + 3).copied().unwrap_or(0))
+                    }
                     op::NEWARRAY => Operand::NewArray(b1),
                     _ => Operand::None,
                 };
                 (len, false, opcode, operand)
             }
         };
-        insns.push(Insn { offset: pc as u32, len: len as u32, opcode: opc, wide, operand });
+        insns.push(Insn {
+            offset: pc as u32,
+            len: len as u32,
+            opcode: opc,
+            wide,
+            operand,
+        });
         pc += len;
     }
     // Every branch target must be the start of an instruction.
@@ -284,7 +366,10 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
     for i in &insns {
         for t in i.targets() {
             if !boundary.get(t as usize).copied().unwrap_or(false) || t as usize == code.len() {
-                return Err(bad(i.offset as usize, "branch target is not an instruction"));
+                return Err(bad(
+                    i.offset as usize,
+                    "branch target is not an instruction",
+                ));
             }
         }
     }
@@ -309,26 +394,208 @@ pub fn invert_condition(opcode: u8) -> u8 {
 /// Mnemonic of an opcode (for listings).
 pub fn mnemonic(opcode: u8) -> &'static str {
     const NAMES: [&str; 202] = [
-        "nop", "aconst_null", "iconst_m1", "iconst_0", "iconst_1", "iconst_2", "iconst_3", "iconst_4", "iconst_5",
-        "lconst_0", "lconst_1", "fconst_0", "fconst_1", "fconst_2", "dconst_0", "dconst_1", "bipush", "sipush", "ldc",
-        "ldc_w", "ldc2_w", "iload", "lload", "fload", "dload", "aload", "iload_0", "iload_1", "iload_2", "iload_3",
-        "lload_0", "lload_1", "lload_2", "lload_3", "fload_0", "fload_1", "fload_2", "fload_3", "dload_0", "dload_1",
-        "dload_2", "dload_3", "aload_0", "aload_1", "aload_2", "aload_3", "iaload", "laload", "faload", "daload",
-        "aaload", "baload", "caload", "saload", "istore", "lstore", "fstore", "dstore", "astore", "istore_0",
-        "istore_1", "istore_2", "istore_3", "lstore_0", "lstore_1", "lstore_2", "lstore_3", "fstore_0", "fstore_1",
-        "fstore_2", "fstore_3", "dstore_0", "dstore_1", "dstore_2", "dstore_3", "astore_0", "astore_1", "astore_2",
-        "astore_3", "iastore", "lastore", "fastore", "dastore", "aastore", "bastore", "castore", "sastore", "pop",
-        "pop2", "dup", "dup_x1", "dup_x2", "dup2", "dup2_x1", "dup2_x2", "swap", "iadd", "ladd", "fadd", "dadd",
-        "isub", "lsub", "fsub", "dsub", "imul", "lmul", "fmul", "dmul", "idiv", "ldiv", "fdiv", "ddiv", "irem",
-        "lrem", "frem", "drem", "ineg", "lneg", "fneg", "dneg", "ishl", "lshl", "ishr", "lshr", "iushr", "lushr",
-        "iand", "land", "ior", "lor", "ixor", "lxor", "iinc", "i2l", "i2f", "i2d", "l2i", "l2f", "l2d", "f2i", "f2l",
-        "f2d", "d2i", "d2l", "d2f", "i2b", "i2c", "i2s", "lcmp", "fcmpl", "fcmpg", "dcmpl", "dcmpg", "ifeq", "ifne",
-        "iflt", "ifge", "ifgt", "ifle", "if_icmpeq", "if_icmpne", "if_icmplt", "if_icmpge", "if_icmpgt", "if_icmple",
-        "if_acmpeq", "if_acmpne", "goto", "jsr", "ret", "tableswitch", "lookupswitch", "ireturn", "lreturn",
-        "freturn", "dreturn", "areturn", "return", "getstatic", "putstatic", "getfield", "putfield",
-        "invokevirtual", "invokespecial", "invokestatic", "invokeinterface", "invokedynamic", "new", "newarray",
-        "anewarray", "arraylength", "athrow", "checkcast", "instanceof", "monitorenter", "monitorexit", "wide",
-        "multianewarray", "ifnull", "ifnonnull", "goto_w", "jsr_w",
+        "nop",
+        "aconst_null",
+        "iconst_m1",
+        "iconst_0",
+        "iconst_1",
+        "iconst_2",
+        "iconst_3",
+        "iconst_4",
+        "iconst_5",
+        "lconst_0",
+        "lconst_1",
+        "fconst_0",
+        "fconst_1",
+        "fconst_2",
+        "dconst_0",
+        "dconst_1",
+        "bipush",
+        "sipush",
+        "ldc",
+        "ldc_w",
+        "ldc2_w",
+        "iload",
+        "lload",
+        "fload",
+        "dload",
+        "aload",
+        "iload_0",
+        "iload_1",
+        "iload_2",
+        "iload_3",
+        "lload_0",
+        "lload_1",
+        "lload_2",
+        "lload_3",
+        "fload_0",
+        "fload_1",
+        "fload_2",
+        "fload_3",
+        "dload_0",
+        "dload_1",
+        "dload_2",
+        "dload_3",
+        "aload_0",
+        "aload_1",
+        "aload_2",
+        "aload_3",
+        "iaload",
+        "laload",
+        "faload",
+        "daload",
+        "aaload",
+        "baload",
+        "caload",
+        "saload",
+        "istore",
+        "lstore",
+        "fstore",
+        "dstore",
+        "astore",
+        "istore_0",
+        "istore_1",
+        "istore_2",
+        "istore_3",
+        "lstore_0",
+        "lstore_1",
+        "lstore_2",
+        "lstore_3",
+        "fstore_0",
+        "fstore_1",
+        "fstore_2",
+        "fstore_3",
+        "dstore_0",
+        "dstore_1",
+        "dstore_2",
+        "dstore_3",
+        "astore_0",
+        "astore_1",
+        "astore_2",
+        "astore_3",
+        "iastore",
+        "lastore",
+        "fastore",
+        "dastore",
+        "aastore",
+        "bastore",
+        "castore",
+        "sastore",
+        "pop",
+        "pop2",
+        "dup",
+        "dup_x1",
+        "dup_x2",
+        "dup2",
+        "dup2_x1",
+        "dup2_x2",
+        "swap",
+        "iadd",
+        "ladd",
+        "fadd",
+        "dadd",
+        "isub",
+        "lsub",
+        "fsub",
+        "dsub",
+        "imul",
+        "lmul",
+        "fmul",
+        "dmul",
+        "idiv",
+        "ldiv",
+        "fdiv",
+        "ddiv",
+        "irem",
+        "lrem",
+        "frem",
+        "drem",
+        "ineg",
+        "lneg",
+        "fneg",
+        "dneg",
+        "ishl",
+        "lshl",
+        "ishr",
+        "lshr",
+        "iushr",
+        "lushr",
+        "iand",
+        "land",
+        "ior",
+        "lor",
+        "ixor",
+        "lxor",
+        "iinc",
+        "i2l",
+        "i2f",
+        "i2d",
+        "l2i",
+        "l2f",
+        "l2d",
+        "f2i",
+        "f2l",
+        "f2d",
+        "d2i",
+        "d2l",
+        "d2f",
+        "i2b",
+        "i2c",
+        "i2s",
+        "lcmp",
+        "fcmpl",
+        "fcmpg",
+        "dcmpl",
+        "dcmpg",
+        "ifeq",
+        "ifne",
+        "iflt",
+        "ifge",
+        "ifgt",
+        "ifle",
+        "if_icmpeq",
+        "if_icmpne",
+        "if_icmplt",
+        "if_icmpge",
+        "if_icmpgt",
+        "if_icmple",
+        "if_acmpeq",
+        "if_acmpne",
+        "goto",
+        "jsr",
+        "ret",
+        "tableswitch",
+        "lookupswitch",
+        "ireturn",
+        "lreturn",
+        "freturn",
+        "dreturn",
+        "areturn",
+        "return",
+        "getstatic",
+        "putstatic",
+        "getfield",
+        "putfield",
+        "invokevirtual",
+        "invokespecial",
+        "invokestatic",
+        "invokeinterface",
+        "invokedynamic",
+        "new",
+        "newarray",
+        "anewarray",
+        "arraylength",
+        "athrow",
+        "checkcast",
+        "instanceof",
+        "monitorenter",
+        "monitorexit",
+        "wide",
+        "multianewarray",
+        "ifnull",
+        "ifnonnull",
+        "goto_w",
+        "jsr_w",
     ];
     NAMES.get(opcode as usize).copied().unwrap_or("invalid")
 }

@@ -158,20 +158,45 @@ impl InjectionPlan {
     /// `alloc(I,I,Object)`, `monitor(I,I,Object)`, `field(I,I,Object)`, `line(I,I)`.
     pub fn everything(runtime_class: &str) -> Self {
         use Value::*;
-        let p = |point, method: &str, values: Vec<Value>| Probe { methods: MemberFilter::any(), point, method: method.into(), values };
+        let p = |point, method: &str, values: Vec<Value>| Probe {
+            methods: MemberFilter::any(),
+            point,
+            method: method.into(),
+            values,
+        };
         InjectionPlan {
             runtime_class: runtime_class.into(),
             probes: vec![
                 p(Point::Entry, "entry", vec![MethodId, This, Args]),
                 p(Point::Return, "exit", vec![MethodId, ReturnValue]),
                 p(Point::ExceptionExit, "thrown", vec![MethodId, Thrown]),
-                p(Point::BeforeCall(MemberFilter::any()), "beforeCall", vec![MethodId, SiteId]),
-                p(Point::AfterCall(MemberFilter::any()), "afterCall", vec![MethodId, SiteId, ReturnValue, Thrown]),
-                p(Point::Allocation, "alloc", vec![MethodId, SiteId, NewObject]),
+                p(
+                    Point::BeforeCall(MemberFilter::any()),
+                    "beforeCall",
+                    vec![MethodId, SiteId],
+                ),
+                p(
+                    Point::AfterCall(MemberFilter::any()),
+                    "afterCall",
+                    vec![MethodId, SiteId, ReturnValue, Thrown],
+                ),
+                p(
+                    Point::Allocation,
+                    "alloc",
+                    vec![MethodId, SiteId, NewObject],
+                ),
                 p(Point::MonitorEnter, "monitor", vec![MethodId, SiteId, Lock]),
                 p(Point::MonitorExit, "monitor", vec![MethodId, SiteId, Lock]),
-                p(Point::FieldRead(MemberFilter::any()), "field", vec![MethodId, SiteId, FieldValue]),
-                p(Point::FieldWrite(MemberFilter::any()), "field", vec![MethodId, SiteId, FieldValue]),
+                p(
+                    Point::FieldRead(MemberFilter::any()),
+                    "field",
+                    vec![MethodId, SiteId, FieldValue],
+                ),
+                p(
+                    Point::FieldWrite(MemberFilter::any()),
+                    "field",
+                    vec![MethodId, SiteId, FieldValue],
+                ),
                 p(Point::Line, "line", vec![MethodId, LineNumber]),
             ],
         }
@@ -213,12 +238,27 @@ pub struct Registry {
 
 impl Registry {
     pub(crate) fn add_method(&mut self, class: &str, name: &str, descriptor: &str) -> i32 {
-        self.methods.push(MethodEntry { class: class.into(), name: name.into(), descriptor: descriptor.into() });
+        self.methods.push(MethodEntry {
+            class: class.into(),
+            name: name.into(),
+            descriptor: descriptor.into(),
+        });
         self.methods.len() as i32 - 1
     }
 
-    pub(crate) fn add_site(&mut self, method_id: i32, bci: u32, kind: &'static str, detail: String) -> i32 {
-        self.sites.push(SiteEntry { method_id, bci, kind, detail });
+    pub(crate) fn add_site(
+        &mut self,
+        method_id: i32,
+        bci: u32,
+        kind: &'static str,
+        detail: String,
+    ) -> i32 {
+        self.sites.push(SiteEntry {
+            method_id,
+            bci,
+            kind,
+            detail,
+        });
         self.sites.len() as i32 - 1
     }
 }
@@ -238,14 +278,27 @@ pub struct Instrumented {
 ///
 /// Methods that cannot be rewritten are left as they were and listed in
 /// [`Instrumented::refused`]; only a class that cannot be parsed is an error.
-pub fn instrument_class(data: &[u8], plan: &InjectionPlan, registry: &mut Registry) -> Result<Instrumented> {
+pub fn instrument_class(
+    data: &[u8],
+    plan: &InjectionPlan,
+    registry: &mut Registry,
+) -> Result<Instrumented> {
     let mut cf = ClassFile::parse(data)?;
-    let class_name = cf.constant_pool.utf8_str(cf.constant_pool.get(cf.this_class).and_then(|c| match c {
-        crate::constant_pool::Constant::Class(n) => Ok(n),
-        _ => Err(Error::BadConstant { index: cf.this_class, expected: "Class" }),
-    })?)?
-    .into_owned();
-    let mut result = Instrumented { bytes: Vec::new(), methods_instrumented: 0, refused: Vec::new() };
+    let class_name = cf
+        .constant_pool
+        .utf8_str(cf.constant_pool.get(cf.this_class).and_then(|c| match c {
+            crate::constant_pool::Constant::Class(n) => Ok(n),
+            _ => Err(Error::BadConstant {
+                index: cf.this_class,
+                expected: "Class",
+            }),
+        })?)?
+        .into_owned();
+    let mut result = Instrumented {
+        bytes: Vec::new(),
+        methods_instrumented: 0,
+        refused: Vec::new(),
+    };
     if class_name == plan.runtime_class {
         result.bytes = data.to_vec();
         return Ok(result);
@@ -254,19 +307,40 @@ pub fn instrument_class(data: &[u8], plan: &InjectionPlan, registry: &mut Regist
     for mi in 0..cf.methods.len() {
         let (name, desc) = {
             let m = &cf.methods[mi];
-            (cf.constant_pool.utf8_str(m.name_index)?.into_owned(), cf.constant_pool.utf8_str(m.descriptor_index)?.into_owned())
+            (
+                cf.constant_pool.utf8_str(m.name_index)?.into_owned(),
+                cf.constant_pool.utf8_str(m.descriptor_index)?.into_owned(),
+            )
         };
-        let probes: Vec<(usize, &Probe)> =
-            plan.probes.iter().enumerate().filter(|(_, p)| p.methods.matches(&class_name, &name, &desc)).collect();
+        let probes: Vec<(usize, &Probe)> = plan
+            .probes
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.methods.matches(&class_name, &name, &desc))
+            .collect();
         if probes.is_empty() {
             continue;
         }
-        match inject::instrument_method(&mut cf, mi, &class_name, &name, &desc, &plan.runtime_class, &probes, &mut refs, registry) {
+        match inject::instrument_method(
+            &mut cf,
+            mi,
+            &class_name,
+            &name,
+            &desc,
+            &plan.runtime_class,
+            &probes,
+            &mut refs,
+            registry,
+        ) {
             Ok(true) => result.methods_instrumented += 1,
             Ok(false) => {}
             Err(e) => result.refused.push((format!("{name}{desc}"), e)),
         }
     }
-    result.bytes = if result.methods_instrumented == 0 { data.to_vec() } else { cf.write() };
+    result.bytes = if result.methods_instrumented == 0 {
+        data.to_vec()
+    } else {
+        cf.write()
+    };
     Ok(result)
 }

@@ -156,7 +156,11 @@ pub fn decode(data: &[u8], initial_locals: &[VType]) -> Result<Vec<Frame>> {
             _ => return Err(Error::BadStackMap("reserved frame type")),
         };
         offset += delta as i64 + 1;
-        frames.push(Frame { offset: offset as u32, locals: to_slots(&locals), stack: to_slots(&stack) });
+        frames.push(Frame {
+            offset: offset as u32,
+            locals: to_slots(&locals),
+            stack: to_slots(&stack),
+        });
     }
     if r.remaining() != 0 {
         return Err(Error::BadStackMap("trailing bytes"));
@@ -236,21 +240,25 @@ mod tests {
     use VType::*;
 
     fn frame(offset: u32, locals: &[VType], stack: &[VType]) -> Frame {
-        Frame { offset, locals: to_slots(locals), stack: to_slots(stack) }
+        Frame {
+            offset,
+            locals: to_slots(locals),
+            stack: to_slots(stack),
+        }
     }
 
     #[test]
     fn every_frame_form_round_trips() {
         let init = [Object(1), Integer];
         let frames = vec![
-            frame(0, &init, &[]),                                   // same_frame, delta 0
-            frame(5, &init, &[Long]),                               // same_locals_1_stack_item
-            frame(200, &init, &[]),                                 // same_frame_extended
-            frame(300, &init, &[Uninitialized(7)]),                 // same_locals_1_stack_item_extended
-            frame(301, &[Object(1), Integer, Double, Null], &[]),   // append 2
-            frame(302, &[Object(1)], &[]),                          // chop 3 (entries, not slots)
-            frame(303, &[Top, Float], &[Integer, Object(3)]),       // full
-            frame(1000, &[Top, Float], &[]),                        // same (long delta)
+            frame(0, &init, &[]),                                 // same_frame, delta 0
+            frame(5, &init, &[Long]),                             // same_locals_1_stack_item
+            frame(200, &init, &[]),                               // same_frame_extended
+            frame(300, &init, &[Uninitialized(7)]), // same_locals_1_stack_item_extended
+            frame(301, &[Object(1), Integer, Double, Null], &[]), // append 2
+            frame(302, &[Object(1)], &[]),          // chop 3 (entries, not slots)
+            frame(303, &[Top, Float], &[Integer, Object(3)]), // full
+            frame(1000, &[Top, Float], &[]),        // same (long delta)
         ];
         let body = encode(&frames, &to_slots(&init)).unwrap();
         assert_eq!(decode(&body, &to_slots(&init)).unwrap(), frames);

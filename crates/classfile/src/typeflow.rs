@@ -66,7 +66,11 @@ pub fn initial_locals(
     let mut v = Vec::with_capacity(max_locals as usize);
     if !is_static {
         let object = cp.class_name(this_class)? == b"java/lang/Object";
-        v.push(if is_init && !object { VType::UninitializedThis } else { VType::Object(this_class) });
+        v.push(if is_init && !object {
+            VType::UninitializedThis
+        } else {
+            VType::Object(this_class)
+        });
     }
     for p in d.params {
         if let Some(t) = vtype_of(cp, p)? {
@@ -77,7 +81,9 @@ pub fn initial_locals(
         }
     }
     if v.len() > max_locals as usize {
-        return Err(Error::BadAttribute("Code (max_locals too small for the parameters)"));
+        return Err(Error::BadAttribute(
+            "Code (max_locals too small for the parameters)",
+        ));
     }
     Ok(v)
 }
@@ -90,7 +96,11 @@ fn push(stack: &mut Vec<VType>, t: VType) {
 }
 
 /// Computes the state before each instruction whose `want` flag is set.
-pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Result<Vec<Option<State>>> {
+pub fn states(
+    cp: &mut ConstantPool,
+    m: &MethodInfo<'_>,
+    want: &[bool],
+) -> Result<Vec<Option<State>>> {
     let n = m.insns.len();
     let map = offset_index(m.insns, m.code_len);
     let mut frame_at: Vec<Option<&Frame>> = vec![None; n];
@@ -108,7 +118,10 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
     let ml = m.max_locals as usize;
     let mut first = m.initial_locals.to_vec();
     first.resize(ml, VType::Top);
-    let mut cur: Option<State> = Some(State { locals: first, stack: Vec::new() });
+    let mut cur: Option<State> = Some(State {
+        locals: first,
+        stack: Vec::new(),
+    });
     for (i, insn) in m.insns.iter().enumerate() {
         if let Some(f) = frame_at[i] {
             let mut locals = f.locals.clone();
@@ -116,7 +129,10 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
                 return Err(Error::BadStackMap("frame has more locals than max_locals"));
             }
             locals.resize(ml, VType::Top);
-            cur = Some(State { locals, stack: f.stack.clone() });
+            cur = Some(State {
+                locals,
+                stack: f.stack.clone(),
+            });
         } else if cur.is_none() && m.frames.is_none() {
             cur = recorded[i].take();
         }
@@ -131,8 +147,15 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
                     if let Some(&h) = map.get(e.handler_pc as usize) {
                         if let Some(slot) = recorded.get_mut(h as usize) {
                             if slot.is_none() {
-                                let t = if e.catch_type == 0 { cp.add_class("java/lang/Throwable")? } else { e.catch_type };
-                                *slot = Some(State { locals: state.locals.clone(), stack: vec![VType::Object(t)] });
+                                let t = if e.catch_type == 0 {
+                                    cp.add_class("java/lang/Throwable")?
+                                } else {
+                                    e.catch_type
+                                };
+                                *slot = Some(State {
+                                    locals: state.locals.clone(),
+                                    stack: vec![VType::Object(t)],
+                                });
                             }
                         }
                     }
@@ -159,7 +182,10 @@ pub fn states(cp: &mut ConstantPool, m: &MethodInfo<'_>, want: &[bool]) -> Resul
 }
 
 fn underflow(insn: &Insn) -> Error {
-    Error::BadCode { offset: insn.offset, reason: "operand stack underflow" }
+    Error::BadCode {
+        offset: insn.offset,
+        reason: "operand stack underflow",
+    }
 }
 
 /// Stack effect of a field or method reference.
@@ -176,7 +202,12 @@ struct Shape {
 /// Shapes of member references by constant pool index, computed once per pass.
 type ShapeCache = HashMap<u16, Shape>;
 
-fn member_shape(cp: &mut ConstantPool, cache: &mut ShapeCache, c: u16, method: bool) -> Result<Shape> {
+fn member_shape(
+    cp: &mut ConstantPool,
+    cache: &mut ShapeCache,
+    c: u16,
+    method: bool,
+) -> Result<Shape> {
     if let Some(s) = cache.get(&c) {
         return Ok(*s);
     }
@@ -212,7 +243,13 @@ fn member_shape(cp: &mut ConstantPool, cache: &mut ShapeCache, c: u16, method: b
 }
 
 /// Applies one instruction to `s`. Returns false when execution cannot fall through.
-fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn: &Insn, s: &mut State) -> Result<bool> {
+fn step(
+    cp: &mut ConstantPool,
+    cache: &mut ShapeCache,
+    m: &MethodInfo<'_>,
+    insn: &Insn,
+    s: &mut State,
+) -> Result<bool> {
     use VType::*;
     let opc = insn.opcode;
     let pop = |s: &mut State, k: usize| -> Result<()> {
@@ -223,7 +260,10 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
         Ok(())
     };
     let local = |s: &State, i: u16| -> Result<VType> {
-        s.locals.get(i as usize).copied().ok_or(Error::BadCode { offset: insn.offset, reason: "local index out of range" })
+        s.locals.get(i as usize).copied().ok_or(Error::BadCode {
+            offset: insn.offset,
+            reason: "local index out of range",
+        })
     };
     let lindex = match insn.operand {
         Operand::Local(i) => i,
@@ -239,7 +279,9 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
         0x0b..=0x0d => push(&mut s.stack, Float),
         0x0e | 0x0f => push(&mut s.stack, Double),
         op::LDC | op::LDC_W | op::LDC2_W => {
-            let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::Cp(c) = insn.operand else {
+                return Err(underflow(insn));
+            };
             let t = match cp.get(c)? {
                 Constant::Integer(_) => Integer,
                 Constant::Float(_) => Float,
@@ -248,12 +290,19 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
                 Constant::String(_) => Object(cp.add_class("java/lang/String")?),
                 Constant::Class(_) => Object(cp.add_class("java/lang/Class")?),
                 Constant::MethodType(_) => Object(cp.add_class("java/lang/invoke/MethodType")?),
-                Constant::MethodHandle(..) => Object(cp.add_class("java/lang/invoke/MethodHandle")?),
+                Constant::MethodHandle(..) => {
+                    Object(cp.add_class("java/lang/invoke/MethodHandle")?)
+                }
                 Constant::Dynamic(_, nt) => {
                     let d = cp.name_and_type(nt)?.1.to_vec();
                     vtype_of(cp, parse_field_descriptor(&d)?)?.unwrap_or(Top)
                 }
-                _ => return Err(Error::BadConstant { index: c, expected: "loadable constant" }),
+                _ => {
+                    return Err(Error::BadConstant {
+                        index: c,
+                        expected: "loadable constant",
+                    })
+                }
             };
             push(&mut s.stack, t);
         }
@@ -264,7 +313,11 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
             push(&mut s.stack, t);
         }
         0x2e..=0x35 => {
-            let idx_arr = s.stack.len().checked_sub(2).ok_or_else(|| underflow(insn))?;
+            let idx_arr = s
+                .stack
+                .len()
+                .checked_sub(2)
+                .ok_or_else(|| underflow(insn))?;
             let arr = s.stack[idx_arr];
             pop(s, 2)?;
             let t = match opc {
@@ -275,9 +328,16 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
                     Object(c) => {
                         let name = cp.class_name(c)?.to_vec();
                         match name.get(1) {
-                            Some(b'L') if name.len() > 3 => Object(cp.add_class_bytes(&name[2..name.len() - 1])?),
+                            Some(b'L') if name.len() > 3 => {
+                                Object(cp.add_class_bytes(&name[2..name.len() - 1])?)
+                            }
                             Some(b'[') => Object(cp.add_class_bytes(&name[1..])?),
-                            _ => return Err(Error::BadCode { offset: insn.offset, reason: "aaload on a non-array" }),
+                            _ => {
+                                return Err(Error::BadCode {
+                                    offset: insn.offset,
+                                    reason: "aaload on a non-array",
+                                })
+                            }
                         }
                     }
                     _ => Null,
@@ -286,18 +346,25 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
             };
             push(&mut s.stack, t);
         }
-        0x36..=0x3a | 0x3b..=0x4e => {
+        0x36..=0x4e => {
             let (index, wide) = match opc {
                 0x36..=0x3a => (lindex, matches!(opc, 0x37 | 0x39)),
                 _ => (lindex, matches!((opc - 0x3b) / 4, 1 | 3)),
             };
             let k = if wide { 2 } else { 1 };
-            let base = s.stack.len().checked_sub(k).ok_or_else(|| underflow(insn))?;
+            let base = s
+                .stack
+                .len()
+                .checked_sub(k)
+                .ok_or_else(|| underflow(insn))?;
             let t = s.stack[base];
             pop(s, k)?;
             let i = index as usize;
             if i + k > s.locals.len() {
-                return Err(Error::BadCode { offset: insn.offset, reason: "local index out of range" });
+                return Err(Error::BadCode {
+                    offset: insn.offset,
+                    reason: "local index out of range",
+                });
             }
             s.locals[i] = t;
             if wide {
@@ -399,7 +466,9 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
         }
         op::IRETURN..=op::RETURN | op::ATHROW => return Ok(false),
         op::GETSTATIC..=op::PUTFIELD => {
-            let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::Cp(c) = insn.operand else {
+                return Err(underflow(insn));
+            };
             let shape = member_shape(cp, cache, c, false)?;
             let t = shape.ret.unwrap_or(Top);
             match opc {
@@ -413,7 +482,9 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
             }
         }
         op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC => {
-            let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::Cp(c) = insn.operand else {
+                return Err(underflow(insn));
+            };
             let shape = member_shape(cp, cache, c, true)?;
             pop(s, shape.slots as usize)?;
             if opc != op::INVOKESTATIC && opc != op::INVOKEDYNAMIC {
@@ -423,10 +494,19 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
                     let init = match recv {
                         UninitializedThis => Object(m.this_class),
                         Uninitialized(off) => {
-                            let new_insn = m.insns.binary_search_by_key(&off, |x| x.offset).ok().map(|k| &m.insns[k]).filter(|x| x.opcode == op::NEW);
+                            let new_insn = m
+                                .insns
+                                .binary_search_by_key(&off, |x| x.offset)
+                                .ok()
+                                .map(|k| &m.insns[k])
+                                .filter(|x| x.opcode == op::NEW);
                             match new_insn.map(|x| &x.operand) {
                                 Some(Operand::Cp(cls)) => Object(*cls),
-                                _ => return Err(Error::BadStackMap("uninitialized type without its new")),
+                                _ => {
+                                    return Err(Error::BadStackMap(
+                                        "uninitialized type without its new",
+                                    ))
+                                }
                             }
                         }
                         other => other,
@@ -447,7 +527,9 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
         op::NEW => push(&mut s.stack, Uninitialized(insn.offset)),
         op::NEWARRAY => {
             pop(s, 1)?;
-            let Operand::NewArray(code) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::NewArray(code) = insn.operand else {
+                return Err(underflow(insn));
+            };
             let name: &str = match code {
                 4 => "[Z",
                 5 => "[C",
@@ -457,13 +539,20 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
                 9 => "[S",
                 10 => "[I",
                 11 => "[J",
-                _ => return Err(Error::BadCode { offset: insn.offset, reason: "bad newarray type" }),
+                _ => {
+                    return Err(Error::BadCode {
+                        offset: insn.offset,
+                        reason: "bad newarray type",
+                    })
+                }
             };
             push(&mut s.stack, Object(cp.add_class(name)?));
         }
         op::ANEWARRAY => {
             pop(s, 1)?;
-            let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::Cp(c) = insn.operand else {
+                return Err(underflow(insn));
+            };
             let elem = cp.class_name(c)?;
             let mut name = Vec::with_capacity(elem.len() + 3);
             name.push(b'[');
@@ -482,16 +571,25 @@ fn step(cp: &mut ConstantPool, cache: &mut ShapeCache, m: &MethodInfo<'_>, insn:
         }
         op::CHECKCAST => {
             pop(s, 1)?;
-            let Operand::Cp(c) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::Cp(c) = insn.operand else {
+                return Err(underflow(insn));
+            };
             push(&mut s.stack, Object(c));
         }
         op::MONITORENTER | op::MONITOREXIT => pop(s, 1)?,
         op::MULTIANEWARRAY => {
-            let Operand::MultiANewArray(c, dims) = insn.operand else { return Err(underflow(insn)) };
+            let Operand::MultiANewArray(c, dims) = insn.operand else {
+                return Err(underflow(insn));
+            };
             pop(s, dims as usize)?;
             push(&mut s.stack, Object(c));
         }
-        _ => return Err(Error::BadCode { offset: insn.offset, reason: "invalid opcode" }),
+        _ => {
+            return Err(Error::BadCode {
+                offset: insn.offset,
+                reason: "invalid opcode",
+            })
+        }
     }
     Ok(true)
 }

@@ -35,7 +35,17 @@ fn run(cp: &str, report: bool) -> (String, String) {
     if report {
         cmd.arg("-Djtap.probes.report=1");
     }
-    let out = cmd.args(["-Xshare:off", "-cp", cp, "groovy.ui.GroovyMain", "-e", SCRIPT]).output().unwrap();
+    let out = cmd
+        .args([
+            "-Xshare:off",
+            "-cp",
+            cp,
+            "groovy.ui.GroovyMain",
+            "-e",
+            SCRIPT,
+        ])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "groovy failed:\n{stdout}\n{stderr}");
@@ -63,7 +73,10 @@ fn groovy_script_behaves_identically_when_instrumented() {
         fs::write(p, out.bytes).unwrap();
     }
     let original = run(&format!("{GROOVY}:{}", harness.display()), false);
-    let instrumented = run(&format!("{}:{GROOVY}:{}", tmp.path().display(), harness.display()), true);
+    let instrumented = run(
+        &format!("{}:{GROOVY}:{}", tmp.path().display(), harness.display()),
+        true,
+    );
     let calls: u64 = instrumented
         .1
         .lines()
@@ -71,6 +84,9 @@ fn groovy_script_behaves_identically_when_instrumented() {
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0);
     println!("groovy-all: {classes} classes, {methods} methods instrumented, {refused} refused; probe calls: {calls}");
-    assert_eq!(original.0, instrumented.0, "output changed under instrumentation");
+    assert_eq!(
+        original.0, instrumented.0,
+        "output changed under instrumentation"
+    );
     assert!(calls > 100_000, "probes were not called ({calls})");
 }

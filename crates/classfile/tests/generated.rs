@@ -42,15 +42,21 @@ enum Stmt {
 }
 
 fn expr() -> impl Strategy<Value = Expr> {
-    let leaf = prop_oneof![(0u8..4).prop_map(Expr::Var), any::<i16>().prop_map(Expr::Lit)];
+    let leaf = prop_oneof![
+        (0u8..4).prop_map(Expr::Var),
+        any::<i16>().prop_map(Expr::Lit)
+    ];
     leaf.prop_recursive(3, 12, 2, |e| {
         prop_oneof![
             (e.clone(), e.clone()).prop_map(|(a, b)| Expr::Add(Box::new(a), Box::new(b))),
             (e.clone(), e.clone()).prop_map(|(a, b)| Expr::Mul(Box::new(a), Box::new(b))),
             (e.clone(), e.clone()).prop_map(|(a, b)| Expr::Xor(Box::new(a), Box::new(b))),
             e.clone().prop_map(|a| Expr::Call(Box::new(a))),
-            (e.clone(), 0u8..6, e.clone(), e.clone(), e)
-                .prop_map(|(a, op, b, t, f)| Expr::Cond(Box::new(Cond(a, op, b)), Box::new(t), Box::new(f))),
+            (e.clone(), 0u8..6, e.clone(), e.clone(), e).prop_map(|(a, op, b, t, f)| Expr::Cond(
+                Box::new(Cond(a, op, b)),
+                Box::new(t),
+                Box::new(f)
+            )),
         ]
     })
 }
@@ -71,7 +77,12 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         prop_oneof![
             (cond(), block.clone(), block.clone()).prop_map(|(c, t, f)| Stmt::If(c, t, f)),
             (1u8..4, block.clone()).prop_map(|(n, b)| Stmt::Loop(n, b)),
-            (expr(), any::<bool>(), prop::collection::vec(block.clone(), 1..6)).prop_map(|(e, d, c)| Stmt::Switch(e, d, c)),
+            (
+                expr(),
+                any::<bool>(),
+                prop::collection::vec(block.clone(), 1..6)
+            )
+                .prop_map(|(e, d, c)| Stmt::Switch(e, d, c)),
             (block.clone(), block.clone(), any::<bool>()).prop_map(|(t, c, f)| Stmt::Try(t, c, f)),
             block.prop_map(Stmt::Sync),
         ]
@@ -142,7 +153,11 @@ fn render_stmt(s: &Stmt, depth: usize, out: &mut String) {
             writeln!(out, "{pad}}}").unwrap();
         }
         Stmt::Loop(n, b) => {
-            writeln!(out, "{pad}for (int i{depth} = 0; i{depth} < {n}; i{depth}++) {{").unwrap();
+            writeln!(
+                out,
+                "{pad}for (int i{depth} = 0; i{depth} < {n}; i{depth}++) {{"
+            )
+            .unwrap();
             render_block(b, depth + 1, out);
             writeln!(out, "{pad}    v{} += i{depth};", depth % 4).unwrap();
             writeln!(out, "{pad}}}").unwrap();
@@ -152,7 +167,11 @@ fn render_stmt(s: &Stmt, depth: usize, out: &mut String) {
             render_expr(e, out);
             writeln!(out, ") & 7) {{").unwrap();
             for (k, c) in cases.iter().enumerate() {
-                let label = if *dense { k as i64 } else { k as i64 * 1000 - 2000 };
+                let label = if *dense {
+                    k as i64
+                } else {
+                    k as i64 * 1000 - 2000
+                };
                 writeln!(out, "{pad}case {label}: {{").unwrap();
                 render_block(c, depth + 1, out);
                 writeln!(out, "{pad}    {}", if k % 2 == 0 { "break;" } else { "" }).unwrap();
@@ -198,7 +217,14 @@ fn render_stmt(s: &Stmt, depth: usize, out: &mut String) {
 fn big_block(lines: usize, out: &mut String) {
     out.push_str("        if (v0 != 12345) {\n");
     for k in 0..lines {
-        writeln!(out, "            v{} = v{} * 31 + {};", k % 4, (k + 1) % 4, k % 1000).unwrap();
+        writeln!(
+            out,
+            "            v{} = v{} * 31 + {};",
+            k % 4,
+            (k + 1) % 4,
+            k % 1000
+        )
+        .unwrap();
     }
     out.push_str("        } else { v1 = 7; }\n");
 }
@@ -236,7 +262,8 @@ fn downgrade(bytes: &[u8]) -> Vec<u8> {
         for a in &mut m.attributes {
             if cp.utf8(a.name_index).unwrap() == b"Code" {
                 let mut code = CodeAttribute::parse(&a.info).unwrap();
-                code.attributes.retain(|x| cp.utf8(x.name_index).unwrap() != b"StackMapTable");
+                code.attributes
+                    .retain(|x| cp.utf8(x.name_index).unwrap() != b"StackMapTable");
                 a.info = code.write();
             }
         }
@@ -251,14 +278,25 @@ fn check_program(name: &str, source: &str) -> bool {
 
 fn check_program_as(name: &str, source: &str, old: bool) -> bool {
     let tmp = tempfile::tempdir().unwrap();
-    let (src, orig, inst) = (tmp.path().join("src"), tmp.path().join("orig"), tmp.path().join("inst"));
+    let (src, orig, inst) = (
+        tmp.path().join("src"),
+        tmp.path().join("orig"),
+        tmp.path().join("inst"),
+    );
     for d in [&src, &orig, &inst] {
         fs::create_dir_all(d).unwrap();
     }
     let file = src.join(format!("{name}.java"));
     fs::write(&file, source).unwrap();
     let st = Command::new(format!("{}/bin/javac", common::JDK17))
-        .args(["-nowarn", "-Xlint:-options", "-g", "--release", if old { "7" } else { "11" }, "-d"])
+        .args([
+            "-nowarn",
+            "-Xlint:-options",
+            "-g",
+            "--release",
+            if old { "7" } else { "11" },
+            "-d",
+        ])
         .arg(&orig)
         .arg(&file)
         .output()
@@ -272,20 +310,28 @@ fn check_program_as(name: &str, source: &str, old: bool) -> bool {
     if !st.status.success() {
         // javac refuses some generated programs (e.g. a method over 64 KiB); nothing to test.
         let err = String::from_utf8_lossy(&st.stderr);
-        assert!(err.contains("code too large"), "javac failed:\n{err}\n{source}");
+        assert!(
+            err.contains("code too large"),
+            "javac failed:\n{err}\n{source}"
+        );
         return false;
     }
     let harness = common::harness();
-    let (expected, _, _) = common::run_java(&format!("{}:{}", orig.display(), harness.display()), name);
+    let (expected, _, _) =
+        common::run_java(&format!("{}:{}", orig.display(), harness.display()), name);
     common::instrument_dir(&orig, &inst, &InjectionPlan::everything(common::PROBES));
-    let (actual, calls, _) = common::run_java(&format!("{}:{}", inst.display(), harness.display()), name);
+    let (actual, calls, _) =
+        common::run_java(&format!("{}:{}", inst.display(), harness.display()), name);
     assert_eq!(expected, actual, "behaviour changed for\n{source}");
     assert!(calls > 0);
     let cf = ClassFile::parse(&fs::read(inst.join(format!("{name}.class"))).unwrap()).unwrap();
     cf.methods.iter().any(|m| {
         m.attributes.iter().any(|a| {
             cf.attribute_is(a, b"Code")
-                && decode(&CodeAttribute::parse(&a.info).unwrap().code).unwrap().iter().any(|i| i.opcode == op::GOTO_W)
+                && decode(&CodeAttribute::parse(&a.info).unwrap().code)
+                    .unwrap()
+                    .iter()
+                    .any(|i| i.opcode == op::GOTO_W)
         })
     })
 }
@@ -294,8 +340,20 @@ fn check_program_as(name: &str, source: &str, old: bool) -> bool {
 fn branches_past_32k_are_widened() {
     let mut body = String::new();
     big_block(3200, &mut body);
-    let methods = vec![(vec![Stmt::Loop(3, vec![Stmt::Assign(1, Expr::Add(Box::new(Expr::Var(1)), Box::new(Expr::Lit(3))))])], 3200)];
-    assert!(check_program("Big", &render_class("Big", &methods)), "expected goto_w after instrumentation");
+    let methods = vec![(
+        vec![Stmt::Loop(
+            3,
+            vec![Stmt::Assign(
+                1,
+                Expr::Add(Box::new(Expr::Var(1)), Box::new(Expr::Lit(3))),
+            )],
+        )],
+        3200,
+    )];
+    assert!(
+        check_program("Big", &render_class("Big", &methods)),
+        "expected goto_w after instrumentation"
+    );
 }
 
 #[test]
@@ -303,11 +361,28 @@ fn old_class_files_without_frames() {
     use Expr::*;
     let body = vec![
         Stmt::Try(
-            vec![Stmt::Throw(crate::Cond(Var(0), 2, Lit(50))), Stmt::Sync(vec![Stmt::Long(1, Var(2))])],
-            vec![Stmt::Switch(Var(1), true, vec![vec![Stmt::Array(2)], vec![Stmt::Assign(3, Call(Box::new(Var(0))))]])],
+            vec![
+                Stmt::Throw(crate::Cond(Var(0), 2, Lit(50))),
+                Stmt::Sync(vec![Stmt::Long(1, Var(2))]),
+            ],
+            vec![Stmt::Switch(
+                Var(1),
+                true,
+                vec![
+                    vec![Stmt::Array(2)],
+                    vec![Stmt::Assign(3, Call(Box::new(Var(0))))],
+                ],
+            )],
             true,
         ),
-        Stmt::Loop(3, vec![Stmt::If(crate::Cond(Var(3), 4, Lit(1)), vec![Stmt::Assign(0, Lit(9))], vec![Stmt::Array(1)])]),
+        Stmt::Loop(
+            3,
+            vec![Stmt::If(
+                crate::Cond(Var(3), 4, Lit(1)),
+                vec![Stmt::Assign(0, Lit(9))],
+                vec![Stmt::Array(1)],
+            )],
+        ),
     ];
     let methods = vec![(body, 0), (vec![Stmt::Assign(2, Lit(1))], 3000)];
     check_program_as("Old", &render_class("Old", &methods), true);

@@ -9,7 +9,12 @@ use jtap_classfile::InjectionPlan;
 fn probe(point: Point, method: &str, values: &[Value]) -> InjectionPlan {
     InjectionPlan {
         runtime_class: common::PROBES.into(),
-        probes: vec![Probe { methods: MemberFilter::any(), point, method: method.into(), values: values.to_vec() }],
+        probes: vec![Probe {
+            methods: MemberFilter::any(),
+            point,
+            method: method.into(),
+            values: values.to_vec(),
+        }],
     }
 }
 
@@ -18,11 +23,21 @@ fn probe(point: Point, method: &str, values: &[Value]) -> InjectionPlan {
 fn run_logged(plan: &InjectionPlan) -> (u64, Vec<String>) {
     let classes = common::sample_classes("11");
     let harness = common::harness();
-    let (expected, _, _) = common::run_java(&format!("{}:{}", classes.display(), harness.display()), "Sample");
+    let (expected, _, _) = common::run_java(
+        &format!("{}:{}", classes.display(), harness.display()),
+        "Sample",
+    );
     let tmp = tempfile::tempdir().unwrap();
     let registry = common::instrument_dir(&classes, tmp.path(), plan);
-    let (actual, calls, log) = common::run_java(&format!("{}:{}", tmp.path().display(), harness.display()), "Sample");
-    assert_eq!(expected, actual, "output changed with {:?}", plan.probes[0].point);
+    let (actual, calls, log) = common::run_java(
+        &format!("{}:{}", tmp.path().display(), harness.display()),
+        "Sample",
+    );
+    assert_eq!(
+        expected, actual,
+        "output changed with {:?}",
+        plan.probes[0].point
+    );
     let log = log
         .lines()
         .filter_map(|l| l.strip_prefix("probe "))
@@ -43,20 +58,65 @@ fn run(plan: &InjectionPlan) -> u64 {
 #[test]
 fn values_reach_the_probes() {
     let (_, log) = run_logged(&probe(Point::Entry, "entry", &[MethodId, This, Args]));
-    assert!(log.contains(&"entry Sample.greet null [bob, 42, 0.25] null".to_string()), "{log:?}");
-    assert!(log.contains(&"entry Sample.wideLocals null [5, 2.5, 2, 7] null".to_string()), "{log:?}");
-    assert!(log.contains(&"entry Sample.syncMethod Sample [4] null".to_string()), "{log:?}");
-    assert!(log.contains(&"entry Sample$Sub.<init> null [-2] null".to_string()), "{log:?}");
+    assert!(
+        log.contains(&"entry Sample.greet null [bob, 42, 0.25] null".to_string()),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&"entry Sample.wideLocals null [5, 2.5, 2, 7] null".to_string()),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&"entry Sample.syncMethod Sample [4] null".to_string()),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&"entry Sample$Sub.<init> null [-2] null".to_string()),
+        "{log:?}"
+    );
     let (_, log) = run_logged(&probe(Point::Return, "exit", &[MethodId, ReturnValue]));
-    for l in ["exit Sample.add 5 null null", "exit Sample.mul 42 null null", "exit Sample.upper Q null null", "exit Sample.odd true null null", "exit Sample.low 44 null null", "exit Sample.nothing null null null"] {
+    for l in [
+        "exit Sample.add 5 null null",
+        "exit Sample.mul 42 null null",
+        "exit Sample.upper Q null null",
+        "exit Sample.odd true null null",
+        "exit Sample.low 44 null null",
+        "exit Sample.nothing null null null",
+    ] {
         assert!(log.contains(&l.to_string()), "{l} not in {log:?}");
     }
     let (_, log) = run_logged(&probe(Point::ExceptionExit, "thrown", &[MethodId, Thrown]));
-    assert_eq!(log.iter().filter(|l| l.as_str() == "thrown Sample.thrower java.lang.IllegalStateException: deep null null").count(), 6, "{log:?}");
-    assert!(log.contains(&"thrown Sample$Sub.<init> java.lang.IllegalArgumentException: unlucky 13 null null".to_string()), "{log:?}");
-    let (_, log) = run_logged(&probe(Point::Allocation, "alloc", &[MethodId, SiteId, NewObject]));
-    assert!(log.iter().any(|l| l.starts_with("alloc Sample.arrays ") && l.ends_with(" [[[I, [I], [[I, [I]] null")), "{log:?}");
-    assert!(log.iter().any(|l| l.starts_with("alloc Sample.main ") && l.ends_with(" Sample$Sub null")), "{log:?}");
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.as_str()
+                == "thrown Sample.thrower java.lang.IllegalStateException: deep null null")
+            .count(),
+        6,
+        "{log:?}"
+    );
+    assert!(
+        log.contains(
+            &"thrown Sample$Sub.<init> java.lang.IllegalArgumentException: unlucky 13 null null"
+                .to_string()
+        ),
+        "{log:?}"
+    );
+    let (_, log) = run_logged(&probe(
+        Point::Allocation,
+        "alloc",
+        &[MethodId, SiteId, NewObject],
+    ));
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("alloc Sample.arrays ")
+                && l.ends_with(" [[[I, [I], [[I, [I]] null")),
+        "{log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("alloc Sample.main ") && l.ends_with(" Sample$Sub null")),
+        "{log:?}"
+    );
 }
 
 use Value::*;
@@ -74,41 +134,99 @@ fn returns() {
 #[test]
 fn exception_exit() {
     // thrower(5..0) and the Sub(13) constructor: 7 frames left by an exception.
-    assert_eq!(run(&probe(Point::ExceptionExit, "thrown", &[MethodId, Thrown])), 7);
+    assert_eq!(
+        run(&probe(Point::ExceptionExit, "thrown", &[MethodId, Thrown])),
+        7
+    );
 }
 
 #[test]
 fn before_call() {
-    assert!(run(&probe(Point::BeforeCall(MemberFilter::any()), "beforeCall", &[MethodId, SiteId])) > 50);
+    assert!(
+        run(&probe(
+            Point::BeforeCall(MemberFilter::any()),
+            "beforeCall",
+            &[MethodId, SiteId]
+        )) > 50
+    );
 }
 
 #[test]
 fn after_call() {
-    assert!(run(&probe(Point::AfterCall(MemberFilter::any()), "afterCall", &[MethodId, SiteId, ReturnValue, Thrown])) > 50);
+    assert!(
+        run(&probe(
+            Point::AfterCall(MemberFilter::any()),
+            "afterCall",
+            &[MethodId, SiteId, ReturnValue, Thrown]
+        )) > 50
+    );
 }
 
 #[test]
 fn after_call_filtered() {
     // thrower is called 6 times (one call from main, five recursive); all six calls throw.
-    let f = MemberFilter { owner: Pattern::Exact("Sample".into()), name: Pattern::Exact("thrower".into()), descriptor: Pattern::Any };
-    assert_eq!(run(&probe(Point::AfterCall(f), "afterCall", &[MethodId, SiteId, ReturnValue, Thrown])), 6);
+    let f = MemberFilter {
+        owner: Pattern::Exact("Sample".into()),
+        name: Pattern::Exact("thrower".into()),
+        descriptor: Pattern::Any,
+    };
+    assert_eq!(
+        run(&probe(
+            Point::AfterCall(f),
+            "afterCall",
+            &[MethodId, SiteId, ReturnValue, Thrown]
+        )),
+        6
+    );
 }
 
 #[test]
 fn allocation() {
-    assert!(run(&probe(Point::Allocation, "alloc", &[MethodId, SiteId, NewObject])) > 10);
+    assert!(
+        run(&probe(
+            Point::Allocation,
+            "alloc",
+            &[MethodId, SiteId, NewObject]
+        )) > 10
+    );
 }
 
 #[test]
 fn monitors() {
-    assert_eq!(run(&probe(Point::MonitorEnter, "monitor", &[MethodId, SiteId, Lock])), 2);
-    assert_eq!(run(&probe(Point::MonitorExit, "monitor", &[MethodId, SiteId, Lock])), 2);
+    assert_eq!(
+        run(&probe(
+            Point::MonitorEnter,
+            "monitor",
+            &[MethodId, SiteId, Lock]
+        )),
+        2
+    );
+    assert_eq!(
+        run(&probe(
+            Point::MonitorExit,
+            "monitor",
+            &[MethodId, SiteId, Lock]
+        )),
+        2
+    );
 }
 
 #[test]
 fn fields() {
-    assert!(run(&probe(Point::FieldRead(MemberFilter::any()), "field", &[MethodId, SiteId, FieldValue])) > 5);
-    assert!(run(&probe(Point::FieldWrite(MemberFilter::any()), "field", &[MethodId, SiteId, FieldValue])) > 5);
+    assert!(
+        run(&probe(
+            Point::FieldRead(MemberFilter::any()),
+            "field",
+            &[MethodId, SiteId, FieldValue]
+        )) > 5
+    );
+    assert!(
+        run(&probe(
+            Point::FieldWrite(MemberFilter::any()),
+            "field",
+            &[MethodId, SiteId, FieldValue]
+        )) > 5
+    );
 }
 
 #[test]

@@ -22,7 +22,11 @@ impl XorShift {
 
 fn exercise(data: &[u8], plan: &InjectionPlan) {
     if let Ok(cf) = ClassFile::parse(data) {
-        assert_eq!(cf.write(), data, "whatever parses must write back identically");
+        assert_eq!(
+            cf.write(),
+            data,
+            "whatever parses must write back identically"
+        );
         let _ = jtap_classfile::listing::listing(&cf);
         if let Ok(out) = instrument_class(data, plan, &mut Registry::default()) {
             ClassFile::parse(&out.bytes).expect("instrumented output parses");
@@ -33,9 +37,16 @@ fn exercise(data: &[u8], plan: &InjectionPlan) {
 #[test]
 fn corrupted_classes_never_panic() {
     let dir = common::sample_classes("11");
-    let mut seeds: Vec<Vec<u8>> = common::class_files(&dir).iter().map(|p| fs::read(p).unwrap()).collect();
+    let mut seeds: Vec<Vec<u8>> = common::class_files(&dir)
+        .iter()
+        .map(|p| fs::read(p).unwrap())
+        .collect();
     if let Some(m) = common::jdk_modules(common::JDK17, "jdk17") {
-        for c in ["java/util/HashMap.class", "java/lang/String.class", "java/util/concurrent/ConcurrentHashMap.class"] {
+        for c in [
+            "java/util/HashMap.class",
+            "java/lang/String.class",
+            "java/util/concurrent/ConcurrentHashMap.class",
+        ] {
             seeds.push(fs::read(m.join("java.base").join(c)).unwrap());
         }
     }

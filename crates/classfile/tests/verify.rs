@@ -28,7 +28,11 @@ fn prepare(classes: &[(String, Vec<u8>)], base_dir: &Path, inst_dir: &Path, rena
     let names: HashSet<Vec<u8>> = if rename {
         classes
             .iter()
-            .filter_map(|(_, b)| ClassFile::parse(b).ok().and_then(|c| c.name().ok().map(<[u8]>::to_vec)))
+            .filter_map(|(_, b)| {
+                ClassFile::parse(b)
+                    .ok()
+                    .and_then(|c| c.name().ok().map(<[u8]>::to_vec))
+            })
             .filter(|n| !common::KEEP.iter().any(|k| k.as_bytes() == &n[..]))
             .collect()
     } else {
@@ -55,7 +59,11 @@ fn prepare(classes: &[(String, Vec<u8>)], base_dir: &Path, inst_dir: &Path, rena
             *stats.refused.entry(e.to_string()).or_default() += 1;
         }
         let (b, i, rel) = if rename {
-            (common::rename(bytes, &names), common::rename(&out.bytes, &names), format!("jvfy/{name}"))
+            (
+                common::rename(bytes, &names),
+                common::rename(&out.bytes, &names),
+                format!("jvfy/{name}"),
+            )
         } else {
             (bytes.clone(), out.bytes, name.clone())
         };
@@ -75,7 +83,11 @@ fn check(label: &str, java_home: &str, classes: Vec<(String, Vec<u8>)>, rename: 
     let b = common::run_verify(java_home, &base);
     let i = common::run_verify(java_home, &inst);
     let pre: HashSet<&str> = b.errors.iter().map(|e| e.1.as_str()).collect();
-    let regressions: Vec<_> = i.errors.iter().filter(|e| !pre.contains(e.1.as_str())).collect();
+    let regressions: Vec<_> = i
+        .errors
+        .iter()
+        .filter(|e| !pre.contains(e.1.as_str()))
+        .collect();
     println!(
         "{label}: {} classes, {} methods instrumented, refused {:?}, failed {}; original: {}; instrumented: {}; new VerifyError/ClassFormatError: {}",
         stats.classes,
@@ -89,8 +101,16 @@ fn check(label: &str, java_home: &str, classes: Vec<(String, Vec<u8>)>, rename: 
     for e in regressions.iter().take(40) {
         println!("  {} {} {}", e.0, e.1, &e.2[..e.2.len().min(600)]);
     }
-    assert!(stats.failed.is_empty(), "{label}: {:?}", &stats.failed[..stats.failed.len().min(10)]);
-    assert!(regressions.is_empty(), "{label}: {} classes fail verification only after instrumentation", regressions.len());
+    assert!(
+        stats.failed.is_empty(),
+        "{label}: {:?}",
+        &stats.failed[..stats.failed.len().min(10)]
+    );
+    assert!(
+        regressions.is_empty(),
+        "{label}: {} classes fail verification only after instrumentation",
+        regressions.len()
+    );
 }
 
 fn module_classes(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -107,7 +127,9 @@ fn module_classes(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn jdk17_modules_verify_after_instrumentation() {
-    let Some(dir) = common::jdk_modules(common::JDK17, "jdk17") else { return };
+    let Some(dir) = common::jdk_modules(common::JDK17, "jdk17") else {
+        return;
+    };
     check("jdk17", common::JDK17, module_classes(&dir), true);
 }
 
@@ -117,7 +139,9 @@ fn jdk25_modules_verify_after_instrumentation() {
         eprintln!("skipping: {} not found", common::JDK25);
         return;
     }
-    let Some(dir) = common::jdk_modules(common::JDK25, "jdk25") else { return };
+    let Some(dir) = common::jdk_modules(common::JDK25, "jdk25") else {
+        return;
+    };
     check("jdk25", common::JDK25, module_classes(&dir), true);
 }
 

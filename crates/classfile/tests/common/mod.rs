@@ -26,7 +26,10 @@ pub const JARS: &[&str] = &[
 ];
 
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 pub fn cache_dir() -> PathBuf {
@@ -127,7 +130,10 @@ pub fn harness() -> PathBuf {
         .max()
         .unwrap();
     let stamp = out.join(".stamp");
-    if fs::metadata(&stamp).and_then(|m| m.modified()).map_or(true, |t| t < newest_src) {
+    if fs::metadata(&stamp)
+        .and_then(|m| m.modified())
+        .map_or(true, |t| t < newest_src)
+    {
         let _ = fs::remove_dir_all(&out);
         fs::create_dir_all(&out).unwrap();
         let st = Command::new(format!("{JDK17}/bin/javac"))
@@ -162,12 +168,19 @@ pub fn run_verify(java_home: &str, dir: &Path) -> VerifyReport {
         .output()
         .expect("run java");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "harness failed: {}\n{}", String::from_utf8_lossy(&out.stderr), &text[text.len().saturating_sub(2000)..]);
+    assert!(
+        out.status.success(),
+        "harness failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        &text[text.len().saturating_sub(2000)..]
+    );
     let mut r = VerifyReport::default();
     for line in text.lines() {
         let mut parts = line.splitn(3, '\t');
         match (parts.next(), parts.next(), parts.next()) {
-            (Some(k @ ("VERIFY" | "FORMAT")), Some(c), m) => r.errors.push((k.into(), c.into(), m.unwrap_or("").into())),
+            (Some(k @ ("VERIFY" | "FORMAT")), Some(c), m) => {
+                r.errors.push((k.into(), c.into(), m.unwrap_or("").into()))
+            }
             (Some("OTHER"), _, _) => r.other += 1,
             (Some("TOTAL"), Some(n), _) => {
                 r.total = n.parse().unwrap();
@@ -204,7 +217,10 @@ pub fn sample_classes(release: &str) -> PathBuf {
     let out = cache_dir().join(format!("sample-{release}"));
     let stamp = out.join(".stamp");
     let src_time = fs::metadata(&src).and_then(|m| m.modified()).unwrap();
-    if fs::metadata(&stamp).and_then(|m| m.modified()).map_or(true, |t| t < src_time) {
+    if fs::metadata(&stamp)
+        .and_then(|m| m.modified())
+        .map_or(true, |t| t < src_time)
+    {
         let _ = fs::remove_dir_all(&out);
         fs::create_dir_all(&out).unwrap();
         let st = Command::new(format!("{JDK17}/bin/javac"))
@@ -222,21 +238,41 @@ pub fn sample_classes(release: &str) -> PathBuf {
 /// Runs `main_class` with `cp` on JDK 17 (verification on); returns (stdout, probe calls).
 pub fn run_java(cp: &str, main_class: &str) -> (String, u64, String) {
     let out = Command::new(format!("{JDK17}/bin/java"))
-        .args(["-Djtap.probes.report=1", "-Djtap.probes.log=1", "-Xshare:off", "-cp", cp, main_class])
+        .args([
+            "-Djtap.probes.report=1",
+            "-Djtap.probes.log=1",
+            "-Xshare:off",
+            "-cp",
+            cp,
+            main_class,
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{main_class} failed:\n{stdout}\n{stderr}");
-    let calls = stderr.lines().find_map(|l| l.strip_prefix("jtap-probes: ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0);
+    assert!(
+        out.status.success(),
+        "{main_class} failed:\n{stdout}\n{stderr}"
+    );
+    let calls = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("jtap-probes: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
     (stdout, calls, stderr)
 }
 
 /// Instruments every class file of `from` into `to` with `plan`.
-pub fn instrument_dir(from: &Path, to: &Path, plan: &jtap_classfile::InjectionPlan) -> jtap_classfile::plan::Registry {
+pub fn instrument_dir(
+    from: &Path,
+    to: &Path,
+    plan: &jtap_classfile::InjectionPlan,
+) -> jtap_classfile::plan::Registry {
     let mut registry = jtap_classfile::plan::Registry::default();
     for p in class_files(from) {
-        let out = jtap_classfile::plan::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry).unwrap();
+        let out =
+            jtap_classfile::plan::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry)
+                .unwrap();
         assert!(out.refused.is_empty(), "{}: {:?}", p.display(), out.refused);
         let dest = to.join(p.strip_prefix(from).unwrap());
         fs::create_dir_all(dest.parent().unwrap()).unwrap();

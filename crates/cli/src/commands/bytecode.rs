@@ -74,8 +74,10 @@ public class JtapVerify {
 pub enum BytecodeCommand {
     /// Round-trip and fully instrument every class (entry, return, exception exit, call sites,
     /// allocations, monitors, fields, lines); with --verify, load the results in a JVM
-    #[command(after_help = "Exits with 1 when any class failed to round-trip or instrument, or when an \
-                            instrumented class fails verification that its original passes.")]
+    #[command(
+        after_help = "Exits with 1 when any class failed to round-trip or instrument, or when an \
+                            instrumented class fails verification that its original passes."
+    )]
     Check {
         /// Class files, jars, directories of either, or Java homes (their lib/modules)
         #[arg(required = true)]
@@ -98,10 +100,17 @@ pub enum BytecodeCommand {
 pub fn run(cmd: BytecodeCommand) -> Result<i32> {
     match cmd {
         BytecodeCommand::Check { inputs, verify } => check(&inputs, verify.as_deref()),
-        BytecodeCommand::Dump { class, instrumented } => {
+        BytecodeCommand::Dump {
+            class,
+            instrumented,
+        } => {
             let bytes = fs::read(&class).with_context(|| format!("reading {}", class.display()))?;
             let bytes = if instrumented {
-                let out = instrument_class(&bytes, &InjectionPlan::everything(RUNTIME_CLASS), &mut Registry::default())?;
+                let out = instrument_class(
+                    &bytes,
+                    &InjectionPlan::everything(RUNTIME_CLASS),
+                    &mut Registry::default(),
+                )?;
                 for (m, e) in &out.refused {
                     eprintln!("refused {m}: {e}");
                 }
@@ -142,7 +151,9 @@ fn collect(inputs: &[PathBuf], tmp: &Path) -> Result<Vec<(String, Vec<u8>)>> {
 }
 
 fn walk(root: &Path, dir: &Path, modules: bool, out: &mut Vec<(String, Vec<u8>)>) -> Result<()> {
-    let mut entries: Vec<PathBuf> = fs::read_dir(dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
     entries.sort();
     for p in entries {
         if p.is_dir() {
@@ -150,7 +161,11 @@ fn walk(root: &Path, dir: &Path, modules: bool, out: &mut Vec<(String, Vec<u8>)>
         } else {
             let rel = p.strip_prefix(root).unwrap_or(&p);
             // jimage output is <module>/<package path>; drop the module directory.
-            let rel: PathBuf = if modules { rel.components().skip(1).collect() } else { rel.to_path_buf() };
+            let rel: PathBuf = if modules {
+                rel.components().skip(1).collect()
+            } else {
+                rel.to_path_buf()
+            };
             read_file(&p, &rel, out)?;
         }
     }
@@ -161,11 +176,16 @@ fn read_file(p: &Path, rel: &Path, out: &mut Vec<(String, Vec<u8>)>) -> Result<(
     let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext {
         "class" => {
-            let name = if rel.as_os_str().is_empty() { p.file_name().unwrap_or_default().into() } else { rel.to_path_buf() };
+            let name = if rel.as_os_str().is_empty() {
+                p.file_name().unwrap_or_default().into()
+            } else {
+                rel.to_path_buf()
+            };
             out.push((name.to_string_lossy().into_owned(), fs::read(p)?));
         }
         "jar" | "zip" => {
-            let mut z = zip::ZipArchive::new(fs::File::open(p)?).with_context(|| format!("reading {}", p.display()))?;
+            let mut z = zip::ZipArchive::new(fs::File::open(p)?)
+                .with_context(|| format!("reading {}", p.display()))?;
             for i in 0..z.len() {
                 let mut e = z.by_index(i)?;
                 let name = e.name().to_string();
@@ -248,7 +268,9 @@ fn verify_in_jvm(java: &Path, classes: &[(String, Vec<u8>, Vec<u8>)], tmp: &Path
     let (orig_dir, inst_dir) = (tmp.join("original"), tmp.join("instrumented"));
     let mut skipped = 0;
     for (name, orig, inst) in classes {
-        let Ok(cf) = ClassFile::parse(orig) else { continue };
+        let Ok(cf) = ClassFile::parse(orig) else {
+            continue;
+        };
         let Ok(cname) = cf.name() else { continue };
         if !names.contains(cname) {
             skipped += 1;
@@ -258,29 +280,53 @@ fn verify_in_jvm(java: &Path, classes: &[(String, Vec<u8>, Vec<u8>)], tmp: &Path
         for (dir, bytes) in [(&orig_dir, orig), (&inst_dir, inst)] {
             let p = dir.join(&rel);
             fs::create_dir_all(p.parent().unwrap_or(dir))?;
-            fs::write(&p, prefix_classes(bytes, &names, "jvfy/").with_context(|| format!("renaming {name}"))?)?;
+            fs::write(
+                &p,
+                prefix_classes(bytes, &names, "jvfy/")
+                    .with_context(|| format!("renaming {name}"))?,
+            )?;
         }
     }
     let src = tmp.join("JtapVerify.java");
     fs::write(&src, VERIFY_JAVA)?;
     let run = |dir: &Path| -> Result<Vec<(String, String, String)>> {
-        let out = Command::new(java).arg("-Xshare:off").arg(&src).arg(dir).output().with_context(|| format!("running {}", java.display()))?;
+        let out = Command::new(java)
+            .arg("-Xshare:off")
+            .arg(&src)
+            .arg(dir)
+            .output()
+            .with_context(|| format!("running {}", java.display()))?;
         if !out.status.success() {
-            bail!("verification harness failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "verification harness failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| {
                 let mut p = l.splitn(3, '\t');
-                Some((p.next()?.to_string(), p.next()?.to_string(), p.next().unwrap_or("").to_string()))
+                Some((
+                    p.next()?.to_string(),
+                    p.next()?.to_string(),
+                    p.next().unwrap_or("").to_string(),
+                ))
             })
             .collect())
     };
     let before = run(&orig_dir)?;
     let after = run(&inst_dir)?;
-    let failing: HashSet<&str> = before.iter().filter(|e| e.0 != "OTHER").map(|e| e.1.as_str()).collect();
+    let failing: HashSet<&str> = before
+        .iter()
+        .filter(|e| e.0 != "OTHER")
+        .map(|e| e.1.as_str())
+        .collect();
     let count = |v: &[(String, String, String)], k: &str| v.iter().filter(|e| e.0 == k).count();
-    println!("verified in {}: {} classes ({skipped} core classes cannot be verified by renaming)", java.display(), names.len());
+    println!(
+        "verified in {}: {} classes ({skipped} core classes cannot be verified by renaming)",
+        java.display(),
+        names.len()
+    );
     println!(
         "  original:     {} VerifyError, {} ClassFormatError, {} other linkage errors",
         count(&before, "VERIFY"),
@@ -293,12 +339,24 @@ fn verify_in_jvm(java: &Path, classes: &[(String, Vec<u8>, Vec<u8>)], tmp: &Path
         count(&after, "FORMAT"),
         count(&after, "OTHER")
     );
-    let new: Vec<_> = after.iter().filter(|e| e.0 != "OTHER" && !failing.contains(e.1.as_str())).collect();
+    let new: Vec<_> = after
+        .iter()
+        .filter(|e| e.0 != "OTHER" && !failing.contains(e.1.as_str()))
+        .collect();
     println!("  new failures: {}", new.len());
     for (kind, class, msg) in &new {
-        let method = msg.split("Location:").nth(1).and_then(|s| s.split(" @").next()).map(str::trim).unwrap_or("?");
+        let method = msg
+            .split("Location:")
+            .nth(1)
+            .and_then(|s| s.split(" @").next())
+            .map(str::trim)
+            .unwrap_or("?");
         let class = class.strip_prefix("jvfy.").unwrap_or(class);
-        let kind = if kind == "VERIFY" { "VerifyError" } else { "ClassFormatError" };
+        let kind = if kind == "VERIFY" {
+            "VerifyError"
+        } else {
+            "ClassFormatError"
+        };
         println!("  {kind} {class} {method}: {}", &msg[..msg.len().min(400)]);
     }
     Ok(new.len())
