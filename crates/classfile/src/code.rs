@@ -11,6 +11,8 @@
 //! `if<c> L` → `if<!c> +8; goto_w L`), recomputing switch padding, and relocating the
 //! exception table, `LineNumberTable`, `LocalVariable(Type)Table` and `StackMapTable`.
 
+use std::borrow::Cow;
+
 use crate::bytes::{Reader, WriteBe};
 use crate::class_file::Attribute;
 use crate::constant_pool::ConstantPool;
@@ -540,6 +542,26 @@ pub fn relayout(
     })
 }
 
+/// `v` with `Uninitialized` offsets moved to where their `new` instructions now are.
+fn remap<'v>(v: &'v [VType], map: &[u32], layout: &Layout) -> Result<Cow<'v, [VType]>> {
+    if !v.iter().any(|t| matches!(t, VType::Uninitialized(_))) {
+        return Ok(Cow::Borrowed(v));
+    }
+    let mut out = v.to_vec();
+    for t in out.iter_mut() {
+        if let VType::Uninitialized(o) = *t {
+            let i = idx(map, o as usize, "uninitialized offset")?;
+            *t = VType::Uninitialized(
+                *layout
+                    .at
+                    .get(i)
+                    .ok_or(Error::BadStackMap("uninitialized offset"))?,
+            );
+        }
+    }
+    Ok(Cow::Owned(out))
+}
+
 fn encode_frames(
     f: &mut Frames<'_>,
     insns: &[Insn],
@@ -549,34 +571,18 @@ fn encode_frames(
     wide: &[bool],
 ) -> Result<Vec<u8>> {
     let n = insns.len();
-    let remap_all = |v: &[VType]| -> Result<Vec<VType>> {
-        let mut out = v.to_vec();
-        for t in out.iter_mut() {
-            if let VType::Uninitialized(o) = *t {
-                let i = idx(map, o as usize, "uninitialized offset")?;
-                *t = VType::Uninitialized(
-                    *layout
-                        .at
-                        .get(i)
-                        .ok_or(Error::BadStackMap("uninitialized offset"))?,
-                );
-            }
-        }
-        Ok(out)
-    };
+    let remap_all = |v| remap(v, map, layout);
     let mut has_frame = vec![false; n + 1];
-    let mut out: Vec<Frame> = Vec::with_capacity(f.frames.len() + edit.blocks.len());
-    for fr in f.frames {
+    let mut out: Vec<(u32, Cow<'_, [VType]>, Cow<'_, [VType]>)> =
+        Vec::with_capacity(f.frames.len() + edit.blocks.len());
+    let frames: &[Frame] = f.frames;
+    for fr in frames {
         let i = idx(map, fr.offset as usize, "frame offset")?;
         if i >= n {
             return Err(Error::BadStackMap("frame at end of code"));
         }
         has_frame[i] = true;
-        out.push(Frame {
-            offset: layout.start[i],
-            locals: remap_all(&fr.locals)?,
-            stack: remap_all(&fr.stack)?,
-        });
+        out.push((layout.start[i], remap_all(&fr.locals)?, remap_all(&fr.stack)?));
     }
     for (i, insn) in insns.iter().enumerate() {
         if wide[i]
@@ -584,27 +590,21 @@ fn encode_frames(
             && !(edit.after[i].is_empty() && has_frame.get(i + 1) == Some(&true))
         {
             let fr = (f.fallthrough)(i)?;
-            out.push(Frame {
-                offset: layout.at[i] + 8,
-                locals: remap_all(&fr.locals)?,
-                stack: remap_all(&fr.stack)?,
-            });
+            let l = Cow::Owned(remap(&fr.locals, map, layout)?.into_owned());
+            let s = Cow::Owned(remap(&fr.stack, map, layout)?.into_owned());
+            out.push((layout.at[i] + 8, l, s));
         }
     }
     for (k, b) in edit.blocks.iter().enumerate() {
         if let Some(fr) = &b.frame {
-            out.push(Frame {
-                offset: layout.block[k],
-                locals: remap_all(&fr.locals)?,
-                stack: remap_all(&fr.stack)?,
-            });
+            out.push((layout.block[k], remap_all(&fr.locals)?, remap_all(&fr.stack)?));
         }
     }
-    out.sort_by_key(|fr| fr.offset);
-    if out.windows(2).any(|w| w[0].offset == w[1].offset) {
+    out.sort_by_key(|fr| fr.0);
+    if out.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(Error::BadStackMap("two frames at one offset"));
     }
-    stackmap::encode(&out, f.initial_locals)
+    stackmap::encode_slices(out.iter().map(|(o, l, s)| (*o, &**l, &**s)), out.len(), f.initial_locals)
 }
 
 #[cfg(test)]

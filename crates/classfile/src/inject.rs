@@ -33,6 +33,11 @@ impl Snippet {
         }
     }
 
+    /// Continues `code` (taken from its place in an [`Edit`]) at stack depth `depth`.
+    fn on(code: Vec<u8>, depth: i32) -> Self {
+        Snippet { code, depth, peak: depth }
+    }
+
     fn emit(&mut self, bytes: &[u8], delta: i32) {
         self.code.extend_from_slice(bytes);
         self.depth += delta;
@@ -352,11 +357,22 @@ pub(crate) fn instrument_method(
 
     // Which instructions need their incoming state.
     let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
-    let mut want = vec![false; n];
-    for (i, insn) in insns.iter().enumerate() {
-        want[i] = uninit_this
-            || matches!(insn.opcode, op::IRETURN..=op::RETURN | op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC);
-    }
+    // States are needed at returns for `this`/arguments, at calls for the call handlers'
+    // frames, at constructor calls for allocations, and everywhere in constructors.
+    let at_returns = probes.iter().any(|(_, p)| {
+        p.point == Point::Return && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
+    });
+    let at_calls = probes.iter().any(|(_, p)| matches!(p.point, Point::AfterCall(_)));
+    let at_inits = probes.iter().any(|(_, p)| p.point == Point::Allocation);
+    let want: Vec<bool> = insns
+        .iter()
+        .map(|insn| {
+            uninit_this
+                || at_returns && matches!(insn.opcode, op::IRETURN..=op::RETURN)
+                || at_calls && matches!(insn.opcode, op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC)
+                || at_inits && insn.opcode == op::INVOKESPECIAL
+        })
+        .collect();
     let info = MethodInfo {
         this_class: cf.this_class,
         max_locals: code.max_locals,
@@ -408,7 +424,7 @@ pub(crate) fn instrument_method(
 
     let mut exit_block: Option<usize> = None;
     // One site id per call, shared by its before and after probes.
-    let mut call_sites: std::collections::HashMap<usize, i32> = std::collections::HashMap::new();
+    let mut call_sites: Vec<i32> = Vec::new();
     let mut call_blocks: Vec<(usize, usize)> = Vec::new();
     for &(pi, probe) in probes {
         let plain = Site {
@@ -425,7 +441,7 @@ pub(crate) fn instrument_method(
                     args_ok: true,
                     ..plain
                 };
-                let mut s = Snippet::new(0);
+                let mut s = Snippet::on(std::mem::take(&mut edit.prologue), 0);
                 m.call(cp, refs, &mut s, pi, probe, &site)?;
                 finish(s, &mut edit.prologue, &mut peak);
             }
@@ -435,7 +451,7 @@ pub(crate) fn instrument_method(
                         continue;
                     }
                     let st = states[i].as_ref();
-                    let mut s = Snippet::new(0);
+                    let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                     let mut site = Site {
                         site_id: -1,
                         this_ok: !is_static
@@ -513,28 +529,31 @@ pub(crate) fn instrument_method(
                     if !filter.matches(&owner, &mname, &mdesc) {
                         continue;
                     }
-                    let site_id = match call_sites.get(&i) {
-                        Some(&id) => id,
-                        None => {
+                    if call_sites.is_empty() {
+                        call_sites = vec![-1; n];
+                    }
+                    let site_id = match call_sites[i] {
+                        id if id >= 0 => id,
+                        _ => {
                             let id = registry.add_site(
                                 method_id,
                                 insn.offset,
                                 "call",
                                 format!("{owner}.{mname}{mdesc}"),
                             );
-                            call_sites.insert(i, id);
+                            call_sites[i] = id;
                             id
                         }
                     };
                     let ret = erase(return_type(mdesc.as_bytes())?);
                     let site = Site { site_id, ..plain };
                     if !after {
-                        let mut s = Snippet::new(0);
+                        let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                         m.call(cp, refs, &mut s, pi, probe, &site)?;
                         finish(s, &mut edit.before[i], &mut peak);
                         continue;
                     }
-                    let mut s = Snippet::new(0);
+                    let mut s = Snippet::on(std::mem::take(&mut edit.after[i]), 0);
                     let mut normal = Site { ..site };
                     if ret != FieldType::Void && wants(probe, Value::ReturnValue) {
                         s.capture(cp, refs, ret, m.stash)?;
@@ -605,7 +624,7 @@ pub(crate) fn instrument_method(
                     };
                     let Some(j) = at else { continue };
                     let site_id = registry.add_site(method_id, insn.offset, "alloc", detail);
-                    let mut s = Snippet::new(0);
+                    let mut s = Snippet::on(std::mem::take(&mut edit.after[j]), 0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
                     m.call(
@@ -639,7 +658,7 @@ pub(crate) fn instrument_method(
                         "monitorexit"
                     };
                     let site_id = registry.add_site(method_id, insn.offset, kind, String::new());
-                    let mut s = Snippet::new(0);
+                    let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
                     m.call(
@@ -681,7 +700,8 @@ pub(crate) fn instrument_method(
                     let kind = if read { "field-read" } else { "field-write" };
                     let site_id =
                         registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
-                    let mut s = Snippet::new(0);
+                    let dest = if read { &mut edit.after[i] } else { &mut edit.before[i] };
+                    let mut s = Snippet::on(std::mem::take(dest), 0);
                     s.capture(cp, refs, t, m.stash)?;
                     used_stash = true;
                     m.call(
@@ -698,11 +718,7 @@ pub(crate) fn instrument_method(
                     )?;
                     finish(
                         s,
-                        if read {
-                            &mut edit.after[i]
-                        } else {
-                            &mut edit.before[i]
-                        },
+                        if read { &mut edit.after[i] } else { &mut edit.before[i] },
                         &mut peak,
                     );
                 }
@@ -712,7 +728,7 @@ pub(crate) fn instrument_method(
                     let Some(line) = *line else { continue };
                     let site_id =
                         registry.add_site(method_id, insns[i].offset, "line", String::new());
-                    let mut s = Snippet::new(0);
+                    let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                     m.call(
                         cp,
                         refs,
@@ -824,13 +840,10 @@ pub(crate) fn instrument_method(
     Ok(true)
 }
 
+/// Puts the code of a snippet made with [`Snippet::on`] back where it came from.
 fn finish(s: Snippet, dest: &mut Vec<u8>, peak: &mut i32) {
     *peak = (*peak).max(s.peak);
-    if dest.is_empty() {
-        *dest = s.code;
-    } else {
-        dest.extend_from_slice(&s.code);
-    }
+    *dest = s.code;
 }
 
 /// Owner, name and descriptor of a called method.

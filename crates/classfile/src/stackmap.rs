@@ -170,19 +170,39 @@ pub fn decode(data: &[u8], initial_locals: &[VType]) -> Result<Vec<Frame>> {
 
 /// Encodes frames (sorted by strictly increasing offset) as a `StackMapTable` body.
 pub fn encode(frames: &[Frame], initial_locals: &[VType]) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(frames.len() * 4 + 2);
-    out.u2(u16::try_from(frames.len()).map_err(|_| Error::TooLarge("StackMapTable"))?);
+    encode_slices(frames.iter().map(|f| (f.offset, &f.locals[..], &f.stack[..])), frames.len(), initial_locals)
+}
+
+/// Slot form to list form, into a reused buffer.
+fn entries_into(slots: &[VType], out: &mut Vec<VType>) {
+    out.clear();
+    let mut i = 0;
+    while i < slots.len() {
+        out.push(slots[i]);
+        i += if slots[i].is_wide() { 2 } else { 1 };
+    }
+}
+
+/// [`encode`] over (offset, locals, stack) triples in slot form.
+pub(crate) fn encode_slices<'a>(
+    frames: impl Iterator<Item = (u32, &'a [VType], &'a [VType])>,
+    count: usize,
+    initial_locals: &[VType],
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(count * 4 + 2);
+    out.u2(u16::try_from(count).map_err(|_| Error::TooLarge("StackMapTable"))?);
     let mut prev_locals = to_entries(initial_locals);
+    let (mut locals, mut stack) = (Vec::new(), Vec::new());
     let mut prev_offset: Option<u32> = None;
-    for f in frames {
+    for (offset, frame_locals, frame_stack) in frames {
         let delta = match prev_offset {
-            None => f.offset,
-            Some(p) if f.offset > p => f.offset - p - 1,
+            None => offset,
+            Some(p) if offset > p => offset - p - 1,
             Some(_) => return Err(Error::BadStackMap("frames out of order")),
         };
         let delta = u16::try_from(delta).map_err(|_| Error::TooLarge("frame offset"))?;
-        let locals = to_entries(&f.locals);
-        let stack = to_entries(&f.stack);
+        entries_into(frame_locals, &mut locals);
+        entries_into(frame_stack, &mut stack);
         let same = locals == prev_locals;
         if same && stack.is_empty() {
             if delta < 64 {
@@ -228,8 +248,8 @@ pub fn encode(frames: &[Frame], initial_locals: &[VType]) -> Result<Vec<u8>> {
                 write_vtype(&mut out, t)?;
             }
         }
-        prev_locals = locals;
-        prev_offset = Some(f.offset);
+        std::mem::swap(&mut prev_locals, &mut locals);
+        prev_offset = Some(offset);
     }
     Ok(out)
 }
