@@ -31,12 +31,43 @@ where
 }
 
 /// Runs a prepared command to completion, capturing its output.
+/// A test never hangs: a command still running after this long is killed and the test fails.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Runs a prepared command to completion (at most [`COMMAND_TIMEOUT`]), capturing its output.
 pub fn run(command: &mut Command) -> Run {
-    let out = command.stdin(Stdio::null()).output().expect("run command");
+    use std::io::Read;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run command");
+    let drain = |mut stream: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stream.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = std::time::Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for command") {
+            break status;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("command did not finish within {COMMAND_TIMEOUT:?}: {command:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
     }
 }
 
