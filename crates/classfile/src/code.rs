@@ -317,18 +317,24 @@ pub fn relayout(
         ));
     }
     let map = offset_index(insns, code.code.len());
-    let targets: Vec<Vec<usize>> = insns
-        .iter()
-        .map(|i| match &i.operand {
-            Operand::Branch(t) => Ok(vec![idx(&map, *t as usize, "branch target")?]),
-            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => i
-                .targets()
-                .into_iter()
-                .map(|t| idx(&map, t as usize, "branch target"))
-                .collect(),
-            _ => Ok(Vec::new()),
-        })
-        .collect::<Result<_>>()?;
+    // Branch targets as instruction indices: targets[tstart[i]..tstart[i + 1]] (for switches,
+    // the cases then the default).
+    let mut tstart: Vec<u32> = Vec::with_capacity(n + 1);
+    let mut targets: Vec<usize> = Vec::with_capacity(n / 4);
+    for insn in insns {
+        tstart.push(targets.len() as u32);
+        match &insn.operand {
+            Operand::Branch(t) => targets.push(idx(&map, *t as usize, "branch target")?),
+            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => {
+                for t in insn.targets() {
+                    targets.push(idx(&map, t as usize, "branch target")?);
+                }
+            }
+            _ => {}
+        }
+    }
+    tstart.push(targets.len() as u32);
+    let targets_of = |i: usize| &targets[tstart[i] as usize..tstart[i + 1] as usize];
 
     // Widen branches until every one reaches.
     let mut wide = vec![false; n];
@@ -337,7 +343,7 @@ pub fn relayout(
         let mut changed = false;
         for (i, insn) in insns.iter().enumerate() {
             if !wide[i] && is_short_branch(insn) {
-                let t = targets[i].first().copied().unwrap_or(0);
+                let t = targets_of(i).first().copied().unwrap_or(0);
                 let delta = l.start[t] as i64 - l.at[i] as i64;
                 if delta < i16::MIN as i64 || delta > i16::MAX as i64 {
                     wide[i] = true;
@@ -363,7 +369,7 @@ pub fn relayout(
         let rel = |t: usize, from: u32| layout.start[t] as i64 - from as i64;
         match &insn.operand {
             Operand::Branch(_) => {
-                let t = targets[i].first().copied().unwrap_or(0);
+                let t = targets_of(i).first().copied().unwrap_or(0);
                 if matches!(insn.opcode, op::GOTO_W | op::JSR_W)
                     || (wide[i] && matches!(insn.opcode, op::GOTO | op::JSR))
                 {
@@ -390,7 +396,7 @@ pub fn relayout(
                 while out.len() % 4 != 0 {
                     out.push(0);
                 }
-                let tg = &targets[i];
+                let tg = targets_of(i);
                 out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
                 out.u4(*low as u32);
                 out.u4((*low as i64 + ts.len() as i64 - 1) as i32 as u32);
@@ -403,7 +409,7 @@ pub fn relayout(
                 while out.len() % 4 != 0 {
                     out.push(0);
                 }
-                let tg = &targets[i];
+                let tg = targets_of(i);
                 out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
                 out.u4(pairs.len() as u32);
                 for (k, (key, _)) in pairs.iter().enumerate() {
