@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{agent_library, is_root, jtap, jtap_bin, run, Run};
+use common::{agent_library, is_root, jtap, jtap_bin, run, Run, CONTAINER_WRAPPER};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
 
 fn pid_arg(jvm: &mut JavaProcess) -> String {
@@ -239,17 +239,7 @@ fn jvm_in_a_container_gets_a_private_copy_of_the_agent() {
     agent_library();
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
-            .wrapper([
-                "unshare",
-                "--pid",
-                "--fork",
-                "--mount",
-                "--mount-proc",
-                "--kill-child",
-                "sh",
-                "-c",
-                r#"mount -t tmpfs jtap-agent-test-tmp /tmp && exec "$0" "$@""#,
-            ])
+            .wrapper(CONTAINER_WRAPPER)
             .start();
         let pid = pid_arg(&mut jvm);
         let status = jtap(["status", &pid]).ok();

@@ -6,7 +6,7 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
-use common::{is_root, jtap, leftover_triggers};
+use common::{is_root, jtap, leftover_triggers, CONTAINER_WRAPPER};
 use jtap_testkit::{jdks, JavaProcess};
 
 const TEST_USER: &str = "jtaptest";
@@ -19,17 +19,7 @@ fn jvm_in_a_container_is_listed_and_attachable() {
     }
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
-            .wrapper([
-                "unshare",
-                "--pid",
-                "--fork",
-                "--mount",
-                "--mount-proc",
-                "--kill-child",
-                "sh",
-                "-c",
-                r#"mount -t tmpfs jtap-test-tmp /tmp && exec "$0" "$@""#,
-            ])
+            .wrapper(CONTAINER_WRAPPER)
             .start();
         let pid = jvm.pid();
         let listing: serde_json::Value = serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();
