@@ -117,13 +117,16 @@ fn stale_socket_of_a_dead_jvm() {
     jtap(["attach", &pid.to_string(), "properties"]).ok();
     let socket = format!("/tmp/.java_pid{pid}");
     assert!(Path::new(&socket).exists());
-    drop(jvm); // SIGKILL: the socket file stays behind
+    // SAFETY: killing the test's own JVM; the socket file stays behind.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let deadline = Instant::now() + Duration::from_secs(5);
-    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
+    while jvm.is_running() && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(10));
     }
+    assert!(Path::new(&socket).exists());
     jtap(["attach", &pid.to_string(), "properties"]).fails_with(15, "stale attach socket");
-    let _ = std::fs::remove_file(&socket);
+    drop(jvm);
+    assert!(!Path::new(&socket).exists(), "the harness removes what a killed JVM leaves");
 }
 
 #[test]

@@ -192,12 +192,28 @@ impl JavaProcess {
 
 impl Drop for JavaProcess {
     fn drop(&mut self) {
+        let jvm_pid = self.jvm_pid.or_else(|| find_java(self.child.id()));
         // SAFETY: signalling our own child's process group.
         unsafe {
             libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(pid) = jvm_pid {
+            remove_leftovers(pid);
+        }
+    }
+}
+
+/// A SIGKILLed JVM leaves its attach socket and perf data file in /tmp. Left there, a later
+/// JVM that reuses the pid under another user cannot replace them (sticky /tmp), which breaks
+/// unrelated tests; so the harness removes them (JVMs in private /tmp mounts leave none here).
+fn remove_leftovers(pid: u32) {
+    let _ = std::fs::remove_file(format!("/tmp/.java_pid{pid}"));
+    if let Ok(dirs) = std::fs::read_dir("/tmp") {
+        for dir in dirs.flatten().filter(|d| d.file_name().to_string_lossy().starts_with("hsperfdata_")) {
+            let _ = std::fs::remove_file(dir.path().join(pid.to_string()));
+        }
     }
 }
 
