@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Builds jtap in release mode and shows it on a bundled Java workload: list the JVM, read
-# its properties, run jcmd commands and take a thread dump, all without JDK tools.
+# Builds jtap and its agent in release mode and shows the main job on a bundled Java workload:
+# find the JVM, profile its CPU into an HTML flame graph and a text report, then look at its
+# heap, all without JDK tools. Outputs land in target/demo/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet -p jtap-cli
+cargo build --release --quiet -p jtap-cli -p jtap-agent
 JTAP=target/release/jtap
-JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
-classes=$(mktemp -d)
-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$classes" tests/java/workloads/Busy.java
-"$JAVA" -cp "$classes" workloads.Busy 30 >/dev/null &
+JDK=${JDK:-/usr/lib/jvm/java-17-openjdk-amd64}
+out=target/demo
+mkdir -p "$out/classes"
+"$JDK/bin/javac" --release 11 -d "$out/classes" tests/java/workloads/Busy.java
+"$JDK/bin/java" -cp "$out/classes" workloads.Busy 60 >/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null; rm -rf "$classes"' EXIT
+trap 'kill $pid 2>/dev/null' EXIT
 sleep 1
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step $JTAP ps
 step $JTAP jcmd "$pid" VM.version
-step $JTAP attach "$pid" printflag MaxHeapSize
-step sh -c "$JTAP attach $pid threaddump | grep -A3 '\"worker-'"
-step sh -c "$JTAP jcmd $pid GC.class_histogram | head -8"
+step $JTAP profile "$pid" -d 5s -o "$out/flamegraph.html"
+step $JTAP profile "$pid" -d 3s --format flat
+step $JTAP heap "$pid" -n 8
+printf '\nOpen %s in a browser: search, click to zoom, Icicle to flip.\n' "$(realpath "$out/flamegraph.html")"
