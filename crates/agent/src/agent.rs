@@ -228,7 +228,7 @@ impl Agent {
             return Err(failed(format!("the JVM refused capabilities the {event} engine needs ({report})")));
         }
         // Sampling needs the live phase (loaded classes, JNI); at start-up it begins at VMInit.
-        let live = !event.is_time_sampling() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        let live = !event.needs_live_phase() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
         if live {
             if let Err(e) = engine.start(&self.context(), options) {
                 let _ = self.env.relinquish_capabilities(&report.granted);
@@ -240,6 +240,9 @@ impl Agent {
             true => None,
             false => channel.take().map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c)),
         };
+        if let Some(session) = &owner {
+            engine.stream_to(session.clone());
+        }
         state.engine = Some(Running {
             event,
             engine,

@@ -15,6 +15,8 @@
 //!   handler, a lock-free sample buffer, a `jtap-sampler` thread resolving methods into a
 //!   profile.
 //! - `heap`: the class histogram (`histogram`), computed with a JVMTI heap walk.
+//! - `trace`: method tracing by class-file instrumentation: the runtime class and its native
+//!   probes, the class-file hook, restoring, and the reporting thread.
 //! - `gate`: counts callbacks in flight, so nothing they use is freed under them.
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
@@ -31,3 +33,4 @@ mod heap;
 mod sampling;
 mod session;
 mod thread;
+mod trace;

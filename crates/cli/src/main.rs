@@ -153,6 +153,37 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Print each call of matching methods: time, thread, method, duration (args, return, stack)
+    #[command(after_help = "Patterns: pkg.Class::method, pkg.Class (every method), globs (com.example.*Service::handle*), \
+                            /regex/ for class and method (/com\\.acme\\..*/::/get.*/), +pkg.Interface for every \
+                            implementation or subclass, an optional JVM descriptor (Foo::bar(Ljava/lang/String;)V).\n\
+                            Examples:\n  jtap trace 1234 'com.acme.*Service::handle*' --threshold 100ms --stack\n  \
+                            jtap trace 1234 com.acme.Cache::get --args --return -n 20\n  \
+                            jtap trace stop 1234\n  jtap trace com.acme.Main::run -d 10s -- java -jar app.jar\n\n\
+                            Ending the trace (Ctrl-C, -n, -d, jtap's exit) restores every class to its original bytes.")]
+    Trace {
+        #[command(flatten)]
+        args: commands::trace::TraceArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
+    /// For each call of an entry method, a tree of the calls inside it with their times
+    #[command(after_help = "Each node: <offset ms from entry start> [<total ms> (<self ms>), <% of parent>, <% of root>] - <method>.\n\
+                            Examples:\n  jtap calltree 1234 com.acme.Api::handle -n 3\n  \
+                            jtap calltree 1234 com.acme.Api::handle --inner 'com.acme.*::*' --threshold 50ms")]
+    Calltree {
+        #[command(flatten)]
+        args: commands::trace::CalltreeArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
+    /// Every interval, calls, errors, mean, p50, p99 and max duration of matching methods
+    Monitor {
+        #[command(flatten)]
+        args: commands::trace::MonitorArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -171,7 +202,7 @@ fn main() {
     // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
     let _ = ctrlc::set_handler(|| {
         // A profile being collected stops early and is still written.
-        if commands::profile::take_interrupt() {
+        if commands::profile::take_interrupt() || commands::trace::take_interrupt() {
             return;
         }
         jtap_attach::remove_pending_trigger_files();
@@ -199,6 +230,9 @@ fn main() {
         }
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Profile { profile, attach } => commands::profile::run(profile, attach.timeout),
+        Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),
+        Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),
+        Command::Monitor { args, attach } => commands::trace::monitor(args, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

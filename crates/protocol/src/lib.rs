@@ -7,11 +7,13 @@
 //! - [`frame`]: framing of the control channel, the UNIX socket over which the agent streams
 //!   replies back to the client that asked.
 //! - [`wire`]: how a profile travels in a [`Frame::Profile`].
+//! - [`trace`]: the tracing plan (`trace=`) that `jtap trace`, `calltree` and `monitor` build.
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
 //!   the CLI sees in the attach reply.
 
 pub mod frame;
 pub mod options;
+pub mod trace;
 pub mod wire;
 
 pub use frame::{read_frame, Frame, FrameError, MAX_FRAME};

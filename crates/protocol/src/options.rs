@@ -87,11 +87,14 @@ pub enum Event {
     Lock,
     /// Garbage collection pauses (JVMTI GarbageCollectionStart/Finish).
     Gc,
+    /// Method tracing by class-file instrumentation (`trace=` holds the plan).
+    Trace,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 7] = [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Lock, Event::Gc];
+    pub const ALL: [Event; 8] =
+        [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Lock, Event::Gc, Event::Trace];
 
     /// The event's name in option strings.
     pub fn name(self) -> &'static str {
@@ -103,12 +106,18 @@ impl Event {
             Event::Alloc => "alloc",
             Event::Lock => "lock",
             Event::Gc => "gc",
+            Event::Trace => "trace",
         }
     }
 
     /// Whether the event samples stacks over time (cpu, itimer, ctimer, wall).
     pub fn is_time_sampling(self) -> bool {
         matches!(self, Event::Cpu | Event::Itimer | Event::Ctimer | Event::Wall)
+    }
+
+    /// Whether the engine can only start in the live phase (at VMInit when given at start-up).
+    pub fn needs_live_phase(self) -> bool {
+        self.is_time_sampling() || self == Event::Trace
     }
 
     fn from_name(word: &str) -> Option<Event> {
@@ -162,6 +171,8 @@ pub struct Options {
     pub sites: bool,
     /// `histogram`: report only this many classes, the largest by bytes.
     pub top: Option<u32>,
+    /// `event=trace`: the tracing plan.
+    pub trace: Option<crate::trace::Plan>,
 }
 
 /// Why an option string was rejected. Messages name the offending item.
@@ -200,7 +211,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, detach";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, detach, trace=";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -246,6 +257,9 @@ impl Options {
             }
             if options.sites {
                 return Err(ParseError::NeedsStart("sites"));
+            }
+            if options.trace.is_some() {
+                return Err(ParseError::NeedsStart("trace"));
             }
         }
         if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
@@ -305,6 +319,10 @@ impl Options {
             "interval" => put_once(&mut self.interval, "interval", parse_duration("interval", value)?),
             "alloc" => put_once(&mut self.alloc, "alloc", parse_bytes("alloc", value)?),
             "lock" => put_once(&mut self.lock, "lock", parse_duration("lock", value)?),
+            "trace" => {
+                let plan = crate::trace::Plan::parse(value).map_err(|e| bad("trace", value, &e))?;
+                put_once(&mut self.trace, "trace", plan)
+            }
             "include" => put_once(&mut self.include, "include", pattern("include", value)?),
             "exclude" => put_once(&mut self.exclude, "exclude", pattern("exclude", value)?),
             "jstackdepth" => {
@@ -370,6 +388,9 @@ impl fmt::Display for Options {
         }
         if self.sites {
             items.push("sites".into());
+        }
+        if let Some(plan) = &self.trace {
+            items.push(format!("trace={}", escape(&plan.to_string())));
         }
         for (key, value) in [("include", &self.include), ("exclude", &self.exclude)] {
             if let Some(value) = value {
@@ -555,6 +576,7 @@ pub fn help_text() -> String {
          live           alloc: only sampled objects still alive at the dump\n\
          sites          alloc: a SITES report (live and allocated bytes per allocation site)\n\
          lock=<duration> lock: shortest monitor wait recorded (default 10us)\n\
+         trace=<plan>   trace: methods, captures and mode (see jtap_protocol::trace)\n\
          write \\, for a comma and \\\\ for a backslash inside values",
         Event::ALL.map(Event::name).join("|")
     )
@@ -603,7 +625,7 @@ mod tests {
     fn rejects_malformed_strings_with_clear_messages() {
         let cases = [
             ("stat", "unknown option \"stat\""),
-            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, itimer, ctimer, wall, alloc, lock, gc"),
+            ("start,event=cpuu", "bad value for event: \"cpuu\": one of cpu, itimer, ctimer, wall, alloc, lock, gc, trace"),
             ("start,event=cpu,interval=10parsecs", "bad value for interval: \"10parsecs\""),
             ("start,event=cpu,interval=0", "bad value for interval: \"0\""),
             ("start,event=cpu,interval=99999999999s", "bad value for interval"),
@@ -689,6 +711,7 @@ mod tests {
                 lock: lock.filter(|_| starts),
                 sites: sites && starts,
                 top: top.filter(|_| histogram),
+                trace: None,
             }
         })
     }

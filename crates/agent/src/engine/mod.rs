@@ -9,6 +9,8 @@
 //! - `alloc`: allocation sampling (JVMTI SampledObjectAlloc), optionally only objects still
 //!   alive (`live`), or as a SITES report (`sites`).
 //! - `lock`: contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
+//! - `trace`: method tracing by class-file instrumentation (`trace`, `calltree`, `monitor`),
+//!   streaming its results to the client as they come.
 //!
 //! The time-sampling engines only make SIGPROF arrive; the [`crate::sampling`] core turns
 //! signals into stacks and a profile.
@@ -26,6 +28,7 @@ mod ctimer;
 pub mod gc;
 mod itimer;
 mod lock;
+mod trace;
 mod wall;
 
 use std::time::Duration;
@@ -86,6 +89,9 @@ pub trait Engine: Send {
     /// Starts recording with the `start` options (`interval`, `threads`, …). On failure
     /// nothing is left running.
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String>;
+    /// Streams results to the client that started the engine as they come (engines that
+    /// report continuously); called once, right after `start` was asked for.
+    fn stream_to(&mut self, _session: std::sync::Arc<crate::session::Session>) {}
     /// The results so far, without stopping.
     fn dump(&self) -> Report;
     /// Stops recording (waiting for callbacks and signal handlers in flight) and returns the
@@ -103,6 +109,7 @@ pub fn create(event: Event) -> Result<Box<dyn Engine>, String> {
         Event::Wall => Ok(Box::new(wall::WallEngine::default())),
         Event::Alloc => Ok(Box::new(alloc::AllocEngine::default())),
         Event::Lock => Ok(Box::new(lock::LockEngine::default())),
+        Event::Trace => Ok(Box::new(trace::TraceEngine::default())),
     }
 }
 

@@ -7,3 +7,4 @@ pub mod heap;
 pub mod profile;
 pub mod ps;
 pub mod sites;
+pub mod trace;

@@ -1,0 +1,122 @@
+//! The tracing engine (`start,event=trace,trace=<plan>`): instruments the methods the plan
+//! selects (see [`crate::trace`]), streams what the probes report to the client that started
+//! it, and on stop retransforms every touched class back to its original bytes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jtap_jvmti::Capabilities;
+use jtap_protocol::trace::Mode;
+use jtap_protocol::Options;
+
+use super::{Context, Engine, Report};
+use crate::session::Session;
+use crate::trace::instrument::Tracing;
+use crate::trace::probes::{self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN};
+use crate::trace::report::{self, Output};
+use crate::trace::stats;
+
+/// The engine: the session's instrumentation and its reporting thread.
+#[derive(Default)]
+pub struct TraceEngine {
+    tracing: Option<Arc<Tracing>>,
+    output: Arc<Output>,
+    classes: usize,
+    calls_at_start: u64,
+}
+
+impl TraceEngine {
+    fn summary(&self) -> String {
+        let Some(tracing) = &self.tracing else { return "trace: not running".into() };
+        let registry = tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+        format!(
+            "trace ({}, {} clock): {} classes instrumented at start, {} methods instrumented, {} {} reported, {} dropped (queue full)",
+            tracing.plan.mode.name(),
+            crate::trace::clock::clock().name(),
+            self.classes,
+            registry.methods.len(),
+            self.output.reported.load(std::sync::atomic::Ordering::Relaxed),
+            if tracing.plan.mode == Mode::Calltree { "trees" } else { "calls" },
+            probes::dropped()
+        )
+    }
+}
+
+impl Engine for TraceEngine {
+    fn name(&self) -> &'static str {
+        "trace"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        // The session's own JVMTI environment holds what tracing needs.
+        Capabilities::default()
+    }
+
+    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
+        let plan = options.trace.clone().ok_or("event=trace needs trace=<plan>")?;
+        let mut capture = 0;
+        for (on, flag) in [(plan.args, CAPTURE_ARGS), (plan.returns, CAPTURE_RETURN), (plan.exceptions, CAPTURE_THROWN), (plan.stack, CAPTURE_STACK)] {
+            if on {
+                capture |= flag;
+            }
+        }
+        let mode = match plan.mode {
+            Mode::Trace => probes::Mode::Trace,
+            Mode::Calltree => probes::Mode::Calltree,
+            Mode::Monitor => probes::Mode::Monitor,
+        };
+        let settings = Settings { mode, capture, threshold_ns: plan.threshold.map_or(0, |t| t.as_nanos() as u64) };
+        let tracing = Tracing::install(context.vm, plan)?;
+        stats::reset();
+        self.calls_at_start = probes::calls();
+        let generation = probes::activate(&settings);
+        if let Err(e) = report::spawn(context.vm, tracing.clone(), generation, self.output.clone()) {
+            probes::deactivate();
+            tracing.restore();
+            tracing.uninstall();
+            return Err(e);
+        }
+        self.classes = match tracing.instrument_loaded() {
+            Ok(n) => n,
+            Err(e) => {
+                probes::deactivate();
+                self.output.finish(Duration::from_secs(1));
+                tracing.restore();
+                tracing.uninstall();
+                return Err(e);
+            }
+        };
+        self.tracing = Some(tracing);
+        Ok(())
+    }
+
+    fn stream_to(&mut self, session: Arc<Session>) {
+        self.output.set_session(session);
+    }
+
+    fn dump(&self) -> Report {
+        Report::Text(self.summary())
+    }
+
+    fn stop(&mut self, _context: &Context) -> Report {
+        probes::deactivate();
+        let Some(tracing) = self.tracing.take() else { return Report::Text(self.summary()) };
+        self.output.finish(Duration::from_secs(2));
+        let restored = tracing.restore();
+        tracing.uninstall();
+        // Probe calls still running in restored methods' frames finish; new ones stop.
+        let before = probes::calls();
+        std::thread::sleep(Duration::from_millis(20));
+        let after = probes::calls();
+        self.tracing = Some(tracing);
+        let text = format!(
+            "{}\n{}\nprobe calls: {} during the session, {} in the 20 ms after restoring",
+            self.summary(),
+            restored.summary(),
+            before.saturating_sub(self.calls_at_start),
+            after - before
+        );
+        self.tracing = None;
+        Report::Text(text)
+    }
+}

@@ -1,0 +1,442 @@
+//! Instrumenting and restoring classes: a JVMTI environment of the session's own with
+//! `can_retransform_classes` and a retransform-capable ClassFileLoadHook, which rewrites the
+//! selected methods of every matching class — already loaded ones by retransformation (in
+//! batches, falling back to one class at a time and naming the classes that fail), later ones
+//! as they load. Restoring retransforms every touched class again with the hook answering
+//! "no change", which gives each class back its original bytes; the bytes the hook is handed
+//! then, and the methods' bytecodes, are compared with those seen before instrumentation.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::ffi::c_char;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use jtap_classfile::plan::{instrument_class, MemberFilter, Pattern, Point, Probe, Registry, Value};
+use jtap_classfile::{ClassFile, InjectionPlan};
+use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_protocol::trace::{Mode, Plan};
+
+use super::ffi::{self, Jni};
+use super::runtime::{self, Runtime};
+use super::select::{self, Role, Selector};
+use crate::gate::Gate;
+use crate::thread::Vm;
+
+/// Classes retransformed per `RetransformClasses` call.
+const BATCH: usize = 64;
+
+/// Capabilities of the session's environment.
+const CAPABILITIES: [&str; 4] = ["can_retransform_classes", "can_get_bytecodes", "can_get_line_numbers", "can_get_source_file_name"];
+
+/// Hook callbacks pass only while a session is installed.
+static GATE: Gate = Gate::new();
+/// The session the hook serves.
+static CURRENT: Mutex<Option<Arc<Tracing>>> = Mutex::new(None);
+
+/// What the session knows about one class it touched.
+#[derive(Default)]
+struct Touched {
+    /// Hash of the bytes the hook was handed when it instrumented the class.
+    seen: u64,
+    /// Hash of the bytes handed to the hook when restoring.
+    restored: Option<u64>,
+    /// Hash of the methods' bytecodes before instrumentation (classes loaded before the
+    /// session only).
+    bytecodes_before: Option<u64>,
+}
+
+/// One tracing session's instrumentation.
+pub struct Tracing {
+    /// The plan.
+    pub plan: Plan,
+    selector: Selector,
+    /// Method and site ids handed to the probes.
+    pub registry: Mutex<Registry>,
+    touched: Mutex<HashMap<String, Touched>>,
+    /// Refusals and failures, for the client (each once).
+    notes: Mutex<Vec<String>>,
+    restoring: AtomicBool,
+    runtime: &'static Runtime,
+    /// The session's own JVMTI environment.
+    pub env: Env,
+    vm: Vm,
+}
+
+/// What restoring found.
+pub struct Restored {
+    /// Classes retransformed back.
+    pub classes: usize,
+    /// Of which the hook was handed exactly the bytes it saw before instrumenting.
+    pub same_bytes: usize,
+    /// Classes whose method bytecodes were compared (loaded before the session).
+    pub bytecodes_checked: usize,
+    /// Of which identical to before the session.
+    pub same_bytecodes: usize,
+    /// Classes that could not be restored or differ, with why.
+    pub problems: Vec<String>,
+    /// Time taken.
+    pub took: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    bytes.hash(&mut h);
+    h.finish()
+}
+
+impl Tracing {
+    /// Defines the runtime class if needed, creates the session's environment and installs
+    /// the hook. Instrumentation starts with [`Tracing::instrument_loaded`].
+    pub fn install(vm: Vm, plan: Plan) -> Result<Arc<Tracing>, String> {
+        let selector = Selector::new(&plan)?;
+        let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
+        let runtime = runtime::get(jni)?;
+        // SAFETY: vm is the JavaVM the JVM gave the agent.
+        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }.map_err(|e| format!("no JVMTI environment: {e}"))?;
+        let dispose = |e: String| {
+            let _ = env.dispose();
+            e
+        };
+        let report = env.add_capabilities(&Capabilities::of(&CAPABILITIES)).map_err(|e| dispose(e.to_string()))?;
+        if report.refused.has("can_retransform_classes") {
+            return Err(dispose("the JVM cannot retransform classes (can_retransform_classes refused)".into()));
+        }
+        let callbacks = sys::jvmtiEventCallbacks { ClassFileLoadHook: Some(on_class_file_load), ..Default::default() };
+        env.set_event_callbacks(&callbacks).map_err(|e| dispose(e.to_string()))?;
+        let tracing = Arc::new(Tracing {
+            plan,
+            selector,
+            registry: Mutex::new(Registry::default()),
+            touched: Mutex::new(HashMap::new()),
+            notes: Mutex::new(Vec::new()),
+            restoring: AtomicBool::new(false),
+            runtime,
+            env,
+            vm,
+        });
+        *lock(&CURRENT) = Some(tracing.clone());
+        GATE.open();
+        if let Err(e) = env.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true) {
+            tracing.uninstall();
+            return Err(e.to_string());
+        }
+        Ok(tracing)
+    }
+
+    /// Notes for the client (refused classes, failed retransformations), taken once.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.notes))
+    }
+
+    fn note(&self, text: String) {
+        let mut notes = lock(&self.notes);
+        if notes.len() < 100 && !notes.contains(&text) {
+            notes.push(text);
+        }
+    }
+
+    /// Retransforms the loaded classes the plan selects. Returns how many were
+    /// retransformed.
+    pub fn instrument_loaded(&self) -> Result<usize, String> {
+        let jni = Jni::current(self.vm).ok_or("not attached")?;
+        jni.with_local_frame(16, || self.instrument_loaded_in(jni)).unwrap_or_else(|| Err("no JNI local frame".into()))
+    }
+
+    fn instrument_loaded_in(&self, jni: Jni) -> Result<usize, String> {
+        let classes = self.env.loaded_classes().map_err(|e| e.to_string())?;
+        let mut named: Vec<(sys::jclass, String)> = Vec::with_capacity(classes.len());
+        for &class in classes.iter() {
+            // SAFETY: GetLoadedClasses returned live local references.
+            if let Ok(sig) = unsafe { self.env.class_signature(class) } {
+                if let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) {
+                    named.push((class, internal.to_string()));
+                }
+            }
+        }
+        // `+` patterns: every loaded subtype of a loaded base is selected.
+        for (base, base_name) in &named {
+            for index in self.selector.is_subtype_base(&select::dotted(base_name)) {
+                for (class, name) in &named {
+                    if jni.is_assignable(*class, *base) {
+                        self.selector.add_subtype(index, &select::dotted(name));
+                    }
+                }
+            }
+        }
+        let mut chosen = Vec::new();
+        for (class, internal) in &named {
+            if !self.selector.selects_class(&select::dotted(internal), &[]) {
+                continue;
+            }
+            if let Some(why) = select::refusal(internal) {
+                self.note(format!("not instrumenting {}: {why}", select::dotted(internal)));
+                continue;
+            }
+            if !ffi::is_modifiable(self.env, *class) {
+                self.note(format!("not instrumenting {}: the JVM cannot retransform it", select::dotted(internal)));
+                continue;
+            }
+            lock(&self.touched).entry(internal.clone()).or_default().bytecodes_before = Some(self.bytecode_hash(*class));
+            chosen.push((*class, internal.clone()));
+        }
+        self.retransform(&chosen);
+        // Classes the hook did not instrument after all (no selected method) are not touched.
+        let touched = lock(&self.touched);
+        Ok(chosen.iter().filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0)).count())
+    }
+
+    /// Retransforms in batches; a failed batch is retried class by class, naming failures.
+    fn retransform(&self, classes: &[(sys::jclass, String)]) -> Vec<String> {
+        let mut failed = Vec::new();
+        for batch in classes.chunks(BATCH) {
+            let refs: Vec<sys::jclass> = batch.iter().map(|(c, _)| *c).collect();
+            // SAFETY: live local references of this attached thread.
+            if unsafe { self.env.retransform_classes(&refs) }.is_ok() {
+                continue;
+            }
+            for (class, name) in batch {
+                // SAFETY: as above.
+                if let Err(e) = unsafe { self.env.retransform_classes(&[*class]) } {
+                    let text = format!("retransforming {} failed: {e}", select::dotted(name));
+                    self.note(text.clone());
+                    failed.push(text);
+                }
+            }
+        }
+        failed
+    }
+
+    /// A hash of the current bytecodes of every method of `class` with code.
+    fn bytecode_hash(&self, class: sys::jclass) -> u64 {
+        let mut h = DefaultHasher::new();
+        // SAFETY: class is a live reference.
+        if let Ok(methods) = unsafe { self.env.class_methods(class) } {
+            for &method in methods.iter() {
+                ffi::bytecodes(self.env, method).hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+
+    /// The class-file hook's work: the instrumented bytes, or None to leave the class.
+    fn transform(&self, jni: Jni, redefined: sys::jclass, loader: sys::jobject, name: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+        if self.restoring.load(Ordering::SeqCst) {
+            if let Some(t) = lock(&self.touched).get_mut(name) {
+                t.restored = Some(hash(bytes));
+            }
+            return None;
+        }
+        let dotted = select::dotted(name);
+        let cf = ClassFile::parse(bytes).ok()?;
+        let supers: Vec<String> = std::iter::once(cf.super_class)
+            .chain(cf.interfaces.iter().copied())
+            .filter(|&i| i != 0)
+            .filter_map(|i| cf.constant_pool.class_name(i).ok().map(|n| select::dotted(&String::from_utf8_lossy(n))))
+            .collect();
+        if !self.selector.selects_class(&dotted, &supers) {
+            return None;
+        }
+        if let Some(why) = select::refusal(name) {
+            self.note(format!("not instrumenting {dotted}: {why}"));
+            return None;
+        }
+        let mut probes = Vec::new();
+        for m in &cf.methods {
+            let (Ok(mname), Ok(desc)) = (cf.constant_pool.utf8_str(m.name_index), cf.constant_pool.utf8_str(m.descriptor_index)) else {
+                continue;
+            };
+            if let Some(role) = self.selector.method_role(&dotted, &supers, &mname, &desc) {
+                let filter = MemberFilter { owner: Pattern::Exact(name.to_string()), name: Pattern::Exact(mname.into_owned()), descriptor: Pattern::Exact(desc.into_owned()) };
+                probes.extend(self.probes_for(role, filter));
+            }
+        }
+        if probes.is_empty() {
+            return None;
+        }
+        self.let_module_read_runtime(jni, redefined, loader, name);
+        let plan = InjectionPlan { runtime_class: runtime::CLASS.into(), probes };
+        let result = {
+            let mut registry = lock(&self.registry);
+            instrument_class(bytes, &plan, &mut registry)
+        };
+        match result {
+            Ok(out) => {
+                for (method, e) in &out.refused {
+                    self.note(format!("not instrumenting {dotted}.{method}: {e}"));
+                }
+                if out.methods_instrumented == 0 {
+                    return None;
+                }
+                lock(&self.touched).entry(name.to_string()).or_default().seen = hash(bytes);
+                Some(out.bytes)
+            }
+            Err(e) => {
+                self.note(format!("not instrumenting {dotted}: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The probes for one selected method.
+    fn probes_for(&self, role: Role, methods: MemberFilter) -> Vec<Probe> {
+        use Value::*;
+        let probe = |point: Point, method: &str, values: Vec<Value>| Probe { methods: methods.clone(), point, method: method.into(), values };
+        let plan = &self.plan;
+        let mut probes = Vec::new();
+        match (plan.mode, role) {
+            (Mode::Calltree, Role::Target) => {
+                probes.push(probe(Point::Entry, "root", vec![MethodId]));
+                if plan.inner.is_empty() || plan.depth.is_some() {
+                    probes.push(probe(Point::BeforeCall(MemberFilter::any()), "call", vec![MethodId, SiteId]));
+                    probes.push(probe(Point::AfterCall(MemberFilter::any()), "called", vec![MethodId, SiteId]));
+                }
+            }
+            (Mode::Trace, Role::Target) if plan.args => probes.push(probe(Point::Entry, "enterArgs", vec![MethodId, This, Args])),
+            _ => probes.push(probe(Point::Entry, "enter", vec![MethodId])),
+        }
+        if plan.mode == Mode::Trace && role == Role::Target && plan.returns {
+            probes.push(probe(Point::Return, "exitValue", vec![MethodId, ReturnValue]));
+        } else {
+            probes.push(probe(Point::Return, "exit", vec![MethodId]));
+        }
+        probes.push(probe(Point::ExceptionExit, "thrown", vec![MethodId, Thrown]));
+        probes
+    }
+
+    /// Classes of named modules do not read the bootstrap loader's unnamed module, where the
+    /// runtime class is: add that read edge.
+    fn let_module_read_runtime(&self, jni: Jni, redefined: sys::jclass, loader: sys::jobject, name: &str) {
+        let module = if redefined.is_null() {
+            let package = name.rsplit_once('/').map_or("", |(p, _)| p);
+            ffi::named_module(self.env, loader, package)
+        } else {
+            jni.module_of(redefined)
+        };
+        if !ffi::add_module_reads(self.env, module, self.runtime.module.raw()) {
+            self.note(format!("{}: cannot let its module read jtap's runtime class", select::dotted(name)));
+        }
+        jni.delete_local(module);
+    }
+
+    /// Retransforms every touched class back to its original bytes and checks the result.
+    pub fn restore(&self) -> Restored {
+        let started = Instant::now();
+        self.restoring.store(true, Ordering::SeqCst);
+        let mut restored = Restored { classes: 0, same_bytes: 0, bytecodes_checked: 0, same_bytecodes: 0, problems: Vec::new(), took: Duration::ZERO };
+        let Some(jni) = Jni::current(self.vm) else {
+            restored.problems.push("cannot restore: the stopping thread is not attached to the JVM".into());
+            return restored;
+        };
+        let live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        let _ = jni.with_local_frame(16, || {
+            let Ok(classes) = self.env.loaded_classes() else { return };
+            let mut chosen = Vec::new();
+            {
+                let touched = lock(&self.touched);
+                for &class in classes.iter() {
+                    // SAFETY: live local references from GetLoadedClasses.
+                    let Ok(sig) = (unsafe { self.env.class_signature(class) }) else { continue };
+                    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else { continue };
+                    if touched.get(internal).is_some_and(|t| t.seen != 0) {
+                        chosen.push((class, internal.to_string()));
+                    }
+                }
+            }
+            if !live {
+                return;
+            }
+            restored.problems.extend(self.retransform(&chosen));
+            let touched = lock(&self.touched);
+            for (class, internal) in &chosen {
+                let Some(t) = touched.get(internal) else { continue };
+                restored.classes += 1;
+                if t.restored == Some(t.seen) {
+                    restored.same_bytes += 1;
+                } else {
+                    restored.problems.push(format!("{}: the bytes after restoring differ from before", select::dotted(internal)));
+                }
+                if let Some(before) = t.bytecodes_before {
+                    restored.bytecodes_checked += 1;
+                    if self.bytecode_hash(*class) == before {
+                        restored.same_bytecodes += 1;
+                    } else {
+                        restored.problems.push(format!("{}: method bytecodes differ from before the session", select::dotted(internal)));
+                    }
+                }
+            }
+        });
+        restored.took = started.elapsed();
+        restored
+    }
+
+    /// Removes the hook, waits for hook calls in flight and disposes of the environment.
+    pub fn uninstall(&self) {
+        if let Err(e) = self.env.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, false) {
+            log!("trace: {e}");
+        }
+        let stuck = GATE.close_and_drain(Duration::from_secs(2));
+        if stuck != 0 {
+            log!("trace: {stuck} class-file hook calls still running after 2 s");
+        }
+        *lock(&CURRENT) = None;
+        if let Err(e) = self.env.dispose() {
+            log!("trace: {e}");
+        }
+    }
+}
+
+impl Restored {
+    /// One line for the client.
+    pub fn summary(&self) -> String {
+        let mut text = format!(
+            "restored {} classes in {} ms: class bytes identical to before for {}/{}, method bytecodes identical for {}/{}",
+            self.classes,
+            self.took.as_millis(),
+            self.same_bytes,
+            self.classes,
+            self.same_bytecodes,
+            self.bytecodes_checked
+        );
+        for p in self.problems.iter().take(10) {
+            text.push_str("\n  ");
+            text.push_str(p);
+        }
+        text
+    }
+}
+
+/// The retransform-capable ClassFileLoadHook.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn on_class_file_load(
+    _jvmti: *mut sys::jvmtiEnv,
+    jni: *mut sys::JNIEnv,
+    redefined: sys::jclass,
+    loader: sys::jobject,
+    name: *const c_char,
+    _protection_domain: sys::jobject,
+    len: sys::jint,
+    data: *const u8,
+    new_len: *mut sys::jint,
+    new_data: *mut *mut u8,
+) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = GATE.enter() else { return };
+        let Some(tracing) = lock(&CURRENT).clone() else { return };
+        // SAFETY: the VM passes a NUL-terminated name (or null) and len bytes of class data,
+        // valid for this call, and this thread's JNIEnv.
+        let (name, bytes, jni) = unsafe { (ffi::hook_name(name), ffi::hook_bytes(data, len), Jni::from_raw(jni)) };
+        let Some(name) = name else { return };
+        if let Some(out) = tracing.transform(jni, redefined, loader, &name, bytes) {
+            if !ffi::give_to_vm(tracing.env, &out, new_len, new_data) {
+                tracing.note(format!("{}: cannot allocate its new bytes", select::dotted(&name)));
+            }
+        }
+    })
+}

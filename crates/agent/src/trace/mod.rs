@@ -1,0 +1,24 @@
+//! Method tracing by rewriting class bytes (JVMTI cannot give method entry/exit events to an
+//! agent attached later): the core of `jtap trace`, `jtap calltree` and `jtap monitor`.
+//!
+//! - `runtime`: the `jtap/runtime/Probes` class the instrumented code calls, written here,
+//!   defined in the bootstrap loader and bound to native methods.
+//! - `probes`: those native methods: per-thread call stacks, the threshold, and records for
+//!   the reporting thread; they never throw, block or re-enter.
+//! - `clock`: the probes' clock (the invariant TSC where there is one).
+//! - `select`: which classes and methods a [`jtap_protocol::trace::Plan`] selects, and which
+//!   classes are never touched.
+//! - `instrument`: the session's JVMTI environment and ClassFileLoadHook, retransformation of
+//!   loaded classes, and restoring (with a check that the original bytes came back).
+//! - `stats`: per-method statistics for monitor mode.
+//! - `report`: the `jtap-trace` thread streaming lines, trees and tables to the client.
+//! - `ffi`: the JNI/JVMTI calls all this makes.
+
+pub mod clock;
+mod ffi;
+pub mod instrument;
+pub mod probes;
+pub mod report;
+mod runtime;
+mod select;
+pub mod stats;

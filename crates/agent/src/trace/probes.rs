@@ -1,0 +1,522 @@
+//! The native probe methods of the runtime class, called by instrumented code on application
+//! threads. They never throw into the application (panics are caught, JNI exceptions
+//! cleared), never block (per-thread state, atomics and a bounded queue whose `try_send`
+//! drops when full), ignore re-entry (a probe running Java code — `toString()` of a traced
+//! value — makes every probe on that thread a no-op until it returns) and ignore jtap's own
+//! threads.
+//!
+//! Each thread keeps a stack of open calls: entry pushes `(method, start ticks)`, return and
+//! exception exit pop the matching frame (frames whose exit was never seen, e.g. entered
+//! before the class was instrumented, are dropped), and a call lasting at least the
+//! threshold becomes a [`Record`] for the `jtap-trace` thread. Monitor mode folds durations
+//! into per-method [`super::stats`] instead; calltree mode grows a tree per entry call.
+
+use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use jtap_jvmti::sys;
+
+use super::clock::{self, ticks};
+use super::ffi::Jni;
+use super::stats;
+
+/// Probes do something only while this is set.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Bumped by every session start and stop; per-thread state of older sessions is discarded.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+/// The session's [`Mode`].
+static MODE: AtomicU8 = AtomicU8::new(0);
+/// Capture flags ([`CAPTURE_ARGS`] ...).
+static CAPTURE: AtomicU8 = AtomicU8::new(0);
+/// Shortest call (tree) reported, in ticks.
+static THRESHOLD: AtomicU64 = AtomicU64::new(0);
+/// Probe calls so far (flushed from per-thread counts), whether a session is active or not.
+static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Records dropped because the queue was full.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Capture `this` and the arguments (entry probes with values).
+pub const CAPTURE_ARGS: u8 = 1;
+/// Capture the return value.
+pub const CAPTURE_RETURN: u8 = 2;
+/// Describe thrown exceptions.
+pub const CAPTURE_THROWN: u8 = 4;
+/// Capture the Java stack of reported calls.
+pub const CAPTURE_STACK: u8 = 8;
+
+/// What a session does with calls.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Mode {
+    /// A record per call at or above the threshold.
+    Trace = 0,
+    /// A tree per entry call at or above the threshold.
+    Calltree = 1,
+    /// Statistics per method.
+    Monitor = 2,
+}
+
+/// Deepest stack of open calls kept per thread; deeper calls are not timed.
+const MAX_DEPTH: usize = 2048;
+/// Most nodes of one call tree; later calls inside the same entry call are not recorded.
+const MAX_NODES: usize = 100_000;
+/// Deepest Java stack captured with `--stack`.
+pub const STACK_DEPTH: usize = 64;
+/// Longest text of one captured value.
+pub const VALUE_CAP: usize = 256;
+/// Records the queue holds before probes drop them.
+const QUEUE: usize = 1 << 16;
+/// Per-thread probe counts are added to [`CALLS`] this often.
+const FLUSH_EVERY: u64 = 256;
+
+/// How a call ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Returned, with the value when captured.
+    Returned(Option<String>),
+    /// Threw, with the exception when captured.
+    Threw(Option<String>),
+}
+
+/// One node of a call tree: a method (inner method or the entry) or a call site.
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// Method id, or site id for call sites.
+    pub id: u32,
+    /// A call site rather than a method.
+    pub site: bool,
+    /// Index of the parent node (the root is its own parent).
+    pub parent: u32,
+    /// Start and end, in ticks (end 0: never closed).
+    pub start: u64,
+    /// End in ticks.
+    pub end: u64,
+}
+
+/// What probes hand to the `jtap-trace` thread.
+#[derive(Debug)]
+pub enum Record {
+    /// One call (trace mode).
+    Call {
+        /// Session generation.
+        generation: u32,
+        /// Thread name.
+        thread: Arc<str>,
+        /// Method id.
+        method: u32,
+        /// Start and duration in ticks.
+        start: u64,
+        /// Duration in ticks.
+        ticks: u64,
+        /// `this` and the arguments, when captured.
+        args: Option<String>,
+        /// How it ended.
+        outcome: Outcome,
+        /// Java stack (method id as an address, location), when captured.
+        stack: Vec<(usize, i64)>,
+    },
+    /// One entry call with the calls inside it (calltree mode).
+    Tree {
+        /// Session generation.
+        generation: u32,
+        /// Thread name.
+        thread: Arc<str>,
+        /// Nodes; the first is the entry call.
+        nodes: Vec<Node>,
+        /// Calls not recorded because the tree was full.
+        truncated: u64,
+    },
+}
+
+impl Record {
+    /// The session that made the record.
+    pub fn generation(&self) -> u32 {
+        match self {
+            Record::Call { generation, .. } | Record::Tree { generation, .. } => *generation,
+        }
+    }
+}
+
+struct Queue {
+    sender: SyncSender<Record>,
+    receiver: Mutex<Receiver<Record>>,
+}
+
+fn queue() -> &'static Queue {
+    static QUEUE_: OnceLock<Queue> = OnceLock::new();
+    QUEUE_.get_or_init(|| {
+        let (sender, receiver) = sync_channel(QUEUE);
+        Queue { sender, receiver: Mutex::new(receiver) }
+    })
+}
+
+/// The receiving end of the record queue (only the `jtap-trace` thread takes it).
+pub fn receiver() -> &'static Mutex<Receiver<Record>> {
+    &queue().receiver
+}
+
+/// Settings of a session, applied by [`activate`].
+pub struct Settings {
+    /// What happens with calls.
+    pub mode: Mode,
+    /// `CAPTURE_*` flags.
+    pub capture: u8,
+    /// Shortest call (tree) reported, in nanoseconds.
+    pub threshold_ns: u64,
+}
+
+/// Starts a session: probes act from now on. Returns the session's generation.
+pub fn activate(settings: &Settings) -> u32 {
+    let clock = clock::clock();
+    queue();
+    MODE.store(settings.mode as u8, Relaxed);
+    CAPTURE.store(settings.capture, Relaxed);
+    THRESHOLD.store(clock.ticks_for(settings.threshold_ns), Relaxed);
+    let generation = GENERATION.fetch_add(1, Relaxed) + 1;
+    ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
+    generation
+}
+
+/// Stops acting: probes return at once from now on (calls already inside finish).
+pub fn deactivate() {
+    ACTIVE.store(false, std::sync::atomic::Ordering::SeqCst);
+    GENERATION.fetch_add(1, Relaxed);
+}
+
+/// Probe calls so far (approximate: per-thread counts are added every few hundred calls).
+pub fn calls() -> u64 {
+    CALLS.load(Relaxed)
+}
+
+/// Records dropped so far because the queue was full.
+pub fn dropped() -> u64 {
+    DROPPED.load(Relaxed)
+}
+
+/// One open call.
+struct Frame {
+    id: u32,
+    start: u64,
+    /// The call's node in the tree being built (calltree), else unused.
+    node: u32,
+    args: Option<String>,
+}
+
+/// The per-thread state.
+struct ThreadState {
+    generation: u32,
+    /// Checked whether this is one of jtap's own threads.
+    checked: bool,
+    /// One of jtap's own threads: probes do nothing.
+    own: bool,
+    frames: Vec<Frame>,
+    /// Entries not pushed because the stack was full; their exits are skipped.
+    overflow: u32,
+    name: Option<Arc<str>>,
+    /// The call tree being built while inside an entry call (calltree mode).
+    tree: Vec<Node>,
+    truncated: u64,
+    /// Index of the innermost open tree node.
+    open: u32,
+    calls: u64,
+}
+
+impl ThreadState {
+    const fn new() -> ThreadState {
+        ThreadState {
+            generation: 0,
+            checked: false,
+            own: false,
+            frames: Vec::new(),
+            overflow: 0,
+            name: None,
+            tree: Vec::new(),
+            truncated: 0,
+            open: 0,
+            calls: 0,
+        }
+    }
+
+    /// Counts a probe call; false when the probe should do nothing (no session, own thread).
+    #[inline(always)]
+    fn admit(&mut self) -> bool {
+        self.calls += 1;
+        if self.calls % FLUSH_EVERY == 0 {
+            CALLS.fetch_add(FLUSH_EVERY, Relaxed);
+        }
+        if !ACTIVE.load(Relaxed) {
+            return false;
+        }
+        if !self.checked {
+            self.checked = true;
+            self.own = std::thread::current().name().is_some_and(|n| n.starts_with("jtap-"));
+        }
+        if self.own {
+            return false;
+        }
+        let generation = GENERATION.load(Relaxed);
+        if self.generation != generation {
+            self.generation = generation;
+            self.frames.clear();
+            self.tree.clear();
+            self.overflow = 0;
+            self.name = None;
+        }
+        true
+    }
+
+    fn thread_name(&mut self, jni: Jni) -> Arc<str> {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        let name: Arc<str> = crate::agent::env()
+            .and_then(|env| super::ffi::current_thread_name(env, jni))
+            .unwrap_or_else(|| "?".into())
+            .into();
+        self.name = Some(name.clone());
+        name
+    }
+
+    fn push(&mut self, id: u32, args: Option<String>, start: u64) {
+        if self.frames.len() >= MAX_DEPTH {
+            self.overflow += 1;
+            return;
+        }
+        self.frames.push(Frame { id, start, node: u32::MAX, args });
+    }
+
+    /// Pops the frame of method `id`: the innermost open one, dropping open frames above it
+    /// (their exits were missed). None when there is none (entered before instrumentation).
+    fn pop(&mut self, id: u32) -> Option<Frame> {
+        if self.overflow > 0 {
+            self.overflow -= 1;
+            return None;
+        }
+        let at = self.frames.iter().rposition(|f| f.id == id)?;
+        let frame = self.frames.swap_remove(at);
+        self.frames.truncate(at);
+        Some(frame)
+    }
+
+    fn open_node(&mut self, id: u32, site: bool, now: u64) -> u32 {
+        if self.tree.len() >= MAX_NODES {
+            self.truncated += 1;
+            return u32::MAX;
+        }
+        let index = self.tree.len() as u32;
+        self.tree.push(Node { id, site, parent: self.open, start: now, end: 0 });
+        self.open = index;
+        index
+    }
+
+    fn close_node(&mut self, index: u32, now: u64) {
+        if let Some(node) = self.tree.get_mut(index as usize) {
+            node.end = now;
+            self.open = node.parent;
+        }
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<ThreadState> = const { RefCell::new(ThreadState::new()) };
+}
+
+/// Runs `body` with this thread's state, unless a probe is already running on this thread
+/// (re-entry), the thread is exiting, or no session is active. Panics are caught.
+#[inline(always)]
+fn with_state(body: impl FnOnce(&mut ThreadState)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let _ = STATE.try_with(|state| {
+            if let Ok(mut state) = state.try_borrow_mut() {
+                if state.admit() {
+                    body(&mut state);
+                }
+            }
+        });
+    }));
+}
+
+fn mode() -> Mode {
+    match MODE.load(Relaxed) {
+        1 => Mode::Calltree,
+        2 => Mode::Monitor,
+        _ => Mode::Trace,
+    }
+}
+
+fn captures(flag: u8) -> bool {
+    CAPTURE.load(Relaxed) & flag != 0
+}
+
+/// `enter(int)`: method entry.
+pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+    with_state(|state| {
+        let now = ticks();
+        if mode() == Mode::Calltree {
+            if state.tree.is_empty() {
+                return; // an inner method outside any entry call
+            }
+            let node = state.open_node(id as u32, false, now);
+            state.push(id as u32, None, now);
+            if let Some(frame) = state.frames.last_mut() {
+                frame.node = node;
+            }
+            return;
+        }
+        state.push(id as u32, None, now);
+    });
+}
+
+/// `enterArgs(int, Object this, Object[] args)`: method entry, describing `this` and the
+/// arguments (before the call runs, so a method that mutates its arguments shows them as
+/// they came in).
+pub extern "system" fn enter_args(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, this: sys::jobject, args: sys::jobjectArray) {
+    with_state(|state| {
+        // SAFETY: the VM passes this thread's JNIEnv to native methods.
+        let jni = unsafe { Jni::from_raw(env) };
+        let text = jni.with_local_frame(32, || {
+            let args = jni.describe(args, VALUE_CAP * 4);
+            if this.is_null() {
+                args
+            } else {
+                format!("this={} args={args}", jni.describe(this, VALUE_CAP))
+            }
+        });
+        state.push(id as u32, text, ticks());
+    });
+}
+
+/// `exit(int)`: normal return.
+pub extern "system" fn exit(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+    with_state(|state| finish(state, env, id as u32, false, std::ptr::null_mut()));
+}
+
+/// `exitValue(int, Object)`: normal return with the (boxed) value.
+pub extern "system" fn exit_value(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, value: sys::jobject) {
+    with_state(|state| finish(state, env, id as u32, false, value));
+}
+
+/// `thrown(int, Throwable)`: the method ends by throwing.
+pub extern "system" fn thrown(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, exception: sys::jthrowable) {
+    with_state(|state| finish(state, env, id as u32, true, exception));
+}
+
+/// `root(int)`: entry of the calltree entry method.
+pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+    with_state(|state| {
+        let now = ticks();
+        if state.tree.is_empty() {
+            state.truncated = 0;
+            state.open = 0;
+            state.tree.push(Node { id: id as u32, site: false, parent: 0, start: now, end: 0 });
+            state.push(id as u32, None, now);
+            if let Some(frame) = state.frames.last_mut() {
+                frame.node = 0;
+            }
+        } else {
+            // A recursive entry call: a node of the tree in progress.
+            let node = state.open_node(id as u32, false, now);
+            state.push(id as u32, None, now);
+            if let Some(frame) = state.frames.last_mut() {
+                frame.node = node;
+            }
+        }
+    });
+}
+
+/// `call(int method, int site)`: before a call site of the entry method.
+pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
+    with_state(|state| {
+        if !state.tree.is_empty() {
+            let now = ticks();
+            state.open_node(site as u32, true, now);
+        }
+    });
+}
+
+/// `called(int method, int site)`: after the call site returned or threw.
+pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
+    with_state(|state| {
+        let now = ticks();
+        let open = state.open as usize;
+        if state.tree.get(open).is_some_and(|n| n.site && n.id == site as u32 && open != 0) {
+            state.close_node(open as u32, now);
+        }
+    });
+}
+
+/// A method ended (returned or threw): time it, and report it as the mode says.
+fn finish(state: &mut ThreadState, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
+    let now = ticks();
+    let Some(frame) = state.pop(id) else { return };
+    let elapsed = now.saturating_sub(frame.start);
+    match mode() {
+        Mode::Monitor => stats::record(id, clock::clock().ns(elapsed), threw),
+        Mode::Calltree => {
+            if frame.node == u32::MAX {
+                return;
+            }
+            state.close_node(frame.node, now);
+            if frame.node != 0 {
+                return;
+            }
+            let nodes = std::mem::take(&mut state.tree);
+            if elapsed < THRESHOLD.load(Relaxed) {
+                state.tree = nodes;
+                state.tree.clear();
+                return;
+            }
+            // SAFETY: the VM passes this thread's JNIEnv to native methods.
+            let jni = unsafe { Jni::from_raw(env) };
+            let record = Record::Tree { generation: state.generation, thread: state.thread_name(jni), nodes, truncated: state.truncated };
+            send(record);
+        }
+        Mode::Trace => {
+            if elapsed < THRESHOLD.load(Relaxed) {
+                return;
+            }
+            // SAFETY: the VM passes this thread's JNIEnv to native methods.
+            let jni = unsafe { Jni::from_raw(env) };
+            let described = |flag: u8| -> Option<String> {
+                if value.is_null() || !captures(flag) {
+                    return None;
+                }
+                jni.with_local_frame(32, || jni.describe(value, VALUE_CAP)).filter(|s| !s.is_empty())
+            };
+            let outcome = if threw { Outcome::Threw(described(CAPTURE_THROWN)) } else { Outcome::Returned(described(CAPTURE_RETURN)) };
+            let stack = if captures(CAPTURE_STACK) { current_stack() } else { Vec::new() };
+            let record = Record::Call {
+                generation: state.generation,
+                thread: state.thread_name(jni),
+                method: id,
+                start: frame.start,
+                ticks: elapsed,
+                args: frame.args,
+                outcome,
+                stack,
+            };
+            send(record);
+        }
+    }
+}
+
+fn current_stack() -> Vec<(usize, i64)> {
+    let Some(env) = crate::agent::env() else { return Vec::new() };
+    // SAFETY: a null thread means the calling thread, which is a live Java thread.
+    match unsafe { env.stack_trace(std::ptr::null_mut(), STACK_DEPTH + 2) } {
+        Ok(frames) => frames.iter().map(|f| (f.method as usize, f.location)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn send(record: Record) {
+    match queue().sender.try_send(record) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            DROPPED.fetch_add(1, Relaxed);
+        }
+    }
+}

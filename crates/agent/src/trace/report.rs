@@ -1,0 +1,479 @@
+//! The `jtap-trace` thread: turns the probes' records into text (or JSON lines) and streams
+//! them to the client as they come — one line per call (trace), a drawn tree per entry call
+//! (calltree), a table per interval (monitor). Notes about refused or failed classes go out as
+//! lines starting with `jtap: `; once `-n` records went out, the line [`COUNT_REACHED`] tells
+//! the client to stop the session.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jtap_protocol::trace::Mode;
+use serde_json::json;
+
+use super::clock::clock;
+use super::ffi::Jni;
+use super::instrument::Tracing;
+use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
+use super::stats::{self, Snapshot};
+use crate::session::Session;
+use crate::thread::{spawn_attached, Vm};
+
+/// The line that says `-n` records went out (the client then stops the session).
+pub const COUNT_REACHED: &str = "jtap: count reached";
+
+/// Default monitor interval.
+const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Shared between the engine and its `jtap-trace` thread.
+#[derive(Default)]
+pub struct Output {
+    session: Mutex<Option<Arc<Session>>>,
+    stop: AtomicBool,
+    finished: AtomicBool,
+    /// Records reported so far.
+    pub reported: AtomicU64,
+}
+
+impl Output {
+    /// Where the text goes from now on.
+    pub fn set_session(&self, session: Arc<Session>) {
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
+    }
+
+    fn send(&self, text: String) {
+        if let Some(session) = self.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            session.send_text(text);
+        }
+    }
+
+    /// Asks the thread to flush what is queued and end; waits up to `wait` for it.
+    pub fn finish(&self, wait: Duration) {
+        self.stop.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + wait;
+        while !self.finished.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Starts the `jtap-trace` thread for a session of generation `generation`.
+pub fn spawn(vm: Vm, tracing: Arc<Tracing>, generation: u32, output: Arc<Output>) -> Result<(), String> {
+    let done = output.clone();
+    spawn_attached(vm, "jtap-trace".into(), move || {
+        Reporter::new(vm, tracing, generation, output).run();
+        done.finished.store(true, Ordering::SeqCst);
+    })
+    .map_err(|e| format!("cannot start the jtap-trace thread: {e}"))
+}
+
+struct Reporter {
+    vm: Vm,
+    tracing: Arc<Tracing>,
+    generation: u32,
+    output: Arc<Output>,
+    /// Resolved stack frames by jmethodID.
+    frames: HashMap<usize, Option<FrameName>>,
+    monitor_previous: HashMap<u32, Snapshot>,
+    monitor_since: Instant,
+}
+
+struct FrameName {
+    class: String,
+    method: String,
+    source: Option<String>,
+    lines: Vec<(i64, i32)>,
+}
+
+impl Reporter {
+    fn new(vm: Vm, tracing: Arc<Tracing>, generation: u32, output: Arc<Output>) -> Reporter {
+        Reporter { vm, tracing, generation, output, frames: HashMap::new(), monitor_previous: HashMap::new(), monitor_since: Instant::now() }
+    }
+
+    fn run(&mut self) {
+        let receiver = probes::receiver().lock().unwrap_or_else(|e| e.into_inner());
+        let count = self.tracing.plan.count.unwrap_or(u64::MAX);
+        let interval = self.tracing.plan.interval.unwrap_or(MONITOR_INTERVAL);
+        let mut count_sent = false;
+        loop {
+            for note in self.tracing.take_notes() {
+                self.output.send(format!("jtap: {note}"));
+            }
+            let stopping = self.output.stop.load(Ordering::SeqCst);
+            if self.tracing.plan.mode == Mode::Monitor && (stopping || self.monitor_since.elapsed() >= interval) {
+                self.monitor_report();
+            }
+            let wait = if stopping { Duration::ZERO } else { Duration::from_millis(20) };
+            match receiver.recv_timeout(wait) {
+                Ok(record) => {
+                    if record.generation() != self.generation || self.output.reported.load(Ordering::Relaxed) >= count {
+                        continue;
+                    }
+                    let text = self.render(record);
+                    self.output.send(text);
+                    let reported = self.output.reported.fetch_add(1, Ordering::Relaxed) + 1;
+                    if reported >= count && !count_sent {
+                        count_sent = true;
+                        probes::deactivate();
+                        self.output.send(COUNT_REACHED.to_string());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => break,
+                Err(_) => {}
+            }
+        }
+    }
+
+    fn render(&mut self, record: Record) -> String {
+        let jni = Jni::current(self.vm);
+        let render = |me: &mut Reporter| match record {
+            Record::Call { thread, method, start, ticks, args, outcome, stack, .. } => me.call(&thread, method, start, ticks, args, outcome, &stack),
+            Record::Tree { thread, nodes, truncated, .. } => me.tree(&thread, &nodes, truncated),
+        };
+        match jni {
+            Some(jni) => jni.with_local_frame(64, || render(self)).unwrap_or_default(),
+            None => render(self),
+        }
+    }
+
+    fn method_name(&self, id: u32) -> (String, String, String) {
+        let registry = self.tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+        match registry.methods.get(id as usize) {
+            Some(m) => (m.class.replace('/', "."), m.name.clone(), m.descriptor.clone()),
+            None => ("?".into(), format!("method#{id}"), String::new()),
+        }
+    }
+
+    fn node_name(&self, node: &Node) -> String {
+        if !node.site {
+            let (class, method, _) = self.method_name(node.id);
+            return format!("{class}.{method}");
+        }
+        let registry = self.tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+        match registry.sites.get(node.id as usize) {
+            Some(site) => site.detail.split('(').next().unwrap_or(&site.detail).replace('/', "."),
+            None => format!("site#{}", node.id),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn call(&mut self, thread: &str, method: u32, start: u64, ticks: u64, args: Option<String>, outcome: Outcome, stack: &[(usize, i64)]) -> String {
+        let c = clock();
+        let (class, name, descriptor) = self.method_name(method);
+        let duration_ns = c.ns(ticks);
+        let wall = c.wall_ns(start);
+        let stack: Vec<String> = stack.iter().filter_map(|&(m, loc)| self.frame(m, loc)).take(STACK_DEPTH).collect();
+        if self.tracing.plan.json {
+            let (value, thrown, threw) = match &outcome {
+                Outcome::Returned(v) => (v.clone(), None, false),
+                Outcome::Threw(t) => (None, t.clone(), true),
+            };
+            return json!({
+                "time": time_of_day(wall), "time_ns": wall, "thread": thread, "class": class, "method": name,
+                "descriptor": descriptor, "duration_ns": duration_ns, "args": args, "return": value,
+                "threw": threw, "thrown": thrown, "stack": stack,
+            })
+            .to_string();
+        }
+        let mut line = format!("{} [{thread}] {class}.{name} {}", time_of_day(wall), format_duration(duration_ns));
+        if let Some(args) = args {
+            let _ = write!(line, " {args}");
+        }
+        match outcome {
+            Outcome::Returned(Some(v)) => {
+                let _ = write!(line, " -> {v}");
+            }
+            Outcome::Returned(None) => {}
+            Outcome::Threw(Some(t)) => {
+                let _ = write!(line, " threw {t}");
+            }
+            Outcome::Threw(None) => line.push_str(" threw"),
+        }
+        for frame in stack {
+            let _ = write!(line, "\n    at {frame}");
+        }
+        line
+    }
+
+    /// `Class.method(File.java:line)` for a stack frame, or None for the probes' own frames.
+    fn frame(&mut self, method: usize, location: i64) -> Option<String> {
+        let env = self.tracing.env;
+        let jni = Jni::current(self.vm);
+        let name = self.frames.entry(method).or_insert_with(|| {
+            let id = method as jtap_jvmti::sys::jmethodID;
+            // SAFETY: the id came from GetStackTrace moments ago; its class stays loaded while
+            // an instrumented method of it runs or may run.
+            let (name, _) = unsafe { env.method_name(id) }.ok()?;
+            // SAFETY: as above.
+            let class = unsafe { env.method_declaring_class(id) }.ok()?;
+            // SAFETY: class is a live local reference.
+            let signature = unsafe { env.class_signature(class) }.ok()?;
+            // SAFETY: as above.
+            let source = unsafe { env.source_file_name(class) }.ok();
+            if let Some(jni) = jni {
+                jni.delete_local(class);
+            }
+            // SAFETY: as above.
+            let lines = unsafe { env.line_number_table(id) }.map(|t| t.iter().map(|e| (e.start_location, e.line_number)).collect()).unwrap_or_default();
+            let class = signature.trim_start_matches('L').trim_end_matches(';').replace('/', ".");
+            Some(FrameName { class, method: name, source, lines })
+        });
+        let name = name.as_ref()?;
+        if name.class == "jtap.runtime.Probes" {
+            return None;
+        }
+        let line = name.lines.iter().filter(|(start, _)| *start <= location).max_by_key(|(start, _)| *start).map(|(_, l)| *l);
+        let place = match (&name.source, line) {
+            (Some(file), Some(line)) => format!("{file}:{line}"),
+            (Some(file), None) => file.clone(),
+            (None, _) => "Unknown Source".into(),
+        };
+        Some(format!("{}.{}({place})", name.class, name.method))
+    }
+
+    fn tree(&mut self, thread: &str, nodes: &[Node], truncated: u64) -> String {
+        let c = clock();
+        let Some(root) = nodes.first() else { return String::new() };
+        let names: Vec<String> = nodes.iter().map(|n| self.node_name(n)).collect();
+        let tree = Aggregate::build(nodes, &names, self.tracing.plan.depth);
+        let wall = c.wall_ns(root.start);
+        if self.tracing.plan.json {
+            return json!({"time": time_of_day(wall), "time_ns": wall, "thread": thread, "truncated": truncated, "tree": tree.to_json(root.start)})
+                .to_string();
+        }
+        let mut text = format!("{} [{thread}] {}", time_of_day(wall), names[0]);
+        if truncated > 0 {
+            let _ = write!(text, " ({truncated} calls not recorded: tree full)");
+        }
+        text.push('\n');
+        tree.draw(root.start, tree.total, None, "", None, &mut text);
+        text.trim_end().to_string()
+    }
+
+    fn monitor_report(&mut self) {
+        let elapsed = self.monitor_since.elapsed();
+        self.monitor_since = Instant::now();
+        let now = clock().wall_ns(super::clock::ticks());
+        let mut rows = Vec::new();
+        for (id, snapshot) in stats::snapshot_all() {
+            let interval = snapshot.since(self.monitor_previous.get(&id));
+            self.monitor_previous.insert(id, snapshot);
+            let (class, method, _) = self.method_name(id);
+            rows.push((format!("{class}.{method}"), interval));
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        if self.tracing.plan.json {
+            for (name, i) in rows {
+                self.output.send(
+                    json!({"time": time_of_day(now), "time_ns": now, "interval_ns": elapsed.as_nanos() as u64, "method": name,
+                        "calls": i.calls, "errors": i.errors, "mean_ns": i.mean_ns, "p50_ns": i.p50_ns, "p99_ns": i.p99_ns, "max_ns": i.max_ns})
+                    .to_string(),
+                );
+            }
+            return;
+        }
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(6).max(6);
+        let mut text = format!("{} monitor, last {:.1} s\n", time_of_day(now), elapsed.as_secs_f64());
+        let _ = write!(text, "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}", "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX");
+        for (name, i) in &rows {
+            let _ = write!(
+                text,
+                "\n{name:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                i.calls,
+                i.errors,
+                format_duration(i.mean_ns),
+                format_duration(i.p50_ns),
+                format_duration(i.p99_ns),
+                format_duration(i.max_ns)
+            );
+        }
+        if rows.is_empty() {
+            text.push_str("\n(no calls yet)");
+        }
+        self.output.send(text);
+    }
+}
+
+/// A call-tree node with its repeated calls merged: siblings calling the same method become
+/// one node with a count, and their children are merged likewise.
+struct Aggregate {
+    name: String,
+    count: u64,
+    /// Start of the first call, in ticks.
+    first: u64,
+    /// Total ticks of all calls.
+    total: u64,
+    children: Vec<Aggregate>,
+}
+
+impl Aggregate {
+    fn build(nodes: &[Node], names: &[String], depth: Option<u32>) -> Aggregate {
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate().skip(1) {
+            if (n.parent as usize) < nodes.len() {
+                children[n.parent as usize].push(i);
+            }
+        }
+        let root_end = nodes[0].end.max(nodes[0].start);
+        Aggregate::merge(&[0], nodes, names, &children, root_end, depth.unwrap_or(u32::MAX))
+    }
+
+    /// One aggregate of the nodes `group` (same name, same parent).
+    fn merge(group: &[usize], nodes: &[Node], names: &[String], children: &[Vec<usize>], parent_end: u64, depth: u32) -> Aggregate {
+        let first = group.iter().map(|&i| nodes[i].start).min().unwrap_or(0);
+        let mut total = 0;
+        let mut kids: Vec<(String, Vec<usize>)> = Vec::new();
+        for &i in group {
+            // A node never closed (its exit was not seen) ends with its parent.
+            let end = if nodes[i].end == 0 { parent_end } else { nodes[i].end };
+            total += end.saturating_sub(nodes[i].start);
+            for &k in &children[i] {
+                match kids.iter_mut().find(|(name, _)| *name == names[k]) {
+                    Some((_, list)) => list.push(k),
+                    None => kids.push((names[k].clone(), vec![k])),
+                }
+            }
+        }
+        let end = group.iter().map(|&i| if nodes[i].end == 0 { parent_end } else { nodes[i].end }).max().unwrap_or(parent_end);
+        let children = if depth == 0 {
+            Vec::new()
+        } else {
+            kids.iter().map(|(_, list)| Aggregate::merge(list, nodes, names, children, end, depth - 1)).collect()
+        };
+        Aggregate { name: names[group[0]].clone(), count: group.len() as u64, first, total, children }
+    }
+
+    fn self_ticks(&self) -> u64 {
+        self.total.saturating_sub(self.children.iter().map(|c| c.total).sum())
+    }
+
+    /// Draws this node and its children, e.g. `+---0 [1,999ms, 20%, 20%] - b`.
+    fn draw(&self, origin: u64, root_total: u64, parent_total: Option<u64>, prefix: &str, last: Option<bool>, out: &mut String) {
+        let c = clock();
+        let connector = match last {
+            None => "",
+            Some(false) => "+---",
+            Some(true) => "`---",
+        };
+        let ms = |ticks: u64| format_ms(c.ns(ticks));
+        let offset = |ticks: u64| ms_number(c.ns(ticks));
+        let percent = |part: u64, whole: u64| if whole == 0 { 100 } else { (part as f64 * 100.0 / whole as f64).round() as u64 };
+        let mut times = ms(self.total);
+        if !self.children.is_empty() {
+            let _ = write!(times, " ({})", ms(self.self_ticks()));
+        }
+        let _ = write!(out, "{prefix}{connector}{} [{times}, ", offset(self.first.saturating_sub(origin)));
+        match parent_total {
+            None => out.push_str("100%]"),
+            Some(parent) => {
+                let _ = write!(out, "{}%, {}%]", percent(self.total, parent), percent(self.total, root_total));
+            }
+        }
+        let _ = write!(out, " - {}", self.name);
+        if self.count > 1 {
+            let _ = write!(out, " ({} calls)", self.count);
+        }
+        out.push('\n');
+        let child_prefix = match last {
+            None => prefix.to_string(),
+            Some(false) => format!("{prefix}|   "),
+            Some(true) => format!("{prefix}    "),
+        };
+        for (i, child) in self.children.iter().enumerate() {
+            child.draw(origin, root_total, Some(self.total), &child_prefix, Some(i + 1 == self.children.len()), out);
+        }
+    }
+
+    fn to_json(&self, origin: u64) -> serde_json::Value {
+        let c = clock();
+        json!({
+            "method": self.name, "count": self.count, "offset_ns": c.ns(self.first.saturating_sub(origin)),
+            "total_ns": c.ns(self.total), "self_ns": c.ns(self.self_ticks()),
+            "children": self.children.iter().map(|ch| ch.to_json(origin)).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// `9,999ms`, or with decimals below 10 ms (`1.25ms`).
+fn format_ms(ns: u64) -> String {
+    format!("{}ms", ms_number(ns))
+}
+
+/// Milliseconds as `9,999`, with decimals below 10 (`1.25`).
+fn ms_number(ns: u64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms < 10.0 {
+        return format!("{ms:.2}");
+    }
+    let digits = (ms.round() as u64).to_string();
+    let mut grouped = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(d);
+    }
+    grouped
+}
+
+/// A duration with a unit that suits it: `850ns`, `12.3us`, `4.56ms`, `1.234s`.
+fn format_duration(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.3}ms", ns as f64 / 1e6),
+        _ => format!("{:.3}s", ns as f64 / 1e9),
+    }
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a wall-clock time in ns since the epoch.
+fn time_of_day(wall_ns: u64) -> String {
+    let ms = wall_ns / 1_000_000;
+    let s = ms / 1000;
+    format!("{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms % 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trees_merge_repeated_children_and_draw_branches() {
+        let ms = |v: u64| clock().ticks_for(v * 1_000_000);
+        // a [0, 10000) calls b [0, 2000), c [2000, 9000); c calls d [2000, 6000) and e twice.
+        let node = |id, parent, start, end| Node { id, site: false, parent, start: ms(start), end: ms(end) };
+        let nodes = vec![
+            node(0, 0, 0, 10_000),
+            node(1, 0, 0, 2_000),
+            node(2, 0, 2_000, 9_000),
+            node(3, 2, 2_000, 6_000),
+            node(4, 2, 6_000, 6_500),
+            node(4, 2, 6_500, 7_000),
+        ];
+        let names: Vec<String> = ["a", "b", "c", "d", "e", "e"].map(String::from).to_vec();
+        let tree = Aggregate::build(&nodes, &names, None);
+        let mut text = String::new();
+        tree.draw(nodes[0].start, tree.total, None, "", None, &mut text);
+        let expected = "0.00 [10,000ms (1,000ms), 100%] - a\n\
+                        +---0.00 [2,000ms, 20%, 20%] - b\n\
+                        `---2,000 [7,000ms (2,000ms), 70%, 70%] - c\n    \
+                        +---2,000 [4,000ms, 57%, 40%] - d\n    \
+                        `---6,000 [1,000ms, 14%, 10%] - e (2 calls)\n";
+        assert_eq!(text, expected);
+        let shallow = Aggregate::build(&nodes, &names, Some(1));
+        assert!(shallow.children.iter().all(|c| c.children.is_empty()));
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(format_ms(9_999_000_000), "9,999ms");
+        assert_eq!(format_ms(1_250_000), "1.25ms");
+        assert_eq!(format_duration(850), "850ns");
+        assert_eq!(format_duration(12_345), "12.3us");
+        assert_eq!(format_duration(1_234_000_000), "1.234s");
+        assert_eq!(time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000), "13:05:07.042");
+    }
+}

@@ -1,0 +1,185 @@
+//! Which classes and methods a plan selects, and which classes jtap refuses to touch.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use jtap_protocol::trace::{MethodPattern, Plan};
+use regex::Regex;
+
+/// What a selected method is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A traced method (calltree: the entry method).
+    Target,
+    /// Calltree: a method timed inside an entry call.
+    Inner,
+}
+
+/// One compiled [`MethodPattern`].
+struct Matcher {
+    class: Regex,
+    subtypes: bool,
+    method: Option<Regex>,
+    descriptor: Option<String>,
+    role: Role,
+    /// `+` patterns: dotted names of the classes and interfaces known to be subtypes.
+    known: Mutex<HashSet<String>>,
+}
+
+impl Matcher {
+    fn new(pattern: &MethodPattern, role: Role) -> Result<Matcher, String> {
+        let compile = |re: String| Regex::new(&re).map_err(|e| format!("pattern {pattern}: {e}"));
+        Ok(Matcher {
+            class: compile(pattern.class.to_regex())?,
+            subtypes: pattern.subtypes,
+            method: pattern.method.as_ref().map(|m| compile(m.to_regex())).transpose()?,
+            descriptor: pattern.descriptor.clone(),
+            role,
+            known: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Whether the class is selected; `supers` are its direct superclass and interfaces.
+    fn selects_class(&self, dotted: &str, supers: &[String]) -> bool {
+        if self.class.is_match(dotted) {
+            return true;
+        }
+        if !self.subtypes {
+            return false;
+        }
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.contains(dotted) {
+            return true;
+        }
+        if supers.iter().any(|s| known.contains(s) || self.class.is_match(s)) {
+            known.insert(dotted.to_string());
+            return true;
+        }
+        false
+    }
+}
+
+/// The compiled patterns of a plan.
+pub struct Selector {
+    matchers: Vec<Matcher>,
+}
+
+impl Selector {
+    /// Compiles the plan's patterns.
+    pub fn new(plan: &Plan) -> Result<Selector, String> {
+        let mut matchers = Vec::new();
+        for p in &plan.targets {
+            matchers.push(Matcher::new(p, Role::Target)?);
+        }
+        for p in &plan.inner {
+            matchers.push(Matcher::new(p, Role::Inner)?);
+        }
+        Ok(Selector { matchers })
+    }
+
+    /// Whether some pattern may select methods of the class.
+    pub fn selects_class(&self, dotted: &str, supers: &[String]) -> bool {
+        self.matchers.iter().any(|m| m.selects_class(dotted, supers))
+    }
+
+    /// Whether a `+` pattern names this class itself (it is a base of subtype matching).
+    pub fn is_subtype_base(&self, dotted: &str) -> Vec<usize> {
+        self.matchers.iter().enumerate().filter(|(_, m)| m.subtypes && m.class.is_match(dotted)).map(|(i, _)| i).collect()
+    }
+
+    /// Records that `dotted` extends or implements a base of pattern `index`.
+    pub fn add_subtype(&self, index: usize, dotted: &str) {
+        if let Some(m) = self.matchers.get(index) {
+            m.known.lock().unwrap_or_else(|e| e.into_inner()).insert(dotted.to_string());
+        }
+    }
+
+    /// The role of a method, if a pattern selects it (targets win over inner methods).
+    pub fn method_role(&self, dotted: &str, supers: &[String], name: &str, descriptor: &str) -> Option<Role> {
+        let mut role = None;
+        for m in &self.matchers {
+            let method_ok = m.method.as_ref().is_none_or(|re| re.is_match(name));
+            let descriptor_ok = m.descriptor.as_deref().is_none_or(|d| d == descriptor);
+            if method_ok && descriptor_ok && m.selects_class(dotted, supers) {
+                if m.role == Role::Target {
+                    return Some(Role::Target);
+                }
+                role = Some(m.role);
+            }
+        }
+        role
+    }
+}
+
+/// Why jtap never instruments a class (internal name), if it does not.
+pub fn refusal(internal: &str) -> Option<&'static str> {
+    const CORE: [(&str, &str); 7] = [
+        ("java/lang/", "core java.lang classes (Object, String, Thread, invoke, ref, reflect...) cannot be instrumented safely"),
+        ("jdk/internal/", "jdk.internal classes run the JVM's own machinery and cannot be instrumented safely"),
+        ("sun/", "sun.* classes run the JVM's own machinery and cannot be instrumented safely"),
+        ("jdk/jfr/", "JFR classes cannot be instrumented safely"),
+        ("jtap/", "jtap's own runtime class is never instrumented"),
+        ("com/sun/proxy/", "dynamic proxies are generated classes"),
+        ("java/util/concurrent/locks/", "lock classes the probes' own machinery may use cannot be instrumented safely"),
+    ];
+    if let Some((_, why)) = CORE.iter().find(|(prefix, _)| internal.starts_with(prefix)) {
+        return Some(why);
+    }
+    if internal.contains("$$Lambda") || internal.contains("LambdaForm$") || internal.contains("/0x") || internal.contains("$$") {
+        return Some("lambda, hidden and generated classes cannot be retransformed");
+    }
+    None
+}
+
+/// `java/util/Map$Entry` as `java.util.Map$Entry`.
+pub fn dotted(internal: &str) -> String {
+    internal.replace('/', ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(targets: &[&str], inner: &[&str]) -> Plan {
+        Plan {
+            targets: targets.iter().map(|t| MethodPattern::parse(t).unwrap()).collect(),
+            inner: inner.iter().map(|t| MethodPattern::parse(t).unwrap()).collect(),
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn methods_by_class_name_glob_regex_and_descriptor() {
+        let s = Selector::new(&plan(&["a.b.*Service::handle*", "/x\\.Y/::/get.+/", "p.Q::m(I)V"], &["p.Q::inner"])).unwrap();
+        assert_eq!(s.method_role("a.b.OrderService", &[], "handleIt", "()V"), Some(Role::Target));
+        assert_eq!(s.method_role("a.b.OrderService", &[], "other", "()V"), None);
+        assert_eq!(s.method_role("x.Y", &[], "getA", "()I"), Some(Role::Target));
+        assert_eq!(s.method_role("x.Y", &[], "get", "()I"), None);
+        assert_eq!(s.method_role("p.Q", &[], "m", "(I)V"), Some(Role::Target));
+        assert_eq!(s.method_role("p.Q", &[], "m", "(J)V"), None);
+        assert_eq!(s.method_role("p.Q", &[], "inner", "()V"), Some(Role::Inner));
+        assert!(!s.selects_class("p.R", &[]));
+    }
+
+    #[test]
+    fn subtypes_follow_known_supertypes() {
+        let s = Selector::new(&plan(&["+a.Shape::area"], &[])).unwrap();
+        assert_eq!(s.method_role("a.Circle", &["a.Shape".into()], "area", "()D"), Some(Role::Target));
+        // A subclass of a known subtype, seen later.
+        assert_eq!(s.method_role("a.Small", &["a.Circle".into()], "area", "()D"), Some(Role::Target));
+        assert_eq!(s.method_role("b.Other", &["java.lang.Object".into()], "area", "()D"), None);
+        assert_eq!(s.is_subtype_base("a.Shape"), vec![0]);
+        s.add_subtype(0, "c.Loaded");
+        assert!(s.selects_class("c.Loaded", &[]));
+    }
+
+    #[test]
+    fn core_and_generated_classes_are_refused() {
+        for name in ["java/lang/String", "java/lang/invoke/MethodHandle", "jdk/internal/misc/Unsafe", "jtap/runtime/Probes", "a/B$$Lambda$12", "a/B$$Lambda/0x0000000800c01234"] {
+            assert!(refusal(name).is_some(), "{name}");
+        }
+        for name in ["java/util/HashMap", "com/example/Foo$Inner", "workloads/Traced"] {
+            assert!(refusal(name).is_none(), "{name}");
+        }
+    }
+}

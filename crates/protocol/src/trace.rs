@@ -1,0 +1,413 @@
+//! The tracing plan: which methods to instrument, what to capture at each call, which calls
+//! to keep and what to do with them. `jtap trace`, `jtap calltree` and `jtap monitor` are
+//! front-ends that build a [`Plan`]; a tracing script language would compile to one too. The
+//! agent turns it into class-file probes.
+//!
+//! A plan travels as the value of the `trace=` option, in a canonical text form of
+//! space-separated tokens that [`Plan::parse`] reads and [`Display`](fmt::Display) prints:
+//!
+//! ```text
+//! plan    := token (" " token)*
+//! token   := "mode:" ("trace" | "calltree" | "monitor")
+//!          | "p:" pattern          a method to trace (calltree: the entry method)
+//!          | "i:" pattern          calltree: a method to time inside the entry
+//!          | "depth:" n            calltree: levels of call sites below the entry
+//!          | "threshold:" duration keep only calls (trees) lasting at least this long
+//!          | "count:" n            stop after n calls (trees)
+//!          | "interval:" duration  monitor: how often to report
+//!          | "args" | "return" | "exceptions" | "stack" | "json"
+//! ```
+//!
+//! Method patterns (see [`MethodPattern`]) never contain spaces.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A name pattern over dotted Java names (`com.example.Foo$Inner`, `handle`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamePattern {
+    /// `*` matches any run of characters, `?` one character; everything else literally.
+    Glob(String),
+    /// `/regex/`: a regular expression that must match the whole name.
+    Regex(String),
+}
+
+impl NamePattern {
+    fn parse(text: &str, what: &str) -> Result<NamePattern, String> {
+        if let Some(inner) = text.strip_prefix('/') {
+            let body = inner.strip_suffix('/').ok_or_else(|| format!("{what} regex {text:?} lacks its closing /"))?;
+            if body.is_empty() {
+                return Err(format!("empty {what} regex"));
+            }
+            regex::Regex::new(&format!("^(?:{body})$")).map_err(|e| format!("bad {what} regex /{body}/: {}", one_line(&e.to_string())))?;
+            return Ok(NamePattern::Regex(body.to_string()));
+        }
+        if text.is_empty() {
+            return Err(format!("empty {what} name"));
+        }
+        let ok = text.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '$' | '_' | '*' | '?' | '<' | '>' | '-'));
+        if !ok {
+            return Err(format!("{what} {text:?} is neither a name, a glob (* and ?) nor a /regex/"));
+        }
+        Ok(NamePattern::Glob(text.to_string()))
+    }
+
+    /// The pattern as a regular expression matching whole names.
+    pub fn to_regex(&self) -> String {
+        match self {
+            NamePattern::Regex(body) => format!("^(?:{body})$"),
+            NamePattern::Glob(glob) => {
+                let mut re = String::from("^");
+                for c in glob.chars() {
+                    match c {
+                        '*' => re.push_str(".*"),
+                        '?' => re.push('.'),
+                        c => re.push_str(&regex::escape(&c.to_string())),
+                    }
+                }
+                re.push('$');
+                re
+            }
+        }
+    }
+
+    /// The exact name, when the pattern is a glob without wildcards.
+    pub fn literal(&self) -> Option<&str> {
+        match self {
+            NamePattern::Glob(g) if !g.contains(['*', '?']) => Some(g),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for NamePattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamePattern::Glob(g) => f.write_str(g),
+            NamePattern::Regex(r) => write!(f, "/{r}/"),
+        }
+    }
+}
+
+/// Selects methods: `[+]Class[::method[descriptor]]`.
+///
+/// - `Class` is a dotted class name (`com.example.Foo`, nested classes with `$`), a glob
+///   (`com.example.*Service`) or a `/regex/` as BTrace writes them; a leading `+` selects the
+///   named class or interface and every class extending or implementing it.
+/// - `method` (default: every method, constructors `<init>` and static initialisers
+///   `<clinit>` included) is a name, glob or `/regex/`, optionally followed by a JVM
+///   descriptor such as `(Ljava/lang/String;I)V`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MethodPattern {
+    /// The class (or supertype, with [`MethodPattern::subtypes`]) pattern.
+    pub class: NamePattern,
+    /// Also every subclass and implementation of the classes `class` names.
+    pub subtypes: bool,
+    /// The method name pattern; `None` for every method.
+    pub method: Option<NamePattern>,
+    /// The exact JVM method descriptor, when given.
+    pub descriptor: Option<String>,
+}
+
+impl MethodPattern {
+    /// Parses one pattern; the error is one line saying what is wrong.
+    pub fn parse(text: &str) -> Result<MethodPattern, String> {
+        let fail = |reason: String| format!("bad method pattern {text:?}: {reason}");
+        if text.contains(char::is_whitespace) {
+            return Err(fail("patterns contain no spaces".into()));
+        }
+        let (subtypes, rest) = match text.strip_prefix('+') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (class_text, method_text) = split_class(rest).map_err(fail)?;
+        let class = NamePattern::parse(class_text, "class").map_err(fail)?;
+        let (method, descriptor) = match method_text {
+            None => (None, None),
+            Some(m) => {
+                let (name, descriptor) = split_descriptor(m).map_err(fail)?;
+                (Some(NamePattern::parse(name, "method").map_err(fail)?), descriptor)
+            }
+        };
+        if let Some(d) = &descriptor {
+            if !valid_descriptor(d) {
+                return Err(fail(format!("{d:?} is not a JVM method descriptor like (Ljava/lang/String;I)V")));
+            }
+        }
+        Ok(MethodPattern { class, subtypes, method, descriptor })
+    }
+}
+
+/// `Class` and the text after `::`, honouring `/regex/` delimiters.
+fn split_class(text: &str) -> Result<(&str, Option<&str>), String> {
+    let end = if text.starts_with('/') {
+        let close = text[1..].find('/').ok_or("class regex lacks its closing /")? + 2;
+        close
+    } else {
+        text.find("::").unwrap_or(text.len())
+    };
+    let (class, rest) = text.split_at(end);
+    match rest {
+        "" => Ok((class, None)),
+        _ => match rest.strip_prefix("::") {
+            Some(method) => Ok((class, Some(method))),
+            None => Err(format!("expected :: after the class, found {rest:?}")),
+        },
+    }
+}
+
+/// A method name and its optional descriptor.
+fn split_descriptor(text: &str) -> Result<(&str, Option<String>), String> {
+    let name_end = if text.starts_with('/') {
+        text[1..].find('/').ok_or("method regex lacks its closing /")? + 2
+    } else {
+        text.find('(').unwrap_or(text.len())
+    };
+    let (name, descriptor) = text.split_at(name_end);
+    Ok((name, (!descriptor.is_empty()).then(|| descriptor.to_string())))
+}
+
+fn valid_descriptor(d: &str) -> bool {
+    fn field(s: &[u8], mut i: usize) -> Option<usize> {
+        while s.get(i) == Some(&b'[') {
+            i += 1;
+        }
+        match s.get(i)? {
+            b'B' | b'C' | b'D' | b'F' | b'I' | b'J' | b'S' | b'Z' => Some(i + 1),
+            b'L' => {
+                let end = s[i..].iter().position(|&c| c == b';')? + i;
+                (end > i + 1).then_some(end + 1)
+            }
+            _ => None,
+        }
+    }
+    let s = d.as_bytes();
+    if s.first() != Some(&b'(') {
+        return false;
+    }
+    let mut i = 1;
+    while s.get(i) != Some(&b')') {
+        match field(s, i) {
+            Some(next) => i = next,
+            None => return false,
+        }
+    }
+    i += 1;
+    if s.get(i) == Some(&b'V') {
+        return i + 1 == s.len();
+    }
+    field(s, i) == Some(s.len())
+}
+
+impl fmt::Display for MethodPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.subtypes {
+            f.write_str("+")?;
+        }
+        write!(f, "{}", self.class)?;
+        if let Some(method) = &self.method {
+            write!(f, "::{method}")?;
+        }
+        if let Some(d) = &self.descriptor {
+            f.write_str(d)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the agent does with the calls it keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// One line per call (`jtap trace`).
+    #[default]
+    Trace,
+    /// A tree of the calls inside each call of the entry method (`jtap calltree`).
+    Calltree,
+    /// Per-method statistics every interval (`jtap monitor`).
+    Monitor,
+}
+
+impl Mode {
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Trace => "trace",
+            Mode::Calltree => "calltree",
+            Mode::Monitor => "monitor",
+        }
+    }
+}
+
+/// Everything a tracing session does.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// What happens with the calls.
+    pub mode: Mode,
+    /// Methods to trace (calltree: the entry methods).
+    pub targets: Vec<MethodPattern>,
+    /// Calltree: methods timed inside an entry call.
+    pub inner: Vec<MethodPattern>,
+    /// Calltree: levels of call sites timed below the entry (1: the entry's own calls).
+    pub depth: Option<u32>,
+    /// Keep only calls (trees) lasting at least this long.
+    pub threshold: Option<Duration>,
+    /// Stop reporting after this many calls (trees).
+    pub count: Option<u64>,
+    /// Monitor: the reporting interval.
+    pub interval: Option<Duration>,
+    /// Capture the arguments (and `this`).
+    pub args: bool,
+    /// Capture the return value.
+    pub returns: bool,
+    /// Report calls that end by throwing, with the exception.
+    pub exceptions: bool,
+    /// Capture the Java stack of each reported call.
+    pub stack: bool,
+    /// Output JSON lines instead of text.
+    pub json: bool,
+}
+
+impl Plan {
+    /// Parses the canonical text form.
+    pub fn parse(text: &str) -> Result<Plan, String> {
+        let mut plan = Plan::default();
+        let mut mode = None;
+        for token in text.split(' ').filter(|t| !t.is_empty()) {
+            let (key, value) = token.split_once(':').unwrap_or((token, ""));
+            let number = |v: &str| v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| format!("bad {key}: {v:?}"));
+            match key {
+                "mode" => {
+                    let m = [Mode::Trace, Mode::Calltree, Mode::Monitor].into_iter().find(|m| m.name() == value);
+                    mode = Some(m.ok_or_else(|| format!("unknown trace mode {value:?}"))?);
+                }
+                "p" => plan.targets.push(MethodPattern::parse(value)?),
+                "i" => plan.inner.push(MethodPattern::parse(value)?),
+                "depth" => plan.depth = Some(u32::try_from(number(value)?).map_err(|_| format!("bad depth {value:?}"))?),
+                "count" => plan.count = Some(number(value)?),
+                "threshold" => plan.threshold = Some(Duration::from_nanos(value.parse().map_err(|_| format!("bad threshold {value:?}"))?)),
+                "interval" => plan.interval = Some(Duration::from_nanos(number(value)?)),
+                "args" => plan.args = true,
+                "return" => plan.returns = true,
+                "exceptions" => plan.exceptions = true,
+                "stack" => plan.stack = true,
+                "json" => plan.json = true,
+                _ => return Err(format!("unknown trace plan item {token:?}")),
+            }
+        }
+        plan.mode = mode.ok_or("the trace plan names no mode")?;
+        if plan.targets.is_empty() {
+            return Err("no method pattern given".into());
+        }
+        if plan.mode == Mode::Calltree && plan.targets.len() != 1 {
+            return Err("calltree takes exactly one entry pattern".into());
+        }
+        Ok(plan)
+    }
+}
+
+impl fmt::Display for Plan {
+    /// The canonical form (durations in nanoseconds), which [`Plan::parse`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut tokens = vec![format!("mode:{}", self.mode.name())];
+        tokens.extend(self.targets.iter().map(|p| format!("p:{p}")));
+        tokens.extend(self.inner.iter().map(|p| format!("i:{p}")));
+        if let Some(d) = self.depth {
+            tokens.push(format!("depth:{d}"));
+        }
+        if let Some(t) = self.threshold {
+            tokens.push(format!("threshold:{}", t.as_nanos()));
+        }
+        if let Some(c) = self.count {
+            tokens.push(format!("count:{c}"));
+        }
+        if let Some(i) = self.interval {
+            tokens.push(format!("interval:{}", i.as_nanos()));
+        }
+        for (on, word) in [(self.args, "args"), (self.returns, "return"), (self.exceptions, "exceptions"), (self.stack, "stack"), (self.json, "json")] {
+            if on {
+                tokens.push(word.into());
+            }
+        }
+        f.write_str(&tokens.join(" "))
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_parse_and_print_back() {
+        for text in [
+            "com.example.Foo::bar",
+            "com.example.Foo",
+            "com.example.*Service::handle*",
+            "/com\\.example\\..*/::/get.*/",
+            "+java.lang.Runnable::run",
+            "a.B::m(Ljava/lang/String;[I)V",
+            "a.B::/m.*/(I)J",
+            "a.B$Inner::<init>",
+        ] {
+            let p = MethodPattern::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(p.to_string(), text);
+        }
+        let p = MethodPattern::parse("+a.I::run()V").unwrap();
+        assert!(p.subtypes);
+        assert_eq!(p.descriptor.as_deref(), Some("()V"));
+        assert_eq!(p.class.literal(), Some("a.I"));
+    }
+
+    #[test]
+    fn globs_become_anchored_regexes() {
+        let p = MethodPattern::parse("com.example.*Service::handle?").unwrap();
+        let class = regex::Regex::new(&p.class.to_regex()).unwrap();
+        assert!(class.is_match("com.example.OrderService"));
+        assert!(!class.is_match("com.exampleXOrderServiceX"));
+        let method = regex::Regex::new(&p.method.unwrap().to_regex()).unwrap();
+        assert!(method.is_match("handle1") && !method.is_match("handle12"));
+    }
+
+    #[test]
+    fn bad_patterns_say_why_on_one_line() {
+        for (text, needle) in [
+            ("", "empty class"),
+            ("a.B::", "empty method"),
+            ("/a(/", "bad class regex"),
+            ("/abc", "closing /"),
+            ("a.B::m(X)V", "not a JVM method descriptor"),
+            ("a.B::m(I", "not a JVM method descriptor"),
+            ("a.B:m", "neither a name"),
+            ("a b", "no spaces"),
+        ] {
+            let e = MethodPattern::parse(text).unwrap_err();
+            assert!(e.contains(needle), "{text:?}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn plans_round_trip() {
+        let plan = Plan {
+            mode: Mode::Calltree,
+            targets: vec![MethodPattern::parse("a.B::run").unwrap()],
+            inner: vec![MethodPattern::parse("a.*::x").unwrap(), MethodPattern::parse("/q/").unwrap()],
+            depth: Some(2),
+            threshold: Some(Duration::from_millis(100)),
+            count: Some(3),
+            interval: None,
+            args: true,
+            returns: true,
+            exceptions: false,
+            stack: true,
+            json: true,
+        };
+        assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
+        assert!(Plan::parse("p:a.B").unwrap_err().contains("no mode"));
+        assert!(Plan::parse("mode:trace").unwrap_err().contains("no method pattern"));
+        assert!(Plan::parse("mode:trace p:a.B bogus").unwrap_err().contains("bogus"));
+    }
+}
