@@ -86,6 +86,11 @@ impl Engine for TraceEngine {
                 return Err(e);
             }
         };
+        let methods = tracing.registry.lock().unwrap_or_else(|e| e.into_inner()).methods.len();
+        self.output.send(format!(
+            "jtap: tracing: {} loaded classes instrumented ({methods} methods); classes loaded from now on are instrumented as they load",
+            self.classes
+        ));
         self.tracing = Some(tracing);
         Ok(())
     }

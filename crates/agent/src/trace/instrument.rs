@@ -25,6 +25,9 @@ use super::select::{self, Role, Selector};
 use crate::gate::Gate;
 use crate::thread::Vm;
 
+/// Calltree levels of call sites timed when neither `--inner` nor `--depth` is given.
+const DEFAULT_DEPTH: u32 = 3;
+
 /// Classes retransformed per `RetransformClasses` call.
 const BATCH: usize = 64;
 
@@ -56,6 +59,9 @@ pub struct Tracing {
     /// Method and site ids handed to the probes.
     pub registry: Mutex<Registry>,
     touched: Mutex<HashMap<String, Touched>>,
+    /// Calltree: methods whose call sites are timed below the entry, as (class internal
+    /// name, method name, descriptor) with their level (the entry's callees are level 1).
+    hosts: Mutex<HashMap<(String, String, String), u32>>,
     /// Refusals and failures, for the client (each once).
     notes: Mutex<Vec<String>>,
     restoring: AtomicBool,
@@ -115,6 +121,7 @@ impl Tracing {
             selector,
             registry: Mutex::new(Registry::default()),
             touched: Mutex::new(HashMap::new()),
+            hosts: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
             restoring: AtomicBool::new(false),
             runtime,
@@ -187,9 +194,73 @@ impl Tracing {
             chosen.push((*class, internal.clone()));
         }
         self.retransform(&chosen);
+        // Calltree: the call sites of the methods called from the entry, level by level.
+        for level in 1..self.call_site_depth() {
+            let owners = self.add_hosts(level);
+            let more: Vec<(sys::jclass, String)> = named
+                .iter()
+                .filter(|(class, name)| owners.contains(name) && select::refusal(name).is_none() && ffi::is_modifiable(self.env, *class))
+                .map(|(class, name)| {
+                    let mut touched = lock(&self.touched);
+                    let t = touched.entry(name.clone()).or_default();
+                    if t.bytecodes_before.is_none() && t.seen == 0 {
+                        t.bytecodes_before = Some(self.bytecode_hash(*class));
+                    }
+                    (*class, name.clone())
+                })
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            self.retransform(&more);
+        }
         // Classes the hook did not instrument after all (no selected method) are not touched.
         let touched = lock(&self.touched);
-        Ok(chosen.iter().filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0)).count())
+        Ok(named.iter().filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0)).count())
+    }
+
+    /// Calltree: how many levels of call sites are timed.
+    fn call_site_depth(&self) -> u32 {
+        match (self.plan.mode, self.plan.depth) {
+            (Mode::Calltree, Some(depth)) => depth,
+            (Mode::Calltree, None) if self.plan.inner.is_empty() => DEFAULT_DEPTH,
+            _ => 0,
+        }
+    }
+
+    /// Makes the methods called from level `level - 1` (the entry: 0) hosts of level
+    /// `level`; returns the internal names of their classes.
+    fn add_hosts(&self, level: u32) -> Vec<String> {
+        let registry = lock(&self.registry);
+        let mut hosts = lock(&self.hosts);
+        let mut owners = Vec::new();
+        for site in registry.sites.iter().filter(|s| s.kind == "call") {
+            let Some(caller) = registry.methods.get(site.method_id as usize) else { continue };
+            let caller_key = (caller.class.clone(), caller.name.clone(), caller.descriptor.clone());
+            let caller_level = match hosts.get(&caller_key) {
+                Some(&l) => l,
+                None if self.selector.method_role(&select::dotted(&caller.class), &[], &caller.name, &caller.descriptor) == Some(Role::Target) => 0,
+                None => continue,
+            };
+            if caller_level + 1 != level {
+                continue;
+            }
+            let Some((member, descriptor)) = site.detail.split_once('(') else { continue };
+            let Some((owner, name)) = member.rsplit_once('.') else { continue };
+            let key = (owner.to_string(), name.to_string(), format!("({descriptor}"));
+            if !hosts.contains_key(&key) {
+                hosts.insert(key, level);
+                if !owners.iter().any(|o| o == owner) {
+                    owners.push(owner.to_string());
+                }
+            }
+        }
+        owners
+    }
+
+    /// Whether the class has calltree host methods.
+    fn hosts_class(&self, name: &str) -> bool {
+        lock(&self.hosts).keys().any(|(owner, _, _)| owner == name)
     }
 
     /// Retransforms in batches; a failed batch is retried class by class, naming failures.
@@ -240,7 +311,7 @@ impl Tracing {
             .filter(|&i| i != 0)
             .filter_map(|i| cf.constant_pool.class_name(i).ok().map(|n| select::dotted(&String::from_utf8_lossy(n))))
             .collect();
-        if !self.selector.selects_class(&dotted, &supers) {
+        if !self.selector.selects_class(&dotted, &supers) && !self.hosts_class(name) {
             return None;
         }
         if let Some(why) = select::refusal(name) {
@@ -252,7 +323,8 @@ impl Tracing {
             let (Ok(mname), Ok(desc)) = (cf.constant_pool.utf8_str(m.name_index), cf.constant_pool.utf8_str(m.descriptor_index)) else {
                 continue;
             };
-            if let Some(role) = self.selector.method_role(&dotted, &supers, &mname, &desc) {
+            let host = || lock(&self.hosts).contains_key(&(name.to_string(), mname.to_string(), desc.to_string())).then_some(Role::Host);
+            if let Some(role) = self.selector.method_role(&dotted, &supers, &mname, &desc).or_else(host) {
                 let filter = MemberFilter { owner: Pattern::Exact(name.to_string()), name: Pattern::Exact(mname.into_owned()), descriptor: Pattern::Exact(desc.into_owned()) };
                 probes.extend(self.probes_for(role, filter));
             }
@@ -290,12 +362,16 @@ impl Tracing {
         let probe = |point: Point, method: &str, values: Vec<Value>| Probe { methods: methods.clone(), point, method: method.into(), values };
         let plan = &self.plan;
         let mut probes = Vec::new();
+        let call_sites = [
+            probe(Point::BeforeCall(MemberFilter::any()), "call", vec![MethodId, SiteId]),
+            probe(Point::AfterCall(MemberFilter::any()), "called", vec![MethodId, SiteId]),
+        ];
         match (plan.mode, role) {
+            (_, Role::Host) => return call_sites.to_vec(),
             (Mode::Calltree, Role::Target) => {
                 probes.push(probe(Point::Entry, "root", vec![MethodId]));
-                if plan.inner.is_empty() || plan.depth.is_some() {
-                    probes.push(probe(Point::BeforeCall(MemberFilter::any()), "call", vec![MethodId, SiteId]));
-                    probes.push(probe(Point::AfterCall(MemberFilter::any()), "called", vec![MethodId, SiteId]));
+                if self.call_site_depth() > 0 {
+                    probes.extend(call_sites);
                 }
             }
             (Mode::Trace, Role::Target) if plan.args => probes.push(probe(Point::Entry, "enterArgs", vec![MethodId, This, Args])),

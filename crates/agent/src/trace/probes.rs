@@ -33,8 +33,16 @@ static MODE: AtomicU8 = AtomicU8::new(0);
 static CAPTURE: AtomicU8 = AtomicU8::new(0);
 /// Shortest call (tree) reported, in ticks.
 static THRESHOLD: AtomicU64 = AtomicU64::new(0);
-/// Probe calls so far (flushed from per-thread counts), whether a session is active or not.
-static CALLS: AtomicU64 = AtomicU64::new(0);
+/// Probe calls so far, whether a session is active or not: one counter per cache line,
+/// threads spread over them, each updated without a locked instruction (two threads sharing
+/// a shard may lose a count now and then: the total is approximate).
+static CALLS: [Shard; SHARDS] = [const { Shard(AtomicU64::new(0)) }; SHARDS];
+/// The shard the next thread counts in.
+static NEXT_SHARD: AtomicU32 = AtomicU32::new(0);
+const SHARDS: usize = 64;
+
+#[repr(align(64))]
+struct Shard(AtomicU64);
 /// Records dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -69,8 +77,6 @@ pub const STACK_DEPTH: usize = 64;
 pub const VALUE_CAP: usize = 256;
 /// Records the queue holds before probes drop them.
 const QUEUE: usize = 1 << 16;
-/// Per-thread probe counts are added to [`CALLS`] this often.
-const FLUSH_EVERY: u64 = 256;
 
 /// How a call ended.
 #[derive(Debug, Clone)]
@@ -186,9 +192,9 @@ pub fn deactivate() {
     GENERATION.fetch_add(1, Relaxed);
 }
 
-/// Probe calls so far (approximate: per-thread counts are added every few hundred calls).
+/// Probe calls so far (approximate, see [`CALLS`]).
 pub fn calls() -> u64 {
-    CALLS.load(Relaxed)
+    CALLS.iter().map(|s| s.0.load(Relaxed)).sum()
 }
 
 /// Records dropped so far because the queue was full.
@@ -221,7 +227,8 @@ struct ThreadState {
     truncated: u64,
     /// Index of the innermost open tree node.
     open: u32,
-    calls: u64,
+    /// Index of the thread's [`CALLS`] shard.
+    shard: usize,
 }
 
 impl ThreadState {
@@ -236,23 +243,22 @@ impl ThreadState {
             tree: Vec::new(),
             truncated: 0,
             open: 0,
-            calls: 0,
+            shard: 0,
         }
     }
 
     /// Counts a probe call; false when the probe should do nothing (no session, own thread).
     #[inline(always)]
     fn admit(&mut self) -> bool {
-        self.calls += 1;
-        if self.calls % FLUSH_EVERY == 0 {
-            CALLS.fetch_add(FLUSH_EVERY, Relaxed);
-        }
-        if !ACTIVE.load(Relaxed) {
-            return false;
-        }
         if !self.checked {
             self.checked = true;
             self.own = std::thread::current().name().is_some_and(|n| n.starts_with("jtap-"));
+            self.shard = NEXT_SHARD.fetch_add(1, Relaxed) as usize % SHARDS;
+        }
+        let counter = &CALLS[self.shard].0;
+        counter.store(counter.load(Relaxed) + 1, Relaxed);
+        if !ACTIVE.load(Relaxed) {
+            return false;
         }
         if self.own {
             return false;

@@ -32,6 +32,8 @@ const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub struct Output {
     session: Mutex<Option<Arc<Session>>>,
+    /// Text sent before the session was known, sent when it is.
+    early: Mutex<Vec<String>>,
     stop: AtomicBool,
     finished: AtomicBool,
     /// Records reported so far.
@@ -41,12 +43,18 @@ pub struct Output {
 impl Output {
     /// Where the text goes from now on.
     pub fn set_session(&self, session: Arc<Session>) {
-        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = Some(session);
+        let mut slot = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        for text in std::mem::take(&mut *self.early.lock().unwrap_or_else(|e| e.into_inner())) {
+            session.send_text(text);
+        }
+        *slot = Some(session);
     }
 
-    fn send(&self, text: String) {
-        if let Some(session) = self.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            session.send_text(text);
+    /// Sends text to the client (kept until the session is known).
+    pub fn send(&self, text: String) {
+        match self.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(session) => session.send_text(text),
+            None => self.early.lock().unwrap_or_else(|e| e.into_inner()).push(text),
         }
     }
 

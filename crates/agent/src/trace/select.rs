@@ -13,6 +13,9 @@ pub enum Role {
     Target,
     /// Calltree: a method timed inside an entry call.
     Inner,
+    /// Calltree: a method called (directly or not) by the entry whose own call sites are
+    /// timed, for trees deeper than one level.
+    Host,
 }
 
 /// One compiled [`MethodPattern`].

@@ -220,6 +220,8 @@ impl Write for Lines {
             let text = String::from_utf8_lossy(&line);
             if text.trim_end() == COUNT_REACHED {
                 self.reached.store(true, Ordering::SeqCst);
+            } else if text.starts_with("started the trace engine") {
+                // The agent's generic reply to `start`: the session's own note says more.
             } else if text.starts_with("jtap: ") {
                 io::stderr().write_all(&line)?;
             } else {
