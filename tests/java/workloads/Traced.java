@@ -11,8 +11,9 @@ import java.util.function.IntUnaryOperator;
 import java.util.function.Supplier;
 
 /**
- * Targets for jtap's method tracing tests. Runs rounds on demand: round N starts when a file
- * named {@code go<N>} appears in the working directory, and ends by printing
+ * Targets for jtap's method tracing tests. Runs rounds on demand (round N starts when a file
+ * named {@code go<N>} appears in the working directory), or a given number at once, each ending
+ * by printing
  * {@code DONE <N> <result>}. Every round runs the same work, so results with and without
  * tracing can be compared:
  * <ul>
@@ -117,12 +118,14 @@ public class Traced {
         return result * 31 + described.toString().hashCode();
     }
 
+    /** With an argument N: runs N rounds at once, then exits; else rounds on demand. */
     public static void main(String[] args) throws Exception {
+        int rounds = args.length > 0 ? Integer.parseInt(args[0]) : Integer.MAX_VALUE;
         System.out.println("READY");
         System.out.flush();
-        for (int round = 1; ; round++) {
+        for (int round = 1; round <= rounds; round++) {
             File go = new File("go" + round);
-            while (!go.exists()) {
+            while (args.length == 0 && !go.exists()) {
                 Thread.sleep(5);
             }
             SLEEPY_CALLS.set(0);

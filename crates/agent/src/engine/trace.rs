@@ -109,13 +109,15 @@ impl Engine for TraceEngine {
         self.output.finish(Duration::from_secs(2));
         let restored = tracing.restore();
         tracing.uninstall();
-        // Probe calls still running in restored methods' frames finish; new ones stop.
+        // Calls that entered instrumented code before the restore still end in a probe; no
+        // call after it does: count probe calls over 50 ms, once those had 50 ms to finish.
+        std::thread::sleep(Duration::from_millis(50));
         let before = probes::calls();
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(50));
         let after = probes::calls();
         self.tracing = Some(tracing);
         let text = format!(
-            "{}\n{}\nprobe calls: {} during the session, {} in the 20 ms after restoring",
+            "{}\n{}\nprobe calls: {} during the session, {} in the 50 ms from 50 ms after restoring",
             self.summary(),
             restored.summary(),
             before.saturating_sub(self.calls_at_start),

@@ -1,0 +1,376 @@
+//! `jtap trace`, `jtap calltree` and `jtap monitor` on every JDK of the matrix, against the
+//! `workloads.Traced` workload (rounds of known work started by `go<N>` files): every call of
+//! a method called from 8 threads reported once with its duration, a known call tree with its
+//! times, method shapes (constructors, static initialisers, interface methods, bridges,
+//! lambdas, recursion, switches, exceptions, a method over 32 KiB) traced without changing
+//! what the program computes, values whose toString() throws or is traced, the original bytes
+//! back after detach, instrumentation removed when the client is SIGKILLed, launch mode, and
+//! one-line errors for bad patterns.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{agent_library, jtap, jtap_bin, run};
+use jtap_testkit::{compiled_workloads, jdks, JavaProcess, Jdk};
+
+/// A `jtap` run in the background whose stderr is collected as it comes.
+struct Background {
+    child: Child,
+    stdout: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Background {
+    fn start(args: &[&str], cwd: &Path) -> Background {
+        let mut child = Command::new(jtap_bin())
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start jtap");
+        let collect = |stream: Box<dyn std::io::Read + Send>| {
+            let text = Arc::new(Mutex::new(String::new()));
+            let sink = text.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut t = sink.lock().unwrap();
+                    t.push_str(&line);
+                    t.push('\n');
+                }
+            });
+            text
+        };
+        let stdout = collect(Box::new(child.stdout.take().unwrap()));
+        let stderr = collect(Box::new(child.stderr.take().unwrap()));
+        Background { child, stdout, stderr }
+    }
+
+    /// Waits until stderr contains `needle`; panics (with what was printed) after `timeout`.
+    fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.stderr.lock().unwrap().contains(needle) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("jtap exited ({status}) before printing {needle:?}: {}", self.stderr.lock().unwrap());
+            }
+            assert!(Instant::now() < deadline, "no {needle:?} after {timeout:?}: {}", self.stderr.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the exit; returns (code, stdout, stderr).
+    fn finish(mut self, timeout: Duration) -> (i32, String, String) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                panic!("jtap did not finish within {timeout:?}: {}", self.stderr.lock().unwrap());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(100)); // let the readers drain
+        let out = self.stdout.lock().unwrap().clone();
+        let err = self.stderr.lock().unwrap().clone();
+        (status.code().unwrap_or(-1), out, err)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The workload, waiting for `go<N>` files in a fresh directory.
+fn traced(jdk: &Jdk) -> (JavaProcess, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let jvm = JavaProcess::builder(jdk, "workloads.Traced").cwd(dir.path()).start();
+    (jvm, dir)
+}
+
+/// Starts round `n` and waits for its `DONE n <result> sleepy <calls> <nanos>` line.
+fn round(jvm: &JavaProcess, dir: &Path, n: u32) -> (i64, u64, u64) {
+    std::fs::write(dir.join(format!("go{n}")), b"").unwrap();
+    let prefix = format!("DONE {n} ");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = jvm.stdout.text();
+        if let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            return (f[2].parse().unwrap(), f[4].parse().unwrap(), f[5].parse().unwrap());
+        }
+        assert!(Instant::now() < deadline, "round {n} did not finish: {text} {}", jvm.stderr.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Checks the agent's restore report: every class got its bytes back.
+fn assert_restored(stderr: &str, context: &str) {
+    let line = stderr.lines().find(|l| l.contains("restored ")).unwrap_or_else(|| panic!("{context}: no restore report: {stderr}"));
+    let numbers: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+    // "restored C classes in T ms: ... for B/C, ... for M/N"
+    let n = numbers.len();
+    assert!(n >= 6, "{context}: {line}");
+    assert_eq!(numbers[n - 4], numbers[n - 3], "{context}: class bytes differ after restoring: {line}");
+    assert_eq!(numbers[n - 2], numbers[n - 1], "{context}: bytecodes differ after restoring: {line}");
+    assert!(numbers[0] >= 1, "{context}: nothing restored: {line}");
+    assert!(stderr.contains(", 0 in the 50 ms"), "{context}: probes still called after restoring: {stderr}");
+}
+
+fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+fn within(measured: f64, expected: f64, tolerance: f64) -> bool {
+    (measured - expected).abs() <= expected * tolerance
+}
+
+#[test]
+fn every_concurrent_call_is_reported_once_with_its_duration() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "--json", "-n", "80", "-d", "60s"], dir.path());
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let (_, calls, nanos) = round(&jvm, dir.path(), 1);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let records = json_lines(&out);
+        assert_eq!(calls, 80);
+        assert_eq!(records.len() as u64, calls, "JDK {}: {out}", jdk.version);
+        let mut per_thread = std::collections::HashMap::new();
+        for r in &records {
+            assert_eq!(r["method"], "sleepy");
+            *per_thread.entry(r["thread"].as_str().unwrap().to_string()).or_insert(0) += 1;
+        }
+        assert_eq!(per_thread.len(), 8, "JDK {}: {per_thread:?}", jdk.version);
+        assert!(per_thread.values().all(|&n| n == 10), "JDK {}: {per_thread:?}", jdk.version);
+        let traced_mean = records.iter().map(|r| r["duration_ns"].as_u64().unwrap()).sum::<u64>() as f64 / 80.0;
+        let own_mean = nanos as f64 / calls as f64;
+        eprintln!("JDK {}: 80/80 calls, mean {:.3} ms traced vs {:.3} ms measured by the workload", jdk.version, traced_mean / 1e6, own_mean / 1e6);
+        assert!(within(traced_mean, own_mean, 0.10), "JDK {}: {traced_mean} vs {own_mean}", jdk.version);
+        assert_restored(&err, &format!("JDK {}", jdk.version));
+    }
+}
+
+/// The tree's node named `method` among `node`'s children.
+fn child<'a>(node: &'a serde_json::Value, method: &str) -> &'a serde_json::Value {
+    node["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["method"] == method)
+        .unwrap_or_else(|| panic!("no {method} under {}", node["method"]))
+}
+
+fn ms(node: &serde_json::Value, key: &str) -> f64 {
+    node[key].as_u64().unwrap() as f64 / 1e6
+}
+
+#[test]
+fn calltree_shows_the_known_structure_and_times() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut tree = Background::start(&["calltree", &pid, "workloads.Traced::a", "--json", "-n", "1", "-d", "60s"], dir.path());
+        tree.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, out, err) = tree.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let trees = json_lines(&out);
+        assert_eq!(trees.len(), 1, "JDK {}: {out}", jdk.version);
+        let a = &trees[0]["tree"];
+        assert_eq!(a["method"], "workloads.Traced.a");
+        let (b, c) = (child(a, "workloads.Traced.b"), child(a, "workloads.Traced.c"));
+        let d = child(c, "workloads.Traced.d");
+        let checks = [(ms(a, "total_ns"), 75.0), (ms(b, "total_ns"), 20.0), (ms(c, "total_ns"), 50.0), (ms(d, "total_ns"), 40.0), (ms(c, "offset_ns"), 25.0)];
+        eprintln!("JDK {}: a/b/c/d/offset(c) = {:?} ms", jdk.version, checks.map(|(m, _)| (m * 10.0).round() / 10.0));
+        for (measured, expected) in checks {
+            // Sleeps overshoot a little, never undershoot: at most 10% above.
+            assert!(measured >= expected * 0.99 && measured <= expected * 1.10, "JDK {}: {measured} ms vs {expected} ms: {out}", jdk.version);
+        }
+        // Self time of c: its own 10 ms sleep is a child (a call site), so about nothing.
+        assert!(ms(c, "self_ns") < 2.0, "JDK {}: {out}", jdk.version);
+        assert_restored(&err, &format!("JDK {} calltree", jdk.version));
+
+        // The drawn tree, with --inner methods only.
+        let mut text = Background::start(
+            &["calltree", &pid, "workloads.Traced::a", "--inner", "workloads.Traced::b,workloads.Traced::c,workloads.Traced::d", "-n", "1", "-d", "60s"],
+            dir.path(),
+        );
+        text.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 2);
+        let (code, out, err) = text.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
+        assert!(lines[1].starts_with("0.00 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"), "{out}");
+        assert!(lines[2].starts_with("+---") && lines[2].ends_with("- workloads.Traced.b"), "{out}");
+        assert!(lines[3].starts_with("`---") && lines[3].ends_with("- workloads.Traced.c"), "{out}");
+        assert!(lines[4].starts_with("    `---") && lines[4].ends_with("- workloads.Traced.d"), "{out}");
+    }
+}
+
+#[test]
+fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        // Classes not loaded yet: instrumented by the hook as they load (static initialisers too).
+        let mut trace = Background::start(
+            &[
+                "trace", &pid, "workloads.Shapes*", "workloads.Long32k", "workloads.Traced::describe", "workloads.Traced$Chatty",
+                "--args", "--return", "--exceptions", "-d", "120s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let (traced_result, _, _) = round(&jvm, dir.path(), 1);
+        let stop = jtap(["trace", "stop", &pid]);
+        assert_eq!(stop.code, 0, "JDK {}: {stop:?}", jdk.version);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let (plain_result, _, _) = round(&jvm, dir.path(), 2);
+        assert_eq!(traced_result, plain_result, "JDK {}: tracing changed what the program computes", jdk.version);
+        // Lines holding every part (the duration sits between the method and its values).
+        let with = |parts: &[&str]| out.lines().filter(|l| parts.iter().all(|p| l.contains(p))).count();
+        let calls = |needle: &str| with(&[needle]);
+        let v = jdk.version;
+        assert_eq!(calls("] workloads.Shapes.<clinit> "), 1, "JDK {v}: static initialiser: {out}");
+        assert_eq!(with(&["] workloads.Shapes$Fragile.<init> ", " [-1] threw java.lang.IllegalArgumentException: negative -1"]), 1, "JDK {v}: {out}");
+        assert_eq!(with(&["] workloads.Shapes$Fragile.<init> ", " [4]"]), 1, "JDK {v}: {out}");
+        assert_eq!(calls("] workloads.Shapes$Greeter.of "), 1, "JDK {v}: interface static: {out}");
+        assert_eq!(calls("] workloads.Shapes$Greeter.greet "), 1, "JDK {v}: interface default: {out}");
+        assert_eq!(calls("] workloads.Shapes$IntBox.get "), 4, "JDK {v}: bridge + generic: {out}");
+        assert_eq!(calls("] workloads.Shapes.fib "), 1973, "JDK {v}: recursion");
+        assert_eq!(calls("] workloads.Shapes.control "), 6, "JDK {v}: switches, try/catch/finally: {out}");
+        assert_eq!(with(&["] workloads.Shapes.control ", " [3] -> 94"]), 1, "JDK {v}: {out}");
+        assert_eq!(calls("] workloads.Shapes.deepThrow "), 6, "JDK {v}: {out}");
+        assert_eq!(calls("threw java.lang.UnsupportedOperationException: deep"), 6, "JDK {v}: exceptions through traced frames: {out}");
+        assert_eq!(calls("] workloads.Shapes.lambda$run$"), 1, "JDK {v}: lambda body: {out}");
+        assert_eq!(calls("] workloads.Shapes.seven "), 1, "JDK {v}: method reference target: {out}");
+        assert_eq!(with(&["] workloads.Long32k.big ", " [3] -> "]), 1, "JDK {v}: method over 32 KiB: {out}");
+        let describe = out.lines().find(|l| l.contains("] workloads.Traced.describe ")).unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        assert!(describe.contains("<toString() threw java.lang.IllegalStateException>"), "JDK {v}: {describe}");
+        assert!(describe.contains("\"w7\", ... (100 elements)]"), "JDK {v}: collections capped: {describe}");
+        assert!(describe.contains("-> Chatty(212)"), "JDK {v}: {describe}");
+        // Chatty's own methods are traced, except while a probe describes a value (re-entry).
+        assert!(calls("] workloads.Traced$Chatty.toString ") >= 1, "JDK {v}: {out}");
+        assert!(stop.stdout.contains("restored "), "JDK {v}: {stop:?}");
+        assert_restored(&stop.stdout, &format!("JDK {v} shapes"));
+        assert!(jvm.stderr.text().lines().all(|l| !l.contains("Exception")), "JDK {v}: {}", jvm.stderr.text());
+    }
+}
+
+#[test]
+fn monitor_counts_calls_and_their_durations() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut monitor = Background::start(&["monitor", &pid, "workloads.Traced::sleepy", "workloads.Shapes::deepThrow", "-i", "500ms", "-d", "60s", "--json"], dir.path());
+        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(700));
+        let stop = jtap(["trace", "stop", &pid]);
+        assert_eq!(stop.code, 0, "{stop:?}");
+        let (code, out, err) = monitor.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let rows = json_lines(&out);
+        let sum = |method: &str, key: &str| rows.iter().filter(|r| r["method"] == method).map(|r| r[key].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(sum("workloads.Traced.sleepy", "calls"), 80, "JDK {}: {out}", jdk.version);
+        assert_eq!(sum("workloads.Shapes.deepThrow", "calls"), 6, "JDK {}: {out}", jdk.version);
+        assert_eq!(sum("workloads.Shapes.deepThrow", "errors"), 6, "JDK {}: {out}", jdk.version);
+        let busy = rows.iter().find(|r| r["method"] == "workloads.Traced.sleepy" && r["calls"].as_u64() > Some(0)).unwrap();
+        for key in ["mean_ns", "p50_ns", "p99_ns"] {
+            let value = busy[key].as_u64().unwrap() as f64 / 1e6;
+            assert!((19.5..23.0).contains(&value), "JDK {}: {key} {value} ms: {busy}", jdk.version);
+        }
+    }
+}
+
+#[test]
+fn a_sigkilled_client_leaves_no_instrumentation_behind() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "-d", "120s"], dir.path());
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let killed = Instant::now();
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(trace.child.id() as i32, libc::SIGKILL) };
+        let _ = trace.child.wait();
+        loop {
+            let status = jtap(["status", &pid]).ok();
+            if status.contains("engine: none") {
+                break;
+            }
+            assert!(killed.elapsed() < Duration::from_secs(5), "JDK {}: still tracing 5 s after the client died: {status}", jdk.version);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("JDK {}: instrumentation removed {} ms after SIGKILL", jdk.version, killed.elapsed().as_millis());
+        // A new session starts from the original bytes: the same class is instrumented again.
+        let again = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "-n", "1", "-d", "60s"], dir.path());
+        let mut again = again;
+        again.wait_stderr("jtap: tracing: 1 loaded classes", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, _, err) = again.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "{err}");
+        assert_restored(&err, &format!("JDK {} after SIGKILL", jdk.version));
+    }
+}
+
+#[test]
+fn launch_mode_traces_from_the_start() {
+    agent_library();
+    let jdk = &jdks()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let java = jdk.java();
+    let classes = compiled_workloads();
+    let result = run(Command::new(jtap_bin()).current_dir(dir.path()).args([
+        "trace",
+        "workloads.Traced::sleepy",
+        "workloads.Shapes::<clinit>",
+        "--json",
+        "--",
+        java.to_str().unwrap(),
+        "-cp",
+        classes.to_str().unwrap(),
+        "workloads.Traced",
+        "1",
+    ]));
+    assert_eq!(result.code, 0, "{result:?}");
+    let records = json_lines(&result.stdout);
+    assert_eq!(records.iter().filter(|r| r["method"] == "sleepy").count(), 80, "{result:?}");
+    assert_eq!(records.iter().filter(|r| r["method"] == "<clinit>").count(), 1, "{result:?}");
+}
+
+#[test]
+fn bad_patterns_are_one_line_usage_errors() {
+    for args in [
+        vec!["trace", "1", "a.B::m(X)V"],
+        vec!["trace", "1", "/a(/::m"],
+        vec!["monitor", "1", "a.B::"],
+        vec!["calltree", "1", "a.B::m", "a.C::n"],
+        vec!["calltree", "1", "a.B::m", "--inner", "a b"],
+    ] {
+        let result = jtap(&args);
+        result.fails_with(2, "");
+        assert!(result.stderr.contains("pattern") || result.stderr.contains("calltree"), "{args:?}: {result:?}");
+    }
+}
