@@ -76,6 +76,7 @@ impl Engine for TraceEngine {
             tracing.uninstall();
             return Err(e);
         }
+        let started = std::time::Instant::now();
         self.classes = match tracing.instrument_loaded() {
             Ok(n) => n,
             Err(e) => {
@@ -88,8 +89,9 @@ impl Engine for TraceEngine {
         };
         let methods = tracing.registry.lock().unwrap_or_else(|e| e.into_inner()).methods.len();
         self.output.send(format!(
-            "jtap: tracing: {} loaded classes instrumented ({methods} methods); classes loaded from now on are instrumented as they load",
-            self.classes
+            "jtap: tracing: {} loaded classes instrumented ({methods} methods) in {} ms; classes loaded from now on are instrumented as they load",
+            self.classes,
+            started.elapsed().as_millis()
         ));
         self.tracing = Some(tracing);
         Ok(())

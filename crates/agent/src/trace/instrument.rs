@@ -284,13 +284,15 @@ impl Tracing {
         failed
     }
 
-    /// A hash of the current bytecodes of every method of `class` with code.
+    /// A hash of the sizes of the current bytecodes of every method of `class` with code.
+    /// (Sizes, not bytes: after a redefinition HotSpot may renumber constant-pool indices in
+    /// the bytecodes it reports, while probes always make a method longer.)
     fn bytecode_hash(&self, class: sys::jclass) -> u64 {
         let mut h = DefaultHasher::new();
         // SAFETY: class is a live reference.
         if let Ok(methods) = unsafe { self.env.class_methods(class) } {
             for &method in methods.iter() {
-                ffi::bytecodes(self.env, method).hash(&mut h);
+                ffi::bytecodes(self.env, method).map(|code| code.len()).hash(&mut h);
             }
         }
         h.finish()
@@ -443,7 +445,7 @@ impl Tracing {
                     if self.bytecode_hash(*class) == before {
                         restored.same_bytecodes += 1;
                     } else {
-                        restored.problems.push(format!("{}: method bytecodes differ from before the session", select::dotted(internal)));
+                        restored.problems.push(format!("{}: method bytecode sizes differ from before the session", select::dotted(internal)));
                     }
                 }
             }
@@ -472,7 +474,7 @@ impl Restored {
     /// One line for the client.
     pub fn summary(&self) -> String {
         let mut text = format!(
-            "restored {} classes in {} ms: class bytes identical to before for {}/{}, method bytecodes identical for {}/{}",
+            "restored {} classes in {} ms: class bytes identical to before for {}/{}, method bytecode sizes identical for {}/{}",
             self.classes,
             self.took.as_millis(),
             self.same_bytes,

@@ -68,7 +68,7 @@ pub enum Mode {
 }
 
 /// Deepest stack of open calls kept per thread; deeper calls are not timed.
-const MAX_DEPTH: usize = 2048;
+const MAX_DEPTH: usize = 256;
 /// Most nodes of one call tree; later calls inside the same entry call are not recorded.
 const MAX_NODES: usize = 100_000;
 /// Deepest Java stack captured with `--stack`.
@@ -202,76 +202,117 @@ pub fn dropped() -> u64 {
     DROPPED.load(Relaxed)
 }
 
-/// One open call.
+/// One open call (16 bytes: the per-thread stack is a fixed array).
+#[derive(Clone, Copy)]
 struct Frame {
     id: u32,
-    start: u64,
-    /// The call's node in the tree being built (calltree), else unused.
+    /// The call's node in the tree being built (calltree), else `u32::MAX`.
     node: u32,
-    args: Option<String>,
+    start: u64,
 }
 
-/// The per-thread state.
-struct ThreadState {
+const NO_FRAME: Frame = Frame { id: 0, node: u32::MAX, start: 0 };
+
+/// The per-thread state every probe touches: plain data without a destructor, so that
+/// reaching it is one TLS lookup. Being borrowed is what makes a probe re-entered on the same
+/// thread (by Java code a probe runs) do nothing.
+struct Hot {
     generation: u32,
     /// Checked whether this is one of jtap's own threads.
     checked: bool,
     /// One of jtap's own threads: probes do nothing.
     own: bool,
-    frames: Vec<Frame>,
+    /// Index of the thread's [`CALLS`] shard.
+    shard: u32,
+    depth: u32,
     /// Entries not pushed because the stack was full; their exits are skipped.
     overflow: u32,
-    name: Option<Arc<str>>,
-    /// The call tree being built while inside an entry call (calltree mode).
-    tree: Vec<Node>,
-    truncated: u64,
-    /// Index of the innermost open tree node.
-    open: u32,
-    /// Index of the thread's [`CALLS`] shard.
-    shard: usize,
+    frames: [Frame; MAX_DEPTH],
 }
 
-impl ThreadState {
-    const fn new() -> ThreadState {
-        ThreadState {
-            generation: 0,
-            checked: false,
-            own: false,
-            frames: Vec::new(),
-            overflow: 0,
-            name: None,
-            tree: Vec::new(),
-            truncated: 0,
-            open: 0,
-            shard: 0,
-        }
-    }
-
+impl Hot {
     /// Counts a probe call; false when the probe should do nothing (no session, own thread).
     #[inline(always)]
     fn admit(&mut self) -> bool {
         if !self.checked {
             self.checked = true;
             self.own = std::thread::current().name().is_some_and(|n| n.starts_with("jtap-"));
-            self.shard = NEXT_SHARD.fetch_add(1, Relaxed) as usize % SHARDS;
+            self.shard = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS as u32;
         }
-        let counter = &CALLS[self.shard].0;
+        let counter = &CALLS[self.shard as usize % SHARDS].0;
         counter.store(counter.load(Relaxed) + 1, Relaxed);
-        if !ACTIVE.load(Relaxed) {
-            return false;
-        }
-        if self.own {
+        if !ACTIVE.load(Relaxed) || self.own {
             return false;
         }
         let generation = GENERATION.load(Relaxed);
         if self.generation != generation {
             self.generation = generation;
-            self.frames.clear();
-            self.tree.clear();
+            self.depth = 0;
             self.overflow = 0;
-            self.name = None;
         }
         true
+    }
+
+    /// Pushes a call; its index in the stack, or None when the stack is full.
+    #[inline(always)]
+    fn push(&mut self, id: u32, node: u32, start: u64) -> Option<u32> {
+        let depth = self.depth as usize;
+        match self.frames.get_mut(depth) {
+            Some(frame) => {
+                *frame = Frame { id, node, start };
+                self.depth += 1;
+                Some(depth as u32)
+            }
+            None => {
+                self.overflow += 1;
+                None
+            }
+        }
+    }
+
+    /// Pops the frame of method `id` with its index: the innermost open one, dropping open
+    /// frames above it (their exits were missed). None when there is none (entered before
+    /// instrumentation).
+    #[inline(always)]
+    fn pop(&mut self, id: u32) -> Option<(u32, Frame)> {
+        if self.overflow > 0 {
+            self.overflow -= 1;
+            return None;
+        }
+        let depth = self.depth as usize;
+        let at = match depth.checked_sub(1).and_then(|top| self.frames.get(top)) {
+            Some(top) if top.id == id => depth - 1,
+            _ => self.frames.get(..depth)?.iter().rposition(|f| f.id == id)?,
+        };
+        self.depth = at as u32;
+        Some((at as u32, self.frames[at]))
+    }
+}
+
+/// The per-thread state only some probes need: the thread's name, captured arguments, the
+/// call tree being built.
+struct Cold {
+    generation: u32,
+    name: Option<Arc<str>>,
+    /// Described arguments of open calls, by stack index.
+    args: Vec<(u32, String)>,
+    /// The call tree being built while inside an entry call (calltree mode).
+    tree: Vec<Node>,
+    truncated: u64,
+    /// Index of the innermost open tree node.
+    open: u32,
+}
+
+impl Cold {
+    /// Forgets what belongs to an older session.
+    fn refresh(&mut self, generation: u32) -> &mut Cold {
+        if self.generation != generation {
+            self.generation = generation;
+            self.name = None;
+            self.args.clear();
+            self.tree.clear();
+        }
+        self
     }
 
     fn thread_name(&mut self, jni: Jni) -> Arc<str> {
@@ -286,25 +327,16 @@ impl ThreadState {
         name
     }
 
-    fn push(&mut self, id: u32, args: Option<String>, start: u64) {
-        if self.frames.len() >= MAX_DEPTH {
-            self.overflow += 1;
-            return;
+    /// The described arguments of the call at stack index `index` (dropping those of calls
+    /// above it, whose exits were missed).
+    fn take_args(&mut self, index: u32) -> Option<String> {
+        while self.args.last().is_some_and(|(i, _)| *i > index) {
+            self.args.pop();
         }
-        self.frames.push(Frame { id, start, node: u32::MAX, args });
-    }
-
-    /// Pops the frame of method `id`: the innermost open one, dropping open frames above it
-    /// (their exits were missed). None when there is none (entered before instrumentation).
-    fn pop(&mut self, id: u32) -> Option<Frame> {
-        if self.overflow > 0 {
-            self.overflow -= 1;
-            return None;
+        match self.args.last() {
+            Some((i, _)) if *i == index => self.args.pop().map(|(_, text)| text),
+            _ => None,
         }
-        let at = self.frames.iter().rposition(|f| f.id == id)?;
-        let frame = self.frames.swap_remove(at);
-        self.frames.truncate(at);
-        Some(frame)
     }
 
     fn open_node(&mut self, id: u32, site: bool, now: u64) -> u32 {
@@ -327,15 +359,20 @@ impl ThreadState {
 }
 
 thread_local! {
-    static STATE: RefCell<ThreadState> = const { RefCell::new(ThreadState::new()) };
+    static HOT: RefCell<Hot> = const {
+        RefCell::new(Hot { generation: 0, checked: false, own: false, shard: 0, depth: 0, overflow: 0, frames: [NO_FRAME; MAX_DEPTH] })
+    };
+    static COLD: RefCell<Cold> = const {
+        RefCell::new(Cold { generation: 0, name: None, args: Vec::new(), tree: Vec::new(), truncated: 0, open: 0 })
+    };
 }
 
-/// Runs `body` with this thread's state, unless a probe is already running on this thread
-/// (re-entry), the thread is exiting, or no session is active. Panics are caught.
+/// Runs `body` with this thread's hot state, unless a probe is already running on this
+/// thread (re-entry) or no session is active. Panics are caught.
 #[inline(always)]
-fn with_state(body: impl FnOnce(&mut ThreadState)) {
+fn with_state(body: impl FnOnce(&mut Hot)) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let _ = STATE.try_with(|state| {
+        HOT.with(|state| {
             if let Ok(mut state) = state.try_borrow_mut() {
                 if state.admit() {
                     body(&mut state);
@@ -343,6 +380,11 @@ fn with_state(body: impl FnOnce(&mut ThreadState)) {
             }
         });
     }));
+}
+
+/// Runs `body` with this thread's cold state (of the hot state's session).
+fn with_cold<T>(hot: &Hot, body: impl FnOnce(&mut Cold) -> T) -> Option<T> {
+    COLD.try_with(|cold| cold.try_borrow_mut().ok().map(|mut cold| body(cold.refresh(hot.generation)))).ok().flatten()
 }
 
 fn mode() -> Mode {
@@ -359,20 +401,16 @@ fn captures(flag: u8) -> bool {
 
 /// `enter(int)`: method entry.
 pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
-    with_state(|state| {
+    with_state(|hot| {
         let now = ticks();
         if mode() == Mode::Calltree {
-            if state.tree.is_empty() {
-                return; // an inner method outside any entry call
-            }
-            let node = state.open_node(id as u32, false, now);
-            state.push(id as u32, None, now);
-            if let Some(frame) = state.frames.last_mut() {
-                frame.node = node;
+            // Inner methods count only inside an entry call.
+            if let Some(node) = with_cold(hot, |cold| (!cold.tree.is_empty()).then(|| cold.open_node(id as u32, false, now))).flatten() {
+                hot.push(id as u32, node, now);
             }
             return;
         }
-        state.push(id as u32, None, now);
+        hot.push(id as u32, u32::MAX, now);
     });
 }
 
@@ -380,7 +418,7 @@ pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sy
 /// arguments (before the call runs, so a method that mutates its arguments shows them as
 /// they came in).
 pub extern "system" fn enter_args(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, this: sys::jobject, args: sys::jobjectArray) {
-    with_state(|state| {
+    with_state(|hot| {
         // SAFETY: the VM passes this thread's JNIEnv to native methods.
         let jni = unsafe { Jni::from_raw(env) };
         let text = jni.with_local_frame(32, || {
@@ -391,122 +429,126 @@ pub extern "system" fn enter_args(env: *mut sys::JNIEnv, _class: sys::jclass, id
                 format!("this={} args={args}", jni.describe(this, VALUE_CAP))
             }
         });
-        state.push(id as u32, text, ticks());
+        if let (Some(index), Some(text)) = (hot.push(id as u32, u32::MAX, ticks()), text) {
+            with_cold(hot, |cold| cold.args.push((index, text)));
+        }
     });
 }
 
 /// `exit(int)`: normal return.
 pub extern "system" fn exit(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
-    with_state(|state| finish(state, env, id as u32, false, std::ptr::null_mut()));
+    with_state(|hot| finish(hot, env, id as u32, false, std::ptr::null_mut()));
 }
 
 /// `exitValue(int, Object)`: normal return with the (boxed) value.
 pub extern "system" fn exit_value(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, value: sys::jobject) {
-    with_state(|state| finish(state, env, id as u32, false, value));
+    with_state(|hot| finish(hot, env, id as u32, false, value));
 }
 
 /// `thrown(int, Throwable)`: the method ends by throwing.
 pub extern "system" fn thrown(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, exception: sys::jthrowable) {
-    with_state(|state| finish(state, env, id as u32, true, exception));
+    with_state(|hot| finish(hot, env, id as u32, true, exception));
 }
 
 /// `root(int)`: entry of the calltree entry method.
 pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
-    with_state(|state| {
+    with_state(|hot| {
         let now = ticks();
-        if state.tree.is_empty() {
-            state.truncated = 0;
-            state.open = 0;
-            state.tree.push(Node { id: id as u32, site: false, parent: 0, start: now, end: 0 });
-            state.push(id as u32, None, now);
-            if let Some(frame) = state.frames.last_mut() {
-                frame.node = 0;
+        let node = with_cold(hot, |cold| {
+            if cold.tree.is_empty() {
+                cold.truncated = 0;
+                cold.open = 0;
+                cold.tree.push(Node { id: id as u32, site: false, parent: 0, start: now, end: 0 });
+                0
+            } else {
+                // A recursive entry call: a node of the tree in progress.
+                cold.open_node(id as u32, false, now)
             }
-        } else {
-            // A recursive entry call: a node of the tree in progress.
-            let node = state.open_node(id as u32, false, now);
-            state.push(id as u32, None, now);
-            if let Some(frame) = state.frames.last_mut() {
-                frame.node = node;
-            }
+        });
+        if let Some(node) = node {
+            hot.push(id as u32, node, now);
         }
     });
 }
 
-/// `call(int method, int site)`: before a call site of the entry method.
+/// `call(int method, int site)`: before a call site of the entry method (or a method it
+/// calls, down to the depth asked for).
 pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
-    with_state(|state| {
-        if !state.tree.is_empty() {
-            let now = ticks();
-            state.open_node(site as u32, true, now);
-        }
+    with_state(|hot| {
+        with_cold(hot, |cold| {
+            if !cold.tree.is_empty() {
+                cold.open_node(site as u32, true, ticks());
+            }
+        });
     });
 }
 
 /// `called(int method, int site)`: after the call site returned or threw.
 pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
-    with_state(|state| {
+    with_state(|hot| {
         let now = ticks();
-        let open = state.open as usize;
-        if state.tree.get(open).is_some_and(|n| n.site && n.id == site as u32 && open != 0) {
-            state.close_node(open as u32, now);
-        }
+        with_cold(hot, |cold| {
+            let open = cold.open as usize;
+            if open != 0 && cold.tree.get(open).is_some_and(|n| n.site && n.id == site as u32) {
+                cold.close_node(open as u32, now);
+            }
+        });
     });
 }
 
 /// A method ended (returned or threw): time it, and report it as the mode says.
-fn finish(state: &mut ThreadState, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
+#[inline(always)]
+fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
     let now = ticks();
-    let Some(frame) = state.pop(id) else { return };
+    let Some((index, frame)) = hot.pop(id) else { return };
     let elapsed = now.saturating_sub(frame.start);
     match mode() {
+        Mode::Trace if elapsed < THRESHOLD.load(Relaxed) => {
+            if CAPTURE.load(Relaxed) & CAPTURE_ARGS != 0 {
+                with_cold(hot, |cold| cold.take_args(index));
+            }
+        }
+        Mode::Trace => report_call(hot, env, id, index, frame, elapsed, threw, value),
         Mode::Monitor => stats::record(id, clock::clock().ns(elapsed), threw),
         Mode::Calltree => {
             if frame.node == u32::MAX {
                 return;
             }
-            state.close_node(frame.node, now);
-            if frame.node != 0 {
-                return;
-            }
-            let nodes = std::mem::take(&mut state.tree);
-            if elapsed < THRESHOLD.load(Relaxed) {
-                state.tree = nodes;
-                state.tree.clear();
-                return;
-            }
-            // SAFETY: the VM passes this thread's JNIEnv to native methods.
-            let jni = unsafe { Jni::from_raw(env) };
-            let record = Record::Tree { generation: state.generation, thread: state.thread_name(jni), nodes, truncated: state.truncated };
-            send(record);
-        }
-        Mode::Trace => {
-            if elapsed < THRESHOLD.load(Relaxed) {
-                return;
-            }
-            // SAFETY: the VM passes this thread's JNIEnv to native methods.
-            let jni = unsafe { Jni::from_raw(env) };
-            let described = |flag: u8| -> Option<String> {
-                if value.is_null() || !captures(flag) {
-                    return None;
+            with_cold(hot, |cold| {
+                cold.close_node(frame.node, now);
+                if frame.node != 0 {
+                    return;
                 }
-                jni.with_local_frame(32, || jni.describe(value, VALUE_CAP)).filter(|s| !s.is_empty())
-            };
-            let outcome = if threw { Outcome::Threw(described(CAPTURE_THROWN)) } else { Outcome::Returned(described(CAPTURE_RETURN)) };
-            let stack = if captures(CAPTURE_STACK) { current_stack() } else { Vec::new() };
-            let record = Record::Call {
-                generation: state.generation,
-                thread: state.thread_name(jni),
-                method: id,
-                start: frame.start,
-                ticks: elapsed,
-                args: frame.args,
-                outcome,
-                stack,
-            };
-            send(record);
+                if elapsed < THRESHOLD.load(Relaxed) {
+                    cold.tree.clear();
+                    return;
+                }
+                // SAFETY: the VM passes this thread's JNIEnv to native methods.
+                let jni = unsafe { Jni::from_raw(env) };
+                let thread = cold.thread_name(jni);
+                let nodes = std::mem::take(&mut cold.tree);
+                send(Record::Tree { generation: hot.generation, thread, nodes, truncated: cold.truncated });
+            });
         }
     }
+}
+
+/// Trace mode: a call at or above the threshold becomes a record.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+fn report_call(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, index: u32, frame: Frame, elapsed: u64, threw: bool, value: sys::jobject) {
+    // SAFETY: the VM passes this thread's JNIEnv to native methods.
+    let jni = unsafe { Jni::from_raw(env) };
+    let described = |flag: u8| -> Option<String> {
+        if value.is_null() || !captures(flag) {
+            return None;
+        }
+        jni.with_local_frame(32, || jni.describe(value, VALUE_CAP)).filter(|s| !s.is_empty())
+    };
+    let outcome = if threw { Outcome::Threw(described(CAPTURE_THROWN)) } else { Outcome::Returned(described(CAPTURE_RETURN)) };
+    let stack = if captures(CAPTURE_STACK) { current_stack() } else { Vec::new() };
+    let (thread, args) = with_cold(hot, |cold| (cold.thread_name(jni), cold.take_args(index))).unwrap_or_else(|| ("?".into(), None));
+    send(Record::Call { generation: hot.generation, thread, method: id, start: frame.start, ticks: elapsed, args, outcome, stack });
 }
 
 fn current_stack() -> Vec<(usize, i64)> {
