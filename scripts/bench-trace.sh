@@ -3,7 +3,8 @@
 # 25 where installed; JAVAS overrides), measures on tests/java/workloads/TraceBench.java:
 #   - the cost per call of a traced tiny method whose calls all fall under --threshold
 #     (nothing printed): ns per loop iteration while traced minus before (median of windows
-#     of 20 M calls);
+#     of 20 M calls), with --threshold 1s (probes read the kernel's coarse clock) and with
+#     --threshold 10ms (probes read the TSC); System.nanoTime()'s cost is shown for scale;
 #   - the same once the trace stopped and the classes were restored (back to the JIT's
 #     original speed?);
 #   - the cost per call when every call is reported (records the printing thread cannot
@@ -40,12 +41,18 @@ for JAVA in $JAVAS; do
     start=$(lines "$log"); wait_lines "$log" 20
     base=$(median_ns "$log" "$start" "$(lines "$log")")
 
+    nanotime=$(awk '/^NANOTIME/ {printf "%.1f", $2}' "$log")
     # Under the threshold: nothing printed.
-    "$JTAP" trace "$pid" workloads.TraceBench::tiny --threshold 1s -d 600s >"$work/quiet.out" 2>"$work/quiet.err" & jt=$!
-    until grep -q "jtap: tracing" "$work/quiet.err"; do sleep 0.05; done
-    wait_lines "$log" 2; start=$(lines "$log"); wait_lines "$log" 6
-    quiet=$(median_ns "$log" "$start" "$(lines "$log")")
-    kill -INT $jt; wait $jt || true
+    quiet_run() {
+        "$JTAP" trace "$pid" workloads.TraceBench::tiny --threshold "$1" -d 600s >"$work/quiet.out" 2>"$work/quiet.err" & jt=$!
+        until grep -q "jtap: tracing" "$work/quiet.err"; do sleep 0.05; done
+        wait_lines "$log" 2; start=$(lines "$log"); wait_lines "$log" 6
+        median_ns "$log" "$start" "$(lines "$log")"
+        kill -INT $jt; wait $jt || true
+    }
+    quiet=$(quiet_run 1s)
+    wait_lines "$log" 10
+    quiet_tsc=$(quiet_run 10ms)
 
     # After restoring: the method's original speed.
     wait_lines "$log" 20; start=$(lines "$log"); wait_lines "$log" 20
@@ -72,22 +79,22 @@ for JAVA in $JAVAS; do
     kill "$cpid"
 
     per_call() { awk -v a="$1" -v b="$base" 'BEGIN {printf "%.1f", a - b}'; }
-    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$instrumented|$restored|$check")
+    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$quiet_tsc")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$nanotime|$instrumented|$restored|$check")
 done
 
 echo
 echo "Method tracing cost (ns per call of a tiny method; 20 M-call windows, medians; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-printf '| %-4s | %-9s | %-22s | %-20s | %-28s | %-24s |\n' JDK "untraced" "under --threshold" "after restore" "every call reported" "records"
-printf '|------|-----------|------------------------|----------------------|------------------------------|--------------------------|\n'
+printf '| %-4s | %-10s | %-14s | %-20s | %-21s | %-14s | %-20s | %-34s |\n' JDK "untraced" "nanoTime()" "--threshold 1s" "--threshold 10ms" "after restore" "every call reported" "records"
+printf '|------|------------|----------------|----------------------|-----------------------|----------------|----------------------|------------------------------------|\n'
 for row in "${rows[@]}"; do
-    IFS='|' read -r v base quiet after all records _ <<<"$row"
-    printf '| %-4s | %-9s | %-22s | %-20s | %-28s | %-24s |\n' "$v" "${base} ns" "+${quiet} ns" "+${after} ns" "+${all} ns" "$records"
+    IFS='|' read -r v base quiet quiet_tsc after all records nanotime _ <<<"$row"
+    printf '| %-4s | %-10s | %-14s | %-20s | %-21s | %-14s | %-20s | %-34s |\n' "$v" "$(printf %.2f "$base") ns" "${nanotime} ns" "+${quiet} ns (coarse)" "+${quiet_tsc} ns (TSC)" "+${after} ns" "+${all} ns" "$records"
 done
 echo
 echo "Instrumenting and restoring 1,000 loaded classes (every method of 1,000 Guava classes):"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v _ _ _ _ _ instrumented restored check <<<"$row"
+    IFS='|' read -r v _ _ _ _ _ _ _ instrumented restored check <<<"$row"
     echo "  JDK $v: $instrumented; $restored; $check"
 done
 echo

@@ -13,7 +13,8 @@ import java.util.jar.JarFile;
  *   <li>{@code calls}: calls {@link #tiny} in a loop (in another class, so that retransforming
  *       this one does not leave the loop running old code) and prints
  *       {@code NS <ns per iteration>} for every 20 M iterations, so the cost a probe adds to a
- *       call can be read off;</li>
+ *       call can be read off (after printing {@code NANOTIME <ns>}, the cost of one
+ *       {@code System.nanoTime()} call, for scale);</li>
  *   <li>{@code classes <jar> <n>}: loads the first n classes of a jar (not initialised) and
  *       idles, for timing instrumentation and restoring of many loaded classes.</li>
  * </ul>
@@ -50,6 +51,13 @@ public class TraceBench {
             System.out.flush();
             Thread.sleep(Long.MAX_VALUE);
         }
+        long t0 = System.nanoTime();
+        long acc = 0;
+        for (int i = 0; i < 20_000_000; i++) {
+            acc += System.nanoTime();
+        }
+        sink += acc;
+        System.out.println("NANOTIME " + (double) (System.nanoTime() - t0) / 20_000_000);
         System.out.println("READY");
         System.out.flush();
         final int n = 20_000_000;

@@ -514,6 +514,16 @@ pub fn is_modifiable(env: Env, class: sys::jclass) -> bool {
     unsafe { jvmti!(env.raw(), IsModifiableClass(class, &mut modifiable)) && modifiable != 0 }
 }
 
+/// Whether the class has been linked (verified and prepared): before that, the VM reports
+/// its methods' bytecodes differently.
+pub fn is_linked(env: Env, class: sys::jclass) -> bool {
+    let mut status: sys::jint = 0;
+    // SAFETY: valid env; class is a live reference; out-parameter on our stack.
+    let known = unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) };
+    let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
+    known && status & linked == linked
+}
+
 /// Lets `module` read `to` (so classes of a named module can call the runtime class, which
 /// sits in the bootstrap loader's unnamed module). True when done or not needed.
 pub fn add_module_reads(env: Env, module: sys::jobject, to: sys::jobject) -> bool {
@@ -547,6 +557,15 @@ pub fn bytecodes(env: Env, method: sys::jmethodID) -> Option<Vec<u8>> {
     let copy = unsafe { std::slice::from_raw_parts(code, len.max(0) as usize) }.to_vec();
     deallocate(env, code);
     Some(copy)
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the time of the last kernel tick, read from the
+/// vDSO without touching the TSC (resolution 1/HZ).
+pub fn monotonic_coarse_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The CPU's time-stamp counter.

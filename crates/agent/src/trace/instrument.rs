@@ -46,8 +46,8 @@ struct Touched {
     seen: u64,
     /// Hash of the bytes handed to the hook when restoring.
     restored: Option<u64>,
-    /// Hash of the methods' bytecodes before instrumentation (classes loaded before the
-    /// session only).
+    /// Hash of the methods' bytecode sizes before instrumentation (classes loaded and linked
+    /// before the session only).
     bytecodes_before: Option<u64>,
 }
 
@@ -190,7 +190,8 @@ impl Tracing {
                 self.note(format!("not instrumenting {}: the JVM cannot retransform it", select::dotted(internal)));
                 continue;
             }
-            lock(&self.touched).entry(internal.clone()).or_default().bytecodes_before = Some(self.bytecode_hash(*class));
+            let before = ffi::is_linked(self.env, *class).then(|| self.bytecode_hash(*class));
+            lock(&self.touched).entry(internal.clone()).or_default().bytecodes_before = before;
             chosen.push((*class, internal.clone()));
         }
         self.retransform(&chosen);
@@ -203,7 +204,7 @@ impl Tracing {
                 .map(|(class, name)| {
                     let mut touched = lock(&self.touched);
                     let t = touched.entry(name.clone()).or_default();
-                    if t.bytecodes_before.is_none() && t.seen == 0 {
+                    if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(self.env, *class) {
                         t.bytecodes_before = Some(self.bytecode_hash(*class));
                     }
                     (*class, name.clone())

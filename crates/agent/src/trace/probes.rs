@@ -43,6 +43,8 @@ const SHARDS: usize = 64;
 
 #[repr(align(64))]
 struct Shard(AtomicU64);
+/// Probes read the coarse clock (long thresholds), else [`ticks`].
+static COARSE: AtomicBool = AtomicBool::new(false);
 /// Records dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -73,6 +75,9 @@ const MAX_DEPTH: usize = 256;
 const MAX_NODES: usize = 100_000;
 /// Deepest Java stack captured with `--stack`.
 pub const STACK_DEPTH: usize = 64;
+/// Thresholds from which trace mode times calls with the coarse clock: its resolution (4 ms
+/// at HZ=250) is then a few percent of the shortest call reported.
+pub const COARSE_THRESHOLD_NS: u64 = 100_000_000;
 /// Longest text of one captured value.
 pub const VALUE_CAP: usize = 256;
 /// Records the queue holds before probes drop them.
@@ -181,6 +186,7 @@ pub fn activate(settings: &Settings) -> u32 {
     MODE.store(settings.mode as u8, Relaxed);
     CAPTURE.store(settings.capture, Relaxed);
     THRESHOLD.store(clock.ticks_for(settings.threshold_ns), Relaxed);
+    COARSE.store(settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS, Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -387,6 +393,16 @@ fn with_cold<T>(hot: &Hot, body: impl FnOnce(&mut Cold) -> T) -> Option<T> {
     COLD.try_with(|cold| cold.try_borrow_mut().ok().map(|mut cold| body(cold.refresh(hot.generation)))).ok().flatten()
 }
 
+/// The probes' clock reading.
+#[inline(always)]
+fn now() -> u64 {
+    if COARSE.load(Relaxed) {
+        clock::coarse_ticks()
+    } else {
+        ticks()
+    }
+}
+
 fn mode() -> Mode {
     match MODE.load(Relaxed) {
         1 => Mode::Calltree,
@@ -402,7 +418,7 @@ fn captures(flag: u8) -> bool {
 /// `enter(int)`: method entry.
 pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
     with_state(|hot| {
-        let now = ticks();
+        let now = now();
         if mode() == Mode::Calltree {
             // Inner methods count only inside an entry call.
             if let Some(node) = with_cold(hot, |cold| (!cold.tree.is_empty()).then(|| cold.open_node(id as u32, false, now))).flatten() {
@@ -429,7 +445,7 @@ pub extern "system" fn enter_args(env: *mut sys::JNIEnv, _class: sys::jclass, id
                 format!("this={} args={args}", jni.describe(this, VALUE_CAP))
             }
         });
-        if let (Some(index), Some(text)) = (hot.push(id as u32, u32::MAX, ticks()), text) {
+        if let (Some(index), Some(text)) = (hot.push(id as u32, u32::MAX, now()), text) {
             with_cold(hot, |cold| cold.args.push((index, text)));
         }
     });
@@ -453,7 +469,7 @@ pub extern "system" fn thrown(env: *mut sys::JNIEnv, _class: sys::jclass, id: sy
 /// `root(int)`: entry of the calltree entry method.
 pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
     with_state(|hot| {
-        let now = ticks();
+        let now = now();
         let node = with_cold(hot, |cold| {
             if cold.tree.is_empty() {
                 cold.truncated = 0;
@@ -477,7 +493,7 @@ pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method
     with_state(|hot| {
         with_cold(hot, |cold| {
             if !cold.tree.is_empty() {
-                cold.open_node(site as u32, true, ticks());
+                cold.open_node(site as u32, true, now());
             }
         });
     });
@@ -486,7 +502,7 @@ pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method
 /// `called(int method, int site)`: after the call site returned or threw.
 pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
     with_state(|hot| {
-        let now = ticks();
+        let now = now();
         with_cold(hot, |cold| {
             let open = cold.open as usize;
             if open != 0 && cold.tree.get(open).is_some_and(|n| n.site && n.id == site as u32) {
@@ -499,7 +515,7 @@ pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _meth
 /// A method ended (returned or threw): time it, and report it as the mode says.
 #[inline(always)]
 fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
-    let now = ticks();
+    let now = now();
     let Some((index, frame)) = hot.pop(id) else { return };
     let elapsed = now.saturating_sub(frame.start);
     match mode() {
