@@ -140,9 +140,8 @@ impl MethodPattern {
 
 /// `Class` and the text after `::`, honouring `/regex/` delimiters.
 fn split_class(text: &str) -> Result<(&str, Option<&str>), String> {
-    let end = if text.starts_with('/') {
-        let close = text[1..].find('/').ok_or("class regex lacks its closing /")? + 2;
-        close
+    let end = if let Some(body) = text.strip_prefix('/') {
+        body.find('/').ok_or("class regex lacks its closing /")? + 2
     } else {
         text.find("::").unwrap_or(text.len())
     };
@@ -158,8 +157,8 @@ fn split_class(text: &str) -> Result<(&str, Option<&str>), String> {
 
 /// A method name and its optional descriptor.
 fn split_descriptor(text: &str) -> Result<(&str, Option<String>), String> {
-    let name_end = if text.starts_with('/') {
-        text[1..].find('/').ok_or("method regex lacks its closing /")? + 2
+    let name_end = if let Some(body) = text.strip_prefix('/') {
+        body.find('/').ok_or("method regex lacks its closing /")? + 2
     } else {
         text.find('(').unwrap_or(text.len())
     };

@@ -248,7 +248,7 @@ impl Jni {
             for (interface, via_entries) in [(ids.collection, false), (ids.map, true)] {
                 // SAFETY: both are class references.
                 if unsafe { jni!(self.0, IsInstanceOf(object, interface.0)) } == Some(1) {
-                    self.describe_collection(object, via_entries, &ids, cap, depth, out);
+                    self.describe_collection(object, via_entries, ids, cap, depth, out);
                     return;
                 }
             }

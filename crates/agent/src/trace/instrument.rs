@@ -249,8 +249,8 @@ impl Tracing {
             let Some((member, descriptor)) = site.detail.split_once('(') else { continue };
             let Some((owner, name)) = member.rsplit_once('.') else { continue };
             let key = (owner.to_string(), name.to_string(), format!("({descriptor}"));
-            if !hosts.contains_key(&key) {
-                hosts.insert(key, level);
+            if let std::collections::hash_map::Entry::Vacant(slot) = hosts.entry(key) {
+                slot.insert(level);
                 if !owners.iter().any(|o| o == owner) {
                     owners.push(owner.to_string());
                 }
