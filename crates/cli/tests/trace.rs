@@ -1,6 +1,6 @@
 //! `jtap trace`, `jtap calltree` and `jtap monitor` on every JDK of the matrix, against the
 //! `workloads.Traced` workload (rounds of known work started by `go<N>` files): every call of
-//! a method called from 8 threads reported once with its duration, a known call tree with its
+//! a method called from 8 threads reported once with its duration and stack, a known call tree with its
 //! times, method shapes (constructors, static initialisers, interface methods, bridges,
 //! lambdas, recursion, switches, exceptions, a method over 32 KiB) traced without changing
 //! what the program computes, values whose toString() throws or is traced, the original bytes
@@ -142,7 +142,7 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "--json", "-n", "80", "-d", "60s"], dir.path());
+        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "--json", "--stack", "-n", "80", "-d", "60s"], dir.path());
         trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let (_, calls, nanos) = round(&jvm, dir.path(), 1);
         let (code, out, err) = trace.finish(Duration::from_secs(30));
@@ -153,6 +153,9 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
         let mut per_thread = std::collections::HashMap::new();
         for r in &records {
             assert_eq!(r["method"], "sleepy");
+            let stack: Vec<&str> = r["stack"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+            assert!(stack.first().is_some_and(|f| f.starts_with("workloads.Traced.sleepy(Traced.java:")), "JDK {}: {stack:?}", jdk.version);
+            assert!(stack.iter().any(|f| f.starts_with("workloads.Traced.lambda$round$0(Traced.java:")), "JDK {}: {stack:?}", jdk.version);
             *per_thread.entry(r["thread"].as_str().unwrap().to_string()).or_insert(0) += 1;
         }
         assert_eq!(per_thread.len(), 8, "JDK {}: {per_thread:?}", jdk.version);
