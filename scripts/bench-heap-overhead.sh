@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Overhead of the alloc and lock engines. Builds jtap and its agent in release mode and, for
+# every JDK asked for, runs two workloads that report their own throughput every 100 ms:
+#   - tests/java/workloads/AllocThroughput.java (2 threads allocating short-lived objects of
+#     mixed sizes from a few sites), profiled with `-e alloc` and `-e alloc --live` at
+#     --alloc-interval ALLOC (default 512k);
+#   - tests/java/workloads/LockThroughput.java (4 threads, one contended monitor, one
+#     uncontended monitor each), profiled with `-e lock` at --lock-threshold LOCK (default 10us).
+# In one JVM run per workload it alternates unprofiled windows with profiled ones (ROUNDS of
+# each setting, default 5, of BENCH_WINDOW seconds, default 5), like scripts/bench-profile.sh.
+# Each profiled window is compared with the mean of the unprofiled windows on either side, in
+# operations per second and in operations per CPU second of the whole JVM (agent included;
+# this stays meaningful when other load on the machine changes the JVM's share of the cores).
+# Prints a Markdown table: medians over the rounds, the overhead (loss in operations per CPU
+# second; median, and min..max over the rounds), and what the profile recorded per second
+# (alloc: estimated bytes and objects allocated — samples/s = bytes/s / interval; lock: waits
+# of at least the threshold and the time waited).
+# Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc lock"), BENCH_WINDOW,
+# ROUNDS, ALLOC, LOCK.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JDKS=${BENCH_JDKS:-17 25}
+WINDOW=${BENCH_WINDOW:-5}
+ROUNDS=${ROUNDS:-5}
+ALLOC=${ALLOC:-512k}
+LOCK=${LOCK:-10us}
+WORKLOADS=${BENCH_WORKLOADS:-alloc lock}
+cargo build --release --quiet -p jtap-agent -p jtap-cli
+JTAP=$PWD/target/release/jtap
+export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
+work=$(mktemp -d)
+pid=
+cleanup() {
+    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+/usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
+    tests/java/workloads/AllocThroughput.java tests/java/workloads/LockThroughput.java
+
+java_home() {
+    local v=$1 home
+    for home in ".cache/jdks/jdk$v" "/usr/lib/jvm/java-$v-openjdk-amd64" "/usr/lib/jvm/temurin-$v-jdk-amd64"; do
+        if [[ -x "$home/bin/java" ]] && grep -q "JAVA_VERSION=\"$v" "$home/release" 2>/dev/null; then
+            echo "$home"
+            return
+        fi
+    done
+}
+
+now_ms() { date +%s%3N; }
+# utime + stime of the whole JVM, in clock ticks.
+cpu_ticks() { sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}'; }
+
+windows=() # "jdk workload label start-ms end-ms start-ticks end-ticks"
+window() {
+    local jdk=$1 workload=$2 label=$3 start cpu
+    shift 3
+    start=$(now_ms)
+    cpu=$(cpu_ticks)
+    if [[ $label == base ]]; then
+        sleep "$WINDOW"
+    else
+        "$JTAP" profile "$pid" "$@" -d "${WINDOW}s" --format summary >"$work/$jdk-$workload-$label-${#windows[@]}.txt"
+    fi
+    windows+=("$jdk $workload $label $start $(now_ms) $cpu $(cpu_ticks) $work/$jdk-$workload-$label-${#windows[@]}.txt")
+}
+
+# Runs one workload on one JDK: warm-up, then base and profiled windows in turn.
+# Arguments: jdk home workload threads, then "label:jtap arguments" for each setting.
+run() {
+    local jdk=$1 home=$2 workload=$3 threads=$4 round setting
+    shift 4
+    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" "$threads" >"$work/$jdk-$workload.log" &
+    pid=$!
+    until grep -q READY "$work/$jdk-$workload.log"; do sleep 0.1; done
+    sleep $((WINDOW * 2))
+    # Loads the agent once and warms up the engines (not what we measure).
+    for setting in "$@"; do
+        # shellcheck disable=SC2086
+        "$JTAP" profile "$pid" ${setting#*:} -d 1s --format summary >/dev/null
+    done
+    window "$jdk" "$workload" base
+    for ((round = 0; round < ROUNDS; round++)); do
+        for setting in "$@"; do
+            # shellcheck disable=SC2086
+            window "$jdk" "$workload" "${setting%%:*}" ${setting#*:}
+            window "$jdk" "$workload" base
+        done
+    done
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+    pid=
+}
+
+echo "cores: $(nproc); load before: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW} s, ${ROUNDS} rounds"
+for jdk in $JDKS; do
+    home=$(java_home "$jdk")
+    [[ -n "$home" ]] || { echo "JDK $jdk not found" >&2; continue; }
+    echo "JDK $jdk: $("$home/bin/java" -version 2>&1 | head -1)"
+    if [[ " $WORKLOADS " == *" alloc "* ]]; then
+        run "$jdk" "$home" AllocThroughput 2 "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
+    fi
+    if [[ " $WORKLOADS " == *" lock "* ]]; then
+        run "$jdk" "$home" LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"
+    fi
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$work" "$(getconf CLK_TCK)" "${windows[@]}" <<'PY'
+import re, statistics, sys
+work, hz, windows = sys.argv[1], int(sys.argv[2]), [w.split() for w in sys.argv[3:]]
+logs = {}
+
+def points(jdk, workload):
+    if (jdk, workload) not in logs:
+        logs[jdk, workload] = [tuple(map(int, line.split()[1:])) for line in open(f"{work}/{jdk}-{workload}.log") if line.startswith("ops ")]
+    return logs[jdk, workload]
+
+def rates(window):
+    """(operations per second, operations per CPU second) in a window."""
+    jdk, workload = window[0], window[1]
+    start, end, cpu0, cpu1 = map(int, window[3:7])
+    inside = [(t, n) for t, n in points(jdk, workload) if start <= t <= end]
+    if len(inside) < 2:
+        return float("nan"), float("nan")
+    (t0, n0), (t1, n1) = inside[0], inside[-1]
+    ops = n1 - n0
+    # Scale the CPU time to the reported span of the window.
+    cpu_seconds = (cpu1 - cpu0) / hz * (t1 - t0) / max(1, end - start)
+    return ops * 1000.0 / (t1 - t0), ops / cpu_seconds if cpu_seconds else float("nan")
+
+def recorded(path):
+    """What the profile recorded per second: (events, weight) — for alloc the estimated objects
+    and bytes allocated, for lock the waits of at least the threshold and their nanoseconds."""
+    text = open(path).read()
+    duration = float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
+    samples = int(re.search(r"^Total samples\s*:\s*(\d+)", text, re.M).group(1))
+    weight = int(re.search(r"^Total weight\s*:\s*(\d+)", text, re.M).group(1))
+    return samples / duration, weight / duration
+
+results = {}  # (jdk, workload, label) -> list of (ops, base ops, eff, base eff, samples/s)
+for i, window in enumerate(windows):
+    if window[2] == "base":
+        continue
+    (b1, e1), (b2, e2) = rates(windows[i - 1]), rates(windows[i + 1])
+    ops, eff = rates(window)
+    results.setdefault(tuple(window[:3]), []).append((ops, (b1 + b2) / 2, eff, (e1 + e2) / 2, *recorded(window[7])))
+
+med = statistics.median
+print()
+print("| JDK | workload | engine, setting | ops/s with | ops/s without | ops/CPU-s with | ops/CPU-s without | overhead (median) | overhead (min..max) | recorded per second |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for (jdk, workload, label), rows in results.items():
+    overheads = [100 * (1 - eff / base) for _, _, eff, base, _, _ in rows]
+    if workload == "LockThroughput":
+        per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
+    elif label.startswith("live"):
+        # The profile holds what is still alive at its end: a few windows' worth of garbage at most.
+        per_second = "(live objects only)"
+    else:
+        # One sample per interval bytes on average: the sample rate is the byte rate / interval.
+        per_second = f"{med(r[5] for r in rows) / 2**20:,.0f} MiB (est.) in {med(r[4] for r in rows) / 1e6:,.1f} M objects"
+    print(f"| {jdk} | {workload} | {label} | {med(r[0] for r in rows):,.0f} | {med(r[1] for r in rows):,.0f} | "
+          f"{med(r[2] for r in rows):,.0f} | {med(r[3] for r in rows):,.0f} | {med(overheads):.2f}% | "
+          f"{min(overheads):.2f}..{max(overheads):.2f}% | {per_second} |")
+PY
