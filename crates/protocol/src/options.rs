@@ -13,11 +13,12 @@
 //! optional `k`, `m` or `g` suffix), `lock` (a duration) and `sites` (a flag) belong to
 //! `start`, and `live` goes with `start` too (for `event=alloc`).
 //! The sampling keys `threads` (a flag), `include`, `exclude` and `jstackdepth` belong to
-//! `start` as well, and so does `detach` (the engine belongs to no client: it runs until
-//! `stop` or the JVM's exit, even after the asking client is gone):
+//! `start` as well, and so do `alluser` (the cpu engine samples user-mode CPU time only, so
+//! stacks have no kernel frames) and `detach` (the engine belongs to no client: it runs
+//! until `stop` or the JVM's exit, even after the asking client is gone):
 //!
 //! ```text
-//! item     += "threads" | "detach"
+//! item     += "threads" | "alluser" | "detach"
 //! key      += "include" | "exclude" | "jstackdepth"
 //! ```
 //!
@@ -144,6 +145,8 @@ pub struct Options {
     pub threads: bool,
     /// `start`: the engine belongs to no client (runs until `stop` or the JVM's exit).
     pub detach: bool,
+    /// `event=cpu`: sample user-mode CPU time only; stacks have no kernel frames.
+    pub alluser: bool,
     /// Sampling engines: keep only stacks with a frame matching this regular expression.
     pub include: Option<String>,
     /// Sampling engines: drop stacks with a frame matching this regular expression.
@@ -211,7 +214,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, detach, trace=";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -238,6 +241,9 @@ impl Options {
             }
             if options.detach {
                 return Err(ParseError::NeedsStart("detach"));
+            }
+            if options.alluser {
+                return Err(ParseError::NeedsStart("alluser"));
             }
             for (key, given) in [("include", &options.include), ("exclude", &options.exclude)] {
                 if given.is_some() {
@@ -289,6 +295,9 @@ impl Options {
             }
             if item.raw == "detach" {
                 return set_once(&mut self.detach, "detach");
+            }
+            if item.raw == "alluser" {
+                return set_once(&mut self.alluser, "alluser");
             }
             if item.raw == "live" {
                 return set_once(&mut self.live, "live");
@@ -350,7 +359,7 @@ impl Options {
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads", "sites", "detach"].into_iter().find(|&f| f == key)) {
+            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads", "sites", "detach", "alluser"].into_iter().find(|&f| f == key)) {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),
             },
@@ -376,6 +385,9 @@ impl fmt::Display for Options {
         }
         if self.detach {
             items.push("detach".into());
+        }
+        if self.alluser {
+            items.push("alluser".into());
         }
         if let Some(depth) = self.jstackdepth {
             items.push(format!("jstackdepth={depth}"));
@@ -562,6 +574,7 @@ pub fn help_text() -> String {
          interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
          threads        sampling: each stack's root frame is its thread's name\n\
          detach         start: the engine belongs to no client and runs until stop\n\
+         alluser        cpu: user-mode CPU time only, no kernel frames\n\
          include=<regex> sampling: keep only stacks with a frame matching the expression\n\
          exclude=<regex> sampling: drop stacks with a frame matching the expression\n\
          jstackdepth=<n> sampling: deepest Java stack recorded (default 2048)\n\
@@ -640,6 +653,8 @@ mod tests {
             ("start,event=cpu,exclude=", "bad value for exclude"),
             ("start,threads=1", "\"threads\" takes no value"),
             ("status,detach", "detach= only goes with start"),
+            ("dump,alluser", "alluser= only goes with start"),
+            ("start,event=cpu,alluser=1", "\"alluser\" takes no value"),
             ("dump,file=/a,file=/b", "option file given twice"),
             ("status=1", "\"status\" takes no value"),
             ("channel=relative.sock", "an absolute path"),
@@ -674,7 +689,7 @@ mod tests {
             proptest::option::of(proptest::sample::select(Event::ALL.to_vec())),
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
             (any::<bool>(), proptest::option::of(path()), proptest::option::of(path()), proptest::option::of(1..=MAX_JSTACKDEPTH)),
-            any::<bool>(),
+            (any::<bool>(), any::<bool>()),
         );
         let paths = (
             proptest::option::of(path()),
@@ -689,7 +704,7 @@ mod tests {
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
             any::<bool>(),
         );
-        (action, start_only, paths, histogram_only, heap_start).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth), detach), (file, channel, log, client, debug), (live, top), (alloc, lock, sites))| {
+        (action, start_only, paths, histogram_only, heap_start).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth), (detach, alluser)), (file, channel, log, client, debug), (live, top), (alloc, lock, sites))| {
             let starts = action == Some(Action::Start);
             let histogram = action == Some(Action::Histogram);
             Options {
@@ -698,6 +713,7 @@ mod tests {
                 interval: interval.filter(|_| starts),
                 threads: threads && starts,
                 detach: detach && starts,
+                alluser: alluser && starts,
                 include: include.filter(|_| starts),
                 exclude: exclude.filter(|_| starts),
                 jstackdepth: jstackdepth.filter(|_| starts),

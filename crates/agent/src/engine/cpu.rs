@@ -4,6 +4,14 @@
 //! disables the counter until the handler re-arms it (`PERF_EVENT_IOC_REFRESH`). Counters
 //! follow threads through ThreadStart/ThreadEnd.
 //!
+//! Each counter also records the sampled thread's call chain (`PERF_SAMPLE_CALLCHAIN`) into
+//! a ring buffer mapped per thread, which the handler copies next to the Java frames: the
+//! native frames under a JNI method, the JVM's own C++ frames, and kernel frames (see
+//! [`crate::sampling::perf`]). With `alluser` the counters count user-mode CPU time only
+//! (`exclude_kernel`, as async-profiler's `--all-user`), so no sample has kernel frames;
+//! that also works where `perf_event_paranoid` 2 forbids unprivileged users to sample the
+//! kernel.
+//!
 //! Where `perf_event_open` fails (a container's seccomp profile, `perf_event_paranoid` 3),
 //! the engine falls back to `ctimer`, then to `itimer`, and the profile's metadata names
 //! the engine that ran.
@@ -20,7 +28,8 @@ use perf_event_open_sys as perf;
 use super::ctimer::CtimerEngine;
 use super::itimer::ItimerEngine;
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
-use crate::sampling::signal::{self, Source, SIGNAL};
+use crate::sampling::perf::{self as perf_fds, Ring};
+use crate::sampling::signal::{Source, SIGNAL};
 use crate::sampling::threads::{self, ThreadTimer};
 use crate::sampling::{self, Sampler, Settings};
 
@@ -46,23 +55,36 @@ pub struct CpuEngine {
     fallback: Option<Box<dyn Engine>>,
 }
 
-/// One perf_event counter per thread.
+/// One perf_event counter per thread, with the ring its call chains go to (none where it
+/// could not be mapped).
 struct PerfCounters {
     period: Duration,
-    fds: HashMap<i32, RawFd>,
+    user_only: bool,
+    fds: HashMap<i32, (RawFd, Option<Ring>)>,
+    /// Threads whose ring could not be mapped (logged once).
+    ringless: u64,
 }
 
 impl PerfCounters {
+    fn new(period: Duration, user_only: bool) -> PerfCounters {
+        PerfCounters { period, user_only, fds: HashMap::new(), ringless: 0 }
+    }
+
     fn open(&self, tid: i32) -> io::Result<RawFd> {
         let mut attr = perf::bindings::perf_event_attr {
             type_: perf::bindings::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<perf::bindings::perf_event_attr>() as u32,
             config: u64::from(perf::bindings::PERF_COUNT_SW_CPU_CLOCK),
+            sample_type: u64::from(perf::bindings::PERF_SAMPLE_CALLCHAIN),
             ..Default::default()
         };
         attr.__bindgen_anon_1.sample_period = (self.period.as_nanos() as u64).max(1);
         attr.__bindgen_anon_2.wakeup_events = 1;
         attr.set_disabled(1);
+        if self.user_only {
+            attr.set_exclude_kernel(1);
+            attr.set_exclude_callchain_kernel(1);
+        }
         // SAFETY: a filled-in attr of the size it declares; pid is one of our threads.
         let fd = unsafe { perf::perf_event_open(&mut attr, tid, -1, -1, perf::bindings::PERF_FLAG_FD_CLOEXEC as _) };
         if fd < 0 {
@@ -90,8 +112,8 @@ impl PerfCounters {
     }
 
     /// Checks that counters work here (on the calling thread).
-    fn probe(period: Duration) -> io::Result<()> {
-        let counters = PerfCounters { period, fds: HashMap::new() };
+    fn probe(period: Duration, user_only: bool) -> io::Result<()> {
+        let counters = PerfCounters::new(period, user_only);
         let fd = counters.open(threads::current_tid())?;
         // SAFETY: closing the descriptor we just opened.
         unsafe { libc::close(fd) };
@@ -102,29 +124,43 @@ impl PerfCounters {
 impl ThreadTimer for PerfCounters {
     fn arm(&mut self, tid: i32) -> io::Result<()> {
         let fd = self.open(tid)?;
-        if !signal::mark_perf_fd(fd, true) {
+        let ring = match Ring::map(fd) {
+            Ok(ring) => Some(ring),
+            Err(e) => {
+                if self.ringless == 0 {
+                    log!("cpu: no call-chain ring for thread {tid} ({e}); its samples have Java frames only");
+                }
+                self.ringless += 1;
+                None
+            }
+        };
+        if !perf_fds::register(fd, ring.as_ref()) {
+            drop(ring);
             // SAFETY: our own descriptor.
             unsafe { libc::close(fd) };
             return Err(io::Error::other(format!("descriptor {fd} is too high to track")));
         }
         if let Err(e) = Self::route(fd, tid) {
-            signal::mark_perf_fd(fd, false);
+            perf_fds::unregister(fd);
+            drop(ring);
             // SAFETY: our own descriptor.
             unsafe { libc::close(fd) };
             return Err(e);
         }
-        self.fds.insert(tid, fd);
+        self.fds.insert(tid, (fd, ring));
         Ok(())
     }
 
     fn disarm(&mut self, tid: i32) {
-        if let Some(fd) = self.fds.remove(&tid) {
-            signal::mark_perf_fd(fd, false);
+        if let Some((fd, ring)) = self.fds.remove(&tid) {
+            // Forgotten before the ring goes: a handler on this thread (the only one that
+            // reads the ring) then leaves it alone.
+            perf_fds::unregister(fd);
             // SAFETY: our own descriptor, disabled then closed once.
-            unsafe {
-                perf::ioctls::DISABLE(fd, 0);
-                libc::close(fd);
-            }
+            unsafe { perf::ioctls::DISABLE(fd, 0) };
+            drop(ring);
+            // SAFETY: as above.
+            unsafe { libc::close(fd) };
         }
     }
 }
@@ -140,7 +176,7 @@ impl Engine for CpuEngine {
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
         let period = interval(options, CPU_INTERVAL);
-        if let Err(e) = PerfCounters::probe(period) {
+        if let Err(e) = PerfCounters::probe(period, options.alluser) {
             log!("cpu: perf_event_open failed ({e}); falling back to ctimer");
             let mut ctimer: Box<dyn Engine> = Box::new(CtimerEngine::new("cpu"));
             let started = ctimer.start(context, options).or_else(|e| {
@@ -154,7 +190,7 @@ impl Engine for CpuEngine {
         }
         let settings = Settings::from_options(options, "cpu", "cpu", period, Source::PerfEvent)?;
         let sampler = Sampler::start(context.env, context.vm, settings)?;
-        match threads::arm_all(Box::new(PerfCounters { period, fds: HashMap::new() })) {
+        match threads::arm_all(Box::new(PerfCounters::new(period, options.alluser))) {
             Ok(armed) => log!("cpu: perf_event counters on {armed} threads"),
             Err(e) => {
                 sampler.stop();

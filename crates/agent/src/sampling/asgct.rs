@@ -85,6 +85,12 @@ pub fn failure_name(num_frames: i32) -> &'static str {
     }
 }
 
+/// Whether a failure code means the thread was not running Java code at all (no Java frame,
+/// or not a Java thread), rather than a Java stack that could not be walked.
+pub fn is_outside_java(num_frames: i32) -> bool {
+    matches!(num_frames, 0 | -3)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,9 @@
 //! A slot goes `FREE → WRITING` (a handler claims it with a compare-and-swap), `WRITING →
 //! READY` (the handler filled it), `READY → FREE` (the processing thread copied it out).
 //! Samples are summed into a profile, so their order does not matter.
+//!
+//! Besides `AsyncGetCallTrace`'s Java frames, a slot has room for a perf_event call chain
+//! (native and kernel return addresses, see [`super::perf`]) when the engine provides one.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -34,6 +37,8 @@ pub struct SampleHeader {
     /// The thread's scheduler state when it was picked ([`super::ThreadState`] as a byte; 0
     /// when not recorded).
     pub state: u8,
+    /// Entries of the perf_event call chain written next to the frames (0: none).
+    pub chain: u16,
 }
 
 struct Slot {
@@ -46,6 +51,8 @@ pub struct SampleBuffer {
     slots: Box<[Slot]>,
     frames: Box<[UnsafeCell<CallFrame>]>,
     depth: usize,
+    chains: Box<[UnsafeCell<u64>]>,
+    chain_depth: usize,
     next: AtomicU64,
     dropped: AtomicU64,
 }
@@ -64,15 +71,18 @@ pub struct Claim<'a> {
 }
 
 impl SampleBuffer {
-    /// A buffer of `slots` samples of up to `depth` frames each (memory is committed by the
-    /// kernel only where samples get written).
-    pub fn new(slots: usize, depth: usize) -> SampleBuffer {
+    /// A buffer of `slots` samples of up to `depth` frames and `chain_depth` call-chain
+    /// entries each (memory is committed by the kernel only where samples get written).
+    pub fn new(slots: usize, depth: usize, chain_depth: usize) -> SampleBuffer {
         // Zeroed memory comes straight from the kernel, untouched until samples land there.
         let frames = Box::<[UnsafeCell<CallFrame>]>::new_zeroed_slice(depth * slots);
         // SAFETY: all-zero bytes are a valid CallFrame (bci 0, null method).
         let frames = unsafe { frames.assume_init() };
+        let chains = Box::<[UnsafeCell<u64>]>::new_zeroed_slice(chain_depth * slots);
+        // SAFETY: all-zero bytes are a valid u64.
+        let chains = unsafe { chains.assume_init() };
         let slots = (0..slots).map(|_| Slot { state: AtomicU32::new(FREE), header: UnsafeCell::default() }).collect();
-        SampleBuffer { slots, frames, depth, next: AtomicU64::new(0), dropped: AtomicU64::new(0) }
+        SampleBuffer { slots, frames, depth, chains, chain_depth, next: AtomicU64::new(0), dropped: AtomicU64::new(0) }
     }
 
     /// Most frames one sample holds.
@@ -98,11 +108,12 @@ impl SampleBuffer {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Hands every ready sample to `sink` (header and its frames, top first) and frees its
-    /// slot. Returns how many there were. Called by one thread at a time.
-    pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame])) -> usize {
+    /// Hands every ready sample to `sink` (header, its frames top first, its call chain leaf
+    /// first) and frees its slot. Returns how many there were. Called by one thread at a time.
+    pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame], &[u64])) -> usize {
         let mut count = 0;
         let mut frames = Vec::with_capacity(self.depth);
+        let mut chain = Vec::with_capacity(self.chain_depth);
         for (index, slot) in self.slots.iter().enumerate() {
             if slot.state.load(Ordering::Acquire) != READY {
                 continue;
@@ -113,8 +124,12 @@ impl SampleBuffer {
             frames.clear();
             // SAFETY: as above, for the slot's frames.
             frames.extend(self.slot_frames(index)[..used].iter().map(|cell| unsafe { *cell.get() }));
+            let chained = usize::from(header.chain).min(self.chain_depth);
+            chain.clear();
+            // SAFETY: as above, for the slot's call chain.
+            chain.extend(self.slot_chain(index)[..chained].iter().map(|cell| unsafe { *cell.get() }));
             slot.state.store(FREE, Ordering::Release);
-            sink(&header, &frames);
+            sink(&header, &frames, &chain);
             count += 1;
         }
         count
@@ -122,6 +137,10 @@ impl SampleBuffer {
 
     fn slot_frames(&self, index: usize) -> &[UnsafeCell<CallFrame>] {
         &self.frames[index * self.depth..(index + 1) * self.depth]
+    }
+
+    fn slot_chain(&self, index: usize) -> &[UnsafeCell<u64>] {
+        &self.chains[index * self.chain_depth..(index + 1) * self.chain_depth]
     }
 }
 
@@ -131,6 +150,15 @@ impl Claim<'_> {
     pub fn frames_ptr(&mut self) -> *mut CallFrame {
         // UnsafeCell<T> has the layout of T; the claim owns these cells until commit.
         self.buffer.slot_frames(self.index).as_ptr() as *mut CallFrame
+    }
+
+    /// Where the slot's call chain goes: room for the buffer's `chain_depth` entries,
+    /// owned by this claim until commit.
+    pub fn chain(&mut self) -> &mut [u64] {
+        let cells = self.buffer.slot_chain(self.index);
+        // SAFETY: UnsafeCell<u64> has the layout of u64; the claim owns these cells (WRITING)
+        // until commit, and `&mut self` keeps this the only view of them.
+        unsafe { std::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, cells.len()) }
     }
 
     /// Publishes the sample. Async-signal-safe.
@@ -149,36 +177,38 @@ mod tests {
 
     #[test]
     fn samples_round_trip_and_a_full_buffer_drops() {
-        let buffer = SampleBuffer::new(4, 3);
+        let buffer = SampleBuffer::new(4, 3, 2);
         for tid in 1..=6 {
             match buffer.claim() {
                 Some(mut claim) => {
                     // SAFETY: the claim owns room for 3 frames.
                     unsafe { *claim.frames_ptr() = CallFrame { bci: tid, method: std::ptr::null_mut() } };
-                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, count: 1, state: 0 });
+                    assert_eq!(claim.chain().len(), 2);
+                    claim.chain()[0] = tid as u64 * 100;
+                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, count: 1, state: 0, chain: 1 });
                 }
                 None => assert!(tid > 4),
             }
         }
         assert_eq!(buffer.dropped(), 2);
         let mut seen = Vec::new();
-        assert_eq!(buffer.drain(|h, f| seen.push((h.tid, f[0].bci))), 4);
+        assert_eq!(buffer.drain(|h, f, c| seen.push((h.tid, f[0].bci, c.to_vec()))), 4);
         seen.sort();
-        assert_eq!(seen, [(1, 1), (2, 2), (3, 3), (4, 4)]);
-        assert_eq!(buffer.drain(|_, _| panic!("drained twice")), 0);
+        assert_eq!(seen, [(1, 1, vec![100]), (2, 2, vec![200]), (3, 3, vec![300]), (4, 4, vec![400])]);
+        assert_eq!(buffer.drain(|_, _, _| panic!("drained twice")), 0);
         assert!(buffer.claim().is_some(), "slots are free again");
     }
 
     #[test]
     fn concurrent_writers_lose_nothing_but_counted_drops() {
-        let buffer = Arc::new(SampleBuffer::new(64, 2));
+        let buffer = Arc::new(SampleBuffer::new(64, 2, 0));
         let writers: Vec<_> = (0..4)
             .map(|t| {
                 let buffer = buffer.clone();
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         if let Some(claim) = buffer.claim() {
-                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, count: 1, state: 0 });
+                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, count: 1, state: 0, chain: 0 });
                         }
                     }
                 })
@@ -186,9 +216,9 @@ mod tests {
             .collect();
         let mut drained = 0u64;
         while writers.iter().any(|w| !w.is_finished()) {
-            drained += buffer.drain(|h, f| assert!(h.num_frames == -2 && f.is_empty())) as u64;
+            drained += buffer.drain(|h, f, c| assert!(h.num_frames == -2 && f.is_empty() && c.is_empty())) as u64;
         }
-        drained += buffer.drain(|_, _| {}) as u64;
+        drained += buffer.drain(|_, _, _| {}) as u64;
         assert_eq!(drained + buffer.dropped(), 40_000);
     }
 }

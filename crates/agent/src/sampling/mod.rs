@@ -4,6 +4,10 @@
 //! - `signal`: the SIGPROF handler (async-signal-safe, chains to the previous handler for
 //!   signals that are not ours).
 //! - `buffer`: the preallocated lock-free buffer handlers write samples into.
+//! - `perf`: the `cpu` engine's perf_event descriptors and the per-thread ring buffers the
+//!   kernel writes each sample's call chain into, read by the handler.
+//! - `native`: native and kernel frames from those call chains, symbolised by the
+//!   processing thread.
 //! - `methods`: jmethodIDs for every loaded class (at start and on ClassPrepare), and their
 //!   resolution to `pkg.Class.method:line`.
 //! - `threads`: the process's threads, their names, per-thread timers following ThreadStart
@@ -14,11 +18,18 @@
 //! turns them into a profile: handlers walk the stack into the buffer, and a `jtap-sampler`
 //! thread drains the buffer every few milliseconds, off the hot path, resolving methods and
 //! summing stacks into a [`Profile`].
+//!
+//! A stack is, root first: the thread (`threads`), the Java frames `AsyncGetCallTrace`
+//! found (or the pseudo-frame of its failure), the native frames under them, the kernel
+//! frames, and the thread's state (`wall`). A sample outside Java (`AsyncGetCallTrace` finds
+//! no Java frame, e.g. on a GC thread) with native frames is just those frames.
 
 pub(crate) mod asgct;
 mod buffer;
 pub(crate) mod jvm;
 pub(crate) mod methods;
+mod native;
+pub mod perf;
 pub mod signal;
 pub mod threads;
 
@@ -70,10 +81,13 @@ pub struct Settings {
     pub exclude: Option<Regex>,
     /// Deepest Java stack recorded.
     pub depth: usize,
+    /// Leave kernel frames out (`alluser`).
+    pub user_only: bool,
 }
 
 impl Settings {
-    /// Settings from the `start` options: `threads`, `include`, `exclude`, `jstackdepth`.
+    /// Settings from the `start` options: `threads`, `include`, `exclude`, `jstackdepth`,
+    /// `alluser`.
     pub fn from_options(
         options: &jtap_protocol::Options,
         event: &'static str,
@@ -93,6 +107,7 @@ impl Settings {
             include: pattern(&options.include, "include")?,
             exclude: pattern(&options.exclude, "exclude")?,
             depth: options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
+            user_only: options.alluser,
         })
     }
 }
@@ -158,7 +173,8 @@ impl Sampler {
             }
         };
         let target = Arc::new(Target {
-            buffer: SampleBuffer::new(SLOTS, settings.depth),
+            // Only perf_event counters deliver call chains.
+            buffer: SampleBuffer::new(SLOTS, settings.depth, if settings.source == Source::PerfEvent { perf::MAX_CHAIN } else { 0 }),
             asgct,
             vm: vm.0,
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
@@ -262,9 +278,10 @@ struct Worker {
 impl Worker {
     fn run(self, done: mpsc::Sender<()>) {
         let mut resolver = methods::Resolver::new(self.env, self.vm);
+        let mut symbolizer = native::Symbolizer::default();
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
-            self.drain(&mut resolver);
+            self.drain(&mut resolver, &mut symbolizer);
             if last {
                 break;
             }
@@ -273,10 +290,11 @@ impl Worker {
         let _ = done.send(());
     }
 
-    fn drain(&self, resolver: &mut methods::Resolver) {
+    fn drain(&self, resolver: &mut methods::Resolver, symbolizer: &mut native::Symbolizer) {
         let mut stacks: Vec<(Vec<Frame>, u64, u64)> = Vec::new();
-        self.target.buffer.drain(|header, frames| {
-            if let Some(stack) = self.stack(resolver, header, frames) {
+        self.target.buffer.drain(|header, frames, chain| {
+            let native = symbolizer.frames(chain, self.settings.user_only);
+            if let Some(stack) = self.stack(resolver, header, frames, native) {
                 let count = u64::from(header.count.max(1));
                 stacks.push((stack, count, header.weight.saturating_mul(count)));
             }
@@ -297,13 +315,21 @@ impl Worker {
     }
 
     /// One sample as a stack, root first; None when the filters drop it.
-    fn stack(&self, resolver: &mut methods::Resolver, header: &SampleHeader, frames: &[asgct::CallFrame]) -> Option<Vec<Frame>> {
-        let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + 2);
-        if header.num_frames <= 0 {
-            stack.push(Frame::new(format!("[{}]", asgct::failure_name(header.num_frames)), FrameKind::Error));
-        } else {
+    fn stack(
+        &self,
+        resolver: &mut methods::Resolver,
+        header: &SampleHeader,
+        frames: &[asgct::CallFrame],
+        native: native::NativeFrames,
+    ) -> Option<Vec<Frame>> {
+        let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
+        if header.num_frames > 0 {
             stack.extend(frames.iter().rev().map(|f| resolver.frame(f)));
+        } else if !(asgct::is_outside_java(header.num_frames) && !native.is_empty()) {
+            stack.push(Frame::new(format!("[{}]", asgct::failure_name(header.num_frames)), FrameKind::Error));
         }
+        stack.extend(native.user.into_iter().rev());
+        stack.extend(native.kernel.into_iter().rev());
         let keep = |re: &Option<Regex>, default: bool| re.as_ref().map_or(default, |re| stack.iter().any(|f| re.is_match(&f.name)));
         if !keep(&self.settings.include, true) || keep(&self.settings.exclude, false) {
             return None;

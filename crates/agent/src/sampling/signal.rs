@@ -2,7 +2,8 @@
 //! ours, and the handler itself.
 //!
 //! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (a thread-local
-//! read in HotSpot), `gettid`/`ioctl` system calls; no allocation, no lock, no formatting. It
+//! read in HotSpot), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
+//! buffer (see [`super::perf`]); no allocation, no lock, no formatting. It
 //! saves and restores `errno`. A SIGPROF that is not ours (wrong origin, or no engine
 //! running) goes to the handler that was installed before ours, if that was a function; the
 //! default action (terminating the JVM) is never taken.
@@ -17,6 +18,7 @@ use jtap_jvmti::sys;
 use super::asgct::{AsyncGetCallTrace, CallTrace};
 use super::buffer::{SampleBuffer, SampleHeader};
 use super::jvm::current_jni;
+use super::perf;
 use crate::gate::Gate;
 
 /// The signal every sampling engine uses.
@@ -137,26 +139,6 @@ impl ThreadState {
     }
 }
 
-/// Bitmap of the perf_event file descriptors the cpu engine owns, so that the handler only
-/// re-arms descriptors that are ours (a closed number may be reused by anything).
-static PERF_FDS: [AtomicU64; 1024] = [const { AtomicU64::new(0) }; 1024];
-
-/// Marks `fd` as one of ours (or not). Descriptors ≥ 65536 cannot be marked: returns false.
-pub fn mark_perf_fd(fd: c_int, ours: bool) -> bool {
-    let Some(word) = usize::try_from(fd).ok().and_then(|fd| PERF_FDS.get(fd / 64)) else { return false };
-    let bit = 1u64 << (fd % 64);
-    if ours {
-        word.fetch_or(bit, Ordering::SeqCst);
-    } else {
-        word.fetch_and(!bit, Ordering::SeqCst);
-    }
-    true
-}
-
-fn is_perf_fd(fd: c_int) -> bool {
-    usize::try_from(fd).ok().and_then(|fd| PERF_FDS.get(fd / 64)).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (fd % 64)) != 0)
-}
-
 /// `si_overrun` of a POSIX timer's siginfo (after `si_tid`, at byte 20): expirations that
 /// happened before the signal was delivered, each a sample the thread earned.
 ///
@@ -216,6 +198,13 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
     }
     let Some(_pass) = GATE.enter() else { return true };
     let target = TARGET.load(Ordering::Acquire);
+    // The perf_event descriptor that signalled, if it is one of ours.
+    let perf_fd = if source == Source::PerfEvent as u8 {
+        // SAFETY: the caller's contract; si_fd is meaningful for POLL_* codes.
+        Some(unsafe { si_fd(info) }).filter(|&fd| perf::is_ours(fd))
+    } else {
+        None
+    };
     if !target.is_null() {
         // SAFETY: the target stays alive while the gate is open (deactivate drains it first).
         let target = unsafe { &*target };
@@ -226,22 +215,21 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
             1
         };
         // SAFETY: the caller's contract for context.
-        unsafe { record(target, context, source == Source::Tgkill as u8, count) };
+        unsafe { record(target, context, source == Source::Tgkill as u8, count, perf_fd) };
     }
-    if source == Source::PerfEvent as u8 {
-        // SAFETY: the caller's contract; si_fd is meaningful for POLL_* codes.
-        let fd = unsafe { si_fd(info) };
-        if is_perf_fd(fd) {
-            // SAFETY: re-arms one more overflow on our own perf_event descriptor.
-            unsafe { perf_event_open_sys::ioctls::REFRESH(fd, 1) };
-        }
+    if let Some(fd) = perf_fd {
+        // SAFETY: re-arms one more overflow on our own perf_event descriptor.
+        unsafe { perf_event_open_sys::ioctls::REFRESH(fd, 1) };
     }
     true
 }
 
+/// Records one sample: the Java frames, the thread's state when `with_state`, and the call
+/// chain in the ring of `perf_fd` (the descriptor that signalled this thread), if any.
+///
 /// # Safety
 /// `context` is the handler's ucontext, on the sampled thread.
-unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count: u32) {
+unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count: u32, perf_fd: Option<c_int>) {
     let Some(mut claim) = target.buffer.claim() else { return };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
@@ -260,7 +248,9 @@ unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count:
     } else {
         0
     };
-    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), count, state });
+    let chain = perf_fd.map_or(0, |fd| perf::take_callchain(fd, claim.chain()));
+    let chain = u16::try_from(chain).unwrap_or(u16::MAX);
+    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), count, state, chain });
 }
 
 /// Whether the signal interrupted a system call: the kernel leaves the instruction pointer

@@ -43,6 +43,14 @@ struct Armed {
 
 static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
 
+/// The agent's own threads that announced themselves (ThreadStart) while a sampler ran:
+/// a thread may be listed before it has renamed itself, so its name alone cannot tell.
+static OWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+fn own_threads() -> std::sync::MutexGuard<'static, Option<HashSet<i32>>> {
+    OWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Arms `timer` on every thread of the process except the agent's own, then keeps it armed
 /// on threads that start later ([`thread_started`]). Fails if it cannot arm even the calling
 /// thread's siblings at all.
@@ -52,8 +60,9 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
     let mut armed = lock();
     let mut tids = HashSet::new();
     let mut first_error = None;
+    let own = own_threads().clone().unwrap_or_default();
     for tid in tasks() {
-        if kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX)) {
+        if own.contains(&tid) || kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX)) {
             continue;
         }
         match timer.arm(tid) {
@@ -76,6 +85,7 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
 /// Disarms every thread and drops the timer. Returns how many threads could not be armed
 /// as they started.
 pub fn disarm_all() -> u64 {
+    *own_threads() = None;
     let Some(mut armed) = lock().take() else { return 0 };
     for tid in armed.tids.drain() {
         armed.timer.disarm(tid);
@@ -83,9 +93,12 @@ pub fn disarm_all() -> u64 {
     armed.failures
 }
 
-/// ThreadStart: arm the new (calling) thread, unless it is one of the agent's.
+/// ThreadStart: arm the new (calling) thread, unless it is one of the agent's — which is
+/// disarmed instead, in case [`arm_all`] listed it before it had its name.
 pub fn thread_started(tid: i32, name: &str) {
     if name.starts_with(OWN_THREAD_PREFIX) {
+        own_threads().get_or_insert_with(HashSet::new).insert(tid);
+        thread_ended(tid);
         return;
     }
     if let Some(armed) = lock().as_mut() {

@@ -70,6 +70,10 @@ pub struct ProfileArgs {
     /// Deepest Java stack recorded, in frames (default 2048)
     #[arg(long, value_name = "N")]
     jstackdepth: Option<u32>,
+    /// -e cpu: user-mode CPU time only, so stacks have no kernel frames (also works where
+    /// perf_event_paranoid forbids sampling the kernel)
+    #[arg(long)]
+    all_user: bool,
     /// -e alloc: mean bytes between allocation samples (default 512k; suffixes k, m, g)
     #[arg(long, value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
@@ -148,6 +152,7 @@ fn start_options(args: &ProfileArgs) -> Options {
         include: args.include.clone(),
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
+        alluser: args.all_user,
         alloc: args.alloc_interval,
         live: args.live,
         lock: args.lock_threshold,
