@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{agent_library, is_root, jtap, jtap_bin, run, Run, CONTAINER_WRAPPER};
-use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
+use common::{agent_library, is_root, jtap, jtap_bin, run, Run};
+use jtap_testkit::{container_wrapper, compiled_workloads, jdks, JavaProcess};
 
 fn pid_arg(jvm: &mut JavaProcess) -> String {
     jvm.pid().to_string()
@@ -239,7 +239,7 @@ fn jvm_in_a_container_gets_a_private_copy_of_the_agent() {
     agent_library();
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
-            .wrapper(CONTAINER_WRAPPER)
+            .wrapper(container_wrapper())
             .start();
         let pid = pid_arg(&mut jvm);
         let status = jtap(["status", &pid]).ok();

@@ -6,8 +6,8 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
-use common::{is_root, jtap, leftover_triggers, CONTAINER_WRAPPER};
-use jtap_testkit::{jdks, JavaProcess};
+use common::{is_root, jtap, leftover_triggers};
+use jtap_testkit::{container_wrapper, jdks, JavaProcess};
 
 const TEST_USER: &str = "jtaptest";
 
@@ -19,7 +19,7 @@ fn jvm_in_a_container_is_listed_and_attachable() {
     }
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
-            .wrapper(CONTAINER_WRAPPER)
+            .wrapper(container_wrapper())
             .start();
         let pid = jvm.pid();
         let listing: serde_json::Value = serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();

@@ -96,21 +96,6 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Wrapper that runs a JVM "in a container": its own pid and mount namespaces, with a private
-/// tmpfs on `/tmp` (so its attach socket and perf data are only reachable through
-/// `/proc/<pid>/root`). Needs root.
-pub const CONTAINER_WRAPPER: [&str; 9] = [
-    "unshare",
-    "--pid",
-    "--fork",
-    "--mount",
-    "--mount-proc",
-    "--kill-child",
-    "sh",
-    "-c",
-    r#"mount -t tmpfs jtap-test-tmp /tmp && exec "$0" "$@""#,
-];
-
 /// Trigger files left behind anywhere we could have created them for this pid.
 pub fn leftover_triggers(pid: u32, ns_pid: u32) -> Vec<String> {
     [format!("/proc/{pid}/root/tmp/.attach_pid{ns_pid}"), format!("/proc/{pid}/cwd/.attach_pid{ns_pid}")]

@@ -7,5 +7,5 @@ mod process;
 mod workloads;
 
 pub use jdk::{jdk, jdks, Jdk};
-pub use process::{JavaProcess, JavaProcessBuilder};
+pub use process::{container_wrapper, JavaProcess, JavaProcessBuilder};
 pub use workloads::{compiled_workloads, repo_root};
