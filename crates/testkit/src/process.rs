@@ -221,10 +221,11 @@ fn remove_leftovers(pid: u32) {
 /// private tmpfs on `/tmp`, so its attach socket and perf data are reachable only through
 /// `/proc/<pid>/root`. Needs root. When the repository itself lives under `/tmp` (as CI
 /// checkouts may), it is bind-mounted back into the private `/tmp`, reached through the
-/// shell's working directory, which still points at the directory the tmpfs hides.
+/// shell's working directory (not canonicalised), which still points at the directory the
+/// tmpfs hides.
 pub fn container_wrapper() -> Vec<String> {
     let repo = repo_root().display().to_string();
-    let script = r#"cd "$JTAP_REPO" && mount -t tmpfs jtap-test-tmp /tmp && case "$JTAP_REPO" in /tmp/*) mkdir -p "$JTAP_REPO" && mount --bind . "$JTAP_REPO";; esac && cd / && exec "$0" "$@""#;
+    let script = r#"cd "$JTAP_REPO" && mount -t tmpfs jtap-test-tmp /tmp && case "$JTAP_REPO" in /tmp/*) mkdir -p "$JTAP_REPO" && mount --no-canonicalize --bind . "$JTAP_REPO";; esac && cd / && exec "$0" "$@""#;
     ["env", &format!("JTAP_REPO={repo}"), "unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "sh", "-c", script]
         .into_iter()
         .map(String::from)
