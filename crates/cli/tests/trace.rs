@@ -115,6 +115,15 @@ fn round(jvm: &JavaProcess, dir: &Path, n: u32) -> (i64, u64, u64) {
     }
 }
 
+/// The workload's own timing of round `n`'s a() call, in ms: a, b, c, d totals and c's offset.
+fn own_tree_ms(jvm: &JavaProcess, n: u32) -> [f64; 5] {
+    let text = jvm.stdout.text();
+    let line = text.lines().find(|l| l.starts_with(&format!("DONE {n} "))).expect("round finished");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let at = fields.iter().position(|f| *f == "tree").expect("tree timings") + 1;
+    std::array::from_fn(|i| fields[at + i].parse::<f64>().unwrap() / 1e6)
+}
+
 /// Checks the agent's restore report: every class got its bytes back.
 fn assert_restored(stderr: &str, context: &str) {
     let line = stderr.lines().find(|l| l.contains("restored ")).unwrap_or_else(|| panic!("{context}: no restore report: {stderr}"));
@@ -199,12 +208,15 @@ fn calltree_shows_the_known_structure_and_times() {
         assert_eq!(a["method"], "workloads.Traced.a");
         let (b, c) = (child(a, "workloads.Traced.b"), child(a, "workloads.Traced.c"));
         let d = child(c, "workloads.Traced.d");
-        let checks = [(ms(a, "total_ns"), 75.0), (ms(b, "total_ns"), 20.0), (ms(c, "total_ns"), 50.0), (ms(d, "total_ns"), 40.0), (ms(c, "offset_ns"), 25.0)];
-        eprintln!("JDK {}: a/b/c/d/offset(c) = {:?} ms", jdk.version, checks.map(|(m, _)| (m * 10.0).round() / 10.0));
-        for (measured, expected) in checks {
-            // Sleeps overshoot a little, never undershoot: at most 10% above.
-            assert!(measured >= expected * 0.99 && measured <= expected * 1.10, "JDK {}: {measured} ms vs {expected} ms: {out}", jdk.version);
+        // Compared with the workload's own clock readings (sleeps overshoot on a loaded
+        // machine, so the nominal 75/20/50/40/25 ms are not the truth).
+        let own = own_tree_ms(&jvm, 1);
+        let traced = [ms(a, "total_ns"), ms(b, "total_ns"), ms(c, "total_ns"), ms(d, "total_ns"), ms(c, "offset_ns")];
+        eprintln!("JDK {}: a/b/c/d/offset(c) = {:?} ms traced, {:?} ms measured by the workload", jdk.version, traced.map(|m| (m * 10.0).round() / 10.0), own.map(|m| (m * 10.0).round() / 10.0));
+        for (measured, expected) in traced.into_iter().zip(own) {
+            assert!(within(measured, expected, 0.10), "JDK {}: {measured} ms vs {expected} ms: {out}", jdk.version);
         }
+        assert!(own[0] >= 75.0 && own[3] >= 40.0, "JDK {}: sleeps shorter than asked: {own:?}", jdk.version);
         // Self time of c: its own 10 ms sleep is a child (a call site), so about nothing.
         assert!(ms(c, "self_ns") < 2.0, "JDK {}: {out}", jdk.version);
         assert_restored(&err, &format!("JDK {} calltree", jdk.version));
@@ -287,7 +299,8 @@ fn monitor_counts_calls_and_their_durations() {
         let pid = jvm.pid().to_string();
         let mut monitor = Background::start(&["monitor", &pid, "workloads.Traced::sleepy", "workloads.Shapes::deepThrow", "-i", "500ms", "-d", "60s", "--json"], dir.path());
         monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
+        let (_, own_calls, own_nanos) = round(&jvm, dir.path(), 1);
+        let own_mean_ms = own_nanos as f64 / own_calls as f64 / 1e6;
         std::thread::sleep(Duration::from_millis(700));
         let stop = jtap(["trace", "stop", &pid]);
         assert_eq!(stop.code, 0, "{stop:?}");
@@ -299,10 +312,8 @@ fn monitor_counts_calls_and_their_durations() {
         assert_eq!(sum("workloads.Shapes.deepThrow", "calls"), 6, "JDK {}: {out}", jdk.version);
         assert_eq!(sum("workloads.Shapes.deepThrow", "errors"), 6, "JDK {}: {out}", jdk.version);
         let busy = rows.iter().find(|r| r["method"] == "workloads.Traced.sleepy" && r["calls"].as_u64() > Some(0)).unwrap();
-        for key in ["mean_ns", "p50_ns"] {
-            let value = busy[key].as_u64().unwrap() as f64 / 1e6;
-            assert!((18.5..23.0).contains(&value), "JDK {}: {key} {value} ms: {busy}", jdk.version);
-        }
+        let mean = busy["mean_ns"].as_u64().unwrap() as f64 / 1e6;
+        assert!(within(mean, own_mean_ms, 0.10), "JDK {}: mean {mean} ms vs {own_mean_ms} ms measured: {busy}", jdk.version);
         // p99 of 80 calls is about the slowest one: between the median and the maximum.
         let (p50, p99, max) = (busy["p50_ns"].as_u64().unwrap(), busy["p99_ns"].as_u64().unwrap(), busy["max_ns"].as_u64().unwrap());
         assert!(p50 <= p99 && p99 <= max, "JDK {}: {busy}", jdk.version);

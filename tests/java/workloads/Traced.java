@@ -34,23 +34,35 @@ public class Traced {
         Thread.sleep(20);
     }
 
+    /** The workload's own timing of the last a() call: a, b, c, d totals and c's offset in a (ns). */
+    static final long[] TREE_NANOS = new long[5];
+
     static void a() throws InterruptedException {
+        long start = System.nanoTime();
         Thread.sleep(5);
         b();
+        TREE_NANOS[4] = System.nanoTime() - start;
         c();
+        TREE_NANOS[0] = System.nanoTime() - start;
     }
 
     static void b() throws InterruptedException {
+        long start = System.nanoTime();
         Thread.sleep(20);
+        TREE_NANOS[1] = System.nanoTime() - start;
     }
 
     static void c() throws InterruptedException {
+        long start = System.nanoTime();
         Thread.sleep(10);
         d();
+        TREE_NANOS[2] = System.nanoTime() - start;
     }
 
     static void d() throws InterruptedException {
+        long start = System.nanoTime();
         Thread.sleep(40);
+        TREE_NANOS[3] = System.nanoTime() - start;
     }
 
     /** toString() throws. */
@@ -131,7 +143,8 @@ public class Traced {
             SLEEPY_CALLS.set(0);
             SLEEPY_NANOS.set(0);
             long result = round();
-            System.out.println("DONE " + round + " " + result + " sleepy " + SLEEPY_CALLS.get() + " " + SLEEPY_NANOS.get());
+            System.out.println("DONE " + round + " " + result + " sleepy " + SLEEPY_CALLS.get() + " " + SLEEPY_NANOS.get()
+                + " tree " + TREE_NANOS[0] + " " + TREE_NANOS[1] + " " + TREE_NANOS[2] + " " + TREE_NANOS[3] + " " + TREE_NANOS[4]);
             System.out.flush();
         }
     }
