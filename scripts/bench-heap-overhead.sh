@@ -13,7 +13,8 @@
 # this stays meaningful when other load on the machine changes the JVM's share of the cores).
 # Prints a Markdown table: medians over the rounds, the overhead (loss in operations per CPU
 # second; median, and min..max over the rounds), and what the profile recorded per second
-# (alloc: estimated bytes and objects allocated — samples/s = bytes/s / interval; lock: waits
+# (alloc: estimated bytes and objects allocated, samples = bytes / interval, and the overhead's
+# CPU time per sample, which is what makes the overhead grow with the allocation rate; lock: waits
 # of at least the threshold and the time waited).
 # Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc lock"), BENCH_WINDOW,
 # ROUNDS, ALLOC, LOCK.
@@ -117,6 +118,17 @@ def points(jdk, workload):
         logs[jdk, workload] = [tuple(map(int, line.split()[1:])) for line in open(f"{work}/{jdk}-{workload}.log") if line.startswith("ops ")]
     return logs[jdk, workload]
 
+def cpu_per_second(window):
+    """CPU seconds the JVM used per second of a window."""
+    start, end, cpu0, cpu1 = map(int, window[3:7])
+    return (cpu1 - cpu0) / hz / max(1e-3, (end - start) / 1000)
+
+def interval_bytes(label):
+    """The alloc interval in a label like alloc@512k, in bytes."""
+    value = label.split("@")[1].lower()
+    scale = {"k": 2**10, "m": 2**20, "g": 2**30}.get(value[-1], 1)
+    return float(value.rstrip("kmg")) * scale
+
 def rates(window):
     """(operations per second, operations per CPU second) in a window."""
     jdk, workload = window[0], window[1]
@@ -145,14 +157,18 @@ for i, window in enumerate(windows):
         continue
     (b1, e1), (b2, e2) = rates(windows[i - 1]), rates(windows[i + 1])
     ops, eff = rates(window)
-    results.setdefault(tuple(window[:3]), []).append((ops, (b1 + b2) / 2, eff, (e1 + e2) / 2, *recorded(window[7])))
+    results.setdefault(tuple(window[:3]), []).append((ops, (b1 + b2) / 2, eff, (e1 + e2) / 2, *recorded(window[7]), cpu_per_second(window)))
 
 med = statistics.median
+
+def r_samples(rows, label):
+    """Median samples per second of alloc windows: bytes per second / interval."""
+    return med(r[5] for r in rows) / interval_bytes(label)
 print()
 print("| JDK | workload | engine, setting | ops/s with | ops/s without | ops/CPU-s with | ops/CPU-s without | overhead (median) | overhead (min..max) | recorded per second |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for (jdk, workload, label), rows in results.items():
-    overheads = [100 * (1 - eff / base) for _, _, eff, base, _, _ in rows]
+    overheads = [100 * (1 - eff / base) for _, _, eff, base, *_ in rows]
     if workload == "LockThroughput":
         per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
     elif label.startswith("live"):
@@ -161,6 +177,9 @@ for (jdk, workload, label), rows in results.items():
     else:
         # One sample per interval bytes on average: the sample rate is the byte rate / interval.
         per_second = f"{med(r[5] for r in rows) / 2**20:,.0f} MiB (est.) in {med(r[4] for r in rows) / 1e6:,.1f} M objects"
+        # The overhead's CPU time per sample taken: what the rate of samples scales by.
+        costs = [(1 - r[2] / r[3]) * r[6] / (r[5] / interval_bytes(label)) * 1e6 for r in rows]
+        per_second += f"; {r_samples(rows, label):,.0f} samples, ~{med(costs):.1f} µs CPU each"
     print(f"| {jdk} | {workload} | {label} | {med(r[0] for r in rows):,.0f} | {med(r[1] for r in rows):,.0f} | "
           f"{med(r[2] for r in rows):,.0f} | {med(r[3] for r in rows):,.0f} | {med(overheads):.2f}% | "
           f"{min(overheads):.2f}..{max(overheads):.2f}% | {per_second} |")

@@ -3,8 +3,11 @@
 //! `SetHeapSamplingInterval(alloc=, default 512 KiB)` makes HotSpot pick, on each thread, an
 //! allocation after a random number of bytes (exponentially distributed with that mean) and
 //! send SampledObjectAlloc for it, on the allocating thread. The callback takes the stack
-//! (`GetStackTrace`, at most `jstackdepth=` frames, default 64) and the class, and records the
-//! sample into the sharded [`SiteTable`]; the class is the stack's leaf frame.
+//! (`GetStackTrace` into a buffer on its own stack, at most `jstackdepth=` frames, default 64)
+//! and the class, and records the sample into the sharded [`SiteTable`]; the class is the
+//! stack's leaf frame. Class signatures are looked up once per class: the class object is
+//! tagged with its interned id in the engine's environment, so a sample costs one `GetTag`
+//! instead of a `GetClassSignature`, and recording a known site allocates nothing.
 //!
 //! Weights: a byte-driven Poisson sampler with mean interval `I` samples an object of `s`
 //! bytes with probability `p = 1 - exp(-s/I)`, so each sample stands for `1/p` objects and
@@ -34,7 +37,7 @@ use jtap_protocol::Options;
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
-use crate::heap::sites::{self, Part, SiteKey, SiteTable};
+use crate::heap::sites::{self, ClassId, Part, SiteTable};
 use crate::heap::stack;
 use crate::thread::Vm;
 
@@ -94,9 +97,9 @@ impl Engine for AllocEngine {
         let sites = options.sites || options.file.as_deref().is_some_and(|f| f.ends_with(".txt"));
         let live = options.live || sites;
         let depth = options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize);
-        let mut capabilities = vec!["can_generate_sampled_object_alloc_events", "can_get_line_numbers"];
+        let mut capabilities = vec!["can_generate_sampled_object_alloc_events", "can_get_line_numbers", "can_tag_objects"];
         if live {
-            capabilities.extend(["can_tag_objects", "can_generate_object_free_events"]);
+            capabilities.push("can_generate_object_free_events");
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
         table().clear();
@@ -207,13 +210,34 @@ unsafe extern "C" fn on_sampled_alloc(
         let Some(_pass) = GATE.enter() else { return };
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };
-        let frames = stack::current(&env, DEPTH.load(Ordering::Relaxed));
-        // SAFETY: `class` is the callback's valid local reference to the object's class.
-        let Ok(signature) = (unsafe { env.class_signature(class) }) else { return };
-        let tag = if TRACK_LIVE.load(Ordering::Relaxed) { tag_object(&env, object) } else { None };
+        let Some(class) = class_id(&env, class) else { return };
         let (count, weight) = estimate(size as f64, f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)));
-        table().record(SiteKey { class: signature.into(), frames }, count, weight, tag);
+        stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| {
+            let tag = if TRACK_LIVE.load(Ordering::Relaxed) { tag_object(&env, object) } else { None };
+            table().record(class, frames, count, weight, tag);
+        })
     })
+}
+
+/// The interned id of `class`. The first sample of a class looks up its signature and tags
+/// the class object with `-(id + 1)` in the engine's environment; later samples only read the
+/// tag. (Object tags are positive, so they never clash; a class object that is itself a
+/// tracked sampled object keeps its tag and is looked up by signature each time.)
+fn class_id(env: &Env, class: sys::jclass) -> Option<ClassId> {
+    // SAFETY: `class` is the callback's valid local reference to the class (so below too).
+    let tag = unsafe { env.tag(class) }.unwrap_or(0);
+    if tag < 0 {
+        return ClassId::try_from(-(tag + 1)).ok();
+    }
+    // SAFETY: as above.
+    let signature = unsafe { env.class_signature(class) }.ok()?;
+    let id = table().intern(&signature);
+    if tag == 0 {
+        // A failure only means the next sample looks the signature up again.
+        // SAFETY: as above.
+        let _ = unsafe { env.set_tag(class, -(i64::from(id) + 1)) };
+    }
+    Some(id)
 }
 
 fn tag_object(env: &Env, object: sys::jobject) -> Option<i64> {

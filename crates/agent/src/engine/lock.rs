@@ -26,7 +26,7 @@ use jtap_protocol::Options;
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
-use crate::heap::sites::{self, Part, SiteKey, SiteTable};
+use crate::heap::sites::{self, Part, SiteTable};
 use crate::heap::stack;
 use crate::thread::Vm;
 
@@ -177,10 +177,10 @@ unsafe extern "C" fn on_contended_entered(jvmti: *mut sys::jvmtiEnv, jni: *mut s
         }
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };
-        let frames = stack::current(&env, DEPTH.load(Ordering::Relaxed));
         // SAFETY: jni is this thread's JNIEnv and object the callback's valid local reference.
         let class = unsafe { monitor_class_signature(&env, jni, object) }.unwrap_or_else(|| "[unknown class]".into());
-        table().record(SiteKey { class: class.into(), frames }, 1.0, waited as f64, None);
+        let class = table().intern(&class);
+        stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| table().record(class, frames, 1.0, waited as f64, None));
     })
 }
 

@@ -9,7 +9,10 @@
 //! its shard. Nothing that can block on the VM — no JNI, no JVMTI — is ever done while a
 //! shard is locked: callbacks make their JVMTI calls first and only then record, so a
 //! safepoint can never stop a thread that holds a shard (which the GC thread, delivering
-//! ObjectFree on JDK 11–16, might need).
+//! ObjectFree on JDK 11–16, might need). Recording is allocation-free for a site already
+//! known: classes are interned to a [`ClassId`] once ([`SiteTable::intern`]), a site is found
+//! by a cheap hash of its class and frames and compared in place, and only a new site's key
+//! is copied to the heap.
 //!
 //! Memory is bounded: at most [`MAX_SITES`] distinct sites (further new sites are counted as
 //! dropped) and at most [`MAX_LIVE`] tracked live objects (further ones are not tagged and are
@@ -22,6 +25,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -79,17 +83,39 @@ pub struct Site {
     pub live: Tally,
 }
 
-/// A tracked live object.
+/// A class, interned by [`SiteTable::intern`]: sites hold this small number instead of the
+/// class's signature.
+pub type ClassId = u32;
+
+/// A site as the table holds it: the interned class and the stack.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    class: ClassId,
+    frames: Box<[RawFrame]>,
+}
+
+/// A tracked live object: its site (None when the site table was full), and what it stands for.
 struct Live {
-    site: Arc<SiteKey>,
+    site: Option<Arc<Key>>,
     count: f64,
     weight: f64,
 }
 
+/// One shard's sites, by [`site_hash`]; sites whose hashes collide share a bucket.
+type Sites = HashMap<u64, Vec<(Arc<Key>, Tally)>, BuildHasherDefault<Mix>>;
+
+/// Interned class signatures.
+#[derive(Default)]
+struct Classes {
+    names: Vec<Arc<str>>,
+    ids: HashMap<Arc<str>, ClassId>,
+}
+
 /// The table a running engine records into.
 pub struct SiteTable {
-    shards: Vec<Mutex<HashMap<Arc<SiteKey>, Tally>>>,
-    live: Vec<Mutex<HashMap<i64, Live>>>,
+    shards: Vec<Mutex<Sites>>,
+    live: Vec<Mutex<HashMap<i64, Live, BuildHasherDefault<Mix>>>>,
+    classes: Mutex<Classes>,
     sites: AtomicUsize,
     live_objects: AtomicUsize,
     next_tag: AtomicI64,
@@ -108,12 +134,49 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A small multiplicative hasher for keys that are integers (tags, site hashes): far cheaper
+/// than the default SipHash, and the tables are not exposed to untrusted keys.
+#[derive(Default)]
+struct Mix(u64);
+
+impl Hasher for Mix {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(23) ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn write_i64(&mut self, value: i64) {
+        self.write_u64(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+}
+
+/// The hash of a site (class and stack).
+fn site_hash(class: ClassId, frames: &[RawFrame]) -> u64 {
+    let mut hasher = Mix::default();
+    hasher.write_u64(u64::from(class));
+    for &(method, location) in frames {
+        hasher.write_u64(method as u64);
+        hasher.write_i64(location);
+    }
+    hasher.finish()
+}
+
 impl SiteTable {
     /// An empty table.
     pub fn new() -> SiteTable {
         SiteTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            live: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Sites::default())).collect(),
+            live: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
+            classes: Mutex::new(Classes::default()),
             sites: AtomicUsize::new(0),
             live_objects: AtomicUsize::new(0),
             next_tag: AtomicI64::new(1),
@@ -123,18 +186,34 @@ impl SiteTable {
         }
     }
 
-    /// Forgets everything (between runs), giving the memory back.
+    /// Forgets everything (between runs), giving the memory back. Class ids handed out
+    /// before are no longer valid.
     pub fn clear(&self) {
         for shard in &self.shards {
-            *lock(shard) = HashMap::new();
+            *lock(shard) = Sites::default();
         }
         for shard in &self.live {
-            *lock(shard) = HashMap::new();
+            *lock(shard) = HashMap::default();
         }
+        *lock(&self.classes) = Classes::default();
         self.sites.store(0, Ordering::SeqCst);
         self.live_objects.store(0, Ordering::SeqCst);
         self.dropped.store(0, Ordering::SeqCst);
         self.untracked.store(0, Ordering::SeqCst);
+    }
+
+    /// The id of the class with JVM signature `signature` (the same id for the same
+    /// signature until [`SiteTable::clear`]).
+    pub fn intern(&self, signature: &str) -> ClassId {
+        let mut classes = lock(&self.classes);
+        if let Some(&id) = classes.ids.get(signature) {
+            return id;
+        }
+        let id = classes.names.len() as ClassId;
+        let name: Arc<str> = signature.into();
+        classes.names.push(name.clone());
+        classes.ids.insert(name, id);
+        id
     }
 
     fn my_shard(&self) -> usize {
@@ -161,35 +240,35 @@ impl SiteTable {
         self.live_objects.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Records one sample at a site standing for `count` events of total `weight`; with
-    /// `tag`, the object carrying that tag is tracked until [`SiteTable::freed`].
-    pub fn record(&self, key: SiteKey, count: f64, weight: f64, tag: Option<i64>) {
-        let key = Arc::new(key);
-        let recorded = {
+    /// Records one sample at a site (`class`, interned, and `frames`, top first) standing for
+    /// `count` events of total `weight`; with `tag`, the object carrying that tag is tracked
+    /// until [`SiteTable::freed`]. Allocates only for a site seen for the first time.
+    pub fn record(&self, class: ClassId, frames: &[RawFrame], count: f64, weight: f64, tag: Option<i64>) {
+        let hash = site_hash(class, frames);
+        let site = {
             let mut shard = lock(&self.shards[self.my_shard()]);
-            match shard.get_mut(&key) {
-                Some(tally) => {
-                    tally.add(count, weight);
-                    true
-                }
-                None if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES => {
-                    let mut tally = Tally::default();
-                    tally.add(count, weight);
-                    shard.insert(key.clone(), tally);
-                    true
-                }
-                None => {
-                    self.sites.fetch_sub(1, Ordering::SeqCst);
-                    false
-                }
+            let known = shard.get_mut(&hash).and_then(|bucket| bucket.iter_mut().find(|(key, _)| key.class == class && *key.frames == *frames));
+            if let Some((key, tally)) = known {
+                tally.add(count, weight);
+                Ok(tag.map(|_| key.clone()))
+            } else if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES {
+                let key = Arc::new(Key { class, frames: frames.into() });
+                let mut tally = Tally::default();
+                tally.add(count, weight);
+                shard.entry(hash).or_default().push((key.clone(), tally));
+                Ok(tag.map(|_| key))
+            } else {
+                self.sites.fetch_sub(1, Ordering::SeqCst);
+                Err(())
             }
         };
-        if !recorded {
+        if site.is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         if let Some(tag) = tag {
             // Tracked even when its site was dropped: the tag must still be accounted for.
-            lock(&self.live[tag as usize % SHARDS]).insert(tag, Live { site: key, count, weight });
+            let live = Live { site: site.unwrap_or(None), count, weight };
+            lock(&self.live[tag as usize % SHARDS]).insert(tag, live);
         }
     }
 
@@ -207,25 +286,32 @@ impl SiteTable {
 
     /// Every site with its totals and live part, merged over shards (a copy; recording goes on).
     pub fn snapshot(&self) -> Vec<Site> {
-        let mut merged: HashMap<SiteKey, Site> = HashMap::new();
+        let mut merged: HashMap<Arc<Key>, (Tally, Tally)> = HashMap::new();
         for shard in &self.shards {
-            let copy: Vec<(Arc<SiteKey>, Tally)> = lock(shard).iter().map(|(k, t)| (k.clone(), *t)).collect();
+            let copy: Vec<(Arc<Key>, Tally)> = lock(shard).values().flatten().map(|(k, t)| (k.clone(), *t)).collect();
             for (key, tally) in copy {
-                let site = merged.entry((*key).clone()).or_insert_with(|| Site { key: (*key).clone(), total: Tally::default(), live: Tally::default() });
-                site.total.samples += tally.samples;
-                site.total.count += tally.count;
-                site.total.weight += tally.weight;
+                let (total, _) = merged.entry(key).or_default();
+                total.samples += tally.samples;
+                total.count += tally.count;
+                total.weight += tally.weight;
             }
         }
         for shard in &self.live {
-            let copy: Vec<(Arc<SiteKey>, f64, f64)> = lock(shard).values().map(|l| (l.site.clone(), l.count, l.weight)).collect();
+            let copy: Vec<(Arc<Key>, f64, f64)> = lock(shard).values().filter_map(|l| Some((l.site.clone()?, l.count, l.weight))).collect();
             for (key, count, weight) in copy {
-                if let Some(site) = merged.get_mut(&*key) {
-                    site.live.add(count, weight);
+                if let Some((_, live)) = merged.get_mut(&key) {
+                    live.add(count, weight);
                 }
             }
         }
-        merged.into_values().collect()
+        let names = lock(&self.classes).names.clone();
+        merged
+            .into_iter()
+            .map(|(key, (total, live))| {
+                let class = names.get(key.class as usize).map_or("[unknown class]".into(), |name| Box::from(&**name));
+                Site { key: SiteKey { class, frames: key.frames.clone() }, total, live }
+            })
+            .collect()
     }
 }
 
@@ -315,7 +401,11 @@ mod tests {
     use super::*;
 
     fn key(class: &str, frames: &[usize]) -> SiteKey {
-        SiteKey { class: class.into(), frames: frames.iter().map(|&m| (m, 0)).collect() }
+        SiteKey { class: class.into(), frames: raw(frames).into() }
+    }
+
+    fn raw(frames: &[usize]) -> Vec<RawFrame> {
+        frames.iter().map(|&m| (m, 0)).collect()
     }
 
     fn name(frame: RawFrame) -> Frame {
@@ -329,10 +419,11 @@ mod tests {
             .map(|_| {
                 let table = table.clone();
                 std::thread::spawn(move || {
+                    let (bytes, string) = (table.intern("[B"), table.intern("Ljava/lang/String;"));
                     for _ in 0..100 {
                         let tag = table.reserve_tag();
-                        table.record(key("[B", &[1, 2]), 2.0, 100.0, tag);
-                        table.record(key("Ljava/lang/String;", &[3]), 1.0, 24.0, None);
+                        table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tag);
+                        table.record(string, &raw(&[3]), 1.0, 24.0, None);
                     }
                 })
             })
@@ -366,13 +457,43 @@ mod tests {
     }
 
     #[test]
+    fn sites_differ_by_class_and_every_frame_even_when_hashes_collide() {
+        let table = SiteTable::new();
+        let (a, b) = (table.intern("La;"), table.intern("Lb;"));
+        assert_eq!(table.intern("La;"), a, "interning is stable");
+        for frames in [&[1, 2][..], &[1, 3], &[1], &[]] {
+            table.record(a, &raw(frames), 1.0, 8.0, None);
+            table.record(b, &raw(frames), 1.0, 8.0, None);
+        }
+        table.record(a, &raw(&[1, 2]), 1.0, 8.0, None);
+        let mut sites = table.snapshot();
+        sites.sort_by(|x, y| x.key.cmp(&y.key));
+        assert_eq!(sites.len(), 8);
+        assert_eq!((&*sites[0].key.class, &*sites[0].key.frames, sites[0].total.samples), ("La;", &[][..], 1));
+        let twice = sites.iter().find(|s| &*s.key.class == "La;" && *s.key.frames == [(1, 0), (2, 0)]).unwrap();
+        assert_eq!(twice.total.samples, 2);
+        // Two keys in one bucket, as if their hashes had collided.
+        let mut shard = lock(&table.shards[0]);
+        let key = |class, frames: &[usize]| Arc::new(Key { class, frames: raw(frames).into() });
+        shard.insert(7, vec![(key(a, &[9]), Tally::default()), (key(b, &[9]), Tally::default())]);
+        drop(shard);
+        assert_eq!(table.snapshot().len(), 10);
+    }
+
+    #[test]
     fn the_table_is_bounded() {
         let table = SiteTable::new();
+        let ints = table.intern("[I");
         for i in 0..MAX_SITES + 10 {
-            table.record(key("[I", &[i]), 1.0, 16.0, None);
+            table.record(ints, &raw(&[i]), 1.0, 16.0, None);
         }
+        let tag = table.reserve_tag();
+        table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag);
         assert_eq!(table.snapshot().len(), MAX_SITES);
-        assert_eq!(table.dropped.load(Ordering::SeqCst), 10);
+        assert_eq!(table.dropped.load(Ordering::SeqCst), 11);
+        assert_eq!(table.live_objects(), 1, "a dropped site's object is still tracked");
+        table.freed(tag.unwrap());
+        assert_eq!(table.live_objects(), 0);
     }
 
     #[test]
