@@ -198,7 +198,16 @@ impl Sampler {
         DROPPED.store(0, Ordering::SeqCst);
         let (done, finished) = mpsc::channel();
         let source = settings.source;
-        let worker = Worker { shared: shared.clone(), target: target.clone(), settings, env, vm };
+        let mut symbolizer = native::Symbolizer::default();
+        if source == Source::PerfEvent {
+            // Before samples arrive: the first time in a process this reads symbol tables
+            // (tens of milliseconds), which the processing thread must not spend while the
+            // buffer fills.
+            let started = Instant::now();
+            symbolizer.preload(settings.user_only);
+            log!("sampler: symbol tables ready in {:?}", started.elapsed());
+        }
+        let worker = Worker { shared: shared.clone(), target: target.clone(), settings, env, vm, symbolizer };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
             disable_events(&env);
             return Err(format!("cannot start the jtap-sampler thread: {e}"));
@@ -273,12 +282,13 @@ struct Worker {
     settings: Settings,
     env: Env,
     vm: Vm,
+    symbolizer: native::Symbolizer,
 }
 
 impl Worker {
-    fn run(self, done: mpsc::Sender<()>) {
+    fn run(mut self, done: mpsc::Sender<()>) {
         let mut resolver = methods::Resolver::new(self.env, self.vm);
-        let mut symbolizer = native::Symbolizer::default();
+        let mut symbolizer = std::mem::take(&mut self.symbolizer);
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
             self.drain(&mut resolver, &mut symbolizer);

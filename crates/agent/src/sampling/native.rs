@@ -15,15 +15,23 @@
 //! - Kernel addresses are looked up in `/proc/kallsyms` ([`FrameKind::Kernel`]); where it
 //!   shows no addresses (`kptr_restrict`, no privilege) they are `[kernel]`.
 //!
-//! Symbol tables are read when a library's first address shows up, and each address is
-//! resolved once per session.
+//! Symbol tables are read when a library's first address shows up and then kept for the
+//! life of the process (as async-profiler keeps its own): a library mapped at a path with a
+//! given inode does not change, nor do the kernel's symbols, and reading them again for
+//! every session would cost time and leave the JVM's heap fragmented. They are compact: a
+//! library's table is read in chunks and keeps 16 bytes per function (about 1 MiB for
+//! libjvm), names being read from the file only for functions that show up; the kernel's
+//! keeps 12 bytes and the name per function (about 2 MiB for 64k functions). Each address
+//! is resolved once per session.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use jtap_profile::{Frame, FrameKind};
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment};
 
 /// Call-chain context markers (`PERF_CONTEXT_*` in `<linux/perf_event.h>`): entries at or
 /// above [`CONTEXT_MAX`] are markers, not addresses.
@@ -55,6 +63,7 @@ struct Mapping {
     start: u64,
     end: u64,
     offset: u64,
+    inode: u64,
     /// The mapped file (or `[vdso]`-style name) of an executable mapping; None for data,
     /// anonymous memory (the code cache) and files that are gone.
     path: Option<String>,
@@ -69,23 +78,46 @@ struct Library {
     segments: Vec<(u64, u64, u64)>,
     /// Sorted by address.
     symbols: Vec<Symbol>,
-    /// Mangled names, concatenated.
-    names: Vec<u8>,
+    /// The file whose string table holds the symbols' names: path, offset and size of the
+    /// table. Names are read from it only for functions that show up in samples.
+    strings: (PathBuf, u64, u64),
 }
 
 struct Symbol {
     address: u64,
-    size: u64,
-    name_start: u32,
-    name_len: u32,
+    /// Size in bytes (0: unknown, up to the next symbol; saturated at 4 GiB).
+    size: u32,
+    /// Where the name starts in the string table.
+    name: u32,
 }
 
 /// Kernel symbols from `/proc/kallsyms` (empty when it shows no addresses).
 #[derive(Default)]
 struct Kernel {
-    /// (address, name start, name length), sorted by address.
-    symbols: Vec<(u64, u32, u32)>,
+    /// Function addresses, sorted.
+    addresses: Vec<u64>,
+    /// Where each function's name starts in `names`.
+    name_starts: Vec<u32>,
+    /// Names, each ended by a NUL.
     names: Vec<u8>,
+}
+
+/// Symbol tables of the libraries seen so far, by path and inode (None: unreadable).
+static LIBRARIES: Mutex<Option<HashMap<(String, u64), Option<Arc<Library>>>>> = Mutex::new(None);
+/// The kernel's symbols, read at the first kernel frame.
+static KERNEL: OnceLock<Kernel> = OnceLock::new();
+
+/// The symbol table of the library at `path` with `inode`, read once per process.
+fn library(path: &str, inode: u64) -> Option<Arc<Library>> {
+    let mut libraries = LIBRARIES.lock().unwrap_or_else(|e| e.into_inner());
+    let libraries = libraries.get_or_insert_with(HashMap::new);
+    libraries.entry((path.to_string(), inode)).or_insert_with(|| Library::load(Path::new(path), inode).map(Arc::new)).clone()
+}
+
+/// The name at `start` in a NUL-separated name table.
+fn name_at(names: &[u8], start: u32) -> &[u8] {
+    let rest = names.get(start as usize..).unwrap_or_default();
+    &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())]
 }
 
 /// Resolves call chains for one sampling session; use it on the processing thread.
@@ -93,14 +125,33 @@ struct Kernel {
 pub struct Symbolizer {
     maps: Vec<Mapping>,
     maps_read: Option<Instant>,
-    libraries: HashMap<String, Option<Library>>,
-    kernel: Option<Kernel>,
+    /// This session's view of the tables it used, by path and inode.
+    libraries: HashMap<(String, u64), Option<Arc<Library>>>,
+    /// The kernel's symbols (the process-wide table; a test's own in unit tests).
+    kernel: Option<&'static Kernel>,
     /// Lookup address → frame (None: not in a mapped file).
     user_cache: HashMap<u64, Option<Frame>>,
+    /// (library, symbol index) → demangled name.
+    functions: HashMap<(usize, usize), Option<String>>,
     kernel_cache: HashMap<u64, Frame>,
 }
 
 impl Symbolizer {
+    /// Reads the tables nearly every profile needs — libjvm's (VM threads run there) and,
+    /// unless `user_only`, the kernel's — once per process, before samples arrive, so that
+    /// the agent's memory settles with its first profile.
+    pub fn preload(&mut self, user_only: bool) {
+        self.read_maps();
+        let jvm = self.maps.iter().find_map(|m| m.path.as_deref().filter(|p| p.ends_with("/libjvm.so")).map(|p| (p.to_string(), m.inode)));
+        if let Some((path, inode)) = jvm {
+            let table = library(&path, inode);
+            self.libraries.insert((path, inode), table);
+        }
+        if !user_only {
+            self.kernel = Some(KERNEL.get_or_init(Kernel::load));
+        }
+    }
+
     /// The frames of a perf_event call chain (leaf first, with context markers); kernel
     /// frames left out when `user_only`.
     pub fn frames(&mut self, chain: &[u64], user_only: bool) -> NativeFrames {
@@ -159,11 +210,17 @@ impl Symbolizer {
         if !path.starts_with('/') {
             return Some(Frame::new(path, FrameKind::Native));
         }
-        let library = self.libraries.entry(path.clone()).or_insert_with(|| Library::load(Path::new(&path)));
-        let Some(library) = library else {
+        let key = (path, mapping.inode);
+        let library = self.libraries.entry(key.clone()).or_insert_with(|| library(&key.0, key.1));
+        let path = key.0;
+        let Some(library) = library.clone() else {
             return Some(Frame::new(format!("{}![unknown]", file_name(&path)), FrameKind::Native));
         };
-        Some(Frame::new(format!("{}!{}", library.name, library.function(file_offset)), library.kind))
+        let function = library.function(file_offset).and_then(|index| {
+            let key = (Arc::as_ptr(&library) as usize, index);
+            self.functions.entry(key).or_insert_with(|| library.name(index)).clone()
+        });
+        Some(Frame::new(format!("{}!{}", library.name, function.as_deref().unwrap_or("[unknown]")), library.kind))
     }
 
     fn mapping(&self, address: u64) -> Option<usize> {
@@ -183,7 +240,7 @@ impl Symbolizer {
         if let Some(frame) = self.kernel_cache.get(&address) {
             return frame.clone();
         }
-        let kernel = self.kernel.get_or_insert_with(Kernel::load);
+        let kernel = *self.kernel.get_or_insert_with(|| KERNEL.get_or_init(Kernel::load));
         let frame = Frame::new(kernel.function(address).unwrap_or("[kernel]"), FrameKind::Kernel);
         self.kernel_cache.insert(address, frame.clone());
         frame
@@ -196,13 +253,16 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     let (start, end) = fields.next()?.split_once('-')?;
     let perms = fields.next()?;
     let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let path = fields.nth(2).map(str::trim).unwrap_or("");
+    let _device = fields.next()?;
+    let inode = fields.next()?.parse().ok()?;
+    let path = fields.next().map(str::trim).unwrap_or("");
     let executable = perms.as_bytes().get(2) == Some(&b'x');
     let named = path.starts_with('/') && !path.ends_with(" (deleted)") || path.starts_with('[') && path != "[heap]" && !path.starts_with("[stack");
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         offset,
+        inode,
         path: (executable && named).then(|| path.to_string()),
     })
 }
@@ -212,71 +272,112 @@ fn file_name(path: &str) -> &str {
 }
 
 impl Library {
-    /// Reads the function symbols of the ELF file at `path`; None if it cannot be read.
-    fn load(path: &Path) -> Option<Library> {
+    /// Reads the function symbols of the ELF file at `path` (which must still be the mapped
+    /// file, `inode`); None if it cannot be read.
+    fn load(path: &Path, inode: u64) -> Option<Library> {
         let file = std::fs::File::open(path).ok()?;
+        if file.metadata().ok()?.ino() != inode {
+            return None;
+        }
+        // Reads only the headers; the symbol tables are read below in chunks.
         let data = object::ReadCache::new(file);
         let elf = object::File::parse(&data).ok()?;
-        let segments = elf.segments().filter_map(|s| Some((s.file_range().0, s.file_range().1, s.address()))).collect();
+        if !elf.is_little_endian() || !elf.is_64() {
+            return None;
+        }
+        let segments = elf.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         let name = file_name(&path.to_string_lossy()).to_string();
         let kind = if name == "libjvm.so" { FrameKind::Cpp } else { FrameKind::Native };
-        let mut library = Library { name, kind, segments, symbols: Vec::new(), names: Vec::new() };
-        library.add_symbols(elf.symbols());
-        if library.symbols.is_empty() {
-            if let Some(debug) = elf.build_id().ok().flatten().and_then(debug_file) {
-                let debug_data = object::ReadCache::new(debug);
-                if let Ok(debug_elf) = object::File::parse(&debug_data) {
-                    library.add_symbols(debug_elf.symbols());
-                }
+        let debug = elf.build_id().ok().flatten().and_then(debug_path);
+        let mut candidates = vec![(path.to_path_buf(), ".symtab", ".strtab")];
+        candidates.extend(debug.map(|debug| (debug, ".symtab", ".strtab")));
+        candidates.push((path.to_path_buf(), ".dynsym", ".dynstr"));
+        drop(elf);
+        let file = data.into_inner();
+        for (source, table, strings) in candidates {
+            let symbols = if source == path { symbols_of(&file, table, strings) } else { std::fs::File::open(&source).ok().and_then(|f| symbols_of(&f, table, strings)) };
+            if let Some((symbols, strings)) = symbols.filter(|(symbols, _)| !symbols.is_empty()) {
+                return Some(Library { name, kind, segments, symbols, strings: (source, strings.0, strings.1) });
             }
         }
-        if library.symbols.is_empty() {
-            library.add_symbols(elf.dynamic_symbols());
-        }
-        library.symbols.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
-        library.symbols.dedup_by_key(|s| s.address);
-        library.symbols.shrink_to_fit();
-        library.names.shrink_to_fit();
-        Some(library)
+        Some(Library { name, kind, segments, symbols: Vec::new(), strings: (path.to_path_buf(), 0, 0) })
     }
 
-    fn add_symbols<'data>(&mut self, symbols: impl Iterator<Item = impl ObjectSymbol<'data>>) {
-        for symbol in symbols {
-            if symbol.kind() != SymbolKind::Text || !symbol.is_definition() || symbol.address() == 0 {
-                continue;
-            }
-            let Ok(name) = symbol.name_bytes() else { continue };
-            let (Ok(name_start), Ok(name_len)) = (u32::try_from(self.names.len()), u32::try_from(name.len())) else { break };
-            self.names.extend_from_slice(name);
-            self.symbols.push(Symbol { address: symbol.address(), size: symbol.size(), name_start, name_len });
-        }
-    }
-
-    /// The demangled name of the function at `file_offset`, or `[unknown]`.
-    fn function(&self, file_offset: u64) -> String {
+    /// The index of the symbol of the function at `file_offset`, if one covers it.
+    fn function(&self, file_offset: u64) -> Option<usize> {
         let address = self
             .segments
             .iter()
             .find(|(offset, size, _)| (*offset..offset + size).contains(&file_offset))
             .map_or(file_offset, |(offset, _, address)| file_offset - offset + address);
-        let Some(index) = self.symbols.partition_point(|s| s.address <= address).checked_sub(1) else {
-            return "[unknown]".into();
-        };
+        let index = self.symbols.partition_point(|s| s.address <= address).checked_sub(1)?;
         let symbol = &self.symbols[index];
         // A symbol without a size covers up to the next one.
-        if symbol.size != 0 && address >= symbol.address + symbol.size {
-            return "[unknown]".into();
+        (symbol.size == 0 || address < symbol.address + u64::from(symbol.size)).then_some(index)
+    }
+
+    /// The demangled name of symbol `index`, read from the string table in the file.
+    fn name(&self, index: usize) -> Option<String> {
+        let (path, offset, size) = &self.strings;
+        let start = u64::from(self.symbols.get(index)?.name);
+        let file = std::fs::File::open(path).ok()?;
+        let mut name = Vec::new();
+        let mut chunk = [0u8; 256];
+        while name.len() < MAX_NAME && start + (name.len() as u64) < *size {
+            let read = file.read_at(&mut chunk, offset + start + name.len() as u64).ok().filter(|&n| n > 0)?;
+            match chunk[..read].iter().position(|&b| b == 0) {
+                Some(end) => {
+                    name.extend_from_slice(&chunk[..end]);
+                    return Some(demangle(&name));
+                }
+                None => name.extend_from_slice(&chunk[..read]),
+            }
         }
-        let start = symbol.name_start as usize;
-        demangle(&self.names[start..start + symbol.name_len as usize])
+        None
     }
 }
 
-/// The detached debug file of a build id (`/usr/lib/debug/.build-id/ab/cdef….debug`).
-fn debug_file(build_id: &[u8]) -> Option<std::fs::File> {
+/// Longest symbol name read.
+const MAX_NAME: usize = 16 * 1024;
+
+/// Size of one ELF64 symbol (`Elf64_Sym`).
+const SYMBOL_SIZE: usize = 24;
+
+/// The defined function symbols of section `table` of an ELF64 little-endian file, read in
+/// chunks, and where the string table `strings` lies (file offset, size).
+fn symbols_of(file: &std::fs::File, table: &str, strings: &str) -> Option<(Vec<Symbol>, (u64, u64))> {
+    let data = object::ReadCache::new(file);
+    let elf = object::File::parse(&data).ok()?;
+    let (table_offset, table_size) = elf.section_by_name(table)?.file_range()?;
+    let strings = elf.section_by_name(strings)?.file_range()?;
+    let mut symbols = Vec::new();
+    let mut chunk = vec![0u8; SYMBOL_SIZE * 2048];
+    let mut at = 0;
+    while at + SYMBOL_SIZE as u64 <= table_size {
+        let want = chunk.len().min((table_size - at) as usize) / SYMBOL_SIZE * SYMBOL_SIZE;
+        file.read_exact_at(&mut chunk[..want], table_offset + at).ok()?;
+        for raw in chunk[..want].chunks_exact(SYMBOL_SIZE) {
+            let field = |range: std::ops::Range<usize>| raw[range].iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b));
+            let (name, info, section, address, size) = (field(0..4), raw[4], field(6..8), field(8..16), field(16..24));
+            // STT_FUNC or STT_GNU_IFUNC, defined (not SHN_UNDEF), with an address.
+            if matches!(info & 0xf, 2 | 10) && section != 0 && address != 0 {
+                symbols.push(Symbol { address, size: u32::try_from(size).unwrap_or(u32::MAX), name: name as u32 });
+            }
+        }
+        at += want as u64;
+    }
+    symbols.sort_by_key(|s| (s.address, std::cmp::Reverse(s.size)));
+    symbols.dedup_by_key(|s| s.address);
+    symbols.shrink_to_fit();
+    Some((symbols, strings))
+}
+
+/// The detached debug file of a build id (`/usr/lib/debug/.build-id/ab/cdef….debug`), if
+/// it exists.
+fn debug_path(build_id: &[u8]) -> Option<PathBuf> {
     let (first, rest) = build_id.split_first()?;
     let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::File::open(format!("/usr/lib/debug/.build-id/{first:02x}/{rest}.debug")).ok()
+    Some(PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{rest}.debug"))).filter(|p| p.exists())
 }
 
 /// A symbol's readable name: Rust names demangled without their hash, C++ names without
@@ -296,37 +397,49 @@ fn demangle(name: &[u8]) -> String {
 
 impl Kernel {
     fn load() -> Kernel {
-        std::fs::read_to_string("/proc/kallsyms").map(|text| Kernel::parse(&text)).unwrap_or_default()
+        std::fs::File::open("/proc/kallsyms").map(|file| Kernel::parse(std::io::BufReader::new(file))).unwrap_or_default()
     }
 
     /// Text symbols of kallsyms lines (`ffffffff81000000 T _stext`, module ones with a
-    /// `[module]` suffix, which is dropped); nothing when every address reads as zero.
-    fn parse(text: &str) -> Kernel {
+    /// `[module]` suffix, which is dropped), read line by line; nothing when every address
+    /// reads as zero. The `__pfx_`/`__cfi_` padding before each function (never executed)
+    /// is left out, which halves the table on kernels built with call padding.
+    fn parse(text: impl std::io::BufRead) -> Kernel {
         let mut kernel = Kernel::default();
         for line in text.lines() {
+            let Ok(line) = line else { break };
             let mut fields = line.split_ascii_whitespace();
             let (Some(address), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next()) else { continue };
-            if !matches!(kind, "T" | "t" | "W" | "w") {
+            if !matches!(kind, "T" | "t" | "W" | "w") || name.starts_with("__pfx_") || name.starts_with("__cfi_") {
                 continue;
             }
             let Ok(address) = u64::from_str_radix(address, 16) else { continue };
             if address == 0 {
                 continue;
             }
-            let (Ok(start), Ok(len)) = (u32::try_from(kernel.names.len()), u32::try_from(name.len())) else { break };
+            let Ok(start) = u32::try_from(kernel.names.len()) else { break };
             kernel.names.extend_from_slice(name.as_bytes());
-            kernel.symbols.push((address, start, len));
+            kernel.names.push(0);
+            kernel.addresses.push(address);
+            kernel.name_starts.push(start);
         }
-        kernel.symbols.sort_unstable_by_key(|s| s.0);
-        kernel.symbols.shrink_to_fit();
+        // kallsyms lists the kernel's own functions by address, modules after them: sort
+        // both columns together where needed.
+        if !kernel.addresses.is_sorted() {
+            let mut order: Vec<usize> = (0..kernel.addresses.len()).collect();
+            order.sort_by_key(|&i| kernel.addresses[i]);
+            kernel.addresses = order.iter().map(|&i| kernel.addresses[i]).collect();
+            kernel.name_starts = order.iter().map(|&i| kernel.name_starts[i]).collect();
+        }
+        kernel.addresses.shrink_to_fit();
+        kernel.name_starts.shrink_to_fit();
         kernel.names.shrink_to_fit();
         kernel
     }
 
     fn function(&self, address: u64) -> Option<&str> {
-        let index = self.symbols.partition_point(|s| s.0 <= address).checked_sub(1)?;
-        let (_, start, len) = self.symbols[index];
-        std::str::from_utf8(&self.names[start as usize..(start + len) as usize]).ok()
+        let index = self.addresses.partition_point(|&a| a <= address).checked_sub(1)?;
+        std::str::from_utf8(name_at(&self.names, self.name_starts[index])).ok()
     }
 }
 
@@ -336,8 +449,8 @@ mod tests {
 
     #[test]
     fn chains_become_library_and_kernel_frames() {
-        let mut symbolizer = Symbolizer::default();
-        symbolizer.kernel = Some(Kernel::parse("ffffffff81000000 T _stext\nffffffff81000100 t do_read\n0000000000001000 D data\n"));
+        let kernel = Kernel::parse(&b"ffffffff81000100 t do_read\nffffffff810000f0 t __pfx_do_read\nffffffff81000000 T _stext\n0000000000001000 D data\n"[..]);
+        let mut symbolizer = Symbolizer { kernel: Some(Box::leak(Box::new(kernel))), ..Symbolizer::default() };
         let getpid = libc::getpid as usize as u64;
         let heap = Box::new(0u64);
         let chain = [CONTEXT_KERNEL, 0xffffffff81000180, 0xffffffff81000010, CONTEXT_USER, getpid, &*heap as *const u64 as u64, getpid];
@@ -352,7 +465,7 @@ mod tests {
 
     #[test]
     fn kernel_without_addresses_gives_kernel_frames() {
-        let mut symbolizer = Symbolizer { kernel: Some(Kernel::parse("0000000000000000 T _stext\n")), ..Symbolizer::default() };
+        let mut symbolizer = Symbolizer { kernel: Some(Box::leak(Box::new(Kernel::parse(&b"0000000000000000 T _stext\n"[..])))), ..Symbolizer::default() };
         let frames = symbolizer.frames(&[CONTEXT_KERNEL, 0xffffffff81000180], false);
         assert_eq!(frames.kernel, [Frame::new("[kernel]", FrameKind::Kernel)]);
     }
