@@ -335,7 +335,7 @@ impl Worker {
         let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
         if header.num_frames > 0 {
             stack.extend(frames.iter().rev().map(|f| resolver.frame(f)));
-        } else if !(asgct::is_outside_java(header.num_frames) && !native.is_empty()) {
+        } else if !asgct::is_outside_java(header.num_frames) || native.is_empty() {
             stack.push(Frame::new(format!("[{}]", asgct::failure_name(header.num_frames)), FrameKind::Error));
         }
         stack.extend(native.user.into_iter().rev());

@@ -102,9 +102,12 @@ struct Kernel {
     names: Vec<u8>,
 }
 
-/// Symbol tables of the libraries seen so far, by path and inode (None: unreadable).
-static LIBRARIES: Mutex<Option<HashMap<(String, u64), Option<Arc<Library>>>>> = Mutex::new(None);
-/// The kernel's symbols, read at the first kernel frame.
+/// Symbol tables by path and inode of the mapped file (None: unreadable).
+type Libraries = HashMap<(String, u64), Option<Arc<Library>>>;
+
+/// Symbol tables of the libraries seen so far.
+static LIBRARIES: Mutex<Option<Libraries>> = Mutex::new(None);
+/// The kernel's symbols, read once per process.
 static KERNEL: OnceLock<Kernel> = OnceLock::new();
 
 /// The symbol table of the library at `path` with `inode`, read once per process.
@@ -125,8 +128,8 @@ fn name_at(names: &[u8], start: u32) -> &[u8] {
 pub struct Symbolizer {
     maps: Vec<Mapping>,
     maps_read: Option<Instant>,
-    /// This session's view of the tables it used, by path and inode.
-    libraries: HashMap<(String, u64), Option<Arc<Library>>>,
+    /// This session's view of the tables it used.
+    libraries: Libraries,
     /// The kernel's symbols (the process-wide table; a test's own in unit tests).
     kernel: Option<&'static Kernel>,
     /// Lookup address → frame (None: not in a mapped file).
@@ -451,7 +454,7 @@ mod tests {
     fn chains_become_library_and_kernel_frames() {
         let kernel = Kernel::parse(&b"ffffffff81000100 t do_read\nffffffff810000f0 t __pfx_do_read\nffffffff81000000 T _stext\n0000000000001000 D data\n"[..]);
         let mut symbolizer = Symbolizer { kernel: Some(Box::leak(Box::new(kernel))), ..Symbolizer::default() };
-        let getpid = libc::getpid as usize as u64;
+        let getpid = libc::getpid as *const () as u64;
         let heap = Box::new(0u64);
         let chain = [CONTEXT_KERNEL, 0xffffffff81000180, 0xffffffff81000010, CONTEXT_USER, getpid, &*heap as *const u64 as u64, getpid];
         let frames = symbolizer.frames(&chain, false);

@@ -141,7 +141,7 @@ pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
     if head >= tail && head - tail <= data_size {
         while at + 8 <= head {
             let header = word(at);
-            let (kind, size) = (header as u32, (header >> 48) as u64);
+            let (kind, size) = (header as u32, header >> 48);
             if size < 8 || at + size > head {
                 break;
             }
