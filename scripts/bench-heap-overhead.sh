@@ -15,7 +15,9 @@
 # second; median, and min..max over the rounds), and what the profile recorded per second
 # (alloc: estimated bytes and objects allocated, samples = bytes / interval, and the overhead's
 # CPU time per sample, which is what makes the overhead grow with the allocation rate; lock: waits
-# of at least the threshold and the time waited).
+# of at least the threshold and the time waited). With perf, also the CPU time the JVM's
+# JIT-compiled code lost (its share of the JVM's CPU samples, relative to the base windows):
+# the same quantity measured from where the CPU went, which other load disturbs much less.
 # Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc lock"), BENCH_WINDOW,
 # ROUNDS, ALLOC, LOCK.
 set -euo pipefail
@@ -53,18 +55,41 @@ now_ms() { date +%s%3N; }
 # utime + stime of the whole JVM, in clock ticks.
 cpu_ticks() { sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}'; }
 
-windows=() # "jdk workload label start-ms end-ms start-ticks end-ticks"
+# With perf (BENCH_PERF=0 turns it off), each window also samples the JVM's CPU at 499 Hz,
+# for the share of its CPU time spent in JIT-compiled Java code: the work the profiler
+# takes time from. Less sensitive to other load on the machine than the throughput.
+PERF=${BENCH_PERF:-1}
+if [[ $PERF == 1 ]] && ! perf record -q -o "$work/probe.data" -- true >/dev/null 2>&1; then
+    PERF=0
+fi
+# Percent of the samples in JIT-compiled code (perf names it [JIT]); "-" without perf.
+jit_share() {
+    if [[ $PERF == 1 ]]; then
+        perf report -i "$1" --sort dso --stdio 2>/dev/null | awk '/\[JIT\]/ {s += $1} END {print s + 0}'
+    else
+        echo -
+    fi
+}
+
+windows=() # "jdk workload label start-ms end-ms start-ticks end-ticks summary jit-share"
 window() {
-    local jdk=$1 workload=$2 label=$3 start cpu
+    local jdk=$1 workload=$2 label=$3 start cpu perf_pid= file
     shift 3
+    file=$work/$jdk-$workload-$label-${#windows[@]}
     start=$(now_ms)
     cpu=$(cpu_ticks)
+    if [[ $PERF == 1 ]]; then
+        perf record -q -F 499 -p "$pid" -o "$file.perf" -- sleep "$WINDOW" >/dev/null 2>&1 &
+        perf_pid=$!
+    fi
     if [[ $label == base ]]; then
         sleep "$WINDOW"
     else
-        "$JTAP" profile "$pid" "$@" -d "${WINDOW}s" --format summary >"$work/$jdk-$workload-$label-${#windows[@]}.txt"
+        "$JTAP" profile "$pid" "$@" -d "${WINDOW}s" --format summary >"$file.txt"
     fi
-    windows+=("$jdk $workload $label $start $(now_ms) $cpu $(cpu_ticks) $work/$jdk-$workload-$label-${#windows[@]}.txt")
+    local end=$(now_ms) ticks=$(cpu_ticks)
+    [[ -n $perf_pid ]] && wait "$perf_pid"
+    windows+=("$jdk $workload $label $start $end $cpu $ticks $file.txt $(jit_share "$file.perf")")
 }
 
 # Runs one workload on one JDK: warm-up, then base and profiled windows in turn.
@@ -72,7 +97,7 @@ window() {
 run() {
     local jdk=$1 home=$2 workload=$3 threads=$4 round setting
     shift 4
-    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" "$threads" >"$work/$jdk-$workload.log" &
+    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" "$threads" >"$work/$jdk-$workload.log" 2>"$work/$jdk-$workload.err" &
     pid=$!
     until grep -q READY "$work/$jdk-$workload.log"; do sleep 0.1; done
     sleep $((WINDOW * 2))
@@ -157,7 +182,10 @@ for i, window in enumerate(windows):
         continue
     (b1, e1), (b2, e2) = rates(windows[i - 1]), rates(windows[i + 1])
     ops, eff = rates(window)
-    results.setdefault(tuple(window[:3]), []).append((ops, (b1 + b2) / 2, eff, (e1 + e2) / 2, *recorded(window[7]), cpu_per_second(window)))
+    jit = [w[8] for w in (windows[i - 1], window, windows[i + 1])]
+    # Relative loss of the JIT-code share against the mean of the neighbouring base windows.
+    jit_loss = 100 * (1 - float(jit[1]) / ((float(jit[0]) + float(jit[2])) / 2)) if "-" not in jit else float("nan")
+    results.setdefault(tuple(window[:3]), []).append((ops, (b1 + b2) / 2, eff, (e1 + e2) / 2, *recorded(window[7]), cpu_per_second(window), jit_loss))
 
 med = statistics.median
 
@@ -165,8 +193,8 @@ def r_samples(rows, label):
     """Median samples per second of alloc windows: bytes per second / interval."""
     return med(r[5] for r in rows) / interval_bytes(label)
 print()
-print("| JDK | workload | engine, setting | ops/s with | ops/s without | ops/CPU-s with | ops/CPU-s without | overhead (median) | overhead (min..max) | recorded per second |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| JDK | workload | engine, setting | ops/s with | ops/s without | ops/CPU-s with | ops/CPU-s without | overhead (median) | overhead (min..max) | CPU taken from JIT code (perf, median) | recorded per second |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for (jdk, workload, label), rows in results.items():
     overheads = [100 * (1 - eff / base) for _, _, eff, base, *_ in rows]
     if workload == "LockThroughput":
@@ -178,9 +206,10 @@ for (jdk, workload, label), rows in results.items():
         # One sample per interval bytes on average: the sample rate is the byte rate / interval.
         per_second = f"{med(r[5] for r in rows) / 2**20:,.0f} MiB (est.) in {med(r[4] for r in rows) / 1e6:,.1f} M objects"
         # The overhead's CPU time per sample taken: what the rate of samples scales by.
-        costs = [(1 - r[2] / r[3]) * r[6] / (r[5] / interval_bytes(label)) * 1e6 for r in rows]
+        # From the perf share when there is one (steadier), else from the throughput loss.
+        costs = [(r[7] / 100 if r[7] == r[7] else 1 - r[2] / r[3]) * r[6] / (r[5] / interval_bytes(label)) * 1e6 for r in rows]
         per_second += f"; {r_samples(rows, label):,.0f} samples, ~{med(costs):.1f} µs CPU each"
     print(f"| {jdk} | {workload} | {label} | {med(r[0] for r in rows):,.0f} | {med(r[1] for r in rows):,.0f} | "
           f"{med(r[2] for r in rows):,.0f} | {med(r[3] for r in rows):,.0f} | {med(overheads):.2f}% | "
-          f"{min(overheads):.2f}..{max(overheads):.2f}% | {per_second} |")
+          f"{min(overheads):.2f}..{max(overheads):.2f}% | {med(r[7] for r in rows):.2f}% | {per_second} |")
 PY
