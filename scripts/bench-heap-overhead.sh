@@ -19,7 +19,8 @@
 # JIT-compiled code lost (its share of the JVM's CPU samples, relative to the base windows):
 # the same quantity measured from where the CPU went, which other load disturbs much less.
 # Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc lock"), BENCH_WINDOW,
-# ROUNDS, ALLOC, LOCK.
+# ROUNDS, ALLOC, LOCK, BENCH_ALLOC_FRAMES (frames AllocThroughput adds under its loop, default 0:
+# stacks of 7 frames; the alloc engine's cost per sample grows with the frames it walks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JDKS=${BENCH_JDKS:-17 25}
@@ -28,6 +29,7 @@ ROUNDS=${ROUNDS:-5}
 ALLOC=${ALLOC:-512k}
 LOCK=${LOCK:-10us}
 WORKLOADS=${BENCH_WORKLOADS:-alloc lock}
+FRAMES=${BENCH_ALLOC_FRAMES:-0}
 cargo build --release --quiet -p jtap-agent -p jtap-cli
 JTAP=$PWD/target/release/jtap
 export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
@@ -93,11 +95,12 @@ window() {
 }
 
 # Runs one workload on one JDK: warm-up, then base and profiled windows in turn.
-# Arguments: jdk home workload threads, then "label:jtap arguments" for each setting.
+# Arguments: jdk home workload "workload arguments", then "label:jtap arguments" per setting.
 run() {
-    local jdk=$1 home=$2 workload=$3 threads=$4 round setting
+    local jdk=$1 home=$2 workload=$3 arguments=$4 round setting
     shift 4
-    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" "$threads" >"$work/$jdk-$workload.log" 2>"$work/$jdk-$workload.err" &
+    # shellcheck disable=SC2086 # the workload's arguments are words
+    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" $arguments >"$work/$jdk-$workload.log" 2>"$work/$jdk-$workload.err" &
     pid=$!
     until grep -q READY "$work/$jdk-$workload.log"; do sleep 0.1; done
     sleep $((WINDOW * 2))
@@ -119,13 +122,13 @@ run() {
     pid=
 }
 
-echo "cores: $(nproc); load before: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW} s, ${ROUNDS} rounds"
+echo "cores: $(nproc); load before: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW} s, ${ROUNDS} rounds; AllocThroughput frames added: $FRAMES"
 for jdk in $JDKS; do
     home=$(java_home "$jdk")
     [[ -n "$home" ]] || { echo "JDK $jdk not found" >&2; continue; }
     echo "JDK $jdk: $("$home/bin/java" -version 2>&1 | head -1)"
     if [[ " $WORKLOADS " == *" alloc "* ]]; then
-        run "$jdk" "$home" AllocThroughput 2 "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
+        run "$jdk" "$home" AllocThroughput "2 $FRAMES" "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
     fi
     if [[ " $WORKLOADS " == *" lock "* ]]; then
         run "$jdk" "$home" LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"

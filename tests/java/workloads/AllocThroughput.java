@@ -6,7 +6,8 @@ import java.util.concurrent.atomic.LongAdder;
  * An allocation-heavy workload that reports its own throughput, for measuring the overhead of
  * allocation sampling: worker threads (first argument, default 2) each run operations that
  * allocate short-lived objects of mixed sizes from a few sites (a small object, a long[16],
- * a byte[] of 64..2047 bytes, a StringBuilder and its String), touch them and drop them. Every
+ * a byte[] of 64..2047 bytes, a StringBuilder and its String), touch them and drop them; the
+ * second argument (default 0) adds that many frames under the loop, for deeper stacks. Every
  * 100 ms a line "ops <epoch millis> <total operations>" goes to stdout. Prints READY first and
  * runs until killed.
  */
@@ -26,8 +27,9 @@ public class AllocThroughput {
 
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
+        int depth = args.length > 1 ? Integer.parseInt(args[1]) : 0;
         for (int t = 0; t < threads; t++) {
-            Thread worker = new Thread(AllocThroughput::work, "alloc-" + t);
+            Thread worker = new Thread(() -> descend(depth), "alloc-" + t);
             worker.setDaemon(true);
             worker.start();
         }
@@ -36,6 +38,14 @@ public class AllocThroughput {
             Thread.sleep(100);
             System.out.println("ops " + System.currentTimeMillis() + " " + OPS.sum());
         }
+    }
+
+    static long descend(int frames) {
+        if (frames == 0) {
+            work();
+            return 0;
+        }
+        return descend(frames - 1) + frames;
     }
 
     static void work() {
