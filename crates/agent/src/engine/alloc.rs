@@ -28,7 +28,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
@@ -119,7 +119,7 @@ impl Engine for AllocEngine {
         GATE.open();
         if let Err(e) = own.enable(&callbacks, &events) {
             own.disable();
-            finish(own);
+            own.retire(&GATE, "alloc");
             return Err(e);
         }
         let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -138,21 +138,9 @@ impl Engine for AllocEngine {
         let Some(mut run) = self.run.take() else { return Report::Text("alloc: not running".into()) };
         run.own.disable();
         let report = run.report();
-        finish(run.own);
+        run.own.retire(&GATE, "alloc");
         table().clear();
         report
-    }
-}
-
-/// Waits for callbacks in flight, then disposes of the environment — unless some callback
-/// never left, in which case the environment is kept rather than freed under it.
-fn finish(own: OwnEnv) {
-    let stuck = GATE.close_and_drain(Duration::from_secs(2));
-    if stuck == 0 {
-        drop(own);
-    } else {
-        log!("alloc engine: {stuck} callbacks still running after 2 s; keeping their JVMTI environment");
-        std::mem::forget(own);
     }
 }
 

@@ -101,7 +101,7 @@ impl Engine for LockEngine {
         let events = [sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER, sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED];
         if let Err(e) = own.enable(&callbacks, &events) {
             own.disable();
-            finish(own);
+            own.retire(&GATE, "lock");
             return Err(e);
         }
         let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
@@ -120,20 +120,9 @@ impl Engine for LockEngine {
         let Some(mut run) = self.run.take() else { return Report::Text("lock: not running".into()) };
         run.own.disable();
         let report = run.report();
-        finish(run.own);
+        run.own.retire(&GATE, "lock");
         table().clear();
         report
-    }
-}
-
-/// Waits for callbacks in flight, then disposes of the environment (kept if one never left).
-fn finish(own: OwnEnv) {
-    let stuck = GATE.close_and_drain(Duration::from_secs(2));
-    if stuck == 0 {
-        drop(own);
-    } else {
-        log!("lock engine: {stuck} callbacks still running after 2 s; keeping their JVMTI environment");
-        std::mem::forget(own);
     }
 }
 

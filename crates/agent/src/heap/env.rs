@@ -4,8 +4,11 @@
 //! separate one never disturbs the agent's main environment (or another engine's), and
 //! disposing of it at the end drops every tag and capability it held in one step.
 
+use std::time::Duration;
+
 use jtap_jvmti::{sys, Capabilities, Env};
 
+use crate::gate::Gate;
 use crate::thread::Vm;
 
 /// Capabilities HotSpot gives to one environment at a time; the message for a refusal of one
@@ -63,6 +66,21 @@ impl OwnEnv {
             if let Err(e) = self.env.set_event_enabled(event, false) {
                 log!("{e}");
             }
+        }
+    }
+}
+
+impl OwnEnv {
+    /// Ends an engine's environment: waits (up to 2 s) for the callbacks in flight behind
+    /// `gate`, then disposes of it — unless some callback never left, in which case the
+    /// environment is kept rather than freed under it.
+    pub fn retire(self, gate: &Gate, engine: &str) {
+        let stuck = gate.close_and_drain(Duration::from_secs(2));
+        if stuck == 0 {
+            drop(self);
+        } else {
+            log!("{engine} engine: {stuck} callbacks still running after 2 s; keeping their JVMTI environment");
+            std::mem::forget(self);
         }
     }
 }
