@@ -272,22 +272,32 @@ fn a_hundred_start_stop_cycles_keep_memory_flat() {
             let summary = jtap(["profile", "stop", &pid, "--format", "summary"]).ok();
             assert!(summary.contains("Total samples"), "JDK {}: cycle {i}: {summary}", jdk.version);
         };
-        for i in 0..8 {
+        // Warm-up: every engine a few times (thread arenas, JIT code for the agent's callers).
+        for i in 0..20 {
             cycle(i);
         }
         let before = jvm.rss_kib();
         let started = Instant::now();
-        for i in 0..100 {
+        for i in 0..50 {
+            cycle(i);
+        }
+        let middle = jvm.rss_kib();
+        for i in 50..100 {
             cycle(i);
         }
         let after = jvm.rss_kib();
         let growth = after as i64 - before as i64;
+        let second_half = after as i64 - middle as i64;
         eprintln!(
-            "JDK {}: 100 start/stop cycles in {:.1} s, RSS {before} KiB -> {after} KiB (growth {growth} KiB)",
+            "JDK {}: 100 start/stop cycles in {:.1} s, RSS {before} KiB -> {middle} KiB -> {after} KiB (growth {growth} KiB)",
             jdk.version,
             started.elapsed().as_secs_f64()
         );
-        assert!(growth < 6 * 1024, "JDK {}: RSS grew by {growth} KiB", jdk.version);
+        // A quiet machine shows ~1.5 MiB; a loaded 2-core CI machine up to ~7 MiB (the JVM's
+        // own JIT and malloc arenas grow with it). A leak shows as steady growth: the second
+        // fifty cycles must add little.
+        assert!(growth < 8 * 1024, "JDK {}: RSS grew by {growth} KiB", jdk.version);
+        assert!(second_half < 3 * 1024, "JDK {}: RSS still growing: {second_half} KiB over the last 50 cycles", jdk.version);
         assert!(jvm.is_running());
         let status = jtap(["profile", "status", &pid]).ok();
         assert!(status.contains("engine: none") && status.contains("capabilities held: none"), "{status}");
