@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::{options::help_text, Action, Event, Frame, Options, VERSION};
-use jtap_protocol::{AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH};
+use jtap_protocol::{
+    AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH,
+};
 
 use crate::channel::Channel;
 use crate::engine::{self, Context, Engine, Report};
@@ -94,9 +96,11 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     };
     env.set_event_callbacks(&callbacks).map_err(init_failed)?;
     if at_startup {
-        env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, true).map_err(init_failed)?;
+        env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, true)
+            .map_err(init_failed)?;
     }
-    env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, true).map_err(init_failed)?;
+    env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, true)
+        .map_err(init_failed)?;
     let agent = Agent {
         vm,
         env,
@@ -107,7 +111,14 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         live_watchers: AtomicUsize::new(0),
         state: Mutex::new(State::default()),
     };
-    log!("agent {VERSION} initialised ({})", if at_startup { "at start-up" } else { "by attach" });
+    log!(
+        "agent {VERSION} initialised ({})",
+        if at_startup {
+            "at start-up"
+        } else {
+            "by attach"
+        }
+    );
     Ok(AGENT.get_or_init(|| agent))
 }
 
@@ -134,11 +145,19 @@ impl Agent {
 
     /// Runs one command. Replies go over `channel` (Hello, text, Done) when there is one;
     /// `start` keeps the channel as the engine's session. Returns an `AGENT_RETURN_*` code.
-    pub fn handle(&'static self, options: &Options, mut channel: Option<Channel>, from_onload: bool) -> i32 {
+    pub fn handle(
+        &'static self,
+        options: &Options,
+        mut channel: Option<Channel>,
+        from_onload: bool,
+    ) -> i32 {
         self.commands.fetch_add(1, Ordering::SeqCst);
         log!("command: {options}");
         if let Some(channel) = &channel {
-            let _ = channel.send(&Frame::Hello { version: VERSION.into(), pid: std::process::id() });
+            let _ = channel.send(&Frame::Hello {
+                version: VERSION.into(),
+                pid: std::process::id(),
+            });
         }
         let result = match options.client.as_deref() {
             Some(client) if client != VERSION => Err((
@@ -159,8 +178,16 @@ impl Agent {
         };
         if let Some(channel) = channel {
             let frames = match result {
-                Ok(text) if text.is_empty() => vec![Frame::Done { code, message: String::new() }],
-                Ok(text) => out_frames(&text).chain([Frame::Done { code, message: String::new() }]).collect(),
+                Ok(text) if text.is_empty() => vec![Frame::Done {
+                    code,
+                    message: String::new(),
+                }],
+                Ok(text) => out_frames(&text)
+                    .chain([Frame::Done {
+                        code,
+                        message: String::new(),
+                    }])
+                    .collect(),
                 Err((code, message)) => vec![Frame::Done { code, message }],
             };
             for frame in frames {
@@ -173,7 +200,12 @@ impl Agent {
         code
     }
 
-    fn execute(&'static self, options: &Options, channel: &mut Option<Channel>, from_onload: bool) -> Result<String, Failure> {
+    fn execute(
+        &'static self,
+        options: &Options,
+        channel: &mut Option<Channel>,
+        from_onload: bool,
+    ) -> Result<String, Failure> {
         let action = match options.action {
             Some(action) => action,
             None if from_onload => return Ok(String::new()),
@@ -185,7 +217,10 @@ impl Agent {
             Action::Help => Ok(help_text()),
             Action::Dump => {
                 let state = self.state();
-                let running = state.engine.as_ref().ok_or_else(|| failed("nothing to dump: no engine is running"))?;
+                let running = state
+                    .engine
+                    .as_ref()
+                    .ok_or_else(|| failed("nothing to dump: no engine is running"))?;
                 let report = running.report();
                 drop(state);
                 deliver_report(&report, options.file.as_deref(), channel.as_ref())
@@ -194,7 +229,10 @@ impl Agent {
                 // The state stays locked until the engine is fully stopped, so that no other
                 // engine can start (and be switched off) in between.
                 let mut state = self.state();
-                let running = state.engine.take().ok_or_else(|| failed("nothing to stop: no engine is running"))?;
+                let running = state
+                    .engine
+                    .take()
+                    .ok_or_else(|| failed("nothing to stop: no engine is running"))?;
                 let report = self.stop_running(running, "stopped by another jtap client", false);
                 drop(state);
                 deliver_report(&report, options.file.as_deref(), channel.as_ref())
@@ -207,8 +245,14 @@ impl Agent {
         }
     }
 
-    fn start(&'static self, options: &Options, channel: &mut Option<Channel>) -> Result<String, Failure> {
-        let event = options.event.ok_or_else(|| failed("start needs event=<cpu|itimer|ctimer|wall|gc>"))?;
+    fn start(
+        &'static self,
+        options: &Options,
+        channel: &mut Option<Channel>,
+    ) -> Result<String, Failure> {
+        let event = options
+            .event
+            .ok_or_else(|| failed("start needs event=<cpu|itimer|ctimer|wall|gc>"))?;
         let mut state = self.state();
         if state.dead {
             return Err(failed("the JVM is shutting down"));
@@ -222,10 +266,15 @@ impl Agent {
         }
         let mut engine = engine::create(event).map_err(failed)?;
         let wanted = engine.capabilities();
-        let report = self.env.add_capabilities(&wanted).map_err(|e| failed(e.to_string()))?;
+        let report = self
+            .env
+            .add_capabilities(&wanted)
+            .map_err(|e| failed(e.to_string()))?;
         if !report.refused.is_empty() {
             let _ = self.env.relinquish_capabilities(&report.granted);
-            return Err(failed(format!("the JVM refused capabilities the {event} engine needs ({report})")));
+            return Err(failed(format!(
+                "the JVM refused capabilities the {event} engine needs ({report})"
+            )));
         }
         // Sampling needs the live phase (loaded classes, JNI); at start-up it begins at VMInit.
         let live = !event.needs_live_phase() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
@@ -238,7 +287,9 @@ impl Agent {
         // A detached engine belongs to nobody: the asking client just gets the reply.
         let owner = match options.detach {
             true => None,
-            false => channel.take().map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c)),
+            false => channel
+                .take()
+                .map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c)),
         };
         if let Some(session) = &owner {
             engine.stream_to(session.clone());
@@ -256,7 +307,10 @@ impl Agent {
         if let Some(session) = owner {
             session.send_text(format!(
                 "started the {} engine; stop with `jtap load <pid> stop` or by ending this client",
-                state.engine.as_ref().map_or(event.name(), |r| r.engine.name())
+                state
+                    .engine
+                    .as_ref()
+                    .map_or(event.name(), |r| r.engine.name())
             ));
             if self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE) {
                 session::watch(self, session);
@@ -268,7 +322,10 @@ impl Agent {
         match options.detach {
             true => Ok(format!(
                 "started the {} engine, detached: it runs until `stop` or the JVM's exit",
-                state.engine.as_ref().map_or(event.name(), |r| r.engine.name())
+                state
+                    .engine
+                    .as_ref()
+                    .map_or(event.name(), |r| r.engine.name())
             )),
             false => Ok(String::new()),
         }
@@ -279,12 +336,18 @@ impl Agent {
     /// file's extension) and, with `to_owner`, sent to its owner. Returns the results.
     /// Callers hold the state lock throughout.
     fn stop_running(&self, mut running: Running, why: &str, to_owner: bool) -> Report {
-        let report = if running.live { running.engine.stop(&self.context()) } else { running.report() };
+        let report = if running.live {
+            running.engine.stop(&self.context())
+        } else {
+            running.report()
+        };
         if let Err(e) = self.env.relinquish_capabilities(&running.capabilities) {
             log!("{e}");
         }
         if let Some(file) = &running.file {
-            if let Err(e) = jtap_profile::write_atomically(std::path::Path::new(file), &report.render_for(file)) {
+            if let Err(e) =
+                jtap_profile::write_atomically(std::path::Path::new(file), &report.render_for(file))
+            {
                 log!("cannot write {file}: {e}");
             }
         }
@@ -302,13 +365,20 @@ impl Agent {
     }
 
     fn context(&self) -> Context {
-        Context { env: self.env, vm: self.vm }
+        Context {
+            env: self.env,
+            vm: self.vm,
+        }
     }
 
     /// The watcher saw `session`'s client go away: stop what it started.
     pub fn client_gone(&self, session: &Arc<Session>) {
         let mut state = self.state();
-        let owned = state.engine.as_ref().and_then(|r| r.owner.as_ref()).is_some_and(|o| Arc::ptr_eq(o, session));
+        let owned = state
+            .engine
+            .as_ref()
+            .and_then(|r| r.owner.as_ref())
+            .is_some_and(|o| Arc::ptr_eq(o, session));
         if owned {
             let running = state.engine.take().expect("checked above");
             self.stop_running(running, "client went away", false);
@@ -327,8 +397,15 @@ impl Agent {
             self.loaded.elapsed().as_secs_f64(),
             self.commands.load(Ordering::SeqCst),
         );
-        let held = self.env.capabilities().map(|c| c.names().join(", ")).unwrap_or_else(|e| e.to_string());
-        text.push_str(&format!("capabilities held: {}\n", if held.is_empty() { "none" } else { &held }));
+        let held = self
+            .env
+            .capabilities()
+            .map(|c| c.names().join(", "))
+            .unwrap_or_else(|e| e.to_string());
+        text.push_str(&format!(
+            "capabilities held: {}\n",
+            if held.is_empty() { "none" } else { &held }
+        ));
         match &state.engine {
             None => text.push_str("engine: none"),
             Some(running) => text.push_str(&format!(
@@ -347,7 +424,11 @@ impl Agent {
 
     fn version_text(&self) -> String {
         let version = self.env.version_number().unwrap_or(0);
-        format!("jtap agent {VERSION} (JVMTI {}.{})", (version >> 16) & 0xfff, (version >> 8) & 0xff)
+        format!(
+            "jtap agent {VERSION} (JVMTI {}.{})",
+            (version >> 16) & 0xfff,
+            (version >> 8) & 0xff
+        )
     }
 
     fn vm_init(&'static self) {
@@ -390,7 +471,10 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(5));
         }
         let _ = self.env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, false);
-        if let Err(e) = self.env.set_event_callbacks(&sys::jvmtiEventCallbacks::default()) {
+        if let Err(e) = self
+            .env
+            .set_event_callbacks(&sys::jvmtiEventCallbacks::default())
+        {
             log!("{e}");
         }
         log!("VM death: flushed and stopped");
@@ -403,14 +487,21 @@ impl Running {
         if self.live {
             self.engine.dump()
         } else {
-            Report::Text(format!("{}: waiting for the JVM to finish starting", self.event))
+            Report::Text(format!(
+                "{}: waiting for the JVM to finish starting",
+                self.event
+            ))
         }
     }
 }
 
 /// Results go to `file` when given (rendered by its extension; the reply says where); else
 /// a profile goes to the asking client as a profile frame, text into the reply.
-fn deliver_report(report: &Report, file: Option<&str>, channel: Option<&Channel>) -> Result<String, Failure> {
+fn deliver_report(
+    report: &Report,
+    file: Option<&str>,
+    channel: Option<&Channel>,
+) -> Result<String, Failure> {
     match (report, file, channel) {
         (_, Some(path), _) => {
             jtap_profile::write_atomically(std::path::Path::new(path), &report.render_for(path))
@@ -418,7 +509,11 @@ fn deliver_report(report: &Report, file: Option<&str>, channel: Option<&Channel>
             Ok(format!("wrote {path}"))
         }
         (Report::Profile(profile), None, Some(channel)) => {
-            channel.send(&Frame::Profile(jtap_protocol::wire::encode_profile(profile))).map_err(|e| failed(e.to_string()))?;
+            channel
+                .send(&Frame::Profile(jtap_protocol::wire::encode_profile(
+                    profile,
+                )))
+                .map_err(|e| failed(e.to_string()))?;
             Ok(String::new())
         }
         (report, None, _) => Ok(report.summary()),
@@ -452,7 +547,8 @@ fn out_frames(text: &str) -> impl Iterator<Item = Frame> + '_ {
 fn deliver(report: &str, file: Option<&str>) -> Result<String, Failure> {
     match file {
         Some(path) => {
-            std::fs::write(path, format!("{report}\n")).map_err(|e| failed(format!("cannot write {path}: {e}")))?;
+            std::fs::write(path, format!("{report}\n"))
+                .map_err(|e| failed(format!("cannot write {path}: {e}")))?;
             Ok(format!("wrote {path}"))
         }
         None => Ok(report.to_string()),
@@ -492,7 +588,9 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert!(texts.iter().all(|t| t.len() <= jtap_protocol::MAX_FRAME / 2 && !t.ends_with('\n')));
+        assert!(texts
+            .iter()
+            .all(|t| t.len() <= jtap_protocol::MAX_FRAME / 2 && !t.ends_with('\n')));
         assert_eq!(texts.join("\n"), text);
         assert_eq!(out_frames("short").count(), 1);
         assert_eq!(out_frames("").count(), 0);

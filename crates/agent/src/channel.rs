@@ -41,9 +41,14 @@ impl Channel {
 
     /// Waits up to `wait` and tells whether the client has gone away (closed its end, died).
     pub fn hung_up(&self, wait: Duration) -> bool {
-        let mut poll = libc::pollfd { fd: self.stream.as_raw_fd(), events: libc::POLLIN | libc::POLLRDHUP, revents: 0 };
+        let mut poll = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLRDHUP,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd for a socket we own, for the duration of the call.
-        let ready = unsafe { libc::poll(&mut poll, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
+        let ready =
+            unsafe { libc::poll(&mut poll, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
         if ready <= 0 {
             return false;
         }
@@ -57,7 +62,11 @@ impl Channel {
 }
 
 fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED writes a ucred into the buffer we pass with its size.
     let rc = unsafe {

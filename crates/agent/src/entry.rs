@@ -4,7 +4,9 @@ use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jtap_jvmti::sys;
-use jtap_protocol::{Frame, Options, AGENT_RETURN_BAD_OPTIONS, AGENT_RETURN_CHANNEL, AGENT_RETURN_PANIC, VERSION};
+use jtap_protocol::{
+    Frame, Options, AGENT_RETURN_BAD_OPTIONS, AGENT_RETURN_CHANNEL, AGENT_RETURN_PANIC, VERSION,
+};
 
 use crate::agent;
 use crate::channel::Channel;
@@ -15,7 +17,11 @@ use crate::thread::Vm;
 /// A non-zero return makes the JVM refuse to start, which is what a mistyped option at
 /// start-up deserves; the reason goes to the channel, or else to stderr.
 #[no_mangle]
-pub extern "C" fn Agent_OnLoad(vm: *mut sys::JavaVM, options: *mut c_char, _reserved: *mut c_void) -> sys::jint {
+pub extern "C" fn Agent_OnLoad(
+    vm: *mut sys::JavaVM,
+    options: *mut c_char,
+    _reserved: *mut c_void,
+) -> sys::jint {
     guard(|| {
         // SAFETY: the JVM passes a NUL-terminated option string or null.
         let text = unsafe { option_text(options) };
@@ -26,7 +32,11 @@ pub extern "C" fn Agent_OnLoad(vm: *mut sys::JavaVM, options: *mut c_char, _rese
 /// The attach `load` operation. The first call creates the agent; later calls (the JVM calls
 /// this again in the same library) only run their command.
 #[no_mangle]
-pub extern "C" fn Agent_OnAttach(vm: *mut sys::JavaVM, options: *mut c_char, _reserved: *mut c_void) -> sys::jint {
+pub extern "C" fn Agent_OnAttach(
+    vm: *mut sys::JavaVM,
+    options: *mut c_char,
+    _reserved: *mut c_void,
+) -> sys::jint {
     guard(|| {
         // SAFETY: the JVM passes a NUL-terminated option string or null.
         let text = unsafe { option_text(options) };
@@ -78,7 +88,10 @@ fn start_command(vm: Vm, text: &str, from_onload: bool) -> i32 {
 fn reject_options(text: &str, reason: &str, from_onload: bool) -> i32 {
     let message = format!("bad agent options \"{text}\": {reason}");
     log!("{message}");
-    let channel = text.split(',').find_map(|item| item.strip_prefix("channel=")).and_then(|path| Channel::connect(path).ok());
+    let channel = text
+        .split(',')
+        .find_map(|item| item.strip_prefix("channel="))
+        .and_then(|path| Channel::connect(path).ok());
     match channel {
         Some(channel) => send_failure(&channel, AGENT_RETURN_BAD_OPTIONS, &message),
         None if from_onload => eprintln!("jtap agent: {message}"),
@@ -88,8 +101,14 @@ fn reject_options(text: &str, reason: &str, from_onload: bool) -> i32 {
 }
 
 fn send_failure(channel: &Channel, code: i32, message: &str) {
-    let _ = channel.send(&Frame::Hello { version: VERSION.into(), pid: std::process::id() });
-    let _ = channel.send(&Frame::Done { code, message: message.to_string() });
+    let _ = channel.send(&Frame::Hello {
+        version: VERSION.into(),
+        pid: std::process::id(),
+    });
+    let _ = channel.send(&Frame::Done {
+        code,
+        message: message.to_string(),
+    });
 }
 
 /// # Safety
@@ -99,7 +118,9 @@ unsafe fn option_text(options: *const c_char) -> String {
         return String::new();
     }
     // SAFETY: the caller guarantees a NUL-terminated string.
-    unsafe { CStr::from_ptr(options) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(options) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Runs an entry point, turning a panic into `AGENT_RETURN_PANIC`.
@@ -121,7 +142,10 @@ pub fn pin_library() {
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
         if libc::dladdr(pin_library as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
-            libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE);
+            libc::dlopen(
+                info.dli_fname,
+                libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+            );
         }
     }
 }

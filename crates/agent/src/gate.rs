@@ -17,7 +17,10 @@ pub struct Pass<'a>(&'a Gate);
 impl Gate {
     /// A closed gate.
     pub const fn new() -> Gate {
-        Gate { open: AtomicBool::new(false), inside: AtomicUsize::new(0) }
+        Gate {
+            open: AtomicBool::new(false),
+            inside: AtomicUsize::new(0),
+        }
     }
 
     /// Lets callbacks in.
@@ -79,7 +82,10 @@ mod tests {
         thread::sleep(Duration::from_millis(10));
         let started = Instant::now();
         assert_eq!(gate.close_and_drain(Duration::from_secs(5)), 0);
-        assert!(started.elapsed() >= Duration::from_millis(30), "returned before the callback left");
+        assert!(
+            started.elapsed() >= Duration::from_millis(30),
+            "returned before the callback left"
+        );
         assert!(gate.enter().is_none());
         pass_holder.join().unwrap();
     }

@@ -26,9 +26,9 @@ mod log;
 
 mod agent;
 mod channel;
+mod engine;
 mod entry;
 mod gate;
-mod engine;
 mod heap;
 mod sampling;
 mod session;

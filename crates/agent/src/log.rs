@@ -48,5 +48,7 @@ macro_rules! log {
 
 /// Routes panic messages of this library to the log instead of the JVM's stderr.
 pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| write(format_args!("internal error (caught): {info}"))));
+    std::panic::set_hook(Box::new(|info| {
+        write(format_args!("internal error (caught): {info}"))
+    }));
 }

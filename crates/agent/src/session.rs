@@ -31,7 +31,12 @@ pub struct Session {
 impl Session {
     /// A session over `channel`.
     pub fn new(id: u64, channel: Channel) -> Arc<Session> {
-        Arc::new(Session { id, channel, sending: Mutex::new(()), ended: AtomicBool::new(false) })
+        Arc::new(Session {
+            id,
+            channel,
+            sending: Mutex::new(()),
+            ended: AtomicBool::new(false),
+        })
     }
 
     /// Sends one frame whole.
@@ -52,7 +57,9 @@ impl Session {
     /// Sends a profile (the engine's results) to the client.
     pub fn send_profile(&self, profile: &jtap_profile::Profile) {
         if !self.is_ended() {
-            if let Err(e) = self.send(&Frame::Profile(jtap_protocol::wire::encode_profile(profile))) {
+            if let Err(e) = self.send(&Frame::Profile(jtap_protocol::wire::encode_profile(
+                profile,
+            ))) {
                 log!("session {}: {e}", self.id);
             }
         }
@@ -61,7 +68,10 @@ impl Session {
     /// Ends the session with a final status (once; later calls do nothing).
     pub fn end(&self, code: i32, message: &str) {
         if !self.ended.swap(true, Ordering::SeqCst) {
-            let _ = self.send(&Frame::Done { code, message: message.to_string() });
+            let _ = self.send(&Frame::Done {
+                code,
+                message: message.to_string(),
+            });
         }
     }
 

@@ -31,7 +31,11 @@ impl Vm {
         // (the VM copies the name into the new java.lang.Thread).
         let code = unsafe {
             match (**self.0).AttachCurrentThreadAsDaemon {
-                Some(attach) => attach(self.0, &mut env, (&mut args as *mut sys::JavaVMAttachArgs).cast()),
+                Some(attach) => attach(
+                    self.0,
+                    &mut env,
+                    (&mut args as *mut sys::JavaVMAttachArgs).cast(),
+                ),
                 None => sys::JNI_ERR,
             }
         };
@@ -51,16 +55,22 @@ impl Vm {
 /// Runs `body` on a new native thread named `name` (at most 15 bytes show in `top`), attached
 /// to the VM as a daemon thread of the same name for its whole life. Panics in `body` are
 /// caught and logged.
-pub fn spawn_attached(vm: Vm, name: String, body: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    std::thread::Builder::new().name(name.clone()).spawn(move || {
-        if !vm.attach_current_thread(&name) {
-            log!("{name}: the VM refused to attach the thread; not running it");
-            return;
-        }
-        if catch_unwind(AssertUnwindSafe(body)).is_err() {
-            log!("{name}: stopped by an internal error");
-        }
-        vm.detach_current_thread();
-    })?;
+pub fn spawn_attached(
+    vm: Vm,
+    name: String,
+    body: impl FnOnce() + Send + 'static,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            if !vm.attach_current_thread(&name) {
+                log!("{name}: the VM refused to attach the thread; not running it");
+                return;
+            }
+            if catch_unwind(AssertUnwindSafe(body)).is_err() {
+                log!("{name}: stopped by an internal error");
+            }
+            vm.detach_current_thread();
+        })?;
     Ok(())
 }

@@ -12,7 +12,10 @@ use jtap_testkit::{jdks, JavaProcess};
 const RUNS: usize = 30;
 
 fn main() {
-    println!("{:<6} {:<34} {:>5} {:>10} {:>10}", "JDK", "measurement", "runs", "median", "p90");
+    println!(
+        "{:<6} {:<34} {:>5} {:>10} {:>10}",
+        "JDK", "measurement", "runs", "median", "p90"
+    );
     for jdk in jdks() {
         for operation in ["threaddump", "properties"] {
             let mut first = Vec::new();
@@ -22,12 +25,19 @@ fn main() {
                 // Let start-up work (JIT, class loading) settle, as on a JVM that has been running.
                 std::thread::sleep(Duration::from_millis(300));
                 let started = Instant::now();
-                let mut vm = VirtualMachine::attach(pid, &AttachOptions::default()).expect("attach");
-                let mut reply = vm.execute(&Request::new(operation, Vec::<String>::new())).expect(operation);
+                let mut vm =
+                    VirtualMachine::attach(pid, &AttachOptions::default()).expect("attach");
+                let mut reply = vm
+                    .execute(&Request::new(operation, Vec::<String>::new()))
+                    .expect(operation);
                 reply.output_to_string().expect("read");
                 first.push(started.elapsed());
             }
-            report(jdk.version, &format!("first attach + {operation}"), &mut first);
+            report(
+                jdk.version,
+                &format!("first attach + {operation}"),
+                &mut first,
+            );
         }
 
         let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
@@ -36,7 +46,9 @@ fn main() {
             let mut times = Vec::new();
             for _ in 0..RUNS * 3 {
                 let started = Instant::now();
-                let mut reply = vm.execute(&Request::new(operation, Vec::<String>::new())).expect(operation);
+                let mut reply = vm
+                    .execute(&Request::new(operation, Vec::<String>::new()))
+                    .expect(operation);
                 reply.output_to_string().expect("read");
                 times.push(started.elapsed());
             }

@@ -27,9 +27,14 @@ impl ActingAs {
         if let Err(errno) = switched {
             let _ = seteuid(euid);
             let _ = setegid(egid);
-            return Err(AttachError::io(format!("switching to uid {uid} gid {gid}"), errno.into()));
+            return Err(AttachError::io(
+                format!("switching to uid {uid} gid {gid}"),
+                errno.into(),
+            ));
         }
-        Ok(ActingAs { saved: Some((euid, egid)) })
+        Ok(ActingAs {
+            saved: Some((euid, egid)),
+        })
     }
 
     /// The effective uid in force while this guard lives.

@@ -47,7 +47,10 @@ impl JvmInfo {
         let process = Process::open(pid)?;
         let perf = read_perf_data(&process);
         if perf.is_none() && !process.maps_libjvm()? {
-            return Err(AttachError::NotAJvm { pid, name: process.name.clone() });
+            return Err(AttachError::NotAJvm {
+                pid,
+                name: process.name.clone(),
+            });
         }
         Ok(describe(&process, perf.as_ref()))
     }
@@ -68,12 +71,20 @@ pub fn list_jvms() -> Vec<JvmInfo> {
 pub fn read_perf_data(process: &Process) -> Option<PerfData> {
     let candidates = perf_data_candidates(&process.tmp_dir(), process.ns_pid)
         .into_iter()
-        .chain(perf_data_candidates(Path::new("/tmp"), process.pid).into_iter().filter(|_| !process.in_container()));
-    candidates.filter_map(|path| fs::read(path).ok()).find_map(|bytes| PerfData::parse(&bytes).ok())
+        .chain(
+            perf_data_candidates(Path::new("/tmp"), process.pid)
+                .into_iter()
+                .filter(|_| !process.in_container()),
+        );
+    candidates
+        .filter_map(|path| fs::read(path).ok())
+        .find_map(|bytes| PerfData::parse(&bytes).ok())
 }
 
 fn perf_data_candidates(tmp: &Path, pid: u32) -> Vec<PathBuf> {
-    let Ok(dir) = fs::read_dir(tmp) else { return Vec::new() };
+    let Ok(dir) = fs::read_dir(tmp) else {
+        return Vec::new();
+    };
     dir.filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with("hsperfdata_"))
         .map(|e| e.path().join(pid.to_string()))
@@ -83,7 +94,9 @@ fn perf_data_candidates(tmp: &Path, pid: u32) -> Vec<PathBuf> {
 
 fn describe(process: &Process, perf: Option<&PerfData>) -> JvmInfo {
     let command_line = CommandLine::parse(&process.cmdline);
-    let java_command = perf.and_then(|p| p.text("sun.rt.javaCommand")).map(str::to_string);
+    let java_command = perf
+        .and_then(|p| p.text("sun.rt.javaCommand"))
+        .map(str::to_string);
     let (main, args) = match &java_command {
         Some(cmd) if !cmd.is_empty() => {
             let (main, args) = cmd.split_once(' ').unwrap_or((cmd, ""));
@@ -107,8 +120,12 @@ fn describe(process: &Process, perf: Option<&PerfData>) -> JvmInfo {
         args,
         java_version,
         uptime_secs: process.uptime_secs(),
-        heap_used: perf.and_then(|p| p.sum_matching("sun.gc.generation.", 2, ".used")).map(|v| v as u64),
-        heap_committed: perf.and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".capacity")).map(|v| v as u64),
+        heap_used: perf
+            .and_then(|p| p.sum_matching("sun.gc.generation.", 2, ".used"))
+            .map(|v| v as u64),
+        heap_committed: perf
+            .and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".capacity"))
+            .map(|v| v as u64),
         jvm_args,
         source: if perf.is_some() { "perfdata" } else { "proc" },
     }
@@ -118,7 +135,10 @@ fn describe(process: &Process, perf: Option<&PerfData>) -> JvmInfo {
 fn java_version_from_release_file(process: &Process) -> Option<String> {
     let exe = fs::read_link(format!("/proc/{}/exe", process.pid)).ok()?;
     let java_home = exe.parent()?.parent()?;
-    let release = process.root().join(java_home.strip_prefix("/").ok()?).join("release");
+    let release = process
+        .root()
+        .join(java_home.strip_prefix("/").ok()?)
+        .join("release");
     let text = fs::read_to_string(release).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("JAVA_VERSION="))
@@ -138,9 +158,20 @@ impl CommandLine {
     pub fn parse(argv: &[String]) -> CommandLine {
         // Options whose value is the next argument.
         const WITH_VALUE: &[&str] = &[
-            "-cp", "-classpath", "--class-path", "-p", "--module-path", "--upgrade-module-path",
-            "--add-modules", "--add-reads", "--add-exports", "--add-opens", "--limit-modules",
-            "--patch-module", "--source", "--enable-native-access",
+            "-cp",
+            "-classpath",
+            "--class-path",
+            "-p",
+            "--module-path",
+            "--upgrade-module-path",
+            "--add-modules",
+            "--add-reads",
+            "--add-exports",
+            "--add-opens",
+            "--limit-modules",
+            "--patch-module",
+            "--source",
+            "--enable-native-access",
         ];
         let mut out = CommandLine::default();
         let mut it = argv.iter().skip(1);
@@ -179,12 +210,20 @@ mod tests {
 
     #[test]
     fn splits_java_command_lines() {
-        let cl = CommandLine::parse(&argv("java -Xmx1g -cp a.jar:b.jar -Xrs com.x.Main --port 1"));
+        let cl = CommandLine::parse(&argv(
+            "java -Xmx1g -cp a.jar:b.jar -Xrs com.x.Main --port 1",
+        ));
         assert_eq!(cl.main, "com.x.Main");
         assert_eq!(cl.args, vec!["--port", "1"]);
         assert!(cl.has_option("-Xrs"));
         assert_eq!(cl.jvm_options, vec!["-Xmx1g", "-cp", "a.jar:b.jar", "-Xrs"]);
-        assert_eq!(CommandLine::parse(&argv("java -jar app.jar x")).main, "app.jar");
-        assert_eq!(CommandLine::parse(&argv("java -m mod/com.x.Main")).main, "mod/com.x.Main");
+        assert_eq!(
+            CommandLine::parse(&argv("java -jar app.jar x")).main,
+            "app.jar"
+        );
+        assert_eq!(
+            CommandLine::parse(&argv("java -m mod/com.x.Main")).main,
+            "mod/com.x.Main"
+        );
     }
 }

@@ -21,7 +21,9 @@ pub enum AttachError {
     #[error("JVM {pid} did not open its attach socket within {timeout_ms} ms (started with -XX:+DisableAttachMechanism, or too busy to answer?)")]
     ListenerTimeout { pid: u32, timeout_ms: u64 },
     /// The socket file exists but nothing listens on it: its JVM is gone.
-    #[error("stale attach socket {path}: no JVM listens on it (the JVM that created it has exited)")]
+    #[error(
+        "stale attach socket {path}: no JVM listens on it (the JVM that created it has exited)"
+    )]
     StaleSocket { path: String },
     /// The socket file is not owned by the target's user or is accessible to others.
     #[error("refusing insecure attach socket {path}: {reason}")]
@@ -44,7 +46,10 @@ pub enum AttachError {
 impl AttachError {
     /// Wraps an I/O error with a description of the step that failed.
     pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        AttachError::Io { context: context.into(), source }
+        AttachError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 

@@ -60,8 +60,17 @@ impl TriggerFile {
         for dir in dirs {
             let path = dir.join(format!(".attach_pid{ns_pid}"));
             // Register before creating so an interrupt between the two cannot leak the file.
-            PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
-            let file = match OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(&path) {
+            PENDING_TRIGGERS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(path.clone());
+            let file = match OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+            {
                 Ok(file) => file,
                 Err(e) => {
                     forget_trigger(&path);
@@ -75,7 +84,9 @@ impl TriggerFile {
             })?;
             // A client that held the lock before us may have removed the file we opened.
             let same_file = match (fs::metadata(&path), lock.metadata()) {
-                (Ok(on_disk), Ok(ours)) => on_disk.ino() == ours.ino() && on_disk.dev() == ours.dev(),
+                (Ok(on_disk), Ok(ours)) => {
+                    on_disk.ino() == ours.ino() && on_disk.dev() == ours.dev()
+                }
                 _ => false,
             };
             if !same_file {
@@ -86,9 +97,10 @@ impl TriggerFile {
         }
         let (path, err) = last_err.expect("at least one trigger directory");
         Err(match err.kind() {
-            io::ErrorKind::PermissionDenied => {
-                AttachError::PermissionDenied(format!("cannot create {}: permission denied", path.display()))
-            }
+            io::ErrorKind::PermissionDenied => AttachError::PermissionDenied(format!(
+                "cannot create {}: permission denied",
+                path.display()
+            )),
             _ => AttachError::io(format!("creating {}", path.display()), err),
         })
     }
@@ -116,19 +128,28 @@ impl Drop for TriggerFile {
 }
 
 fn forget_trigger(path: &Path) {
-    PENDING_TRIGGERS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
+    PENDING_TRIGGERS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| p != path);
 }
 
 /// Where the JVM's attach socket lives, as reachable from here.
 pub fn socket_path(process: &Process) -> PathBuf {
-    process.tmp_dir().join(format!(".java_pid{}", process.ns_pid))
+    process
+        .tmp_dir()
+        .join(format!(".java_pid{}", process.ns_pid))
 }
 
 /// Checks the socket file as the JDK's own client does: a socket, owned by the user we act
 /// as, with no permissions for group or others.
 pub fn check_socket_file(path: &Path, expected_uid: u32) -> Result<()> {
-    let meta = fs::metadata(path).map_err(|e| AttachError::io(format!("checking {}", path.display()), e))?;
-    let insecure = |reason: String| AttachError::InsecureSocket { path: path.display().to_string(), reason };
+    let meta = fs::metadata(path)
+        .map_err(|e| AttachError::io(format!("checking {}", path.display()), e))?;
+    let insecure = |reason: String| AttachError::InsecureSocket {
+        path: path.display().to_string(),
+        reason,
+    };
     if !meta.file_type().is_socket() {
         return Err(insecure("not a socket".into()));
     }
@@ -140,7 +161,10 @@ pub fn check_socket_file(path: &Path, expected_uid: u32) -> Result<()> {
         )));
     }
     if meta.mode() & 0o077 != 0 {
-        return Err(insecure(format!("mode {:o} lets group or others connect", meta.mode() & 0o777)));
+        return Err(insecure(format!(
+            "mode {:o} lets group or others connect",
+            meta.mode() & 0o777
+        )));
     }
     Ok(())
 }
@@ -155,11 +179,25 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
     refuse_if_attach_disabled(process)?;
     let deadline = Instant::now() + timeout;
     wait_for_sigquit_handler(process, deadline)?;
-    let timed_out = || AttachError::ListenerTimeout { pid: process.pid, timeout_ms: timeout.as_millis() as u64 };
+    let timed_out = || AttachError::ListenerTimeout {
+        pid: process.pid,
+        timeout_ms: timeout.as_millis() as u64,
+    };
 
     let _trigger = loop {
-        let locked = TriggerFile::lock(&[process.tmp_dir(), process.cwd()], process.ns_pid, process.pid, deadline)
-            .map_err(|e| if let AttachError::ListenerTimeout { .. } = e { timed_out() } else { e })?;
+        let locked = TriggerFile::lock(
+            &[process.tmp_dir(), process.cwd()],
+            process.ns_pid,
+            process.pid,
+            deadline,
+        )
+        .map_err(|e| {
+            if let AttachError::ListenerTimeout { .. } = e {
+                timed_out()
+            } else {
+                e
+            }
+        })?;
         // Another client may have started the listener while we waited for the lock.
         if socket.exists() {
             return Ok(socket);
@@ -202,7 +240,9 @@ fn refuse_if_attach_disabled(process: &Process) -> Result<()> {
     let tool_options = process::read_proc(process.pid, "environ")
         .map(|env| {
             env.split('\0')
-                .filter(|kv| kv.starts_with("JAVA_TOOL_OPTIONS=") || kv.starts_with("JDK_JAVA_OPTIONS="))
+                .filter(|kv| {
+                    kv.starts_with("JAVA_TOOL_OPTIONS=") || kv.starts_with("JDK_JAVA_OPTIONS=")
+                })
                 .collect::<Vec<_>>()
                 .join(" ")
         })
@@ -210,9 +250,14 @@ fn refuse_if_attach_disabled(process: &Process) -> Result<()> {
     let has = |flag: &str| {
         command_line.has_option(flag)
             || perf_args.split_whitespace().any(|a| a == flag)
-            || tool_options.split(|c: char| c.is_whitespace() || c == '=').any(|a| a == flag)
+            || tool_options
+                .split(|c: char| c.is_whitespace() || c == '=')
+                .any(|a| a == flag)
     };
-    let disabled = |reason: &str| AttachError::AttachDisabled { pid: process.pid, reason: reason.to_string() };
+    let disabled = |reason: &str| AttachError::AttachDisabled {
+        pid: process.pid,
+        reason: reason.to_string(),
+    };
     if has("-XX:+DisableAttachMechanism") {
         return Err(disabled("it was started with -XX:+DisableAttachMechanism"));
     }

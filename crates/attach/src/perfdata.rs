@@ -100,7 +100,13 @@ impl PerfData {
                     && k.ends_with(suffix)
                     && k[prefix.len()..k.len() - suffix.len()].matches('.').count() == dots
             })
-            .filter_map(|(_, v)| if let PerfValue::Long(v) = v { Some(*v) } else { None })
+            .filter_map(|(_, v)| {
+                if let PerfValue::Long(v) = v {
+                    Some(*v)
+                } else {
+                    None
+                }
+            })
             .collect();
         (!values.is_empty()).then(|| values.iter().sum())
     }
@@ -134,12 +140,20 @@ struct Entry {
 impl Reader<'_> {
     fn i32_at(&self, at: usize) -> Option<i32> {
         let bytes: [u8; 4] = self.buf.get(at..at + 4)?.try_into().ok()?;
-        Some(if self.little { i32::from_le_bytes(bytes) } else { i32::from_be_bytes(bytes) })
+        Some(if self.little {
+            i32::from_le_bytes(bytes)
+        } else {
+            i32::from_be_bytes(bytes)
+        })
     }
 
     fn i64_at(&self, at: usize) -> Option<i64> {
         let bytes: [u8; 8] = self.buf.get(at..at + 8)?.try_into().ok()?;
-        Some(if self.little { i64::from_le_bytes(bytes) } else { i64::from_be_bytes(bytes) })
+        Some(if self.little {
+            i64::from_le_bytes(bytes)
+        } else {
+            i64::from_be_bytes(bytes)
+        })
     }
 
     fn c_string_at(&self, at: usize, max_len: usize) -> Option<String> {
@@ -165,7 +179,10 @@ impl Reader<'_> {
             (b'B', n) if n > 0 => self.c_string_at(data_at, n).map(PerfValue::Text),
             _ => None,
         };
-        Some(Entry { length, value: value.map(|v| (name, v)) })
+        Some(Entry {
+            length,
+            value: value.map(|v| (name, v)),
+        })
     }
 }
 
@@ -213,29 +230,50 @@ pub(crate) mod tests {
     #[test]
     fn parses_longs_and_strings() {
         let buf = build(&[
-            ("sun.rt.javaCommand", PerfValue::Text("com.example.Main --port 8080".into())),
+            (
+                "sun.rt.javaCommand",
+                PerfValue::Text("com.example.Main --port 8080".into()),
+            ),
             ("sun.gc.generation.0.space.0.used", PerfValue::Long(100)),
             ("sun.gc.generation.1.space.0.used", PerfValue::Long(23)),
             ("sun.gc.generation.1.capacity", PerfValue::Long(1000)),
-            ("sun.gc.generation.1.space.0.capacity", PerfValue::Long(1000)),
+            (
+                "sun.gc.generation.1.space.0.capacity",
+                PerfValue::Long(1000),
+            ),
         ]);
         let pd = PerfData::parse(&buf).unwrap();
-        assert_eq!(pd.text("sun.rt.javaCommand"), Some("com.example.Main --port 8080"));
+        assert_eq!(
+            pd.text("sun.rt.javaCommand"),
+            Some("com.example.Main --port 8080")
+        );
         assert_eq!(pd.sum_matching("sun.gc.generation.", 2, ".used"), Some(123));
         assert_eq!(pd.sum_matching("sun.gc.generation.", 0, ".used"), None);
         assert_eq!(pd.sum_matching("sun.gc.nothing.", 2, ".used"), None);
-        assert_eq!(pd.sum_matching("sun.gc.generation.", 0, ".capacity"), Some(1000));
+        assert_eq!(
+            pd.sum_matching("sun.gc.generation.", 0, ".capacity"),
+            Some(1000)
+        );
     }
 
     #[test]
     fn rejects_garbage_without_panicking() {
-        assert_eq!(PerfData::parse(b"nope").unwrap_err(), PerfDataError::Truncated);
-        assert_eq!(PerfData::parse(&[0u8; 64]).unwrap_err(), PerfDataError::BadMagic);
+        assert_eq!(
+            PerfData::parse(b"nope").unwrap_err(),
+            PerfDataError::Truncated
+        );
+        assert_eq!(
+            PerfData::parse(&[0u8; 64]).unwrap_err(),
+            PerfDataError::BadMagic
+        );
         let mut buf = build(&[("a", PerfValue::Long(1))]);
         buf.truncate(40);
         assert!(PerfData::parse(&buf).unwrap().is_empty());
         // Every truncation and every single-byte corruption must parse or fail cleanly.
-        let full = build(&[("x.y", PerfValue::Text("abc".into())), ("z", PerfValue::Long(7))]);
+        let full = build(&[
+            ("x.y", PerfValue::Text("abc".into())),
+            ("z", PerfValue::Long(7)),
+        ]);
         for cut in 0..full.len() {
             let _ = PerfData::parse(&full[..cut]);
         }

@@ -32,7 +32,9 @@ impl Process {
         let (mut uid, mut gid) = (None, None);
         let mut name = String::new();
         for line in status.lines() {
-            let Some((key, value)) = line.split_once(':') else { continue };
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
             let fields: Vec<&str> = value.split_whitespace().collect();
             match key {
                 "Name" => name = value.trim().to_string(),
@@ -48,13 +50,31 @@ impl Process {
             }
         }
         let (Some(uid), Some(gid)) = (uid, gid) else {
-            return Err(AttachError::Protocol(format!("/proc/{pid}/status has no Uid/Gid")));
+            return Err(AttachError::Protocol(format!(
+                "/proc/{pid}/status has no Uid/Gid"
+            )));
         };
         let cmdline = read_proc(pid, "cmdline")
-            .map(|raw| raw.split('\0').filter(|s| !s.is_empty()).map(String::from).collect())
+            .map(|raw| {
+                raw.split('\0')
+                    .filter(|s| !s.is_empty())
+                    .map(String::from)
+                    .collect()
+            })
             .unwrap_or_default();
-        let start_ticks = read_proc(pid, "stat").ok().and_then(|s| parse_start_ticks(&s)).unwrap_or(0);
-        Ok(Process { pid, ns_pid, uid, gid, name, cmdline, start_ticks })
+        let start_ticks = read_proc(pid, "stat")
+            .ok()
+            .and_then(|s| parse_start_ticks(&s))
+            .unwrap_or(0);
+        Ok(Process {
+            pid,
+            ns_pid,
+            uid,
+            gid,
+            name,
+            cmdline,
+            start_ticks,
+        })
     }
 
     /// The process's root directory as reachable from here (`/proc/<pid>/root`).
@@ -86,8 +106,15 @@ impl Process {
 
     /// Seconds since the process started, from `/proc/uptime` and the start time.
     pub fn uptime_secs(&self) -> Option<f64> {
-        let uptime: f64 = fs::read_to_string("/proc/uptime").ok()?.split_whitespace().next()?.parse().ok()?;
-        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten()?;
+        let uptime: f64 = fs::read_to_string("/proc/uptime")
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()?;
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()?;
         if hz <= 0 || self.start_ticks == 0 {
             return None;
         }
@@ -97,7 +124,9 @@ impl Process {
     /// Whether the process is still alive (and is still the same process).
     pub fn is_alive(&self) -> bool {
         match read_proc(self.pid, "stat") {
-            Ok(stat) => parse_start_ticks(&stat) == Some(self.start_ticks) && !stat_is_zombie(&stat),
+            Ok(stat) => {
+                parse_start_ticks(&stat) == Some(self.start_ticks) && !stat_is_zombie(&stat)
+            }
             Err(_) => false,
         }
     }
@@ -111,7 +140,9 @@ pub(crate) fn read_proc(pid: u32, file: &str) -> Result<String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Err(AttachError::NoSuchProcess(pid)),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(permission_denied(pid)),
         // ESRCH: the process vanished while reading.
-        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) => Err(AttachError::NoSuchProcess(pid)),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ESRCH as i32) => {
+            Err(AttachError::NoSuchProcess(pid))
+        }
         Err(e) => Err(AttachError::io(format!("reading {path}"), e)),
     }
 }
@@ -123,8 +154,12 @@ pub(crate) fn permission_denied(pid: u32) -> AttachError {
             "process {pid} cannot be inspected even as root (ptrace restrictions, or a process outside our namespaces)"
         ));
     }
-    let owner = owner_of(pid).map(user_name).unwrap_or_else(|| "another user".into());
-    AttachError::PermissionDenied(format!("process {pid} belongs to {owner}; run jtap as that user or as root"))
+    let owner = owner_of(pid)
+        .map(user_name)
+        .unwrap_or_else(|| "another user".into());
+    AttachError::PermissionDenied(format!(
+        "process {pid} belongs to {owner}; run jtap as that user or as root"
+    ))
 }
 
 /// The uid owning `/proc/<pid>` (readable even when the process's files are not).
@@ -162,7 +197,10 @@ fn stat_is_zombie(stat: &str) -> bool {
 /// Every pid currently listed in `/proc`.
 pub fn all_pids() -> Vec<u32> {
     let mut pids: Vec<u32> = fs::read_dir("/proc")
-        .map(|dir| dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .map(|dir| {
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     pids.sort_unstable();
     pids
@@ -188,6 +226,9 @@ mod tests {
 
     #[test]
     fn missing_process_is_reported() {
-        assert!(matches!(Process::open(u32::MAX - 1), Err(AttachError::NoSuchProcess(_))));
+        assert!(matches!(
+            Process::open(u32::MAX - 1),
+            Err(AttachError::NoSuchProcess(_))
+        ));
     }
 }

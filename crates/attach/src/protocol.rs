@@ -19,22 +19,36 @@ pub struct Request {
 }
 
 impl Request {
-    pub fn new(operation: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Request {
-        Request { operation: operation.into(), args: args.into_iter().map(Into::into).collect() }
+    pub fn new(
+        operation: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Request {
+        Request {
+            operation: operation.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
     }
 
     /// Why the request cannot travel over protocol 1, if it cannot.
     pub fn v1_obstacle(&self) -> Option<String> {
         if self.operation.len() > V1_NAME_MAX {
-            return Some(format!("operation name '{}' is longer than {V1_NAME_MAX} bytes", self.operation));
+            return Some(format!(
+                "operation name '{}' is longer than {V1_NAME_MAX} bytes",
+                self.operation
+            ));
         }
         if self.args.len() > V1_ARG_COUNT {
-            return Some(format!("{} arguments given, protocol 1 carries at most {V1_ARG_COUNT}", self.args.len()));
+            return Some(format!(
+                "{} arguments given, protocol 1 carries at most {V1_ARG_COUNT}",
+                self.args.len()
+            ));
         }
-        self.args
-            .iter()
-            .find(|a| a.len() > V1_ARG_MAX)
-            .map(|a| format!("an argument of {} bytes is longer than the {V1_ARG_MAX} bytes protocol 1 allows", a.len()))
+        self.args.iter().find(|a| a.len() > V1_ARG_MAX).map(|a| {
+            format!(
+                "an argument of {} bytes is longer than the {V1_ARG_MAX} bytes protocol 1 allows",
+                a.len()
+            )
+        })
     }
 
     /// Protocol 1 bytes: `1\0op\0a1\0a2\0a3\0`, missing args sent empty.
@@ -90,7 +104,9 @@ pub fn read_status(stream: &mut impl Read) -> Result<i32> {
     let text = String::from_utf8_lossy(&line);
     text.trim().parse().map_err(|_| {
         if line.is_empty() {
-            AttachError::Protocol("the JVM closed the connection without a reply (request rejected)".into())
+            AttachError::Protocol(
+                "the JVM closed the connection without a reply (request rejected)".into(),
+            )
         } else {
             AttachError::Protocol(format!("unexpected reply status line '{text}'"))
         }
@@ -118,7 +134,9 @@ mod tests {
     fn long_arguments_need_v2() {
         let r = Request::new("jcmd", ["x".repeat(1025)]);
         assert!(r.v1_obstacle().unwrap().contains("1025 bytes"));
-        assert!(Request::new("x".repeat(17), Vec::<String>::new()).v1_obstacle().is_some());
+        assert!(Request::new("x".repeat(17), Vec::<String>::new())
+            .v1_obstacle()
+            .is_some());
         let huge = Request::new("jcmd", ["x".repeat(V2_DATA_MAX)]);
         assert!(huge.encode_v2().is_err());
     }

@@ -22,7 +22,9 @@ pub struct AttachOptions {
 
 impl Default for AttachOptions {
     fn default() -> Self {
-        AttachOptions { timeout: Duration::from_secs(5) }
+        AttachOptions {
+            timeout: Duration::from_secs(5),
+        }
     }
 }
 
@@ -40,7 +42,10 @@ impl VirtualMachine {
     pub fn attach(pid: u32, options: &AttachOptions) -> Result<VirtualMachine> {
         let process = Process::open(pid).map_err(|e| explain_missing(pid, e))?;
         if read_perf_data(&process).is_none() && !process.maps_libjvm()? {
-            return Err(AttachError::NotAJvm { pid, name: process.name.clone() });
+            return Err(AttachError::NotAJvm {
+                pid,
+                name: process.name.clone(),
+            });
         }
         let socket = {
             let _acting = ActingAs::target(process.uid, process.gid)?;
@@ -48,7 +53,11 @@ impl VirtualMachine {
             check_socket_file(&socket, ActingAs::effective_uid())?;
             socket
         };
-        Ok(VirtualMachine { process, socket, protocol: None })
+        Ok(VirtualMachine {
+            process,
+            socket,
+            protocol: None,
+        })
     }
 
     /// The attached process.
@@ -72,7 +81,9 @@ impl VirtualMachine {
             }
         };
         let mut stream = self.connect()?;
-        stream.write_all(&bytes).map_err(|e| AttachError::io("sending the request", e))?;
+        stream
+            .write_all(&bytes)
+            .map_err(|e| AttachError::io("sending the request", e))?;
         let status = read_status(&mut stream)?;
         Ok(Reply { status, stream })
     }
@@ -85,7 +96,10 @@ impl VirtualMachine {
         let mut reply = self.execute(&Request::new("getversion", Vec::<String>::new()))?;
         let text = reply.output_to_string()?;
         let version = if reply.status == 0 {
-            text.split_whitespace().next().and_then(|v| v.parse().ok()).unwrap_or(1)
+            text.split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1)
         } else {
             1
         };
@@ -96,12 +110,13 @@ impl VirtualMachine {
     fn connect(&self) -> Result<UnixStream> {
         let _acting = ActingAs::target(self.process.uid, self.process.gid)?;
         UnixStream::connect(&self.socket).map_err(|e| match e.kind() {
-            io::ErrorKind::ConnectionRefused => {
-                AttachError::StaleSocket { path: self.socket.display().to_string() }
-            }
-            io::ErrorKind::PermissionDenied => {
-                AttachError::PermissionDenied(format!("cannot connect to {}", self.socket.display()))
-            }
+            io::ErrorKind::ConnectionRefused => AttachError::StaleSocket {
+                path: self.socket.display().to_string(),
+            },
+            io::ErrorKind::PermissionDenied => AttachError::PermissionDenied(format!(
+                "cannot connect to {}",
+                self.socket.display()
+            )),
             _ => AttachError::io(format!("connecting to {}", self.socket.display()), e),
         })
     }
@@ -112,7 +127,9 @@ fn explain_missing(pid: u32, err: AttachError) -> AttachError {
     if let AttachError::NoSuchProcess(_) = err {
         let stale = PathBuf::from(format!("/tmp/.java_pid{pid}"));
         if fs::symlink_metadata(&stale).is_ok() {
-            return AttachError::StaleSocket { path: stale.display().to_string() };
+            return AttachError::StaleSocket {
+                path: stale.display().to_string(),
+            };
         }
     }
     err
@@ -130,7 +147,9 @@ impl Reply {
     /// Reads the whole remaining output.
     pub fn output_to_string(&mut self) -> Result<String> {
         let mut out = Vec::new();
-        self.stream.read_to_end(&mut out).map_err(|e| AttachError::io("reading the JVM's reply", e))?;
+        self.stream
+            .read_to_end(&mut out)
+            .map_err(|e| AttachError::io("reading the JVM's reply", e))?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
@@ -144,7 +163,8 @@ impl Reply {
             let n = match self.stream.read(&mut buf) {
                 Ok(0) => {
                     if last != b'\n' {
-                        sink.write_all(b"\n").map_err(|e| AttachError::io("writing output", e))?;
+                        sink.write_all(b"\n")
+                            .map_err(|e| AttachError::io("writing output", e))?;
                     }
                     return Ok(total);
                 }
@@ -152,7 +172,9 @@ impl Reply {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(AttachError::io("reading the JVM's reply", e)),
             };
-            sink.write_all(&buf[..n]).and_then(|_| sink.flush()).map_err(|e| AttachError::io("writing output", e))?;
+            sink.write_all(&buf[..n])
+                .and_then(|_| sink.flush())
+                .map_err(|e| AttachError::io("writing output", e))?;
             total += n as u64;
             last = buf[n - 1];
         }
@@ -161,7 +183,10 @@ impl Reply {
 
 /// The agent's return code from a `load` reply (`return code: N` on JDK 9+), if present.
 pub fn load_return_code(output: &str) -> Option<i32> {
-    output.lines().find_map(|l| l.trim().strip_prefix("return code:")).and_then(|v| v.trim().parse().ok())
+    output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("return code:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 #[cfg(test)]

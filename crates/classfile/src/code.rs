@@ -588,7 +588,11 @@ fn encode_frames(
             return Err(Error::BadStackMap("frame at end of code"));
         }
         has_frame[i] = true;
-        out.push((layout.start[i], remap_all(&fr.locals)?, remap_all(&fr.stack)?));
+        out.push((
+            layout.start[i],
+            remap_all(&fr.locals)?,
+            remap_all(&fr.stack)?,
+        ));
     }
     for (i, insn) in insns.iter().enumerate() {
         if wide[i]
@@ -603,14 +607,22 @@ fn encode_frames(
     }
     for (k, b) in edit.blocks.iter().enumerate() {
         if let Some(fr) = &b.frame {
-            out.push((layout.block[k], remap_all(&fr.locals)?, remap_all(&fr.stack)?));
+            out.push((
+                layout.block[k],
+                remap_all(&fr.locals)?,
+                remap_all(&fr.stack)?,
+            ));
         }
     }
     out.sort_by_key(|fr| fr.0);
     if out.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(Error::BadStackMap("two frames at one offset"));
     }
-    stackmap::encode_slices(out.iter().map(|(o, l, s)| (*o, &**l, &**s)), out.len(), f.initial_locals)
+    stackmap::encode_slices(
+        out.iter().map(|(o, l, s)| (*o, &**l, &**s)),
+        out.len(),
+        f.initial_locals,
+    )
 }
 
 #[cfg(test)]

@@ -35,7 +35,11 @@ impl Snippet {
 
     /// Continues `code` (taken from its place in an [`Edit`]) at stack depth `depth`.
     fn on(code: Vec<u8>, depth: i32) -> Self {
-        Snippet { code, depth, peak: depth }
+        Snippet {
+            code,
+            depth,
+            peak: depth,
+        }
     }
 
     fn emit(&mut self, bytes: &[u8], delta: i32) {
@@ -360,9 +364,12 @@ pub(crate) fn instrument_method(
     // States are needed at returns for `this`/arguments, at calls for the call handlers'
     // frames, at constructor calls for allocations, and everywhere in constructors.
     let at_returns = probes.iter().any(|(_, p)| {
-        p.point == Point::Return && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
+        p.point == Point::Return
+            && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
     });
-    let at_calls = probes.iter().any(|(_, p)| matches!(p.point, Point::AfterCall(_)));
+    let at_calls = probes
+        .iter()
+        .any(|(_, p)| matches!(p.point, Point::AfterCall(_)));
     let at_inits = probes.iter().any(|(_, p)| p.point == Point::Allocation);
     let want: Vec<bool> = insns
         .iter()
@@ -404,7 +411,8 @@ pub(crate) fn instrument_method(
         let ends = states.iter().map(Some).chain(std::iter::once(None));
         for (i, st) in ends.enumerate() {
             let ok = st.is_some_and(|s| {
-                s.as_ref().is_some_and(|s| !s.locals.contains(&VType::UninitializedThis))
+                s.as_ref()
+                    .is_some_and(|s| !s.locals.contains(&VType::UninitializedThis))
             });
             match (ok, run) {
                 (true, None) => run = Some(i),
@@ -700,7 +708,11 @@ pub(crate) fn instrument_method(
                     let kind = if read { "field-read" } else { "field-write" };
                     let site_id =
                         registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
-                    let dest = if read { &mut edit.after[i] } else { &mut edit.before[i] };
+                    let dest = if read {
+                        &mut edit.after[i]
+                    } else {
+                        &mut edit.before[i]
+                    };
                     let mut s = Snippet::on(std::mem::take(dest), 0);
                     s.capture(cp, refs, t, m.stash)?;
                     used_stash = true;
@@ -718,7 +730,11 @@ pub(crate) fn instrument_method(
                     )?;
                     finish(
                         s,
-                        if read { &mut edit.after[i] } else { &mut edit.before[i] },
+                        if read {
+                            &mut edit.after[i]
+                        } else {
+                            &mut edit.before[i]
+                        },
                         &mut peak,
                     );
                 }
@@ -850,10 +866,7 @@ fn finish(s: Snippet, dest: &mut Vec<u8>, peak: &mut i32) {
 type CallTarget<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>);
 
 /// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
-fn call_target<'a>(
-    cp: &'a ConstantPool,
-    insn: &Insn,
-) -> Result<Option<CallTarget<'a>>> {
+fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<CallTarget<'a>>> {
     let Operand::Cp(c) = insn.operand else {
         return Ok(None);
     };

@@ -363,16 +363,24 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
     for i in &insns {
         boundary[i.offset as usize] = true;
     }
-    let ok = |t: u32| t as usize != code.len() && boundary.get(t as usize).copied().unwrap_or(false);
+    let ok =
+        |t: u32| t as usize != code.len() && boundary.get(t as usize).copied().unwrap_or(false);
     for i in &insns {
         let valid = match &i.operand {
             Operand::Branch(t) => ok(*t),
-            Operand::TableSwitch { default, targets, .. } => ok(*default) && targets.iter().all(|&t| ok(t)),
-            Operand::LookupSwitch { default, pairs } => ok(*default) && pairs.iter().all(|&(_, t)| ok(t)),
+            Operand::TableSwitch {
+                default, targets, ..
+            } => ok(*default) && targets.iter().all(|&t| ok(t)),
+            Operand::LookupSwitch { default, pairs } => {
+                ok(*default) && pairs.iter().all(|&(_, t)| ok(t))
+            }
             _ => true,
         };
         if !valid {
-            return Err(bad(i.offset as usize, "branch target is not an instruction"));
+            return Err(bad(
+                i.offset as usize,
+                "branch target is not an instruction",
+            ));
         }
     }
     Ok(insns)

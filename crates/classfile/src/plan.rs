@@ -352,7 +352,9 @@ mod tests {
     /// A version-49 class `A` with `static void m()` using a jsr/ret subroutine.
     fn jsr_class() -> Vec<u8> {
         let mut v = vec![0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 49, 0, 6];
-        v.extend_from_slice(b"\x01\x00\x01A\x07\x00\x01\x01\x00\x01m\x01\x00\x03()V\x01\x00\x04Code");
+        v.extend_from_slice(
+            b"\x01\x00\x01A\x07\x00\x01\x01\x00\x01m\x01\x00\x03()V\x01\x00\x04Code",
+        );
         v.extend_from_slice(&[0, 0x21, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1]);
         v.extend_from_slice(&[0, 0x09, 0, 3, 0, 4, 0, 1, 0, 5]);
         let code = [0xa8, 0, 4, 0xb1, 0x4b, 0xa9, 0];
@@ -369,9 +371,20 @@ mod tests {
     fn subroutines_are_refused_with_a_reason_and_left_intact() {
         let class = jsr_class();
         assert_eq!(ClassFile::parse(&class).unwrap().write(), class);
-        let out = instrument_class(&class, &InjectionPlan::everything("P"), &mut Registry::default()).unwrap();
+        let out = instrument_class(
+            &class,
+            &InjectionPlan::everything("P"),
+            &mut Registry::default(),
+        )
+        .unwrap();
         assert_eq!(out.methods_instrumented, 0);
-        assert_eq!(out.refused, vec![("m()V".to_string(), Error::Unsupported("jsr/ret subroutines"))]);
+        assert_eq!(
+            out.refused,
+            vec![(
+                "m()V".to_string(),
+                Error::Unsupported("jsr/ret subroutines")
+            )]
+        );
         assert_eq!(out.bytes, class);
     }
 
@@ -380,6 +393,9 @@ mod tests {
         assert!(Pattern::Prefix("java/".into()).matches("java/lang/Object"));
         assert!(!Pattern::Exact("a".into()).matches("ab"));
         let p = &InjectionPlan::everything("P").probes[4];
-        assert_eq!(p.descriptor(), "(IILjava/lang/Object;Ljava/lang/Throwable;)V");
+        assert_eq!(
+            p.descriptor(),
+            "(IILjava/lang/Object;Ljava/lang/Throwable;)V"
+        );
     }
 }

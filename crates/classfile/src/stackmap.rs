@@ -170,7 +170,13 @@ pub fn decode(data: &[u8], initial_locals: &[VType]) -> Result<Vec<Frame>> {
 
 /// Encodes frames (sorted by strictly increasing offset) as a `StackMapTable` body.
 pub fn encode(frames: &[Frame], initial_locals: &[VType]) -> Result<Vec<u8>> {
-    encode_slices(frames.iter().map(|f| (f.offset, &f.locals[..], &f.stack[..])), frames.len(), initial_locals)
+    encode_slices(
+        frames
+            .iter()
+            .map(|f| (f.offset, &f.locals[..], &f.stack[..])),
+        frames.len(),
+        initial_locals,
+    )
 }
 
 /// Slot form to list form, into a reused buffer.

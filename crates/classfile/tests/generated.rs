@@ -322,9 +322,12 @@ fn check_program_as(name: &str, source: &str, old: bool) -> bool {
     // A generated method just past 32 KiB can outgrow 64 KiB with every probe kind (a probe
     // per line start); it is then refused and left unchanged, which must still verify and
     // behave.
-    common::instrument_dir_allowing(&orig, &inst, &InjectionPlan::everything(common::PROBES), |reason| {
-        matches!(reason, jtap_classfile::Error::TooLarge(_))
-    });
+    common::instrument_dir_allowing(
+        &orig,
+        &inst,
+        &InjectionPlan::everything(common::PROBES),
+        |reason| matches!(reason, jtap_classfile::Error::TooLarge(_)),
+    );
     let (actual, calls, _) =
         common::run_java(&format!("{}:{}", inst.display(), harness.display()), name);
     assert_eq!(expected, actual, "behaviour changed for\n{source}");

@@ -99,7 +99,12 @@ fn check(label: &str, java_home: &str, classes: Vec<(String, Vec<u8>)>, rename: 
         regressions.len()
     );
     for e in b.errors.iter().take(5) {
-        println!("  (fails before instrumentation too) {} {} {}", e.0, e.1, &e.2[..e.2.len().min(300)]);
+        println!(
+            "  (fails before instrumentation too) {} {} {}",
+            e.0,
+            e.1,
+            &e.2[..e.2.len().min(300)]
+        );
     }
     for e in regressions.iter().take(40) {
         println!("  {} {} {}", e.0, e.1, &e.2[..e.2.len().min(600)]);

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use jtap_attach::process::Process;
 use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
 use jtap_profile::{ExportOptions, Format};
-use jtap_protocol::{describe_return_code, read_frame, Frame, Options, AGENT_RETURN_VERSION_MISMATCH, VERSION};
+use jtap_protocol::{
+    describe_return_code, read_frame, Frame, Options, AGENT_RETURN_VERSION_MISMATCH, VERSION,
+};
 
 /// File name of the agent library.
 pub const LIBRARY_NAME: &str = "libjtap_agent.so";
@@ -59,11 +61,17 @@ pub enum AgentError {
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn register_pending(path: &Path) {
-    PENDING.lock().unwrap_or_else(|e| e.into_inner()).push(path.to_path_buf());
+    PENDING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(path.to_path_buf());
 }
 
 fn unregister_pending(path: &Path) {
-    PENDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| p != path);
+    PENDING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|p| p != path);
     let _ = fs::remove_file(path);
 }
 
@@ -82,14 +90,21 @@ pub fn locate_library() -> Result<PathBuf, AgentError> {
     if let Some(path) = std::env::var_os("JTAP_AGENT") {
         candidates.push(PathBuf::from(path));
     }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.canonicalize().ok()?.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok()?.parent().map(Path::to_path_buf))
+    {
         candidates.push(dir.join(LIBRARY_NAME));
         candidates.push(dir.join("../lib").join(LIBRARY_NAME));
     }
     match candidates.iter().find(|p| p.is_file()) {
         Some(found) => Ok(found.canonicalize().unwrap_or_else(|_| found.clone())),
         None => Err(AgentError::LibraryNotFound(
-            candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            candidates
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
         )),
     }
 }
@@ -117,7 +132,8 @@ fn mapped_agent(process: &Process) -> Option<String> {
     maps.lines().find_map(|line| {
         let path = line.split_whitespace().nth(5)?;
         let name = Path::new(path).file_name()?.to_str()?;
-        (name == LIBRARY_NAME || (name.starts_with("jtap-agent-") && name.ends_with(".so"))).then(|| path.to_string())
+        (name == LIBRARY_NAME || (name.starts_with("jtap-agent-") && name.ends_with(".so")))
+            .then(|| path.to_string())
     })
 }
 
@@ -130,32 +146,52 @@ fn same_mount_namespace(process: &Process) -> bool {
 /// file when the target shares our filesystem and user, else a private copy in its `/tmp`.
 fn place_library(process: &Process) -> Result<PlacedLibrary, AgentError> {
     if let Some(path) = mapped_agent(process) {
-        return Ok(PlacedLibrary { guest_path: path, copy: None });
+        return Ok(PlacedLibrary {
+            guest_path: path,
+            copy: None,
+        });
     }
     let library = locate_library()?;
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if same_mount_namespace(process) && process.uid == euid {
-        return Ok(PlacedLibrary { guest_path: library.display().to_string(), copy: None });
+        return Ok(PlacedLibrary {
+            guest_path: library.display().to_string(),
+            copy: None,
+        });
     }
-    let bytes = fs::read(&library).map_err(|e| load_failed(process, format!("reading {}: {e}", library.display())))?;
+    let bytes = fs::read(&library)
+        .map_err(|e| load_failed(process, format!("reading {}: {e}", library.display())))?;
     let name = format!("jtap-agent-{VERSION}-{}.so", random_hex(8));
     let host_path = process.tmp_dir().join(&name);
     register_pending(&host_path);
-    let placed = PlacedLibrary { guest_path: format!("/tmp/{name}"), copy: Some(host_path.clone()) };
+    let placed = PlacedLibrary {
+        guest_path: format!("/tmp/{name}"),
+        copy: Some(host_path.clone()),
+    };
     let mut file: File = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&host_path)
-        .map_err(|e| load_failed(process, format!("copying the agent to {}: {e}", host_path.display())))?;
-    file.write_all(&bytes).map_err(|e| load_failed(process, format!("writing {}: {e}", host_path.display())))?;
-    chown_to_target(&host_path, process).map_err(|e| load_failed(process, format!("chown {}: {e}", host_path.display())))?;
+        .map_err(|e| {
+            load_failed(
+                process,
+                format!("copying the agent to {}: {e}", host_path.display()),
+            )
+        })?;
+    file.write_all(&bytes)
+        .map_err(|e| load_failed(process, format!("writing {}: {e}", host_path.display())))?;
+    chown_to_target(&host_path, process)
+        .map_err(|e| load_failed(process, format!("chown {}: {e}", host_path.display())))?;
     Ok(placed)
 }
 
 fn load_failed(process: &Process, reason: String) -> AgentError {
-    AgentError::LoadFailed { pid: process.pid, reason }
+    AgentError::LoadFailed {
+        pid: process.pid,
+        reason,
+    }
 }
 
 fn chown_to_target(path: &Path, process: &Process) -> io::Result<()> {
@@ -169,7 +205,9 @@ fn chown_to_target(path: &Path, process: &Process) -> io::Result<()> {
 /// `n` random bytes from the kernel, in hex.
 fn random_hex(n: usize) -> String {
     let mut bytes = vec![0u8; n];
-    let filled = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_ok();
+    let filled = File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_ok();
     assert!(filled, "/dev/urandom is unreadable");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -194,7 +232,9 @@ impl ChannelListener {
             Some(_) => format!("/tmp/{name}"),
             None => host_path.display().to_string(),
         };
-        let fail = |what: &str, e: io::Error| AgentError::Channel(format!("{what} {}: {e}", host_path.display()));
+        let fail = |what: &str, e: io::Error| {
+            AgentError::Channel(format!("{what} {}: {e}", host_path.display()))
+        };
         // SAFETY: plain socket creation; the fd is owned right away.
         let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -205,7 +245,11 @@ impl ChannelListener {
         let address = socket_address(&host_path).map_err(|e| fail("binding", e))?;
         // SAFETY: address is a sockaddr_un of the size we pass.
         let rc = unsafe {
-            libc::bind(fd.as_raw_fd(), (&address as *const libc::sockaddr_un).cast(), std::mem::size_of::<libc::sockaddr_un>() as u32)
+            libc::bind(
+                fd.as_raw_fd(),
+                (&address as *const libc::sockaddr_un).cast(),
+                std::mem::size_of::<libc::sockaddr_un>() as u32,
+            )
         };
         if rc != 0 {
             return Err(fail("binding", io::Error::last_os_error()));
@@ -216,7 +260,8 @@ impl ChannelListener {
             unregister_pending(&listener_path);
             e
         };
-        fs::set_permissions(&host_path, fs::Permissions::from_mode(0o600)).map_err(|e| cleanup(fail("chmod", e)))?;
+        fs::set_permissions(&host_path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| cleanup(fail("chmod", e)))?;
         if let Some(process) = process {
             chown_to_target(&host_path, process).map_err(|e| cleanup(fail("chown", e)))?;
         }
@@ -225,7 +270,11 @@ impl ChannelListener {
         if unsafe { libc::listen(fd.as_raw_fd(), 4) } != 0 {
             return Err(cleanup(fail("listening on", io::Error::last_os_error())));
         }
-        Ok(ChannelListener { listener: UnixListener::from(fd), host_path, guest_path })
+        Ok(ChannelListener {
+            listener: UnixListener::from(fd),
+            host_path,
+            guest_path,
+        })
     }
 
     /// The socket's path inside the target's mount namespace (for `channel=`).
@@ -248,14 +297,22 @@ impl ChannelListener {
             if left.is_zero() || give_up() {
                 return Ok(None);
             }
-            let mut poll = libc::pollfd { fd: self.listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut poll = libc::pollfd {
+                fd: self.listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: one valid pollfd for the duration of the call.
             let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis().clamp(1, 100) as i32) };
             if ready <= 0 {
                 continue;
             }
-            let (stream, _) = self.listener.accept().map_err(|e| AgentError::Channel(format!("accept: {e}")))?;
-            let (pid, uid) = peer_credentials(&stream).map_err(|e| AgentError::Channel(format!("SO_PEERCRED: {e}")))?;
+            let (stream, _) = self
+                .listener
+                .accept()
+                .map_err(|e| AgentError::Channel(format!("accept: {e}")))?;
+            let (pid, uid) = peer_credentials(&stream)
+                .map_err(|e| AgentError::Channel(format!("SO_PEERCRED: {e}")))?;
             if peer_ok(pid, uid) {
                 return Ok(Some(stream));
             }
@@ -273,10 +330,14 @@ fn socket_address(path: &Path) -> io::Result<libc::sockaddr_un> {
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
     let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     address.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    let bytes = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::ErrorKind::InvalidInput)?;
     let bytes = bytes.as_bytes_with_nul();
     if bytes.len() > address.sun_path.len() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket path too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
     }
     for (dst, src) in address.sun_path.iter_mut().zip(bytes) {
         *dst = *src as libc::c_char;
@@ -285,11 +346,21 @@ fn socket_address(path: &Path) -> io::Result<libc::sockaddr_un> {
 }
 
 fn peer_credentials(stream: &UnixStream) -> io::Result<(u32, u32)> {
-    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
     // SAFETY: SO_PEERCRED fills a ucred of the size we pass.
     let rc = unsafe {
-        libc::getsockopt(stream.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len)
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
     };
     if rc != 0 {
         return Err(io::Error::last_os_error());
@@ -302,12 +373,23 @@ pub type FrameSink<'a> = Option<&'a mut dyn FnMut(Frame) -> anyhow::Result<()>>;
 
 /// Sends `options` to the jtap agent in JVM `pid` (loading it first if needed) and streams its
 /// reply to `out` until the command ends. For `start`, that is when the engine stops.
-pub fn run(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn run(
+    pid: u32,
+    options: &Options,
+    timeout: Duration,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     run_with(pid, options, timeout, out, None)
 }
 
 /// [`run`], handing profile and progress frames to `frames`.
-pub fn run_with(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Write, frames: FrameSink<'_>) -> anyhow::Result<()> {
+pub fn run_with(
+    pid: u32,
+    options: &Options,
+    timeout: Duration,
+    out: &mut dyn Write,
+    frames: FrameSink<'_>,
+) -> anyhow::Result<()> {
     let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
     let process = vm.process().clone();
     let library = place_library(&process)?;
@@ -315,7 +397,14 @@ pub fn run_with(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Wr
     let mut options = options.clone();
     options.channel = Some(listener.guest_path().to_string());
     options.client = Some(VERSION.to_string());
-    let request = Request::new("load", [library.guest_path.clone(), "true".into(), options.to_string()]);
+    let request = Request::new(
+        "load",
+        [
+            library.guest_path.clone(),
+            "true".into(),
+            options.to_string(),
+        ],
+    );
     let mut reply = vm.execute(&request)?;
     let text = reply.output_to_string()?;
     drop(library);
@@ -325,11 +414,19 @@ pub fn run_with(pid: u32, options: &Options, timeout: Duration, out: &mut dyn Wr
     let return_code = load_return_code(&text);
     // The agent connected while the JVM ran Agent_OnAttach, so it waits in the backlog.
     let target = process.pid;
-    let stream = listener.accept(Duration::from_millis(500), |peer, _| peer == target, || false)?;
+    let stream = listener.accept(
+        Duration::from_millis(500),
+        |peer, _| peer == target,
+        || false,
+    )?;
     match (stream, return_code) {
         (Some(stream), _) => converse_with(stream, out, frames),
         (None, Some(0)) => Err(AgentError::Channel("the agent did not connect back".into()).into()),
-        (None, Some(code)) => Err(load_failed(&process, format!("return code {code}: {}", describe_return_code(code))).into()),
+        (None, Some(code)) => Err(load_failed(
+            &process,
+            format!("return code {code}: {}", describe_return_code(code)),
+        )
+        .into()),
         (None, None) => Err(load_failed(&process, one_line(&text, reply.status)).into()),
     }
 }
@@ -346,7 +443,11 @@ fn one_line(text: &str, status: i32) -> String {
 /// Reads the agent's frames until its `Done`, printing its text to `out`. Profile and
 /// progress frames go to `frames` when given; otherwise a profile is printed as its text
 /// report and progress is dropped.
-pub fn converse_with(mut stream: UnixStream, out: &mut dyn Write, mut frames: FrameSink<'_>) -> anyhow::Result<()> {
+pub fn converse_with(
+    mut stream: UnixStream,
+    out: &mut dyn Write,
+    mut frames: FrameSink<'_>,
+) -> anyhow::Result<()> {
     loop {
         let frame = read_frame(&mut stream).map_err(|e| AgentError::Channel(e.to_string()))?;
         match frame {
@@ -361,21 +462,32 @@ pub fn converse_with(mut stream: UnixStream, out: &mut dyn Write, mut frames: Fr
                 writeln!(out, "{}", text.trim_end_matches('\n'))?;
                 out.flush()?;
             }
-            Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => match (&mut frames, frame) {
-                (Some(sink), frame) => sink(frame)?,
-                (None, Frame::Profile(bytes)) => {
-                    let profile = jtap_protocol::wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
-                    out.write_all(&Format::Text.render(&profile, &ExportOptions::default()))?;
-                    out.flush()?;
+            Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => {
+                match (&mut frames, frame) {
+                    (Some(sink), frame) => sink(frame)?,
+                    (None, Frame::Profile(bytes)) => {
+                        let profile = jtap_protocol::wire::decode_profile(&bytes)
+                            .map_err(AgentError::Channel)?;
+                        out.write_all(&Format::Text.render(&profile, &ExportOptions::default()))?;
+                        out.flush()?;
+                    }
+                    (None, _) => {}
                 }
-                (None, _) => {}
-            },
-            Some(Frame::Done { code: 0, .. }) => return Ok(()),
-            Some(Frame::Done { code: AGENT_RETURN_VERSION_MISMATCH, message }) => {
-                return Err(AgentError::VersionMismatch(message).into())
             }
-            Some(Frame::Done { message, .. }) => return Err(AgentError::CommandFailed(message).into()),
-            None => return Err(AgentError::Channel("the agent closed the channel before finishing (did the JVM exit?)".into()).into()),
+            Some(Frame::Done { code: 0, .. }) => return Ok(()),
+            Some(Frame::Done {
+                code: AGENT_RETURN_VERSION_MISMATCH,
+                message,
+            }) => return Err(AgentError::VersionMismatch(message).into()),
+            Some(Frame::Done { message, .. }) => {
+                return Err(AgentError::CommandFailed(message).into())
+            }
+            None => {
+                return Err(AgentError::Channel(
+                    "the agent closed the channel before finishing (did the JVM exit?)".into(),
+                )
+                .into())
+            }
         }
     }
 }

@@ -80,6 +80,15 @@ mod tests {
         let options = Options::parse("start,event=gc").unwrap();
         let java: Vec<String> = ["java", "-cp", "x", "Main"].map(String::from).to_vec();
         let argv = agent_command_line(&java, "/lib/libjtap_agent.so", &options);
-        assert_eq!(argv, ["java", "-agentpath:/lib/libjtap_agent.so=start,event=gc", "-cp", "x", "Main"]);
+        assert_eq!(
+            argv,
+            [
+                "java",
+                "-agentpath:/lib/libjtap_agent.so=start,event=gc",
+                "-cp",
+                "x",
+                "Main"
+            ]
+        );
     }
 }

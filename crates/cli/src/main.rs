@@ -39,14 +39,16 @@ enum Command {
         json: bool,
     },
     /// Send one raw HotSpot attach operation and print the JVM's reply (like jattach)
-    #[command(after_help = "Operations: load, properties, agentProperties, datadump, threaddump, dumpheap, \
+    #[command(
+        after_help = "Operations: load, properties, agentProperties, datadump, threaddump, dumpheap, \
                             inspectheap, setflag, printflag, jcmd (and any other the JVM knows).\n\
                             Examples:\n  jtap attach 1234 properties\n  jtap attach 1234 threaddump\n  \
                             jtap attach 1234 printflag HeapDumpOnOutOfMemoryError\n  \
                             jtap attach 1234 setflag HeapDumpOnOutOfMemoryError 1\n  \
                             jtap attach 1234 dumpheap /tmp/heap.hprof\n  \
                             jtap attach 1234 load /path/libagent.so true options\n\n\
-                            Exits with the JVM's status code (for load: the agent's return code).")]
+                            Exits with the JVM's status code (for load: the agent's return code)."
+    )]
     Attach {
         /// Pid of the target JVM (as seen from here, also for JVMs in containers)
         pid: u32,
@@ -58,8 +60,10 @@ enum Command {
         attach: AttachArgs,
     },
     /// Run a diagnostic command (jcmd) in a JVM: `jtap jcmd 1234 Thread.print -l`
-    #[command(after_help = "`jtap jcmd <pid> help` lists the commands the JVM offers; \
-                            `jtap jcmd <pid> help <command>` describes one.")]
+    #[command(
+        after_help = "`jtap jcmd <pid> help` lists the commands the JVM offers; \
+                            `jtap jcmd <pid> help <command>` describes one."
+    )]
     Jcmd {
         /// Pid of the target JVM
         pid: u32,
@@ -70,10 +74,12 @@ enum Command {
         attach: AttachArgs,
     },
     /// Send options to jtap's agent in a JVM (loading it if needed), or launch a JVM with it
-    #[command(after_help = "Options (comma-separated): start,event=gc | stop | status | dump | version | help, \
+    #[command(
+        after_help = "Options (comma-separated): start,event=gc | stop | status | dump | version | help, \
                             file=<path>, log=<path>, debug. Examples:\n  jtap load 1234 status\n  \
                             jtap load 1234 start,event=gc   (runs until Ctrl-C or `jtap load 1234 stop`)\n  \
-                            jtap load start,event=gc -- java -jar app.jar")]
+                            jtap load start,event=gc -- java -jar app.jar"
+    )]
     Load {
         /// `<pid> [options]`, or only `[options]` when launching a JVM after `--`
         #[arg(num_args = 0..=2)]
@@ -92,8 +98,10 @@ enum Command {
         attach: AttachArgs,
     },
     /// Class histogram: instances and bytes per class, largest first (JVMTI heap walk in jtap's agent)
-    #[command(after_help = "The heap walk pauses the JVM while it runs (like jcmd GC.class_histogram). \
-                            Without --live, unreachable objects not yet collected are counted too.")]
+    #[command(
+        after_help = "The heap walk pauses the JVM while it runs (like jcmd GC.class_histogram). \
+                            Without --live, unreachable objects not yet collected are counted too."
+    )]
     Heap {
         /// Pid of the target JVM
         pid: u32,
@@ -115,13 +123,15 @@ enum Command {
         command: commands::bytecode::BytecodeCommand,
     },
     /// Sample CPU or wall-clock time of a JVM and write a profile (flame graph, pprof, ...)
-    #[command(after_help = "Examples:\n  jtap profile 1234                      (cpu, 30 s, text report)\n  \
+    #[command(
+        after_help = "Examples:\n  jtap profile 1234                      (cpu, 30 s, text report)\n  \
                             jtap profile 1234 -d 10s -o flame.html\n  \
                             jtap profile 1234 -e wall --threads -o wall.collapsed\n  \
                             jtap profile start 1234 -e itimer; jtap profile dump 1234 -o now.pb.gz; jtap profile stop 1234\n  \
                             jtap profile -o app.html -- java -jar app.jar\n\n\
                             Output format: --format, else the -o file's extension (.html .pb.gz .speedscope.json \
-                            .collapsed .txt), else a text report on stdout.")]
+                            .collapsed .txt), else a text report on stdout."
+    )]
     Profile {
         #[command(flatten)]
         profile: commands::profile::ProfileArgs,
@@ -129,9 +139,11 @@ enum Command {
         attach: AttachArgs,
     },
     /// Allocation sites ranked by live bytes (HPROF-style SITES report from heap sampling)
-    #[command(after_help = "Samples allocations for the duration (JVMTI SampledObjectAlloc, every --alloc-interval \
+    #[command(
+        after_help = "Samples allocations for the duration (JVMTI SampledObjectAlloc, every --alloc-interval \
                             bytes on average), tracks which sampled objects are still alive, and reports per \
-                            (class, stack): live and allocated bytes and objects (estimated), % self, % accum.")]
+                            (class, stack): live and allocated bytes and objects (estimated), % self, % accum."
+    )]
     Sites {
         /// Pid of the target JVM
         pid: u32,
@@ -154,13 +166,15 @@ enum Command {
         attach: AttachArgs,
     },
     /// Print each call of matching methods: time, thread, method, duration (args, return, stack)
-    #[command(after_help = "Patterns: pkg.Class::method, pkg.Class (every method), globs (com.example.*Service::handle*), \
+    #[command(
+        after_help = "Patterns: pkg.Class::method, pkg.Class (every method), globs (com.example.*Service::handle*), \
                             /regex/ for class and method (/com\\.acme\\..*/::/get.*/), +pkg.Interface for every \
                             implementation or subclass, an optional JVM descriptor (Foo::bar(Ljava/lang/String;)V).\n\
                             Examples:\n  jtap trace 1234 'com.acme.*Service::handle*' --threshold 100ms --stack\n  \
                             jtap trace 1234 com.acme.Cache::get --args --return -n 20\n  \
                             jtap trace stop 1234\n  jtap trace com.acme.Main::run -d 10s -- java -jar app.jar\n\n\
-                            Ending the trace (Ctrl-C, -n, -d, jtap's exit) restores every class to its original bytes.")]
+                            Ending the trace (Ctrl-C, -n, -d, jtap's exit) restores every class to its original bytes."
+    )]
     Trace {
         #[command(flatten)]
         args: commands::trace::TraceArgs,
@@ -168,9 +182,11 @@ enum Command {
         attach: AttachArgs,
     },
     /// For each call of an entry method, a tree of the calls inside it with their times
-    #[command(after_help = "Each node: <offset ms from entry start> [<total ms> (<self ms>), <% of parent>, <% of root>] - <method>.\n\
+    #[command(
+        after_help = "Each node: <offset ms from entry start> [<total ms> (<self ms>), <% of parent>, <% of root>] - <method>.\n\
                             Examples:\n  jtap calltree 1234 com.acme.Api::handle -n 3\n  \
-                            jtap calltree 1234 com.acme.Api::handle --inner 'com.acme.*::*' --threshold 50ms")]
+                            jtap calltree 1234 com.acme.Api::handle --inner 'com.acme.*::*' --threshold 50ms"
+    )]
     Calltree {
         #[command(flatten)]
         args: commands::trace::CalltreeArgs,
@@ -219,13 +235,42 @@ fn main() {
     };
     let result = match cli.command {
         Command::Ps { json } => commands::ps::run(json),
-        Command::Attach { pid, operation, args, attach } => commands::attach::run(pid, &operation, &args, attach.timeout),
-        Command::Jcmd { pid, command, attach } => commands::attach::jcmd(pid, &command, attach.timeout),
+        Command::Attach {
+            pid,
+            operation,
+            args,
+            attach,
+        } => commands::attach::run(pid, &operation, &args, attach.timeout),
+        Command::Jcmd {
+            pid,
+            command,
+            attach,
+        } => commands::attach::jcmd(pid, &command, attach.timeout),
         Command::Load { args, java, attach } => commands::agent::load(&args, &java, attach.timeout),
         Command::Status { pid, attach } => commands::agent::status(pid, attach.timeout),
-        Command::Heap { pid, live, top, json, attach } => commands::heap::run(pid, live, top, json, attach.timeout),
-        Command::Sites { pid, duration, top, depth, alloc_interval, gc, attach } => {
-            let args = commands::sites::SitesArgs { duration, top, depth, alloc_interval, gc };
+        Command::Heap {
+            pid,
+            live,
+            top,
+            json,
+            attach,
+        } => commands::heap::run(pid, live, top, json, attach.timeout),
+        Command::Sites {
+            pid,
+            duration,
+            top,
+            depth,
+            alloc_interval,
+            gc,
+            attach,
+        } => {
+            let args = commands::sites::SitesArgs {
+                duration,
+                top,
+                depth,
+                alloc_interval,
+                gc,
+            };
             commands::sites::run(pid, &args, attach.timeout)
         }
         Command::Bytecode { command } => commands::bytecode::run(command),

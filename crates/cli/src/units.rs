@@ -5,9 +5,13 @@ use std::time::Duration;
 /// Parses `5s`, `500ms`, `250us`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a duration (try 5s, 500ms)"))?;
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (try 5s, 500ms)"))?;
     let seconds = match unit {
         "" | "s" => value,
         "ms" => value / 1e3,
@@ -15,7 +19,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ns" => value / 1e9,
         "m" => value * 60.0,
         "h" => value * 3600.0,
-        _ => return Err(format!("unknown time unit '{unit}' in '{text}' (use ns, us, ms, s, m, h)")),
+        _ => {
+            return Err(format!(
+                "unknown time unit '{unit}' in '{text}' (use ns, us, ms, s, m, h)"
+            ))
+        }
     };
     Ok(Duration::from_secs_f64(seconds))
 }

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{agent_library, is_root, jtap, jtap_bin, run, Run};
-use jtap_testkit::{container_wrapper, compiled_workloads, jdks, JavaProcess};
+use jtap_testkit::{compiled_workloads, container_wrapper, jdks, JavaProcess};
 
 fn pid_arg(jvm: &mut JavaProcess) -> String {
     jvm.pid().to_string()
@@ -21,7 +21,12 @@ fn pid_arg(jvm: &mut JavaProcess) -> String {
 
 /// The workload printed only its own lines: nothing of the agent's reached its stdout.
 fn assert_clean_stdout(jvm: &JavaProcess) {
-    assert_eq!(jvm.stdout.text(), "READY\n", "JDK {}: the workload's stdout changed", jvm.jdk.version);
+    assert_eq!(
+        jvm.stdout.text(),
+        "READY\n",
+        "JDK {}: the workload's stdout changed",
+        jvm.jdk.version
+    );
 }
 
 /// Distinct paths of jtap agent libraries mapped into `pid`.
@@ -46,18 +51,51 @@ fn startup_load_with_options_reports_status_and_obeys_stop() {
             .start();
         let pid = pid_arg(&mut jvm);
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("loaded: at start-up"), "JDK {}: {status}", jdk.version);
-        assert!(status.contains(&format!("(JVMTI {}.", jdk.version)), "JDK {}: {status}", jdk.version);
-        assert!(status.contains("engine: gc running"), "JDK {}: {status}", jdk.version);
-        assert!(status.contains("not owned by a client"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("loaded: at start-up"),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert!(
+            status.contains(&format!("(JVMTI {}.", jdk.version)),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert!(
+            status.contains("engine: gc running"),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert!(
+            status.contains("not owned by a client"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         jtap(["jcmd", &pid, "GC.run"]).ok();
         let stopped = jtap(["load", &pid, "stop"]).ok();
-        assert!(stopped.starts_with("gc: ") && !stopped.starts_with("gc: 0 "), "JDK {}: {stopped}", jdk.version);
+        assert!(
+            stopped.starts_with("gc: ") && !stopped.starts_with("gc: 0 "),
+            "JDK {}: {stopped}",
+            jdk.version
+        );
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("engine: none") && status.contains("commands served: 4"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("engine: none") && status.contains("commands served: 4"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         // Stopped means back to the JVM's pre-agent behaviour: no events, no capabilities.
-        assert!(status.contains("capabilities held: none"), "JDK {}: {status}", jdk.version);
-        assert_eq!(mapped_agents(jvm.pid()).len(), 1, "JDK {}: a second agent copy was loaded", jdk.version);
+        assert!(
+            status.contains("capabilities held: none"),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert_eq!(
+            mapped_agents(jvm.pid()).len(),
+            1,
+            "JDK {}: a second agent copy was loaded",
+            jdk.version
+        );
         assert_clean_stdout(&jvm);
     }
 }
@@ -69,17 +107,45 @@ fn dynamic_load_and_later_attaches_reach_the_same_agent() {
         let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
         let pid = pid_arg(&mut jvm);
         let first = jtap(["status", &pid]).ok();
-        assert!(first.contains("loaded: by attach") && first.contains("commands served: 1"), "JDK {}: {first}", jdk.version);
+        assert!(
+            first.contains("loaded: by attach") && first.contains("commands served: 1"),
+            "JDK {}: {first}",
+            jdk.version
+        );
         let second = jtap(["load", &pid, "status"]).ok();
-        assert!(second.contains("commands served: 2"), "JDK {}: second attach: {second}", jdk.version);
+        assert!(
+            second.contains("commands served: 2"),
+            "JDK {}: second attach: {second}",
+            jdk.version
+        );
         let third = jtap(["load", &pid]).ok();
-        assert!(third.contains("commands served: 3") && third.contains("by attach"), "JDK {}: {third}", jdk.version);
+        assert!(
+            third.contains("commands served: 3") && third.contains("by attach"),
+            "JDK {}: {third}",
+            jdk.version
+        );
         let version = jtap(["load", &pid, "version"]).ok();
-        assert!(version.starts_with(&format!("jtap agent {}", env!("CARGO_PKG_VERSION"))), "{version}");
-        assert_eq!(mapped_agents(jvm.pid()).len(), 1, "JDK {}: {:?}", jdk.version, mapped_agents(jvm.pid()));
+        assert!(
+            version.starts_with(&format!("jtap agent {}", env!("CARGO_PKG_VERSION"))),
+            "{version}"
+        );
+        assert_eq!(
+            mapped_agents(jvm.pid()).len(),
+            1,
+            "JDK {}: {:?}",
+            jdk.version,
+            mapped_agents(jvm.pid())
+        );
         // A client of another release is refused by the agent (return code 105).
         let library = mapped_agents(jvm.pid()).remove(0);
-        let other = jtap(["attach", &pid, "load", &library, "true", "status,client=0.0.0-other"]);
+        let other = jtap([
+            "attach",
+            &pid,
+            "load",
+            &library,
+            "true",
+            "status,client=0.0.0-other",
+        ]);
         assert_eq!(other.code, 105, "JDK {}: {other:?}", jdk.version);
         assert_clean_stdout(&jvm);
     }
@@ -107,9 +173,17 @@ fn two_hundred_attach_cycles_keep_memory_flat() {
             jdk.version,
             started.elapsed().as_secs_f64()
         );
-        assert!(growth < 5 * 1024, "JDK {}: RSS grew by {growth} KiB over 200 cycles", jdk.version);
+        assert!(
+            growth < 5 * 1024,
+            "JDK {}: RSS grew by {growth} KiB over 200 cycles",
+            jdk.version
+        );
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("commands served: 211"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("commands served: 211"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         assert!(jvm.is_running());
         assert_clean_stdout(&jvm);
     }
@@ -119,13 +193,21 @@ fn two_hundred_attach_cycles_keep_memory_flat() {
 fn refusals_name_the_flag() {
     agent_library();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg("-XX:+DisableAttachMechanism").start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+            .jvm_arg("-XX:+DisableAttachMechanism")
+            .start();
         let pid = pid_arg(&mut jvm);
         let out = jtap(["status", &pid, "--timeout", "1s"]);
         assert_ne!(out.code, 0);
-        assert!(out.stderr.contains("DisableAttachMechanism"), "JDK {}: {out:?}", jdk.version);
+        assert!(
+            out.stderr.contains("DisableAttachMechanism"),
+            "JDK {}: {out:?}",
+            jdk.version
+        );
         if jdk.version >= 21 {
-            let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg("-XX:-EnableDynamicAgentLoading").start();
+            let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+                .jvm_arg("-XX:-EnableDynamicAgentLoading")
+                .start();
             let pid = pid_arg(&mut jvm);
             jtap(["status", &pid]).fails_with(22, "-XX:-EnableDynamicAgentLoading");
             assert!(jvm.is_running());
@@ -155,7 +237,14 @@ fn malformed_options_are_refused_and_the_jvm_keeps_running() {
         }
         // The same strings sent raw reach the agent, which refuses them with return code 101.
         for options in malformed {
-            let out = jtap(["attach", &pid, "load", &library.display().to_string(), "true", options]);
+            let out = jtap([
+                "attach",
+                &pid,
+                "load",
+                &library.display().to_string(),
+                "true",
+                options,
+            ]);
             assert_eq!(out.code, 101, "JDK {}: {options:?}: {out:?}", jdk.version);
         }
         // Valid syntax, failing command: a clear message and exit code 23.
@@ -183,13 +272,31 @@ fn a_killed_client_has_its_engine_stopped() {
         // Wait for the client's first line rather than attaching concurrently: two clients
         // starting the attach listener at the same moment can make the JVM print a thread dump.
         let mut first_line = String::new();
-        BufReader::new(client.stdout.take().unwrap()).read_line(&mut first_line).unwrap();
-        assert!(first_line.starts_with("started the gc engine"), "JDK {}: {first_line:?}", jdk.version);
+        BufReader::new(client.stdout.take().unwrap())
+            .read_line(&mut first_line)
+            .unwrap();
+        assert!(
+            first_line.starts_with("started the gc engine"),
+            "JDK {}: {first_line:?}",
+            jdk.version
+        );
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("owned by the client of session 1"), "JDK {}: {status}", jdk.version);
-        assert!(status.contains("capabilities held: can_generate_garbage_collection_events"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("owned by the client of session 1"),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert!(
+            status.contains("capabilities held: can_generate_garbage_collection_events"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         let threads = jtap(["jcmd", &pid, "Thread.print"]).ok();
-        assert!(threads.contains("\"jtap-session-1\""), "JDK {}: no session thread in the dump", jdk.version);
+        assert!(
+            threads.contains("\"jtap-session-1\""),
+            "JDK {}: no session thread in the dump",
+            jdk.version
+        );
         client.kill().unwrap(); // SIGKILL
         client.wait().unwrap();
         let killed = Instant::now();
@@ -198,12 +305,24 @@ fn a_killed_client_has_its_engine_stopped() {
             if status.contains("engine: none") {
                 break;
             }
-            assert!(killed.elapsed() < Duration::from_secs(3), "JDK {}: engine outlived its client: {status}", jdk.version);
+            assert!(
+                killed.elapsed() < Duration::from_secs(3),
+                "JDK {}: engine outlived its client: {status}",
+                jdk.version
+            );
             thread::sleep(Duration::from_millis(20));
         }
-        eprintln!("JDK {}: engine stopped {} ms after its client was killed", jdk.version, killed.elapsed().as_millis());
+        eprintln!(
+            "JDK {}: engine stopped {} ms after its client was killed",
+            jdk.version,
+            killed.elapsed().as_millis()
+        );
         let threads = jtap(["jcmd", &pid, "Thread.print"]).ok();
-        assert!(!threads.contains("\"jtap-session-1\""), "JDK {}: session thread still alive", jdk.version);
+        assert!(
+            !threads.contains("\"jtap-session-1\""),
+            "JDK {}: session thread still alive",
+            jdk.version
+        );
         assert_clean_stdout(&jvm);
     }
 }
@@ -214,16 +333,49 @@ fn launch_mode_runs_java_with_the_agent_and_reports_at_exit() {
     for jdk in jdks() {
         let classes = compiled_workloads().display().to_string();
         let java = jdk.java().display().to_string();
-        let out: Run = run(Command::new(jtap_bin()).args(["load", "start,event=gc", "--", &java, "-cp", &classes, "workloads.GcBurst", "3"]));
+        let out: Run = run(Command::new(jtap_bin()).args([
+            "load",
+            "start,event=gc",
+            "--",
+            &java,
+            "-cp",
+            &classes,
+            "workloads.GcBurst",
+            "3",
+        ]));
         assert_eq!(out.code, 0, "JDK {}: {out:?}", jdk.version);
-        assert!(out.stdout.contains("READY\n") && out.stdout.contains("DONE\n"), "{out:?}");
-        let report = out.stdout.lines().find(|l| l.starts_with("gc: ")).unwrap_or_else(|| panic!("no report: {out:?}"));
-        let collections: u32 = report[4..].split_whitespace().next().unwrap().parse().unwrap();
+        assert!(
+            out.stdout.contains("READY\n") && out.stdout.contains("DONE\n"),
+            "{out:?}"
+        );
+        let report = out
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("gc: "))
+            .unwrap_or_else(|| panic!("no report: {out:?}"));
+        let collections: u32 = report[4..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!(collections >= 3, "JDK {}: {report}", jdk.version);
         // `debug` logs to the JVM's stderr, never its stdout.
-        let debug = run(Command::new(jtap_bin()).args(["load", "start,event=gc,debug", "--", &java, "-cp", &classes, "workloads.GcBurst", "0"]));
+        let debug = run(Command::new(jtap_bin()).args([
+            "load",
+            "start,event=gc,debug",
+            "--",
+            &java,
+            "-cp",
+            &classes,
+            "workloads.GcBurst",
+            "0",
+        ]));
         assert_eq!(debug.code, 0, "JDK {}: {debug:?}", jdk.version);
-        assert!(debug.stderr.contains("[jtap-agent") && !debug.stdout.contains("[jtap-agent"), "{debug:?}");
+        assert!(
+            debug.stderr.contains("[jtap-agent") && !debug.stdout.contains("[jtap-agent"),
+            "{debug:?}"
+        );
         // A mistyped option is refused before the JVM starts.
         let typo = run(Command::new(jtap_bin()).args(["load", "strat", "--", &java, "-version"]));
         typo.fails_with(2, "unknown option \"strat\"");
@@ -243,19 +395,35 @@ fn jvm_in_a_container_gets_a_private_copy_of_the_agent() {
             .start();
         let pid = pid_arg(&mut jvm);
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("loaded: by attach"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("loaded: by attach"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         let again = jtap(["load", &pid, "status"]).ok();
-        assert!(again.contains("commands served: 2"), "JDK {}: {again}", jdk.version);
+        assert!(
+            again.contains("commands served: 2"),
+            "JDK {}: {again}",
+            jdk.version
+        );
         let mapped = mapped_agents(jvm.pid());
         assert_eq!(mapped.len(), 1, "JDK {}: {mapped:?}", jdk.version);
-        assert!(mapped[0].starts_with("/tmp/jtap-agent-"), "JDK {}: {mapped:?}", jdk.version);
+        assert!(
+            mapped[0].starts_with("/tmp/jtap-agent-"),
+            "JDK {}: {mapped:?}",
+            jdk.version
+        );
         let left: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/root/tmp"))
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with("jtap-"))
             .collect();
-        assert!(left.is_empty(), "JDK {}: left in the container's /tmp: {left:?}", jdk.version);
+        assert!(
+            left.is_empty(),
+            "JDK {}: left in the container's /tmp: {left:?}",
+            jdk.version
+        );
         assert_clean_stdout(&jvm);
     }
 }

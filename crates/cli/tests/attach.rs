@@ -10,7 +10,12 @@ use jtap_testkit::{jdks, JavaProcess};
 /// The `java.version` a JDK reports, from its `release` file.
 fn java_version(jdk: &jtap_testkit::Jdk) -> String {
     let release = std::fs::read_to_string(jdk.home.join("release")).unwrap();
-    release.lines().find_map(|l| l.strip_prefix("JAVA_VERSION=")).unwrap().trim_matches('"').to_string()
+    release
+        .lines()
+        .find_map(|l| l.strip_prefix("JAVA_VERSION="))
+        .unwrap()
+        .trim_matches('"')
+        .to_string()
 }
 
 #[test]
@@ -23,37 +28,70 @@ fn attach_operations_work_on_every_jdk() {
 
         // First attach: the listener is not running yet.
         let properties = jtap(["attach", &pid, "properties"]).ok();
-        assert!(properties.contains(&format!("java.version={version}")), "JDK {}: {properties}", jdk.version);
+        assert!(
+            properties.contains(&format!("java.version={version}")),
+            "JDK {}: {properties}",
+            jdk.version
+        );
 
         let dump = jtap(["attach", &pid, "threaddump"]).ok();
-        assert!(dump.contains("\"jtap-test-worker\""), "JDK {}: {dump}", jdk.version);
+        assert!(
+            dump.contains("\"jtap-test-worker\""),
+            "JDK {}: {dump}",
+            jdk.version
+        );
 
         let vm_version = jtap(["jcmd", &pid, "VM.version"]).ok();
-        assert!(vm_version.contains(&format!("JDK {version}")), "JDK {}: {vm_version}", jdk.version);
+        assert!(
+            vm_version.contains(&format!("JDK {version}")),
+            "JDK {}: {vm_version}",
+            jdk.version
+        );
 
         let histogram = jtap(["attach", &pid, "inspectheap"]).ok();
-        assert!(histogram.contains("workloads.Sleeper$RetainedMarker"), "JDK {}: {histogram}", jdk.version);
+        assert!(
+            histogram.contains("workloads.Sleeper$RetainedMarker"),
+            "JDK {}: {histogram}",
+            jdk.version
+        );
 
         let flag = "HeapDumpOnOutOfMemoryError";
-        assert!(jtap(["attach", &pid, "printflag", flag]).ok().contains(&format!("-XX:-{flag}")));
+        assert!(jtap(["attach", &pid, "printflag", flag])
+            .ok()
+            .contains(&format!("-XX:-{flag}")));
         jtap(["attach", &pid, "setflag", flag, "1"]).ok();
-        assert!(jtap(["attach", &pid, "printflag", flag]).ok().contains(&format!("-XX:+{flag}")));
+        assert!(jtap(["attach", &pid, "printflag", flag])
+            .ok()
+            .contains(&format!("-XX:+{flag}")));
         jtap(["attach", &pid, "setflag", flag, "0"]).ok();
-        assert!(jtap(["attach", &pid, "printflag", flag]).ok().contains(&format!("-XX:-{flag}")));
+        assert!(jtap(["attach", &pid, "printflag", flag])
+            .ok()
+            .contains(&format!("-XX:-{flag}")));
 
         let help = jtap(["jcmd", &pid, "help"]).ok();
-        assert!(help.contains("Thread.print") && help.contains("GC.class_histogram"), "{help}");
+        assert!(
+            help.contains("Thread.print") && help.contains("GC.class_histogram"),
+            "{help}"
+        );
         let thread_print = jtap(["jcmd", &pid, "Thread.print", "-l"]).ok();
         assert!(thread_print.contains("jtap-test-worker"));
 
         // Twenty back-to-back operations against one JVM.
         for i in 0..20 {
-            let op = if i % 2 == 0 { "properties" } else { "threaddump" };
+            let op = if i % 2 == 0 {
+                "properties"
+            } else {
+                "threaddump"
+            };
             assert!(!jtap(["attach", &pid, op]).ok().is_empty());
         }
         let ns_pid = jvm.pid();
         assert!(leftover_triggers(jvm.pid(), ns_pid).is_empty());
-        assert!(jvm.stdout.text().lines().all(|l| l == "READY"), "workload stdout polluted: {}", jvm.stdout.text());
+        assert!(
+            jvm.stdout.text().lines().all(|l| l == "READY"),
+            "workload stdout polluted: {}",
+            jvm.stdout.text()
+        );
     }
 }
 
@@ -93,12 +131,21 @@ fn long_arguments_use_protocol_2_or_are_refused() {
 fn ps_lists_jvms_with_and_without_perf_data() {
     for jdk in jdks() {
         let mut with_perf = JavaProcess::start(jdk, "workloads.Sleeper");
-        let mut without_perf = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg("-XX:-UsePerfData").start();
-        let listing: serde_json::Value = serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();
+        let mut without_perf = JavaProcess::builder(jdk, "workloads.Sleeper")
+            .jvm_arg("-XX:-UsePerfData")
+            .start();
+        let listing: serde_json::Value =
+            serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();
         let find = |pid: u32| {
-            listing.as_array().unwrap().iter().find(|j| j["pid"] == pid).cloned().unwrap_or_else(|| {
-                panic!("JDK {}: pid {pid} not listed in {listing:#}", jdk.version)
-            })
+            listing
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|j| j["pid"] == pid)
+                .cloned()
+                .unwrap_or_else(|| {
+                    panic!("JDK {}: pid {pid} not listed in {listing:#}", jdk.version)
+                })
         };
         let a = find(with_perf.pid());
         assert_eq!(a["main"], "workloads.Sleeper");
@@ -112,7 +159,9 @@ fn ps_lists_jvms_with_and_without_perf_data() {
         assert_eq!(b["java_version"], java_version(jdk));
 
         let table = jtap(["ps"]).ok();
-        assert!(table.contains(&with_perf.pid().to_string()) && table.contains("workloads.Sleeper"));
+        assert!(
+            table.contains(&with_perf.pid().to_string()) && table.contains("workloads.Sleeper")
+        );
     }
 }
 
@@ -145,7 +194,11 @@ fn concurrent_first_attaches_never_make_the_jvm_print_a_thread_dump() {
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
             let stdout = jvm.stdout.text();
-            assert!(!stdout.contains("Full thread dump"), "JDK {}: JVM printed a thread dump: {stdout}", jdk.version);
+            assert!(
+                !stdout.contains("Full thread dump"),
+                "JDK {}: JVM printed a thread dump: {stdout}",
+                jdk.version
+            );
             let ns_pid = jvm.pid();
             assert!(leftover_triggers(jvm.pid(), ns_pid).is_empty());
         }

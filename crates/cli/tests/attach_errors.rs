@@ -25,7 +25,10 @@ fn non_jvm_process_is_never_signalled() {
     jtap(["attach", &pid, "properties"]).fails_with(11, "is not a HotSpot JVM");
     jtap(["jcmd", &pid, "VM.version"]).fails_with(11, "(sleep)");
     thread::sleep(Duration::from_millis(100));
-    assert!(sleeper.try_wait().unwrap().is_none(), "the non-JVM process died");
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the non-JVM process died"
+    );
     assert!(leftover_triggers(sleeper.id(), sleeper.id()).is_empty());
     sleeper.kill().unwrap();
     let _ = sleeper.wait();
@@ -33,20 +36,31 @@ fn non_jvm_process_is_never_signalled() {
 
 #[test]
 fn bad_command_lines_are_usage_errors() {
-    for args in [vec!["attach", "notapid", "properties"], vec!["attach", "123"], vec!["frobnicate"]] {
+    for args in [
+        vec!["attach", "notapid", "properties"],
+        vec!["attach", "123"],
+        vec!["frobnicate"],
+    ] {
         let run = jtap(&args);
         assert_eq!(run.code, 2, "{args:?}: {run:?}");
         assert!(!run.stderr.contains("panicked"));
     }
-    jtap(["attach", "1", "properties", "--timeout", "5parsecs"]).code.eq(&2).then_some(()).expect("bad timeout");
+    jtap(["attach", "1", "properties", "--timeout", "5parsecs"])
+        .code
+        .eq(&2)
+        .then_some(())
+        .expect("bad timeout");
 }
 
 #[test]
 fn attach_disabled_by_flag_is_named() {
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg("-XX:+DisableAttachMechanism").start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+            .jvm_arg("-XX:+DisableAttachMechanism")
+            .start();
         let pid = jvm.pid();
-        jtap(["attach", &pid.to_string(), "properties"]).fails_with(13, "-XX:+DisableAttachMechanism");
+        jtap(["attach", &pid.to_string(), "properties"])
+            .fails_with(13, "-XX:+DisableAttachMechanism");
         assert!(leftover_triggers(pid, pid).is_empty());
         assert!(jvm.is_running());
     }
@@ -57,9 +71,13 @@ fn reduced_signal_usage_jvm_is_not_killed() {
     // With -Xrs, HotSpot starts its attach listener at start-up (SIGQUIT would kill it):
     // attach must work through the existing socket, and never signal.
     let jdk = &jdks()[0];
-    let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg("-Xrs").start();
+    let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+        .jvm_arg("-Xrs")
+        .start();
     let pid = jvm.pid();
-    assert!(jtap(["attach", &pid.to_string(), "properties"]).ok().contains("java.version="));
+    assert!(jtap(["attach", &pid.to_string(), "properties"])
+        .ok()
+        .contains("java.version="));
     // Without its socket, jtap must refuse rather than send the fatal SIGQUIT.
     std::fs::remove_file(format!("/tmp/.java_pid{pid}")).unwrap();
     jtap(["attach", &pid.to_string(), "properties"]).fails_with(13, "-Xrs");
@@ -71,7 +89,9 @@ fn reduced_signal_usage_jvm_is_not_killed() {
 fn silent_jvm(jdk: &jtap_testkit::Jdk, dir: &Path) -> JavaProcess {
     let flags = dir.join("flags");
     std::fs::write(&flags, "+DisableAttachMechanism\n").unwrap();
-    JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg(format!("-XX:Flags={}", flags.display())).start()
+    JavaProcess::builder(jdk, "workloads.Sleeper")
+        .jvm_arg(format!("-XX:Flags={}", flags.display()))
+        .start()
 }
 
 #[test]
@@ -80,7 +100,14 @@ fn listener_timeout_is_reported_and_trigger_removed() {
     let mut jvm = silent_jvm(&jdks()[0], dir.path());
     let pid = jvm.pid();
     let started = Instant::now();
-    jtap(["attach", &pid.to_string(), "properties", "--timeout", "300ms"]).fails_with(14, "within 300 ms");
+    jtap([
+        "attach",
+        &pid.to_string(),
+        "properties",
+        "--timeout",
+        "300ms",
+    ])
+    .fails_with(14, "within 300 ms");
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(leftover_triggers(pid, pid).is_empty());
     assert!(jvm.is_running());
@@ -105,7 +132,10 @@ fn ctrl_c_removes_the_trigger_file() {
     unsafe { libc::kill(client.id() as i32, libc::SIGINT) };
     let status = client.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    assert!(leftover_triggers(pid, pid).is_empty(), "trigger left behind after Ctrl-C");
+    assert!(
+        leftover_triggers(pid, pid).is_empty(),
+        "trigger left behind after Ctrl-C"
+    );
     assert!(jvm.is_running());
 }
 
@@ -126,7 +156,10 @@ fn stale_socket_of_a_dead_jvm() {
     assert!(Path::new(&socket).exists());
     jtap(["attach", &pid.to_string(), "properties"]).fails_with(15, "stale attach socket");
     drop(jvm);
-    assert!(!Path::new(&socket).exists(), "the harness removes what a killed JVM leaves");
+    assert!(
+        !Path::new(&socket).exists(),
+        "the harness removes what a killed JVM leaves"
+    );
 }
 
 #[test]
@@ -156,11 +189,10 @@ fn other_users_jvm_without_root_is_permission_denied() {
     let jdk = &jdks()[0];
     let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
     let pid = jvm.pid();
-    let run = run(Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(jtap_bin()).args([
-        "attach",
-        &pid.to_string(),
-        "properties",
-    ]));
+    let run = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(jtap_bin())
+        .args(["attach", &pid.to_string(), "properties"]));
     run.fails_with(12, "permission denied");
     assert!(leftover_triggers(pid, pid).is_empty());
 }

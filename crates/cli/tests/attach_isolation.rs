@@ -22,21 +22,41 @@ fn jvm_in_a_container_is_listed_and_attachable() {
             .wrapper(container_wrapper())
             .start();
         let pid = jvm.pid();
-        let listing: serde_json::Value = serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();
-        let entry = listing.as_array().unwrap().iter().find(|j| j["pid"] == pid).unwrap_or_else(|| {
-            panic!("JDK {}: containerised pid {pid} not listed: {listing:#}", jdk.version)
-        });
-        let ns_pid = entry["ns_pid"].as_u64().expect("ns_pid shown for a containerised JVM") as u32;
+        let listing: serde_json::Value =
+            serde_json::from_str(&jtap(["ps", "--json"]).ok()).unwrap();
+        let entry = listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["pid"] == pid)
+            .unwrap_or_else(|| {
+                panic!(
+                    "JDK {}: containerised pid {pid} not listed: {listing:#}",
+                    jdk.version
+                )
+            });
+        let ns_pid = entry["ns_pid"]
+            .as_u64()
+            .expect("ns_pid shown for a containerised JVM") as u32;
         assert_ne!(ns_pid, pid);
-        assert_eq!(entry["source"], "perfdata", "hsperfdata not found through /proc/{pid}/root/tmp");
+        assert_eq!(
+            entry["source"], "perfdata",
+            "hsperfdata not found through /proc/{pid}/root/tmp"
+        );
         assert_eq!(entry["main"], "workloads.Sleeper");
 
         let properties = jtap(["attach", &pid.to_string(), "properties"]).ok();
-        assert!(properties.contains("java.version="), "JDK {}: {properties}", jdk.version);
+        assert!(
+            properties.contains("java.version="),
+            "JDK {}: {properties}",
+            jdk.version
+        );
         let threads = jtap(["jcmd", &pid.to_string(), "Thread.print"]).ok();
         assert!(threads.contains("jtap-test-worker"));
         // The socket lives in the container's private /tmp, not ours.
-        assert!(!std::path::Path::new(&format!("/tmp/.java_pid{ns_pid}")).exists() || ns_pid == pid);
+        assert!(
+            !std::path::Path::new(&format!("/tmp/.java_pid{ns_pid}")).exists() || ns_pid == pid
+        );
         assert!(leftover_triggers(pid, ns_pid).is_empty());
     }
 }
@@ -45,7 +65,15 @@ fn jvm_in_a_container_is_listed_and_attachable() {
 fn test_user_uid() -> Option<u32> {
     let exists = Command::new("id").args(["-u", TEST_USER]).output().ok()?;
     if !exists.status.success() {
-        let created = Command::new("useradd").args(["--system", "--no-create-home", "--shell", "/bin/false", TEST_USER]).status();
+        let created = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/bin/false",
+                TEST_USER,
+            ])
+            .status();
         if !created.is_ok_and(|s| s.success()) {
             return None;
         }
@@ -66,17 +94,31 @@ fn root_attaches_to_another_users_jvm() {
     };
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
-            .wrapper(["setpriv", &format!("--reuid={uid}"), &format!("--regid={uid}"), "--clear-groups"])
+            .wrapper([
+                "setpriv",
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+            ])
             .cwd("/tmp")
             .start();
         let pid = jvm.pid();
         let properties = jtap(["attach", &pid.to_string(), "properties"]).ok();
-        assert!(properties.contains(&format!("user.name={TEST_USER}")), "JDK {}: {properties}", jdk.version);
+        assert!(
+            properties.contains(&format!("user.name={TEST_USER}")),
+            "JDK {}: {properties}",
+            jdk.version
+        );
         let socket = std::fs::metadata(format!("/tmp/.java_pid{pid}")).unwrap();
         assert_eq!(socket.uid(), uid, "socket should belong to the JVM's user");
         jtap(["jcmd", &pid.to_string(), "VM.version"]).ok();
         assert!(leftover_triggers(pid, pid).is_empty());
         let listing = jtap(["ps"]).ok();
-        assert!(listing.lines().any(|l| l.contains(&pid.to_string()) && l.contains(TEST_USER)), "{listing}");
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.contains(&pid.to_string()) && l.contains(TEST_USER)),
+            "{listing}"
+        );
     }
 }

@@ -7,7 +7,10 @@ use common::jtap;
 #[test]
 fn version_and_help() {
     let version = jtap(["--version"]).ok();
-    assert_eq!(version.trim(), format!("jtap {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        version.trim(),
+        format!("jtap {}", env!("CARGO_PKG_VERSION"))
+    );
     let help = jtap(["--help"]).ok();
     for command in ["ps", "attach", "jcmd", "completions"] {
         assert!(help.contains(command), "--help lacks {command}: {help}");
@@ -21,7 +24,10 @@ fn version_and_help() {
 fn completions_for_every_shell() {
     for shell in ["bash", "zsh", "fish"] {
         let script = jtap(["completions", shell]).ok();
-        assert!(script.contains("jcmd") && script.contains("attach"), "{shell}: {script}");
+        assert!(
+            script.contains("jcmd") && script.contains("attach"),
+            "{shell}: {script}"
+        );
     }
     assert_eq!(jtap(["completions", "cmd.exe"]).code, 2);
 }

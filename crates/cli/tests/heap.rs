@@ -60,7 +60,11 @@ fn histogram_json(pid: &str, extra: &[&str]) -> Value {
 }
 
 fn instances_of(histogram: &Value, class: &str) -> Option<u64> {
-    histogram["classes"].as_array()?.iter().find(|c| c["name"] == class).and_then(|c| c["instances"].as_u64())
+    histogram["classes"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == class)
+        .and_then(|c| c["instances"].as_u64())
 }
 
 #[test]
@@ -71,37 +75,103 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
         let pid = jvm.pid().to_string();
         let ours = histogram_json(&pid, &["--live", "-n", "0"]);
         let theirs = jcmd_histogram(&jtap(["jcmd", &pid, "GC.class_histogram"]).ok());
-        assert!(theirs.len() >= 10, "JDK {}: jcmd histogram too short: {theirs:?}", jdk.version);
+        assert!(
+            theirs.len() >= 10,
+            "JDK {}: jcmd histogram too short: {theirs:?}",
+            jdk.version
+        );
         for (name, expected) in &theirs[..10] {
-            let got = instances_of(&ours, name).unwrap_or_else(|| panic!("JDK {}: {name} missing from jtap heap", jdk.version));
+            let got = instances_of(&ours, name)
+                .unwrap_or_else(|| panic!("JDK {}: {name} missing from jtap heap", jdk.version));
             let off = (got as f64 - *expected as f64).abs() / *expected as f64;
-            assert!(off <= 0.05, "JDK {}: {name}: jtap {got} vs jcmd {expected} instances", jdk.version);
+            assert!(
+                off <= 0.05,
+                "JDK {}: {name}: jtap {got} vs jcmd {expected} instances",
+                jdk.version
+            );
         }
         // The workload's own classes, by their Java names and exact counts.
-        assert_eq!(instances_of(&ours, "workloads.HeapShapes$Inner"), Some(20_000), "JDK {}", jdk.version);
-        assert_eq!(instances_of(&ours, "int[][]"), Some(3_000), "JDK {}", jdk.version);
-        assert!(instances_of(&ours, "java.lang.String[]").unwrap_or(0) >= 5_000, "JDK {}", jdk.version);
-        assert!(ours["gc_ms"].as_f64().is_some() && ours["walk_ms"].as_f64().is_some(), "JDK {}: {ours}", jdk.version);
+        assert_eq!(
+            instances_of(&ours, "workloads.HeapShapes$Inner"),
+            Some(20_000),
+            "JDK {}",
+            jdk.version
+        );
+        assert_eq!(
+            instances_of(&ours, "int[][]"),
+            Some(3_000),
+            "JDK {}",
+            jdk.version
+        );
+        assert!(
+            instances_of(&ours, "java.lang.String[]").unwrap_or(0) >= 5_000,
+            "JDK {}",
+            jdk.version
+        );
+        assert!(
+            ours["gc_ms"].as_f64().is_some() && ours["walk_ms"].as_f64().is_some(),
+            "JDK {}: {ours}",
+            jdk.version
+        );
         let classes = ours["classes"].as_array().unwrap();
-        assert!(classes.windows(2).all(|w| w[0]["bytes"].as_u64() >= w[1]["bytes"].as_u64()), "JDK {}: not sorted by bytes", jdk.version);
+        assert!(
+            classes
+                .windows(2)
+                .all(|w| w[0]["bytes"].as_u64() >= w[1]["bytes"].as_u64()),
+            "JDK {}: not sorted by bytes",
+            jdk.version
+        );
         let total: u64 = classes.iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
-        assert_eq!(ours["total_bytes"].as_u64(), Some(total), "JDK {}: -n 0 shows every class", jdk.version);
+        assert_eq!(
+            ours["total_bytes"].as_u64(),
+            Some(total),
+            "JDK {}: -n 0 shows every class",
+            jdk.version
+        );
 
         // A second histogram (no GC first) sees the same retained objects: the first one's
         // tags are gone and its capability was given back.
         let again = histogram_json(&pid, &[]);
-        assert_eq!(again["classes"].as_array().map(Vec::len), Some(30), "JDK {}: -n defaults to 30", jdk.version);
-        assert_eq!(again["gc_ms"], Value::Null, "JDK {}: no GC without --live", jdk.version);
+        assert_eq!(
+            again["classes"].as_array().map(Vec::len),
+            Some(30),
+            "JDK {}: -n defaults to 30",
+            jdk.version
+        );
+        assert_eq!(
+            again["gc_ms"],
+            Value::Null,
+            "JDK {}: no GC without --live",
+            jdk.version
+        );
         let all = histogram_json(&pid, &["-n", "0"]);
-        assert_eq!(instances_of(&all, "workloads.HeapShapes$Inner"), Some(20_000), "JDK {}", jdk.version);
+        assert_eq!(
+            instances_of(&all, "workloads.HeapShapes$Inner"),
+            Some(20_000),
+            "JDK {}",
+            jdk.version
+        );
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("capabilities held: none") && status.contains("engine: none"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("capabilities held: none") && status.contains("engine: none"),
+            "JDK {}: {status}",
+            jdk.version
+        );
 
         let table = jtap(["heap", &pid, "-n", "5"]).ok();
         // Header, five classes, the total and the footer.
         assert_eq!(table.lines().count(), 8, "JDK {}: {table}", jdk.version);
-        assert!(table.contains("INSTANCES") && table.contains("total ("), "JDK {}: {table}", jdk.version);
-        assert_eq!(jvm.stdout.text(), "READY\n", "JDK {}: the workload's stdout changed", jdk.version);
+        assert!(
+            table.contains("INSTANCES") && table.contains("total ("),
+            "JDK {}: {table}",
+            jdk.version
+        );
+        assert_eq!(
+            jvm.stdout.text(),
+            "READY\n",
+            "JDK {}: the workload's stdout changed",
+            jdk.version
+        );
     }
 }
 
@@ -115,7 +185,10 @@ fn collapsed(text: &str) -> Vec<(Vec<String>, u64)> {
     text.lines()
         .filter_map(|line| {
             let (stack, count) = line.rsplit_once(' ')?;
-            Some((stack.split(';').map(String::from).collect(), count.parse().ok()?))
+            Some((
+                stack.split(';').map(String::from).collect(),
+                count.parse().ok()?,
+            ))
         })
         .collect()
 }
@@ -126,7 +199,9 @@ fn site(stacks: &[(Vec<String>, u64)], method: &str) -> (u64, Vec<(String, u64)>
     let mut total = 0;
     let mut leaves: Vec<(String, u64)> = Vec::new();
     for (frames, count) in stacks {
-        let [.., caller, leaf] = frames.as_slice() else { continue };
+        let [.., caller, leaf] = frames.as_slice() else {
+            continue;
+        };
         if !caller.contains(method) {
             continue;
         }
@@ -145,23 +220,64 @@ fn alloc_profile_splits_bytes_by_site_with_class_leaves() {
     for jdk in jdks() {
         let mut jvm = JavaProcess::start(jdk, "workloads.AllocSites");
         let pid = jvm.pid().to_string();
-        let out = jtap(["profile", &pid, "-e", "alloc", "-d", "4", "--alloc-interval", "32k", "--format", "collapsed"]).ok();
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "alloc",
+            "-d",
+            "4",
+            "--alloc-interval",
+            "32k",
+            "--format",
+            "collapsed",
+        ])
+        .ok();
         let stacks = collapsed(&out);
         // Every object of the three sites has the same size (1040 bytes), so the estimated
         // object counts are in the same ratio as the bytes: 1:2:4.
-        let sites = [("AllocSites.intSite", "int[]", 1.0), ("AllocSites.longSite", "long[]", 2.0), ("AllocSites.byteSite", "byte[]", 4.0)];
-        let counts: Vec<(u64, Vec<(String, u64)>)> = sites.iter().map(|(method, _, _)| site(&stacks, method)).collect();
+        let sites = [
+            ("AllocSites.intSite", "int[]", 1.0),
+            ("AllocSites.longSite", "long[]", 2.0),
+            ("AllocSites.byteSite", "byte[]", 4.0),
+        ];
+        let counts: Vec<(u64, Vec<(String, u64)>)> = sites
+            .iter()
+            .map(|(method, _, _)| site(&stacks, method))
+            .collect();
         let total: u64 = counts.iter().map(|(c, _)| c).sum();
-        assert!(total > 0, "JDK {}: no samples at the three sites: {out}", jdk.version);
+        assert!(
+            total > 0,
+            "JDK {}: no samples at the three sites: {out}",
+            jdk.version
+        );
         for ((method, class, parts), (count, leaves)) in sites.iter().zip(&counts) {
             let share = *count as f64 / total as f64;
             let expected = parts / 7.0;
-            eprintln!("JDK {}: {method}: {:.1}% of the three sites' bytes (expected {:.1}%)", jdk.version, share * 100.0, expected * 100.0);
-            assert!((share - expected).abs() <= 0.05, "JDK {}: {method} has {share:.3} of the bytes, expected {expected:.3}", jdk.version);
-            assert_eq!(leaves.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(), [*class], "JDK {}: {method}'s leaf frame is its class", jdk.version);
+            eprintln!(
+                "JDK {}: {method}: {:.1}% of the three sites' bytes (expected {:.1}%)",
+                jdk.version,
+                share * 100.0,
+                expected * 100.0
+            );
+            assert!(
+                (share - expected).abs() <= 0.05,
+                "JDK {}: {method} has {share:.3} of the bytes, expected {expected:.3}",
+                jdk.version
+            );
+            assert_eq!(
+                leaves.iter().map(|(l, _)| l.as_str()).collect::<Vec<_>>(),
+                [*class],
+                "JDK {}: {method}'s leaf frame is its class",
+                jdk.version
+            );
         }
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("engine: none") && status.contains("capabilities held: none"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("engine: none") && status.contains("capabilities held: none"),
+            "JDK {}: {status}",
+            jdk.version
+        );
         assert_eq!(jvm.stdout.text(), "READY\n", "JDK {}", jdk.version);
     }
 }
@@ -173,8 +289,17 @@ fn sites_rows(report: &str) -> Vec<(String, String, f64, f64)> {
     for (i, line) in lines.iter().enumerate() {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() == 8 && words[0].parse::<u32>().is_ok() {
-            let top = lines.get(i + 1).and_then(|l| l.trim().strip_prefix("at ")).unwrap_or("").to_string();
-            rows.push((words[7].to_string(), top, words[3].parse().unwrap(), words[5].parse().unwrap()));
+            let top = lines
+                .get(i + 1)
+                .and_then(|l| l.trim().strip_prefix("at "))
+                .unwrap_or("")
+                .to_string();
+            rows.push((
+                words[7].to_string(),
+                top,
+                words[3].parse().unwrap(),
+                words[5].parse().unwrap(),
+            ));
         }
     }
     rows
@@ -184,15 +309,46 @@ fn sites_rows(report: &str) -> Vec<(String, String, f64, f64)> {
 fn live_profile_and_sites_rank_the_retaining_site_first() {
     agent_library();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocSites").arg("retain").jvm_arg("-Xmx512m").start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocSites")
+            .arg("retain")
+            .jvm_arg("-Xmx512m")
+            .start();
         let pid = jvm.pid().to_string();
-        let report = jtap(["sites", &pid, "-d", "4", "--depth", "2", "--alloc-interval", "32k", "--gc", "-n", "10"]).ok();
+        let report = jtap([
+            "sites",
+            &pid,
+            "-d",
+            "4",
+            "--depth",
+            "2",
+            "--alloc-interval",
+            "32k",
+            "--gc",
+            "-n",
+            "10",
+        ])
+        .ok();
         let rows = sites_rows(&report);
-        assert!(report.starts_with("SITES BEGIN") && rows.len() >= 3, "JDK {}: {report}", jdk.version);
+        assert!(
+            report.starts_with("SITES BEGIN") && rows.len() >= 3,
+            "JDK {}: {report}",
+            jdk.version
+        );
         let (class, top, live, _) = &rows[0];
-        assert!(class == "int[]" && top.starts_with("workloads.AllocSites.intSite"), "JDK {}: first site is not the retaining one: {report}", jdk.version);
-        assert!(*live > 10e6, "JDK {}: the retaining site keeps ~40 MB, the report says {live}: {report}", jdk.version);
-        for (class, top, live, allocated) in rows.iter().filter(|r| r.1.contains("longSite") || r.1.contains("byteSite")) {
+        assert!(
+            class == "int[]" && top.starts_with("workloads.AllocSites.intSite"),
+            "JDK {}: first site is not the retaining one: {report}",
+            jdk.version
+        );
+        assert!(
+            *live > 10e6,
+            "JDK {}: the retaining site keeps ~40 MB, the report says {live}: {report}",
+            jdk.version
+        );
+        for (class, top, live, allocated) in rows
+            .iter()
+            .filter(|r| r.1.contains("longSite") || r.1.contains("byteSite"))
+        {
             assert!(*live <= 0.05 * allocated, "JDK {}: dropped site {class} at {top} still has {live} of {allocated} bytes live: {report}", jdk.version);
         }
 
@@ -202,11 +358,33 @@ fn live_profile_and_sites_rank_the_retaining_site_first() {
             thread::sleep(Duration::from_millis(2500));
             jtap(["jcmd", &gc_pid, "GC.run"]).ok();
         });
-        let out = jtap(["profile", &pid, "-e", "alloc", "--live", "-d", "3", "--alloc-interval", "32k", "--format", "collapsed"]).ok();
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "alloc",
+            "--live",
+            "-d",
+            "3",
+            "--alloc-interval",
+            "32k",
+            "--format",
+            "collapsed",
+        ])
+        .ok();
         gc.join().unwrap();
         // Garbage made after that GC still counts as live, so only the ranking is checked.
-        let heaviest = collapsed(&out).into_iter().max_by_key(|(_, count)| *count).map(|(frames, _)| frames.join(";"));
-        assert!(heaviest.as_deref().is_some_and(|s| s.ends_with("AllocSites.intSite:21;int[]")), "JDK {}: {out}", jdk.version);
+        let heaviest = collapsed(&out)
+            .into_iter()
+            .max_by_key(|(_, count)| *count)
+            .map(|(frames, _)| frames.join(";"));
+        assert!(
+            heaviest
+                .as_deref()
+                .is_some_and(|s| s.ends_with("AllocSites.intSite:21;int[]")),
+            "JDK {}: {out}",
+            jdk.version
+        );
     }
 }
 
@@ -216,13 +394,44 @@ fn lock_profile_puts_the_contended_monitor_on_top() {
     for jdk in jdks() {
         let mut jvm = JavaProcess::start(jdk, "workloads.LockContention");
         let pid = jvm.pid().to_string();
-        let out = jtap(["profile", &pid, "-e", "lock", "-d", "2", "--format", "collapsed"]).ok();
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "lock",
+            "-d",
+            "2",
+            "--format",
+            "collapsed",
+        ])
+        .ok();
         let stacks = collapsed(&out);
         let total: u64 = stacks.iter().map(|(_, c)| c).sum();
-        let hot: u64 = stacks.iter().filter(|(f, _)| f.last().is_some_and(|l| l == "workloads.LockContention$Hot")).map(|(_, c)| c).sum();
-        assert!(total > 0 && hot as f64 >= 0.9 * total as f64, "JDK {}: {hot} of {total} contentions on the hot monitor: {out}", jdk.version);
-        assert!(stacks.iter().any(|(f, _)| f.iter().any(|x| x.starts_with("workloads.LockContention.hot"))), "JDK {}: {out}", jdk.version);
-        assert!(!out.contains("LockContention$Cold"), "JDK {}: the uncontended monitors appear: {out}", jdk.version);
+        let hot: u64 = stacks
+            .iter()
+            .filter(|(f, _)| {
+                f.last()
+                    .is_some_and(|l| l == "workloads.LockContention$Hot")
+            })
+            .map(|(_, c)| c)
+            .sum();
+        assert!(
+            total > 0 && hot as f64 >= 0.9 * total as f64,
+            "JDK {}: {hot} of {total} contentions on the hot monitor: {out}",
+            jdk.version
+        );
+        assert!(
+            stacks.iter().any(|(f, _)| f
+                .iter()
+                .any(|x| x.starts_with("workloads.LockContention.hot"))),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(
+            !out.contains("LockContention$Cold"),
+            "JDK {}: the uncontended monitors appear: {out}",
+            jdk.version
+        );
     }
 }
 
@@ -235,13 +444,23 @@ fn alloc_sampling_held_by_another_agent_is_a_clear_error() {
     let other = dir.path().join("libother_agent.so");
     std::fs::copy(library, &other).unwrap();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper").jvm_arg(format!("-agentpath:{}=start,event=alloc", other.display())).start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+            .jvm_arg(format!("-agentpath:{}=start,event=alloc", other.display()))
+            .start();
         let pid = jvm.pid().to_string();
         let run = jtap(["profile", &pid, "-e", "alloc", "-d", "1"]);
         run.fails_with(23, "another agent");
-        assert!(run.stderr.contains("can_generate_sampled_object_alloc_events"), "JDK {}: {run:?}", jdk.version);
+        assert!(
+            run.stderr
+                .contains("can_generate_sampled_object_alloc_events"),
+            "JDK {}: {run:?}",
+            jdk.version
+        );
         // The lock engine needs no single-holder capability and still works.
-        jtap(["profile", &pid, "-e", "lock", "-d", "1", "--format", "summary"]).ok();
+        jtap([
+            "profile", &pid, "-e", "lock", "-d", "1", "--format", "summary",
+        ])
+        .ok();
     }
 }
 
@@ -259,14 +478,44 @@ fn alloc_profiling_through_a_1g_heap_with_many_gcs_stays_bounded() {
         let pid = jvm.pid().to_string();
         jtap(["status", &pid]).ok(); // agent loaded before the baseline
         let before = jvm.rss_kib();
-        let out = jtap(["profile", &pid, "-e", "alloc", "--live", "-d", "6", "--alloc-interval", "8k", "--format", "summary"]).ok();
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "alloc",
+            "--live",
+            "-d",
+            "6",
+            "--alloc-interval",
+            "8k",
+            "--format",
+            "summary",
+        ])
+        .ok();
         let after = jvm.rss_kib();
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
-        assert!(out.contains("Event") && out.contains("live"), "JDK {}: {out}", jdk.version);
+        assert!(
+            out.contains("Event") && out.contains("live"),
+            "JDK {}: {out}",
+            jdk.version
+        );
         let grown_mib = after.saturating_sub(before) / 1024;
-        eprintln!("JDK {}: RSS {} -> {} MiB during 6 s of --live alloc profiling at 8 KiB", jdk.version, before / 1024, after / 1024);
-        assert!(grown_mib < 128, "JDK {}: RSS grew {grown_mib} MiB", jdk.version);
+        eprintln!(
+            "JDK {}: RSS {} -> {} MiB during 6 s of --live alloc profiling at 8 KiB",
+            jdk.version,
+            before / 1024,
+            after / 1024
+        );
+        assert!(
+            grown_mib < 128,
+            "JDK {}: RSS grew {grown_mib} MiB",
+            jdk.version
+        );
         let status = jtap(["status", &pid]).ok();
-        assert!(status.contains("engine: none"), "JDK {}: {status}", jdk.version);
+        assert!(
+            status.contains("engine: none"),
+            "JDK {}: {status}",
+            jdk.version
+        );
     }
 }

@@ -27,27 +27,54 @@ fn collapsed(path: &Path) -> Vec<(String, u64)> {
 
 /// Samples of the stacks containing each of `names`.
 fn samples_with(stacks: &[(String, u64)], names: &[&str]) -> Vec<u64> {
-    names.iter().map(|name| stacks.iter().filter(|(s, _)| s.contains(name)).map(|(_, n)| n).sum()).collect()
+    names
+        .iter()
+        .map(|name| {
+            stacks
+                .iter()
+                .filter(|(s, _)| s.contains(name))
+                .map(|(_, n)| n)
+                .sum()
+        })
+        .collect()
 }
 
 fn shares(counts: &[u64]) -> Vec<f64> {
     let total: u64 = counts.iter().sum();
-    counts.iter().map(|&c| if total == 0 { 0.0 } else { c as f64 * 100.0 / total as f64 }).collect()
+    counts
+        .iter()
+        .map(|&c| {
+            if total == 0 {
+                0.0
+            } else {
+                c as f64 * 100.0 / total as f64
+            }
+        })
+        .collect()
 }
 
 /// CPU time (ns) used so far by each thread of `pid` named in `names` (kernel names).
 fn thread_cpu_ns(pid: u32, names: &[&str]) -> Vec<u64> {
     let mut by_name: HashMap<String, u64> = HashMap::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let dir = task.path();
-        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default().trim().to_string();
+        let name = std::fs::read_to_string(dir.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
         let ns = std::fs::read_to_string(dir.join("schedstat"))
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
             .unwrap_or(0);
         *by_name.entry(name).or_default() += ns;
     }
-    names.iter().map(|n| by_name.get(*n).copied().unwrap_or(0)).collect()
+    names
+        .iter()
+        .map(|n| by_name.get(*n).copied().unwrap_or(0))
+        .collect()
 }
 
 fn pid_of(jvm: &mut JavaProcess) -> String {
@@ -66,22 +93,50 @@ fn cpu_engines_see_the_one_two_four_ratio() {
         let pid = pid_of(&mut jvm);
         std::thread::sleep(Duration::from_millis(500)); // let the JIT settle
         for engine in ["cpu", "itimer", "ctimer"] {
-            let out = dir.path().join(format!("{}-{engine}.collapsed", jdk.version));
+            let out = dir
+                .path()
+                .join(format!("{}-{engine}.collapsed", jdk.version));
             let before = thread_cpu_ns(jvm.pid(), &THREADS);
-            let result = jtap(["profile", &pid, "-e", engine, "-d", "4s", "-i", "4ms", "-o", out.to_str().unwrap()]);
+            let result = jtap([
+                "profile",
+                &pid,
+                "-e",
+                engine,
+                "-d",
+                "4s",
+                "-i",
+                "4ms",
+                "-o",
+                out.to_str().unwrap(),
+            ]);
             let after = thread_cpu_ns(jvm.pid(), &THREADS);
             assert_eq!(result.code, 0, "JDK {} {engine}: {result:?}", jdk.version);
-            assert!(result.stderr.contains(&format!("({engine} engine")), "JDK {} {engine}: {}", jdk.version, result.stderr);
+            assert!(
+                result.stderr.contains(&format!("({engine} engine")),
+                "JDK {} {engine}: {}",
+                jdk.version,
+                result.stderr
+            );
             let stacks = collapsed(&out);
             let counts = samples_with(&stacks, &METHODS);
-            let measured = shares(&after.iter().zip(&before).map(|(a, b)| a - b).collect::<Vec<_>>());
+            let measured = shares(
+                &after
+                    .iter()
+                    .zip(&before)
+                    .map(|(a, b)| a - b)
+                    .collect::<Vec<_>>(),
+            );
             let profiled = shares(&counts);
             eprintln!(
                 "JDK {} {engine:6}: samples {counts:?}; profile {:.1}/{:.1}/{:.1}% vs workload's own CPU {:.1}/{:.1}/{:.1}% \
                  (nominal 14.3/28.6/57.1%)",
                 jdk.version, profiled[0], profiled[1], profiled[2], measured[0], measured[1], measured[2]
             );
-            assert!(counts.iter().sum::<u64>() >= 150, "JDK {} {engine}: too few samples {counts:?}", jdk.version);
+            assert!(
+                counts.iter().sum::<u64>() >= 150,
+                "JDK {} {engine}: too few samples {counts:?}",
+                jdk.version
+            );
             for i in 0..3 {
                 assert!(
                     (profiled[i] - NOMINAL[i]).abs() <= 5.0,
@@ -94,7 +149,13 @@ fn cpu_engines_see_the_one_two_four_ratio() {
                 );
             }
             // Frames carry line numbers, and the stacks reach down to the thread's run method.
-            assert!(stacks.iter().any(|(s, _)| s.contains("Burn.burnFour:") && s.starts_with("java.lang.Thread.run")), "{stacks:?}");
+            assert!(
+                stacks
+                    .iter()
+                    .any(|(s, _)| s.contains("Burn.burnFour:")
+                        && s.starts_with("java.lang.Thread.run")),
+                "{stacks:?}"
+            );
         }
         assert!(jvm.is_running());
     }
@@ -108,20 +169,72 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
         let mut jvm = JavaProcess::start(jdk, "workloads.WallMix");
         let pid = pid_of(&mut jvm);
         let out = dir.path().join(format!("{}-wall.collapsed", jdk.version));
-        jtap(["profile", &pid, "-e", "wall", "-d", "2s", "-i", "10ms", "--threads", "-o", out.to_str().unwrap()]).ok();
+        jtap([
+            "profile",
+            &pid,
+            "-e",
+            "wall",
+            "-d",
+            "2s",
+            "-i",
+            "10ms",
+            "--threads",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .ok();
         let stacks = collapsed(&out);
-        let [sleeping, spinning] = samples_with(&stacks, &["WallMix.sleepForever", "WallMix.spinForever"])[..] else { unreachable!() };
+        let [sleeping, spinning] =
+            samples_with(&stacks, &["WallMix.sleepForever", "WallMix.spinForever"])[..]
+        else {
+            unreachable!()
+        };
         let ratio = sleeping as f64 / spinning.max(1) as f64;
-        eprintln!("JDK {}: wall samples sleeping {sleeping}, spinning {spinning} (ratio {ratio:.2})", jdk.version);
-        assert!(sleeping >= 50 && spinning >= 50, "JDK {}: {sleeping}/{spinning}", jdk.version);
-        assert!((0.75..=1.33).contains(&ratio), "JDK {}: sleeping {sleeping} vs spinning {spinning}", jdk.version);
+        eprintln!(
+            "JDK {}: wall samples sleeping {sleeping}, spinning {spinning} (ratio {ratio:.2})",
+            jdk.version
+        );
+        assert!(
+            sleeping >= 50 && spinning >= 50,
+            "JDK {}: {sleeping}/{spinning}",
+            jdk.version
+        );
+        assert!(
+            (0.75..=1.33).contains(&ratio),
+            "JDK {}: sleeping {sleeping} vs spinning {spinning}",
+            jdk.version
+        );
         // States and thread names label the stacks.
-        let sleeper: Vec<_> = stacks.iter().filter(|(s, _)| s.contains("sleepForever")).collect();
-        assert!(sleeper.iter().all(|(s, _)| s.starts_with("[wall-sleeper tid=")), "{sleeper:?}");
-        let asleep: u64 = sleeper.iter().filter(|(s, _)| s.ends_with("[sleeping]")).map(|(_, n)| n).sum();
-        assert!(asleep * 10 >= sleeping * 9, "JDK {}: the sleeping thread was mostly not [sleeping]: {sleeper:?}", jdk.version);
-        let running: u64 = stacks.iter().filter(|(s, _)| s.contains("spinForever") && s.ends_with("[running]")).map(|(_, n)| n).sum();
-        assert!(running * 10 >= spinning * 9, "JDK {}: the spinning thread was mostly not [running]", jdk.version);
+        let sleeper: Vec<_> = stacks
+            .iter()
+            .filter(|(s, _)| s.contains("sleepForever"))
+            .collect();
+        assert!(
+            sleeper
+                .iter()
+                .all(|(s, _)| s.starts_with("[wall-sleeper tid=")),
+            "{sleeper:?}"
+        );
+        let asleep: u64 = sleeper
+            .iter()
+            .filter(|(s, _)| s.ends_with("[sleeping]"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            asleep * 10 >= sleeping * 9,
+            "JDK {}: the sleeping thread was mostly not [sleeping]: {sleeper:?}",
+            jdk.version
+        );
+        let running: u64 = stacks
+            .iter()
+            .filter(|(s, _)| s.contains("spinForever") && s.ends_with("[running]"))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            running * 10 >= spinning * 9,
+            "JDK {}: the spinning thread was mostly not [running]",
+            jdk.version
+        );
     }
 }
 
@@ -164,10 +277,22 @@ fn one_profile_in_every_format() {
     }
     for jdk in jdks() {
         let dir = tempfile::tempdir().unwrap();
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Burn").arg("1000").arg("0.5").start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Burn")
+            .arg("1000")
+            .arg("0.5")
+            .start();
         let pid = pid_of(&mut jvm);
-        let files = ["p.collapsed", "p.pb.gz", "p.speedscope.json", "p.html", "p.txt"].map(|f| dir.path().join(f));
-        let mut args: Vec<String> = ["profile", &pid, "-e", "itimer", "-d", "2s"].map(String::from).to_vec();
+        let files = [
+            "p.collapsed",
+            "p.pb.gz",
+            "p.speedscope.json",
+            "p.html",
+            "p.txt",
+        ]
+        .map(|f| dir.path().join(f));
+        let mut args: Vec<String> = ["profile", &pid, "-e", "itimer", "-d", "2s"]
+            .map(String::from)
+            .to_vec();
         for file in &files {
             args.extend(["-o".to_string(), file.display().to_string()]);
         }
@@ -178,29 +303,77 @@ fn one_profile_in_every_format() {
         let text = std::fs::read_to_string(&files[4]).unwrap();
         let total: u64 = text
             .lines()
-            .find_map(|l| l.strip_prefix("Total samples")?.trim_start_matches([' ', ':']).parse().ok())
+            .find_map(|l| {
+                l.strip_prefix("Total samples")?
+                    .trim_start_matches([' ', ':'])
+                    .parse()
+                    .ok()
+            })
             .unwrap_or_else(|| panic!("no total in {text}"));
         assert!(total > 20, "JDK {}: {text}", jdk.version);
         let collapsed_total: u64 = collapsed(&files[0]).iter().map(|(_, n)| n).sum();
-        assert_eq!(collapsed_total, total, "JDK {}: collapsed total", jdk.version);
+        assert_eq!(
+            collapsed_total, total,
+            "JDK {}: collapsed total",
+            jdk.version
+        );
         let pprof = jtap_profile::decode_pprof(&std::fs::read(&files[1]).unwrap()).unwrap();
-        assert_eq!(pprof.totals.first().copied(), Some(total as i64), "JDK {}: pprof {pprof:?}", jdk.version);
-        let speedscope: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[2]).unwrap()).unwrap();
-        let weights: u64 = speedscope["profiles"][0]["weights"].as_array().unwrap().iter().filter_map(|w| w.as_u64()).sum();
+        assert_eq!(
+            pprof.totals.first().copied(),
+            Some(total as i64),
+            "JDK {}: pprof {pprof:?}",
+            jdk.version
+        );
+        let speedscope: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&files[2]).unwrap()).unwrap();
+        let weights: u64 = speedscope["profiles"][0]["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_u64())
+            .sum();
         assert_eq!(weights, total, "JDK {}: speedscope weights", jdk.version);
-        assert!(speedscope["shared"]["frames"].as_array().is_some_and(|f| !f.is_empty()), "JDK {}", jdk.version);
-        eprintln!("JDK {}: {total} samples; collapsed, pprof and speedscope agree", jdk.version);
+        assert!(
+            speedscope["shared"]["frames"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty()),
+            "JDK {}",
+            jdk.version
+        );
+        eprintln!(
+            "JDK {}: {total} samples; collapsed, pprof and speedscope agree",
+            jdk.version
+        );
         if chromium_present {
             let url = format!("file://{}#search=Burn", files[3].display());
             let dom = chromium(&url, &dir.path().join("chrome"), None).stdout;
-            let highlighted: u32 = attribute(&dom, "canvas", "data-highlighted").expect("canvas drawn").parse().unwrap();
+            let highlighted: u32 = attribute(&dom, "canvas", "data-highlighted")
+                .expect("canvas drawn")
+                .parse()
+                .unwrap();
             assert!(highlighted > 0, "JDK {}: nothing highlighted", jdk.version);
-            let matched = dom.split("id=\"matched\"").nth(1).and_then(|rest| rest.split('<').next()).unwrap_or("");
-            assert!(matched.contains("Matched: ") && !matched.contains("Matched: 0.00%"), "JDK {}: {matched:?}", jdk.version);
+            let matched = dom
+                .split("id=\"matched\"")
+                .nth(1)
+                .and_then(|rest| rest.split('<').next())
+                .unwrap_or("");
+            assert!(
+                matched.contains("Matched: ") && !matched.contains("Matched: 0.00%"),
+                "JDK {}: {matched:?}",
+                jdk.version
+            );
             let png = dir.path().join("flame.png");
             let shot = chromium(&url, &dir.path().join("chrome"), Some(&png));
-            assert!(std::fs::read(&png).is_ok_and(|b| b.starts_with(b"\x89PNG")), "JDK {}: no screenshot: {shot:?}", jdk.version);
-            eprintln!("JDK {}: flame graph highlights {highlighted} frames for Burn ({})", jdk.version, matched.trim_start_matches('>'));
+            assert!(
+                std::fs::read(&png).is_ok_and(|b| b.starts_with(b"\x89PNG")),
+                "JDK {}: no screenshot: {shot:?}",
+                jdk.version
+            );
+            eprintln!(
+                "JDK {}: flame graph highlights {highlighted} frames for Burn ({})",
+                jdk.version,
+                matched.trim_start_matches('>')
+            );
         }
     }
 }
@@ -214,28 +387,71 @@ fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
         let pid = pid_of(&mut jvm);
         for engine in ["cpu", "ctimer", "wall"] {
             let out = dir.path().join(format!("churn-{engine}.collapsed"));
-            jtap(["profile", &pid, "-e", engine, "-d", "2s", "-i", "1ms", "-o", out.to_str().unwrap()]).ok();
+            jtap([
+                "profile",
+                &pid,
+                "-e",
+                engine,
+                "-d",
+                "2s",
+                "-i",
+                "1ms",
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .ok();
             let stacks = collapsed(&out);
             let churn: u64 = samples_with(&stacks, &["Churn.work"])[0];
-            eprintln!("JDK {} {engine}: {} samples, {churn} in churning threads", jdk.version, stacks.iter().map(|(_, n)| n).sum::<u64>());
-            assert!(churn > 0, "JDK {} {engine}: no samples in the short-lived threads", jdk.version);
-            assert!(jvm.is_running(), "JDK {} {engine}: the JVM died", jdk.version);
+            eprintln!(
+                "JDK {} {engine}: {} samples, {churn} in churning threads",
+                jdk.version,
+                stacks.iter().map(|(_, n)| n).sum::<u64>()
+            );
+            assert!(
+                churn > 0,
+                "JDK {} {engine}: no samples in the short-lived threads",
+                jdk.version
+            );
+            assert!(
+                jvm.is_running(),
+                "JDK {} {engine}: the JVM died",
+                jdk.version
+            );
         }
         // Nothing on the JVM's stderr but JDK 21+'s notice of a dynamically loaded agent.
         let stderr = jvm.stderr.text();
-        assert!(stderr.lines().all(|l| l.starts_with("WARNING: ")), "JDK {}: {stderr}", jdk.version);
+        assert!(
+            stderr.lines().all(|l| l.starts_with("WARNING: ")),
+            "JDK {}: {stderr}",
+            jdk.version
+        );
 
         // A JVM that exits 1.5 s into a 20 s profile: the profile so far is written.
-        let mut short = JavaProcess::builder(jdk, "workloads.Burn").arg("1.5").start();
+        let mut short = JavaProcess::builder(jdk, "workloads.Burn")
+            .arg("1.5")
+            .start();
         let pid = pid_of(&mut short);
         let out = dir.path().join("exiting.collapsed");
         let started = Instant::now();
         let result = jtap(["profile", &pid, "-d", "20s", "-o", out.to_str().unwrap()]);
         assert_eq!(result.code, 0, "JDK {}: {result:?}", jdk.version);
-        assert!(result.stderr.contains("the JVM ended the profile"), "JDK {}: {result:?}", jdk.version);
+        assert!(
+            result.stderr.contains("the JVM ended the profile"),
+            "JDK {}: {result:?}",
+            jdk.version
+        );
         assert!(started.elapsed() < Duration::from_secs(10));
-        assert!(samples_with(&collapsed(&out), &["Burn.burnFour"])[0] > 0, "JDK {}", jdk.version);
-        assert_eq!(short.wait(Duration::from_secs(5)), Some(Some(0)), "JDK {}: exit status", jdk.version);
+        assert!(
+            samples_with(&collapsed(&out), &["Burn.burnFour"])[0] > 0,
+            "JDK {}",
+            jdk.version
+        );
+        assert_eq!(
+            short.wait(Duration::from_secs(5)),
+            Some(Some(0)),
+            "JDK {}: exit status",
+            jdk.version
+        );
     }
 }
 
@@ -247,16 +463,19 @@ fn launch_mode_profiles_from_start_to_exit() {
         let out = dir.path().join("launched.collapsed");
         let classes = compiled_workloads().display().to_string();
         let java = jdk.java().display().to_string();
-        let result = run(Command::new(common::jtap_bin()).args(["profile", "-o", out.to_str().unwrap(), "--"]).args([
-            &java,
-            "-cp",
-            &classes,
-            "workloads.Burn",
-            "1.5",
-        ]));
+        let result = run(Command::new(common::jtap_bin())
+            .args(["profile", "-o", out.to_str().unwrap(), "--"])
+            .args([&java, "-cp", &classes, "workloads.Burn", "1.5"]));
         assert_eq!(result.code, 0, "JDK {}: {result:?}", jdk.version);
-        assert!(result.stdout.contains("READY") && result.stdout.contains("DONE"), "{result:?}");
-        assert!(samples_with(&collapsed(&out), &["Burn.burnFour"])[0] > 0, "JDK {}: {result:?}", jdk.version);
+        assert!(
+            result.stdout.contains("READY") && result.stdout.contains("DONE"),
+            "{result:?}"
+        );
+        assert!(
+            samples_with(&collapsed(&out), &["Burn.burnFour"])[0] > 0,
+            "JDK {}: {result:?}",
+            jdk.version
+        );
     }
 }
 
@@ -264,13 +483,20 @@ fn launch_mode_profiles_from_start_to_exit() {
 fn a_hundred_start_stop_cycles_keep_memory_flat() {
     agent_library();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Burn").arg("1000").arg("0.25").start();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Burn")
+            .arg("1000")
+            .arg("0.25")
+            .start();
         let pid = pid_of(&mut jvm);
         let engines = ["cpu", "itimer", "ctimer", "wall"];
         let cycle = |i: usize| {
             jtap(["profile", "start", &pid, "-e", engines[i % 4], "-i", "1ms"]).ok();
             let summary = jtap(["profile", "stop", &pid, "--format", "summary"]).ok();
-            assert!(summary.contains("Total samples"), "JDK {}: cycle {i}: {summary}", jdk.version);
+            assert!(
+                summary.contains("Total samples"),
+                "JDK {}: cycle {i}: {summary}",
+                jdk.version
+            );
         };
         // Warm-up: every engine a few times (thread arenas, JIT code for the agent's callers).
         for i in 0..20 {
@@ -296,10 +522,21 @@ fn a_hundred_start_stop_cycles_keep_memory_flat() {
         // A quiet machine shows ~1.5 MiB; a loaded 2-core CI machine up to ~7 MiB (the JVM's
         // own JIT and malloc arenas grow with it). A leak shows as steady growth: the second
         // fifty cycles must add little.
-        assert!(growth < 8 * 1024, "JDK {}: RSS grew by {growth} KiB", jdk.version);
-        assert!(second_half < 3 * 1024, "JDK {}: RSS still growing: {second_half} KiB over the last 50 cycles", jdk.version);
+        assert!(
+            growth < 8 * 1024,
+            "JDK {}: RSS grew by {growth} KiB",
+            jdk.version
+        );
+        assert!(
+            second_half < 3 * 1024,
+            "JDK {}: RSS still growing: {second_half} KiB over the last 50 cycles",
+            jdk.version
+        );
         assert!(jvm.is_running());
         let status = jtap(["profile", "status", &pid]).ok();
-        assert!(status.contains("engine: none") && status.contains("capabilities held: none"), "{status}");
+        assert!(
+            status.contains("engine: none") && status.contains("capabilities held: none"),
+            "{status}"
+        );
     }
 }

@@ -49,7 +49,11 @@ impl Background {
         };
         let stdout = collect(Box::new(child.stdout.take().unwrap()));
         let stderr = collect(Box::new(child.stderr.take().unwrap()));
-        Background { child, stdout, stderr }
+        Background {
+            child,
+            stdout,
+            stderr,
+        }
     }
 
     /// Waits until stderr contains `needle`; panics (with what was printed) after `timeout`.
@@ -58,9 +62,16 @@ impl Background {
         while !self.stderr.lock().unwrap().contains(needle) {
             if let Ok(Some(status)) = self.child.try_wait() {
                 std::thread::sleep(Duration::from_millis(100));
-                panic!("jtap exited ({status}) before printing {needle:?}: {}", self.stderr.lock().unwrap());
+                panic!(
+                    "jtap exited ({status}) before printing {needle:?}: {}",
+                    self.stderr.lock().unwrap()
+                );
             }
-            assert!(Instant::now() < deadline, "no {needle:?} after {timeout:?}: {}", self.stderr.lock().unwrap());
+            assert!(
+                Instant::now() < deadline,
+                "no {needle:?} after {timeout:?}: {}",
+                self.stderr.lock().unwrap()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -74,7 +85,10 @@ impl Background {
             }
             if Instant::now() >= deadline {
                 let _ = self.child.kill();
-                panic!("jtap did not finish within {timeout:?}: {}", self.stderr.lock().unwrap());
+                panic!(
+                    "jtap did not finish within {timeout:?}: {}",
+                    self.stderr.lock().unwrap()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         };
@@ -95,7 +109,9 @@ impl Drop for Background {
 /// The workload, waiting for `go<N>` files in a fresh directory.
 fn traced(jdk: &Jdk) -> (JavaProcess, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let jvm = JavaProcess::builder(jdk, "workloads.Traced").cwd(dir.path()).start();
+    let jvm = JavaProcess::builder(jdk, "workloads.Traced")
+        .cwd(dir.path())
+        .start();
     (jvm, dir)
 }
 
@@ -108,9 +124,17 @@ fn round(jvm: &JavaProcess, dir: &Path, n: u32) -> (i64, u64, u64) {
         let text = jvm.stdout.text();
         if let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) {
             let f: Vec<&str> = line.split_whitespace().collect();
-            return (f[2].parse().unwrap(), f[4].parse().unwrap(), f[5].parse().unwrap());
+            return (
+                f[2].parse().unwrap(),
+                f[4].parse().unwrap(),
+                f[5].parse().unwrap(),
+            );
         }
-        assert!(Instant::now() < deadline, "round {n} did not finish: {text} {}", jvm.stderr.text());
+        assert!(
+            Instant::now() < deadline,
+            "round {n} did not finish: {text} {}",
+            jvm.stderr.text()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -118,27 +142,54 @@ fn round(jvm: &JavaProcess, dir: &Path, n: u32) -> (i64, u64, u64) {
 /// The workload's own timing of round `n`'s a() call, in ms: a, b, c, d totals and c's offset.
 fn own_tree_ms(jvm: &JavaProcess, n: u32) -> [f64; 5] {
     let text = jvm.stdout.text();
-    let line = text.lines().find(|l| l.starts_with(&format!("DONE {n} "))).expect("round finished");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("DONE {n} ")))
+        .expect("round finished");
     let fields: Vec<&str> = line.split_whitespace().collect();
-    let at = fields.iter().position(|f| *f == "tree").expect("tree timings") + 1;
+    let at = fields
+        .iter()
+        .position(|f| *f == "tree")
+        .expect("tree timings")
+        + 1;
     std::array::from_fn(|i| fields[at + i].parse::<f64>().unwrap() / 1e6)
 }
 
 /// Checks the agent's restore report: every class got its bytes back.
 fn assert_restored(stderr: &str, context: &str) {
-    let line = stderr.lines().find(|l| l.contains("restored ")).unwrap_or_else(|| panic!("{context}: no restore report: {stderr}"));
-    let numbers: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("restored "))
+        .unwrap_or_else(|| panic!("{context}: no restore report: {stderr}"));
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
     // "restored C classes in T ms: ... for B/C, ... for M/N"
     let n = numbers.len();
     assert!(n >= 6, "{context}: {line}");
-    assert_eq!(numbers[n - 4], numbers[n - 3], "{context}: class bytes differ after restoring: {line}");
-    assert_eq!(numbers[n - 2], numbers[n - 1], "{context}: bytecodes differ after restoring: {line}");
+    assert_eq!(
+        numbers[n - 4],
+        numbers[n - 3],
+        "{context}: class bytes differ after restoring: {line}"
+    );
+    assert_eq!(
+        numbers[n - 2],
+        numbers[n - 1],
+        "{context}: bytecodes differ after restoring: {line}"
+    );
     assert!(numbers[0] >= 1, "{context}: nothing restored: {line}");
-    assert!(stderr.contains(", 0 in the 50 ms"), "{context}: probes still called after restoring: {stderr}");
+    assert!(
+        stderr.contains(", 0 in the 50 ms"),
+        "{context}: probes still called after restoring: {stderr}"
+    );
 }
 
 fn json_lines(text: &str) -> Vec<serde_json::Value> {
-    text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 fn within(measured: f64, expected: f64, tolerance: f64) -> bool {
@@ -151,7 +202,20 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "--json", "--stack", "-n", "80", "-d", "60s"], dir.path());
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "--json",
+                "--stack",
+                "-n",
+                "80",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
         trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let (_, calls, nanos) = round(&jvm, dir.path(), 1);
         let (code, out, err) = trace.finish(Duration::from_secs(30));
@@ -162,17 +226,53 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
         let mut per_thread = std::collections::HashMap::new();
         for r in &records {
             assert_eq!(r["method"], "sleepy");
-            let stack: Vec<&str> = r["stack"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
-            assert!(stack.first().is_some_and(|f| f.starts_with("workloads.Traced.sleepy(Traced.java:")), "JDK {}: {stack:?}", jdk.version);
-            assert!(stack.iter().any(|f| f.starts_with("workloads.Traced.lambda$round$0(Traced.java:")), "JDK {}: {stack:?}", jdk.version);
-            *per_thread.entry(r["thread"].as_str().unwrap().to_string()).or_insert(0) += 1;
+            let stack: Vec<&str> = r["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap())
+                .collect();
+            assert!(
+                stack
+                    .first()
+                    .is_some_and(|f| f.starts_with("workloads.Traced.sleepy(Traced.java:")),
+                "JDK {}: {stack:?}",
+                jdk.version
+            );
+            assert!(
+                stack
+                    .iter()
+                    .any(|f| f.starts_with("workloads.Traced.lambda$round$0(Traced.java:")),
+                "JDK {}: {stack:?}",
+                jdk.version
+            );
+            *per_thread
+                .entry(r["thread"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
         }
         assert_eq!(per_thread.len(), 8, "JDK {}: {per_thread:?}", jdk.version);
-        assert!(per_thread.values().all(|&n| n == 10), "JDK {}: {per_thread:?}", jdk.version);
-        let traced_mean = records.iter().map(|r| r["duration_ns"].as_u64().unwrap()).sum::<u64>() as f64 / 80.0;
+        assert!(
+            per_thread.values().all(|&n| n == 10),
+            "JDK {}: {per_thread:?}",
+            jdk.version
+        );
+        let traced_mean = records
+            .iter()
+            .map(|r| r["duration_ns"].as_u64().unwrap())
+            .sum::<u64>() as f64
+            / 80.0;
         let own_mean = nanos as f64 / calls as f64;
-        eprintln!("JDK {}: 80/80 calls, mean {:.3} ms traced vs {:.3} ms measured by the workload", jdk.version, traced_mean / 1e6, own_mean / 1e6);
-        assert!(within(traced_mean, own_mean, 0.10), "JDK {}: {traced_mean} vs {own_mean}", jdk.version);
+        eprintln!(
+            "JDK {}: 80/80 calls, mean {:.3} ms traced vs {:.3} ms measured by the workload",
+            jdk.version,
+            traced_mean / 1e6,
+            own_mean / 1e6
+        );
+        assert!(
+            within(traced_mean, own_mean, 0.10),
+            "JDK {}: {traced_mean} vs {own_mean}",
+            jdk.version
+        );
         assert_restored(&err, &format!("JDK {}", jdk.version));
     }
 }
@@ -197,7 +297,19 @@ fn calltree_shows_the_known_structure_and_times() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut tree = Background::start(&["calltree", &pid, "workloads.Traced::a", "--json", "-n", "1", "-d", "60s"], dir.path());
+        let mut tree = Background::start(
+            &[
+                "calltree",
+                &pid,
+                "workloads.Traced::a",
+                "--json",
+                "-n",
+                "1",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
         tree.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         round(&jvm, dir.path(), 1);
         let (code, out, err) = tree.finish(Duration::from_secs(30));
@@ -206,24 +318,56 @@ fn calltree_shows_the_known_structure_and_times() {
         assert_eq!(trees.len(), 1, "JDK {}: {out}", jdk.version);
         let a = &trees[0]["tree"];
         assert_eq!(a["method"], "workloads.Traced.a");
-        let (b, c) = (child(a, "workloads.Traced.b"), child(a, "workloads.Traced.c"));
+        let (b, c) = (
+            child(a, "workloads.Traced.b"),
+            child(a, "workloads.Traced.c"),
+        );
         let d = child(c, "workloads.Traced.d");
         // Compared with the workload's own clock readings (sleeps overshoot on a loaded
         // machine, so the nominal 75/20/50/40/25 ms are not the truth).
         let own = own_tree_ms(&jvm, 1);
-        let traced = [ms(a, "total_ns"), ms(b, "total_ns"), ms(c, "total_ns"), ms(d, "total_ns"), ms(c, "offset_ns")];
-        eprintln!("JDK {}: a/b/c/d/offset(c) = {:?} ms traced, {:?} ms measured by the workload", jdk.version, traced.map(|m| (m * 10.0).round() / 10.0), own.map(|m| (m * 10.0).round() / 10.0));
+        let traced = [
+            ms(a, "total_ns"),
+            ms(b, "total_ns"),
+            ms(c, "total_ns"),
+            ms(d, "total_ns"),
+            ms(c, "offset_ns"),
+        ];
+        eprintln!(
+            "JDK {}: a/b/c/d/offset(c) = {:?} ms traced, {:?} ms measured by the workload",
+            jdk.version,
+            traced.map(|m| (m * 10.0).round() / 10.0),
+            own.map(|m| (m * 10.0).round() / 10.0)
+        );
         for (measured, expected) in traced.into_iter().zip(own) {
-            assert!(within(measured, expected, 0.10), "JDK {}: {measured} ms vs {expected} ms: {out}", jdk.version);
+            assert!(
+                within(measured, expected, 0.10),
+                "JDK {}: {measured} ms vs {expected} ms: {out}",
+                jdk.version
+            );
         }
-        assert!(own[0] >= 75.0 && own[3] >= 40.0, "JDK {}: sleeps shorter than asked: {own:?}", jdk.version);
+        assert!(
+            own[0] >= 75.0 && own[3] >= 40.0,
+            "JDK {}: sleeps shorter than asked: {own:?}",
+            jdk.version
+        );
         // Self time of c: its own 10 ms sleep is a child (a call site), so about nothing.
         assert!(ms(c, "self_ns") < 2.0, "JDK {}: {out}", jdk.version);
         assert_restored(&err, &format!("JDK {} calltree", jdk.version));
 
         // The drawn tree, with --inner methods only.
         let mut text = Background::start(
-            &["calltree", &pid, "workloads.Traced::a", "--inner", "workloads.Traced::b,workloads.Traced::c,workloads.Traced::d", "-n", "1", "-d", "60s"],
+            &[
+                "calltree",
+                &pid,
+                "workloads.Traced::a",
+                "--inner",
+                "workloads.Traced::b,workloads.Traced::c,workloads.Traced::d",
+                "-n",
+                "1",
+                "-d",
+                "60s",
+            ],
             dir.path(),
         );
         text.wait_stderr("jtap: tracing:", Duration::from_secs(30));
@@ -232,10 +376,22 @@ fn calltree_shows_the_known_structure_and_times() {
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
-        assert!(lines[1].starts_with("0.00 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"), "{out}");
-        assert!(lines[2].starts_with("+---") && lines[2].ends_with("- workloads.Traced.b"), "{out}");
-        assert!(lines[3].starts_with("`---") && lines[3].ends_with("- workloads.Traced.c"), "{out}");
-        assert!(lines[4].starts_with("    `---") && lines[4].ends_with("- workloads.Traced.d"), "{out}");
+        assert!(
+            lines[1].starts_with("0.00 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"),
+            "{out}"
+        );
+        assert!(
+            lines[2].starts_with("+---") && lines[2].ends_with("- workloads.Traced.b"),
+            "{out}"
+        );
+        assert!(
+            lines[3].starts_with("`---") && lines[3].ends_with("- workloads.Traced.c"),
+            "{out}"
+        );
+        assert!(
+            lines[4].starts_with("    `---") && lines[4].ends_with("- workloads.Traced.d"),
+            "{out}"
+        );
     }
 }
 
@@ -248,8 +404,17 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
         // Classes not loaded yet: instrumented by the hook as they load (static initialisers too).
         let mut trace = Background::start(
             &[
-                "trace", &pid, "workloads.Shapes*", "workloads.Long32k", "workloads.Traced::describe", "workloads.Traced$Chatty",
-                "--args", "--return", "--exceptions", "-d", "120s",
+                "trace",
+                &pid,
+                "workloads.Shapes*",
+                "workloads.Long32k",
+                "workloads.Traced::describe",
+                "workloads.Traced$Chatty",
+                "--args",
+                "--return",
+                "--exceptions",
+                "-d",
+                "120s",
             ],
             dir.path(),
         );
@@ -260,34 +425,109 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
         let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let (plain_result, _, _) = round(&jvm, dir.path(), 2);
-        assert_eq!(traced_result, plain_result, "JDK {}: tracing changed what the program computes", jdk.version);
+        assert_eq!(
+            traced_result, plain_result,
+            "JDK {}: tracing changed what the program computes",
+            jdk.version
+        );
         // Lines holding every part (the duration sits between the method and its values).
-        let with = |parts: &[&str]| out.lines().filter(|l| parts.iter().all(|p| l.contains(p))).count();
+        let with = |parts: &[&str]| {
+            out.lines()
+                .filter(|l| parts.iter().all(|p| l.contains(p)))
+                .count()
+        };
         let calls = |needle: &str| with(&[needle]);
         let v = jdk.version;
-        assert_eq!(calls("] workloads.Shapes.<clinit> "), 1, "JDK {v}: static initialiser: {out}");
-        assert_eq!(with(&["] workloads.Shapes$Fragile.<init> ", " [-1] threw java.lang.IllegalArgumentException: negative -1"]), 1, "JDK {v}: {out}");
-        assert_eq!(with(&["] workloads.Shapes$Fragile.<init> ", " [4]"]), 1, "JDK {v}: {out}");
-        assert_eq!(calls("] workloads.Shapes$Greeter.of "), 1, "JDK {v}: interface static: {out}");
-        assert_eq!(calls("] workloads.Shapes$Greeter.greet "), 1, "JDK {v}: interface default: {out}");
-        assert_eq!(calls("] workloads.Shapes$IntBox.get "), 4, "JDK {v}: bridge + generic: {out}");
+        assert_eq!(
+            calls("] workloads.Shapes.<clinit> "),
+            1,
+            "JDK {v}: static initialiser: {out}"
+        );
+        assert_eq!(
+            with(&[
+                "] workloads.Shapes$Fragile.<init> ",
+                " [-1] threw java.lang.IllegalArgumentException: negative -1"
+            ]),
+            1,
+            "JDK {v}: {out}"
+        );
+        assert_eq!(
+            with(&["] workloads.Shapes$Fragile.<init> ", " [4]"]),
+            1,
+            "JDK {v}: {out}"
+        );
+        assert_eq!(
+            calls("] workloads.Shapes$Greeter.of "),
+            1,
+            "JDK {v}: interface static: {out}"
+        );
+        assert_eq!(
+            calls("] workloads.Shapes$Greeter.greet "),
+            1,
+            "JDK {v}: interface default: {out}"
+        );
+        assert_eq!(
+            calls("] workloads.Shapes$IntBox.get "),
+            4,
+            "JDK {v}: bridge + generic: {out}"
+        );
         assert_eq!(calls("] workloads.Shapes.fib "), 1973, "JDK {v}: recursion");
-        assert_eq!(calls("] workloads.Shapes.control "), 6, "JDK {v}: switches, try/catch/finally: {out}");
-        assert_eq!(with(&["] workloads.Shapes.control ", " [3] -> 94"]), 1, "JDK {v}: {out}");
+        assert_eq!(
+            calls("] workloads.Shapes.control "),
+            6,
+            "JDK {v}: switches, try/catch/finally: {out}"
+        );
+        assert_eq!(
+            with(&["] workloads.Shapes.control ", " [3] -> 94"]),
+            1,
+            "JDK {v}: {out}"
+        );
         assert_eq!(calls("] workloads.Shapes.deepThrow "), 6, "JDK {v}: {out}");
-        assert_eq!(calls("threw java.lang.UnsupportedOperationException: deep"), 6, "JDK {v}: exceptions through traced frames: {out}");
-        assert_eq!(calls("] workloads.Shapes.lambda$run$"), 1, "JDK {v}: lambda body: {out}");
-        assert_eq!(calls("] workloads.Shapes.seven "), 1, "JDK {v}: method reference target: {out}");
-        assert_eq!(with(&["] workloads.Long32k.big ", " [3] -> "]), 1, "JDK {v}: method over 32 KiB: {out}");
-        let describe = out.lines().find(|l| l.contains("] workloads.Traced.describe ")).unwrap_or_else(|| panic!("JDK {v}: {out}"));
-        assert!(describe.contains("<toString() threw java.lang.IllegalStateException>"), "JDK {v}: {describe}");
-        assert!(describe.contains("\"w7\", ... (100 elements)]"), "JDK {v}: collections capped: {describe}");
+        assert_eq!(
+            calls("threw java.lang.UnsupportedOperationException: deep"),
+            6,
+            "JDK {v}: exceptions through traced frames: {out}"
+        );
+        assert_eq!(
+            calls("] workloads.Shapes.lambda$run$"),
+            1,
+            "JDK {v}: lambda body: {out}"
+        );
+        assert_eq!(
+            calls("] workloads.Shapes.seven "),
+            1,
+            "JDK {v}: method reference target: {out}"
+        );
+        assert_eq!(
+            with(&["] workloads.Long32k.big ", " [3] -> "]),
+            1,
+            "JDK {v}: method over 32 KiB: {out}"
+        );
+        let describe = out
+            .lines()
+            .find(|l| l.contains("] workloads.Traced.describe "))
+            .unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        assert!(
+            describe.contains("<toString() threw java.lang.IllegalStateException>"),
+            "JDK {v}: {describe}"
+        );
+        assert!(
+            describe.contains("\"w7\", ... (100 elements)]"),
+            "JDK {v}: collections capped: {describe}"
+        );
         assert!(describe.contains("-> Chatty(212)"), "JDK {v}: {describe}");
         // Chatty's own methods are traced, except while a probe describes a value (re-entry).
-        assert!(calls("] workloads.Traced$Chatty.toString ") >= 1, "JDK {v}: {out}");
+        assert!(
+            calls("] workloads.Traced$Chatty.toString ") >= 1,
+            "JDK {v}: {out}"
+        );
         assert!(stop.stdout.contains("restored "), "JDK {v}: {stop:?}");
         assert_restored(&stop.stdout, &format!("JDK {v} shapes"));
-        assert!(jvm.stderr.text().lines().all(|l| !l.contains("Exception")), "JDK {v}: {}", jvm.stderr.text());
+        assert!(
+            jvm.stderr.text().lines().all(|l| !l.contains("Exception")),
+            "JDK {v}: {}",
+            jvm.stderr.text()
+        );
     }
 }
 
@@ -297,7 +537,20 @@ fn monitor_counts_calls_and_their_durations() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut monitor = Background::start(&["monitor", &pid, "workloads.Traced::sleepy", "workloads.Shapes::deepThrow", "-i", "500ms", "-d", "60s", "--json"], dir.path());
+        let mut monitor = Background::start(
+            &[
+                "monitor",
+                &pid,
+                "workloads.Traced::sleepy",
+                "workloads.Shapes::deepThrow",
+                "-i",
+                "500ms",
+                "-d",
+                "60s",
+                "--json",
+            ],
+            dir.path(),
+        );
         monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let (_, own_calls, own_nanos) = round(&jvm, dir.path(), 1);
         let own_mean_ms = own_nanos as f64 / own_calls as f64 / 1e6;
@@ -307,15 +560,46 @@ fn monitor_counts_calls_and_their_durations() {
         let (code, out, err) = monitor.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let rows = json_lines(&out);
-        let sum = |method: &str, key: &str| rows.iter().filter(|r| r["method"] == method).map(|r| r[key].as_u64().unwrap()).sum::<u64>();
-        assert_eq!(sum("workloads.Traced.sleepy", "calls"), 80, "JDK {}: {out}", jdk.version);
-        assert_eq!(sum("workloads.Shapes.deepThrow", "calls"), 6, "JDK {}: {out}", jdk.version);
-        assert_eq!(sum("workloads.Shapes.deepThrow", "errors"), 6, "JDK {}: {out}", jdk.version);
-        let busy = rows.iter().find(|r| r["method"] == "workloads.Traced.sleepy" && r["calls"].as_u64() > Some(0)).unwrap();
+        let sum = |method: &str, key: &str| {
+            rows.iter()
+                .filter(|r| r["method"] == method)
+                .map(|r| r[key].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        assert_eq!(
+            sum("workloads.Traced.sleepy", "calls"),
+            80,
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert_eq!(
+            sum("workloads.Shapes.deepThrow", "calls"),
+            6,
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert_eq!(
+            sum("workloads.Shapes.deepThrow", "errors"),
+            6,
+            "JDK {}: {out}",
+            jdk.version
+        );
+        let busy = rows
+            .iter()
+            .find(|r| r["method"] == "workloads.Traced.sleepy" && r["calls"].as_u64() > Some(0))
+            .unwrap();
         let mean = busy["mean_ns"].as_u64().unwrap() as f64 / 1e6;
-        assert!(within(mean, own_mean_ms, 0.10), "JDK {}: mean {mean} ms vs {own_mean_ms} ms measured: {busy}", jdk.version);
+        assert!(
+            within(mean, own_mean_ms, 0.10),
+            "JDK {}: mean {mean} ms vs {own_mean_ms} ms measured: {busy}",
+            jdk.version
+        );
         // p99 of 80 calls is about the slowest one: between the median and the maximum.
-        let (p50, p99, max) = (busy["p50_ns"].as_u64().unwrap(), busy["p99_ns"].as_u64().unwrap(), busy["max_ns"].as_u64().unwrap());
+        let (p50, p99, max) = (
+            busy["p50_ns"].as_u64().unwrap(),
+            busy["p99_ns"].as_u64().unwrap(),
+            busy["max_ns"].as_u64().unwrap(),
+        );
         assert!(p50 <= p99 && p99 <= max, "JDK {}: {busy}", jdk.version);
     }
 }
@@ -326,7 +610,10 @@ fn a_sigkilled_client_leaves_no_instrumentation_behind() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "-d", "120s"], dir.path());
+        let mut trace = Background::start(
+            &["trace", &pid, "workloads.Traced::sleepy", "-d", "120s"],
+            dir.path(),
+        );
         trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let killed = Instant::now();
         // SAFETY: kill(2) on our own child.
@@ -337,12 +624,31 @@ fn a_sigkilled_client_leaves_no_instrumentation_behind() {
             if status.contains("engine: none") {
                 break;
             }
-            assert!(killed.elapsed() < Duration::from_secs(5), "JDK {}: still tracing 5 s after the client died: {status}", jdk.version);
+            assert!(
+                killed.elapsed() < Duration::from_secs(5),
+                "JDK {}: still tracing 5 s after the client died: {status}",
+                jdk.version
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
-        eprintln!("JDK {}: instrumentation removed {} ms after SIGKILL", jdk.version, killed.elapsed().as_millis());
+        eprintln!(
+            "JDK {}: instrumentation removed {} ms after SIGKILL",
+            jdk.version,
+            killed.elapsed().as_millis()
+        );
         // A new session starts from the original bytes: the same class is instrumented again.
-        let again = Background::start(&["trace", &pid, "workloads.Traced::sleepy", "-n", "1", "-d", "60s"], dir.path());
+        let again = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "-n",
+                "1",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
         let mut again = again;
         again.wait_stderr("jtap: tracing: 1 loaded classes", Duration::from_secs(30));
         round(&jvm, dir.path(), 1);
@@ -373,8 +679,16 @@ fn launch_mode_traces_from_the_start() {
     ]));
     assert_eq!(result.code, 0, "{result:?}");
     let records = json_lines(&result.stdout);
-    assert_eq!(records.iter().filter(|r| r["method"] == "sleepy").count(), 80, "{result:?}");
-    assert_eq!(records.iter().filter(|r| r["method"] == "<clinit>").count(), 1, "{result:?}");
+    assert_eq!(
+        records.iter().filter(|r| r["method"] == "sleepy").count(),
+        80,
+        "{result:?}"
+    );
+    assert_eq!(
+        records.iter().filter(|r| r["method"] == "<clinit>").count(),
+        1,
+        "{result:?}"
+    );
 }
 
 #[test]
@@ -388,6 +702,9 @@ fn bad_patterns_are_one_line_usage_errors() {
     ] {
         let result = jtap(&args);
         result.fails_with(2, "");
-        assert!(result.stderr.contains("pattern") || result.stderr.contains("calltree"), "{args:?}: {result:?}");
+        assert!(
+            result.stderr.contains("pattern") || result.stderr.contains("calltree"),
+            "{args:?}: {result:?}"
+        );
     }
 }

@@ -82,7 +82,10 @@ impl Capabilities {
     pub fn of(names: &[&str]) -> Capabilities {
         let mut caps = Capabilities::default();
         for name in names {
-            assert!(set(&mut caps.0, name, true), "unknown JVMTI capability {name}");
+            assert!(
+                set(&mut caps.0, name, true),
+                "unknown JVMTI capability {name}"
+            );
         }
         caps
     }
@@ -99,12 +102,24 @@ impl Capabilities {
 
     /// The capabilities in both sets.
     pub fn intersection(&self, other: &Capabilities) -> Capabilities {
-        Capabilities::of(&self.names().into_iter().filter(|n| other.has(n)).collect::<Vec<_>>())
+        Capabilities::of(
+            &self
+                .names()
+                .into_iter()
+                .filter(|n| other.has(n))
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// The capabilities of `self` that `other` lacks.
     pub fn difference(&self, other: &Capabilities) -> Capabilities {
-        Capabilities::of(&self.names().into_iter().filter(|n| !other.has(n)).collect::<Vec<_>>())
+        Capabilities::of(
+            &self
+                .names()
+                .into_iter()
+                .filter(|n| !other.has(n))
+                .collect::<Vec<_>>(),
+        )
     }
 
     /// True when the set is empty.
@@ -157,8 +172,14 @@ mod tests {
         let wanted = Capabilities::of(&["can_tag_objects", "can_retransform_classes"]);
         assert!(wanted.has("can_tag_objects") && !wanted.has("can_suspend"));
         let potential = Capabilities::of(&["can_tag_objects", "can_suspend"]);
-        let report = CapabilityReport { granted: wanted.intersection(&potential), refused: wanted.difference(&potential) };
-        assert_eq!(report.to_string(), "granted: can_tag_objects; refused by the VM: can_retransform_classes");
+        let report = CapabilityReport {
+            granted: wanted.intersection(&potential),
+            refused: wanted.difference(&potential),
+        };
+        assert_eq!(
+            report.to_string(),
+            "granted: can_tag_objects; refused by the VM: can_retransform_classes"
+        );
         assert_eq!(Capabilities::default().names(), Vec::<&str>::new());
     }
 }

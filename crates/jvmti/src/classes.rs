@@ -27,7 +27,12 @@ impl Env {
     pub unsafe fn class_signature(&self, class: sys::jclass) -> Result<String> {
         let mut signature = ptr::null_mut();
         // SAFETY: caller's contract for `class`; a null generic pointer is allowed.
-        unsafe { jvmti_call!(self.raw(), GetClassSignature(class, &mut signature, ptr::null_mut())) }?;
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                GetClassSignature(class, &mut signature, ptr::null_mut())
+            )
+        }?;
         // SAFETY: JVMTI allocated the string for us.
         Ok(unsafe { self.take_string(signature) })
     }
@@ -63,7 +68,12 @@ impl Env {
     pub unsafe fn method_name(&self, method: sys::jmethodID) -> Result<(String, String)> {
         let (mut name, mut signature) = (ptr::null_mut(), ptr::null_mut());
         // SAFETY: caller's contract for `method`; local out-parameters, null generic pointer.
-        unsafe { jvmti_call!(self.raw(), GetMethodName(method, &mut name, &mut signature, ptr::null_mut())) }?;
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                GetMethodName(method, &mut name, &mut signature, ptr::null_mut())
+            )
+        }?;
         // SAFETY: JVMTI allocated both strings for us.
         Ok(unsafe { (self.take_string(name), self.take_string(signature)) })
     }
@@ -83,10 +93,18 @@ impl Env {
     ///
     /// # Safety
     /// `method` is a valid jmethodID.
-    pub unsafe fn line_number_table(&self, method: sys::jmethodID) -> Result<Allocation<sys::jvmtiLineNumberEntry>> {
+    pub unsafe fn line_number_table(
+        &self,
+        method: sys::jmethodID,
+    ) -> Result<Allocation<sys::jvmtiLineNumberEntry>> {
         let (mut count, mut table) = (0, ptr::null_mut());
         // SAFETY: caller's contract; local out-parameters.
-        unsafe { jvmti_call!(self.raw(), GetLineNumberTable(method, &mut count, &mut table)) }?;
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                GetLineNumberTable(method, &mut count, &mut table)
+            )
+        }?;
         // SAFETY: JVMTI allocated `count` entries for us.
         Ok(unsafe { Allocation::from_raw(self.raw(), table, count as usize) })
     }
@@ -97,6 +115,11 @@ impl Env {
     /// Every element is a valid class reference; the calling thread is attached to the VM.
     pub unsafe fn retransform_classes(&self, classes: &[sys::jclass]) -> Result<()> {
         // SAFETY: caller's contract; the slice outlives the call and its length is passed.
-        unsafe { jvmti_call!(self.raw(), RetransformClasses(classes.len() as sys::jint, classes.as_ptr())) }
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                RetransformClasses(classes.len() as sys::jint, classes.as_ptr())
+            )
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use crate::capabilities::{CapabilityReport, Capabilities};
+use crate::capabilities::{Capabilities, CapabilityReport};
 use crate::error::{Error, Result};
 use crate::sys;
 
@@ -36,8 +36,15 @@ impl Env {
             }
         };
         if code != sys::JNI_OK as sys::jint || raw.is_null() {
-            let error = if code == sys::JNI_EVERSION { sys::JVMTI_ERROR_UNSUPPORTED_VERSION } else { sys::JVMTI_ERROR_INTERNAL };
-            return Err(Error { code: error, function: "GetEnv" });
+            let error = if code == sys::JNI_EVERSION {
+                sys::JVMTI_ERROR_UNSUPPORTED_VERSION
+            } else {
+                sys::JVMTI_ERROR_INTERNAL
+            };
+            return Err(Error {
+                code: error,
+                function: "GetEnv",
+            });
         }
         Ok(Env { raw: raw.cast() })
     }
@@ -119,10 +126,26 @@ impl Env {
 
     /// Enables or disables delivery of `event` for all threads.
     pub fn set_event_enabled(&self, event: sys::jvmtiEvent, enabled: bool) -> Result<()> {
-        let mode = if enabled { sys::JVMTI_ENABLE } else { sys::JVMTI_DISABLE };
+        let mode = if enabled {
+            sys::JVMTI_ENABLE
+        } else {
+            sys::JVMTI_DISABLE
+        };
         // SAFETY: valid env; a null thread means "all threads"; no variadic arguments follow.
-        unsafe { jvmti_call!(self.raw, SetEventNotificationMode(mode, event, ptr::null_mut())) }
-        .map_err(|e| Error { function: if enabled { "SetEventNotificationMode(ENABLE)" } else { "SetEventNotificationMode(DISABLE)" }, ..e })
+        unsafe {
+            jvmti_call!(
+                self.raw,
+                SetEventNotificationMode(mode, event, ptr::null_mut())
+            )
+        }
+        .map_err(|e| Error {
+            function: if enabled {
+                "SetEventNotificationMode(ENABLE)"
+            } else {
+                "SetEventNotificationMode(DISABLE)"
+            },
+            ..e
+        })
     }
 
     /// Disposes of the environment: its capabilities and callbacks go away with it.

@@ -52,7 +52,12 @@ impl Env {
         user_data: *const c_void,
     ) -> Result<()> {
         // SAFETY: caller's contract; `callbacks` outlives the call.
-        unsafe { jvmti_call!(self.raw(), IterateThroughHeap(filter, class, callbacks, user_data)) }
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                IterateThroughHeap(filter, class, callbacks, user_data)
+            )
+        }
     }
 
     /// Asks the VM for a full garbage collection and waits for it.

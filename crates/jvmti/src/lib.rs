@@ -33,7 +33,7 @@ mod monitor;
 mod stack;
 pub mod sys;
 
-pub use capabilities::{CapabilityReport, Capabilities};
+pub use capabilities::{Capabilities, CapabilityReport};
 pub use env::{event_name, Env};
 pub use error::{error_name, Error, Result};
 pub use memory::Allocation;

@@ -23,8 +23,16 @@ impl<T> Allocation<T> {
     /// # Safety
     /// `ptr` is null or was allocated by `env`'s JVMTI allocator and holds `len` initialised
     /// values of `T`, and nobody else frees it.
-    pub(crate) unsafe fn from_raw(env: *mut sys::jvmtiEnv, ptr: *mut T, len: usize) -> Allocation<T> {
-        Allocation { env, ptr, len: if ptr.is_null() { 0 } else { len } }
+    pub(crate) unsafe fn from_raw(
+        env: *mut sys::jvmtiEnv,
+        ptr: *mut T,
+        len: usize,
+    ) -> Allocation<T> {
+        Allocation {
+            env,
+            ptr,
+            len: if ptr.is_null() { 0 } else { len },
+        }
     }
 
     /// The start of the memory (for passing to C).
@@ -81,7 +89,9 @@ impl Env {
         // SAFETY: the caller guarantees a NUL-terminated string we now own.
         let owned = unsafe { Allocation::from_raw(self.raw(), text, 1) };
         // SAFETY: as above; the Allocation frees it after the copy.
-        let copy = unsafe { CStr::from_ptr(owned.ptr) }.to_string_lossy().into_owned();
+        let copy = unsafe { CStr::from_ptr(owned.ptr) }
+            .to_string_lossy()
+            .into_owned();
         drop(owned);
         copy
     }

@@ -33,7 +33,10 @@ impl Env {
         let mut id: sys::jrawMonitorID = ptr::null_mut();
         // SAFETY: valid env, NUL-terminated name that outlives the call, local out-parameter.
         unsafe { jvmti_call!(self.raw(), CreateRawMonitor(name.as_ptr(), &mut id)) }?;
-        Ok(RawMonitor { env: self.raw(), id })
+        Ok(RawMonitor {
+            env: self.raw(),
+            id,
+        })
     }
 }
 

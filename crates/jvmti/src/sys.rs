@@ -3,7 +3,13 @@
 //! JDK 21's virtual-thread events), constants as plain integers.
 //! Regenerate with `scripts/regen-jvmti.sh`.
 
-#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code, missing_docs)]
+#![allow(
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    dead_code,
+    missing_docs
+)]
 #![allow(clippy::all)]
 
 include!("sys/bindings.rs");

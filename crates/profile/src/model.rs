@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 /// What kind of code a frame stands for; exporters colour and annotate by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FrameKind {
     /// Java method running in the interpreter.
@@ -41,12 +43,17 @@ impl FrameKind {
 
     /// Whether the frame is Java code.
     pub fn is_java(self) -> bool {
-        matches!(self, FrameKind::Interpreted | FrameKind::Compiled | FrameKind::Inlined)
+        matches!(
+            self,
+            FrameKind::Interpreted | FrameKind::Compiled | FrameKind::Inlined
+        )
     }
 }
 
 /// One frame: a display name (e.g. `com.example.Foo.bar:42`) and its kind.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Frame {
     pub name: String,
     pub kind: FrameKind,
@@ -54,7 +61,10 @@ pub struct Frame {
 
 impl Frame {
     pub fn new(name: impl Into<String>, kind: FrameKind) -> Frame {
-        Frame { name: name.into(), kind }
+        Frame {
+            name: name.into(),
+            kind,
+        }
     }
 }
 
@@ -101,7 +111,10 @@ pub struct Profile {
 
 impl Profile {
     pub fn new(metadata: Metadata) -> Profile {
-        Profile { metadata, ..Profile::default() }
+        Profile {
+            metadata,
+            ..Profile::default()
+        }
     }
 
     /// Interns a frame, returning its id.
@@ -124,7 +137,10 @@ impl Profile {
 
     /// Adds a stack given as frames, root first.
     pub fn add_frames(&mut self, stack_root_first: &[Frame], samples: u64, weight: u64) {
-        let ids: Vec<FrameId> = stack_root_first.iter().map(|f| self.intern(f.clone())).collect();
+        let ids: Vec<FrameId> = stack_root_first
+            .iter()
+            .map(|f| self.intern(f.clone()))
+            .collect();
         self.add(&ids, samples, weight);
     }
 
@@ -140,8 +156,17 @@ impl Profile {
 
     /// Distinct stacks (root first) with their counts, heaviest first, ties by stack.
     pub fn stacks(&self) -> Vec<(&[FrameId], StackCounts)> {
-        let mut stacks: Vec<_> = self.stacks.iter().map(|(s, c)| (s.as_slice(), *c)).collect();
-        stacks.sort_by(|a, b| b.1.weight.cmp(&a.1.weight).then(b.1.samples.cmp(&a.1.samples)).then(a.0.cmp(b.0)));
+        let mut stacks: Vec<_> = self
+            .stacks
+            .iter()
+            .map(|(s, c)| (s.as_slice(), *c))
+            .collect();
+        stacks.sort_by(|a, b| {
+            b.1.weight
+                .cmp(&a.1.weight)
+                .then(b.1.samples.cmp(&a.1.samples))
+                .then(a.0.cmp(b.0))
+        });
         stacks
     }
 
@@ -185,6 +210,12 @@ mod tests {
         assert_eq!(p.stack_count(), 2);
         assert_eq!(p.total_samples(), 4);
         assert_eq!(p.total_weight(), 40);
-        assert_eq!(p.stacks()[0].1, StackCounts { samples: 3, weight: 30 });
+        assert_eq!(
+            p.stacks()[0].1,
+            StackCounts {
+                samples: 3,
+                weight: 30
+            }
+        );
     }
 }

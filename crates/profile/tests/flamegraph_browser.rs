@@ -40,14 +40,23 @@ fn attribute<'a>(dom: &'a str, element_id: &str, attribute: &str) -> Option<&'a 
 
 /// main → {Burn.a ×1, Burn.b ×2, Burn.c ×4} plus `extra` distinct filler stacks of weight 1.
 fn profile(extra: usize) -> Profile {
-    let mut p = Profile::new(Metadata { event: "cpu".into(), engine: "cpu".into(), ..Metadata::default() });
+    let mut p = Profile::new(Metadata {
+        event: "cpu".into(),
+        engine: "cpu".into(),
+        ..Metadata::default()
+    });
     let main = Frame::new("Main.main", FrameKind::Interpreted);
     for (name, n) in [("Burn.a", 100), ("Burn.b", 200), ("Burn.c", 400)] {
         p.add_frames(&[main.clone(), Frame::new(name, FrameKind::Compiled)], n, n);
     }
     for i in 0..extra {
         let stack: Vec<Frame> = (0..12)
-            .map(|d| Frame::new(format!("pkg{}.Cls{}.m{}", d, (i >> d) % 7, i % (d + 3)), FrameKind::Compiled))
+            .map(|d| {
+                Frame::new(
+                    format!("pkg{}.Cls{}.m{}", d, (i >> d) % 7, i % (d + 3)),
+                    FrameKind::Compiled,
+                )
+            })
             .chain([Frame::new(format!("leaf.L.f{i}"), FrameKind::Inlined)])
             .collect();
         p.add_frames(&stack, 1, 1);
@@ -63,23 +72,50 @@ fn search_highlights_and_reports_the_matched_share() {
     }
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("flame.html");
-    std::fs::write(&page, Format::Html.render(&profile(0), &ExportOptions::default())).unwrap();
-    let dom = dump_dom(&format!("file://{}#search=Burn%5C.c", page.display()), &dir.path().join("chrome"));
-    let highlighted: u32 = attribute(&dom, "canvas", "data-highlighted").expect("canvas drawn").parse().unwrap();
+    std::fs::write(
+        &page,
+        Format::Html.render(&profile(0), &ExportOptions::default()),
+    )
+    .unwrap();
+    let dom = dump_dom(
+        &format!("file://{}#search=Burn%5C.c", page.display()),
+        &dir.path().join("chrome"),
+    );
+    let highlighted: u32 = attribute(&dom, "canvas", "data-highlighted")
+        .expect("canvas drawn")
+        .parse()
+        .unwrap();
     assert_eq!(highlighted, 1, "{dom}");
     // Burn.c is 400 of 700 samples.
     assert!(dom.contains("Matched: 57.14%"), "{dom}");
 
-    let dom = dump_dom(&format!("file://{}#search=Burn", page.display()), &dir.path().join("chrome"));
+    let dom = dump_dom(
+        &format!("file://{}#search=Burn", page.display()),
+        &dir.path().join("chrome"),
+    );
     assert!(dom.contains("Matched: 100.00%"));
     assert_eq!(attribute(&dom, "canvas", "data-highlighted"), Some("3"));
 
     // A screenshot of the highlighted graph (kept where JTAP_SCREENSHOT_DIR points, if set).
     let png = dir.path().join("flame.png");
     let status = Command::new(CHROMIUM)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"])
-        .args(["--disable-component-update", "--disable-sync", "--window-size=1000,300", "--virtual-time-budget=3000"])
-        .arg(format!("--user-data-dir={}", dir.path().join("chrome").display()))
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+        ])
+        .args([
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1000,300",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("chrome").display()
+        ))
         .arg(format!("--screenshot={}", png.display()))
         .arg(format!("file://{}#search=Burn%5C.c", page.display()))
         .output()
@@ -107,7 +143,10 @@ fn a_hundred_thousand_stacks_open_quickly() {
     let render_time = rendered.elapsed();
     std::fs::write(&page, &html).unwrap();
     let opened = Instant::now();
-    let dom = dump_dom(&format!("file://{}#search=leaf", page.display()), &dir.path().join("chrome"));
+    let dom = dump_dom(
+        &format!("file://{}#search=leaf", page.display()),
+        &dir.path().join("chrome"),
+    );
     let open_time = opened.elapsed();
     eprintln!(
         "100k stacks: {} MiB page, rendered in {:?}, loaded+searched in Chromium in {:?}",
@@ -115,7 +154,10 @@ fn a_hundred_thousand_stacks_open_quickly() {
         render_time,
         open_time
     );
-    assert!(attribute(&dom, "canvas", "data-highlighted").is_some(), "page did not draw");
+    assert!(
+        attribute(&dom, "canvas", "data-highlighted").is_some(),
+        "page did not draw"
+    );
     // 100,000 of 100,700 samples end in a leaf.L frame (each too thin to draw on its own).
     assert!(dom.contains("Matched: 99.30%"), "search did not run");
     assert!(open_time < Duration::from_secs(60));

@@ -118,19 +118,32 @@ pub fn read_frame(input: &mut impl Read) -> Result<Option<Frame>, FrameError> {
     let body = &bytes[1..];
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let head = |b: &[u8]| -> Result<[u8; 4], FrameError> {
-        b.get(..4).and_then(|h| h.try_into().ok()).ok_or_else(|| FrameError::Malformed("short body".into()))
+        b.get(..4)
+            .and_then(|h| h.try_into().ok())
+            .ok_or_else(|| FrameError::Malformed("short body".into()))
     };
     match bytes[0] {
-        HELLO => Ok(Some(Frame::Hello { pid: u32::from_be_bytes(head(body)?), version: text(&body[4..]) })),
+        HELLO => Ok(Some(Frame::Hello {
+            pid: u32::from_be_bytes(head(body)?),
+            version: text(&body[4..]),
+        })),
         OUT => Ok(Some(Frame::Out(text(body)))),
-        DONE => Ok(Some(Frame::Done { code: i32::from_be_bytes(head(body)?), message: text(&body[4..]) })),
+        DONE => Ok(Some(Frame::Done {
+            code: i32::from_be_bytes(head(body)?),
+            message: text(&body[4..]),
+        })),
         PROFILE => Ok(Some(Frame::Profile(body.to_vec()))),
         PROGRESS => {
             let number = |range: std::ops::Range<usize>| -> Result<u64, FrameError> {
                 let bytes = body.get(range).and_then(|b| b.try_into().ok());
-                bytes.map(u64::from_be_bytes).ok_or_else(|| FrameError::Malformed("short progress frame".into()))
+                bytes
+                    .map(u64::from_be_bytes)
+                    .ok_or_else(|| FrameError::Malformed("short progress frame".into()))
             };
-            Ok(Some(Frame::Progress { samples: number(0..8)?, dropped: number(8..16)? }))
+            Ok(Some(Frame::Progress {
+                samples: number(0..8)?,
+                dropped: number(8..16)?,
+            }))
         }
         kind => Err(FrameError::Malformed(format!("unknown kind {kind}"))),
     }
@@ -147,7 +160,8 @@ mod tests {
             "\\PC{0,200}".prop_map(Frame::Out),
             (any::<i32>(), "\\PC{0,50}").prop_map(|(code, message)| Frame::Done { code, message }),
             proptest::collection::vec(any::<u8>(), 0..100).prop_map(Frame::Profile),
-            (any::<u64>(), any::<u64>()).prop_map(|(samples, dropped)| Frame::Progress { samples, dropped }),
+            (any::<u64>(), any::<u64>())
+                .prop_map(|(samples, dropped)| Frame::Progress { samples, dropped }),
         ]
     }
 
@@ -175,6 +189,9 @@ mod tests {
         let bytes = Frame::Out("hello".into()).encode();
         assert!(read_frame(&mut &bytes[..bytes.len() - 1]).is_err());
         assert!(read_frame(&mut &bytes[..2]).is_err());
-        assert!(matches!(read_frame(&mut &[0u8, 0, 0, 0][..]), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            read_frame(&mut &[0u8, 0, 0, 0][..]),
+            Err(FrameError::Malformed(_))
+        ));
     }
 }

@@ -49,8 +49,15 @@ pub enum Action {
 
 impl Action {
     /// Every action, in the order help lists them.
-    pub const ALL: [Action; 7] =
-        [Action::Start, Action::Stop, Action::Status, Action::Dump, Action::Version, Action::Help, Action::Histogram];
+    pub const ALL: [Action; 7] = [
+        Action::Start,
+        Action::Stop,
+        Action::Status,
+        Action::Dump,
+        Action::Version,
+        Action::Help,
+        Action::Histogram,
+    ];
 
     /// The action's word in option strings.
     pub fn name(self) -> &'static str {
@@ -94,8 +101,16 @@ pub enum Event {
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 8] =
-        [Event::Cpu, Event::Itimer, Event::Ctimer, Event::Wall, Event::Alloc, Event::Lock, Event::Gc, Event::Trace];
+    pub const ALL: [Event; 8] = [
+        Event::Cpu,
+        Event::Itimer,
+        Event::Ctimer,
+        Event::Wall,
+        Event::Alloc,
+        Event::Lock,
+        Event::Gc,
+        Event::Trace,
+    ];
 
     /// The event's name in option strings.
     pub fn name(self) -> &'static str {
@@ -113,7 +128,10 @@ impl Event {
 
     /// Whether the event samples stacks over time (cpu, itimer, ctimer, wall).
     pub fn is_time_sampling(self) -> bool {
-        matches!(self, Event::Cpu | Event::Itimer | Event::Ctimer | Event::Wall)
+        matches!(
+            self,
+            Event::Cpu | Event::Itimer | Event::Ctimer | Event::Wall
+        )
     }
 
     /// Whether the engine can only start in the live phase (at VMInit when given at start-up).
@@ -189,7 +207,11 @@ pub enum ParseError {
     Unknown(String),
     /// A known key with a value it cannot take.
     #[error("bad value for {key}: \"{value}\": {expected}")]
-    BadValue { key: &'static str, value: String, expected: String },
+    BadValue {
+        key: &'static str,
+        value: String,
+        expected: String,
+    },
     /// A key given twice.
     #[error("option {0} given twice")]
     Duplicate(&'static str),
@@ -309,7 +331,10 @@ impl Options {
                 return Err(ParseError::Unknown(item.raw.clone()));
             };
             return match self.action {
-                Some(previous) => Err(ParseError::ConflictingActions(previous.name(), action.name())),
+                Some(previous) => Err(ParseError::ConflictingActions(
+                    previous.name(),
+                    action.name(),
+                )),
                 None => {
                     self.action = Some(action);
                     Ok(())
@@ -325,7 +350,11 @@ impl Options {
                 })?;
                 put_once(&mut self.event, "event", event)
             }
-            "interval" => put_once(&mut self.interval, "interval", parse_duration("interval", value)?),
+            "interval" => put_once(
+                &mut self.interval,
+                "interval",
+                parse_duration("interval", value)?,
+            ),
             "alloc" => put_once(&mut self.alloc, "alloc", parse_bytes("alloc", value)?),
             "lock" => put_once(&mut self.lock, "lock", parse_duration("lock", value)?),
             "trace" => {
@@ -335,9 +364,16 @@ impl Options {
             "include" => put_once(&mut self.include, "include", pattern("include", value)?),
             "exclude" => put_once(&mut self.exclude, "exclude", pattern("exclude", value)?),
             "jstackdepth" => {
-                let depth = value.parse::<u32>().ok().filter(|d| (1..=MAX_JSTACKDEPTH).contains(d));
+                let depth = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|d| (1..=MAX_JSTACKDEPTH).contains(d));
                 let expected = format!("a number of frames from 1 to {MAX_JSTACKDEPTH}");
-                put_once(&mut self.jstackdepth, "jstackdepth", depth.ok_or_else(|| bad("jstackdepth", value, &expected))?)
+                put_once(
+                    &mut self.jstackdepth,
+                    "jstackdepth",
+                    depth.ok_or_else(|| bad("jstackdepth", value, &expected))?,
+                )
             }
             "file" => put_once(&mut self.file, "file", non_empty("file", value)?),
             "channel" => {
@@ -348,18 +384,32 @@ impl Options {
             }
             "log" => put_once(&mut self.log, "log", non_empty("log", value)?),
             "top" => {
-                let top = value.parse::<u32>().ok().filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()));
-                put_once(&mut self.top, "top", top.ok_or_else(|| bad("top", value, "a positive number of classes"))?)
+                let top = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()));
+                put_once(
+                    &mut self.top,
+                    "top",
+                    top.ok_or_else(|| bad("top", value, "a positive number of classes"))?,
+                )
             }
             "client" => {
                 let ok = !value.is_empty()
-                    && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
+                    && value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
                 if !ok {
                     return Err(bad("client", value, "a version like 0.1.0"));
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or(["debug", "live", "threads", "sites", "detach", "alluser"].into_iter().find(|&f| f == key)) {
+            key => match Action::from_name(key).map(Action::name).or([
+                "debug", "live", "threads", "sites", "detach", "alluser",
+            ]
+            .into_iter()
+            .find(|&f| f == key))
+            {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),
             },
@@ -409,7 +459,12 @@ impl fmt::Display for Options {
                 items.push(format!("{key}={}", escape(value)));
             }
         }
-        for (key, value) in [("file", &self.file), ("channel", &self.channel), ("log", &self.log), ("client", &self.client)] {
+        for (key, value) in [
+            ("file", &self.file),
+            ("channel", &self.channel),
+            ("log", &self.log),
+            ("client", &self.client),
+        ] {
             if let Some(value) = value {
                 items.push(format!("{key}={}", escape(value)));
             }
@@ -442,9 +497,15 @@ fn split_items(text: &str) -> Result<Vec<Item>, ParseError> {
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
         match c {
-            ',' => items.push(Item { raw: std::mem::take(&mut raw), key: std::mem::take(&mut key), value: value.take() }),
+            ',' => items.push(Item {
+                raw: std::mem::take(&mut raw),
+                key: std::mem::take(&mut key),
+                value: value.take(),
+            }),
             '\\' => {
-                let Some(escaped) = chars.next() else { return Err(ParseError::DanglingEscape(raw)) };
+                let Some(escaped) = chars.next() else {
+                    return Err(ParseError::DanglingEscape(raw));
+                };
                 raw.push(c);
                 raw.push(escaped);
                 match &mut value {
@@ -481,7 +542,11 @@ fn escape(value: &str) -> String {
 }
 
 fn bad(key: &'static str, value: &str, expected: &str) -> ParseError {
-    ParseError::BadValue { key, value: value.to_string(), expected: expected.to_string() }
+    ParseError::BadValue {
+        key,
+        value: value.to_string(),
+        expected: expected.to_string(),
+    }
 }
 
 /// The largest `jstackdepth` accepted.
@@ -517,13 +582,24 @@ fn set_once(flag: &mut bool, key: &'static str) -> Result<(), ParseError> {
     Ok(())
 }
 
-const UNITS: [(&str, u64); 4] = [("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000), ("ns", 1)];
+const UNITS: [(&str, u64); 4] = [
+    ("s", 1_000_000_000),
+    ("ms", 1_000_000),
+    ("us", 1_000),
+    ("ns", 1),
+];
 
 fn parse_duration(key: &'static str, value: &str) -> Result<Duration, ParseError> {
     let expected = "a positive duration like 10ms (units ns, us, ms, s; no unit: ns)";
-    let digits_end = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let digits_end = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
     let (number, unit) = value.split_at(digits_end);
-    let scale = if unit.is_empty() { Some(1) } else { UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s) };
+    let scale = if unit.is_empty() {
+        Some(1)
+    } else {
+        UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s)
+    };
     let nanos = scale
         .zip(number.parse::<u64>().ok())
         .and_then(|(scale, n)| n.checked_mul(scale))
@@ -538,10 +614,18 @@ const BYTE_UNITS: [(&str, u64); 3] = [("g", 1 << 30), ("m", 1 << 20), ("k", 1 <<
 pub const MAX_ALLOC_INTERVAL: u64 = i32::MAX as u64;
 
 fn parse_bytes(key: &'static str, value: &str) -> Result<u64, ParseError> {
-    let expected = format!("a positive number of bytes like 512k (suffixes k, m, g; at most {MAX_ALLOC_INTERVAL})");
-    let digits_end = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let expected = format!(
+        "a positive number of bytes like 512k (suffixes k, m, g; at most {MAX_ALLOC_INTERVAL})"
+    );
+    let digits_end = value
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(value.len());
     let (number, unit) = value.split_at(digits_end);
-    let scale = if unit.is_empty() { Some(1) } else { BYTE_UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s) };
+    let scale = if unit.is_empty() {
+        Some(1)
+    } else {
+        BYTE_UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s)
+    };
     scale
         .zip(number.parse::<u64>().ok())
         .and_then(|(scale, n)| n.checked_mul(scale))
@@ -561,7 +645,11 @@ fn format_duration(duration: Duration) -> String {
     let Ok(nanos) = u64::try_from(duration.as_nanos()) else {
         return format!("{}s", duration.as_secs());
     };
-    let (unit, scale) = UNITS.iter().find(|(_, s)| nanos % s == 0).copied().unwrap_or(("ns", 1));
+    let (unit, scale) = UNITS
+        .iter()
+        .find(|(_, s)| nanos % s == 0)
+        .copied()
+        .unwrap_or(("ns", 1));
     format!("{}{unit}", nanos / scale)
 }
 
@@ -607,19 +695,34 @@ mod tests {
         assert_eq!(o.event, Some(Event::Cpu));
         assert_eq!(o.interval, Some(Duration::from_millis(10)));
         assert_eq!(o.file.as_deref(), Some("/tmp/out.html"));
-        assert_eq!(o.to_string(), "start,event=cpu,interval=10ms,file=/tmp/out.html");
+        assert_eq!(
+            o.to_string(),
+            "start,event=cpu,interval=10ms,file=/tmp/out.html"
+        );
         assert_eq!(Options::parse("").unwrap(), Options::default());
-        assert_eq!(Options::parse("status,debug").unwrap().to_string(), "status,debug");
+        assert_eq!(
+            Options::parse("status,debug").unwrap().to_string(),
+            "status,debug"
+        );
         let h = Options::parse("histogram,live,top=30").unwrap();
-        assert_eq!((h.action, h.live, h.top), (Some(Action::Histogram), true, Some(30)));
+        assert_eq!(
+            (h.action, h.live, h.top),
+            (Some(Action::Histogram), true, Some(30))
+        );
         assert_eq!(h.to_string(), "histogram,live,top=30");
     }
 
     #[test]
     fn parses_sampling_keys() {
         let o = Options::parse(r"start,event=wall,interval=50ms,threads,jstackdepth=64,include=Burn\,Spin,exclude=^java\\.").unwrap();
-        assert_eq!((o.event, o.threads, o.jstackdepth), (Some(Event::Wall), true, Some(64)));
-        assert_eq!((o.include.as_deref(), o.exclude.as_deref()), (Some("Burn,Spin"), Some(r"^java\.")));
+        assert_eq!(
+            (o.event, o.threads, o.jstackdepth),
+            (Some(Event::Wall), true, Some(64))
+        );
+        assert_eq!(
+            (o.include.as_deref(), o.exclude.as_deref()),
+            (Some("Burn,Spin"), Some(r"^java\."))
+        );
         assert_eq!(Options::parse(&o.to_string()), Ok(o));
         for event in ["cpu", "itimer", "ctimer", "wall"] {
             let o = Options::parse(&format!("start,event={event}")).unwrap();
@@ -675,7 +778,10 @@ mod tests {
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
-            assert!(err.contains(expected), "{input:?} gave {err:?}, wanted {expected:?}");
+            assert!(
+                err.contains(expected),
+                "{input:?} gave {err:?}, wanted {expected:?}"
+            );
         }
     }
 
@@ -688,7 +794,12 @@ mod tests {
         let start_only = (
             proptest::option::of(proptest::sample::select(Event::ALL.to_vec())),
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
-            (any::<bool>(), proptest::option::of(path()), proptest::option::of(path()), proptest::option::of(1..=MAX_JSTACKDEPTH)),
+            (
+                any::<bool>(),
+                proptest::option::of(path()),
+                proptest::option::of(path()),
+                proptest::option::of(1..=MAX_JSTACKDEPTH),
+            ),
             (any::<bool>(), any::<bool>()),
         );
         let paths = (
@@ -704,32 +815,40 @@ mod tests {
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
             any::<bool>(),
         );
-        (action, start_only, paths, histogram_only, heap_start).prop_map(|(action, (event, interval, (threads, include, exclude, jstackdepth), (detach, alluser)), (file, channel, log, client, debug), (live, top), (alloc, lock, sites))| {
-            let starts = action == Some(Action::Start);
-            let histogram = action == Some(Action::Histogram);
-            Options {
+        (action, start_only, paths, histogram_only, heap_start).prop_map(
+            |(
                 action,
-                event: event.filter(|_| starts),
-                interval: interval.filter(|_| starts),
-                threads: threads && starts,
-                detach: detach && starts,
-                alluser: alluser && starts,
-                include: include.filter(|_| starts),
-                exclude: exclude.filter(|_| starts),
-                jstackdepth: jstackdepth.filter(|_| starts),
-                file,
-                channel,
-                log,
-                client,
-                debug,
-                live: live && (histogram || starts),
-                alloc: alloc.filter(|_| starts),
-                lock: lock.filter(|_| starts),
-                sites: sites && starts,
-                top: top.filter(|_| histogram),
-                trace: None,
-            }
-        })
+                (event, interval, (threads, include, exclude, jstackdepth), (detach, alluser)),
+                (file, channel, log, client, debug),
+                (live, top),
+                (alloc, lock, sites),
+            )| {
+                let starts = action == Some(Action::Start);
+                let histogram = action == Some(Action::Histogram);
+                Options {
+                    action,
+                    event: event.filter(|_| starts),
+                    interval: interval.filter(|_| starts),
+                    threads: threads && starts,
+                    detach: detach && starts,
+                    alluser: alluser && starts,
+                    include: include.filter(|_| starts),
+                    exclude: exclude.filter(|_| starts),
+                    jstackdepth: jstackdepth.filter(|_| starts),
+                    file,
+                    channel,
+                    log,
+                    client,
+                    debug,
+                    live: live && (histogram || starts),
+                    alloc: alloc.filter(|_| starts),
+                    lock: lock.filter(|_| starts),
+                    sites: sites && starts,
+                    top: top.filter(|_| histogram),
+                    trace: None,
+                }
+            },
+        )
     }
 
     proptest! {

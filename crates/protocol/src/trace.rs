@@ -35,19 +35,26 @@ pub enum NamePattern {
 impl NamePattern {
     fn parse(text: &str, what: &str) -> Result<NamePattern, String> {
         if let Some(inner) = text.strip_prefix('/') {
-            let body = inner.strip_suffix('/').ok_or_else(|| format!("{what} regex {text:?} lacks its closing /"))?;
+            let body = inner
+                .strip_suffix('/')
+                .ok_or_else(|| format!("{what} regex {text:?} lacks its closing /"))?;
             if body.is_empty() {
                 return Err(format!("empty {what} regex"));
             }
-            regex::Regex::new(&format!("^(?:{body})$")).map_err(|e| format!("bad {what} regex /{body}/: {}", one_line(&e.to_string())))?;
+            regex::Regex::new(&format!("^(?:{body})$"))
+                .map_err(|e| format!("bad {what} regex /{body}/: {}", one_line(&e.to_string())))?;
             return Ok(NamePattern::Regex(body.to_string()));
         }
         if text.is_empty() {
             return Err(format!("empty {what} name"));
         }
-        let ok = text.chars().all(|c| c.is_alphanumeric() || matches!(c, '.' | '$' | '_' | '*' | '?' | '<' | '>' | '-'));
+        let ok = text.chars().all(|c| {
+            c.is_alphanumeric() || matches!(c, '.' | '$' | '_' | '*' | '?' | '<' | '>' | '-')
+        });
         if !ok {
-            return Err(format!("{what} {text:?} is neither a name, a glob (* and ?) nor a /regex/"));
+            return Err(format!(
+                "{what} {text:?} is neither a name, a glob (* and ?) nor a /regex/"
+            ));
         }
         Ok(NamePattern::Glob(text.to_string()))
     }
@@ -126,15 +133,25 @@ impl MethodPattern {
             None => (None, None),
             Some(m) => {
                 let (name, descriptor) = split_descriptor(m).map_err(fail)?;
-                (Some(NamePattern::parse(name, "method").map_err(fail)?), descriptor)
+                (
+                    Some(NamePattern::parse(name, "method").map_err(fail)?),
+                    descriptor,
+                )
             }
         };
         if let Some(d) = &descriptor {
             if !valid_descriptor(d) {
-                return Err(fail(format!("{d:?} is not a JVM method descriptor like (Ljava/lang/String;I)V")));
+                return Err(fail(format!(
+                    "{d:?} is not a JVM method descriptor like (Ljava/lang/String;I)V"
+                )));
             }
         }
-        Ok(MethodPattern { class, subtypes, method, descriptor })
+        Ok(MethodPattern {
+            class,
+            subtypes,
+            method,
+            descriptor,
+        })
     }
 }
 
@@ -163,7 +180,10 @@ fn split_descriptor(text: &str) -> Result<(&str, Option<String>), String> {
         text.find('(').unwrap_or(text.len())
     };
     let (name, descriptor) = text.split_at(name_end);
-    Ok((name, (!descriptor.is_empty()).then(|| descriptor.to_string())))
+    Ok((
+        name,
+        (!descriptor.is_empty()).then(|| descriptor.to_string()),
+    ))
 }
 
 fn valid_descriptor(d: &str) -> bool {
@@ -273,17 +293,35 @@ impl Plan {
         let mut mode = None;
         for token in text.split(' ').filter(|t| !t.is_empty()) {
             let (key, value) = token.split_once(':').unwrap_or((token, ""));
-            let number = |v: &str| v.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| format!("bad {key}: {v:?}"));
+            let number = |v: &str| {
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("bad {key}: {v:?}"))
+            };
             match key {
                 "mode" => {
-                    let m = [Mode::Trace, Mode::Calltree, Mode::Monitor].into_iter().find(|m| m.name() == value);
+                    let m = [Mode::Trace, Mode::Calltree, Mode::Monitor]
+                        .into_iter()
+                        .find(|m| m.name() == value);
                     mode = Some(m.ok_or_else(|| format!("unknown trace mode {value:?}"))?);
                 }
                 "p" => plan.targets.push(MethodPattern::parse(value)?),
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
-                "depth" => plan.depth = Some(u32::try_from(number(value)?).map_err(|_| format!("bad depth {value:?}"))?),
+                "depth" => {
+                    plan.depth = Some(
+                        u32::try_from(number(value)?)
+                            .map_err(|_| format!("bad depth {value:?}"))?,
+                    )
+                }
                 "count" => plan.count = Some(number(value)?),
-                "threshold" => plan.threshold = Some(Duration::from_nanos(value.parse().map_err(|_| format!("bad threshold {value:?}"))?)),
+                "threshold" => {
+                    plan.threshold = Some(Duration::from_nanos(
+                        value
+                            .parse()
+                            .map_err(|_| format!("bad threshold {value:?}"))?,
+                    ))
+                }
                 "interval" => plan.interval = Some(Duration::from_nanos(number(value)?)),
                 "args" => plan.args = true,
                 "return" => plan.returns = true,
@@ -322,7 +360,13 @@ impl fmt::Display for Plan {
         if let Some(i) = self.interval {
             tokens.push(format!("interval:{}", i.as_nanos()));
         }
-        for (on, word) in [(self.args, "args"), (self.returns, "return"), (self.exceptions, "exceptions"), (self.stack, "stack"), (self.json, "json")] {
+        for (on, word) in [
+            (self.args, "args"),
+            (self.returns, "return"),
+            (self.exceptions, "exceptions"),
+            (self.stack, "stack"),
+            (self.json, "json"),
+        ] {
             if on {
                 tokens.push(word.into());
             }
@@ -393,7 +437,10 @@ mod tests {
         let plan = Plan {
             mode: Mode::Calltree,
             targets: vec![MethodPattern::parse("a.B::run").unwrap()],
-            inner: vec![MethodPattern::parse("a.*::x").unwrap(), MethodPattern::parse("/q/").unwrap()],
+            inner: vec![
+                MethodPattern::parse("a.*::x").unwrap(),
+                MethodPattern::parse("/q/").unwrap(),
+            ],
             depth: Some(2),
             threshold: Some(Duration::from_millis(100)),
             count: Some(3),
@@ -406,7 +453,11 @@ mod tests {
         };
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         assert!(Plan::parse("p:a.B").unwrap_err().contains("no mode"));
-        assert!(Plan::parse("mode:trace").unwrap_err().contains("no method pattern"));
-        assert!(Plan::parse("mode:trace p:a.B bogus").unwrap_err().contains("bogus"));
+        assert!(Plan::parse("mode:trace")
+            .unwrap_err()
+            .contains("no method pattern"));
+        assert!(Plan::parse("mode:trace p:a.B bogus")
+            .unwrap_err()
+            .contains("bogus"));
     }
 }

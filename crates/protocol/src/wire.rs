@@ -18,19 +18,28 @@ pub fn encode_profile(profile: &Profile) -> Vec<u8> {
     let wire = WireProfile {
         metadata: profile.metadata.clone(),
         frames: profile.frames().to_vec(),
-        stacks: profile.stacks().into_iter().map(|(ids, counts)| (ids.to_vec(), counts.samples, counts.weight)).collect(),
+        stacks: profile
+            .stacks()
+            .into_iter()
+            .map(|(ids, counts)| (ids.to_vec(), counts.samples, counts.weight))
+            .collect(),
     };
     serde_json::to_vec(&wire).expect("a profile always serialises")
 }
 
 /// Reads back a profile [`encode_profile`] wrote; rejects frame ids out of range.
 pub fn decode_profile(bytes: &[u8]) -> Result<Profile, String> {
-    let wire: WireProfile = serde_json::from_slice(bytes).map_err(|e| format!("malformed profile: {e}"))?;
+    let wire: WireProfile =
+        serde_json::from_slice(bytes).map_err(|e| format!("malformed profile: {e}"))?;
     let mut profile = Profile::new(wire.metadata);
     let ids: Vec<FrameId> = wire.frames.into_iter().map(|f| profile.intern(f)).collect();
     for (stack, samples, weight) in wire.stacks {
-        let stack: Option<Vec<FrameId>> = stack.iter().map(|&i| ids.get(i as usize).copied()).collect();
-        let stack = stack.ok_or_else(|| "malformed profile: frame index out of range".to_string())?;
+        let stack: Option<Vec<FrameId>> = stack
+            .iter()
+            .map(|&i| ids.get(i as usize).copied())
+            .collect();
+        let stack =
+            stack.ok_or_else(|| "malformed profile: frame index out of range".to_string())?;
         profile.add(&stack, samples, weight);
     }
     Ok(profile)
@@ -43,10 +52,19 @@ mod tests {
 
     #[test]
     fn profiles_round_trip() {
-        let mut profile = Profile::new(Metadata { event: "cpu".into(), engine: "ctimer".into(), interval: 10, ..Metadata::default() });
+        let mut profile = Profile::new(Metadata {
+            event: "cpu".into(),
+            engine: "ctimer".into(),
+            interval: 10,
+            ..Metadata::default()
+        });
         profile.metadata.errors.insert("gc_active".into(), 2);
         let main = Frame::new("Main.main:3", FrameKind::Compiled);
-        profile.add_frames(&[main.clone(), Frame::new("Main.burn:7", FrameKind::Inlined)], 3, 30);
+        profile.add_frames(
+            &[main.clone(), Frame::new("Main.burn:7", FrameKind::Inlined)],
+            3,
+            30,
+        );
         profile.add_frames(&[main], 1, 10);
         profile.add_frames(&[Frame::new("[gc_active]", FrameKind::Error)], 2, 20);
         let back = decode_profile(&encode_profile(&profile)).unwrap();
@@ -54,7 +72,12 @@ mod tests {
         let names = |p: &Profile| {
             p.stacks()
                 .into_iter()
-                .map(|(ids, c)| (ids.iter().map(|&i| p.frame(i).clone()).collect::<Vec<_>>(), c))
+                .map(|(ids, c)| {
+                    (
+                        ids.iter().map(|&i| p.frame(i).clone()).collect::<Vec<_>>(),
+                        c,
+                    )
+                })
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&back), names(&profile));

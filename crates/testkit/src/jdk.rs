@@ -31,9 +31,15 @@ fn candidates(version: u32) -> Vec<PathBuf> {
         dirs.push(PathBuf::from(home));
     }
     dirs.push(cache.join(format!("jdk{version}")));
-    dirs.push(PathBuf::from(format!("/usr/lib/jvm/java-{version}-openjdk-amd64")));
-    dirs.push(PathBuf::from(format!("/usr/lib/jvm/temurin-{version}-jdk-amd64")));
-    dirs.push(PathBuf::from(format!("/usr/lib/jvm/temurin-{version}-jre-amd64")));
+    dirs.push(PathBuf::from(format!(
+        "/usr/lib/jvm/java-{version}-openjdk-amd64"
+    )));
+    dirs.push(PathBuf::from(format!(
+        "/usr/lib/jvm/temurin-{version}-jdk-amd64"
+    )));
+    dirs.push(PathBuf::from(format!(
+        "/usr/lib/jvm/temurin-{version}-jre-amd64"
+    )));
     dirs
 }
 
@@ -65,7 +71,16 @@ fn runs_version(home: &Path, version: u32) -> bool {
     let declared = release
         .lines()
         .find_map(|l| l.strip_prefix("JAVA_VERSION="))
-        .map(|v| v.trim_matches('"').split(['.', '-', '+']).next().unwrap_or("").to_string());
+        .map(|v| {
+            v.trim_matches('"')
+                .split(['.', '-', '+'])
+                .next()
+                .unwrap_or("")
+                .to_string()
+        });
     declared.as_deref() == Some(&version.to_string())
-        && Command::new(home.join("bin/java")).arg("-version").output().is_ok_and(|o| o.status.success())
+        && Command::new(home.join("bin/java"))
+            .arg("-version")
+            .output()
+            .is_ok_and(|o| o.status.success())
 }

@@ -83,7 +83,11 @@ impl JavaProcessBuilder {
         argv.extend(self.app_args.iter().cloned());
 
         let mut command = Command::new(&argv[0]);
-        command.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         // Own process group, so that drop kills wrappers and the JVM together.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         if let Some(dir) = &self.cwd {
@@ -92,10 +96,18 @@ impl JavaProcessBuilder {
         for (k, v) in &self.env {
             command.env(k, v);
         }
-        let mut child = command.spawn().unwrap_or_else(|e| panic!("starting {:?}: {e}", argv));
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {:?}: {e}", argv));
         let stdout = Output::collect(child.stdout.take().expect("stdout"));
         let stderr = Output::collect(child.stderr.take().expect("stderr"));
-        let process = JavaProcess { child, stdout, stderr, jdk: self.jdk, jvm_pid: None };
+        let process = JavaProcess {
+            child,
+            stdout,
+            stderr,
+            jdk: self.jdk,
+            jvm_pid: None,
+        };
         if let Some(line) = &self.ready_line {
             if !process.stdout.wait_for_line(line, Duration::from_secs(60)) {
                 panic!(
@@ -155,7 +167,11 @@ impl JavaProcess {
                 self.jvm_pid = Some(pid);
                 return pid;
             }
-            assert!(Instant::now() < deadline, "no java process under pid {}", self.child.id());
+            assert!(
+                Instant::now() < deadline,
+                "no java process under pid {}",
+                self.child.id()
+            );
             thread::sleep(Duration::from_millis(20));
         }
     }
@@ -181,7 +197,8 @@ impl JavaProcess {
 
     /// Resident set size of the JVM in KiB, from `/proc/<pid>/status`.
     pub fn rss_kib(&mut self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -211,7 +228,10 @@ impl Drop for JavaProcess {
 fn remove_leftovers(pid: u32) {
     let _ = std::fs::remove_file(format!("/tmp/.java_pid{pid}"));
     if let Ok(dirs) = std::fs::read_dir("/tmp") {
-        for dir in dirs.flatten().filter(|d| d.file_name().to_string_lossy().starts_with("hsperfdata_")) {
+        for dir in dirs
+            .flatten()
+            .filter(|d| d.file_name().to_string_lossy().starts_with("hsperfdata_"))
+        {
             let _ = std::fs::remove_file(dir.path().join(pid.to_string()));
         }
     }
@@ -226,10 +246,22 @@ fn remove_leftovers(pid: u32) {
 pub fn container_wrapper() -> Vec<String> {
     let repo = repo_root().display().to_string();
     let script = r#"cd "$JTAP_REPO" && mount -t tmpfs jtap-test-tmp /tmp && case "$JTAP_REPO" in /tmp/*) mkdir -p "$JTAP_REPO" && mount --no-canonicalize --bind . "$JTAP_REPO";; esac && cd / && exec "$0" "$@""#;
-    ["env", &format!("JTAP_REPO={repo}"), "unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "sh", "-c", script]
-        .into_iter()
-        .map(String::from)
-        .collect()
+    [
+        "env",
+        &format!("JTAP_REPO={repo}"),
+        "unshare",
+        "--pid",
+        "--fork",
+        "--mount",
+        "--mount-proc",
+        "--kill-child",
+        "sh",
+        "-c",
+        script,
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect()
 }
 
 /// The first process named `java` at or below `root` in the process tree.
@@ -246,7 +278,9 @@ fn find_java(root: u32) -> Option<u32> {
 }
 
 fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|child| {

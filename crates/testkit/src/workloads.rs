@@ -7,7 +7,11 @@ use std::{env, fs};
 
 /// The repository root (where the workspace `Cargo.toml` lives).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("crates/testkit is two levels deep").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("crates/testkit is two levels deep")
+        .to_path_buf()
 }
 
 /// Compiles every `.java` file under `tests/java/` with JDK 17's javac (`--release 11`, so
@@ -22,7 +26,11 @@ pub fn compiled_workloads() -> &'static Path {
         sources.sort();
         let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
         for path in &sources {
-            for byte in path.to_string_lossy().bytes().chain(fs::read(path).unwrap_or_default()) {
+            for byte in path
+                .to_string_lossy()
+                .bytes()
+                .chain(fs::read(path).unwrap_or_default())
+            {
                 digest = (digest ^ byte as u64).wrapping_mul(0x100_0000_01b3);
             }
         }
@@ -53,14 +61,22 @@ pub fn compiled_workloads() -> &'static Path {
 fn javac() -> PathBuf {
     let candidates = [
         env::var("JTAP_JAVAC").ok().map(PathBuf::from),
-        Some(PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64/bin/javac")),
+        Some(PathBuf::from(
+            "/usr/lib/jvm/java-17-openjdk-amd64/bin/javac",
+        )),
         Some(PathBuf::from("/usr/lib/jvm/temurin-25-jdk-amd64/bin/javac")),
     ];
-    candidates.into_iter().flatten().find(|p| p.exists()).unwrap_or_else(|| PathBuf::from("javac"))
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from("javac"))
 }
 
 fn collect_java_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {

@@ -97,7 +97,11 @@ impl Engine for AllocEngine {
         let sites = options.sites || options.file.as_deref().is_some_and(|f| f.ends_with(".txt"));
         let live = options.live || sites;
         let depth = options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize);
-        let mut capabilities = vec!["can_generate_sampled_object_alloc_events", "can_get_line_numbers", "can_tag_objects"];
+        let mut capabilities = vec![
+            "can_generate_sampled_object_alloc_events",
+            "can_get_line_numbers",
+            "can_tag_objects",
+        ];
         if live {
             capabilities.push("can_generate_object_free_events");
         }
@@ -106,7 +110,9 @@ impl Engine for AllocEngine {
         TRACK_LIVE.store(live, Ordering::SeqCst);
         DEPTH.store(depth, Ordering::SeqCst);
         INTERVAL_BITS.store((interval as f64).to_bits(), Ordering::SeqCst);
-        own.env().set_heap_sampling_interval(interval as i32).map_err(|e| e.to_string())?;
+        own.env()
+            .set_heap_sampling_interval(interval as i32)
+            .map_err(|e| e.to_string())?;
         let callbacks = sys::jvmtiEventCallbacks {
             SampledObjectAlloc: Some(on_sampled_alloc),
             ObjectFree: Some(on_object_free),
@@ -122,8 +128,19 @@ impl Engine for AllocEngine {
             own.retire(&GATE, "alloc");
             return Err(e);
         }
-        let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        self.run = Some(Run { own, vm: context.vm, interval, live, sites, depth, started: Instant::now(), start_time_ns });
+        let start_time_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.run = Some(Run {
+            own,
+            vm: context.vm,
+            interval,
+            live,
+            sites,
+            depth,
+            started: Instant::now(),
+            start_time_ns,
+        });
         Ok(())
     }
 
@@ -135,7 +152,9 @@ impl Engine for AllocEngine {
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        let Some(mut run) = self.run.take() else { return Report::Text("alloc: not running".into()) };
+        let Some(mut run) = self.run.take() else {
+            return Report::Text("alloc: not running".into());
+        };
         run.own.disable();
         let report = run.report();
         run.own.retire(&GATE, "alloc");
@@ -158,7 +177,13 @@ impl Run {
                 table().untracked.load(Ordering::Relaxed),
                 dropped
             );
-            return Report::Text(sites::sites_report(&sites, &heading, SITES_SHOWN, self.depth, resolve));
+            return Report::Text(sites::sites_report(
+                &sites,
+                &heading,
+                SITES_SHOWN,
+                self.depth,
+                resolve,
+            ));
         }
         let metadata = Metadata {
             event: if self.live { "live" } else { "alloc" }.into(),
@@ -198,10 +223,19 @@ unsafe extern "C" fn on_sampled_alloc(
         let Some(_pass) = GATE.enter() else { return };
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };
-        let Some(class) = class_id(&env, class) else { return };
-        let (count, weight) = estimate(size as f64, f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)));
+        let Some(class) = class_id(&env, class) else {
+            return;
+        };
+        let (count, weight) = estimate(
+            size as f64,
+            f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)),
+        );
         stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| {
-            let tag = if TRACK_LIVE.load(Ordering::Relaxed) { tag_object(&env, object) } else { None };
+            let tag = if TRACK_LIVE.load(Ordering::Relaxed) {
+                tag_object(&env, object)
+            } else {
+                None
+            };
             table().record(class, frames, count, weight, tag);
         })
     })

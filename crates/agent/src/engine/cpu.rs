@@ -67,7 +67,12 @@ struct PerfCounters {
 
 impl PerfCounters {
     fn new(period: Duration, user_only: bool) -> PerfCounters {
-        PerfCounters { period, user_only, fds: HashMap::new(), ringless: 0 }
+        PerfCounters {
+            period,
+            user_only,
+            fds: HashMap::new(),
+            ringless: 0,
+        }
     }
 
     fn open(&self, tid: i32) -> io::Result<RawFd> {
@@ -86,7 +91,15 @@ impl PerfCounters {
             attr.set_exclude_callchain_kernel(1);
         }
         // SAFETY: a filled-in attr of the size it declares; pid is one of our threads.
-        let fd = unsafe { perf::perf_event_open(&mut attr, tid, -1, -1, perf::bindings::PERF_FLAG_FD_CLOEXEC as _) };
+        let fd = unsafe {
+            perf::perf_event_open(
+                &mut attr,
+                tid,
+                -1,
+                -1,
+                perf::bindings::PERF_FLAG_FD_CLOEXEC as _,
+            )
+        };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -95,7 +108,10 @@ impl PerfCounters {
 
     /// Routes the descriptor's overflow signal to thread `tid` and starts the counter.
     fn route(fd: RawFd, tid: i32) -> io::Result<()> {
-        let owner = fcntl::OwnerEx { kind: fcntl::F_OWNER_TID, pid: tid };
+        let owner = fcntl::OwnerEx {
+            kind: fcntl::F_OWNER_TID,
+            pid: tid,
+        };
         // SAFETY: fcntl/ioctl on a perf_event descriptor we just opened.
         let ok = unsafe {
             libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC) == 0
@@ -138,7 +154,9 @@ impl ThreadTimer for PerfCounters {
             drop(ring);
             // SAFETY: our own descriptor.
             unsafe { libc::close(fd) };
-            return Err(io::Error::other(format!("descriptor {fd} is too high to track")));
+            return Err(io::Error::other(format!(
+                "descriptor {fd} is too high to track"
+            )));
         }
         if let Err(e) = Self::route(fd, tid) {
             perf_fds::unregister(fd);
@@ -204,7 +222,12 @@ impl Engine for CpuEngine {
     fn dump(&self) -> Report {
         match &self.fallback {
             Some(fallback) => fallback.dump(),
-            None => Report::Profile(self.sampler.as_ref().map(Sampler::snapshot).unwrap_or_default()),
+            None => Report::Profile(
+                self.sampler
+                    .as_ref()
+                    .map(Sampler::snapshot)
+                    .unwrap_or_default(),
+            ),
         }
     }
 

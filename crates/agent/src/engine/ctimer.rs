@@ -23,7 +23,10 @@ pub struct CtimerEngine {
 impl CtimerEngine {
     /// An engine recording under the event name `event`.
     pub fn new(event: &'static str) -> CtimerEngine {
-        CtimerEngine { event, sampler: None }
+        CtimerEngine {
+            event,
+            sampler: None,
+        }
     }
 }
 
@@ -44,7 +47,10 @@ struct CpuClockTimers {
 impl CpuClockTimers {
     /// Checks that a timer can be made at all (on the calling thread).
     fn probe(period: Duration) -> io::Result<()> {
-        let mut timers = CpuClockTimers { period, timers: HashMap::new() };
+        let mut timers = CpuClockTimers {
+            period,
+            timers: HashMap::new(),
+        };
         let tid = threads::current_tid();
         timers.arm(tid)?;
         timers.disarm(tid);
@@ -65,8 +71,14 @@ impl ThreadTimer for CpuClockTimers {
             if libc::timer_create(thread_cpu_clock(tid), &mut event, &mut timer) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            let value = libc::timespec { tv_sec: self.period.as_secs() as libc::time_t, tv_nsec: self.period.subsec_nanos() as _ };
-            let spec = libc::itimerspec { it_interval: value, it_value: value };
+            let value = libc::timespec {
+                tv_sec: self.period.as_secs() as libc::time_t,
+                tv_nsec: self.period.subsec_nanos() as _,
+            };
+            let spec = libc::itimerspec {
+                it_interval: value,
+                it_value: value,
+            };
             if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
                 let error = io::Error::last_os_error();
                 libc::timer_delete(timer);
@@ -96,10 +108,15 @@ impl Engine for CtimerEngine {
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
         let period = interval(options, CPU_INTERVAL);
-        CpuClockTimers::probe(period).map_err(|e| format!("timer_create(thread CPU clock): {e}"))?;
-        let settings = Settings::from_options(options, self.event, "ctimer", period, Source::PosixTimer)?;
+        CpuClockTimers::probe(period)
+            .map_err(|e| format!("timer_create(thread CPU clock): {e}"))?;
+        let settings =
+            Settings::from_options(options, self.event, "ctimer", period, Source::PosixTimer)?;
         let sampler = Sampler::start(context.env, context.vm, settings)?;
-        let timers = CpuClockTimers { period, timers: HashMap::new() };
+        let timers = CpuClockTimers {
+            period,
+            timers: HashMap::new(),
+        };
         match threads::arm_all(Box::new(timers)) {
             Ok(armed) => log!("ctimer: timers on {armed} threads"),
             Err(e) => {
@@ -112,7 +129,12 @@ impl Engine for CtimerEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Profile(self.sampler.as_ref().map(Sampler::snapshot).unwrap_or_default())
+        Report::Profile(
+            self.sampler
+                .as_ref()
+                .map(Sampler::snapshot)
+                .unwrap_or_default(),
+        )
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
@@ -135,10 +157,19 @@ mod tests {
         // pthread_getcpuclockid gives the same clock for the calling thread.
         let mut clock: libc::clockid_t = 0;
         // SAFETY: the calling thread's handle and a local out-parameter.
-        assert_eq!(unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) }, 0);
-        let mut via_tid = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        assert_eq!(
+            unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) },
+            0
+        );
+        let mut via_tid = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: a valid clock id and out-parameter.
-        assert_eq!(unsafe { libc::clock_gettime(thread_cpu_clock(threads::current_tid()), &mut via_tid) }, 0);
+        assert_eq!(
+            unsafe { libc::clock_gettime(thread_cpu_clock(threads::current_tid()), &mut via_tid) },
+            0
+        );
         assert!(via_tid.tv_sec > 0 || via_tid.tv_nsec > 0);
     }
 }

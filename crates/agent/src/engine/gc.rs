@@ -41,7 +41,10 @@ impl Engine for GcEngine {
     }
 }
 
-const EVENTS: [sys::jvmtiEvent; 2] = [sys::JVMTI_EVENT_GARBAGE_COLLECTION_START, sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH];
+const EVENTS: [sys::jvmtiEvent; 2] = [
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_START,
+    sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH,
+];
 
 static GATE: Gate = Gate::new();
 static COLLECTIONS: AtomicU64 = AtomicU64::new(0);
@@ -62,7 +65,12 @@ fn now_ns() -> u64 {
 /// Starts counting: resets the counters and enables the events. The capability must be held.
 fn start(env: &Env) -> Result<(), String> {
     epoch();
-    for counter in [&COLLECTIONS, &TOTAL_PAUSE_NS, &MAX_PAUSE_NS, &PAUSE_START_NS] {
+    for counter in [
+        &COLLECTIONS,
+        &TOTAL_PAUSE_NS,
+        &MAX_PAUSE_NS,
+        &PAUSE_START_NS,
+    ] {
         counter.store(0, Ordering::SeqCst);
     }
     GATE.open();

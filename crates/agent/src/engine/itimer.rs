@@ -18,13 +18,22 @@ pub struct ItimerEngine {
 impl ItimerEngine {
     /// An engine recording under the event name `event`.
     pub fn new(event: &'static str) -> ItimerEngine {
-        ItimerEngine { event, sampler: None }
+        ItimerEngine {
+            event,
+            sampler: None,
+        }
     }
 }
 
 fn set_timer(period: std::time::Duration) -> std::io::Result<()> {
-    let value = libc::timeval { tv_sec: period.as_secs() as libc::time_t, tv_usec: period.subsec_micros() as libc::suseconds_t };
-    let timer = libc::itimerval { it_interval: value, it_value: value };
+    let value = libc::timeval {
+        tv_sec: period.as_secs() as libc::time_t,
+        tv_usec: period.subsec_micros() as libc::suseconds_t,
+    };
+    let timer = libc::itimerval {
+        it_interval: value,
+        it_value: value,
+    };
     // SAFETY: a valid itimerval; the old value is not asked for.
     if unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -43,7 +52,8 @@ impl Engine for ItimerEngine {
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
         let period = interval(options, CPU_INTERVAL).max(std::time::Duration::from_micros(1));
-        let settings = Settings::from_options(options, self.event, "itimer", period, Source::Itimer)?;
+        let settings =
+            Settings::from_options(options, self.event, "itimer", period, Source::Itimer)?;
         let sampler = Sampler::start(context.env, context.vm, settings)?;
         if let Err(e) = set_timer(period) {
             sampler.stop();
@@ -54,7 +64,12 @@ impl Engine for ItimerEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Profile(self.sampler.as_ref().map(Sampler::snapshot).unwrap_or_default())
+        Report::Profile(
+            self.sampler
+                .as_ref()
+                .map(Sampler::snapshot)
+                .unwrap_or_default(),
+        )
     }
 
     fn stop(&mut self, _context: &Context) -> Report {

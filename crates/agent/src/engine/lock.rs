@@ -87,25 +87,45 @@ impl Engine for LockEngine {
             return Err("event=lock takes lock=<duration> and jstackdepth=, not interval=, alloc=, live or sites".into());
         }
         let threshold = options.lock.unwrap_or(DEFAULT_THRESHOLD);
-        let mut own = OwnEnv::new(context.vm, &["can_generate_monitor_events", "can_get_line_numbers"])?;
+        let mut own = OwnEnv::new(
+            context.vm,
+            &["can_generate_monitor_events", "can_get_line_numbers"],
+        )?;
         epoch();
         table().clear();
-        THRESHOLD_NS.store(threshold.as_nanos().min(u64::MAX as u128) as u64, Ordering::SeqCst);
-        DEPTH.store(options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize), Ordering::SeqCst);
+        THRESHOLD_NS.store(
+            threshold.as_nanos().min(u64::MAX as u128) as u64,
+            Ordering::SeqCst,
+        );
+        DEPTH.store(
+            options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
+            Ordering::SeqCst,
+        );
         let callbacks = sys::jvmtiEventCallbacks {
             MonitorContendedEnter: Some(on_contended_enter),
             MonitorContendedEntered: Some(on_contended_entered),
             ..Default::default()
         };
         GATE.open();
-        let events = [sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER, sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED];
+        let events = [
+            sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
+            sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
+        ];
         if let Err(e) = own.enable(&callbacks, &events) {
             own.disable();
             own.retire(&GATE, "lock");
             return Err(e);
         }
-        let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        self.run = Some(Run { own, vm: context.vm, threshold, started: Instant::now(), start_time_ns });
+        let start_time_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        self.run = Some(Run {
+            own,
+            vm: context.vm,
+            threshold,
+            started: Instant::now(),
+            start_time_ns,
+        });
         Ok(())
     }
 
@@ -117,7 +137,9 @@ impl Engine for LockEngine {
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        let Some(mut run) = self.run.take() else { return Report::Text("lock: not running".into()) };
+        let Some(mut run) = self.run.take() else {
+            return Report::Text("lock: not running".into());
+        };
         run.own.disable();
         let report = run.report();
         run.own.retire(&GATE, "lock");
@@ -139,12 +161,22 @@ impl Run {
             ..Metadata::default()
         };
         let resolve = stack::resolver(self.own.env(), self.vm);
-        Report::Profile(sites::to_profile(&table().snapshot(), Part::Total, metadata, resolve))
+        Report::Profile(sites::to_profile(
+            &table().snapshot(),
+            Part::Total,
+            metadata,
+            resolve,
+        ))
     }
 }
 
 /// MonitorContendedEnter: this thread starts waiting.
-unsafe extern "C" fn on_contended_enter(_jvmti: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, _object: sys::jobject) {
+unsafe extern "C" fn on_contended_enter(
+    _jvmti: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+    _object: sys::jobject,
+) {
     crate::entry::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
             WAIT_START_NS.with(|start| start.set(now_ns()));
@@ -153,7 +185,12 @@ unsafe extern "C" fn on_contended_enter(_jvmti: *mut sys::jvmtiEnv, _jni: *mut s
 }
 
 /// MonitorContendedEntered: this thread got the monitor; record the wait if long enough.
-unsafe extern "C" fn on_contended_entered(jvmti: *mut sys::jvmtiEnv, jni: *mut sys::JNIEnv, _thread: sys::jthread, object: sys::jobject) {
+unsafe extern "C" fn on_contended_entered(
+    jvmti: *mut sys::jvmtiEnv,
+    jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+    object: sys::jobject,
+) {
     crate::entry::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let started = WAIT_START_NS.with(|start| start.replace(0));
@@ -167,9 +204,12 @@ unsafe extern "C" fn on_contended_entered(jvmti: *mut sys::jvmtiEnv, jni: *mut s
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };
         // SAFETY: jni is this thread's JNIEnv and object the callback's valid local reference.
-        let class = unsafe { monitor_class_signature(&env, jni, object) }.unwrap_or_else(|| "[unknown class]".into());
+        let class = unsafe { monitor_class_signature(&env, jni, object) }
+            .unwrap_or_else(|| "[unknown class]".into());
         let class = table().intern(&class);
-        stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| table().record(class, frames, 1.0, waited as f64, None));
+        stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| {
+            table().record(class, frames, 1.0, waited as f64, None)
+        });
     })
 }
 
@@ -177,7 +217,11 @@ unsafe extern "C" fn on_contended_entered(jvmti: *mut sys::jvmtiEnv, jni: *mut s
 ///
 /// # Safety
 /// `jni` is the calling thread's JNIEnv and `object` a valid reference on this thread.
-unsafe fn monitor_class_signature(env: &Env, jni: *mut sys::JNIEnv, object: sys::jobject) -> Option<String> {
+unsafe fn monitor_class_signature(
+    env: &Env,
+    jni: *mut sys::JNIEnv,
+    object: sys::jobject,
+) -> Option<String> {
     // SAFETY: caller's contract; GetObjectClass returns a local reference (or null), which is
     // deleted right after use.
     unsafe {

@@ -62,7 +62,9 @@ impl Report {
         match self {
             Report::Text(text) => text.clone(),
             Report::Profile(profile) => {
-                String::from_utf8_lossy(&Format::Summary.render(profile, &ExportOptions::default())).trim_end().to_string()
+                String::from_utf8_lossy(&Format::Summary.render(profile, &ExportOptions::default()))
+                    .trim_end()
+                    .to_string()
             }
         }
     }

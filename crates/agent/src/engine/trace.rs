@@ -12,7 +12,9 @@ use jtap_protocol::Options;
 use super::{Context, Engine, Report};
 use crate::session::Session;
 use crate::trace::instrument::Tracing;
-use crate::trace::probes::{self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN};
+use crate::trace::probes::{
+    self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN,
+};
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
 
@@ -27,7 +29,9 @@ pub struct TraceEngine {
 
 impl TraceEngine {
     fn summary(&self) -> String {
-        let Some(tracing) = &self.tracing else { return "trace: not running".into() };
+        let Some(tracing) = &self.tracing else {
+            return "trace: not running".into();
+        };
         let registry = tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
         format!(
             "trace ({}, {} clock): {} classes instrumented at start, {} methods instrumented, {} {} reported, {} dropped (queue full)",
@@ -53,9 +57,17 @@ impl Engine for TraceEngine {
     }
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        let plan = options.trace.clone().ok_or("event=trace needs trace=<plan>")?;
+        let plan = options
+            .trace
+            .clone()
+            .ok_or("event=trace needs trace=<plan>")?;
         let mut capture = 0;
-        for (on, flag) in [(plan.args, CAPTURE_ARGS), (plan.returns, CAPTURE_RETURN), (plan.exceptions, CAPTURE_THROWN), (plan.stack, CAPTURE_STACK)] {
+        for (on, flag) in [
+            (plan.args, CAPTURE_ARGS),
+            (plan.returns, CAPTURE_RETURN),
+            (plan.exceptions, CAPTURE_THROWN),
+            (plan.stack, CAPTURE_STACK),
+        ] {
             if on {
                 capture |= flag;
             }
@@ -65,12 +77,17 @@ impl Engine for TraceEngine {
             Mode::Calltree => probes::Mode::Calltree,
             Mode::Monitor => probes::Mode::Monitor,
         };
-        let settings = Settings { mode, capture, threshold_ns: plan.threshold.map_or(0, |t| t.as_nanos() as u64) };
+        let settings = Settings {
+            mode,
+            capture,
+            threshold_ns: plan.threshold.map_or(0, |t| t.as_nanos() as u64),
+        };
         let tracing = Tracing::install(context.vm, plan)?;
         stats::reset();
         self.calls_at_start = probes::calls();
         let generation = probes::activate(&settings);
-        if let Err(e) = report::spawn(context.vm, tracing.clone(), generation, self.output.clone()) {
+        if let Err(e) = report::spawn(context.vm, tracing.clone(), generation, self.output.clone())
+        {
             probes::deactivate();
             tracing.restore();
             tracing.uninstall();
@@ -87,7 +104,12 @@ impl Engine for TraceEngine {
                 return Err(e);
             }
         };
-        let methods = tracing.registry.lock().unwrap_or_else(|e| e.into_inner()).methods.len();
+        let methods = tracing
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .methods
+            .len();
         self.output.send(format!(
             "jtap: tracing: {} loaded classes instrumented ({methods} methods) in {} ms; classes loaded from now on are instrumented as they load",
             self.classes,
@@ -107,7 +129,9 @@ impl Engine for TraceEngine {
 
     fn stop(&mut self, _context: &Context) -> Report {
         probes::deactivate();
-        let Some(tracing) = self.tracing.take() else { return Report::Text(self.summary()) };
+        let Some(tracing) = self.tracing.take() else {
+            return Report::Text(self.summary());
+        };
         self.output.finish(Duration::from_secs(2));
         let restored = tracing.restore();
         tracing.uninstall();

@@ -48,7 +48,9 @@ impl Engine for WallEngine {
         let sampler = Arc::new(Sampler::start(context.env, context.vm, settings)?);
         self.stop.store(false, Ordering::SeqCst);
         let (stop, ticking) = (self.stop.clone(), sampler.clone());
-        let spawned = std::thread::Builder::new().name("jtap-wall".into()).spawn(move || tick(&ticking, &stop, period));
+        let spawned = std::thread::Builder::new()
+            .name("jtap-wall".into())
+            .spawn(move || tick(&ticking, &stop, period));
         match spawned {
             Ok(handle) => self.ticker = Some(handle),
             Err(e) => {
@@ -63,7 +65,12 @@ impl Engine for WallEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Profile(self.sampler.as_ref().map(|s| s.snapshot()).unwrap_or_default())
+        Report::Profile(
+            self.sampler
+                .as_ref()
+                .map(|s| s.snapshot())
+                .unwrap_or_default(),
+        )
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
@@ -71,7 +78,11 @@ impl Engine for WallEngine {
         if let Some(ticker) = self.ticker.take() {
             let _ = ticker.join();
         }
-        let profile = self.sampler.take().and_then(|s| Arc::try_unwrap(s).ok()).map(Sampler::stop);
+        let profile = self
+            .sampler
+            .take()
+            .and_then(|s| Arc::try_unwrap(s).ok())
+            .map(Sampler::stop);
         Report::Profile(profile.unwrap_or_default())
     }
 }
@@ -96,7 +107,11 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration) {
             own.retain(|tid, _| listed.contains(tid));
             tids = listed
                 .into_iter()
-                .filter(|&tid| !*own.entry(tid).or_insert_with(|| threads::kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX))))
+                .filter(|&tid| {
+                    !*own.entry(tid).or_insert_with(|| {
+                        threads::kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX))
+                    })
+                })
                 .collect();
             tids.sort_unstable();
             refreshed = Some(Instant::now());
@@ -106,7 +121,9 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration) {
         }
         let per_tick = tids.len().min(THREADS_PER_TICK);
         // Each thread is signalled once every tids/per_tick ticks: that much wall time per sample.
-        sampler.set_sample_weight((period.as_nanos() as u64).saturating_mul(tids.len() as u64) / per_tick as u64);
+        sampler.set_sample_weight(
+            (period.as_nanos() as u64).saturating_mul(tids.len() as u64) / per_tick as u64,
+        );
         for i in 0..per_tick {
             let tid = tids[(cursor + i) % tids.len()];
             // SAFETY: tgkill to a thread of this process; a thread that has ended gives ESRCH.

@@ -39,7 +39,10 @@ mod tests {
             ("[Ljava/lang/String;", "java.lang.String[]"),
             ("[[Ljava/util/Map$Entry;", "java.util.Map$Entry[][]"),
             ("Lworkloads/Outer$Inner;", "workloads.Outer$Inner"),
-            ("Ljava/lang/invoke/LambdaForm$MH+0x0000000800c01000;", "java.lang.invoke.LambdaForm$MH+0x0000000800c01000"),
+            (
+                "Ljava/lang/invoke/LambdaForm$MH+0x0000000800c01000;",
+                "java.lang.invoke.LambdaForm$MH+0x0000000800c01000",
+            ),
             ("", ""),
             ("[", "["),
             ("Q", "Q"),

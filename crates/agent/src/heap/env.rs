@@ -26,12 +26,22 @@ impl OwnEnv {
     /// refused (and, for single-holder ones, that another agent probably holds them).
     pub fn new(vm: Vm, capabilities: &[&str]) -> Result<OwnEnv, String> {
         // SAFETY: vm.0 is the JavaVM the JVM handed to the agent's entry point.
-        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }.map_err(|e| format!("no JVMTI environment: {e}"))?;
-        let own = OwnEnv { env, events: Vec::new() };
-        let report = env.add_capabilities(&Capabilities::of(capabilities)).map_err(|e| e.to_string())?;
+        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }
+            .map_err(|e| format!("no JVMTI environment: {e}"))?;
+        let own = OwnEnv {
+            env,
+            events: Vec::new(),
+        };
+        let report = env
+            .add_capabilities(&Capabilities::of(capabilities))
+            .map_err(|e| e.to_string())?;
         if !report.refused.is_empty() {
             let refused = report.refused.names();
-            let held_elsewhere: Vec<&str> = refused.iter().copied().filter(|name| SOLO.contains(name)).collect();
+            let held_elsewhere: Vec<&str> = refused
+                .iter()
+                .copied()
+                .filter(|name| SOLO.contains(name))
+                .collect();
             let mut message = format!("the JVM refused {}", refused.join(", "));
             if !held_elsewhere.is_empty() {
                 message.push_str(&format!(
@@ -51,10 +61,18 @@ impl OwnEnv {
     }
 
     /// Installs the event callbacks and enables `events`; on failure, turns them off again.
-    pub fn enable(&mut self, callbacks: &sys::jvmtiEventCallbacks, events: &[sys::jvmtiEvent]) -> Result<(), String> {
-        self.env.set_event_callbacks(callbacks).map_err(|e| e.to_string())?;
+    pub fn enable(
+        &mut self,
+        callbacks: &sys::jvmtiEventCallbacks,
+        events: &[sys::jvmtiEvent],
+    ) -> Result<(), String> {
+        self.env
+            .set_event_callbacks(callbacks)
+            .map_err(|e| e.to_string())?;
         for &event in events {
-            self.env.set_event_enabled(event, true).map_err(|e| e.to_string())?;
+            self.env
+                .set_event_enabled(event, true)
+                .map_err(|e| e.to_string())?;
             self.events.push(event);
         }
         Ok(())

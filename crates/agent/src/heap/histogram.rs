@@ -57,7 +57,11 @@ pub fn run(vm: Vm, options: &Options) -> Result<String, String> {
         return Err("a histogram needs a running JVM (not at start-up or shutdown)".into());
     }
     let (rows, timings) = histogram(vm, &own.env(), options.live)?;
-    Ok(format_rows(&rows, options.top.map(|n| n as usize), &timings))
+    Ok(format_rows(
+        &rows,
+        options.top.map(|n| n as usize),
+        &timings,
+    ))
 }
 
 fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), String> {
@@ -84,9 +88,18 @@ fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), Strin
             Ok(signature) => java_name(&signature),
             Err(e) => format!("<unknown class: {e}>"),
         };
-        rows.push(Row { name, counts: *counts });
+        rows.push(Row {
+            name,
+            counts: *counts,
+        });
     }
-    rows.sort_by(|a, b| b.counts.bytes.cmp(&a.counts.bytes).then(b.counts.instances.cmp(&a.counts.instances)).then(a.name.cmp(&b.name)));
+    rows.sort_by(|a, b| {
+        b.counts
+            .bytes
+            .cmp(&a.counts.bytes)
+            .then(b.counts.instances.cmp(&a.counts.instances))
+            .then(a.name.cmp(&b.name))
+    });
     Ok((rows, Timings { gc_ms, walk_ms }))
 }
 
@@ -111,7 +124,10 @@ fn untag_classes(env: &Env, classes: &[sys::jclass]) {
 /// Counts per class tag (index 0 unused); and the walk's duration in ms.
 fn walk_heap(env: &Env, classes: usize) -> Result<(Vec<Counts>, f64), String> {
     let mut counts = vec![Counts::default(); classes + 1];
-    let callbacks = sys::jvmtiHeapCallbacks { heap_iteration_callback: Some(count_object), ..Default::default() };
+    let callbacks = sys::jvmtiHeapCallbacks {
+        heap_iteration_callback: Some(count_object),
+        ..Default::default()
+    };
     let started = Instant::now();
     // SAFETY: null class (all classes); the callback only touches `counts` through user_data,
     // which outlives the call and is used by the one thread running the callbacks.
@@ -139,7 +155,10 @@ unsafe extern "C" fn count_object(
     // SAFETY: user_data is the `&mut Vec<Counts>` walk_heap passed, alive and not otherwise
     // borrowed while IterateThroughHeap runs.
     let counts = unsafe { &mut *user_data.cast::<Vec<Counts>>() };
-    if let Some(slot) = usize::try_from(class_tag).ok().and_then(|i| counts.get_mut(i)) {
+    if let Some(slot) = usize::try_from(class_tag)
+        .ok()
+        .and_then(|i| counts.get_mut(i))
+    {
         slot.instances += 1;
         slot.bytes += size.max(0) as u64;
     }
@@ -148,13 +167,28 @@ unsafe extern "C" fn count_object(
 
 /// The reply: jcmd-like columns, so it reads well as it is and parses simply.
 fn format_rows(rows: &[Row], top: Option<usize>, timings: &Timings) -> String {
-    let total = rows.iter().fold(Counts::default(), |t, r| Counts { instances: t.instances + r.counts.instances, bytes: t.bytes + r.counts.bytes });
+    let total = rows.iter().fold(Counts::default(), |t, r| Counts {
+        instances: t.instances + r.counts.instances,
+        bytes: t.bytes + r.counts.bytes,
+    });
     let mut text = String::from(" num     #instances         #bytes  class name\n");
     for (rank, row) in rows.iter().take(top.unwrap_or(usize::MAX)).enumerate() {
-        let _ = writeln!(text, "{:>4}: {:>14} {:>14}  {}", rank + 1, row.counts.instances, row.counts.bytes, row.name);
+        let _ = writeln!(
+            text,
+            "{:>4}: {:>14} {:>14}  {}",
+            rank + 1,
+            row.counts.instances,
+            row.counts.bytes,
+            row.name
+        );
     }
     let _ = writeln!(text, "Total {:>14} {:>14}", total.instances, total.bytes);
-    let _ = write!(text, "classes: {}, heap walk: {:.1} ms", rows.len(), timings.walk_ms);
+    let _ = write!(
+        text,
+        "classes: {}, heap walk: {:.1} ms",
+        rows.len(),
+        timings.walk_ms
+    );
     if let Some(gc_ms) = timings.gc_ms {
         let _ = write!(text, ", full GC first: {gc_ms:.1} ms");
     }
@@ -167,14 +201,40 @@ mod tests {
 
     #[test]
     fn formats_ranked_rows_with_totals_over_all_classes() {
-        let row = |name: &str, instances, bytes| Row { name: name.into(), counts: Counts { instances, bytes } };
-        let rows = [row("byte[]", 10, 1000), row("java.lang.String", 20, 480), row("workloads.A$B", 1, 16)];
-        let text = format_rows(&rows, Some(2), &Timings { gc_ms: Some(3.26), walk_ms: 1.5 });
+        let row = |name: &str, instances, bytes| Row {
+            name: name.into(),
+            counts: Counts { instances, bytes },
+        };
+        let rows = [
+            row("byte[]", 10, 1000),
+            row("java.lang.String", 20, 480),
+            row("workloads.A$B", 1, 16),
+        ];
+        let text = format_rows(
+            &rows,
+            Some(2),
+            &Timings {
+                gc_ms: Some(3.26),
+                walk_ms: 1.5,
+            },
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 5, "{text}");
-        assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["1:", "10", "1000", "byte[]"]);
-        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["2:", "20", "480", "java.lang.String"]);
-        assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["Total", "31", "1496"]);
-        assert_eq!(lines[4], "classes: 3, heap walk: 1.5 ms, full GC first: 3.3 ms");
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["1:", "10", "1000", "byte[]"]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["2:", "20", "480", "java.lang.String"]
+        );
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["Total", "31", "1496"]
+        );
+        assert_eq!(
+            lines[4],
+            "classes: 3, heap walk: 1.5 ms, full GC first: 3.3 ms"
+        );
     }
 }

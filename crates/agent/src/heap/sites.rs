@@ -175,7 +175,9 @@ impl SiteTable {
     pub fn new() -> SiteTable {
         SiteTable {
             shards: (0..SHARDS).map(|_| Mutex::new(Sites::default())).collect(),
-            live: (0..SHARDS).map(|_| Mutex::new(HashMap::default())).collect(),
+            live: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             classes: Mutex::new(Classes::default()),
             sites: AtomicUsize::new(0),
             live_objects: AtomicUsize::new(0),
@@ -243,16 +245,30 @@ impl SiteTable {
     /// Records one sample at a site (`class`, interned, and `frames`, top first) standing for
     /// `count` events of total `weight`; with `tag`, the object carrying that tag is tracked
     /// until [`SiteTable::freed`]. Allocates only for a site seen for the first time.
-    pub fn record(&self, class: ClassId, frames: &[RawFrame], count: f64, weight: f64, tag: Option<i64>) {
+    pub fn record(
+        &self,
+        class: ClassId,
+        frames: &[RawFrame],
+        count: f64,
+        weight: f64,
+        tag: Option<i64>,
+    ) {
         let hash = site_hash(class, frames);
         let site = {
             let mut shard = lock(&self.shards[self.my_shard()]);
-            let known = shard.get_mut(&hash).and_then(|bucket| bucket.iter_mut().find(|(key, _)| key.class == class && *key.frames == *frames));
+            let known = shard.get_mut(&hash).and_then(|bucket| {
+                bucket
+                    .iter_mut()
+                    .find(|(key, _)| key.class == class && *key.frames == *frames)
+            });
             if let Some((key, tally)) = known {
                 tally.add(count, weight);
                 Ok(tag.map(|_| key.clone()))
             } else if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES {
-                let key = Arc::new(Key { class, frames: frames.into() });
+                let key = Arc::new(Key {
+                    class,
+                    frames: frames.into(),
+                });
                 let mut tally = Tally::default();
                 tally.add(count, weight);
                 shard.entry(hash).or_default().push((key.clone(), tally));
@@ -267,14 +283,21 @@ impl SiteTable {
         }
         if let Some(tag) = tag {
             // Tracked even when its site was dropped: the tag must still be accounted for.
-            let live = Live { site: site.unwrap_or(None), count, weight };
+            let live = Live {
+                site: site.unwrap_or(None),
+                count,
+                weight,
+            };
             lock(&self.live[tag as usize % SHARDS]).insert(tag, live);
         }
     }
 
     /// ObjectFree: the object with `tag` is gone.
     pub fn freed(&self, tag: i64) {
-        if lock(&self.live[tag as usize % SHARDS]).remove(&tag).is_some() {
+        if lock(&self.live[tag as usize % SHARDS])
+            .remove(&tag)
+            .is_some()
+        {
             self.live_objects.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -288,7 +311,11 @@ impl SiteTable {
     pub fn snapshot(&self) -> Vec<Site> {
         let mut merged: HashMap<Arc<Key>, (Tally, Tally)> = HashMap::new();
         for shard in &self.shards {
-            let copy: Vec<(Arc<Key>, Tally)> = lock(shard).values().flatten().map(|(k, t)| (k.clone(), *t)).collect();
+            let copy: Vec<(Arc<Key>, Tally)> = lock(shard)
+                .values()
+                .flatten()
+                .map(|(k, t)| (k.clone(), *t))
+                .collect();
             for (key, tally) in copy {
                 let (total, _) = merged.entry(key).or_default();
                 total.samples += tally.samples;
@@ -297,7 +324,10 @@ impl SiteTable {
             }
         }
         for shard in &self.live {
-            let copy: Vec<(Arc<Key>, f64, f64)> = lock(shard).values().filter_map(|l| Some((l.site.clone()?, l.count, l.weight))).collect();
+            let copy: Vec<(Arc<Key>, f64, f64)> = lock(shard)
+                .values()
+                .filter_map(|l| Some((l.site.clone()?, l.count, l.weight)))
+                .collect();
             for (key, count, weight) in copy {
                 if let Some((_, live)) = merged.get_mut(&key) {
                     live.add(count, weight);
@@ -308,8 +338,17 @@ impl SiteTable {
         merged
             .into_iter()
             .map(|(key, (total, live))| {
-                let class = names.get(key.class as usize).map_or("[unknown class]".into(), |name| Box::from(&**name));
-                Site { key: SiteKey { class, frames: key.frames.clone() }, total, live }
+                let class = names
+                    .get(key.class as usize)
+                    .map_or("[unknown class]".into(), |name| Box::from(&**name));
+                Site {
+                    key: SiteKey {
+                        class,
+                        frames: key.frames.clone(),
+                    },
+                    total,
+                    live,
+                }
             })
             .collect()
     }
@@ -332,7 +371,12 @@ pub enum Part {
 
 /// The sites as a profile: each stack root first with the class as leaf frame; samples are
 /// the estimated event counts, weights the estimated weights (both rounded).
-pub fn to_profile(sites: &[Site], part: Part, metadata: Metadata, mut resolve: impl FnMut(RawFrame) -> Frame) -> Profile {
+pub fn to_profile(
+    sites: &[Site],
+    part: Part,
+    metadata: Metadata,
+    mut resolve: impl FnMut(RawFrame) -> Frame,
+) -> Profile {
     let mut profile = Profile::new(metadata);
     for site in sites {
         let tally = match part {
@@ -344,7 +388,11 @@ pub fn to_profile(sites: &[Site], part: Part, metadata: Metadata, mut resolve: i
         }
         let mut stack: Vec<Frame> = site.key.frames.iter().rev().map(|&f| resolve(f)).collect();
         stack.push(Frame::new(java_name(&site.key.class), FrameKind::Class));
-        profile.add_frames(&stack, tally.count.round().max(1.0) as u64, tally.weight.round() as u64);
+        profile.add_frames(
+            &stack,
+            tally.count.round().max(1.0) as u64,
+            tally.weight.round() as u64,
+        );
     }
     profile
 }
@@ -352,10 +400,20 @@ pub fn to_profile(sites: &[Site], part: Part, metadata: Metadata, mut resolve: i
 /// An HPROF-style SITES report: sites ranked by live bytes (then allocated bytes), with live
 /// and allocated bytes and objects, the share of all live bytes (`self`) and its running sum
 /// (`accum`), the class and up to `depth` frames of the stack. `top`: at most that many sites.
-pub fn sites_report(sites: &[Site], heading: &str, top: usize, depth: usize, mut resolve: impl FnMut(RawFrame) -> Frame) -> String {
+pub fn sites_report(
+    sites: &[Site],
+    heading: &str,
+    top: usize,
+    depth: usize,
+    mut resolve: impl FnMut(RawFrame) -> Frame,
+) -> String {
     let mut ranked: Vec<&Site> = sites.iter().collect();
     ranked.sort_by(|a, b| {
-        b.live.weight.total_cmp(&a.live.weight).then(b.total.weight.total_cmp(&a.total.weight)).then(a.key.cmp(&b.key))
+        b.live
+            .weight
+            .total_cmp(&a.live.weight)
+            .then(b.total.weight.total_cmp(&a.total.weight))
+            .then(a.key.cmp(&b.key))
     });
     let live_total: f64 = sites.iter().map(|s| s.live.weight).sum();
     let live_objects: f64 = sites.iter().map(|s| s.live.count).sum();
@@ -363,8 +421,16 @@ pub fn sites_report(sites: &[Site], heading: &str, top: usize, depth: usize, mut
     let alloc_objects: f64 = sites.iter().map(|s| s.total.count).sum();
     let mut text = format!("SITES BEGIN (ordered by live bytes) {heading}\n");
     text.push_str("            percent              live                   alloc'ed\n");
-    text.push_str(" rank    self   accum         bytes    objs           bytes      objs  class / stack\n");
-    let share = |bytes: f64| if live_total > 0.0 { 100.0 * bytes / live_total } else { 0.0 };
+    text.push_str(
+        " rank    self   accum         bytes    objs           bytes      objs  class / stack\n",
+    );
+    let share = |bytes: f64| {
+        if live_total > 0.0 {
+            100.0 * bytes / live_total
+        } else {
+            0.0
+        }
+    };
     let mut accum = 0.0;
     for (rank, site) in ranked.iter().take(top).enumerate() {
         accum += share(site.live.weight);
@@ -401,7 +467,10 @@ mod tests {
     use super::*;
 
     fn key(class: &str, frames: &[usize]) -> SiteKey {
-        SiteKey { class: class.into(), frames: raw(frames).into() }
+        SiteKey {
+            class: class.into(),
+            frames: raw(frames).into(),
+        }
     }
 
     fn raw(frames: &[usize]) -> Vec<RawFrame> {
@@ -440,13 +509,30 @@ mod tests {
         assert_eq!(sites.len(), 2);
         let bytes = &sites[1];
         assert_eq!(&*bytes.key.class, "[B");
-        assert_eq!((bytes.total.samples, bytes.total.count, bytes.total.weight), (400, 800.0, 40_000.0));
-        assert_eq!((bytes.live.samples, bytes.live.count, bytes.live.weight), (300, 600.0, 30_000.0));
+        assert_eq!(
+            (bytes.total.samples, bytes.total.count, bytes.total.weight),
+            (400, 800.0, 40_000.0)
+        );
+        assert_eq!(
+            (bytes.live.samples, bytes.live.count, bytes.live.weight),
+            (300, 600.0, 30_000.0)
+        );
         assert_eq!(sites[0].live, Tally::default());
 
         let live = to_profile(&sites, Part::Live, Metadata::default(), name);
-        assert_eq!((live.stack_count(), live.total_samples(), live.total_weight()), (1, 600, 30_000));
-        let stack = live.stacks()[0].0.iter().map(|&id| live.frame(id).name.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            (
+                live.stack_count(),
+                live.total_samples(),
+                live.total_weight()
+            ),
+            (1, 600, 30_000)
+        );
+        let stack = live.stacks()[0]
+            .0
+            .iter()
+            .map(|&id| live.frame(id).name.clone())
+            .collect::<Vec<_>>();
         assert_eq!(stack, ["m2", "m1", "byte[]"], "root first, class as leaf");
         let all = to_profile(&sites, Part::Total, Metadata::default(), name);
         assert_eq!((all.stack_count(), all.total_weight()), (2, 40_000 + 9_600));
@@ -469,13 +555,34 @@ mod tests {
         let mut sites = table.snapshot();
         sites.sort_by(|x, y| x.key.cmp(&y.key));
         assert_eq!(sites.len(), 8);
-        assert_eq!((&*sites[0].key.class, &*sites[0].key.frames, sites[0].total.samples), ("La;", &[][..], 1));
-        let twice = sites.iter().find(|s| &*s.key.class == "La;" && *s.key.frames == [(1, 0), (2, 0)]).unwrap();
+        assert_eq!(
+            (
+                &*sites[0].key.class,
+                &*sites[0].key.frames,
+                sites[0].total.samples
+            ),
+            ("La;", &[][..], 1)
+        );
+        let twice = sites
+            .iter()
+            .find(|s| &*s.key.class == "La;" && *s.key.frames == [(1, 0), (2, 0)])
+            .unwrap();
         assert_eq!(twice.total.samples, 2);
         // Two keys in one bucket, as if their hashes had collided.
         let mut shard = lock(&table.shards[0]);
-        let key = |class, frames: &[usize]| Arc::new(Key { class, frames: raw(frames).into() });
-        shard.insert(7, vec![(key(a, &[9]), Tally::default()), (key(b, &[9]), Tally::default())]);
+        let key = |class, frames: &[usize]| {
+            Arc::new(Key {
+                class,
+                frames: raw(frames).into(),
+            })
+        };
+        shard.insert(
+            7,
+            vec![
+                (key(a, &[9]), Tally::default()),
+                (key(b, &[9]), Tally::default()),
+            ],
+        );
         drop(shard);
         assert_eq!(table.snapshot().len(), 10);
     }
@@ -491,26 +598,64 @@ mod tests {
         table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag);
         assert_eq!(table.snapshot().len(), MAX_SITES);
         assert_eq!(table.dropped.load(Ordering::SeqCst), 11);
-        assert_eq!(table.live_objects(), 1, "a dropped site's object is still tracked");
+        assert_eq!(
+            table.live_objects(),
+            1,
+            "a dropped site's object is still tracked"
+        );
         table.freed(tag.unwrap());
         assert_eq!(table.live_objects(), 0);
     }
 
     #[test]
     fn sites_report_ranks_by_live_bytes_with_shares() {
-        let tally = |count: f64, weight: f64| Tally { samples: 1, count, weight };
+        let tally = |count: f64, weight: f64| Tally {
+            samples: 1,
+            count,
+            weight,
+        };
         let sites = [
-            Site { key: key("[B", &[1, 2, 3]), total: tally(10.0, 3000.0), live: Tally::default() },
-            Site { key: key("Lworkloads/Sites$Kept;", &[4]), total: tally(5.0, 1000.0), live: tally(3.0, 750.0) },
-            Site { key: key("[J", &[5]), total: tally(1.0, 500.0), live: tally(1.0, 250.0) },
+            Site {
+                key: key("[B", &[1, 2, 3]),
+                total: tally(10.0, 3000.0),
+                live: Tally::default(),
+            },
+            Site {
+                key: key("Lworkloads/Sites$Kept;", &[4]),
+                total: tally(5.0, 1000.0),
+                live: tally(3.0, 750.0),
+            },
+            Site {
+                key: key("[J", &[5]),
+                total: tally(1.0, 500.0),
+                live: tally(1.0, 250.0),
+            },
         ];
         let text = sites_report(&sites, "(test)", 10, 2, name);
-        let rows: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
         assert_eq!(rows.len(), 3, "{text}");
-        assert!(rows[0].contains("75.00%  75.00%") && rows[0].ends_with("workloads.Sites$Kept"), "{text}");
-        assert!(rows[1].contains("25.00% 100.00%") && rows[1].ends_with("long[]"), "{text}");
-        assert!(rows[2].contains(" 0.00% 100.00%") && rows[2].ends_with("byte[]"), "{text}");
-        assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("at m")).count(), 1 + 1 + 2, "depth 2: {text}");
+        assert!(
+            rows[0].contains("75.00%  75.00%") && rows[0].ends_with("workloads.Sites$Kept"),
+            "{text}"
+        );
+        assert!(
+            rows[1].contains("25.00% 100.00%") && rows[1].ends_with("long[]"),
+            "{text}"
+        );
+        assert!(
+            rows[2].contains(" 0.00% 100.00%") && rows[2].ends_with("byte[]"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.trim_start().starts_with("at m"))
+                .count(),
+            1 + 1 + 2,
+            "depth 2: {text}"
+        );
         assert!(text.ends_with("SITES END: 3 sites; live 1000 bytes in 4 objects; allocated 4500 bytes in 16 objects"), "{text}");
     }
 }

@@ -33,7 +33,8 @@ pub struct CallTrace {
 }
 
 /// `void AsyncGetCallTrace(ASGCT_CallTrace*, jint depth, void* ucontext)`.
-pub type AsyncGetCallTrace = unsafe extern "C" fn(trace: *mut CallTrace, depth: i32, ucontext: *mut c_void);
+pub type AsyncGetCallTrace =
+    unsafe extern "C" fn(trace: *mut CallTrace, depth: i32, ucontext: *mut c_void);
 
 /// `AsyncGetCallTrace` from the `libjvm.so` mapped in this process (looked up once).
 pub fn function() -> Result<AsyncGetCallTrace, String> {
@@ -44,7 +45,8 @@ pub fn function() -> Result<AsyncGetCallTrace, String> {
 }
 
 fn lookup() -> Result<usize, String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("reading /proc/self/maps: {e}"))?;
+    let maps = std::fs::read_to_string("/proc/self/maps")
+        .map_err(|e| format!("reading /proc/self/maps: {e}"))?;
     let library = maps
         .lines()
         .filter_map(|line| line.split_whitespace().nth(5))

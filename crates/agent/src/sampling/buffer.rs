@@ -81,8 +81,21 @@ impl SampleBuffer {
         let chains = Box::<[UnsafeCell<u64>]>::new_zeroed_slice(chain_depth * slots);
         // SAFETY: all-zero bytes are a valid u64.
         let chains = unsafe { chains.assume_init() };
-        let slots = (0..slots).map(|_| Slot { state: AtomicU32::new(FREE), header: UnsafeCell::default() }).collect();
-        SampleBuffer { slots, frames, depth, chains, chain_depth, next: AtomicU64::new(0), dropped: AtomicU64::new(0) }
+        let slots = (0..slots)
+            .map(|_| Slot {
+                state: AtomicU32::new(FREE),
+                header: UnsafeCell::default(),
+            })
+            .collect();
+        SampleBuffer {
+            slots,
+            frames,
+            depth,
+            chains,
+            chain_depth,
+            next: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
     }
 
     /// Most frames one sample holds.
@@ -95,8 +108,15 @@ impl SampleBuffer {
         let start = self.next.fetch_add(1, Ordering::Relaxed) as usize;
         for probe in 0..PROBES.min(self.slots.len()) {
             let index = (start + probe) % self.slots.len();
-            if self.slots[index].state.compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                return Some(Claim { buffer: self, index });
+            if self.slots[index]
+                .state
+                .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return Some(Claim {
+                    buffer: self,
+                    index,
+                });
             }
         }
         self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -123,11 +143,19 @@ impl SampleBuffer {
             let used = header.num_frames.clamp(0, self.depth as i32) as usize;
             frames.clear();
             // SAFETY: as above, for the slot's frames.
-            frames.extend(self.slot_frames(index)[..used].iter().map(|cell| unsafe { *cell.get() }));
+            frames.extend(
+                self.slot_frames(index)[..used]
+                    .iter()
+                    .map(|cell| unsafe { *cell.get() }),
+            );
             let chained = usize::from(header.chain).min(self.chain_depth);
             chain.clear();
             // SAFETY: as above, for the slot's call chain.
-            chain.extend(self.slot_chain(index)[..chained].iter().map(|cell| unsafe { *cell.get() }));
+            chain.extend(
+                self.slot_chain(index)[..chained]
+                    .iter()
+                    .map(|cell| unsafe { *cell.get() }),
+            );
             slot.state.store(FREE, Ordering::Release);
             sink(&header, &frames, &chain);
             count += 1;
@@ -182,19 +210,42 @@ mod tests {
             match buffer.claim() {
                 Some(mut claim) => {
                     // SAFETY: the claim owns room for 3 frames.
-                    unsafe { *claim.frames_ptr() = CallFrame { bci: tid, method: std::ptr::null_mut() } };
+                    unsafe {
+                        *claim.frames_ptr() = CallFrame {
+                            bci: tid,
+                            method: std::ptr::null_mut(),
+                        }
+                    };
                     assert_eq!(claim.chain().len(), 2);
                     claim.chain()[0] = tid as u64 * 100;
-                    claim.commit(SampleHeader { tid, num_frames: 1, weight: 10, count: 1, state: 0, chain: 1 });
+                    claim.commit(SampleHeader {
+                        tid,
+                        num_frames: 1,
+                        weight: 10,
+                        count: 1,
+                        state: 0,
+                        chain: 1,
+                    });
                 }
                 None => assert!(tid > 4),
             }
         }
         assert_eq!(buffer.dropped(), 2);
         let mut seen = Vec::new();
-        assert_eq!(buffer.drain(|h, f, c| seen.push((h.tid, f[0].bci, c.to_vec()))), 4);
+        assert_eq!(
+            buffer.drain(|h, f, c| seen.push((h.tid, f[0].bci, c.to_vec()))),
+            4
+        );
         seen.sort();
-        assert_eq!(seen, [(1, 1, vec![100]), (2, 2, vec![200]), (3, 3, vec![300]), (4, 4, vec![400])]);
+        assert_eq!(
+            seen,
+            [
+                (1, 1, vec![100]),
+                (2, 2, vec![200]),
+                (3, 3, vec![300]),
+                (4, 4, vec![400])
+            ]
+        );
         assert_eq!(buffer.drain(|_, _, _| panic!("drained twice")), 0);
         assert!(buffer.claim().is_some(), "slots are free again");
     }
@@ -208,7 +259,14 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
                         if let Some(claim) = buffer.claim() {
-                            claim.commit(SampleHeader { tid: t, num_frames: -2, weight: 1, count: 1, state: 0, chain: 0 });
+                            claim.commit(SampleHeader {
+                                tid: t,
+                                num_frames: -2,
+                                weight: 1,
+                                count: 1,
+                                state: 0,
+                                chain: 0,
+                            });
                         }
                     }
                 })
@@ -216,7 +274,9 @@ mod tests {
             .collect();
         let mut drained = 0u64;
         while writers.iter().any(|w| !w.is_finished()) {
-            drained += buffer.drain(|h, f, c| assert!(h.num_frames == -2 && f.is_empty() && c.is_empty())) as u64;
+            drained += buffer
+                .drain(|h, f, c| assert!(h.num_frames == -2 && f.is_empty() && c.is_empty()))
+                as u64;
         }
         drained += buffer.drain(|_, _, _| {}) as u64;
         assert_eq!(drained + buffer.dropped(), 40_000);

@@ -47,7 +47,11 @@ pub struct Resolver {
 impl Resolver {
     /// A resolver; use it on one attached thread.
     pub fn new(env: Env, vm: Vm) -> Resolver {
-        Resolver { env, vm, methods: HashMap::new() }
+        Resolver {
+            env,
+            vm,
+            methods: HashMap::new(),
+        }
     }
 
     /// The profile frame of a sampled frame.
@@ -56,7 +60,10 @@ impl Resolver {
             return Frame::new("[unknown_method]", FrameKind::Error);
         }
         let (env, vm) = (self.env, self.vm);
-        let method = self.methods.entry(frame.method as usize).or_insert_with(|| describe(&env, vm, frame.method));
+        let method = self
+            .methods
+            .entry(frame.method as usize)
+            .or_insert_with(|| describe(&env, vm, frame.method));
         let Some(method) = method else {
             return Frame::new("[unloaded_method]", FrameKind::Error);
         };
@@ -65,9 +72,15 @@ impl Resolver {
         }
         // AsyncGetCallTrace does not say whether a frame is interpreted, compiled or inlined;
         // like async-profiler without VM structures, Java frames count as compiled.
-        let line = method.lines.iter().take_while(|(start, _)| *start <= i64::from(frame.bci)).last();
+        let line = method
+            .lines
+            .iter()
+            .take_while(|(start, _)| *start <= i64::from(frame.bci))
+            .last();
         match line {
-            Some((_, line)) if frame.bci >= 0 => Frame::new(format!("{}:{line}", method.name), FrameKind::Compiled),
+            Some((_, line)) if frame.bci >= 0 => {
+                Frame::new(format!("{}:{line}", method.name), FrameKind::Compiled)
+            }
             _ => Frame::new(method.name.clone(), FrameKind::Compiled),
         }
     }
@@ -86,15 +99,26 @@ fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
     };
     // SAFETY: as above.
     let mut lines: Vec<(i64, i32)> = unsafe { env.line_number_table(method) }
-        .map(|table| table.iter().map(|e| (e.start_location, e.line_number)).collect())
+        .map(|table| {
+            table
+                .iter()
+                .map(|e| (e.start_location, e.line_number))
+                .collect()
+        })
         .unwrap_or_default();
     lines.sort_unstable();
-    Some(Method { name: format!("{}.{name}", java_class_name(&class_signature)), lines })
+    Some(Method {
+        name: format!("{}.{name}", java_class_name(&class_signature)),
+        lines,
+    })
 }
 
 /// `Lcom/example/Foo;` → `com.example.Foo`; array and primitive signatures stay as they are.
 pub fn java_class_name(signature: &str) -> String {
-    match signature.strip_prefix('L').and_then(|s| s.strip_suffix(';')) {
+    match signature
+        .strip_prefix('L')
+        .and_then(|s| s.strip_suffix(';'))
+    {
         Some(name) => name.replace('/', "."),
         None => signature.to_string(),
     }
@@ -107,7 +131,10 @@ mod tests {
     #[test]
     fn class_signatures_become_java_names() {
         assert_eq!(java_class_name("Ljava/lang/String;"), "java.lang.String");
-        assert_eq!(java_class_name("Lworkloads/Burn$Worker;"), "workloads.Burn$Worker");
+        assert_eq!(
+            java_class_name("Lworkloads/Burn$Worker;"),
+            "workloads.Burn$Worker"
+        );
         assert_eq!(java_class_name("[I"), "[I");
     }
 }

@@ -60,7 +60,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Capabilities every sampling engine holds while it runs: line numbers for frame names, and
 /// compiled-method-load events (see [`EVENTS`]).
 pub fn capabilities() -> Capabilities {
-    Capabilities::of(&["can_get_line_numbers", "can_generate_compiled_method_load_events"])
+    Capabilities::of(&[
+        "can_get_line_numbers",
+        "can_generate_compiled_method_load_events",
+    ])
 }
 
 /// How a sampler labels and filters what it records.
@@ -96,7 +99,11 @@ impl Settings {
         source: Source,
     ) -> Result<Settings, String> {
         let pattern = |p: &Option<String>, key: &str| -> Result<Option<Regex>, String> {
-            p.as_deref().map(|p| Regex::new(p).map_err(|e| format!("{key}=: not a regular expression: {e}"))).transpose()
+            p.as_deref()
+                .map(|p| {
+                    Regex::new(p).map_err(|e| format!("{key}=: not a regular expression: {e}"))
+                })
+                .transpose()
         };
         Ok(Settings {
             event,
@@ -174,12 +181,22 @@ impl Sampler {
         };
         let target = Arc::new(Target {
             // Only perf_event counters deliver call chains.
-            buffer: SampleBuffer::new(SLOTS, settings.depth, if settings.source == Source::PerfEvent { perf::MAX_CHAIN } else { 0 }),
+            buffer: SampleBuffer::new(
+                SLOTS,
+                settings.depth,
+                if settings.source == Source::PerfEvent {
+                    perf::MAX_CHAIN
+                } else {
+                    0
+                },
+            ),
             asgct,
             vm: vm.0,
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
         });
-        let start_time_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let start_time_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         let metadata = Metadata {
             event: settings.event.into(),
             engine: settings.engine.into(),
@@ -207,7 +224,14 @@ impl Sampler {
             symbolizer.preload(settings.user_only);
             log!("sampler: symbol tables ready in {:?}", started.elapsed());
         }
-        let worker = Worker { shared: shared.clone(), target: target.clone(), settings, env, vm, symbolizer };
+        let worker = Worker {
+            shared: shared.clone(),
+            target: target.clone(),
+            settings,
+            env,
+            vm,
+            symbolizer,
+        };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
             disable_events(&env);
             return Err(format!("cannot start the jtap-sampler thread: {e}"));
@@ -215,7 +239,12 @@ impl Sampler {
         *current() = Some(shared.clone());
         signal::activate(&target, source);
         log!("sampler started: {classes} classes prepared");
-        Ok(Sampler { shared, target, finished: Mutex::new(finished), env })
+        Ok(Sampler {
+            shared,
+            target,
+            finished: Mutex::new(finished),
+            env,
+        })
     }
 
     /// Weight the handler gives each sample from now on (the wall engine's share of threads).
@@ -235,7 +264,11 @@ impl Sampler {
         disable_events(&self.env);
         *current() = None;
         self.shared.stop.store(true, Ordering::SeqCst);
-        let finished = self.finished.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(STOP_TIMEOUT);
+        let finished = self
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .recv_timeout(STOP_TIMEOUT);
         if finished.is_err() {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
@@ -264,7 +297,11 @@ fn current() -> MutexGuard<'static, Option<Arc<Shared>>> {
 }
 
 fn snapshot(shared: &Shared, target: &Target) -> Profile {
-    let mut profile = shared.profile.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let mut profile = shared
+        .profile
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     profile.metadata.duration_ns = shared.started.elapsed().as_nanos() as u64;
     profile.metadata.dropped = target.buffer.dropped();
     profile
@@ -272,7 +309,12 @@ fn snapshot(shared: &Shared, target: &Target) -> Profile {
 
 /// Samples recorded and dropped by the running sampler, for progress reports.
 pub fn progress() -> Option<(u64, u64)> {
-    current().as_ref().map(|_| (SAMPLES.load(Ordering::Relaxed), DROPPED.load(Ordering::Relaxed)))
+    current().as_ref().map(|_| {
+        (
+            SAMPLES.load(Ordering::Relaxed),
+            DROPPED.load(Ordering::Relaxed),
+        )
+    })
 }
 
 /// The processing thread.
@@ -314,9 +356,17 @@ impl Worker {
         if stacks.is_empty() {
             return;
         }
-        let mut profile = self.shared.profile.lock().unwrap_or_else(|e| e.into_inner());
+        let mut profile = self
+            .shared
+            .profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for (stack, count, weight) in stacks {
-            if let Some(Frame { kind: FrameKind::Error, name }) = stack.iter().find(|f| f.kind != FrameKind::Thread) {
+            if let Some(Frame {
+                kind: FrameKind::Error,
+                name,
+            }) = stack.iter().find(|f| f.kind != FrameKind::Thread)
+            {
                 let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();
                 *profile.metadata.errors.entry(reason).or_default() += count;
             }
@@ -332,15 +382,22 @@ impl Worker {
         frames: &[asgct::CallFrame],
         native: native::NativeFrames,
     ) -> Option<Vec<Frame>> {
-        let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
+        let mut stack: Vec<Frame> =
+            Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
         if header.num_frames > 0 {
             stack.extend(frames.iter().rev().map(|f| resolver.frame(f)));
         } else if !asgct::is_outside_java(header.num_frames) || native.is_empty() {
-            stack.push(Frame::new(format!("[{}]", asgct::failure_name(header.num_frames)), FrameKind::Error));
+            stack.push(Frame::new(
+                format!("[{}]", asgct::failure_name(header.num_frames)),
+                FrameKind::Error,
+            ));
         }
         stack.extend(native.user.into_iter().rev());
         stack.extend(native.kernel.into_iter().rev());
-        let keep = |re: &Option<Regex>, default: bool| re.as_ref().map_or(default, |re| stack.iter().any(|f| re.is_match(&f.name)));
+        let keep = |re: &Option<Regex>, default: bool| {
+            re.as_ref()
+                .map_or(default, |re| stack.iter().any(|f| re.is_match(&f.name)))
+        };
         if !keep(&self.settings.include, true) || keep(&self.settings.exclude, false) {
             return None;
         }
@@ -348,14 +405,23 @@ impl Worker {
             stack.push(Frame::new(format!("[{}]", state.name()), FrameKind::Thread));
         }
         if self.settings.threads {
-            stack.insert(0, Frame::new(self.shared.names.label(header.tid), FrameKind::Thread));
+            stack.insert(
+                0,
+                Frame::new(self.shared.names.label(header.tid), FrameKind::Thread),
+            );
         }
         Some(stack)
     }
 }
 
 /// ClassLoad: nothing to do (see [`EVENTS`]).
-pub extern "C" fn on_class_load(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, _class: sys::jclass) {}
+pub extern "C" fn on_class_load(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+    _class: sys::jclass,
+) {
+}
 
 /// CompiledMethodLoad: nothing to do (see [`EVENTS`]).
 pub extern "C" fn on_compiled_method_load(
@@ -370,9 +436,16 @@ pub extern "C" fn on_compiled_method_load(
 }
 
 /// ClassPrepare: create the new class's jmethodIDs.
-pub extern "C" fn on_class_prepare(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread, class: sys::jclass) {
+pub extern "C" fn on_class_prepare(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+    class: sys::jclass,
+) {
     crate::entry::guard_callback(|| {
-        let Some(_pass) = EVENTS_GATE.enter() else { return };
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
         if let Some(agent_env) = crate::agent::env() {
             methods::prepare_class(&agent_env, class);
         }
@@ -380,10 +453,18 @@ pub extern "C" fn on_class_prepare(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNI
 }
 
 /// ThreadStart (on the new thread): remember its name, arm its timer.
-pub extern "C" fn on_thread_start(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, thread: sys::jthread) {
+pub extern "C" fn on_thread_start(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    thread: sys::jthread,
+) {
     crate::entry::guard_callback(|| {
-        let Some(_pass) = EVENTS_GATE.enter() else { return };
-        let Some(agent_env) = crate::agent::env() else { return };
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
+        let Some(agent_env) = crate::agent::env() else {
+            return;
+        };
         // SAFETY: the thread reference is valid for the callback.
         let name = unsafe { jvm::thread_name(&agent_env, thread) }.unwrap_or_default();
         let tid = threads::current_tid();
@@ -395,9 +476,15 @@ pub extern "C" fn on_thread_start(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIE
 }
 
 /// ThreadEnd (on the ending thread): disarm its timer.
-pub extern "C" fn on_thread_end(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread) {
+pub extern "C" fn on_thread_end(
+    _env: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+) {
     crate::entry::guard_callback(|| {
-        let Some(_pass) = EVENTS_GATE.enter() else { return };
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
         threads::thread_ended(threads::current_tid());
     })
 }

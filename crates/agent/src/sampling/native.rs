@@ -114,7 +114,10 @@ static KERNEL: OnceLock<Kernel> = OnceLock::new();
 fn library(path: &str, inode: u64) -> Option<Arc<Library>> {
     let mut libraries = LIBRARIES.lock().unwrap_or_else(|e| e.into_inner());
     let libraries = libraries.get_or_insert_with(HashMap::new);
-    libraries.entry((path.to_string(), inode)).or_insert_with(|| Library::load(Path::new(path), inode).map(Arc::new)).clone()
+    libraries
+        .entry((path.to_string(), inode))
+        .or_insert_with(|| Library::load(Path::new(path), inode).map(Arc::new))
+        .clone()
 }
 
 /// The name at `start` in a NUL-separated name table.
@@ -145,7 +148,12 @@ impl Symbolizer {
     /// the agent's memory settles with its first profile.
     pub fn preload(&mut self, user_only: bool) {
         self.read_maps();
-        let jvm = self.maps.iter().find_map(|m| m.path.as_deref().filter(|p| p.ends_with("/libjvm.so")).map(|p| (p.to_string(), m.inode)));
+        let jvm = self.maps.iter().find_map(|m| {
+            m.path
+                .as_deref()
+                .filter(|p| p.ends_with("/libjvm.so"))
+                .map(|p| (p.to_string(), m.inode))
+        });
         if let Some((path, inode)) = jvm {
             let table = library(&path, inode);
             self.libraries.insert((path, inode), table);
@@ -169,7 +177,11 @@ impl Symbolizer {
                 continue;
             }
             // Return addresses point after their call: look up the call itself.
-            let address = if first_in_context { entry } else { entry.saturating_sub(1) };
+            let address = if first_in_context {
+                entry
+            } else {
+                entry.saturating_sub(1)
+            };
             first_in_context = false;
             match context {
                 CONTEXT_KERNEL if !user_only => {
@@ -199,7 +211,9 @@ impl Symbolizer {
         let index = match self.mapping(address) {
             Some(index) => index,
             None => {
-                let stale = self.maps_read.is_none_or(|read| read.elapsed() >= MAPS_REFRESH);
+                let stale = self
+                    .maps_read
+                    .is_none_or(|read| read.elapsed() >= MAPS_REFRESH);
                 if !stale {
                     return None;
                 }
@@ -214,26 +228,47 @@ impl Symbolizer {
             return Some(Frame::new(path, FrameKind::Native));
         }
         let key = (path, mapping.inode);
-        let library = self.libraries.entry(key.clone()).or_insert_with(|| library(&key.0, key.1));
+        let library = self
+            .libraries
+            .entry(key.clone())
+            .or_insert_with(|| library(&key.0, key.1));
         let path = key.0;
         let Some(library) = library.clone() else {
-            return Some(Frame::new(format!("{}![unknown]", file_name(&path)), FrameKind::Native));
+            return Some(Frame::new(
+                format!("{}![unknown]", file_name(&path)),
+                FrameKind::Native,
+            ));
         };
         let function = library.function(file_offset).and_then(|index| {
             let key = (Arc::as_ptr(&library) as usize, index);
-            self.functions.entry(key).or_insert_with(|| library.name(index)).clone()
+            self.functions
+                .entry(key)
+                .or_insert_with(|| library.name(index))
+                .clone()
         });
-        Some(Frame::new(format!("{}!{}", library.name, function.as_deref().unwrap_or("[unknown]")), library.kind))
+        Some(Frame::new(
+            format!(
+                "{}!{}",
+                library.name,
+                function.as_deref().unwrap_or("[unknown]")
+            ),
+            library.kind,
+        ))
     }
 
     fn mapping(&self, address: u64) -> Option<usize> {
-        let index = self.maps.partition_point(|m| m.start <= address).checked_sub(1)?;
+        let index = self
+            .maps
+            .partition_point(|m| m.start <= address)
+            .checked_sub(1)?;
         (address < self.maps[index].end).then_some(index)
     }
 
     fn read_maps(&mut self) {
         self.maps_read = Some(Instant::now());
-        let Ok(text) = std::fs::read_to_string("/proc/self/maps") else { return };
+        let Ok(text) = std::fs::read_to_string("/proc/self/maps") else {
+            return;
+        };
         let mut maps: Vec<Mapping> = text.lines().filter_map(parse_mapping).collect();
         maps.sort_by_key(|m| m.start);
         self.maps = maps;
@@ -243,8 +278,13 @@ impl Symbolizer {
         if let Some(frame) = self.kernel_cache.get(&address) {
             return frame.clone();
         }
-        let kernel = *self.kernel.get_or_insert_with(|| KERNEL.get_or_init(Kernel::load));
-        let frame = Frame::new(kernel.function(address).unwrap_or("[kernel]"), FrameKind::Kernel);
+        let kernel = *self
+            .kernel
+            .get_or_insert_with(|| KERNEL.get_or_init(Kernel::load));
+        let frame = Frame::new(
+            kernel.function(address).unwrap_or("[kernel]"),
+            FrameKind::Kernel,
+        );
         self.kernel_cache.insert(address, frame.clone());
         frame
     }
@@ -260,7 +300,8 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     let inode = fields.next()?.parse().ok()?;
     let path = fields.next().map(str::trim).unwrap_or("");
     let executable = perms.as_bytes().get(2) == Some(&b'x');
-    let named = path.starts_with('/') && !path.ends_with(" (deleted)") || path.starts_with('[') && path != "[heap]" && !path.starts_with("[stack");
+    let named = path.starts_with('/') && !path.ends_with(" (deleted)")
+        || path.starts_with('[') && path != "[heap]" && !path.starts_with("[stack");
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
@@ -288,9 +329,16 @@ impl Library {
         if !elf.is_little_endian() || !elf.is_64() {
             return None;
         }
-        let segments = elf.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
+        let segments = elf
+            .segments()
+            .map(|s| (s.file_range().0, s.file_range().1, s.address()))
+            .collect();
         let name = file_name(&path.to_string_lossy()).to_string();
-        let kind = if name == "libjvm.so" { FrameKind::Cpp } else { FrameKind::Native };
+        let kind = if name == "libjvm.so" {
+            FrameKind::Cpp
+        } else {
+            FrameKind::Native
+        };
         let debug = elf.build_id().ok().flatten().and_then(debug_path);
         let mut candidates = vec![(path.to_path_buf(), ".symtab", ".strtab")];
         candidates.extend(debug.map(|debug| (debug, ".symtab", ".strtab")));
@@ -298,12 +346,30 @@ impl Library {
         drop(elf);
         let file = data.into_inner();
         for (source, table, strings) in candidates {
-            let symbols = if source == path { symbols_of(&file, table, strings) } else { std::fs::File::open(&source).ok().and_then(|f| symbols_of(&f, table, strings)) };
+            let symbols = if source == path {
+                symbols_of(&file, table, strings)
+            } else {
+                std::fs::File::open(&source)
+                    .ok()
+                    .and_then(|f| symbols_of(&f, table, strings))
+            };
             if let Some((symbols, strings)) = symbols.filter(|(symbols, _)| !symbols.is_empty()) {
-                return Some(Library { name, kind, segments, symbols, strings: (source, strings.0, strings.1) });
+                return Some(Library {
+                    name,
+                    kind,
+                    segments,
+                    symbols,
+                    strings: (source, strings.0, strings.1),
+                });
             }
         }
-        Some(Library { name, kind, segments, symbols: Vec::new(), strings: (path.to_path_buf(), 0, 0) })
+        Some(Library {
+            name,
+            kind,
+            segments,
+            symbols: Vec::new(),
+            strings: (path.to_path_buf(), 0, 0),
+        })
     }
 
     /// The index of the symbol of the function at `file_offset`, if one covers it.
@@ -312,8 +378,13 @@ impl Library {
             .segments
             .iter()
             .find(|(offset, size, _)| (*offset..offset + size).contains(&file_offset))
-            .map_or(file_offset, |(offset, _, address)| file_offset - offset + address);
-        let index = self.symbols.partition_point(|s| s.address <= address).checked_sub(1)?;
+            .map_or(file_offset, |(offset, _, address)| {
+                file_offset - offset + address
+            });
+        let index = self
+            .symbols
+            .partition_point(|s| s.address <= address)
+            .checked_sub(1)?;
         let symbol = &self.symbols[index];
         // A symbol without a size covers up to the next one.
         (symbol.size == 0 || address < symbol.address + u64::from(symbol.size)).then_some(index)
@@ -327,7 +398,10 @@ impl Library {
         let mut name = Vec::new();
         let mut chunk = [0u8; 256];
         while name.len() < MAX_NAME && start + (name.len() as u64) < *size {
-            let read = file.read_at(&mut chunk, offset + start + name.len() as u64).ok().filter(|&n| n > 0)?;
+            let read = file
+                .read_at(&mut chunk, offset + start + name.len() as u64)
+                .ok()
+                .filter(|&n| n > 0)?;
             match chunk[..read].iter().position(|&b| b == 0) {
                 Some(end) => {
                     name.extend_from_slice(&chunk[..end]);
@@ -348,7 +422,11 @@ const SYMBOL_SIZE: usize = 24;
 
 /// The defined function symbols of section `table` of an ELF64 little-endian file, read in
 /// chunks, and where the string table `strings` lies (file offset, size).
-fn symbols_of(file: &std::fs::File, table: &str, strings: &str) -> Option<(Vec<Symbol>, (u64, u64))> {
+fn symbols_of(
+    file: &std::fs::File,
+    table: &str,
+    strings: &str,
+) -> Option<(Vec<Symbol>, (u64, u64))> {
     let data = object::ReadCache::new(file);
     let elf = object::File::parse(&data).ok()?;
     let (table_offset, table_size) = elf.section_by_name(table)?.file_range()?;
@@ -358,13 +436,29 @@ fn symbols_of(file: &std::fs::File, table: &str, strings: &str) -> Option<(Vec<S
     let mut at = 0;
     while at + SYMBOL_SIZE as u64 <= table_size {
         let want = chunk.len().min((table_size - at) as usize) / SYMBOL_SIZE * SYMBOL_SIZE;
-        file.read_exact_at(&mut chunk[..want], table_offset + at).ok()?;
+        file.read_exact_at(&mut chunk[..want], table_offset + at)
+            .ok()?;
         for raw in chunk[..want].chunks_exact(SYMBOL_SIZE) {
-            let field = |range: std::ops::Range<usize>| raw[range].iter().rev().fold(0u64, |v, &b| v << 8 | u64::from(b));
-            let (name, info, section, address, size) = (field(0..4), raw[4], field(6..8), field(8..16), field(16..24));
+            let field = |range: std::ops::Range<usize>| {
+                raw[range]
+                    .iter()
+                    .rev()
+                    .fold(0u64, |v, &b| v << 8 | u64::from(b))
+            };
+            let (name, info, section, address, size) = (
+                field(0..4),
+                raw[4],
+                field(6..8),
+                field(8..16),
+                field(16..24),
+            );
             // STT_FUNC or STT_GNU_IFUNC, defined (not SHN_UNDEF), with an address.
             if matches!(info & 0xf, 2 | 10) && section != 0 && address != 0 {
-                symbols.push(Symbol { address, size: u32::try_from(size).unwrap_or(u32::MAX), name: name as u32 });
+                symbols.push(Symbol {
+                    address,
+                    size: u32::try_from(size).unwrap_or(u32::MAX),
+                    name: name as u32,
+                });
             }
         }
         at += want as u64;
@@ -380,18 +474,29 @@ fn symbols_of(file: &std::fs::File, table: &str, strings: &str) -> Option<(Vec<S
 fn debug_path(build_id: &[u8]) -> Option<PathBuf> {
     let (first, rest) = build_id.split_first()?;
     let rest: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    Some(PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{rest}.debug"))).filter(|p| p.exists())
+    Some(PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{first:02x}/{rest}.debug"
+    )))
+    .filter(|p| p.exists())
 }
 
 /// A symbol's readable name: Rust names demangled without their hash, C++ names without
 /// parameters and return types (`G1ConcurrentMark::mark_from_roots`), others as they are.
 fn demangle(name: &[u8]) -> String {
-    if let Some(demangled) = std::str::from_utf8(name).ok().and_then(|n| rustc_demangle::try_demangle(n).ok()) {
+    if let Some(demangled) = std::str::from_utf8(name)
+        .ok()
+        .and_then(|n| rustc_demangle::try_demangle(n).ok())
+    {
         return format!("{demangled:#}");
     }
     if name.starts_with(b"_Z") {
-        let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
-        if let Some(demangled) = cpp_demangle::Symbol::new(name).ok().and_then(|s| s.demangle_with_options(&options).ok()) {
+        let options = cpp_demangle::DemangleOptions::new()
+            .no_params()
+            .no_return_type();
+        if let Some(demangled) = cpp_demangle::Symbol::new(name)
+            .ok()
+            .and_then(|s| s.demangle_with_options(&options).ok())
+        {
             return demangled;
         }
     }
@@ -400,7 +505,9 @@ fn demangle(name: &[u8]) -> String {
 
 impl Kernel {
     fn load() -> Kernel {
-        std::fs::File::open("/proc/kallsyms").map(|file| Kernel::parse(std::io::BufReader::new(file))).unwrap_or_default()
+        std::fs::File::open("/proc/kallsyms")
+            .map(|file| Kernel::parse(std::io::BufReader::new(file)))
+            .unwrap_or_default()
     }
 
     /// Text symbols of kallsyms lines (`ffffffff81000000 T _stext`, module ones with a
@@ -412,15 +519,26 @@ impl Kernel {
         for line in text.lines() {
             let Ok(line) = line else { break };
             let mut fields = line.split_ascii_whitespace();
-            let (Some(address), Some(kind), Some(name)) = (fields.next(), fields.next(), fields.next()) else { continue };
-            if !matches!(kind, "T" | "t" | "W" | "w") || name.starts_with("__pfx_") || name.starts_with("__cfi_") {
+            let (Some(address), Some(kind), Some(name)) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            if !matches!(kind, "T" | "t" | "W" | "w")
+                || name.starts_with("__pfx_")
+                || name.starts_with("__cfi_")
+            {
                 continue;
             }
-            let Ok(address) = u64::from_str_radix(address, 16) else { continue };
+            let Ok(address) = u64::from_str_radix(address, 16) else {
+                continue;
+            };
             if address == 0 {
                 continue;
             }
-            let Ok(start) = u32::try_from(kernel.names.len()) else { break };
+            let Ok(start) = u32::try_from(kernel.names.len()) else {
+                break;
+            };
             kernel.names.extend_from_slice(name.as_bytes());
             kernel.names.push(0);
             kernel.addresses.push(address);
@@ -441,7 +559,10 @@ impl Kernel {
     }
 
     fn function(&self, address: u64) -> Option<&str> {
-        let index = self.addresses.partition_point(|&a| a <= address).checked_sub(1)?;
+        let index = self
+            .addresses
+            .partition_point(|&a| a <= address)
+            .checked_sub(1)?;
         std::str::from_utf8(name_at(&self.names, self.name_starts[index])).ok()
     }
 }
@@ -453,14 +574,38 @@ mod tests {
     #[test]
     fn chains_become_library_and_kernel_frames() {
         let kernel = Kernel::parse(&b"ffffffff81000100 t do_read\nffffffff810000f0 t __pfx_do_read\nffffffff81000000 T _stext\n0000000000001000 D data\n"[..]);
-        let mut symbolizer = Symbolizer { kernel: Some(Box::leak(Box::new(kernel))), ..Symbolizer::default() };
+        let mut symbolizer = Symbolizer {
+            kernel: Some(Box::leak(Box::new(kernel))),
+            ..Symbolizer::default()
+        };
         let getpid = libc::getpid as *const () as u64;
         let heap = Box::new(0u64);
-        let chain = [CONTEXT_KERNEL, 0xffffffff81000180, 0xffffffff81000010, CONTEXT_USER, getpid, &*heap as *const u64 as u64, getpid];
+        let chain = [
+            CONTEXT_KERNEL,
+            0xffffffff81000180,
+            0xffffffff81000010,
+            CONTEXT_USER,
+            getpid,
+            &*heap as *const u64 as u64,
+            getpid,
+        ];
         let frames = symbolizer.frames(&chain, false);
-        assert_eq!(frames.kernel, [Frame::new("do_read", FrameKind::Kernel), Frame::new("_stext", FrameKind::Kernel)]);
-        assert_eq!(frames.user.len(), 1, "the user part ends at the heap address: {frames:?}");
-        assert!(frames.user[0].name.starts_with("libc.so.6!") && frames.user[0].name.contains("getpid"), "{frames:?}");
+        assert_eq!(
+            frames.kernel,
+            [
+                Frame::new("do_read", FrameKind::Kernel),
+                Frame::new("_stext", FrameKind::Kernel)
+            ]
+        );
+        assert_eq!(
+            frames.user.len(),
+            1,
+            "the user part ends at the heap address: {frames:?}"
+        );
+        assert!(
+            frames.user[0].name.starts_with("libc.so.6!") && frames.user[0].name.contains("getpid"),
+            "{frames:?}"
+        );
         assert_eq!(frames.user[0].kind, FrameKind::Native);
         let user_only = symbolizer.frames(&chain, true);
         assert!(user_only.kernel.is_empty() && user_only.user == frames.user);
@@ -468,7 +613,12 @@ mod tests {
 
     #[test]
     fn kernel_without_addresses_gives_kernel_frames() {
-        let mut symbolizer = Symbolizer { kernel: Some(Box::leak(Box::new(Kernel::parse(&b"0000000000000000 T _stext\n"[..])))), ..Symbolizer::default() };
+        let mut symbolizer = Symbolizer {
+            kernel: Some(Box::leak(Box::new(Kernel::parse(
+                &b"0000000000000000 T _stext\n"[..],
+            )))),
+            ..Symbolizer::default()
+        };
         let frames = symbolizer.frames(&[CONTEXT_KERNEL, 0xffffffff81000180], false);
         assert_eq!(frames.kernel, [Frame::new("[kernel]", FrameKind::Kernel)]);
     }
@@ -477,16 +627,41 @@ mod tests {
     fn cpp_names_are_demangled_without_parameters() {
         assert_eq!(demangle(b"_ZN10JavaThread3runEv"), "JavaThread::run");
         assert_eq!(demangle(b"deflate"), "deflate");
-        assert_eq!(demangle(b"_ZN3std2fs14read_to_string17h852c4d69d6ed49ecE"), "std::fs::read_to_string");
+        assert_eq!(
+            demangle(b"_ZN3std2fs14read_to_string17h852c4d69d6ed49ecE"),
+            "std::fs::read_to_string"
+        );
     }
 
     #[test]
     fn maps_lines_keep_executable_files_only() {
-        let library = parse_mapping("7f0000001000-7f0000002000 r-xp 00001000 08:01 1234   /usr/lib/libz.so.1").unwrap();
-        assert_eq!((library.start, library.end, library.offset), (0x7f0000001000, 0x7f0000002000, 0x1000));
+        let library = parse_mapping(
+            "7f0000001000-7f0000002000 r-xp 00001000 08:01 1234   /usr/lib/libz.so.1",
+        )
+        .unwrap();
+        assert_eq!(
+            (library.start, library.end, library.offset),
+            (0x7f0000001000, 0x7f0000002000, 0x1000)
+        );
         assert_eq!(library.path.as_deref(), Some("/usr/lib/libz.so.1"));
-        assert!(parse_mapping("7f0000001000-7f0000002000 rwxp 00000000 00:00 0 ").unwrap().path.is_none());
-        assert!(parse_mapping("7f0000001000-7f0000002000 r--p 00000000 08:01 1234 /usr/lib/libz.so.1").unwrap().path.is_none());
-        assert_eq!(parse_mapping("7ffd0000-7ffd2000 r-xp 00000000 00:00 0 [vdso]").unwrap().path.as_deref(), Some("[vdso]"));
+        assert!(
+            parse_mapping("7f0000001000-7f0000002000 rwxp 00000000 00:00 0 ")
+                .unwrap()
+                .path
+                .is_none()
+        );
+        assert!(parse_mapping(
+            "7f0000001000-7f0000002000 r--p 00000000 08:01 1234 /usr/lib/libz.so.1"
+        )
+        .unwrap()
+        .path
+        .is_none());
+        assert_eq!(
+            parse_mapping("7ffd0000-7ffd2000 r-xp 00000000 00:00 0 [vdso]")
+                .unwrap()
+                .path
+                .as_deref(),
+            Some("[vdso]")
+        );
     }
 }

@@ -59,11 +59,23 @@ impl Ring {
         let len = 2 * page_size();
         // SAFETY: a fresh shared mapping of a perf_event descriptor, as perf_event_open(2)
         // describes; nothing else is at the address the kernel picks.
-        let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Ring { base: base.cast(), len })
+        Ok(Ring {
+            base: base.cast(),
+            len,
+        })
     }
 }
 
@@ -84,7 +96,9 @@ fn page_size() -> usize {
         return cached;
     }
     // SAFETY: sysconf has no preconditions.
-    let size = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(4096);
+    let size = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096);
     PAGE_SIZE.store(size, Ordering::Relaxed);
     size
 }
@@ -92,7 +106,9 @@ fn page_size() -> usize {
 /// Records `fd` as one of ours, with its ring if it has one. False when the descriptor
 /// number is too high to track.
 pub fn register(fd: c_int, ring: Option<&Ring>) -> bool {
-    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else { return false };
+    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
+        return false;
+    };
     entry.store(ring.map_or(NO_RING, |r| r.base as usize), Ordering::SeqCst);
     true
 }
@@ -106,7 +122,10 @@ pub fn unregister(fd: c_int) {
 
 /// Whether `fd` is one of ours. Async-signal-safe.
 pub fn is_ours(fd: c_int) -> bool {
-    usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)).is_some_and(|e| e.load(Ordering::Acquire) != 0)
+    usize::try_from(fd)
+        .ok()
+        .and_then(|fd| RINGS.get(fd))
+        .is_some_and(|e| e.load(Ordering::Acquire) != 0)
 }
 
 /// Copies the call chain of the newest sample in `fd`'s ring into `out` (leaf first, with
@@ -114,7 +133,9 @@ pub fn is_ours(fd: c_int) -> bool {
 /// many entries it wrote (0 without a ring or sample). Async-signal-safe; call it only on
 /// the thread the descriptor signals.
 pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
-    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else { return 0 };
+    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
+        return 0;
+    };
     let base = entry.load(Ordering::Acquire);
     if base == 0 || base == NO_RING {
         return 0;
@@ -128,12 +149,19 @@ pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
     // SAFETY: the ring stays mapped while its descriptor is registered (unregistering comes
     // first, on this same thread or after sampling stopped); the metadata page is ours to
     // read, and data_tail ours to write.
-    let (head, tail) = unsafe { (std::ptr::read_volatile(&(*meta).data_head), std::ptr::read_volatile(&(*meta).data_tail)) };
+    let (head, tail) = unsafe {
+        (
+            std::ptr::read_volatile(&(*meta).data_head),
+            std::ptr::read_volatile(&(*meta).data_tail),
+        )
+    };
     // Pairs with the kernel's barrier after writing records and before publishing data_head.
     fence(Ordering::Acquire);
     let data = (base + data_size as usize) as *const u8;
     // SAFETY: offsets are reduced modulo the data page; records are 8-byte aligned.
-    let word = |offset: u64| unsafe { std::ptr::read_volatile(data.add((offset % data_size) as usize).cast::<u64>()) };
+    let word = |offset: u64| unsafe {
+        std::ptr::read_volatile(data.add((offset % data_size) as usize).cast::<u64>())
+    };
     let mut written = 0;
     let mut at = tail;
     // A ring that is inconsistent (head behind tail, or more than one page of records) is

@@ -79,7 +79,10 @@ pub fn install() -> Result<(), String> {
         libc::sigemptyset(&mut action.sa_mask);
         let mut previous: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(SIGNAL, &action, &mut previous) != 0 {
-            return Err(format!("sigaction(SIGPROF): {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sigaction(SIGPROF): {}",
+                std::io::Error::last_os_error()
+            ));
         }
         previous
     };
@@ -190,13 +193,17 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
         s if s == Source::Itimer as u8 => code == libc::SI_KERNEL,
         s if s == Source::PosixTimer as u8 => code == libc::SI_TIMER,
         // SAFETY: SI_TKILL siginfo carries the sender's pid.
-        s if s == Source::Tgkill as u8 => code == libc::SI_TKILL && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed),
+        s if s == Source::Tgkill as u8 => {
+            code == libc::SI_TKILL && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed)
+        }
         _ => false,
     };
     if !ours {
         return false;
     }
-    let Some(_pass) = GATE.enter() else { return true };
+    let Some(_pass) = GATE.enter() else {
+        return true;
+    };
     let target = TARGET.load(Ordering::Acquire);
     // The perf_event descriptor that signalled, if it is one of ours.
     let perf_fd = if source == Source::PerfEvent as u8 {
@@ -215,7 +222,15 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
             1
         };
         // SAFETY: the caller's contract for context.
-        unsafe { record(target, context, source == Source::Tgkill as u8, count, perf_fd) };
+        unsafe {
+            record(
+                target,
+                context,
+                source == Source::Tgkill as u8,
+                count,
+                perf_fd,
+            )
+        };
     }
     if let Some(fd) = perf_fd {
         // SAFETY: re-arms one more overflow on our own perf_event descriptor.
@@ -229,13 +244,25 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
 ///
 /// # Safety
 /// `context` is the handler's ucontext, on the sampled thread.
-unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count: u32, perf_fd: Option<c_int>) {
-    let Some(mut claim) = target.buffer.claim() else { return };
+unsafe fn record(
+    target: &Target,
+    context: *mut c_void,
+    with_state: bool,
+    count: u32,
+    perf_fd: Option<c_int>,
+) {
+    let Some(mut claim) = target.buffer.claim() else {
+        return;
+    };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     let num_frames = match current_jni(target.vm) {
         Some(jni) => {
-            let mut trace = CallTrace { env: jni, num_frames: 0, frames: claim.frames_ptr() };
+            let mut trace = CallTrace {
+                env: jni,
+                num_frames: 0,
+                frames: claim.frames_ptr(),
+            };
             // SAFETY: the trace has room for `depth` frames; context is the signal's.
             unsafe { (target.asgct)(&mut trace, target.buffer.depth() as i32, context) };
             trace.num_frames
@@ -250,7 +277,14 @@ unsafe fn record(target: &Target, context: *mut c_void, with_state: bool, count:
     };
     let chain = perf_fd.map_or(0, |fd| perf::take_callchain(fd, claim.chain()));
     let chain = u16::try_from(chain).unwrap_or(u16::MAX);
-    claim.commit(SampleHeader { tid, num_frames, weight: target.weight.load(Ordering::Relaxed), count, state, chain });
+    claim.commit(SampleHeader {
+        tid,
+        num_frames,
+        weight: target.weight.load(Ordering::Relaxed),
+        count,
+        state,
+        chain,
+    });
 }
 
 /// Whether the signal interrupted a system call: the kernel leaves the instruction pointer
@@ -299,7 +333,8 @@ unsafe fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void)
     }
     if PREVIOUS_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: an SA_SIGINFO handler has this signature.
-        let function: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(previous) };
+        let function: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+            unsafe { std::mem::transmute(previous) };
         function(signal, info, context);
     } else {
         // SAFETY: a plain handler has this signature.

@@ -10,8 +10,12 @@ pub const OWN_THREAD_PREFIX: &str = "jtap-";
 
 /// Kernel ids of this process's threads.
 pub fn tasks() -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
-    dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 /// The kernel's name of a thread (HotSpot gives Java threads their Java name, cut to 15
@@ -62,7 +66,8 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
     let mut first_error = None;
     let own = own_threads().clone().unwrap_or_default();
     for tid in tasks() {
-        if own.contains(&tid) || kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX)) {
+        if own.contains(&tid) || kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX))
+        {
             continue;
         }
         match timer.arm(tid) {
@@ -75,10 +80,16 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
         }
     }
     if tids.is_empty() {
-        return Err(first_error.map(|e| e.to_string()).unwrap_or_else(|| "no threads to sample".into()));
+        return Err(first_error
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "no threads to sample".into()));
     }
     let count = tids.len();
-    *armed = Some(Armed { timer, tids, failures: 0 });
+    *armed = Some(Armed {
+        timer,
+        tids,
+        failures: 0,
+    });
     Ok(count)
 }
 
@@ -86,7 +97,9 @@ pub fn arm_all(mut timer: Box<dyn ThreadTimer>) -> Result<usize, String> {
 /// as they started.
 pub fn disarm_all() -> u64 {
     *own_threads() = None;
-    let Some(mut armed) = lock().take() else { return 0 };
+    let Some(mut armed) = lock().take() else {
+        return 0;
+    };
     for tid in armed.tids.drain() {
         armed.timer.disarm(tid);
     }
@@ -137,13 +150,18 @@ pub struct ThreadNames {
 impl ThreadNames {
     /// Records the Java name of a thread that just started.
     pub fn started(&self, tid: i32, name: String) {
-        self.names.lock().unwrap_or_else(|e| e.into_inner()).insert(tid, name);
+        self.names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tid, name);
     }
 
     /// The thread's name, `[name tid=N]` style.
     pub fn label(&self, tid: i32) -> String {
         let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        let name = names.entry(tid).or_insert_with(|| kernel_name(tid).unwrap_or_default());
+        let name = names
+            .entry(tid)
+            .or_insert_with(|| kernel_name(tid).unwrap_or_default());
         if name.is_empty() {
             format!("[tid={tid}]")
         } else {

@@ -69,7 +69,9 @@ fn invariant_tsc() -> bool {
 impl Clock {
     fn calibrate() -> Clock {
         let origin = Instant::now();
-        let origin_wall_ns = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let origin_wall_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         let tsc = invariant_tsc();
         let read = || -> u64 {
             #[cfg(target_arch = "x86_64")]
@@ -89,7 +91,14 @@ impl Clock {
         } else {
             1.0
         };
-        Clock { tsc, ns_per_tick, origin_ticks, origin, origin_wall_ns, origin_coarse_ns }
+        Clock {
+            tsc,
+            ns_per_tick,
+            origin_ticks,
+            origin,
+            origin_wall_ns,
+            origin_coarse_ns,
+        }
     }
 
     /// Ticks as nanoseconds.
@@ -128,7 +137,11 @@ mod tests {
         let t0 = ticks();
         std::thread::sleep(Duration::from_millis(50));
         let ms = c.ns(ticks() - t0) as f64 / 1e6;
-        assert!((45.0..200.0).contains(&ms), "{ms} ms for a 50 ms sleep ({})", c.name());
+        assert!(
+            (45.0..200.0).contains(&ms),
+            "{ms} ms for a 50 ms sleep ({})",
+            c.name()
+        );
         assert!(c.ticks_for(c.ns(1_000_000)).abs_diff(1_000_000) <= 2);
         let coarse = coarse_ticks();
         let diff_ms = (coarse as f64 - ticks() as f64).abs() * c.ns(1_000_000) as f64 / 1e6 / 1e6;

@@ -72,7 +72,11 @@ impl Jni {
     pub fn current(vm: Vm) -> Option<Jni> {
         let mut env: *mut c_void = ptr::null_mut();
         // SAFETY: vm is the VM's invocation interface; GetEnv only writes the out-parameter.
-        let code = unsafe { (**vm.0).GetEnv.map(|get| get(vm.0, &mut env, sys::JNI_VERSION_1_8 as sys::jint)) };
+        let code = unsafe {
+            (**vm.0)
+                .GetEnv
+                .map(|get| get(vm.0, &mut env, sys::JNI_VERSION_1_8 as sys::jint))
+        };
         (code == Some(sys::JNI_OK as sys::jint) && !env.is_null()).then(|| Jni(env.cast()))
     }
 
@@ -92,12 +96,23 @@ impl Jni {
     pub fn define_boot_class(self, name: &CStr, bytes: &[u8]) -> Result<Global, String> {
         // SAFETY: valid env; a null loader means the bootstrap loader; the buffer outlives
         // the call and its length is passed.
-        let class = unsafe { jni!(self.0, DefineClass(name.as_ptr(), ptr::null_mut(), bytes.as_ptr().cast(), bytes.len() as sys::jsize)) };
+        let class = unsafe {
+            jni!(
+                self.0,
+                DefineClass(
+                    name.as_ptr(),
+                    ptr::null_mut(),
+                    bytes.as_ptr().cast(),
+                    bytes.len() as sys::jsize
+                )
+            )
+        };
         let class = class.unwrap_or(ptr::null_mut());
         if self.clear_exception() || class.is_null() {
             return Err(format!("DefineClass({}) failed", name.to_string_lossy()));
         }
-        self.global(class).ok_or_else(|| "NewGlobalRef failed".to_string())
+        self.global(class)
+            .ok_or_else(|| "NewGlobalRef failed".to_string())
     }
 
     /// A loaded class by internal name (its loader: the caller's, or the bootstrap one).
@@ -116,10 +131,19 @@ impl Jni {
     pub fn register_natives(self, class: Global, natives: &[Native]) -> Result<(), String> {
         let table: Vec<sys::JNINativeMethod> = natives
             .iter()
-            .map(|n| sys::JNINativeMethod { name: n.name.as_ptr() as *mut c_char, signature: n.signature.as_ptr() as *mut c_char, fnPtr: n.function })
+            .map(|n| sys::JNINativeMethod {
+                name: n.name.as_ptr() as *mut c_char,
+                signature: n.signature.as_ptr() as *mut c_char,
+                fnPtr: n.function,
+            })
             .collect();
         // SAFETY: valid env and class; the table and its strings outlive the call.
-        let code = unsafe { jni!(self.0, RegisterNatives(class.0, table.as_ptr(), table.len() as sys::jint)) };
+        let code = unsafe {
+            jni!(
+                self.0,
+                RegisterNatives(class.0, table.as_ptr(), table.len() as sys::jint)
+            )
+        };
         if self.clear_exception() || code != Some(0) {
             return Err("RegisterNatives failed".into());
         }
@@ -190,7 +214,9 @@ impl Jni {
         // SAFETY (all calls below): valid env; object is a live local reference; method ids
         // come from the classes they are called on; results are checked for exceptions.
         let class = unsafe { jni!(self.0, GetObjectClass(object)) }.unwrap_or(ptr::null_mut());
-        let name = self.call_string(class, ids.class_get_name, &[]).unwrap_or_default();
+        let name = self
+            .call_string(class, ids.class_get_name, &[])
+            .unwrap_or_default();
         self.delete_local(class);
         if name == "java.lang.String" {
             out.push('"');
@@ -200,7 +226,9 @@ impl Jni {
         }
         if let Some(element) = name.strip_prefix('[') {
             // SAFETY: object is an array.
-            let len = unsafe { jni!(self.0, GetArrayLength(object)) }.unwrap_or(0).max(0);
+            let len = unsafe { jni!(self.0, GetArrayLength(object)) }
+                .unwrap_or(0)
+                .max(0);
             if element.starts_with(['L', '[']) && depth < 2 {
                 out.push('[');
                 for i in 0..len.min(ELEMENTS as i32) {
@@ -208,7 +236,8 @@ impl Jni {
                         out.push_str(", ");
                     }
                     // SAFETY: i < len.
-                    let item = unsafe { jni!(self.0, GetObjectArrayElement(object, i)) }.unwrap_or(ptr::null_mut());
+                    let item = unsafe { jni!(self.0, GetObjectArrayElement(object, i)) }
+                        .unwrap_or(ptr::null_mut());
                     self.clear_exception();
                     self.describe_into(item, cap, depth + 1, out);
                     self.delete_local(item);
@@ -222,18 +251,41 @@ impl Jni {
                 out.push(']');
                 return;
             }
-            if let Some(&(_, to_string, copy_of)) = ids.arrays.iter().find(|(code, _, _)| element.as_bytes().first() == Some(code)) {
+            if let Some(&(_, to_string, copy_of)) = ids
+                .arrays
+                .iter()
+                .find(|(code, _, _)| element.as_bytes().first() == Some(code))
+            {
                 let mut array = object;
                 if len as usize > ELEMENTS {
-                    let args = [sys::jvalue { l: object }, sys::jvalue { i: ELEMENTS as i32 }];
-                    array = unsafe { jni!(self.0, CallStaticObjectMethodA(ids.arrays_class.0, copy_of, args.as_ptr())) }.unwrap_or(ptr::null_mut());
+                    let args = [
+                        sys::jvalue { l: object },
+                        sys::jvalue { i: ELEMENTS as i32 },
+                    ];
+                    array = unsafe {
+                        jni!(
+                            self.0,
+                            CallStaticObjectMethodA(ids.arrays_class.0, copy_of, args.as_ptr())
+                        )
+                    }
+                    .unwrap_or(ptr::null_mut());
                     if self.clear_exception() {
                         array = ptr::null_mut();
                     }
                 }
                 let args = [sys::jvalue { l: array }];
-                let text = unsafe { jni!(self.0, CallStaticObjectMethodA(ids.arrays_class.0, to_string, args.as_ptr())) }.unwrap_or(ptr::null_mut());
-                let text = if self.clear_exception() { None } else { self.string(text, cap) };
+                let text = unsafe {
+                    jni!(
+                        self.0,
+                        CallStaticObjectMethodA(ids.arrays_class.0, to_string, args.as_ptr())
+                    )
+                }
+                .unwrap_or(ptr::null_mut());
+                let text = if self.clear_exception() {
+                    None
+                } else {
+                    self.string(text, cap)
+                };
                 let text = text.unwrap_or_default();
                 if len as usize > ELEMENTS {
                     out.push_str(text.strip_suffix(']').unwrap_or(&text));
@@ -259,30 +311,49 @@ impl Jni {
         }
     }
 
-    fn describe_collection(self, object: sys::jobject, map: bool, ids: &Ids, cap: usize, depth: u32, out: &mut String) {
+    fn describe_collection(
+        self,
+        object: sys::jobject,
+        map: bool,
+        ids: &Ids,
+        cap: usize,
+        depth: u32,
+        out: &mut String,
+    ) {
         let call_object = |target: sys::jobject, method: sys::jmethodID| -> sys::jobject {
             // SAFETY: valid env; method belongs to target's type; exceptions cleared below.
-            let result = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }.unwrap_or(ptr::null_mut());
+            let result = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
+                .unwrap_or(ptr::null_mut());
             if self.clear_exception() {
                 ptr::null_mut()
             } else {
                 result
             }
         };
-        let collection = if map { call_object(object, ids.entry_set) } else { object };
+        let collection = if map {
+            call_object(object, ids.entry_set)
+        } else {
+            object
+        };
         if collection.is_null() {
             out.push_str("<unavailable>");
             return;
         }
         // SAFETY: valid env; collection is a java.util.Collection.
-        let size = unsafe { jni!(self.0, CallIntMethodA(collection, ids.size, ptr::null())) }.unwrap_or(0);
+        let size =
+            unsafe { jni!(self.0, CallIntMethodA(collection, ids.size, ptr::null())) }.unwrap_or(0);
         self.clear_exception();
         let iterator = call_object(collection, ids.iterator);
         out.push(if map { '{' } else { '[' });
         let mut shown = 0;
         while !iterator.is_null() && shown < ELEMENTS && out.len() <= cap {
             // SAFETY: iterator is a java.util.Iterator.
-            let more = unsafe { jni!(self.0, CallBooleanMethodA(iterator, ids.has_next, ptr::null())) } == Some(1);
+            let more = unsafe {
+                jni!(
+                    self.0,
+                    CallBooleanMethodA(iterator, ids.has_next, ptr::null())
+                )
+            } == Some(1);
             if self.clear_exception() || !more {
                 break;
             }
@@ -295,15 +366,24 @@ impl Jni {
             shown += 1;
         }
         if (size as usize) > shown {
-            out.push_str(&format!("{}... ({size} elements)", if shown > 0 { ", " } else { "" }));
+            out.push_str(&format!(
+                "{}... ({size} elements)",
+                if shown > 0 { ", " } else { "" }
+            ));
         }
         out.push(if map { '}' } else { ']' });
     }
 
     /// Calls a `String`-returning method; on an exception, its class name as the error.
-    fn call_string(self, target: sys::jobject, method: sys::jmethodID, args: &[sys::jvalue]) -> Result<String, String> {
+    fn call_string(
+        self,
+        target: sys::jobject,
+        method: sys::jmethodID,
+        args: &[sys::jvalue],
+    ) -> Result<String, String> {
         // SAFETY: valid env; the caller passes a method of target's type and its arguments.
-        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, args.as_ptr())) }.unwrap_or(ptr::null_mut());
+        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, args.as_ptr())) }
+            .unwrap_or(ptr::null_mut());
         // SAFETY: valid env.
         let thrown = unsafe { jni!(self.0, ExceptionOccurred()) }.unwrap_or(ptr::null_mut());
         if !thrown.is_null() {
@@ -312,7 +392,8 @@ impl Jni {
             let name = Ids::get(self)
                 .and_then(|ids| {
                     // SAFETY: thrown is a live local reference.
-                    let class = unsafe { jni!(self.0, GetObjectClass(thrown)) }.unwrap_or(ptr::null_mut());
+                    let class =
+                        unsafe { jni!(self.0, GetObjectClass(thrown)) }.unwrap_or(ptr::null_mut());
                     let name = self.call_plain_string(class, ids.class_get_name);
                     self.delete_local(class);
                     name
@@ -321,13 +402,16 @@ impl Jni {
             self.delete_local(thrown);
             return Err(name);
         }
-        Ok(self.string(text, usize::MAX).unwrap_or_else(|| "null".into()))
+        Ok(self
+            .string(text, usize::MAX)
+            .unwrap_or_else(|| "null".into()))
     }
 
     /// Like [`Jni::call_string`], for calls made while handling another exception.
     fn call_plain_string(self, target: sys::jobject, method: sys::jmethodID) -> Option<String> {
         // SAFETY: valid env; method of target's type, no arguments.
-        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }.unwrap_or(ptr::null_mut());
+        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
+            .unwrap_or(ptr::null_mut());
         if self.clear_exception() {
             return None;
         }
@@ -345,7 +429,10 @@ impl Jni {
             let len = jni!(self.0, GetStringLength(text)).unwrap_or(0).max(0) as usize;
             let take = len.min(cap.min(1 << 16));
             let mut buf = vec![0u8; take * 3 + 1];
-            jni!(self.0, GetStringUTFRegion(text, 0, take as sys::jsize, buf.as_mut_ptr().cast()));
+            jni!(
+                self.0,
+                GetStringUTFRegion(text, 0, take as sys::jsize, buf.as_mut_ptr().cast())
+            );
             if self.clear_exception() {
                 return None;
             }
@@ -399,19 +486,23 @@ impl Ids {
     }
 
     fn load(jni: Jni) -> Option<Ids> {
-        let method = |class: Global, name: &str, sig: &str, is_static: bool| -> Option<sys::jmethodID> {
-            let (name, sig) = (CString::new(name).ok()?, CString::new(sig).ok()?);
-            // SAFETY: valid env and class; NUL-terminated strings.
-            let id = unsafe {
-                if is_static {
-                    jni!(jni.0, GetStaticMethodID(class.0, name.as_ptr(), sig.as_ptr()))
-                } else {
-                    jni!(jni.0, GetMethodID(class.0, name.as_ptr(), sig.as_ptr()))
+        let method =
+            |class: Global, name: &str, sig: &str, is_static: bool| -> Option<sys::jmethodID> {
+                let (name, sig) = (CString::new(name).ok()?, CString::new(sig).ok()?);
+                // SAFETY: valid env and class; NUL-terminated strings.
+                let id = unsafe {
+                    if is_static {
+                        jni!(
+                            jni.0,
+                            GetStaticMethodID(class.0, name.as_ptr(), sig.as_ptr())
+                        )
+                    } else {
+                        jni!(jni.0, GetMethodID(class.0, name.as_ptr(), sig.as_ptr()))
+                    }
                 }
-            }
-            .unwrap_or(ptr::null_mut());
-            (!jni.clear_exception() && !id.is_null()).then_some(id)
-        };
+                .unwrap_or(ptr::null_mut());
+                (!jni.clear_exception() && !id.is_null()).then_some(id)
+            };
         let object = jni.find_class(c"java/lang/Object")?;
         let class = jni.find_class(c"java/lang/Class")?;
         let collection = jni.find_class(c"java/util/Collection")?;
@@ -423,7 +514,12 @@ impl Ids {
             let array = format!("[{}", code as char);
             arrays.push((
                 code,
-                method(arrays_class, "toString", &format!("({array})Ljava/lang/String;"), true)?,
+                method(
+                    arrays_class,
+                    "toString",
+                    &format!("({array})Ljava/lang/String;"),
+                    true,
+                )?,
                 method(arrays_class, "copyOf", &format!("({array}I){array}"), true)?,
             ));
         }
@@ -454,7 +550,9 @@ pub fn current_thread_name(env: Env, jni: Jni) -> Option<String> {
         None
     } else {
         // SAFETY: JVMTI returned a NUL-terminated string it allocated, freed right after.
-        let name = unsafe { CStr::from_ptr(info.name) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(info.name) }
+            .to_string_lossy()
+            .into_owned();
         deallocate(env, info.name.cast());
         Some(name)
     };
@@ -473,7 +571,9 @@ fn deallocate(env: Env, memory: *mut u8) {
 pub fn give_to_vm(env: Env, bytes: &[u8], len_out: *mut sys::jint, data_out: *mut *mut u8) -> bool {
     let mut memory: *mut u8 = ptr::null_mut();
     // SAFETY: valid env; out-parameter on our stack.
-    if !unsafe { jvmti!(env.raw(), Allocate(bytes.len() as sys::jlong, &mut memory)) } || memory.is_null() {
+    if !unsafe { jvmti!(env.raw(), Allocate(bytes.len() as sys::jlong, &mut memory)) }
+        || memory.is_null()
+    {
         return false;
     }
     // SAFETY: memory holds bytes.len() bytes; the out-pointers are the hook's, valid for
@@ -504,7 +604,11 @@ pub unsafe fn hook_bytes<'a>(data: *const u8, len: sys::jint) -> &'a [u8] {
 /// `name` is null or a NUL-terminated string valid for the hook call.
 pub unsafe fn hook_name(name: *const c_char) -> Option<String> {
     // SAFETY: the caller's contract.
-    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    (!name.is_null()).then(|| {
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    })
 }
 
 /// Whether JVMTI may retransform `class` (false for arrays, primitives, hidden classes).
@@ -536,10 +640,17 @@ pub fn add_module_reads(env: Env, module: sys::jobject, to: sys::jobject) -> boo
 
 /// The named module defining `package` (internal form, `java/util`) in `loader`, or null.
 pub fn named_module(env: Env, loader: sys::jobject, package: &str) -> sys::jobject {
-    let Ok(package) = CString::new(package) else { return ptr::null_mut() };
+    let Ok(package) = CString::new(package) else {
+        return ptr::null_mut();
+    };
     let mut module: sys::jobject = ptr::null_mut();
     // SAFETY: valid env; loader is null (bootstrap) or a live reference; out-parameter.
-    if unsafe { jvmti!(env.raw(), GetNamedModule(loader, package.as_ptr(), &mut module)) } {
+    if unsafe {
+        jvmti!(
+            env.raw(),
+            GetNamedModule(loader, package.as_ptr(), &mut module)
+        )
+    } {
         module
     } else {
         ptr::null_mut()
@@ -562,7 +673,10 @@ pub fn bytecodes(env: Env, method: sys::jmethodID) -> Option<Vec<u8>> {
 /// `CLOCK_MONOTONIC_COARSE` in nanoseconds: the time of the last kernel tick, read from the
 /// vDSO without touching the TSC (resolution 1/HZ).
 pub fn monotonic_coarse_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use jtap_classfile::plan::{instrument_class, MemberFilter, Pattern, Point, Probe, Registry, Value};
+use jtap_classfile::plan::{
+    instrument_class, MemberFilter, Pattern, Point, Probe, Registry, Value,
+};
 use jtap_classfile::{ClassFile, InjectionPlan};
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::trace::{Mode, Plan};
@@ -32,7 +34,12 @@ const DEFAULT_DEPTH: u32 = 3;
 const BATCH: usize = 64;
 
 /// Capabilities of the session's environment.
-const CAPABILITIES: [&str; 4] = ["can_retransform_classes", "can_get_bytecodes", "can_get_line_numbers", "can_get_source_file_name"];
+const CAPABILITIES: [&str; 4] = [
+    "can_retransform_classes",
+    "can_get_bytecodes",
+    "can_get_line_numbers",
+    "can_get_source_file_name",
+];
 
 /// Hook callbacks pass only while a session is installed.
 static GATE: Gate = Gate::new();
@@ -105,17 +112,26 @@ impl Tracing {
         let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
         let runtime = runtime::get(jni)?;
         // SAFETY: vm is the JavaVM the JVM gave the agent.
-        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }.map_err(|e| format!("no JVMTI environment: {e}"))?;
+        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }
+            .map_err(|e| format!("no JVMTI environment: {e}"))?;
         let dispose = |e: String| {
             let _ = env.dispose();
             e
         };
-        let report = env.add_capabilities(&Capabilities::of(&CAPABILITIES)).map_err(|e| dispose(e.to_string()))?;
+        let report = env
+            .add_capabilities(&Capabilities::of(&CAPABILITIES))
+            .map_err(|e| dispose(e.to_string()))?;
         if report.refused.has("can_retransform_classes") {
-            return Err(dispose("the JVM cannot retransform classes (can_retransform_classes refused)".into()));
+            return Err(dispose(
+                "the JVM cannot retransform classes (can_retransform_classes refused)".into(),
+            ));
         }
-        let callbacks = sys::jvmtiEventCallbacks { ClassFileLoadHook: Some(on_class_file_load), ..Default::default() };
-        env.set_event_callbacks(&callbacks).map_err(|e| dispose(e.to_string()))?;
+        let callbacks = sys::jvmtiEventCallbacks {
+            ClassFileLoadHook: Some(on_class_file_load),
+            ..Default::default()
+        };
+        env.set_event_callbacks(&callbacks)
+            .map_err(|e| dispose(e.to_string()))?;
         let tracing = Arc::new(Tracing {
             plan,
             selector,
@@ -153,7 +169,8 @@ impl Tracing {
     /// retransformed.
     pub fn instrument_loaded(&self) -> Result<usize, String> {
         let jni = Jni::current(self.vm).ok_or("not attached")?;
-        jni.with_local_frame(16, || self.instrument_loaded_in(jni)).unwrap_or_else(|| Err("no JNI local frame".into()))
+        jni.with_local_frame(16, || self.instrument_loaded_in(jni))
+            .unwrap_or_else(|| Err("no JNI local frame".into()))
     }
 
     fn instrument_loaded_in(&self, jni: Jni) -> Result<usize, String> {
@@ -183,15 +200,24 @@ impl Tracing {
                 continue;
             }
             if let Some(why) = select::refusal(internal) {
-                self.note(format!("not instrumenting {}: {why}", select::dotted(internal)));
+                self.note(format!(
+                    "not instrumenting {}: {why}",
+                    select::dotted(internal)
+                ));
                 continue;
             }
             if !ffi::is_modifiable(self.env, *class) {
-                self.note(format!("not instrumenting {}: the JVM cannot retransform it", select::dotted(internal)));
+                self.note(format!(
+                    "not instrumenting {}: the JVM cannot retransform it",
+                    select::dotted(internal)
+                ));
                 continue;
             }
             let before = ffi::is_linked(self.env, *class).then(|| self.bytecode_hash(*class));
-            lock(&self.touched).entry(internal.clone()).or_default().bytecodes_before = before;
+            lock(&self.touched)
+                .entry(internal.clone())
+                .or_default()
+                .bytecodes_before = before;
             chosen.push((*class, internal.clone()));
         }
         self.retransform(&chosen);
@@ -200,11 +226,18 @@ impl Tracing {
             let owners = self.add_hosts(level);
             let more: Vec<(sys::jclass, String)> = named
                 .iter()
-                .filter(|(class, name)| owners.contains(name) && select::refusal(name).is_none() && ffi::is_modifiable(self.env, *class))
+                .filter(|(class, name)| {
+                    owners.contains(name)
+                        && select::refusal(name).is_none()
+                        && ffi::is_modifiable(self.env, *class)
+                })
                 .map(|(class, name)| {
                     let mut touched = lock(&self.touched);
                     let t = touched.entry(name.clone()).or_default();
-                    if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(self.env, *class) {
+                    if t.bytecodes_before.is_none()
+                        && t.seen == 0
+                        && ffi::is_linked(self.env, *class)
+                    {
                         t.bytecodes_before = Some(self.bytecode_hash(*class));
                     }
                     (*class, name.clone())
@@ -217,7 +250,10 @@ impl Tracing {
         }
         // Classes the hook did not instrument after all (no selected method) are not touched.
         let touched = lock(&self.touched);
-        Ok(named.iter().filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0)).count())
+        Ok(named
+            .iter()
+            .filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0))
+            .count())
     }
 
     /// Calltree: how many levels of call sites are timed.
@@ -236,19 +272,41 @@ impl Tracing {
         let mut hosts = lock(&self.hosts);
         let mut owners = Vec::new();
         for site in registry.sites.iter().filter(|s| s.kind == "call") {
-            let Some(caller) = registry.methods.get(site.method_id as usize) else { continue };
-            let caller_key = (caller.class.clone(), caller.name.clone(), caller.descriptor.clone());
+            let Some(caller) = registry.methods.get(site.method_id as usize) else {
+                continue;
+            };
+            let caller_key = (
+                caller.class.clone(),
+                caller.name.clone(),
+                caller.descriptor.clone(),
+            );
             let caller_level = match hosts.get(&caller_key) {
                 Some(&l) => l,
-                None if self.selector.method_role(&select::dotted(&caller.class), &[], &caller.name, &caller.descriptor) == Some(Role::Target) => 0,
+                None if self.selector.method_role(
+                    &select::dotted(&caller.class),
+                    &[],
+                    &caller.name,
+                    &caller.descriptor,
+                ) == Some(Role::Target) =>
+                {
+                    0
+                }
                 None => continue,
             };
             if caller_level + 1 != level {
                 continue;
             }
-            let Some((member, descriptor)) = site.detail.split_once('(') else { continue };
-            let Some((owner, name)) = member.rsplit_once('.') else { continue };
-            let key = (owner.to_string(), name.to_string(), format!("({descriptor}"));
+            let Some((member, descriptor)) = site.detail.split_once('(') else {
+                continue;
+            };
+            let Some((owner, name)) = member.rsplit_once('.') else {
+                continue;
+            };
+            let key = (
+                owner.to_string(),
+                name.to_string(),
+                format!("({descriptor}"),
+            );
             if let std::collections::hash_map::Entry::Vacant(slot) = hosts.entry(key) {
                 slot.insert(level);
                 if !owners.iter().any(|o| o == owner) {
@@ -293,14 +351,23 @@ impl Tracing {
         // SAFETY: class is a live reference.
         if let Ok(methods) = unsafe { self.env.class_methods(class) } {
             for &method in methods.iter() {
-                ffi::bytecodes(self.env, method).map(|code| code.len()).hash(&mut h);
+                ffi::bytecodes(self.env, method)
+                    .map(|code| code.len())
+                    .hash(&mut h);
             }
         }
         h.finish()
     }
 
     /// The class-file hook's work: the instrumented bytes, or None to leave the class.
-    fn transform(&self, jni: Jni, redefined: sys::jclass, loader: sys::jobject, name: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    fn transform(
+        &self,
+        jni: Jni,
+        redefined: sys::jclass,
+        loader: sys::jobject,
+        name: &str,
+        bytes: &[u8],
+    ) -> Option<Vec<u8>> {
         if self.restoring.load(Ordering::SeqCst) {
             if let Some(t) = lock(&self.touched).get_mut(name) {
                 t.restored = Some(hash(bytes));
@@ -312,7 +379,12 @@ impl Tracing {
         let supers: Vec<String> = std::iter::once(cf.super_class)
             .chain(cf.interfaces.iter().copied())
             .filter(|&i| i != 0)
-            .filter_map(|i| cf.constant_pool.class_name(i).ok().map(|n| select::dotted(&String::from_utf8_lossy(n))))
+            .filter_map(|i| {
+                cf.constant_pool
+                    .class_name(i)
+                    .ok()
+                    .map(|n| select::dotted(&String::from_utf8_lossy(n)))
+            })
             .collect();
         if !self.selector.selects_class(&dotted, &supers) && !self.hosts_class(name) {
             return None;
@@ -323,12 +395,27 @@ impl Tracing {
         }
         let mut probes = Vec::new();
         for m in &cf.methods {
-            let (Ok(mname), Ok(desc)) = (cf.constant_pool.utf8_str(m.name_index), cf.constant_pool.utf8_str(m.descriptor_index)) else {
+            let (Ok(mname), Ok(desc)) = (
+                cf.constant_pool.utf8_str(m.name_index),
+                cf.constant_pool.utf8_str(m.descriptor_index),
+            ) else {
                 continue;
             };
-            let host = || lock(&self.hosts).contains_key(&(name.to_string(), mname.to_string(), desc.to_string())).then_some(Role::Host);
-            if let Some(role) = self.selector.method_role(&dotted, &supers, &mname, &desc).or_else(host) {
-                let filter = MemberFilter { owner: Pattern::Exact(name.to_string()), name: Pattern::Exact(mname.into_owned()), descriptor: Pattern::Exact(desc.into_owned()) };
+            let host = || {
+                lock(&self.hosts)
+                    .contains_key(&(name.to_string(), mname.to_string(), desc.to_string()))
+                    .then_some(Role::Host)
+            };
+            if let Some(role) = self
+                .selector
+                .method_role(&dotted, &supers, &mname, &desc)
+                .or_else(host)
+            {
+                let filter = MemberFilter {
+                    owner: Pattern::Exact(name.to_string()),
+                    name: Pattern::Exact(mname.into_owned()),
+                    descriptor: Pattern::Exact(desc.into_owned()),
+                };
                 probes.extend(self.probes_for(role, filter));
             }
         }
@@ -336,7 +423,10 @@ impl Tracing {
             return None;
         }
         self.let_module_read_runtime(jni, redefined, loader, name);
-        let plan = InjectionPlan { runtime_class: runtime::CLASS.into(), probes };
+        let plan = InjectionPlan {
+            runtime_class: runtime::CLASS.into(),
+            probes,
+        };
         let result = {
             let mut registry = lock(&self.registry);
             instrument_class(bytes, &plan, &mut registry)
@@ -349,7 +439,10 @@ impl Tracing {
                 if out.methods_instrumented == 0 {
                     return None;
                 }
-                lock(&self.touched).entry(name.to_string()).or_default().seen = hash(bytes);
+                lock(&self.touched)
+                    .entry(name.to_string())
+                    .or_default()
+                    .seen = hash(bytes);
                 Some(out.bytes)
             }
             Err(e) => {
@@ -362,12 +455,25 @@ impl Tracing {
     /// The probes for one selected method.
     fn probes_for(&self, role: Role, methods: MemberFilter) -> Vec<Probe> {
         use Value::*;
-        let probe = |point: Point, method: &str, values: Vec<Value>| Probe { methods: methods.clone(), point, method: method.into(), values };
+        let probe = |point: Point, method: &str, values: Vec<Value>| Probe {
+            methods: methods.clone(),
+            point,
+            method: method.into(),
+            values,
+        };
         let plan = &self.plan;
         let mut probes = Vec::new();
         let call_sites = [
-            probe(Point::BeforeCall(MemberFilter::any()), "call", vec![MethodId, SiteId]),
-            probe(Point::AfterCall(MemberFilter::any()), "called", vec![MethodId, SiteId]),
+            probe(
+                Point::BeforeCall(MemberFilter::any()),
+                "call",
+                vec![MethodId, SiteId],
+            ),
+            probe(
+                Point::AfterCall(MemberFilter::any()),
+                "called",
+                vec![MethodId, SiteId],
+            ),
         ];
         match (plan.mode, role) {
             (_, Role::Host) => return call_sites.to_vec(),
@@ -377,21 +483,37 @@ impl Tracing {
                     probes.extend(call_sites);
                 }
             }
-            (Mode::Trace, Role::Target) if plan.args => probes.push(probe(Point::Entry, "enterArgs", vec![MethodId, This, Args])),
+            (Mode::Trace, Role::Target) if plan.args => {
+                probes.push(probe(Point::Entry, "enterArgs", vec![MethodId, This, Args]))
+            }
             _ => probes.push(probe(Point::Entry, "enter", vec![MethodId])),
         }
         if plan.mode == Mode::Trace && role == Role::Target && plan.returns {
-            probes.push(probe(Point::Return, "exitValue", vec![MethodId, ReturnValue]));
+            probes.push(probe(
+                Point::Return,
+                "exitValue",
+                vec![MethodId, ReturnValue],
+            ));
         } else {
             probes.push(probe(Point::Return, "exit", vec![MethodId]));
         }
-        probes.push(probe(Point::ExceptionExit, "thrown", vec![MethodId, Thrown]));
+        probes.push(probe(
+            Point::ExceptionExit,
+            "thrown",
+            vec![MethodId, Thrown],
+        ));
         probes
     }
 
     /// Classes of named modules do not read the bootstrap loader's unnamed module, where the
     /// runtime class is: add that read edge.
-    fn let_module_read_runtime(&self, jni: Jni, redefined: sys::jclass, loader: sys::jobject, name: &str) {
+    fn let_module_read_runtime(
+        &self,
+        jni: Jni,
+        redefined: sys::jclass,
+        loader: sys::jobject,
+        name: &str,
+    ) {
         let module = if redefined.is_null() {
             let package = name.rsplit_once('/').map_or("", |(p, _)| p);
             ffi::named_module(self.env, loader, package)
@@ -399,7 +521,10 @@ impl Tracing {
             jni.module_of(redefined)
         };
         if !ffi::add_module_reads(self.env, module, self.runtime.module.raw()) {
-            self.note(format!("{}: cannot let its module read jtap's runtime class", select::dotted(name)));
+            self.note(format!(
+                "{}: cannot let its module read jtap's runtime class",
+                select::dotted(name)
+            ));
         }
         jni.delete_local(module);
     }
@@ -408,21 +533,37 @@ impl Tracing {
     pub fn restore(&self) -> Restored {
         let started = Instant::now();
         self.restoring.store(true, Ordering::SeqCst);
-        let mut restored = Restored { classes: 0, same_bytes: 0, bytecodes_checked: 0, same_bytecodes: 0, problems: Vec::new(), took: Duration::ZERO };
+        let mut restored = Restored {
+            classes: 0,
+            same_bytes: 0,
+            bytecodes_checked: 0,
+            same_bytecodes: 0,
+            problems: Vec::new(),
+            took: Duration::ZERO,
+        };
         let Some(jni) = Jni::current(self.vm) else {
-            restored.problems.push("cannot restore: the stopping thread is not attached to the JVM".into());
+            restored
+                .problems
+                .push("cannot restore: the stopping thread is not attached to the JVM".into());
             return restored;
         };
         let live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
         let _ = jni.with_local_frame(16, || {
-            let Ok(classes) = self.env.loaded_classes() else { return };
+            let Ok(classes) = self.env.loaded_classes() else {
+                return;
+            };
             let mut chosen = Vec::new();
             {
                 let touched = lock(&self.touched);
                 for &class in classes.iter() {
                     // SAFETY: live local references from GetLoadedClasses.
-                    let Ok(sig) = (unsafe { self.env.class_signature(class) }) else { continue };
-                    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else { continue };
+                    let Ok(sig) = (unsafe { self.env.class_signature(class) }) else {
+                        continue;
+                    };
+                    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';'))
+                    else {
+                        continue;
+                    };
                     if touched.get(internal).is_some_and(|t| t.seen != 0) {
                         chosen.push((class, internal.to_string()));
                     }
@@ -434,19 +575,27 @@ impl Tracing {
             restored.problems.extend(self.retransform(&chosen));
             let touched = lock(&self.touched);
             for (class, internal) in &chosen {
-                let Some(t) = touched.get(internal) else { continue };
+                let Some(t) = touched.get(internal) else {
+                    continue;
+                };
                 restored.classes += 1;
                 if t.restored == Some(t.seen) {
                     restored.same_bytes += 1;
                 } else {
-                    restored.problems.push(format!("{}: the bytes after restoring differ from before", select::dotted(internal)));
+                    restored.problems.push(format!(
+                        "{}: the bytes after restoring differ from before",
+                        select::dotted(internal)
+                    ));
                 }
                 if let Some(before) = t.bytecodes_before {
                     restored.bytecodes_checked += 1;
                     if self.bytecode_hash(*class) == before {
                         restored.same_bytecodes += 1;
                     } else {
-                        restored.problems.push(format!("{}: method bytecode sizes differ from before the session", select::dotted(internal)));
+                        restored.problems.push(format!(
+                            "{}: method bytecode sizes differ from before the session",
+                            select::dotted(internal)
+                        ));
                     }
                 }
             }
@@ -457,7 +606,10 @@ impl Tracing {
 
     /// Removes the hook, waits for hook calls in flight and disposes of the environment.
     pub fn uninstall(&self) {
-        if let Err(e) = self.env.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, false) {
+        if let Err(e) = self
+            .env
+            .set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, false)
+        {
             log!("trace: {e}");
         }
         let stuck = GATE.close_and_drain(Duration::from_secs(2));
@@ -507,14 +659,25 @@ extern "C" fn on_class_file_load(
 ) {
     crate::entry::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
-        let Some(tracing) = lock(&CURRENT).clone() else { return };
+        let Some(tracing) = lock(&CURRENT).clone() else {
+            return;
+        };
         // SAFETY: the VM passes a NUL-terminated name (or null) and len bytes of class data,
         // valid for this call, and this thread's JNIEnv.
-        let (name, bytes, jni) = unsafe { (ffi::hook_name(name), ffi::hook_bytes(data, len), Jni::from_raw(jni)) };
+        let (name, bytes, jni) = unsafe {
+            (
+                ffi::hook_name(name),
+                ffi::hook_bytes(data, len),
+                Jni::from_raw(jni),
+            )
+        };
         let Some(name) = name else { return };
         if let Some(out) = tracing.transform(jni, redefined, loader, &name, bytes) {
             if !ffi::give_to_vm(tracing.env, &out, new_len, new_data) {
-                tracing.note(format!("{}: cannot allocate its new bytes", select::dotted(&name)));
+                tracing.note(format!(
+                    "{}: cannot allocate its new bytes",
+                    select::dotted(&name)
+                ));
             }
         }
     })

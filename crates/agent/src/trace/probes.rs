@@ -160,7 +160,10 @@ fn queue() -> &'static Queue {
     static QUEUE_: OnceLock<Queue> = OnceLock::new();
     QUEUE_.get_or_init(|| {
         let (sender, receiver) = sync_channel(QUEUE);
-        Queue { sender, receiver: Mutex::new(receiver) }
+        Queue {
+            sender,
+            receiver: Mutex::new(receiver),
+        }
     })
 }
 
@@ -186,7 +189,10 @@ pub fn activate(settings: &Settings) -> u32 {
     MODE.store(settings.mode as u8, Relaxed);
     CAPTURE.store(settings.capture, Relaxed);
     THRESHOLD.store(clock.ticks_for(settings.threshold_ns), Relaxed);
-    COARSE.store(settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS, Relaxed);
+    COARSE.store(
+        settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS,
+        Relaxed,
+    );
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -217,7 +223,11 @@ struct Frame {
     start: u64,
 }
 
-const NO_FRAME: Frame = Frame { id: 0, node: u32::MAX, start: 0 };
+const NO_FRAME: Frame = Frame {
+    id: 0,
+    node: u32::MAX,
+    start: 0,
+};
 
 /// The per-thread state every probe touches: plain data without a destructor, so that
 /// reaching it is one TLS lookup. Being borrowed is what makes a probe re-entered on the same
@@ -242,7 +252,9 @@ impl Hot {
     fn admit(&mut self) -> bool {
         if !self.checked {
             self.checked = true;
-            self.own = std::thread::current().name().is_some_and(|n| n.starts_with("jtap-"));
+            self.own = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("jtap-"));
             self.shard = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS as u32;
         }
         let counter = &CALLS[self.shard as usize % SHARDS].0;
@@ -351,7 +363,13 @@ impl Cold {
             return u32::MAX;
         }
         let index = self.tree.len() as u32;
-        self.tree.push(Node { id, site, parent: self.open, start: now, end: 0 });
+        self.tree.push(Node {
+            id,
+            site,
+            parent: self.open,
+            start: now,
+            end: 0,
+        });
         self.open = index;
         index
     }
@@ -390,7 +408,13 @@ fn with_state(body: impl FnOnce(&mut Hot)) {
 
 /// Runs `body` with this thread's cold state (of the hot state's session).
 fn with_cold<T>(hot: &Hot, body: impl FnOnce(&mut Cold) -> T) -> Option<T> {
-    COLD.try_with(|cold| cold.try_borrow_mut().ok().map(|mut cold| body(cold.refresh(hot.generation)))).ok().flatten()
+    COLD.try_with(|cold| {
+        cold.try_borrow_mut()
+            .ok()
+            .map(|mut cold| body(cold.refresh(hot.generation)))
+    })
+    .ok()
+    .flatten()
 }
 
 /// The probes' clock reading.
@@ -421,7 +445,11 @@ pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sy
         let now = now();
         if mode() == Mode::Calltree {
             // Inner methods count only inside an entry call.
-            if let Some(node) = with_cold(hot, |cold| (!cold.tree.is_empty()).then(|| cold.open_node(id as u32, false, now))).flatten() {
+            if let Some(node) = with_cold(hot, |cold| {
+                (!cold.tree.is_empty()).then(|| cold.open_node(id as u32, false, now))
+            })
+            .flatten()
+            {
                 hot.push(id as u32, node, now);
             }
             return;
@@ -433,7 +461,13 @@ pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sy
 /// `enterArgs(int, Object this, Object[] args)`: method entry, describing `this` and the
 /// arguments (before the call runs, so a method that mutates its arguments shows them as
 /// they came in).
-pub extern "system" fn enter_args(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, this: sys::jobject, args: sys::jobjectArray) {
+pub extern "system" fn enter_args(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    id: sys::jint,
+    this: sys::jobject,
+    args: sys::jobjectArray,
+) {
     with_state(|hot| {
         // SAFETY: the VM passes this thread's JNIEnv to native methods.
         let jni = unsafe { Jni::from_raw(env) };
@@ -457,12 +491,22 @@ pub extern "system" fn exit(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys:
 }
 
 /// `exitValue(int, Object)`: normal return with the (boxed) value.
-pub extern "system" fn exit_value(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, value: sys::jobject) {
+pub extern "system" fn exit_value(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    id: sys::jint,
+    value: sys::jobject,
+) {
     with_state(|hot| finish(hot, env, id as u32, false, value));
 }
 
 /// `thrown(int, Throwable)`: the method ends by throwing.
-pub extern "system" fn thrown(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint, exception: sys::jthrowable) {
+pub extern "system" fn thrown(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    id: sys::jint,
+    exception: sys::jthrowable,
+) {
     with_state(|hot| finish(hot, env, id as u32, true, exception));
 }
 
@@ -474,7 +518,13 @@ pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys
             if cold.tree.is_empty() {
                 cold.truncated = 0;
                 cold.open = 0;
-                cold.tree.push(Node { id: id as u32, site: false, parent: 0, start: now, end: 0 });
+                cold.tree.push(Node {
+                    id: id as u32,
+                    site: false,
+                    parent: 0,
+                    start: now,
+                    end: 0,
+                });
                 0
             } else {
                 // A recursive entry call: a node of the tree in progress.
@@ -489,7 +539,12 @@ pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys
 
 /// `call(int method, int site)`: before a call site of the entry method (or a method it
 /// calls, down to the depth asked for).
-pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
+pub extern "system" fn call(
+    _env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    _method: sys::jint,
+    site: sys::jint,
+) {
     with_state(|hot| {
         with_cold(hot, |cold| {
             if !cold.tree.is_empty() {
@@ -500,12 +555,22 @@ pub extern "system" fn call(_env: *mut sys::JNIEnv, _class: sys::jclass, _method
 }
 
 /// `called(int method, int site)`: after the call site returned or threw.
-pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _method: sys::jint, site: sys::jint) {
+pub extern "system" fn called(
+    _env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    _method: sys::jint,
+    site: sys::jint,
+) {
     with_state(|hot| {
         let now = now();
         with_cold(hot, |cold| {
             let open = cold.open as usize;
-            if open != 0 && cold.tree.get(open).is_some_and(|n| n.site && n.id == site as u32) {
+            if open != 0
+                && cold
+                    .tree
+                    .get(open)
+                    .is_some_and(|n| n.site && n.id == site as u32)
+            {
                 cold.close_node(open as u32, now);
             }
         });
@@ -516,7 +581,9 @@ pub extern "system" fn called(_env: *mut sys::JNIEnv, _class: sys::jclass, _meth
 #[inline(always)]
 fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
     let now = now();
-    let Some((index, frame)) = hot.pop(id) else { return };
+    let Some((index, frame)) = hot.pop(id) else {
+        return;
+    };
     let elapsed = now.saturating_sub(frame.start);
     match mode() {
         Mode::Trace if elapsed < THRESHOLD.load(Relaxed) => {
@@ -543,7 +610,12 @@ fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys
                 let jni = unsafe { Jni::from_raw(env) };
                 let thread = cold.thread_name(jni);
                 let nodes = std::mem::take(&mut cold.tree);
-                send(Record::Tree { generation: hot.generation, thread, nodes, truncated: cold.truncated });
+                send(Record::Tree {
+                    generation: hot.generation,
+                    thread,
+                    nodes,
+                    truncated: cold.truncated,
+                });
             });
         }
     }
@@ -552,26 +624,59 @@ fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys
 /// Trace mode: a call at or above the threshold becomes a record.
 #[allow(clippy::too_many_arguments)]
 #[cold]
-fn report_call(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, index: u32, frame: Frame, elapsed: u64, threw: bool, value: sys::jobject) {
+fn report_call(
+    hot: &mut Hot,
+    env: *mut sys::JNIEnv,
+    id: u32,
+    index: u32,
+    frame: Frame,
+    elapsed: u64,
+    threw: bool,
+    value: sys::jobject,
+) {
     // SAFETY: the VM passes this thread's JNIEnv to native methods.
     let jni = unsafe { Jni::from_raw(env) };
     let described = |flag: u8| -> Option<String> {
         if value.is_null() || !captures(flag) {
             return None;
         }
-        jni.with_local_frame(32, || jni.describe(value, VALUE_CAP)).filter(|s| !s.is_empty())
+        jni.with_local_frame(32, || jni.describe(value, VALUE_CAP))
+            .filter(|s| !s.is_empty())
     };
-    let outcome = if threw { Outcome::Threw(described(CAPTURE_THROWN)) } else { Outcome::Returned(described(CAPTURE_RETURN)) };
-    let stack = if captures(CAPTURE_STACK) { current_stack() } else { Vec::new() };
-    let (thread, args) = with_cold(hot, |cold| (cold.thread_name(jni), cold.take_args(index))).unwrap_or_else(|| ("?".into(), None));
-    send(Record::Call { generation: hot.generation, thread, method: id, start: frame.start, ticks: elapsed, args, outcome, stack });
+    let outcome = if threw {
+        Outcome::Threw(described(CAPTURE_THROWN))
+    } else {
+        Outcome::Returned(described(CAPTURE_RETURN))
+    };
+    let stack = if captures(CAPTURE_STACK) {
+        current_stack()
+    } else {
+        Vec::new()
+    };
+    let (thread, args) = with_cold(hot, |cold| (cold.thread_name(jni), cold.take_args(index)))
+        .unwrap_or_else(|| ("?".into(), None));
+    send(Record::Call {
+        generation: hot.generation,
+        thread,
+        method: id,
+        start: frame.start,
+        ticks: elapsed,
+        args,
+        outcome,
+        stack,
+    });
 }
 
 fn current_stack() -> Vec<(usize, i64)> {
-    let Some(env) = crate::agent::env() else { return Vec::new() };
+    let Some(env) = crate::agent::env() else {
+        return Vec::new();
+    };
     // SAFETY: a null thread means the calling thread, which is a live Java thread.
     match unsafe { env.stack_trace(std::ptr::null_mut(), STACK_DEPTH + 2) } {
-        Ok(frames) => frames.iter().map(|f| (f.method as usize, f.location)).collect(),
+        Ok(frames) => frames
+            .iter()
+            .map(|f| (f.method as usize, f.location))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -52,9 +52,18 @@ impl Output {
 
     /// Sends text to the client (kept until the session is known).
     pub fn send(&self, text: String) {
-        match self.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        match self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             Some(session) => session.send_text(text),
-            None => self.early.lock().unwrap_or_else(|e| e.into_inner()).push(text),
+            None => self
+                .early
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(text),
         }
     }
 
@@ -69,7 +78,12 @@ impl Output {
 }
 
 /// Starts the `jtap-trace` thread for a session of generation `generation`.
-pub fn spawn(vm: Vm, tracing: Arc<Tracing>, generation: u32, output: Arc<Output>) -> Result<(), String> {
+pub fn spawn(
+    vm: Vm,
+    tracing: Arc<Tracing>,
+    generation: u32,
+    output: Arc<Output>,
+) -> Result<(), String> {
     let done = output.clone();
     spawn_attached(vm, "jtap-trace".into(), move || {
         Reporter::new(vm, tracing, generation, output).run();
@@ -98,7 +112,15 @@ struct FrameName {
 
 impl Reporter {
     fn new(vm: Vm, tracing: Arc<Tracing>, generation: u32, output: Arc<Output>) -> Reporter {
-        Reporter { vm, tracing, generation, output, frames: HashMap::new(), monitor_previous: HashMap::new(), monitor_since: Instant::now() }
+        Reporter {
+            vm,
+            tracing,
+            generation,
+            output,
+            frames: HashMap::new(),
+            monitor_previous: HashMap::new(),
+            monitor_since: Instant::now(),
+        }
     }
 
     fn run(&mut self) {
@@ -111,13 +133,21 @@ impl Reporter {
                 self.output.send(format!("jtap: {note}"));
             }
             let stopping = self.output.stop.load(Ordering::SeqCst);
-            if self.tracing.plan.mode == Mode::Monitor && (stopping || self.monitor_since.elapsed() >= interval) {
+            if self.tracing.plan.mode == Mode::Monitor
+                && (stopping || self.monitor_since.elapsed() >= interval)
+            {
                 self.monitor_report();
             }
-            let wait = if stopping { Duration::ZERO } else { Duration::from_millis(20) };
+            let wait = if stopping {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(20)
+            };
             match receiver.recv_timeout(wait) {
                 Ok(record) => {
-                    if record.generation() != self.generation || self.output.reported.load(Ordering::Relaxed) >= count {
+                    if record.generation() != self.generation
+                        || self.output.reported.load(Ordering::Relaxed) >= count
+                    {
                         continue;
                     }
                     let text = self.render(record);
@@ -129,7 +159,9 @@ impl Reporter {
                         self.output.send(COUNT_REACHED.to_string());
                     }
                 }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => break,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => {
+                    break
+                }
                 Err(_) => {}
             }
         }
@@ -138,19 +170,43 @@ impl Reporter {
     fn render(&mut self, record: Record) -> String {
         let jni = Jni::current(self.vm);
         let render = |me: &mut Reporter| match record {
-            Record::Call { thread, method, start, ticks, args, outcome, stack, .. } => me.call(&thread, method, start, ticks, args, outcome, &stack),
-            Record::Tree { thread, nodes, truncated, .. } => me.tree(&thread, &nodes, truncated),
+            Record::Call {
+                thread,
+                method,
+                start,
+                ticks,
+                args,
+                outcome,
+                stack,
+                ..
+            } => me.call(&thread, method, start, ticks, args, outcome, &stack),
+            Record::Tree {
+                thread,
+                nodes,
+                truncated,
+                ..
+            } => me.tree(&thread, &nodes, truncated),
         };
         match jni {
-            Some(jni) => jni.with_local_frame(64, || render(self)).unwrap_or_default(),
+            Some(jni) => jni
+                .with_local_frame(64, || render(self))
+                .unwrap_or_default(),
             None => render(self),
         }
     }
 
     fn method_name(&self, id: u32) -> (String, String, String) {
-        let registry = self.tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = self
+            .tracing
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         match registry.methods.get(id as usize) {
-            Some(m) => (m.class.replace('/', "."), m.name.clone(), m.descriptor.clone()),
+            Some(m) => (
+                m.class.replace('/', "."),
+                m.name.clone(),
+                m.descriptor.clone(),
+            ),
             None => ("?".into(), format!("method#{id}"), String::new()),
         }
     }
@@ -160,20 +216,42 @@ impl Reporter {
             let (class, method, _) = self.method_name(node.id);
             return format!("{class}.{method}");
         }
-        let registry = self.tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+        let registry = self
+            .tracing
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         match registry.sites.get(node.id as usize) {
-            Some(site) => site.detail.split('(').next().unwrap_or(&site.detail).replace('/', "."),
+            Some(site) => site
+                .detail
+                .split('(')
+                .next()
+                .unwrap_or(&site.detail)
+                .replace('/', "."),
             None => format!("site#{}", node.id),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn call(&mut self, thread: &str, method: u32, start: u64, ticks: u64, args: Option<String>, outcome: Outcome, stack: &[(usize, i64)]) -> String {
+    fn call(
+        &mut self,
+        thread: &str,
+        method: u32,
+        start: u64,
+        ticks: u64,
+        args: Option<String>,
+        outcome: Outcome,
+        stack: &[(usize, i64)],
+    ) -> String {
         let c = clock();
         let (class, name, descriptor) = self.method_name(method);
         let duration_ns = c.ns(ticks);
         let wall = c.wall_ns(start);
-        let stack: Vec<String> = stack.iter().filter_map(|&(m, loc)| self.frame(m, loc)).take(STACK_DEPTH).collect();
+        let stack: Vec<String> = stack
+            .iter()
+            .filter_map(|&(m, loc)| self.frame(m, loc))
+            .take(STACK_DEPTH)
+            .collect();
         if self.tracing.plan.json {
             let (value, thrown, threw) = match &outcome {
                 Outcome::Returned(v) => (v.clone(), None, false),
@@ -186,7 +264,11 @@ impl Reporter {
             })
             .to_string();
         }
-        let mut line = format!("{} [{thread}] {class}.{name} {}", time_of_day(wall), format_duration(duration_ns));
+        let mut line = format!(
+            "{} [{thread}] {class}.{name} {}",
+            time_of_day(wall),
+            format_duration(duration_ns)
+        );
         if let Some(args) = args {
             let _ = write!(line, " {args}");
         }
@@ -225,15 +307,34 @@ impl Reporter {
                 jni.delete_local(class);
             }
             // SAFETY: as above.
-            let lines = unsafe { env.line_number_table(id) }.map(|t| t.iter().map(|e| (e.start_location, e.line_number)).collect()).unwrap_or_default();
-            let class = signature.trim_start_matches('L').trim_end_matches(';').replace('/', ".");
-            Some(FrameName { class, method: name, source, lines })
+            let lines = unsafe { env.line_number_table(id) }
+                .map(|t| {
+                    t.iter()
+                        .map(|e| (e.start_location, e.line_number))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let class = signature
+                .trim_start_matches('L')
+                .trim_end_matches(';')
+                .replace('/', ".");
+            Some(FrameName {
+                class,
+                method: name,
+                source,
+                lines,
+            })
         });
         let name = name.as_ref()?;
         if name.class == "jtap.runtime.Probes" {
             return None;
         }
-        let line = name.lines.iter().filter(|(start, _)| *start <= location).max_by_key(|(start, _)| *start).map(|(_, l)| *l);
+        let line = name
+            .lines
+            .iter()
+            .filter(|(start, _)| *start <= location)
+            .max_by_key(|(start, _)| *start)
+            .map(|(_, l)| *l);
         let place = match (&name.source, line) {
             (Some(file), Some(line)) => format!("{file}:{line}"),
             (Some(file), None) => file.clone(),
@@ -244,7 +345,9 @@ impl Reporter {
 
     fn tree(&mut self, thread: &str, nodes: &[Node], truncated: u64) -> String {
         let c = clock();
-        let Some(root) = nodes.first() else { return String::new() };
+        let Some(root) = nodes.first() else {
+            return String::new();
+        };
         let names: Vec<String> = nodes.iter().map(|n| self.node_name(n)).collect();
         let tree = Aggregate::build(nodes, &names, self.tracing.plan.depth);
         let wall = c.wall_ns(root.start);
@@ -284,8 +387,16 @@ impl Reporter {
             return;
         }
         let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(6).max(6);
-        let mut text = format!("{} monitor, last {:.1} s\n", time_of_day(now), elapsed.as_secs_f64());
-        let _ = write!(text, "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}", "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX");
+        let mut text = format!(
+            "{} monitor, last {:.1} s\n",
+            time_of_day(now),
+            elapsed.as_secs_f64()
+        );
+        let _ = write!(
+            text,
+            "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX"
+        );
         for (name, i) in &rows {
             let _ = write!(
                 text,
@@ -326,17 +437,35 @@ impl Aggregate {
             }
         }
         let root_end = nodes[0].end.max(nodes[0].start);
-        Aggregate::merge(&[0], nodes, names, &children, root_end, depth.unwrap_or(u32::MAX))
+        Aggregate::merge(
+            &[0],
+            nodes,
+            names,
+            &children,
+            root_end,
+            depth.unwrap_or(u32::MAX),
+        )
     }
 
     /// One aggregate of the nodes `group` (same name, same parent).
-    fn merge(group: &[usize], nodes: &[Node], names: &[String], children: &[Vec<usize>], parent_end: u64, depth: u32) -> Aggregate {
+    fn merge(
+        group: &[usize],
+        nodes: &[Node],
+        names: &[String],
+        children: &[Vec<usize>],
+        parent_end: u64,
+        depth: u32,
+    ) -> Aggregate {
         let first = group.iter().map(|&i| nodes[i].start).min().unwrap_or(0);
         let mut total = 0;
         let mut kids: Vec<(String, Vec<usize>)> = Vec::new();
         for &i in group {
             // A node never closed (its exit was not seen) ends with its parent.
-            let end = if nodes[i].end == 0 { parent_end } else { nodes[i].end };
+            let end = if nodes[i].end == 0 {
+                parent_end
+            } else {
+                nodes[i].end
+            };
             total += end.saturating_sub(nodes[i].start);
             for &k in &children[i] {
                 match kids.iter_mut().find(|(name, _)| *name == names[k]) {
@@ -345,21 +474,48 @@ impl Aggregate {
                 }
             }
         }
-        let end = group.iter().map(|&i| if nodes[i].end == 0 { parent_end } else { nodes[i].end }).max().unwrap_or(parent_end);
+        let end = group
+            .iter()
+            .map(|&i| {
+                if nodes[i].end == 0 {
+                    parent_end
+                } else {
+                    nodes[i].end
+                }
+            })
+            .max()
+            .unwrap_or(parent_end);
         let children = if depth == 0 {
             Vec::new()
         } else {
-            kids.iter().map(|(_, list)| Aggregate::merge(list, nodes, names, children, end, depth - 1)).collect()
+            kids.iter()
+                .map(|(_, list)| Aggregate::merge(list, nodes, names, children, end, depth - 1))
+                .collect()
         };
-        Aggregate { name: names[group[0]].clone(), count: group.len() as u64, first, total, children }
+        Aggregate {
+            name: names[group[0]].clone(),
+            count: group.len() as u64,
+            first,
+            total,
+            children,
+        }
     }
 
     fn self_ticks(&self) -> u64 {
-        self.total.saturating_sub(self.children.iter().map(|c| c.total).sum())
+        self.total
+            .saturating_sub(self.children.iter().map(|c| c.total).sum())
     }
 
     /// Draws this node and its children, e.g. `+---0 [1,999ms, 20%, 20%] - b`.
-    fn draw(&self, origin: u64, root_total: u64, parent_total: Option<u64>, prefix: &str, last: Option<bool>, out: &mut String) {
+    fn draw(
+        &self,
+        origin: u64,
+        root_total: u64,
+        parent_total: Option<u64>,
+        prefix: &str,
+        last: Option<bool>,
+        out: &mut String,
+    ) {
         let c = clock();
         let connector = match last {
             None => "",
@@ -368,16 +524,31 @@ impl Aggregate {
         };
         let ms = |ticks: u64| format_ms(c.ns(ticks));
         let offset = |ticks: u64| ms_number(c.ns(ticks));
-        let percent = |part: u64, whole: u64| if whole == 0 { 100 } else { (part as f64 * 100.0 / whole as f64).round() as u64 };
+        let percent = |part: u64, whole: u64| {
+            if whole == 0 {
+                100
+            } else {
+                (part as f64 * 100.0 / whole as f64).round() as u64
+            }
+        };
         let mut times = ms(self.total);
         if !self.children.is_empty() {
             let _ = write!(times, " ({})", ms(self.self_ticks()));
         }
-        let _ = write!(out, "{prefix}{connector}{} [{times}, ", offset(self.first.saturating_sub(origin)));
+        let _ = write!(
+            out,
+            "{prefix}{connector}{} [{times}, ",
+            offset(self.first.saturating_sub(origin))
+        );
         match parent_total {
             None => out.push_str("100%]"),
             Some(parent) => {
-                let _ = write!(out, "{}%, {}%]", percent(self.total, parent), percent(self.total, root_total));
+                let _ = write!(
+                    out,
+                    "{}%, {}%]",
+                    percent(self.total, parent),
+                    percent(self.total, root_total)
+                );
             }
         }
         let _ = write!(out, " - {}", self.name);
@@ -391,7 +562,14 @@ impl Aggregate {
             Some(true) => format!("{prefix}    "),
         };
         for (i, child) in self.children.iter().enumerate() {
-            child.draw(origin, root_total, Some(self.total), &child_prefix, Some(i + 1 == self.children.len()), out);
+            child.draw(
+                origin,
+                root_total,
+                Some(self.total),
+                &child_prefix,
+                Some(i + 1 == self.children.len()),
+                out,
+            );
         }
     }
 
@@ -441,7 +619,13 @@ fn format_duration(ns: u64) -> String {
 fn time_of_day(wall_ns: u64) -> String {
     let ms = wall_ns / 1_000_000;
     let s = ms / 1000;
-    format!("{:02}:{:02}:{:02}.{:03}", (s / 3600) % 24, (s / 60) % 60, s % 60, ms % 1000)
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60,
+        ms % 1000
+    )
 }
 
 #[cfg(test)]
@@ -452,7 +636,13 @@ mod tests {
     fn trees_merge_repeated_children_and_draw_branches() {
         let ms = |v: u64| clock().ticks_for(v * 1_000_000);
         // a [0, 10000) calls b [0, 2000), c [2000, 9000); c calls d [2000, 6000) and e twice.
-        let node = |id, parent, start, end| Node { id, site: false, parent, start: ms(start), end: ms(end) };
+        let node = |id, parent, start, end| Node {
+            id,
+            site: false,
+            parent,
+            start: ms(start),
+            end: ms(end),
+        };
         let nodes = vec![
             node(0, 0, 0, 10_000),
             node(1, 0, 0, 2_000),
@@ -482,6 +672,9 @@ mod tests {
         assert_eq!(format_duration(850), "850ns");
         assert_eq!(format_duration(12_345), "12.3us");
         assert_eq!(format_duration(1_234_000_000), "1.234s");
-        assert_eq!(time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000), "13:05:07.042");
+        assert_eq!(
+            time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000),
+            "13:05:07.042"
+        );
     }
 }

@@ -18,14 +18,46 @@ pub const CLASS: &str = "jtap/runtime/Probes";
 /// The probe methods: name, descriptor, native implementation.
 pub fn natives() -> Vec<Native> {
     vec![
-        Native { name: c"enter", signature: c"(I)V", function: probes::enter as *mut _ },
-        Native { name: c"enterArgs", signature: c"(ILjava/lang/Object;[Ljava/lang/Object;)V", function: probes::enter_args as *mut _ },
-        Native { name: c"exit", signature: c"(I)V", function: probes::exit as *mut _ },
-        Native { name: c"exitValue", signature: c"(ILjava/lang/Object;)V", function: probes::exit_value as *mut _ },
-        Native { name: c"thrown", signature: c"(ILjava/lang/Throwable;)V", function: probes::thrown as *mut _ },
-        Native { name: c"root", signature: c"(I)V", function: probes::root as *mut _ },
-        Native { name: c"call", signature: c"(II)V", function: probes::call as *mut _ },
-        Native { name: c"called", signature: c"(II)V", function: probes::called as *mut _ },
+        Native {
+            name: c"enter",
+            signature: c"(I)V",
+            function: probes::enter as *mut _,
+        },
+        Native {
+            name: c"enterArgs",
+            signature: c"(ILjava/lang/Object;[Ljava/lang/Object;)V",
+            function: probes::enter_args as *mut _,
+        },
+        Native {
+            name: c"exit",
+            signature: c"(I)V",
+            function: probes::exit as *mut _,
+        },
+        Native {
+            name: c"exitValue",
+            signature: c"(ILjava/lang/Object;)V",
+            function: probes::exit_value as *mut _,
+        },
+        Native {
+            name: c"thrown",
+            signature: c"(ILjava/lang/Throwable;)V",
+            function: probes::thrown as *mut _,
+        },
+        Native {
+            name: c"root",
+            signature: c"(I)V",
+            function: probes::root as *mut _,
+        },
+        Native {
+            name: c"call",
+            signature: c"(II)V",
+            function: probes::call as *mut _,
+        },
+        Native {
+            name: c"called",
+            signature: c"(II)V",
+            function: probes::called as *mut _,
+        },
     ]
 }
 
@@ -44,7 +76,10 @@ pub fn class_bytes() -> Result<Vec<u8>, String> {
     let error = |e: jtap_classfile::Error| e.to_string();
     cf.access_flags = ACC_PUBLIC | ACC_FINAL | ACC_SUPER;
     cf.this_class = cf.constant_pool.add_class(CLASS).map_err(error)?;
-    cf.super_class = cf.constant_pool.add_class("java/lang/Object").map_err(error)?;
+    cf.super_class = cf
+        .constant_pool
+        .add_class("java/lang/Object")
+        .map_err(error)?;
     for native in natives() {
         let name = native.name.to_str().map_err(|e| e.to_string())?;
         let signature = native.signature.to_str().map_err(|e| e.to_string())?;
@@ -68,7 +103,10 @@ pub struct Runtime {
 /// thread attached to the VM).
 pub fn get(jni: Jni) -> Result<&'static Runtime, String> {
     static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
-    RUNTIME.get_or_init(|| define(jni)).as_ref().map_err(Clone::clone)
+    RUNTIME
+        .get_or_init(|| define(jni))
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 fn define(jni: Jni) -> Result<Runtime, String> {
@@ -80,7 +118,9 @@ fn define(jni: Jni) -> Result<Runtime, String> {
     };
     jni.register_natives(class, &natives())?;
     let module = jni.module_of(class.raw());
-    let module = jni.global(module).ok_or("the runtime class has no module")?;
+    let module = jni
+        .global(module)
+        .ok_or("the runtime class has no module")?;
     Ok(Runtime { module })
 }
 
@@ -100,13 +140,26 @@ mod tests {
             .map(|m| {
                 assert_eq!(m.access_flags, 0x0109);
                 (
-                    cf.constant_pool.utf8_str(m.name_index).unwrap().into_owned(),
-                    cf.constant_pool.utf8_str(m.descriptor_index).unwrap().into_owned(),
+                    cf.constant_pool
+                        .utf8_str(m.name_index)
+                        .unwrap()
+                        .into_owned(),
+                    cf.constant_pool
+                        .utf8_str(m.descriptor_index)
+                        .unwrap()
+                        .into_owned(),
                 )
             })
             .collect();
-        let expected: Vec<(String, String)> =
-            natives().iter().map(|n| (n.name.to_str().unwrap().into(), n.signature.to_str().unwrap().into())).collect();
+        let expected: Vec<(String, String)> = natives()
+            .iter()
+            .map(|n| {
+                (
+                    n.name.to_str().unwrap().into(),
+                    n.signature.to_str().unwrap().into(),
+                )
+            })
+            .collect();
         assert_eq!(declared, expected);
     }
 }

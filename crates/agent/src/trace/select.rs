@@ -35,7 +35,11 @@ impl Matcher {
         Ok(Matcher {
             class: compile(pattern.class.to_regex())?,
             subtypes: pattern.subtypes,
-            method: pattern.method.as_ref().map(|m| compile(m.to_regex())).transpose()?,
+            method: pattern
+                .method
+                .as_ref()
+                .map(|m| compile(m.to_regex()))
+                .transpose()?,
             descriptor: pattern.descriptor.clone(),
             role,
             known: Mutex::new(HashSet::new()),
@@ -54,7 +58,10 @@ impl Matcher {
         if known.contains(dotted) {
             return true;
         }
-        if supers.iter().any(|s| known.contains(s) || self.class.is_match(s)) {
+        if supers
+            .iter()
+            .any(|s| known.contains(s) || self.class.is_match(s))
+        {
             known.insert(dotted.to_string());
             return true;
         }
@@ -82,23 +89,39 @@ impl Selector {
 
     /// Whether some pattern may select methods of the class.
     pub fn selects_class(&self, dotted: &str, supers: &[String]) -> bool {
-        self.matchers.iter().any(|m| m.selects_class(dotted, supers))
+        self.matchers
+            .iter()
+            .any(|m| m.selects_class(dotted, supers))
     }
 
     /// Whether a `+` pattern names this class itself (it is a base of subtype matching).
     pub fn is_subtype_base(&self, dotted: &str) -> Vec<usize> {
-        self.matchers.iter().enumerate().filter(|(_, m)| m.subtypes && m.class.is_match(dotted)).map(|(i, _)| i).collect()
+        self.matchers
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.subtypes && m.class.is_match(dotted))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Records that `dotted` extends or implements a base of pattern `index`.
     pub fn add_subtype(&self, index: usize, dotted: &str) {
         if let Some(m) = self.matchers.get(index) {
-            m.known.lock().unwrap_or_else(|e| e.into_inner()).insert(dotted.to_string());
+            m.known
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(dotted.to_string());
         }
     }
 
     /// The role of a method, if a pattern selects it (targets win over inner methods).
-    pub fn method_role(&self, dotted: &str, supers: &[String], name: &str, descriptor: &str) -> Option<Role> {
+    pub fn method_role(
+        &self,
+        dotted: &str,
+        supers: &[String],
+        name: &str,
+        descriptor: &str,
+    ) -> Option<Role> {
         let mut role = None;
         for m in &self.matchers {
             let method_ok = m.method.as_ref().is_none_or(|re| re.is_match(name));
@@ -128,7 +151,11 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
     if let Some((_, why)) = CORE.iter().find(|(prefix, _)| internal.starts_with(prefix)) {
         return Some(why);
     }
-    if internal.contains("$$Lambda") || internal.contains("LambdaForm$") || internal.contains("/0x") || internal.contains("$$") {
+    if internal.contains("$$Lambda")
+        || internal.contains("LambdaForm$")
+        || internal.contains("/0x")
+        || internal.contains("$$")
+    {
         return Some("lambda, hidden and generated classes cannot be retransformed");
     }
     None
@@ -145,16 +172,29 @@ mod tests {
 
     fn plan(targets: &[&str], inner: &[&str]) -> Plan {
         Plan {
-            targets: targets.iter().map(|t| MethodPattern::parse(t).unwrap()).collect(),
-            inner: inner.iter().map(|t| MethodPattern::parse(t).unwrap()).collect(),
+            targets: targets
+                .iter()
+                .map(|t| MethodPattern::parse(t).unwrap())
+                .collect(),
+            inner: inner
+                .iter()
+                .map(|t| MethodPattern::parse(t).unwrap())
+                .collect(),
             ..Plan::default()
         }
     }
 
     #[test]
     fn methods_by_class_name_glob_regex_and_descriptor() {
-        let s = Selector::new(&plan(&["a.b.*Service::handle*", "/x\\.Y/::/get.+/", "p.Q::m(I)V"], &["p.Q::inner"])).unwrap();
-        assert_eq!(s.method_role("a.b.OrderService", &[], "handleIt", "()V"), Some(Role::Target));
+        let s = Selector::new(&plan(
+            &["a.b.*Service::handle*", "/x\\.Y/::/get.+/", "p.Q::m(I)V"],
+            &["p.Q::inner"],
+        ))
+        .unwrap();
+        assert_eq!(
+            s.method_role("a.b.OrderService", &[], "handleIt", "()V"),
+            Some(Role::Target)
+        );
         assert_eq!(s.method_role("a.b.OrderService", &[], "other", "()V"), None);
         assert_eq!(s.method_role("x.Y", &[], "getA", "()I"), Some(Role::Target));
         assert_eq!(s.method_role("x.Y", &[], "get", "()I"), None);
@@ -167,10 +207,19 @@ mod tests {
     #[test]
     fn subtypes_follow_known_supertypes() {
         let s = Selector::new(&plan(&["+a.Shape::area"], &[])).unwrap();
-        assert_eq!(s.method_role("a.Circle", &["a.Shape".into()], "area", "()D"), Some(Role::Target));
+        assert_eq!(
+            s.method_role("a.Circle", &["a.Shape".into()], "area", "()D"),
+            Some(Role::Target)
+        );
         // A subclass of a known subtype, seen later.
-        assert_eq!(s.method_role("a.Small", &["a.Circle".into()], "area", "()D"), Some(Role::Target));
-        assert_eq!(s.method_role("b.Other", &["java.lang.Object".into()], "area", "()D"), None);
+        assert_eq!(
+            s.method_role("a.Small", &["a.Circle".into()], "area", "()D"),
+            Some(Role::Target)
+        );
+        assert_eq!(
+            s.method_role("b.Other", &["java.lang.Object".into()], "area", "()D"),
+            None
+        );
         assert_eq!(s.is_subtype_base("a.Shape"), vec![0]);
         s.add_subtype(0, "c.Loaded");
         assert!(s.selects_class("c.Loaded", &[]));
@@ -178,10 +227,21 @@ mod tests {
 
     #[test]
     fn core_and_generated_classes_are_refused() {
-        for name in ["java/lang/String", "java/lang/invoke/MethodHandle", "jdk/internal/misc/Unsafe", "jtap/runtime/Probes", "a/B$$Lambda$12", "a/B$$Lambda/0x0000000800c01234"] {
+        for name in [
+            "java/lang/String",
+            "java/lang/invoke/MethodHandle",
+            "jdk/internal/misc/Unsafe",
+            "jtap/runtime/Probes",
+            "a/B$$Lambda$12",
+            "a/B$$Lambda/0x0000000800c01234",
+        ] {
             assert!(refusal(name).is_some(), "{name}");
         }
-        for name in ["java/util/HashMap", "com/example/Foo$Inner", "workloads/Traced"] {
+        for name in [
+            "java/util/HashMap",
+            "com/example/Foo$Inner",
+            "workloads/Traced",
+        ] {
             assert!(refusal(name).is_none(), "{name}");
         }
     }

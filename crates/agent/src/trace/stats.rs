@@ -75,7 +75,9 @@ fn table() -> &'static Table {
 
 /// Counts one call of method `id`.
 pub fn record(id: u32, ns: u64, threw: bool) {
-    let Some(slot) = table().get(id as usize) else { return };
+    let Some(slot) = table().get(id as usize) else {
+        return;
+    };
     let stats = slot.get_or_init(MethodStats::new);
     stats.calls.fetch_add(1, Relaxed);
     if threw {
@@ -133,7 +135,11 @@ pub struct Interval {
 
 /// Snapshots of every method that has statistics, by method id.
 pub fn snapshot_all() -> Vec<(u32, Snapshot)> {
-    table().iter().enumerate().filter_map(|(id, slot)| Some((id as u32, slot.get()?.snapshot()))).collect()
+    table()
+        .iter()
+        .enumerate()
+        .filter_map(|(id, slot)| Some((id as u32, slot.get()?.snapshot())))
+        .collect()
 }
 
 impl Snapshot {
@@ -142,8 +148,12 @@ impl Snapshot {
         let empty = Snapshot::default();
         let earlier = earlier.unwrap_or(&empty);
         let calls = self.calls.saturating_sub(earlier.calls);
-        let counts: Vec<u64> =
-            self.buckets.iter().enumerate().map(|(i, &n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0))).collect();
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| n.saturating_sub(earlier.buckets.get(i).copied().unwrap_or(0)))
+            .collect();
         let quantile = |q: f64| -> u64 {
             let total: u64 = counts.iter().sum();
             if total == 0 {
@@ -162,7 +172,11 @@ impl Snapshot {
         Interval {
             calls,
             errors: self.errors.saturating_sub(earlier.errors),
-            mean_ns: self.total_ns.saturating_sub(earlier.total_ns).checked_div(calls).unwrap_or(0),
+            mean_ns: self
+                .total_ns
+                .saturating_sub(earlier.total_ns)
+                .checked_div(calls)
+                .unwrap_or(0),
             p50_ns: quantile(0.5).min(self.max_ns.max(1)),
             p99_ns: quantile(0.99).min(self.max_ns.max(1)),
             max_ns: self.max_ns,
@@ -176,7 +190,19 @@ mod tests {
 
     #[test]
     fn buckets_are_within_seven_percent() {
-        for ns in [0u64, 1, 7, 8, 9, 100, 1000, 12_345, 1_000_000, 123_456_789, 60_000_000_000] {
+        for ns in [
+            0u64,
+            1,
+            7,
+            8,
+            9,
+            100,
+            1000,
+            12_345,
+            1_000_000,
+            123_456_789,
+            60_000_000_000,
+        ] {
             let back = bucket_value(bucket(ns));
             let error = (back as f64 - ns as f64).abs() / (ns.max(1) as f64);
             assert!(error <= 0.07, "{ns} -> bucket {} -> {back}", bucket(ns));
@@ -190,16 +216,33 @@ mod tests {
         for i in 1..=100u64 {
             record(id, i * 1_000_000, i % 10 == 0);
         }
-        let first = snapshot_all().into_iter().find(|(i, _)| *i == id).unwrap().1;
+        let first = snapshot_all()
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .unwrap()
+            .1;
         let interval = first.since(None);
         assert_eq!((interval.calls, interval.errors), (100, 10));
         assert_eq!(interval.mean_ns, 50_500_000);
-        assert!((47_000_000..=54_000_000).contains(&interval.p50_ns), "{interval:?}");
-        assert!((93_000_000..=100_000_000).contains(&interval.p99_ns), "{interval:?}");
+        assert!(
+            (47_000_000..=54_000_000).contains(&interval.p50_ns),
+            "{interval:?}"
+        );
+        assert!(
+            (93_000_000..=100_000_000).contains(&interval.p99_ns),
+            "{interval:?}"
+        );
         assert_eq!(interval.max_ns, 100_000_000);
         record(id, 5, false);
-        let second = snapshot_all().into_iter().find(|(i, _)| *i == id).unwrap().1;
+        let second = snapshot_all()
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .unwrap()
+            .1;
         let interval = second.since(Some(&first));
-        assert_eq!((interval.calls, interval.max_ns, interval.p50_ns), (1, 5, 5));
+        assert_eq!(
+            (interval.calls, interval.max_ns, interval.p50_ns),
+            (1, 5, 5)
+        );
     }
 }

@@ -284,7 +284,12 @@ pub fn instrument_dir_allowing(
         let out =
             jtap_classfile::plan::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry)
                 .unwrap();
-        assert!(out.refused.iter().all(|(_, reason)| allowed(reason)), "{}: {:?}", p.display(), out.refused);
+        assert!(
+            out.refused.iter().all(|(_, reason)| allowed(reason)),
+            "{}: {:?}",
+            p.display(),
+            out.refused
+        );
         let dest = to.join(p.strip_prefix(from).unwrap());
         fs::create_dir_all(dest.parent().unwrap()).unwrap();
         fs::write(dest, out.bytes).unwrap();

@@ -14,10 +14,14 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
     let (pid, options) = match (java.is_empty(), args) {
         (false, []) => (None, ""),
         (false, [options]) => (None, options.as_str()),
-        (false, _) => anyhow::bail!("with `-- java ...` give only the agent options before `--`, no pid"),
+        (false, _) => {
+            anyhow::bail!("with `-- java ...` give only the agent options before `--`, no pid")
+        }
         (true, [pid]) => (Some(parse_pid(pid)?), ""),
         (true, [pid, options]) => (Some(parse_pid(pid)?), options.as_str()),
-        (true, _) => anyhow::bail!("usage: jtap load <pid> [options]  or  jtap load [options] -- java ..."),
+        (true, _) => {
+            anyhow::bail!("usage: jtap load <pid> [options]  or  jtap load [options] -- java ...")
+        }
     };
     let options = Options::parse(options).map_err(AgentError::from)?;
     let mut out = io::stdout().lock();
@@ -35,5 +39,7 @@ pub fn status(pid: u32, timeout: Duration) -> anyhow::Result<i32> {
 }
 
 fn parse_pid(text: &str) -> anyhow::Result<u32> {
-    text.parse().map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid (to launch a JVM, put it after `--`)"))
+    text.parse().map_err(|_| {
+        anyhow::anyhow!("\"{text}\" is not a pid (to launch a JVM, put it after `--`)")
+    })
 }

@@ -31,6 +31,10 @@ pub fn run(pid: u32, operation: &str, args: &[String], timeout: Duration) -> any
 
 /// `jtap jcmd <pid> <text...>`: the words are joined into one jcmd command line.
 pub fn jcmd(pid: u32, words: &[String], timeout: Duration) -> anyhow::Result<i32> {
-    let command = if words.is_empty() { "help".to_string() } else { words.join(" ") };
+    let command = if words.is_empty() {
+        "help".to_string()
+    } else {
+        words.join(" ")
+    };
     run(pid, "jcmd", &[command], timeout)
 }

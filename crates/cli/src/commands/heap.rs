@@ -48,7 +48,8 @@ pub fn run(pid: u32, live: bool, top: u32, json: bool, timeout: Duration) -> any
     options.top = (top > 0).then_some(top);
     let mut reply = Vec::new();
     agent_client::run(pid, &options, timeout, &mut reply)?;
-    let histogram = parse(&String::from_utf8_lossy(&reply)).context("reading the agent's histogram")?;
+    let histogram =
+        parse(&String::from_utf8_lossy(&reply)).context("reading the agent's histogram")?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&histogram)?)?;
@@ -60,8 +61,16 @@ pub fn run(pid: u32, live: bool, top: u32, json: bool, timeout: Duration) -> any
 
 fn write_table(histogram: &Histogram, live: bool, out: &mut impl Write) -> io::Result<()> {
     let mut table = Table::new();
-    table.load_preset(NOTHING).set_header(["#", "INSTANCES", "BYTES", "%BYTES", "CLASS"]);
-    let share = |bytes: u64| if histogram.total_bytes == 0 { 0.0 } else { 100.0 * bytes as f64 / histogram.total_bytes as f64 };
+    table
+        .load_preset(NOTHING)
+        .set_header(["#", "INSTANCES", "BYTES", "%BYTES", "CLASS"]);
+    let share = |bytes: u64| {
+        if histogram.total_bytes == 0 {
+            0.0
+        } else {
+            100.0 * bytes as f64 / histogram.total_bytes as f64
+        }
+    };
     for row in &histogram.classes {
         table.add_row([
             row.rank.to_string(),
@@ -71,14 +80,28 @@ fn write_table(histogram: &Histogram, live: bool, out: &mut impl Write) -> io::R
             row.name.clone(),
         ]);
     }
-    table.add_row(["".into(), histogram.total_instances.to_string(), human_bytes(histogram.total_bytes), "100%".into(), format!("total ({} classes)", histogram.class_count)]);
+    table.add_row([
+        "".into(),
+        histogram.total_instances.to_string(),
+        human_bytes(histogram.total_bytes),
+        "100%".into(),
+        format!("total ({} classes)", histogram.class_count),
+    ]);
     for column in 0..4 {
         if let Some(column) = table.column_mut(column) {
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
     writeln!(out, "{table}")?;
-    let mut footer = format!("{} objects; heap walk paused the JVM {:.1} ms", if live { "live" } else { "all (reachable or not yet collected)" }, histogram.walk_ms);
+    let mut footer = format!(
+        "{} objects; heap walk paused the JVM {:.1} ms",
+        if live {
+            "live"
+        } else {
+            "all (reachable or not yet collected)"
+        },
+        histogram.walk_ms
+    );
     if let Some(gc_ms) = histogram.gc_ms {
         footer.push_str(&format!(" after a {gc_ms:.1} ms full GC"));
     }
@@ -102,7 +125,14 @@ fn human_bytes(bytes: u64) -> String {
 /// Parses the agent's reply: ` rank: instances bytes name` rows, `Total instances bytes`, and
 /// `classes: N, heap walk: X ms[, full GC first: Y ms]`.
 pub fn parse(text: &str) -> anyhow::Result<Histogram> {
-    let mut histogram = Histogram { classes: Vec::new(), total_instances: 0, total_bytes: 0, class_count: 0, walk_ms: 0.0, gc_ms: None };
+    let mut histogram = Histogram {
+        classes: Vec::new(),
+        total_instances: 0,
+        total_bytes: 0,
+        class_count: 0,
+        walk_ms: 0.0,
+        gc_ms: None,
+    };
     let mut saw_total = false;
     for line in text.lines() {
         let mut words = line.split_whitespace();
@@ -114,8 +144,15 @@ pub fn parse(text: &str) -> anyhow::Result<Histogram> {
             }
             Some("classes:") => {
                 for part in line.split(", ") {
-                    let (key, value) = part.split_once(": ").with_context(|| format!("unexpected line {line:?}"))?;
-                    let ms = || value.trim_end_matches(" ms").parse::<f64>().with_context(|| format!("bad time in {line:?}"));
+                    let (key, value) = part
+                        .split_once(": ")
+                        .with_context(|| format!("unexpected line {line:?}"))?;
+                    let ms = || {
+                        value
+                            .trim_end_matches(" ms")
+                            .parse::<f64>()
+                            .with_context(|| format!("bad time in {line:?}"))
+                    };
                     match key {
                         "classes" => histogram.class_count = number(Some(value), line)?,
                         "heap walk" => histogram.walk_ms = ms()?,
@@ -124,13 +161,21 @@ pub fn parse(text: &str) -> anyhow::Result<Histogram> {
                     }
                 }
             }
-            Some(rank) if rank.ends_with(':') && rank[..rank.len() - 1].bytes().all(|b| b.is_ascii_digit()) => {
+            Some(rank)
+                if rank.ends_with(':')
+                    && rank[..rank.len() - 1].bytes().all(|b| b.is_ascii_digit()) =>
+            {
                 let rank = number(Some(&rank[..rank.len() - 1]), line)? as u32;
                 let instances = number(words.next(), line)?;
                 let bytes = number(words.next(), line)?;
                 let name = words.collect::<Vec<_>>().join(" ");
                 anyhow::ensure!(!name.is_empty(), "no class name in {line:?}");
-                histogram.classes.push(ClassRow { rank, name, instances, bytes });
+                histogram.classes.push(ClassRow {
+                    rank,
+                    name,
+                    instances,
+                    bytes,
+                });
             }
             _ => {}
         }
@@ -140,7 +185,8 @@ pub fn parse(text: &str) -> anyhow::Result<Histogram> {
 }
 
 fn number(word: Option<&str>, line: &str) -> anyhow::Result<u64> {
-    word.and_then(|w| w.parse().ok()).with_context(|| format!("malformed histogram line {line:?}"))
+    word.and_then(|w| w.parse().ok())
+        .with_context(|| format!("malformed histogram line {line:?}"))
 }
 
 #[cfg(test)]
@@ -157,8 +203,19 @@ mod tests {
     fn parses_the_agent_reply() {
         let h = parse(REPLY).unwrap();
         assert_eq!(h.classes.len(), 2);
-        assert_eq!(h.classes[1], ClassRow { rank: 2, name: "java.lang.String[]".into(), instances: 30, bytes: 720 });
-        assert_eq!((h.total_instances, h.total_bytes, h.class_count), (150, 48720, 7));
+        assert_eq!(
+            h.classes[1],
+            ClassRow {
+                rank: 2,
+                name: "java.lang.String[]".into(),
+                instances: 30,
+                bytes: 720
+            }
+        );
+        assert_eq!(
+            (h.total_instances, h.total_bytes, h.class_count),
+            (150, 48720, 7)
+        );
         assert_eq!((h.walk_ms, h.gc_ms), (2.5, Some(10.0)));
         let without_gc = parse(&REPLY.replace(", full GC first: 10.0 ms", "")).unwrap();
         assert_eq!(without_gc.gc_ms, None);
@@ -170,7 +227,12 @@ mod tests {
         let mut out = Vec::new();
         write_table(&parse(REPLY).unwrap(), true, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("46.9 KiB") && text.contains("98.5%") && text.contains("total (7 classes)"), "{text}");
+        assert!(
+            text.contains("46.9 KiB")
+                && text.contains("98.5%")
+                && text.contains("total (7 classes)"),
+            "{text}"
+        );
         assert!(text.contains("after a 10.0 ms full GC"), "{text}");
     }
 }

@@ -92,21 +92,35 @@ pub struct ProfileArgs {
 }
 
 fn parse_event(text: &str) -> Result<Event, String> {
-    let event = Options::parse(&format!("start,event={text}")).map_err(|e| e.to_string())?.event;
+    let event = Options::parse(&format!("start,event={text}"))
+        .map_err(|e| e.to_string())?
+        .event;
     event
         .filter(|e| e.is_time_sampling() || matches!(e, Event::Alloc | Event::Lock))
-        .ok_or_else(|| format!("{text} is not a sampling event (cpu, itimer, ctimer, wall, alloc, lock)"))
+        .ok_or_else(|| {
+            format!("{text} is not a sampling event (cpu, itimer, ctimer, wall, alloc, lock)")
+        })
 }
 
 /// Parses `--alloc-interval` as the agent grammar's `alloc=` does (bytes; k, m, g suffixes).
 pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
-    let options = Options::parse(&format!("start,event=alloc,alloc={text}")).map_err(|e| e.to_string())?;
-    options.alloc.ok_or_else(|| format!("bad allocation interval {text}"))
+    let options =
+        Options::parse(&format!("start,event=alloc,alloc={text}")).map_err(|e| e.to_string())?;
+    options
+        .alloc
+        .ok_or_else(|| format!("bad allocation interval {text}"))
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
     Format::from_name(text).ok_or_else(|| {
-        format!("unknown format {text} (known: {})", Format::NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "))
+        format!(
+            "unknown format {text} (known: {})",
+            Format::NAMES
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     })
 }
 
@@ -116,7 +130,8 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(30);
 /// Runs `jtap profile`.
 pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
     for pattern in [&args.include, &args.exclude].into_iter().flatten() {
-        regex::Regex::new(pattern).with_context(|| format!("bad regular expression {pattern:?}"))?;
+        regex::Regex::new(pattern)
+            .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
     let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
     match (args.java.is_empty(), words.as_slice()) {
@@ -139,7 +154,8 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
 }
 
 fn parse_pid(text: &str) -> anyhow::Result<u32> {
-    text.parse().map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
+    text.parse()
+        .map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
 }
 
 /// The agent's `start` options for these arguments.
@@ -171,7 +187,9 @@ impl Received {
     fn sink(&self) -> impl FnMut(Frame) -> anyhow::Result<()> + '_ {
         move |frame| {
             match frame {
-                Frame::Profile(bytes) => *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes),
+                Frame::Profile(bytes) => {
+                    *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes)
+                }
                 Frame::Progress { samples, .. } => self.samples.store(samples, Ordering::Relaxed),
                 _ => {}
             }
@@ -180,7 +198,10 @@ impl Received {
     }
 
     fn take_profile(&self) -> Option<Vec<u8>> {
-        self.profile.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 
@@ -217,15 +238,25 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
     if reason != Ended::Agent {
         // Stop through a second connection: the profile comes back on it.
         let stop = Options::default().with_action(Action::Stop);
-        if let Err(e) = agent_client::run_with(pid, &stop, timeout, &mut io::sink(), Some(&mut received.sink())) {
+        if let Err(e) = agent_client::run_with(
+            pid,
+            &stop,
+            timeout,
+            &mut io::sink(),
+            Some(&mut received.sink()),
+        ) {
             stopped = Some(e);
         }
     }
-    let owner_result = owner.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
+    let owner_result = owner
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
     COLLECTING.store(false, Ordering::SeqCst);
     let Some(bytes) = received.take_profile() else {
         // No profile: say why — the start failed, or the JVM went away.
-        return Err(stopped.or(owner_result.err()).unwrap_or_else(|| anyhow::anyhow!("the agent sent no profile")));
+        return Err(stopped
+            .or(owner_result.err())
+            .unwrap_or_else(|| anyhow::anyhow!("the agent sent no profile")));
     };
     let profile = wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
     match reason {
@@ -253,7 +284,10 @@ enum Ended {
 fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let mut options = start_options(args);
     options.detach = true;
-    anyhow::ensure!(args.output.len() <= 1, "the agent writes one -o file for a detached engine");
+    anyhow::ensure!(
+        args.output.len() <= 1,
+        "the agent writes one -o file for a detached engine"
+    );
     options.file = args.output.first().map(|p| p.display().to_string());
     agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
@@ -263,9 +297,18 @@ fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Re
 fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> anyhow::Result<i32> {
     let received = Received::default();
     let mut text = Vec::new();
-    agent_client::run_with(pid, &Options::default().with_action(action), timeout, &mut text, Some(&mut received.sink()))?;
+    agent_client::run_with(
+        pid,
+        &Options::default().with_action(action),
+        timeout,
+        &mut text,
+        Some(&mut received.sink()),
+    )?;
     match received.take_profile() {
-        Some(bytes) => write_profile(args, &wire::decode_profile(&bytes).map_err(AgentError::Channel)?)?,
+        Some(bytes) => write_profile(
+            args,
+            &wire::decode_profile(&bytes).map_err(AgentError::Channel)?,
+        )?,
         // Engines without a profile (gc) answer in text.
         None => io::stdout().write_all(&text)?,
     }
@@ -279,9 +322,12 @@ fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
     let stopper = Arc::new(Mutex::new(None::<std::thread::JoinHandle<()>>));
     let exited = Arc::new(AtomicBool::new(false));
     let code = {
-        let (received_for_stop, stopper_slot, exited_for_stop) = (received.clone(), stopper.clone(), exited.clone());
+        let (received_for_stop, stopper_slot, exited_for_stop) =
+            (received.clone(), stopper.clone(), exited.clone());
         let mut on_start = move |pid: u32| {
-            let Some(duration) = args.duration else { return };
+            let Some(duration) = args.duration else {
+                return;
+            };
             let (received, exited) = (received_for_stop.clone(), exited_for_stop.clone());
             // Stop after -d, unless the JVM exits first or Ctrl-C (which the JVM, in our
             // process group, gets too: its exit delivers the profile anyway).
@@ -294,14 +340,29 @@ fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
                     std::thread::sleep(Duration::from_millis(50));
                 }
                 let stop = Options::default().with_action(Action::Stop);
-                if let Err(e) = agent_client::run_with(pid, &stop, timeout, &mut io::sink(), Some(&mut received.sink())) {
-                    eprintln!("jtap: stopping the profile after {:.1} s failed: {e:#}", started.elapsed().as_secs_f64());
+                if let Err(e) = agent_client::run_with(
+                    pid,
+                    &stop,
+                    timeout,
+                    &mut io::sink(),
+                    Some(&mut received.sink()),
+                ) {
+                    eprintln!(
+                        "jtap: stopping the profile after {:.1} s failed: {e:#}",
+                        started.elapsed().as_secs_f64()
+                    );
                 }
             });
             *stopper_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         };
         let mut sink = received.sink();
-        let code = launch::run_with(&start_options(args), &args.java, &mut io::stderr(), Some(&mut sink), &mut on_start);
+        let code = launch::run_with(
+            &start_options(args),
+            &args.java,
+            &mut io::stderr(),
+            Some(&mut sink),
+            &mut on_start,
+        );
         exited.store(true, Ordering::SeqCst);
         code?
     };
@@ -309,22 +370,35 @@ fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         let _ = handle.join();
     }
     COLLECTING.store(false, Ordering::SeqCst);
-    let bytes = received.take_profile().ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;
-    write_profile(args, &wire::decode_profile(&bytes).map_err(AgentError::Channel)?)?;
+    let bytes = received
+        .take_profile()
+        .ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;
+    write_profile(
+        args,
+        &wire::decode_profile(&bytes).map_err(AgentError::Channel)?,
+    )?;
     Ok(code)
 }
 
 /// Renders the profile as asked and writes it: atomically to each `-o` file (printing its
 /// path), else to stdout.
 fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
-    let options = ExportOptions { annotate: args.annotate, ..ExportOptions::default() };
+    let options = ExportOptions {
+        annotate: args.annotate,
+        ..ExportOptions::default()
+    };
     if args.output.is_empty() {
-        let bytes = args.format.unwrap_or(Format::Text).render(profile, &options);
+        let bytes = args
+            .format
+            .unwrap_or(Format::Text)
+            .render(profile, &options);
         io::stdout().lock().write_all(&bytes)?;
         return Ok(());
     }
     for path in &args.output {
-        let format = Format::from_path(path).or(args.format).unwrap_or(Format::Text);
+        let format = Format::from_path(path)
+            .or(args.format)
+            .unwrap_or(Format::Text);
         let bytes = format.render(profile, &options);
         write_atomically(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
         println!("{}", path.display());
@@ -352,13 +426,24 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(200));
             bar
         });
-        Progress { bar, label: format!("profiling JVM {pid} ({event})"), total }
+        Progress {
+            bar,
+            label: format!("profiling JVM {pid} ({event})"),
+            total,
+        }
     }
 
     fn show(&self, elapsed: Duration, samples: u64) {
         if let Some(bar) = &self.bar {
-            let total = self.total.map(|t| format!(" / {:.0} s", t.as_secs_f64())).unwrap_or_default();
-            bar.set_message(format!("{}: {:.1} s{total}, {samples} samples (Ctrl-C stops early)", self.label, elapsed.as_secs_f64()));
+            let total = self
+                .total
+                .map(|t| format!(" / {:.0} s", t.as_secs_f64()))
+                .unwrap_or_default();
+            bar.set_message(format!(
+                "{}: {:.1} s{total}, {samples} samples (Ctrl-C stops early)",
+                self.label,
+                elapsed.as_secs_f64()
+            ));
         }
     }
 

@@ -11,7 +11,15 @@ pub fn run(json: bool) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let mut table = Table::new();
-    table.load_preset(NOTHING).set_header(["PID", "NSPID", "USER", "JAVA", "UPTIME", "HEAP USED/COMMITTED", "MAIN"]);
+    table.load_preset(NOTHING).set_header([
+        "PID",
+        "NSPID",
+        "USER",
+        "JAVA",
+        "UPTIME",
+        "HEAP USED/COMMITTED",
+        "MAIN",
+    ]);
     for jvm in &jvms {
         table.add_row([
             jvm.pid.to_string(),

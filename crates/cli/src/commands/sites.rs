@@ -33,7 +33,13 @@ pub struct SitesArgs {
 
 /// Runs the allocation engine in JVM `pid` for the duration and prints the top sites.
 pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let SitesArgs { duration, top, depth, alloc_interval, gc } = *args;
+    let SitesArgs {
+        duration,
+        top,
+        depth,
+        alloc_interval,
+        gc,
+    } = *args;
     let options = Options {
         action: Some(Action::Start),
         event: Some(Event::Alloc),
@@ -54,17 +60,28 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     }
     if owner.is_finished() {
         // Ended before the duration: the start failed or the JVM is exiting.
-        owner.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")))?;
-        anyhow::bail!("the allocation engine ended before the report was taken (did the JVM exit?)");
+        owner
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")))?;
+        anyhow::bail!(
+            "the allocation engine ended before the report was taken (did the JVM exit?)"
+        );
     }
     if gc {
         full_gc(pid, timeout)?;
     }
     let mut report = Vec::new();
-    agent_client::run(pid, &Options::default().with_action(Action::Stop), timeout, &mut report)?;
+    agent_client::run(
+        pid,
+        &Options::default().with_action(Action::Stop),
+        timeout,
+        &mut report,
+    )?;
     let _ = owner.join();
     let text = String::from_utf8_lossy(&report);
-    io::stdout().lock().write_all(first_sites(&text, top).as_bytes())?;
+    io::stdout()
+        .lock()
+        .write_all(first_sites(&text, top).as_bytes())?;
     Ok(0)
 }
 
@@ -85,7 +102,10 @@ fn first_sites(report: &str, top: usize) -> String {
     let mut keep = true;
     for line in report.lines() {
         let trimmed = line.trim_start();
-        let rank = trimmed.split_whitespace().next().and_then(|w| w.parse::<usize>().ok());
+        let rank = trimmed
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.parse::<usize>().ok());
         if let Some(rank) = rank {
             keep = rank <= top;
         } else if !trimmed.starts_with("at ") {
@@ -109,8 +129,17 @@ mod tests {
                       1  75.00%  75.00%  750 3 1000 5  A\n      at a.b:1\n    \
                       2  25.00% 100.00%  250 1 500 1  B\n      at c.d:2\nSITES END: 2 sites";
         let cut = first_sites(report, 1);
-        assert!(cut.contains("at a.b:1") && !cut.contains("at c.d:2") && !cut.contains(" B\n"), "{cut}");
-        assert!(cut.starts_with("SITES BEGIN") && cut.ends_with("SITES END: 2 sites\n"), "{cut}");
-        assert_eq!(first_sites(report, 5).lines().count(), report.lines().count());
+        assert!(
+            cut.contains("at a.b:1") && !cut.contains("at c.d:2") && !cut.contains(" B\n"),
+            "{cut}"
+        );
+        assert!(
+            cut.starts_with("SITES BEGIN") && cut.ends_with("SITES END: 2 sites\n"),
+            "{cut}"
+        );
+        assert_eq!(
+            first_sites(report, 5).lines().count(),
+            report.lines().count()
+        );
     }
 }

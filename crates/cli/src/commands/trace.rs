@@ -125,7 +125,10 @@ fn target(words: &[String], launching: bool) -> anyhow::Result<(Target, Vec<Stri
     if launching {
         return Ok((Target::Launch, words.to_vec()));
     }
-    let pid = |text: &str| text.parse::<u32>().map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"));
+    let pid = |text: &str| {
+        text.parse::<u32>()
+            .map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
+    };
     match words {
         [stop, p] if stop == "stop" => Ok((Target::Stop(pid(p)?), Vec::new())),
         [p, patterns @ ..] if !patterns.is_empty() => Ok((Target::Pid(pid(p)?), patterns.to_vec())),
@@ -160,7 +163,9 @@ pub fn calltree(args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32> {
     let (target, words) = target(&args.words, !args.common.java.is_empty())?;
     let plan = (|| {
         if !matches!(target, Target::Stop(_)) && words.len() != 1 {
-            return Err("calltree takes one entry pattern (more methods go in --inner)".to_string());
+            return Err(
+                "calltree takes one entry pattern (more methods go in --inner)".to_string(),
+            );
         }
         Ok(Plan {
             mode: Mode::Calltree,
@@ -179,13 +184,29 @@ pub fn calltree(args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32> {
 /// Runs `jtap monitor`.
 pub fn monitor(args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> {
     let (target, words) = target(&args.words, !args.common.java.is_empty())?;
-    let plan = |targets| Plan { mode: Mode::Monitor, targets, interval: Some(args.interval), json: args.common.json, ..Plan::default() };
+    let plan = |targets| Plan {
+        mode: Mode::Monitor,
+        targets,
+        interval: Some(args.interval),
+        json: args.common.json,
+        ..Plan::default()
+    };
     run(target, patterns(&words).map(plan), &args.common, timeout)
 }
 
-fn run(target: Target, plan: Result<Plan, String>, common: &Common, timeout: Duration) -> anyhow::Result<i32> {
+fn run(
+    target: Target,
+    plan: Result<Plan, String>,
+    common: &Common,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
-        agent_client::run(pid, &Options::default().with_action(Action::Stop), timeout, &mut io::stdout().lock())?;
+        agent_client::run(
+            pid,
+            &Options::default().with_action(Action::Stop),
+            timeout,
+            &mut io::stdout().lock(),
+        )?;
         return Ok(0);
     }
     let plan = match plan {
@@ -195,7 +216,12 @@ fn run(target: Target, plan: Result<Plan, String>, common: &Common, timeout: Dur
             return Ok(exit::USAGE);
         }
     };
-    let options = Options { action: Some(Action::Start), event: Some(Event::Trace), trace: Some(plan), ..Options::default() };
+    let options = Options {
+        action: Some(Action::Start),
+        event: Some(Event::Trace),
+        trace: Some(plan),
+        ..Options::default()
+    };
     TRACING.store(true, Ordering::SeqCst);
     let result = match target {
         Target::Pid(pid) => attached(pid, &options, common.duration, timeout),
@@ -245,13 +271,20 @@ enum Ended {
 }
 
 /// Waits until the session should end: the agent ended it, Ctrl-C, `-d`, or `-n` reached.
-fn wait_for_end(finished: &dyn Fn() -> bool, reached: &AtomicBool, duration: Option<Duration>) -> Ended {
+fn wait_for_end(
+    finished: &dyn Fn() -> bool,
+    reached: &AtomicBool,
+    duration: Option<Duration>,
+) -> Ended {
     let started = Instant::now();
     loop {
         if finished() {
             return Ended::Agent;
         }
-        if INTERRUPTED.load(Ordering::SeqCst) || reached.load(Ordering::SeqCst) || duration.is_some_and(|d| started.elapsed() >= d) {
+        if INTERRUPTED.load(Ordering::SeqCst)
+            || reached.load(Ordering::SeqCst)
+            || duration.is_some_and(|d| started.elapsed() >= d)
+        {
             return Ended::Stopped;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -262,7 +295,12 @@ fn wait_for_end(finished: &dyn Fn() -> bool, reached: &AtomicBool, duration: Opt
 /// restore goes to stderr.
 fn stop(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     let mut report = Vec::new();
-    agent_client::run(pid, &Options::default().with_action(Action::Stop), timeout, &mut report)?;
+    agent_client::run(
+        pid,
+        &Options::default().with_action(Action::Stop),
+        timeout,
+        &mut report,
+    )?;
     let report = String::from_utf8_lossy(&report);
     for line in report.lines() {
         eprintln!("jtap: {line}");
@@ -270,18 +308,32 @@ fn stop(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn attached(pid: u32, options: &Options, duration: Option<Duration>, timeout: Duration) -> anyhow::Result<i32> {
+fn attached(
+    pid: u32,
+    options: &Options,
+    duration: Option<Duration>,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
     let reached = Arc::new(AtomicBool::new(false));
     let owner = {
         let (options, reached) = (options.clone(), reached.clone());
         std::thread::spawn(move || {
-            let mut lines = Lines { pending: Vec::new(), reached };
+            let mut lines = Lines {
+                pending: Vec::new(),
+                reached,
+            };
             agent_client::run(pid, &options, timeout, &mut lines)
         })
     };
     let ended = wait_for_end(&|| owner.is_finished(), &reached, duration);
-    let stopped = if ended == Ended::Stopped { stop(pid, timeout) } else { Ok(()) };
-    let owner_result = owner.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
+    let stopped = if ended == Ended::Stopped {
+        stop(pid, timeout)
+    } else {
+        Ok(())
+    };
+    let owner_result = owner
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
     owner_result?;
     stopped?;
     Ok(0)
@@ -295,7 +347,8 @@ fn launched(options: &Options, common: &Common, timeout: Duration) -> anyhow::Re
         let (reached, exited, pid) = (reached.clone(), exited.clone(), pid.clone());
         let duration = common.duration;
         std::thread::spawn(move || {
-            if wait_for_end(&|| exited.load(Ordering::SeqCst), &reached, duration) == Ended::Stopped {
+            if wait_for_end(&|| exited.load(Ordering::SeqCst), &reached, duration) == Ended::Stopped
+            {
                 let pid = pid.load(Ordering::SeqCst);
                 if pid != 0 && !exited.load(Ordering::SeqCst) {
                     if let Err(e) = stop(pid, timeout) {
@@ -305,8 +358,13 @@ fn launched(options: &Options, common: &Common, timeout: Duration) -> anyhow::Re
             }
         })
     };
-    let mut lines = Lines { pending: Vec::new(), reached };
-    let code = launch::run_with(options, &common.java, &mut lines, None, &mut |p| pid.store(p, Ordering::SeqCst));
+    let mut lines = Lines {
+        pending: Vec::new(),
+        reached,
+    };
+    let code = launch::run_with(options, &common.java, &mut lines, None, &mut |p| {
+        pid.store(p, Ordering::SeqCst)
+    });
     exited.store(true, Ordering::SeqCst);
     let _ = stopper.join();
     code

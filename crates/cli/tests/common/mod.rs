@@ -84,7 +84,11 @@ impl Run {
         assert_eq!(self.code, code, "unexpected exit code: {self:?}");
         let message = self.stderr.trim_end();
         assert!(message.starts_with("jtap: "), "no error line: {self:?}");
-        assert_eq!(message.lines().count(), 1, "error is not one line: {self:?}");
+        assert_eq!(
+            message.lines().count(),
+            1,
+            "error is not one line: {self:?}"
+        );
         assert!(message.contains(needle), "error lacks {needle:?}: {self:?}");
         assert!(!message.contains("panicked"), "panic: {self:?}");
     }
@@ -98,10 +102,13 @@ pub fn is_root() -> bool {
 
 /// Trigger files left behind anywhere we could have created them for this pid.
 pub fn leftover_triggers(pid: u32, ns_pid: u32) -> Vec<String> {
-    [format!("/proc/{pid}/root/tmp/.attach_pid{ns_pid}"), format!("/proc/{pid}/cwd/.attach_pid{ns_pid}")]
-        .into_iter()
-        .filter(|p| Path::new(p).exists())
-        .collect()
+    [
+        format!("/proc/{pid}/root/tmp/.attach_pid{ns_pid}"),
+        format!("/proc/{pid}/cwd/.attach_pid{ns_pid}"),
+    ]
+    .into_iter()
+    .filter(|p| Path::new(p).exists())
+    .collect()
 }
 
 /// `target/debug/libjtap_agent.so`, next to the jtap binary under test, built with
@@ -111,7 +118,8 @@ pub fn agent_library() -> &'static Path {
     LIBRARY.get_or_init(|| {
         let library = jtap_bin().with_file_name("libjtap_agent.so");
         let built = std::fs::metadata(&library).and_then(|m| m.modified()).ok();
-        let sources = ["crates/agent", "crates/jvmti", "crates/protocol"].map(|d| repo_root().join(d));
+        let sources =
+            ["crates/agent", "crates/jvmti", "crates/protocol"].map(|d| repo_root().join(d));
         let newest = sources.iter().filter_map(|d| newest_mtime(d)).max();
         if built.is_none() || newest > built {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -122,7 +130,11 @@ pub fn agent_library() -> &'static Path {
                 .expect("running cargo build -p jtap-agent");
             assert!(status.success(), "cargo build -p jtap-agent failed");
         }
-        assert!(library.exists(), "{} missing after the build", library.display());
+        assert!(
+            library.exists(),
+            "{} missing after the build",
+            library.display()
+        );
         library
     })
 }
@@ -131,7 +143,11 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
     let mut newest = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
-        let time = if path.is_dir() { newest_mtime(&path) } else { entry.metadata().ok()?.modified().ok() };
+        let time = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry.metadata().ok()?.modified().ok()
+        };
         newest = newest.max(time);
     }
     newest

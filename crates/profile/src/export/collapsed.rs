@@ -9,7 +9,11 @@ use crate::model::Profile;
 pub fn render(profile: &Profile, options: &ExportOptions) -> String {
     let mut out = String::new();
     for (stack, counts) in profile.stacks() {
-        let count = if options.by_weight { counts.weight } else { counts.samples };
+        let count = if options.by_weight {
+            counts.weight
+        } else {
+            counts.samples
+        };
         if count == 0 {
             continue;
         }
@@ -38,12 +42,27 @@ mod tests {
     fn totals_match_and_annotations_apply() {
         let p = sample_profile();
         let text = render(&p, &ExportOptions::default());
-        let total: u64 = text.lines().map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap()).sum();
+        let total: u64 = text
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
         assert_eq!(total, p.total_samples());
         assert_eq!(text.lines().next().unwrap(), "Main.main;Main.c 4");
-        let annotated = render(&p, &ExportOptions { annotate: true, ..ExportOptions::default() });
+        let annotated = render(
+            &p,
+            &ExportOptions {
+                annotate: true,
+                ..ExportOptions::default()
+            },
+        );
         assert!(annotated.contains("Main.main_[0];Main.c_[j] 4"));
-        let weighted = render(&p, &ExportOptions { by_weight: true, ..ExportOptions::default() });
+        let weighted = render(
+            &p,
+            &ExportOptions {
+                by_weight: true,
+                ..ExportOptions::default()
+            },
+        );
         assert!(weighted.contains("Main.main;Main.c 40000000"));
     }
 }

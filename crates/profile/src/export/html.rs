@@ -44,13 +44,14 @@ fn flame_rows(profile: &Profile, by_weight: bool) -> (Vec<Vec<u64>>, u64) {
     let mut rows: Vec<Vec<u64>> = vec![Vec::new()];
     let mut open: Vec<(FrameId, u64)> = Vec::new();
     let mut x = 0u64;
-    let close = |rows: &mut Vec<Vec<u64>>, depth: usize, (frame, start): (FrameId, u64), end: u64| {
-        if rows.len() <= depth + 1 {
-            rows.resize(depth + 2, Vec::new());
-        }
-        let kind = kind_index(profile.frame(frame).kind);
-        rows[depth + 1].extend([start, end - start, frame as u64 + 1, kind]);
-    };
+    let close =
+        |rows: &mut Vec<Vec<u64>>, depth: usize, (frame, start): (FrameId, u64), end: u64| {
+            if rows.len() <= depth + 1 {
+                rows.resize(depth + 2, Vec::new());
+            }
+            let kind = kind_index(profile.frame(frame).kind);
+            rows[depth + 1].extend([start, end - start, frame as u64 + 1, kind]);
+        };
     for (stack, count) in stacks {
         let common = open
             .iter()
@@ -78,7 +79,11 @@ pub fn render(profile: &Profile, options: &ExportOptions) -> String {
     let m = &profile.metadata;
     let mut names = vec!["all".to_string()];
     names.extend(profile.frames().iter().map(|f| f.name.clone()));
-    let unit = if options.by_weight { m.weight_unit.as_str() } else { "samples" };
+    let unit = if options.by_weight {
+        m.weight_unit.as_str()
+    } else {
+        "samples"
+    };
     let data = json!({
         "title": format!("{} profile ({})", m.event, if m.engine.is_empty() { &m.event } else { &m.engine }),
         "unit": unit,
@@ -108,17 +113,27 @@ mod tests {
         let widths: u64 = rows[2].chunks(4).map(|q| q[1]).sum();
         assert_eq!(widths, 7);
         // Sorted by x within a row.
-        assert!(rows[2].chunks(4).zip(rows[2].chunks(4).skip(1)).all(|(a, b)| a[0] + a[1] <= b[0]));
+        assert!(rows[2]
+            .chunks(4)
+            .zip(rows[2].chunks(4).skip(1))
+            .all(|(a, b)| a[0] + a[1] <= b[0]));
     }
 
     #[test]
     fn page_embeds_data_safely() {
         let mut p = sample_profile();
-        p.add_frames(&[crate::Frame::new("</script><b>", FrameKind::Native)], 1, 1);
+        p.add_frames(
+            &[crate::Frame::new("</script><b>", FrameKind::Native)],
+            1,
+            1,
+        );
         let page = render(&p, &ExportOptions::default());
         assert!(!page.contains("/*DATA*/null"));
         assert!(!page.contains("</script><b>"));
         assert!(page.contains("Main.c"));
-        assert!(!page.contains("http://") && !page.contains("https://"), "page must work offline");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "page must work offline"
+        );
     }
 }

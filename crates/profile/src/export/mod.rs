@@ -50,7 +50,12 @@ pub struct ExportOptions {
 
 impl Default for ExportOptions {
     fn default() -> Self {
-        ExportOptions { by_weight: false, annotate: false, top: 10, inverted: false }
+        ExportOptions {
+            by_weight: false,
+            annotate: false,
+            top: 10,
+            inverted: false,
+        }
     }
 }
 
@@ -69,7 +74,10 @@ impl Format {
 
     /// Parses a `--format` name.
     pub fn from_name(name: &str) -> Option<Format> {
-        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| *f)
     }
 
     /// Guesses the format from an output file name.
@@ -84,7 +92,10 @@ impl Format {
             (".folded", Format::Collapsed),
             (".txt", Format::Text),
         ];
-        by_suffix.iter().find(|(suffix, _)| name.ends_with(suffix)).map(|(_, f)| *f)
+        by_suffix
+            .iter()
+            .find(|(suffix, _)| name.ends_with(suffix))
+            .map(|(_, f)| *f)
     }
 
     /// Renders the profile in this format.
@@ -105,9 +116,18 @@ impl Format {
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
 /// readers never see a partial file.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
         file.write_all(bytes)?;
@@ -140,16 +160,26 @@ pub(crate) mod tests {
             let leaf = Frame::new(name, FrameKind::Compiled);
             p.add_frames(&[main.clone(), leaf], n, n * 10_000_000);
         }
-        p.add_frames(&[Frame::new("[gc_active]", FrameKind::Error)], 1, 10_000_000);
+        p.add_frames(
+            &[Frame::new("[gc_active]", FrameKind::Error)],
+            1,
+            10_000_000,
+        );
         p.metadata.errors.insert("gc_active".into(), 1);
         p
     }
 
     #[test]
     fn formats_from_paths_and_names() {
-        assert_eq!(Format::from_path(Path::new("/x/out.html")), Some(Format::Html));
+        assert_eq!(
+            Format::from_path(Path::new("/x/out.html")),
+            Some(Format::Html)
+        );
         assert_eq!(Format::from_path(Path::new("p.pb.gz")), Some(Format::Pprof));
-        assert_eq!(Format::from_path(Path::new("p.speedscope.json")), Some(Format::Speedscope));
+        assert_eq!(
+            Format::from_path(Path::new("p.speedscope.json")),
+            Some(Format::Speedscope)
+        );
         assert_eq!(Format::from_path(Path::new("p.unknown")), None);
         assert_eq!(Format::from_name("flat"), Some(Format::Flat));
     }

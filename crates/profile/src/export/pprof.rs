@@ -81,11 +81,23 @@ struct Function {
 /// The pprof sample types (count, weight) for an event, as Go's tools name them.
 fn sample_types(event: &str, weight_unit: &str) -> [(&'static str, String); 2] {
     match event {
-        "alloc" => [("alloc_objects", "count".into()), ("alloc_space", "bytes".into())],
-        "live" => [("inuse_objects", "count".into()), ("inuse_space", "bytes".into())],
-        "lock" => [("contentions", "count".into()), ("delay", "nanoseconds".into())],
+        "alloc" => [
+            ("alloc_objects", "count".into()),
+            ("alloc_space", "bytes".into()),
+        ],
+        "live" => [
+            ("inuse_objects", "count".into()),
+            ("inuse_space", "bytes".into()),
+        ],
+        "lock" => [
+            ("contentions", "count".into()),
+            ("delay", "nanoseconds".into()),
+        ],
         "wall" => [("samples", "count".into()), ("wall", "nanoseconds".into())],
-        _ => [("samples", "count".into()), ("cpu", weight_unit.to_string())],
+        _ => [
+            ("samples", "count".into()),
+            ("cpu", weight_unit.to_string()),
+        ],
     }
 }
 
@@ -97,7 +109,10 @@ struct Strings {
 impl Strings {
     fn new() -> Strings {
         // Index 0 must be the empty string.
-        Strings { table: vec![String::new()], index: HashMap::from([(String::new(), 0)]) }
+        Strings {
+            table: vec![String::new()],
+            index: HashMap::from([(String::new(), 0)]),
+        }
     }
 
     fn id(&mut self, s: &str) -> i64 {
@@ -117,8 +132,14 @@ pub fn render(profile: &Profile) -> Vec<u8> {
     let mut strings = Strings::new();
     let [count_type, weight_type] = sample_types(&m.event, &m.weight_unit);
     let sample_type = vec![
-        ValueType { r#type: strings.id(count_type.0), unit: strings.id(&count_type.1) },
-        ValueType { r#type: strings.id(weight_type.0), unit: strings.id(&weight_type.1) },
+        ValueType {
+            r#type: strings.id(count_type.0),
+            unit: strings.id(&count_type.1),
+        },
+        ValueType {
+            r#type: strings.id(weight_type.0),
+            unit: strings.id(&weight_type.1),
+        },
     ];
     // One function and one location per frame; ids are frame id + 1 (0 is reserved).
     let mut function = Vec::with_capacity(profile.frames().len());
@@ -126,14 +147,28 @@ pub fn render(profile: &Profile) -> Vec<u8> {
     for (i, frame) in profile.frames().iter().enumerate() {
         let id = i as u64 + 1;
         let name = strings.id(&frame.name);
-        function.push(Function { id, name, system_name: name });
-        location.push(Location { id, line: vec![Line { function_id: id, line: 0 }] });
+        function.push(Function {
+            id,
+            name,
+            system_name: name,
+        });
+        location.push(Location {
+            id,
+            line: vec![Line {
+                function_id: id,
+                line: 0,
+            }],
+        });
     }
     let sample = profile
         .stacks()
         .into_iter()
         .map(|(stack, counts)| Sample {
-            location_id: stack.iter().rev().map(|&f: &FrameId| f as u64 + 1).collect(),
+            location_id: stack
+                .iter()
+                .rev()
+                .map(|&f: &FrameId| f as u64 + 1)
+                .collect(),
             value: vec![counts.samples as i64, counts.weight as i64],
         })
         .collect();
@@ -150,7 +185,8 @@ pub fn render(profile: &Profile) -> Vec<u8> {
         string_table: strings.table,
     };
     let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    gz.write_all(&message.encode_to_vec()).expect("writing to a Vec cannot fail");
+    gz.write_all(&message.encode_to_vec())
+        .expect("writing to a Vec cannot fail");
     gz.finish().expect("writing to a Vec cannot fail")
 }
 
@@ -170,7 +206,9 @@ pub struct PprofTotals {
 /// Gunzips and decodes a pprof file.
 pub fn decode(gzipped: &[u8]) -> Result<PprofTotals, String> {
     let mut raw = Vec::new();
-    GzDecoder::new(gzipped).read_to_end(&mut raw).map_err(|e| format!("gunzip: {e}"))?;
+    GzDecoder::new(gzipped)
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("gunzip: {e}"))?;
     let p = PprofProfile::decode(raw.as_slice()).map_err(|e| format!("decode: {e}"))?;
     let s = |i: i64| p.string_table.get(i as usize).cloned().unwrap_or_default();
     let mut totals = vec![0i64; p.sample_type.len()];
@@ -180,7 +218,11 @@ pub fn decode(gzipped: &[u8]) -> Result<PprofTotals, String> {
         }
     }
     Ok(PprofTotals {
-        sample_types: p.sample_type.iter().map(|t| (s(t.r#type), s(t.unit))).collect(),
+        sample_types: p
+            .sample_type
+            .iter()
+            .map(|t| (s(t.r#type), s(t.unit)))
+            .collect(),
         totals,
         samples: p.sample.len(),
         functions: p.function.iter().map(|f| s(f.name)).collect(),
@@ -196,9 +238,18 @@ mod tests {
     fn round_trips_totals() {
         let p = sample_profile();
         let decoded = decode(&render(&p)).unwrap();
-        assert_eq!(decoded.sample_types[0], ("samples".to_string(), "count".to_string()));
-        assert_eq!(decoded.sample_types[1], ("cpu".to_string(), "nanoseconds".to_string()));
-        assert_eq!(decoded.totals, vec![p.total_samples() as i64, p.total_weight() as i64]);
+        assert_eq!(
+            decoded.sample_types[0],
+            ("samples".to_string(), "count".to_string())
+        );
+        assert_eq!(
+            decoded.sample_types[1],
+            ("cpu".to_string(), "nanoseconds".to_string())
+        );
+        assert_eq!(
+            decoded.totals,
+            vec![p.total_samples() as i64, p.total_weight() as i64]
+        );
         assert_eq!(decoded.samples, p.stack_count());
         assert!(decoded.functions.contains(&"Main.c".to_string()));
     }

@@ -9,12 +9,20 @@ use crate::model::Profile;
 /// Renders the profile as a speedscope file.
 pub fn render(profile: &Profile, options: &ExportOptions) -> String {
     let m = &profile.metadata;
-    let frames: Vec<_> = profile.frames().iter().map(|f| json!({ "name": f.name })).collect();
+    let frames: Vec<_> = profile
+        .frames()
+        .iter()
+        .map(|f| json!({ "name": f.name }))
+        .collect();
     let mut samples = Vec::new();
     let mut weights = Vec::new();
     for (stack, counts) in profile.stacks() {
         samples.push(stack.to_vec());
-        weights.push(if options.by_weight { counts.weight } else { counts.samples });
+        weights.push(if options.by_weight {
+            counts.weight
+        } else {
+            counts.samples
+        });
     }
     let total: u64 = weights.iter().sum();
     let unit = if options.by_weight && m.weight_unit == "nanoseconds" {
@@ -51,9 +59,18 @@ mod tests {
     #[test]
     fn parses_back_with_totals() {
         let p = sample_profile();
-        let v: serde_json::Value = serde_json::from_str(&render(&p, &ExportOptions::default())).unwrap();
-        let weights: u64 = v["profiles"][0]["weights"].as_array().unwrap().iter().map(|w| w.as_u64().unwrap()).sum();
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&p, &ExportOptions::default())).unwrap();
+        let weights: u64 = v["profiles"][0]["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_u64().unwrap())
+            .sum();
         assert_eq!(weights, p.total_samples());
-        assert_eq!(v["shared"]["frames"].as_array().unwrap().len(), p.frames().len());
+        assert_eq!(
+            v["shared"]["frames"].as_array().unwrap().len(),
+            p.frames().len()
+        );
     }
 }

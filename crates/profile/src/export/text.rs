@@ -23,22 +23,54 @@ pub fn summary(profile: &Profile) -> String {
     if !m.engine.is_empty() && m.engine != m.event {
         let _ = writeln!(out, "{:<22}: {} (fallback)", "Engine used", m.engine);
     }
-    let _ = writeln!(out, "{:<22}: {}", "Interval", format_interval(m.interval, &m.weight_unit));
-    let _ = writeln!(out, "{:<22}: {:.3} s", "Duration", m.duration_ns as f64 / 1e9);
+    let _ = writeln!(
+        out,
+        "{:<22}: {}",
+        "Interval",
+        format_interval(m.interval, &m.weight_unit)
+    );
+    let _ = writeln!(
+        out,
+        "{:<22}: {:.3} s",
+        "Duration",
+        m.duration_ns as f64 / 1e9
+    );
     let _ = writeln!(out, "{:<22}: {}", "Total samples", total);
-    let _ = writeln!(out, "{:<22}: {} {}", "Total weight", profile.total_weight(), m.weight_unit);
+    let _ = writeln!(
+        out,
+        "{:<22}: {} {}",
+        "Total weight",
+        profile.total_weight(),
+        m.weight_unit
+    );
     let _ = writeln!(out, "{:<22}: {}", "Distinct stacks", profile.stack_count());
     for (reason, count) in &m.errors {
-        let _ = writeln!(out, "{:<22}: {} ({:.2}%)", reason, count, percent(*count, total + m.dropped));
+        let _ = writeln!(
+            out,
+            "{:<22}: {} ({:.2}%)",
+            reason,
+            count,
+            percent(*count, total + m.dropped)
+        );
     }
-    let _ = writeln!(out, "{:<22}: {} ({:.2}%)", "Dropped samples", m.dropped, percent(m.dropped, total + m.dropped));
+    let _ = writeln!(
+        out,
+        "{:<22}: {} ({:.2}%)",
+        "Dropped samples",
+        m.dropped,
+        percent(m.dropped, total + m.dropped)
+    );
     out
 }
 
 fn format_interval(interval: u64, unit: &str) -> String {
     match unit {
-        "nanoseconds" if interval >= 1_000_000 && interval % 1_000_000 == 0 => format!("{} ms", interval / 1_000_000),
-        "nanoseconds" if interval >= 1_000 && interval % 1_000 == 0 => format!("{} us", interval / 1_000),
+        "nanoseconds" if interval >= 1_000_000 && interval % 1_000_000 == 0 => {
+            format!("{} ms", interval / 1_000_000)
+        }
+        "nanoseconds" if interval >= 1_000 && interval % 1_000 == 0 => {
+            format!("{} us", interval / 1_000)
+        }
         "nanoseconds" => format!("{interval} ns"),
         _ => format!("{interval} {unit}"),
     }
@@ -97,17 +129,30 @@ pub fn flat(profile: &Profile, options: &ExportOptions) -> String {
     });
     let mut out = String::new();
     let _ = writeln!(out, "{:>14}  {:>7}  {:>8}  top", unit, "percent", "samples");
-    let _ = writeln!(out, "{:>14}  {:>7}  {:>8}  ---", "----------", "-------", "-------");
+    let _ = writeln!(
+        out,
+        "{:>14}  {:>7}  {:>8}  ---",
+        "----------", "-------", "-------"
+    );
     for (id, (samples, weight)) in rows.into_iter().take(options.top) {
         let share = percent(count_of(options, samples, weight), total);
-        let _ = writeln!(out, "{weight:>14}  {share:>6.2}%  {samples:>8}  {}", profile.frame(id).name);
+        let _ = writeln!(
+            out,
+            "{weight:>14}  {share:>6.2}%  {samples:>8}  {}",
+            profile.frame(id).name
+        );
     }
     out
 }
 
 /// Summary, then the top traces, then the flat profile: the default text output.
 pub fn render_all(profile: &Profile, options: &ExportOptions) -> String {
-    format!("{}\n{}{}", summary(profile), traces(profile, options), flat(profile, options))
+    format!(
+        "{}\n{}{}",
+        summary(profile),
+        traces(profile, options),
+        flat(profile, options)
+    )
 }
 
 #[cfg(test)]
@@ -125,7 +170,18 @@ mod tests {
         let f = flat(&p, &ExportOptions::default());
         let first = f.lines().nth(2).unwrap();
         assert!(first.contains("50.00%") && first.ends_with("Main.c"), "{f}");
-        let t = traces(&p, &ExportOptions { top: 1, ..ExportOptions::default() });
-        assert!(t.starts_with("--- 40000000 nanoseconds (50.00%), 4 samples\n  [ 0] Main.c\n  [ 1] Main.main"), "{t}");
+        let t = traces(
+            &p,
+            &ExportOptions {
+                top: 1,
+                ..ExportOptions::default()
+            },
+        );
+        assert!(
+            t.starts_with(
+                "--- 40000000 nanoseconds (50.00%), 4 samples\n  [ 0] Main.c\n  [ 1] Main.main"
+            ),
+            "{t}"
+        );
     }
 }
