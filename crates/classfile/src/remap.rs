@@ -7,6 +7,19 @@ use crate::class_file::ClassFile;
 use crate::descriptor::{parse_field_descriptor, parse_method_descriptor};
 use crate::error::Result;
 
+/// Classes the verifier knows by name. Moving them would change what it checks, so they keep
+/// their names when classes are moved to a loadable package (and cannot be verified that way).
+pub const VERIFIER_KNOWN_CLASSES: &[&str] = &[
+    "java/lang/Object",
+    "java/lang/String",
+    "java/lang/Class",
+    "java/lang/Throwable",
+    "java/lang/Cloneable",
+    "java/io/Serializable",
+    "java/lang/invoke/MethodHandle",
+    "java/lang/invoke/MethodType",
+];
+
 fn prefix_descriptor(d: &[u8], names: &HashSet<Vec<u8>>, prefix: &[u8]) -> Option<Vec<u8>> {
     if parse_method_descriptor(d).is_err() && parse_field_descriptor(d).is_err() {
         return None;

@@ -33,7 +33,11 @@ fn prepare(classes: &[(String, Vec<u8>)], base_dir: &Path, inst_dir: &Path, rena
                     .ok()
                     .and_then(|c| c.name().ok().map(<[u8]>::to_vec))
             })
-            .filter(|n| !common::KEEP.iter().any(|k| k.as_bytes() == &n[..]))
+            .filter(|n| {
+                !jtap_classfile::remap::VERIFIER_KNOWN_CLASSES
+                    .iter()
+                    .any(|k| k.as_bytes() == &n[..])
+            })
             .collect()
     } else {
         HashSet::new()
@@ -43,7 +47,7 @@ fn prepare(classes: &[(String, Vec<u8>)], base_dir: &Path, inst_dir: &Path, rena
             continue;
         }
         let cls = name.trim_end_matches(".class");
-        if rename && common::KEEP.contains(&cls) {
+        if rename && jtap_classfile::remap::VERIFIER_KNOWN_CLASSES.contains(&cls) {
             continue;
         }
         stats.classes += 1;

@@ -192,18 +192,6 @@ pub fn run_verify(java_home: &str, dir: &Path) -> VerifyReport {
     r
 }
 
-/// Classes that the verifier treats specially by name; they keep their names when renaming.
-pub const KEEP: &[&str] = &[
-    "java/lang/Object",
-    "java/lang/String",
-    "java/lang/Class",
-    "java/lang/Throwable",
-    "java/lang/Cloneable",
-    "java/io/Serializable",
-    "java/lang/invoke/MethodHandle",
-    "java/lang/invoke/MethodType",
-];
-
 /// Moves every class named in `names` to the package prefix `jvfy/` (so java.* classes can be
 /// defined by an ordinary class loader).
 pub fn rename(bytes: &[u8], names: &std::collections::HashSet<Vec<u8>>) -> Vec<u8> {

@@ -14,18 +14,7 @@ use jtap_classfile::{listing::listing, remap::prefix_classes, ClassFile, Injecti
 /// Probe runtime class named in the instrumented code (it need not exist to verify).
 const RUNTIME_CLASS: &str = "jtap/runtime/Probes";
 
-/// Classes the verifier knows by name; they keep their names when classes are moved to a
-/// loadable package for `--verify`, and so cannot be verified that way.
-const KEEP: &[&str] = &[
-    "java/lang/Object",
-    "java/lang/String",
-    "java/lang/Class",
-    "java/lang/Throwable",
-    "java/lang/Cloneable",
-    "java/io/Serializable",
-    "java/lang/invoke/MethodHandle",
-    "java/lang/invoke/MethodType",
-];
+use jtap_classfile::remap::VERIFIER_KNOWN_CLASSES as KEEP;
 
 /// Loads and links every class of a directory (getDeclaredMethods links first), printing
 /// VerifyErrors and ClassFormatErrors. Run with the source launcher, so any JDK 11+ works.
