@@ -41,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
-    tests/java/workloads/AllocThroughput.java tests/java/workloads/LockThroughput.java
+    tests/java/workloads/AllocThroughput.java tests/java/workloads/LockThroughput.java tests/java/workloads/OpsReport.java
 
 java_home() {
     local v=$1 home

@@ -22,7 +22,7 @@ cargo build --release --quiet -p jtap-agent -p jtap-cli
 JTAP=$PWD/target/release/jtap
 export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
 work=$(mktemp -d)
-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/Throughput.java
+/usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/Throughput.java tests/java/workloads/OpsReport.java
 "$JAVA" -cp "$work/classes" workloads.Throughput 2 >"$work/ops.log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -rf "$work"' EXIT

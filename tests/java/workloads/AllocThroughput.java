@@ -28,16 +28,7 @@ public class AllocThroughput {
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
         int depth = args.length > 1 ? Integer.parseInt(args[1]) : 0;
-        for (int t = 0; t < threads; t++) {
-            Thread worker = new Thread(() -> descend(depth), "alloc-" + t);
-            worker.setDaemon(true);
-            worker.start();
-        }
-        System.out.println("READY");
-        while (true) {
-            Thread.sleep(100);
-            System.out.println("ops " + System.currentTimeMillis() + " " + OPS.sum());
-        }
+        OpsReport.run(threads, "alloc", () -> descend(depth), OPS);
     }
 
     static long descend(int frames) {

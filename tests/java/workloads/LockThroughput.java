@@ -22,16 +22,7 @@ public class LockThroughput {
 
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 4;
-        for (int t = 0; t < threads; t++) {
-            Thread worker = new Thread(LockThroughput::work, "lock-" + t);
-            worker.setDaemon(true);
-            worker.start();
-        }
-        System.out.println("READY");
-        while (true) {
-            Thread.sleep(100);
-            System.out.println("ops " + System.currentTimeMillis() + " " + OPS.sum());
-        }
+        OpsReport.run(threads, "lock", LockThroughput::work, OPS);
     }
 
     static void work() {

@@ -14,16 +14,7 @@ public class Throughput {
 
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
-        for (int t = 0; t < threads; t++) {
-            Thread worker = new Thread(Throughput::work, "throughput-" + t);
-            worker.setDaemon(true);
-            worker.start();
-        }
-        System.out.println("READY");
-        while (true) {
-            Thread.sleep(100);
-            System.out.println("ops " + System.currentTimeMillis() + " " + OPS.sum());
-        }
+        OpsReport.run(threads, "throughput", Throughput::work, OPS);
     }
 
     static void work() {
