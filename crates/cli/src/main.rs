@@ -16,7 +16,7 @@ use clap_complete::Shell;
 #[command(
     name = "jtap",
     version,
-    about = "Look inside a running HotSpot JVM: list, attach, jcmd",
+    about = "Look inside a running HotSpot JVM: attach, profile, heap, trace",
     long_about = "Look inside a running HotSpot JVM (JDK 11 to 25, Linux) with one binary and no JDK tools.\n\n\
                   Works on JVMs in containers (other pid/mount namespaces) and, as root, on JVMs of other users.",
     after_help = "Exit codes: 0 success; the JVM's status for attach operations; 2 usage; 10 no such process; \
