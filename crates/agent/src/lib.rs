@@ -30,6 +30,7 @@ mod engine;
 mod entry;
 mod gate;
 mod heap;
+mod libjvm;
 mod sampling;
 mod session;
 mod thread;

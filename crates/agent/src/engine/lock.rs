@@ -1,15 +1,21 @@
-//! The lock engine (`start,event=lock`): contended `synchronized` monitors.
+//! The lock engine (`start,event=lock`): contended `synchronized` monitors and
+//! `java.util.concurrent` locks.
 //!
-//! MonitorContendedEnter (a thread is about to wait for a monitor another thread owns) notes
-//! the time in a thread-local; MonitorContendedEntered (it got the monitor) measures the wait.
+//! Monitors: MonitorContendedEnter (a thread is about to wait for a monitor another thread
+//! owns) notes the time in a thread-local; MonitorContendedEntered (it got the monitor)
+//! measures the wait. `java.util.concurrent` locks park their waiting threads in
+//! `Unsafe.park`, which raises no JVMTI event: [`park`] rebinds that native method to a hook
+//! that times HotSpot's own implementation and records waits whose park blocker is a lock
+//! (`ReentrantLock`, `ReentrantReadWriteLock`, `Semaphore`, `StampedLock`, other AQS-based
+//! locks; not `Condition` waits, idle pool workers or latches — see [`park`] for the choice).
+//! Where that is impossible (a stripped `libjvm.so` without `Unsafe_Park`), only monitors are
+//! tracked and the profile's engine says why (`lock (monitors only: …)`).
+//!
 //! Waits of at least `lock=` (default 10 µs) are recorded with the waiting thread's stack
-//! (`GetStackTrace`, at most `jstackdepth=` frames, default 64) and the monitor object's class
-//! as leaf frame, weighted by the time waited (pprof `contentions`/`delay`). Both callbacks
-//! run on the waiting thread itself; recording goes into the sharded [`SiteTable`].
-//!
-//! Only monitors (`synchronized`) are seen: `java.util.concurrent` locks park threads with
-//! `LockSupport.park`, which raises no JVMTI event (a next step would be to instrument
-//! `Unsafe.park` callers with the class-file engine).
+//! (`GetStackTrace`, at most `jstackdepth=` frames, default 64) and the class of the monitor
+//! object or of the park blocker as leaf frame (e.g. `java.util.concurrent.locks.
+//! ReentrantLock$NonfairSync`), weighted by the time waited (pprof `contentions`/`delay`).
+//! Everything is recorded on the waiting thread itself, into the sharded [`SiteTable`].
 //!
 //! The engine holds `can_generate_monitor_events` in a JVMTI environment of its own
 //! ([`OwnEnv`]), disposed of when it stops.
@@ -22,6 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
 use jtap_protocol::Options;
+
+mod park;
 
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
@@ -66,6 +74,8 @@ pub struct LockEngine {
 
 struct Run {
     own: OwnEnv,
+    /// Whether `java.util.concurrent` locks are tracked too, or why not.
+    parks: Result<(), String>,
     vm: Vm,
     threshold: Duration,
     started: Instant,
@@ -116,11 +126,16 @@ impl Engine for LockEngine {
             own.retire(&GATE, "lock");
             return Err(e);
         }
+        let parks = park::start(context.vm, own.env());
+        if let Err(e) = &parks {
+            log!("lock engine: java.util.concurrent locks not tracked: {e}");
+        }
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         self.run = Some(Run {
             own,
+            parks,
             vm: context.vm,
             threshold,
             started: Instant::now(),
@@ -141,6 +156,9 @@ impl Engine for LockEngine {
             return Report::Text("lock: not running".into());
         };
         run.own.disable();
+        if run.parks.is_ok() {
+            park::stop(run.vm);
+        }
         let report = run.report();
         run.own.retire(&GATE, "lock");
         table().clear();
@@ -152,7 +170,10 @@ impl Run {
     fn report(&self) -> Report {
         let metadata = Metadata {
             event: "lock".into(),
-            engine: "lock".into(),
+            engine: match &self.parks {
+                Ok(()) => "lock".into(),
+                Err(e) => format!("lock (monitors only: {e})"),
+            },
             interval: self.threshold.as_nanos() as u64,
             weight_unit: "nanoseconds".into(),
             duration_ns: self.started.elapsed().as_nanos() as u64,
@@ -206,11 +227,17 @@ unsafe extern "C" fn on_contended_entered(
         // SAFETY: jni is this thread's JNIEnv and object the callback's valid local reference.
         let class = unsafe { monitor_class_signature(&env, jni, object) }
             .unwrap_or_else(|| "[unknown class]".into());
-        let class = table().intern(&class);
-        stack::with_current(&env, DEPTH.load(Ordering::Relaxed), |frames| {
-            table().record(class, frames, 1.0, waited as f64, None)
-        });
+        record_wait(&env, &class, waited);
     })
+}
+
+/// Records a wait of `waited` ns for a lock of class `class` (JVM signature) at the calling
+/// thread's stack. Call inside the gate.
+fn record_wait(env: &Env, class: &str, waited: u64) {
+    let class = table().intern(class);
+    stack::with_current(env, DEPTH.load(Ordering::Relaxed), |frames| {
+        table().record(class, frames, 1.0, waited as f64, None)
+    });
 }
 
 /// The JVM signature of `object`'s class.
