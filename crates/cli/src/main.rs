@@ -142,7 +142,8 @@ enum Command {
     #[command(
         after_help = "Samples allocations for the duration (JVMTI SampledObjectAlloc, every --alloc-interval \
                             bytes on average), tracks which sampled objects are still alive, and reports per \
-                            (class, stack): live and allocated bytes and objects (estimated), % self, % accum."
+                            (class, stack): live and allocated bytes and objects (estimated), % self, % accum. \
+                            With --exact every allocation is recorded and the counts are exact."
     )]
     Sites {
         /// Pid of the target JVM
@@ -159,6 +160,9 @@ enum Command {
         /// Mean bytes between allocation samples (default 512k; suffixes k, m, g)
         #[arg(long, value_name = "BYTES", value_parser = commands::profile::parse_alloc_interval)]
         alloc_interval: Option<u64>,
+        /// Record every allocation instead of sampling: exact counts (heapTracker-style), slower
+        #[arg(long, conflicts_with = "alloc_interval")]
+        exact: bool,
         /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
         #[arg(long)]
         gc: bool,
@@ -261,6 +265,7 @@ fn main() {
             top,
             depth,
             alloc_interval,
+            exact,
             gc,
             attach,
         } => {
@@ -269,6 +274,7 @@ fn main() {
                 top,
                 depth,
                 alloc_interval,
+                exact,
                 gc,
             };
             commands::sites::run(pid, &args, attach.timeout)

@@ -5,6 +5,8 @@
 //! - `jtap profile -e alloc`: bytes split by allocation site as the workload allocates them,
 //!   `--live` and `jtap sites` rank the retaining site first, a second agent holding the
 //!   sampling capability gives a clear error, memory stays bounded through many GCs;
+//! - `jtap sites --exact`: exact object counts per site, VM-made objects (`clone`,
+//!   `Array.newInstance`) included;
 //! - `jtap profile -e lock`: the one contended monitor comes out on top.
 
 mod common;
@@ -282,24 +284,42 @@ fn alloc_profile_splits_bytes_by_site_with_class_leaves() {
     }
 }
 
-/// SITES rows as (class, top frame, live bytes, allocated bytes).
-fn sites_rows(report: &str) -> Vec<(String, String, f64, f64)> {
+/// One row of a SITES report.
+struct SiteRow {
+    class: String,
+    /// The `at` lines, top first.
+    frames: Vec<String>,
+    live_bytes: f64,
+    live_objects: f64,
+    allocated_bytes: f64,
+    allocated_objects: f64,
+}
+
+impl SiteRow {
+    fn top(&self) -> &str {
+        self.frames.first().map_or("", String::as_str)
+    }
+}
+
+fn sites_rows(report: &str) -> Vec<SiteRow> {
     let lines: Vec<&str> = report.lines().collect();
     let mut rows = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() == 8 && words[0].parse::<u32>().is_ok() {
-            let top = lines
-                .get(i + 1)
-                .and_then(|l| l.trim().strip_prefix("at "))
-                .unwrap_or("")
-                .to_string();
-            rows.push((
-                words[7].to_string(),
-                top,
-                words[3].parse().unwrap(),
-                words[5].parse().unwrap(),
-            ));
+            let frames = lines[i + 1..]
+                .iter()
+                .map_while(|l| l.trim().strip_prefix("at "))
+                .map(str::to_string)
+                .collect();
+            rows.push(SiteRow {
+                class: words[7].to_string(),
+                frames,
+                live_bytes: words[3].parse().unwrap(),
+                live_objects: words[4].parse().unwrap(),
+                allocated_bytes: words[5].parse().unwrap(),
+                allocated_objects: words[6].parse().unwrap(),
+            });
         }
     }
     rows
@@ -334,22 +354,30 @@ fn live_profile_and_sites_rank_the_retaining_site_first() {
             "JDK {}: {report}",
             jdk.version
         );
-        let (class, top, live, _) = &rows[0];
+        let (class, top, live) = (&rows[0].class, rows[0].top(), rows[0].live_bytes);
         assert!(
             class == "int[]" && top.starts_with("workloads.AllocSites.intSite"),
             "JDK {}: first site is not the retaining one: {report}",
             jdk.version
         );
         assert!(
-            *live > 10e6,
+            live > 10e6,
             "JDK {}: the retaining site keeps ~40 MB, the report says {live}: {report}",
             jdk.version
         );
-        for (class, top, live, allocated) in rows
+        for row in rows
             .iter()
-            .filter(|r| r.1.contains("longSite") || r.1.contains("byteSite"))
+            .filter(|r| r.top().contains("longSite") || r.top().contains("byteSite"))
         {
-            assert!(*live <= 0.05 * allocated, "JDK {}: dropped site {class} at {top} still has {live} of {allocated} bytes live: {report}", jdk.version);
+            assert!(
+                row.live_bytes <= 0.05 * row.allocated_bytes,
+                "JDK {}: dropped site {} at {} still has {} of {} bytes live: {report}",
+                jdk.version,
+                row.class,
+                row.top(),
+                row.live_bytes,
+                row.allocated_bytes
+            );
         }
 
         // --live profile: a GC shortly before the end frees the dropped sites' objects.
@@ -385,6 +413,103 @@ fn live_profile_and_sites_rank_the_retaining_site_first() {
             "JDK {}: {out}",
             jdk.version
         );
+    }
+}
+
+#[test]
+fn exact_sites_count_every_allocation_including_the_vms_own() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let trigger = dir.path().join(format!("go-{}", jdk.version));
+        let mut jvm = JavaProcess::builder(jdk, "workloads.ExactAlloc")
+            .arg(trigger.as_os_str())
+            .start();
+        let pid = jvm.pid().to_string();
+        let sites_pid = pid.clone();
+        let sites = thread::spawn(move || {
+            jtap([
+                "sites", &sites_pid, "--exact", "-d", "6", "--depth", "3", "--gc", "-n", "200",
+            ])
+            .ok()
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !jtap(["status", &pid]).ok().contains("engine: alloc") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "JDK {}: the alloc engine never started",
+                jdk.version
+            );
+            thread::sleep(Duration::from_millis(100));
+        }
+        std::fs::write(&trigger, b"").unwrap();
+        assert!(
+            jvm.stdout.wait_for_line("DONE", Duration::from_secs(30)),
+            "JDK {}: {}",
+            jdk.version,
+            jvm.stderr.text()
+        );
+        let report = sites.join().unwrap();
+        assert!(
+            report.contains("every allocation recorded") && report.contains("exact"),
+            "JDK {}: {report}",
+            jdk.version
+        );
+        // Every rewritten class got its original bytes back.
+        let restored = report
+            .lines()
+            .find_map(|l| l.strip_prefix("restored "))
+            .unwrap_or_else(|| panic!("JDK {}: no restore line: {report}", jdk.version));
+        let classes = restored.split_whitespace().next().unwrap();
+        assert!(
+            classes.parse::<u32>().unwrap() > 0
+                && restored.contains(&format!("identical to before for {classes}/{classes},")),
+            "JDK {}: {restored}",
+            jdk.version
+        );
+        let rows = sites_rows(&report);
+        // (objects allocated, objects live, bytes allocated) over the rows of `class` whose
+        // stack passes through `method`.
+        let site = |class: &str, method: &str| {
+            rows.iter()
+                .filter(|r| r.class == class && r.frames.iter().any(|f| f.contains(method)))
+                .fold((0.0, 0.0, 0.0), |(a, l, b), r| {
+                    (
+                        a + r.allocated_objects,
+                        l + r.live_objects,
+                        b + r.allocated_bytes,
+                    )
+                })
+        };
+        let widget = "workloads.ExactAlloc$Widget";
+        let cases = [
+            (widget, "ExactAlloc.widgetSite", 1000.0, 1000.0),
+            // The last one is still referenced from a static field.
+            ("int[]", "ExactAlloc.arraySite", 3000.0, 1.0),
+            (widget, "ExactAlloc.cloneSite", 500.0, 500.0),
+            (
+                "workloads.ExactAlloc$Gadget[]",
+                "ExactAlloc.reflectSite",
+                250.0,
+                250.0,
+            ),
+        ];
+        for (class, method, allocated, live) in cases {
+            let (got_allocated, got_live, bytes) = site(class, method);
+            assert_eq!(
+                (got_allocated, got_live),
+                (allocated, live),
+                "JDK {}: {class} at {method}: (allocated, live) objects: {report}",
+                jdk.version
+            );
+            let each = bytes / allocated;
+            assert!(
+                each.fract() == 0.0 && (16.0..=64.0).contains(&each),
+                "JDK {}: {class} at {method}: {bytes} bytes for {allocated} objects: {report}",
+                jdk.version
+            );
+        }
+        assert!(jtap(["status", &pid]).ok().contains("engine: none"));
     }
 }
 
@@ -456,9 +581,14 @@ fn alloc_sampling_held_by_another_agent_is_a_clear_error() {
             "JDK {}: {run:?}",
             jdk.version
         );
-        // The lock engine needs no single-holder capability and still works.
+        // The lock engine and exact allocation recording need no single-holder capability
+        // and still work.
         jtap([
             "profile", &pid, "-e", "lock", "-d", "1", "--format", "summary",
+        ])
+        .ok();
+        jtap([
+            "profile", &pid, "-e", "alloc", "--exact", "-d", "1", "--format", "summary",
         ])
         .ok();
     }

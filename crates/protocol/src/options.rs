@@ -190,6 +190,8 @@ pub struct Options {
     pub lock: Option<Duration>,
     /// `event=alloc`: results as a SITES report (live and allocated bytes per site).
     pub sites: bool,
+    /// `event=alloc`: record every allocation (heap sampling interval 0) instead of a sample.
+    pub exact: bool,
     /// `histogram`: report only this many classes, the largest by bytes.
     pub top: Option<u32>,
     /// `event=trace`: the tracing plan.
@@ -224,6 +226,9 @@ pub enum ParseError {
     /// `live` given with an action other than `histogram` or `start`.
     #[error("live only goes with histogram or start (event=alloc)")]
     LiveMisplaced,
+    /// `exact` and `alloc=` together: one records everything, the other samples.
+    #[error("exact records every allocation: it does not go with alloc=")]
+    ExactWithInterval,
     /// An option that only makes sense with `histogram`.
     #[error("{0} only goes with histogram")]
     NeedsHistogram(&'static str),
@@ -236,7 +241,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -286,9 +291,15 @@ impl Options {
             if options.sites {
                 return Err(ParseError::NeedsStart("sites"));
             }
+            if options.exact {
+                return Err(ParseError::NeedsStart("exact"));
+            }
             if options.trace.is_some() {
                 return Err(ParseError::NeedsStart("trace"));
             }
+        }
+        if options.exact && options.alloc.is_some() {
+            return Err(ParseError::ExactWithInterval);
         }
         if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
             return Err(ParseError::LiveMisplaced);
@@ -326,6 +337,9 @@ impl Options {
             }
             if item.raw == "sites" {
                 return set_once(&mut self.sites, "sites");
+            }
+            if item.raw == "exact" {
+                return set_once(&mut self.exact, "exact");
             }
             let Some(action) = Action::from_name(&item.raw) else {
                 return Err(ParseError::Unknown(item.raw.clone()));
@@ -405,7 +419,7 @@ impl Options {
                 put_once(&mut self.client, "client", value.clone())
             }
             key => match Action::from_name(key).map(Action::name).or([
-                "debug", "live", "threads", "sites", "detach", "alluser",
+                "debug", "live", "threads", "sites", "exact", "detach", "alluser",
             ]
             .into_iter()
             .find(|&f| f == key))
@@ -450,6 +464,9 @@ impl fmt::Display for Options {
         }
         if self.sites {
             items.push("sites".into());
+        }
+        if self.exact {
+            items.push("exact".into());
         }
         if let Some(plan) = &self.trace {
             items.push(format!("trace={}", escape(&plan.to_string())));
@@ -676,6 +693,7 @@ pub fn help_text() -> String {
          alloc=<bytes>  alloc: mean bytes between samples (default 512k; suffixes k, m, g)\n\
          live           alloc: only sampled objects still alive at the dump\n\
          sites          alloc: a SITES report (live and allocated bytes per allocation site)\n\
+         exact          alloc: record every allocation instead of sampling (exact counts, slow)\n\
          lock=<duration> lock: shortest monitor wait recorded (default 10us)\n\
          trace=<plan>   trace: methods, captures and mode (see jtap_protocol::trace)\n\
          write \\, for a comma and \\\\ for a backslash inside values",
@@ -775,6 +793,9 @@ mod tests {
             ("start,event=lock,lock=fast", "bad value for lock"),
             ("dump,alloc=512k", "alloc= only goes with start"),
             ("status,sites", "sites= only goes with start"),
+            ("status,exact", "exact= only goes with start"),
+            ("start,event=alloc,exact,alloc=1m", "does not go with alloc="),
+            ("start,exact=1", "\"exact\" takes no value"),
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
@@ -814,6 +835,7 @@ mod tests {
             proptest::option::of(1..=MAX_ALLOC_INTERVAL),
             proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
             any::<bool>(),
+            any::<bool>(),
         );
         (action, start_only, paths, histogram_only, heap_start).prop_map(
             |(
@@ -821,7 +843,7 @@ mod tests {
                 (event, interval, (threads, include, exclude, jstackdepth), (detach, alluser)),
                 (file, channel, log, client, debug),
                 (live, top),
-                (alloc, lock, sites),
+                (alloc, lock, sites, exact),
             )| {
                 let starts = action == Some(Action::Start);
                 let histogram = action == Some(Action::Histogram);
@@ -844,6 +866,7 @@ mod tests {
                     alloc: alloc.filter(|_| starts),
                     lock: lock.filter(|_| starts),
                     sites: sites && starts,
+                    exact: exact && starts && alloc.is_none(),
                     top: top.filter(|_| histogram),
                     trace: None,
                 }

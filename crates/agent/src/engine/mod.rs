@@ -22,7 +22,7 @@
 //! [`Engine::dump`] any number of times in between. Results are a [`Report`]: text, or a
 //! [`Profile`] the agent sends to the client or renders into `file=` by its extension.
 
-mod alloc;
+pub(crate) mod alloc;
 mod cpu;
 mod ctimer;
 pub mod gc;

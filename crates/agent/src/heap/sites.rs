@@ -15,7 +15,7 @@
 //! is copied to the heap.
 //!
 //! Memory is bounded: at most [`MAX_SITES`] distinct sites (further new sites are counted as
-//! dropped) and at most [`MAX_LIVE`] tracked live objects (further ones are not tagged and are
+//! dropped) and at most [`MAX_LIVE`] (or [`MAX_LIVE_EXACT`]) tracked live objects (further ones are not tagged and are
 //! counted as untracked).
 //!
 //! Live objects (alloc engine, `live`): each sampled object gets a fresh tag; ObjectFree
@@ -37,8 +37,11 @@ use crate::heap::class_name::java_name;
 pub const SHARDS: usize = 64;
 /// Most distinct sites kept.
 pub const MAX_SITES: usize = 100_000;
-/// Most live objects tracked at a time.
+/// Most live objects tracked at a time by default (sampled objects).
 pub const MAX_LIVE: usize = 1 << 18;
+/// Most live objects tracked at a time when every allocation is recorded (`exact`): about
+/// 40 bytes each in this table and as much again in the JVM's tag map.
+pub const MAX_LIVE_EXACT: usize = 1 << 21;
 
 /// A frame as JVMTI's GetStackTrace gives it: jmethodID (as an address) and location (the
 /// bytecode index, -1 for a native method).
@@ -118,6 +121,7 @@ pub struct SiteTable {
     classes: Mutex<Classes>,
     sites: AtomicUsize,
     live_objects: AtomicUsize,
+    live_limit: AtomicUsize,
     next_tag: AtomicI64,
     next_shard: AtomicUsize,
     /// Samples lost because the table was full.
@@ -181,6 +185,7 @@ impl SiteTable {
             classes: Mutex::new(Classes::default()),
             sites: AtomicUsize::new(0),
             live_objects: AtomicUsize::new(0),
+            live_limit: AtomicUsize::new(MAX_LIVE),
             next_tag: AtomicI64::new(1),
             next_shard: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
@@ -202,6 +207,11 @@ impl SiteTable {
         self.live_objects.store(0, Ordering::SeqCst);
         self.dropped.store(0, Ordering::SeqCst);
         self.untracked.store(0, Ordering::SeqCst);
+    }
+
+    /// Tracks at most `limit` live objects from now on (default [`MAX_LIVE`]).
+    pub fn set_live_limit(&self, limit: usize) {
+        self.live_limit.store(limit, Ordering::SeqCst);
     }
 
     /// The id of the class with JVM signature `signature` (the same id for the same
@@ -229,7 +239,9 @@ impl SiteTable {
 
     /// A fresh tag for an object about to be tracked, or None when the live table is full.
     pub fn reserve_tag(&self) -> Option<i64> {
-        if self.live_objects.fetch_add(1, Ordering::SeqCst) >= MAX_LIVE {
+        if self.live_objects.fetch_add(1, Ordering::SeqCst)
+            >= self.live_limit.load(Ordering::Relaxed)
+        {
             self.live_objects.fetch_sub(1, Ordering::SeqCst);
             self.untracked.fetch_add(1, Ordering::Relaxed);
             return None;

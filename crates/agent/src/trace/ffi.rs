@@ -165,6 +165,12 @@ impl Jni {
         }
     }
 
+    /// The class of `object` (a local reference the caller deletes), or null.
+    pub fn object_class(self, object: sys::jobject) -> sys::jclass {
+        // SAFETY: valid env; object is a live, non-null reference (checked by the caller).
+        unsafe { jni!(self.0, GetObjectClass(object)) }.unwrap_or(ptr::null_mut())
+    }
+
     /// Whether `sub` is `sup` or extends or implements it.
     pub fn is_assignable(self, sub: sys::jclass, sup: sys::jclass) -> bool {
         // SAFETY: valid env; both are live class references.

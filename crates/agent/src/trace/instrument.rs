@@ -5,6 +5,10 @@
 //! as they load. Restoring retransforms every touched class again with the hook answering
 //! "no change", which gives each class back its original bytes; the bytes the hook is handed
 //! then, and the methods' bytecodes, are compared with those seen before instrumentation.
+//!
+//! The same machinery serves the alloc engine's `exact` mode
+//! ([`Tracing::install_for_allocations`]): every class the policy allows gets an allocation
+//! probe after each `new … <init>`, `newarray`, `anewarray` and `multianewarray`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -72,6 +76,8 @@ pub struct Tracing {
     /// Refusals and failures, for the client (each once).
     notes: Mutex<Vec<String>>,
     restoring: AtomicBool,
+    /// Allocation probes in every class instead of the plan's call probes.
+    allocations: bool,
     runtime: &'static Runtime,
     /// The session's own JVMTI environment.
     pub env: Env,
@@ -108,6 +114,21 @@ impl Tracing {
     /// Defines the runtime class if needed, creates the session's environment and installs
     /// the hook. Instrumentation starts with [`Tracing::instrument_loaded`].
     pub fn install(vm: Vm, plan: Plan) -> Result<Arc<Tracing>, String> {
+        Self::install_with(vm, plan, false)
+    }
+
+    /// Like [`Tracing::install`], for allocation probes in every class the policy allows
+    /// (calling `Probes.alloc(Object)`).
+    pub fn install_for_allocations(vm: Vm) -> Result<Arc<Tracing>, String> {
+        let every_class = jtap_protocol::trace::MethodPattern::parse("/.*/")?;
+        let plan = Plan {
+            targets: vec![every_class],
+            ..Plan::default()
+        };
+        Self::install_with(vm, plan, true)
+    }
+
+    fn install_with(vm: Vm, plan: Plan, allocations: bool) -> Result<Arc<Tracing>, String> {
         let selector = Selector::new(&plan)?;
         let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
         let runtime = runtime::get(jni)?;
@@ -140,6 +161,7 @@ impl Tracing {
             hosts: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
             restoring: AtomicBool::new(false),
+            allocations,
             runtime,
             env,
             vm,
@@ -461,6 +483,9 @@ impl Tracing {
             method: method.into(),
             values,
         };
+        if self.allocations {
+            return vec![probe(Point::Allocation, "alloc", vec![NewObject])];
+        }
         let plan = &self.plan;
         let mut probes = Vec::new();
         let call_sites = [

@@ -15,7 +15,7 @@
 //! - `ffi`: the JNI/JVMTI calls all this makes.
 
 pub mod clock;
-mod ffi;
+pub(crate) mod ffi;
 pub mod instrument;
 pub mod probes;
 pub mod report;

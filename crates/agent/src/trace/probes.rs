@@ -67,6 +67,8 @@ pub enum Mode {
     Calltree = 1,
     /// Statistics per method.
     Monitor = 2,
+    /// Allocation probes only, handed to the alloc engine (`exact`).
+    Allocations = 3,
 }
 
 /// Deepest stack of open calls kept per thread; deeper calls are not timed.
@@ -431,12 +433,24 @@ fn mode() -> Mode {
     match MODE.load(Relaxed) {
         1 => Mode::Calltree,
         2 => Mode::Monitor,
+        3 => Mode::Allocations,
         _ => Mode::Trace,
     }
 }
 
 fn captures(flag: u8) -> bool {
     CAPTURE.load(Relaxed) & flag != 0
+}
+
+/// `alloc(Object)`: the object or array instrumented code just allocated (and, for objects,
+/// constructed), for the alloc engine's exact recording.
+pub extern "system" fn alloc(env: *mut sys::JNIEnv, _class: sys::jclass, object: sys::jobject) {
+    with_state(|_| {
+        if mode() == Mode::Allocations {
+            // SAFETY: the VM passes this thread's JNI environment to the native method.
+            crate::engine::alloc::record_allocated(unsafe { Jni::from_raw(env) }, object);
+        }
+    });
 }
 
 /// `enter(int)`: method entry.
@@ -593,6 +607,8 @@ fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys
         }
         Mode::Trace => report_call(hot, env, id, index, frame, elapsed, threw, value),
         Mode::Monitor => stats::record(id, clock::clock().ns(elapsed), threw),
+        // No entry or exit probes in this mode.
+        Mode::Allocations => {}
         Mode::Calltree => {
             if frame.node == u32::MAX {
                 return;

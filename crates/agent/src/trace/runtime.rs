@@ -58,6 +58,11 @@ pub fn natives() -> Vec<Native> {
             signature: c"(II)V",
             function: probes::called as *mut _,
         },
+        Native {
+            name: c"alloc",
+            signature: c"(Ljava/lang/Object;)V",
+            function: probes::alloc as *mut _,
+        },
     ]
 }
 

@@ -77,6 +77,9 @@ pub struct ProfileArgs {
     /// -e alloc: mean bytes between allocation samples (default 512k; suffixes k, m, g)
     #[arg(long, value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
+    /// -e alloc: record every allocation instead of sampling (exact counts; slows the JVM down)
+    #[arg(long, conflicts_with = "alloc_interval")]
+    exact: bool,
     /// -e alloc: only objects still alive at the end (pprof inuse_objects/inuse_space)
     #[arg(long)]
     live: bool,
@@ -170,6 +173,7 @@ fn start_options(args: &ProfileArgs) -> Options {
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
         alloc: args.alloc_interval,
+        exact: args.exact,
         live: args.live,
         lock: args.lock_threshold,
         ..Options::default()

@@ -3,7 +3,7 @@
 //! ranked by live bytes, with live and allocated bytes and objects, `% self` (share of all
 //! live bytes) and `% accum`, the class and the stack.
 //!
-//! The engine samples allocations for the duration, tracking which sampled objects are
+//! The engine samples allocations for the duration (`--exact`: records every one), tracking which sampled objects are
 //! still alive; the report is taken when it stops. Objects become "not alive" only when a
 //! collection has freed them, so garbage made since the last collection still counts as
 //! live — unless `--gc` runs a full collection (`jcmd GC.run`) just before the report.
@@ -27,6 +27,8 @@ pub struct SitesArgs {
     pub depth: u32,
     /// Mean bytes between samples (None: the agent's default).
     pub alloc_interval: Option<u64>,
+    /// Record every allocation (exact counts) instead of sampling.
+    pub exact: bool,
     /// Run a full GC just before the report.
     pub gc: bool,
 }
@@ -38,6 +40,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         top,
         depth,
         alloc_interval,
+        exact,
         gc,
     } = *args;
     let options = Options {
@@ -47,6 +50,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         live: true,
         jstackdepth: Some(depth),
         alloc: alloc_interval,
+        exact,
         ..Options::default()
     };
     // This client owns the engine: if it dies, the agent stops the engine by itself.
