@@ -4,6 +4,7 @@
 
 mod jdk;
 mod process;
+mod seccomp;
 mod workloads;
 
 pub use jdk::{jdk, jdks, Jdk};

@@ -22,6 +22,7 @@ pub struct JavaProcessBuilder {
     ready_line: Option<String>,
     cwd: Option<PathBuf>,
     env: Vec<(OsString, OsString)>,
+    deny_perf_events: bool,
 }
 
 impl JavaProcessBuilder {
@@ -34,6 +35,13 @@ impl JavaProcessBuilder {
     /// Adds an application argument (after the main class).
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
         self.app_args.push(arg.into());
+        self
+    }
+
+    /// Runs the JVM under a seccomp filter that fails `perf_event_open` with `EPERM`, as
+    /// Docker's default profile does.
+    pub fn deny_perf_events(mut self) -> Self {
+        self.deny_perf_events = true;
         self
     }
 
@@ -96,6 +104,15 @@ impl JavaProcessBuilder {
         for (k, v) in &self.env {
             command.env(k, v);
         }
+        if self.deny_perf_events {
+            // SAFETY: the closure runs in the forked child before exec and only makes system
+            // calls (no allocation, no locks).
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+                    crate::seccomp::deny_perf_event_open()
+                });
+            }
+        }
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("starting {:?}: {e}", argv));
@@ -148,6 +165,7 @@ impl JavaProcess {
             ready_line: Some("READY".into()),
             cwd: None,
             env: Vec::new(),
+            deny_perf_events: false,
         }
     }
 

@@ -413,6 +413,13 @@ fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
         profile.metadata.engine,
         profile.metadata.duration_ns as f64 / 1e9
     );
+    let metadata = &profile.metadata;
+    if metadata.event == "cpu" && !metadata.engine.is_empty() && metadata.engine != "cpu" {
+        eprintln!(
+            "jtap: perf_event_open is not allowed in the JVM's process (a container's seccomp profile, or kernel.perf_event_paranoid): -e cpu fell back to {}, without native or kernel frames",
+            metadata.engine
+        );
+    }
     Ok(())
 }
 
