@@ -276,8 +276,9 @@ impl Agent {
                 "the JVM refused capabilities the {event} engine needs ({report})"
             )));
         }
-        // Sampling needs the live phase (loaded classes, JNI); at start-up it begins at VMInit.
-        let live = !event.needs_live_phase() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        // Sampling and class rewriting need the live phase (loaded classes, JNI); at start-up
+        // they begin at VMInit.
+        let live = !options.needs_live_phase() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
         if live {
             if let Err(e) = engine.start(&self.context(), options) {
                 let _ = self.env.relinquish_capabilities(&report.granted);

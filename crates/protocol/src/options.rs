@@ -312,6 +312,12 @@ impl Options {
         Ok(options)
     }
 
+    /// Whether the engine these `start` options ask for can only start in the live phase (at
+    /// VMInit when given at start-up): sampling, tracing and exact allocation recording.
+    pub fn needs_live_phase(&self) -> bool {
+        self.event.is_some_and(Event::needs_live_phase) || self.exact
+    }
+
     /// The options with another action, keeping everything else.
     pub fn with_action(mut self, action: Action) -> Options {
         self.action = Some(action);
