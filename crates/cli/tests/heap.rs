@@ -5,6 +5,7 @@
 //! - `jtap profile -e alloc`: bytes split by allocation site as the workload allocates them,
 //!   `--live` and `jtap sites` rank the retaining site first, a second agent holding the
 //!   sampling capability gives a clear error, memory stays bounded through many GCs;
+//! - start-up `-agentpath:…=start,event=alloc,file=sites.txt`: the report at the JVM's exit;
 //! - `jtap sites --exact`: exact object counts per site, VM-made objects (`clone`,
 //!   `Array.newInstance`) included;
 //! - `jtap profile -e lock`: the one contended monitor comes out on top.
@@ -510,6 +511,58 @@ fn exact_sites_count_every_allocation_including_the_vms_own() {
             );
         }
         assert!(jtap(["status", &pid]).ok().contains("engine: none"));
+    }
+}
+
+#[test]
+fn sites_at_start_up_are_written_when_the_jvm_exits() {
+    let library = agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        for (mode, options) in [("exact", "exact"), ("sampled", "alloc=1k")] {
+            let report_path = dir.path().join(format!("{}-{mode}.txt", jdk.version));
+            let mut jvm = JavaProcess::builder(jdk, "workloads.ExactAlloc")
+                .jvm_arg(format!(
+                    "-agentpath:{}=start,event=alloc,{options},file={}",
+                    library.display(),
+                    report_path.display()
+                ))
+                .arg("-")
+                .arg("100")
+                .start();
+            assert_eq!(
+                jvm.wait(Duration::from_secs(60)),
+                Some(Some(0)),
+                "JDK {} {mode}: {}",
+                jdk.version,
+                jvm.stderr.text()
+            );
+            let report = std::fs::read_to_string(&report_path)
+                .unwrap_or_else(|e| panic!("JDK {} {mode}: no report: {e}", jdk.version));
+            let rows = sites_rows(&report);
+            let widgets: f64 = rows
+                .iter()
+                .filter(|r| r.top().starts_with("workloads.ExactAlloc.widgetSite"))
+                .map(|r| r.allocated_objects)
+                .sum();
+            assert!(
+                report.starts_with("SITES BEGIN") && report.contains("SITES END"),
+                "JDK {} {mode}: {report}",
+                jdk.version
+            );
+            if mode == "exact" {
+                assert_eq!(widgets, 100_000.0, "JDK {}: {report}", jdk.version);
+            } else {
+                // 100 000 objects of 24 bytes sampled every 1 KiB on average: an estimate
+                // (HotSpot 17+ leaves each thread's first sample where the default interval put
+                // it, up to a few hundred KiB in).
+                assert!(
+                    (50_000.0..=150_000.0).contains(&widgets),
+                    "JDK {} {mode}: {widgets} widgets estimated: {report}",
+                    jdk.version
+                );
+            }
+        }
     }
 }
 

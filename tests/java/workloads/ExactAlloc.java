@@ -2,7 +2,6 @@ package workloads;
 
 import java.lang.reflect.Array;
 import java.nio.file.Files;
-import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,7 +13,8 @@ import java.util.List;
  * {@code Object.clone()} (kept; the VM allocates them), {@code reflectSite} 250 Gadget[3]
  * made by {@code Array.newInstance} (kept; the VM allocates them). Every object escapes, so
  * none is removed by escape analysis. Prints READY when waiting and DONE when finished, then
- * sleeps until killed.
+ * sleeps until killed. With "-" instead of a trigger file it starts at once, allocates all
+ * that as many times as the second argument says (default 1) and exits after DONE.
  */
 public class ExactAlloc {
     static final int WIDGETS = 1000;
@@ -23,7 +23,7 @@ public class ExactAlloc {
     static final int REFLECTED = 250;
 
     static volatile Object sink;
-    static final List<Object> KEPT = new ArrayList<>(WIDGETS + CLONES + REFLECTED);
+    static List<Object> kept;
 
     static final class Widget implements Cloneable {
         long id;
@@ -40,7 +40,7 @@ public class ExactAlloc {
     static final class Gadget {}
 
     static void widgetSite(int i) {
-        KEPT.add(new Widget(i));
+        kept.add(new Widget(i));
     }
 
     static void arraySite(int i) {
@@ -50,33 +50,39 @@ public class ExactAlloc {
     }
 
     static void cloneSite(Widget prototype) throws CloneNotSupportedException {
-        KEPT.add(prototype.copy());
+        kept.add(prototype.copy());
     }
 
     static void reflectSite() {
-        KEPT.add(Array.newInstance(Gadget.class, 3));
+        kept.add(Array.newInstance(Gadget.class, 3));
     }
 
     public static void main(String[] args) throws Exception {
-        Path trigger = Paths.get(args[0]);
+        boolean once = args[0].equals("-");
+        int rounds = once && args.length > 1 ? Integer.parseInt(args[1]) : 1;
+        kept = new ArrayList<>((WIDGETS + CLONES + REFLECTED) * rounds);
         Widget prototype = new Widget(-1);
         System.out.println("READY");
-        while (!Files.exists(trigger)) {
+        while (!once && !Files.exists(Paths.get(args[0]))) {
             Thread.sleep(10);
         }
-        for (int i = 0; i < WIDGETS; i++) {
-            widgetSite(i);
-        }
-        for (int i = 0; i < ARRAYS; i++) {
-            arraySite(i);
-        }
-        for (int i = 0; i < CLONES; i++) {
-            cloneSite(prototype);
-        }
-        for (int i = 0; i < REFLECTED; i++) {
-            reflectSite();
+        for (int round = 0; round < rounds; round++) {
+            for (int i = 0; i < WIDGETS; i++) {
+                widgetSite(i);
+            }
+            for (int i = 0; i < ARRAYS; i++) {
+                arraySite(i);
+            }
+            for (int i = 0; i < CLONES; i++) {
+                cloneSite(prototype);
+            }
+            for (int i = 0; i < REFLECTED; i++) {
+                reflectSite();
+            }
         }
         System.out.println("DONE");
-        Thread.sleep(Long.MAX_VALUE);
+        if (!once) {
+            Thread.sleep(Long.MAX_VALUE);
+        }
     }
 }

@@ -466,10 +466,10 @@ pub fn sites_report(
         text,
         "SITES END: {} sites; live {:.0} bytes in {:.0} objects; allocated {:.0} bytes in {:.0} objects",
         sites.len(),
-        live_total,
-        live_objects,
-        alloc_total,
-        alloc_objects
+        live_total + 0.0, // never print -0
+        live_objects + 0.0,
+        alloc_total + 0.0,
+        alloc_objects + 0.0
     );
     text
 }
