@@ -89,6 +89,8 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         GarbageCollectionFinish: Some(engine::gc::on_finish),
         ClassLoad: Some(sampling::on_class_load),
         CompiledMethodLoad: Some(sampling::on_compiled_method_load),
+        CompiledMethodUnload: Some(sampling::on_compiled_method_unload),
+        DynamicCodeGenerated: Some(sampling::on_dynamic_code_generated),
         ClassPrepare: Some(sampling::on_class_prepare),
         ThreadStart: Some(sampling::on_thread_start),
         ThreadEnd: Some(sampling::on_thread_end),

@@ -1,6 +1,7 @@
 //! `jtap profile` on every JDK of the matrix: CPU shares of a 1:2:4 workload for the cpu,
 //! itimer and ctimer engines, wall-clock shares of a sleeping and a spinning thread, every
-//! output format from one profile (and the HTML flame graph in headless Chromium), thread
+//! output format from one profile (and the HTML flame graph in headless Chromium), frame
+//! kinds (interpreted, compiled, inlined) of a workload pinned by compile commands, thread
 //! churn with a GC storm, a JVM exiting mid-profile, and 100 start/stop cycles on one JVM.
 
 mod common;
@@ -375,6 +376,117 @@ fn one_profile_in_every_format() {
                 matched.trim_start_matches('>')
             );
         }
+    }
+}
+
+/// Samples of `method`'s frames by annotation (`_[0]`, `_[j]`, `_[i]`, other), from
+/// `--annotate` collapsed stacks.
+fn kinds_of(stacks: &[(String, u64)], method: &str) -> [u64; 4] {
+    let mut counts = [0; 4];
+    for (stack, n) in stacks {
+        for frame in stack.split(';').filter(|f| f.starts_with(method)) {
+            let kind = ["_[0]", "_[j]", "_[i]"]
+                .iter()
+                .position(|a| frame.ends_with(a))
+                .unwrap_or(3);
+            counts[kind] += n;
+        }
+    }
+    counts
+}
+
+#[test]
+fn interpreted_compiled_and_inlined_frames_are_told_apart() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.FrameKinds")
+            .jvm_arg("-XX:CompileCommand=quiet")
+            .jvm_arg("-XX:CompileCommand=exclude,workloads.FrameKinds::interpretedLoop")
+            .jvm_arg("-XX:CompileCommand=dontinline,workloads.FrameKinds::compiledLoop")
+            .jvm_arg("-XX:CompileCommand=inline,workloads.FrameKinds::inlinedMix")
+            // Code compiled before the attach has debug information at safepoints only,
+            // where no inlined frame of the loop shows.
+            .jvm_arg("-XX:+UnlockDiagnosticVMOptions")
+            .jvm_arg("-XX:+DebugNonSafepoints")
+            .start();
+        let pid = pid_of(&mut jvm);
+        // Lets the JIT compile compiledLoop, and loads the agent and its symbol tables (which
+        // takes seconds of a loaded machine's time at the first cpu start).
+        let warm_up = dir.path().join("warm-up.collapsed");
+        jtap(["profile", &pid, "-d", "2s", "-o", warm_up.to_str().unwrap()]).ok();
+        for engine in ["cpu", "itimer"] {
+            // Profiles again while samples are too few (a loaded machine gives the workload
+            // little CPU): the kinds are what is tested.
+            let mut stacks = Vec::new();
+            let total = |counts: [u64; 4]| counts.iter().sum::<u64>();
+            for attempt in 0..5 {
+                let out = dir.path().join(format!(
+                    "{}-{engine}-kinds-{attempt}.collapsed",
+                    jdk.version
+                ));
+                let result = jtap([
+                    "profile",
+                    &pid,
+                    "-e",
+                    engine,
+                    "-d",
+                    "3s",
+                    "-i",
+                    "5ms",
+                    "--annotate",
+                    "-o",
+                    out.to_str().unwrap(),
+                ]);
+                assert_eq!(result.code, 0, "JDK {} {engine}: {result:?}", jdk.version);
+                stacks.extend(collapsed(&out));
+                let fewest = ["interpretedLoop", "compiledLoop", "inlinedMix"]
+                    .map(|m| total(kinds_of(&stacks, &format!("workloads.FrameKinds.{m}"))))
+                    .into_iter()
+                    .min();
+                if fewest >= Some(30) {
+                    break;
+                }
+            }
+            let interpreted = kinds_of(&stacks, "workloads.FrameKinds.interpretedLoop");
+            let compiled = kinds_of(&stacks, "workloads.FrameKinds.compiledLoop");
+            let inlined = kinds_of(&stacks, "workloads.FrameKinds.inlinedMix");
+            eprintln!(
+                "JDK {} {engine}: [interpreted, compiled, inlined, other] samples of \
+                 interpretedLoop {interpreted:?}, compiledLoop {compiled:?}, inlinedMix {inlined:?}",
+                jdk.version
+            );
+            let heaviest = |method: &str| {
+                stacks
+                    .iter()
+                    .filter(|(s, _)| s.contains(method))
+                    .max_by_key(|(_, n)| *n)
+                    .map(|(s, n)| format!("{s} {n}"))
+                    .unwrap_or_default()
+            };
+            // The excluded method is never compiled: every frame of it is interpreted.
+            assert!(
+                total(interpreted) >= 30 && interpreted[0] == total(interpreted),
+                "JDK {} {engine}: interpretedLoop {interpreted:?}; {}",
+                jdk.version,
+                heaviest("interpretedLoop")
+            );
+            // compiledLoop runs compiled (a few samples may land before an OSR
+            // compilation); inlinedMix, inlined into it, shows as inlined.
+            assert!(
+                total(compiled) >= 30 && compiled[1] * 100 >= total(compiled) * 95,
+                "JDK {} {engine}: compiledLoop {compiled:?}; {}",
+                jdk.version,
+                heaviest("compiledLoop")
+            );
+            assert!(
+                total(inlined) >= 30 && inlined[2] * 100 >= total(inlined) * 95,
+                "JDK {} {engine}: inlinedMix {inlined:?}; {}",
+                jdk.version,
+                heaviest("inlinedMix")
+            );
+        }
+        assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
     }
 }
 

@@ -148,6 +148,14 @@ impl Env {
         })
     }
 
+    /// Sends this environment the events that describe the VM's current state: a
+    /// CompiledMethodLoad for every compiled method (needs
+    /// `can_generate_compiled_method_load_events`), a DynamicCodeGenerated for every stub.
+    pub fn generate_events(&self, event: sys::jvmtiEvent) -> Result<()> {
+        // SAFETY: valid env; the event type is a plain value JVMTI checks.
+        unsafe { jvmti_call!(self.raw, GenerateEvents(event)) }
+    }
+
     /// Disposes of the environment: its capabilities and callbacks go away with it.
     pub fn dispose(self) -> Result<()> {
         // SAFETY: valid env, consumed here so it cannot be used afterwards through this value.

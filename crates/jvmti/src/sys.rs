@@ -13,3 +13,47 @@
 #![allow(clippy::all)]
 
 include!("sys/bindings.rs");
+
+/// The records HotSpot passes as CompiledMethodLoad's `compile_info`, declared by hand after
+/// the JDK's `jvmticmlr.h` (bindgen is run on `jvmti.h` only). Version 1.0, unchanged from
+/// JDK 6 to 25.
+pub mod cmlr {
+    use super::{jint, jmethodID};
+
+    /// `jvmtiCMLRKind`: a record of inlining information.
+    pub const JVMTI_CMLR_INLINE_INFO: jvmtiCMLRKind = 2;
+
+    /// `jvmtiCMLRKind` (a C enum, so an `int`).
+    pub type jvmtiCMLRKind = core::ffi::c_int;
+
+    /// `jvmtiCompiledMethodLoadRecordHeader`: the common head of every record, linking to the
+    /// next one.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct jvmtiCompiledMethodLoadRecordHeader {
+        pub kind: jvmtiCMLRKind,
+        pub majorinfoversion: jint,
+        pub minorinfoversion: jint,
+        pub next: *mut jvmtiCompiledMethodLoadRecordHeader,
+    }
+
+    /// `PCStackInfo`: the methods on the compile-time stack at one pc, innermost first, each
+    /// with its bytecode index.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct PCStackInfo {
+        pub pc: *mut core::ffi::c_void,
+        pub numstackframes: jint,
+        pub methods: *mut jmethodID,
+        pub bcis: *mut jint,
+    }
+
+    /// `jvmtiCompiledMethodLoadInlineRecord` (kind [`JVMTI_CMLR_INLINE_INFO`]).
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct jvmtiCompiledMethodLoadInlineRecord {
+        pub header: jvmtiCompiledMethodLoadRecordHeader,
+        pub numpcs: jint,
+        pub pcinfo: *mut PCStackInfo,
+    }
+}

@@ -39,6 +39,9 @@ pub struct SampleHeader {
     pub state: u8,
     /// Entries of the perf_event call chain written next to the frames (0: none).
     pub chain: u16,
+    /// Where the thread was interrupted (the signal context's instruction pointer; 0 when
+    /// unknown).
+    pub pc: u64,
 }
 
 struct Slot {
@@ -225,6 +228,7 @@ mod tests {
                         count: 1,
                         state: 0,
                         chain: 1,
+                        pc: 0,
                     });
                 }
                 None => assert!(tid > 4),
@@ -266,6 +270,7 @@ mod tests {
                                 count: 1,
                                 state: 0,
                                 chain: 0,
+                                pc: 0,
                             });
                         }
                     }

@@ -54,8 +54,15 @@ impl Resolver {
         }
     }
 
-    /// The profile frame of a sampled frame.
+    /// The profile frame of a frame whose kind is unknown (`GetStackTrace` does not say
+    /// either): Java frames count as compiled, as in async-profiler without VM structures.
     pub fn frame(&mut self, frame: &CallFrame) -> Frame {
+        self.frame_of_kind(frame, FrameKind::Compiled)
+    }
+
+    /// The profile frame of a Java frame of the given kind (see [`super::code`]); frames of
+    /// native methods are native whatever `kind` says.
+    pub fn frame_of_kind(&mut self, frame: &CallFrame, kind: FrameKind) -> Frame {
         if frame.method.is_null() {
             return Frame::new("[unknown_method]", FrameKind::Error);
         }
@@ -70,8 +77,6 @@ impl Resolver {
         if frame.bci == NATIVE_BCI {
             return Frame::new(method.name.clone(), FrameKind::Native);
         }
-        // AsyncGetCallTrace does not say whether a frame is interpreted, compiled or inlined;
-        // like async-profiler without VM structures, Java frames count as compiled.
         let line = method
             .lines
             .iter()
@@ -79,9 +84,9 @@ impl Resolver {
             .last();
         match line {
             Some((_, line)) if frame.bci >= 0 => {
-                Frame::new(format!("{}:{line}", method.name), FrameKind::Compiled)
+                Frame::new(format!("{}:{line}", method.name), kind)
             }
-            _ => Frame::new(method.name.clone(), FrameKind::Compiled),
+            _ => Frame::new(method.name.clone(), kind),
         }
     }
 }

@@ -10,6 +10,9 @@
 //!   processing thread.
 //! - `methods`: jmethodIDs for every loaded class (at start and on ClassPrepare), and their
 //!   resolution to `pkg.Class.method:line`.
+//! - `code`: the code map (the interpreter, installed nmethods and what they inlined, from
+//!   CompiledMethodLoad/Unload and DynamicCodeGenerated) that tells interpreted, compiled
+//!   and inlined frames apart.
 //! - `threads`: the process's threads, their names, per-thread timers following ThreadStart
 //!   and ThreadEnd.
 //! - `jvm`: the few raw JNI/JVMTI calls the rest needs.
@@ -20,12 +23,19 @@
 //! summing stacks into a [`Profile`].
 //!
 //! A stack is, root first: the thread (`threads`), the Java frames `AsyncGetCallTrace`
-//! found (or the pseudo-frame of its failure), the native frames under them, the kernel
+//! found, each interpreted, compiled, inlined or native (or the pseudo-frame of its failure), the native frames under them, the kernel
 //! frames, and the thread's state (`wall`). A sample outside Java (`AsyncGetCallTrace` finds
 //! no Java frame, e.g. on a GC thread) with native frames is just those frames.
+//!
+//! Frame kinds: `AsyncGetCallTrace` does not report them, so handlers also record the
+//! interrupted pc, and the processing thread classifies the frames with the code map: the top
+//! physical frame exactly (pc in the interpreter or in an nmethod's inlining scope), the
+//! others by what is installed (see `code`). Until this existed, every Java frame was labelled
+//! compiled.
 
 pub(crate) mod asgct;
 mod buffer;
+mod code;
 pub(crate) mod jvm;
 pub(crate) mod methods;
 mod native;
@@ -145,15 +155,18 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 static EVENTS_GATE: Gate = Gate::new();
 
 /// ClassLoad is enabled only because `AsyncGetCallTrace` refuses to walk (`no_class_load`)
-/// unless some agent receives it; its callback does nothing. CompiledMethodLoad is enabled
-/// because while an agent receives it, HotSpot's JIT records debug information at
-/// non-safepoint locations too (as `-XX:+DebugNonSafepoints` does, when that flag is left at
-/// its default), so that samples in code compiled from then on are attributed to the right
-/// method and line; its callback does nothing either. (`DebugNonSafepoints` itself is a
-/// diagnostic flag, which the attach `setflag` operation cannot change.)
-const EVENTS: [sys::jvmtiEvent; 5] = [
+/// unless some agent receives it; its callback does nothing. CompiledMethodLoad/Unload and
+/// DynamicCodeGenerated feed the code map (`code`). While an agent receives
+/// CompiledMethodLoad, HotSpot's JIT also records debug information at non-safepoint
+/// locations (as `-XX:+DebugNonSafepoints` does, when that flag is left at its default), so
+/// that samples in code compiled from then on are attributed to the right method and line.
+/// (`DebugNonSafepoints` itself is a diagnostic flag, which the attach `setflag` operation
+/// cannot change.)
+const EVENTS: [sys::jvmtiEvent; 7] = [
     sys::JVMTI_EVENT_CLASS_LOAD,
     sys::JVMTI_EVENT_COMPILED_METHOD_LOAD,
+    sys::JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+    sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
     sys::JVMTI_EVENT_CLASS_PREPARE,
     sys::JVMTI_EVENT_THREAD_START,
     sys::JVMTI_EVENT_THREAD_END,
@@ -165,17 +178,19 @@ impl Sampler {
     pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
         let asgct = asgct::function()?;
         signal::install()?;
+        *code::map() = Some(code::CodeMap::default());
         EVENTS_GATE.open();
         for event in EVENTS {
             if let Err(e) = env.set_event_enabled(event, true) {
-                disable_events(&env);
+                abort_start(&env);
                 return Err(e.to_string());
             }
         }
+        replay_code_events(&env);
         let classes = match methods::prepare_loaded_classes(&env, vm) {
             Ok(n) => n,
             Err(e) => {
-                disable_events(&env);
+                abort_start(&env);
                 return Err(format!("preparing method ids: {e}"));
             }
         };
@@ -233,7 +248,7 @@ impl Sampler {
             symbolizer,
         };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
-            disable_events(&env);
+            abort_start(&env);
             return Err(format!("cannot start the jtap-sampler thread: {e}"));
         }
         *current() = Some(shared.clone());
@@ -272,6 +287,7 @@ impl Sampler {
         if finished.is_err() {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
+        *code::map() = None;
         let profile = snapshot(&self.shared, &self.target);
         if stuck != 0 {
             // A handler is stuck inside (it never should be): keep what it writes into alive.
@@ -288,7 +304,37 @@ fn disable_events(env: &Env) {
     }
     let stuck = EVENTS_GATE.close_and_drain(Duration::from_secs(2));
     if stuck != 0 {
-        log!("sampler: {stuck} thread/class callbacks still running after 2 s");
+        log!("sampler: {stuck} thread/class/code callbacks still running after 2 s");
+    }
+}
+
+/// Undoes a start that failed after the events were enabled.
+fn abort_start(env: &Env) {
+    disable_events(env);
+    *code::map() = None;
+}
+
+/// Fills the code map with what was compiled and generated before the sampler started.
+/// Without it the map still learns from new events; frames of older code are then
+/// classified by what is installed.
+fn replay_code_events(env: &Env) {
+    let started = Instant::now();
+    for event in [
+        sys::JVMTI_EVENT_COMPILED_METHOD_LOAD,
+        sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
+    ] {
+        if let Err(e) = env.generate_events(event) {
+            log!("sampler: {e}: frame kinds of older code are approximate");
+        }
+    }
+    if let Some(map) = code::map().as_ref() {
+        let (nmethods, inline_bytes, over_budget) = map.counts();
+        log!(
+            "sampler: code map of {nmethods} nmethods ({} KiB of inline information, {over_budget} nmethods without), interpreter {}, in {:?}",
+            inline_bytes >> 10,
+            if map.knows_interpreter() { "found" } else { "not found" },
+            started.elapsed()
+        );
     }
 }
 
@@ -344,9 +390,15 @@ impl Worker {
 
     fn drain(&self, resolver: &mut methods::Resolver, symbolizer: &mut native::Symbolizer) {
         let mut stacks: Vec<(Vec<Frame>, u64, u64)> = Vec::new();
+        let mut kinds = Vec::new();
         self.target.buffer.drain(|header, frames, chain| {
             let native = symbolizer.frames(chain, self.settings.user_only);
-            if let Some(stack) = self.stack(resolver, header, frames, native) {
+            match code::map().as_ref() {
+                Some(map) => map.classify(header.pc as usize, frames, &mut kinds),
+                None => kinds.clear(),
+            }
+            kinds.resize(frames.len(), FrameKind::Compiled);
+            if let Some(stack) = self.stack(resolver, header, frames, &kinds, native) {
                 let count = u64::from(header.count.max(1));
                 stacks.push((stack, count, header.weight.saturating_mul(count)));
             }
@@ -374,18 +426,26 @@ impl Worker {
         }
     }
 
-    /// One sample as a stack, root first; None when the filters drop it.
+    /// One sample as a stack, root first, its Java frames (top first) of the given kinds;
+    /// None when the filters drop it.
     fn stack(
         &self,
         resolver: &mut methods::Resolver,
         header: &SampleHeader,
         frames: &[asgct::CallFrame],
+        kinds: &[FrameKind],
         native: native::NativeFrames,
     ) -> Option<Vec<Frame>> {
         let mut stack: Vec<Frame> =
             Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
         if header.num_frames > 0 {
-            stack.extend(frames.iter().rev().map(|f| resolver.frame(f)));
+            stack.extend(
+                frames
+                    .iter()
+                    .zip(kinds)
+                    .rev()
+                    .map(|(f, &kind)| resolver.frame_of_kind(f, kind)),
+            );
         } else if !asgct::is_outside_java(header.num_frames) || native.is_empty() {
             stack.push(Frame::new(
                 format!("[{}]", asgct::failure_name(header.num_frames)),
@@ -423,16 +483,55 @@ pub extern "C" fn on_class_load(
 ) {
 }
 
-/// CompiledMethodLoad: nothing to do (see [`EVENTS`]).
+/// CompiledMethodLoad (also replayed at start): record the nmethod in the code map.
 pub extern "C" fn on_compiled_method_load(
     _env: *mut sys::jvmtiEnv,
-    _method: sys::jmethodID,
-    _code_size: sys::jint,
-    _code_address: *const std::ffi::c_void,
+    method: sys::jmethodID,
+    code_size: sys::jint,
+    code_address: *const std::ffi::c_void,
     _map_length: sys::jint,
     _map: *const sys::jvmtiAddrLocationMap,
-    _compile_info: *const std::ffi::c_void,
+    compile_info: *const std::ffi::c_void,
 ) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
+        // SAFETY: the arguments are this callback's, valid while it runs.
+        unsafe { code::compiled_method_load(method, code_size, code_address, compile_info) };
+    })
+}
+
+/// CompiledMethodUnload: forget the nmethod.
+pub extern "C" fn on_compiled_method_unload(
+    _env: *mut sys::jvmtiEnv,
+    method: sys::jmethodID,
+    code_address: *const std::ffi::c_void,
+) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
+        if let Some(map) = code::map().as_mut() {
+            map.remove(method, code_address as usize);
+        }
+    })
+}
+
+/// DynamicCodeGenerated (also replayed at start): remember the interpreter's code.
+pub extern "C" fn on_dynamic_code_generated(
+    _env: *mut sys::jvmtiEnv,
+    name: *const std::ffi::c_char,
+    address: *const std::ffi::c_void,
+    length: sys::jint,
+) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = EVENTS_GATE.enter() else {
+            return;
+        };
+        // SAFETY: the arguments are this callback's, valid while it runs.
+        unsafe { code::dynamic_code_generated(name, address, length) };
+    })
 }
 
 /// ClassPrepare: create the new class's jmethodIDs.

@@ -284,7 +284,46 @@ unsafe fn record(
         count,
         state,
         chain,
+        // SAFETY: the caller's contract.
+        pc: unsafe { interrupted_pc(context) },
     });
+}
+
+/// The interrupted instruction pointer, for telling interpreted, compiled and inlined frames
+/// apart (see [`super::code`]); 0 without a context.
+///
+/// # Safety
+/// `context` is the handler's ucontext.
+#[cfg(target_arch = "x86_64")]
+unsafe fn interrupted_pc(context: *mut c_void) -> u64 {
+    if context.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    let registers = unsafe { &(*(context as *const libc::ucontext_t)).uc_mcontext.gregs };
+    registers[libc::REG_RIP as usize] as u64
+}
+
+/// The interrupted instruction pointer (see the x86_64 version).
+///
+/// # Safety
+/// `context` is the handler's ucontext.
+#[cfg(target_arch = "aarch64")]
+unsafe fn interrupted_pc(context: *mut c_void) -> u64 {
+    if context.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    unsafe { (*(context as *const libc::ucontext_t)).uc_mcontext.pc }
+}
+
+/// Unknown on other architectures: every frame is then classified by the heuristic.
+///
+/// # Safety
+/// None needed; kept `unsafe` for the same signature as on x86_64.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe fn interrupted_pc(_context: *mut c_void) -> u64 {
+    0
 }
 
 /// Whether the signal interrupted a system call: the kernel leaves the instruction pointer
