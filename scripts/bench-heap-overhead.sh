@@ -4,8 +4,10 @@
 #   - tests/java/workloads/AllocThroughput.java (2 threads allocating short-lived objects of
 #     mixed sizes from a few sites), profiled with `-e alloc` and `-e alloc --live` at
 #     --alloc-interval ALLOC (default 512k);
-#   - tests/java/workloads/LockThroughput.java (4 threads, one contended monitor, one
-#     uncontended monitor each), profiled with `-e lock` at --lock-threshold LOCK (default 10us).
+#   - tests/java/workloads/LockThroughput.java (4 threads, one contended lock, one uncontended
+#     lock each), profiled with `-e lock` at --lock-threshold LOCK (default 10us), twice: with
+#     monitors (`synchronized`, JVMTI monitor events) and with ReentrantLocks (LockThroughput-
+#     reentrant: parks, timed by the hook jtap binds to Unsafe.park).
 # In one JVM run per workload it alternates unprofiled windows with profiled ones (ROUNDS of
 # each setting, default 5, of BENCH_WINDOW seconds, default 5), like scripts/bench-profile.sh.
 # Each profiled window is compared with the mean of the unprofiled windows on either side, in
@@ -95,12 +97,13 @@ window() {
 }
 
 # Runs one workload on one JDK: warm-up, then base and profiled windows in turn.
-# Arguments: jdk home workload "workload arguments", then "label:jtap arguments" per setting.
+# Arguments: jdk home name (the workload's name in the table) class "class arguments", then
+# "label:jtap arguments" per setting.
 run() {
-    local jdk=$1 home=$2 workload=$3 arguments=$4 round setting
-    shift 4
+    local jdk=$1 home=$2 workload=$3 class=$4 arguments=$5 round setting
+    shift 5
     # shellcheck disable=SC2086 # the workload's arguments are words
-    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$workload" $arguments >"$work/$jdk-$workload.log" 2>"$work/$jdk-$workload.err" &
+    "$home/bin/java" -Xms512m -Xmx512m -cp "$work/classes" "workloads.$class" $arguments >"$work/$jdk-$workload.log" 2>"$work/$jdk-$workload.err" &
     pid=$!
     until grep -q READY "$work/$jdk-$workload.log"; do sleep 0.1; done
     sleep $((WINDOW * 2))
@@ -128,10 +131,11 @@ for jdk in $JDKS; do
     [[ -n "$home" ]] || { echo "JDK $jdk not found" >&2; continue; }
     echo "JDK $jdk: $("$home/bin/java" -version 2>&1 | head -1)"
     if [[ " $WORKLOADS " == *" alloc "* ]]; then
-        run "$jdk" "$home" AllocThroughput "2 $FRAMES" "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
+        run "$jdk" "$home" AllocThroughput AllocThroughput "2 $FRAMES" "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
     fi
     if [[ " $WORKLOADS " == *" lock "* ]]; then
-        run "$jdk" "$home" LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"
+        run "$jdk" "$home" LockThroughput LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"
+        run "$jdk" "$home" LockThroughput-reentrant LockThroughput "4 reentrant" "lock@$LOCK:-e lock --lock-threshold $LOCK"
     fi
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -200,7 +204,7 @@ print("| JDK | workload | engine, setting | ops/s with | ops/s without | ops/CPU
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for (jdk, workload, label), rows in results.items():
     overheads = [100 * (1 - eff / base) for _, _, eff, base, *_ in rows]
-    if workload == "LockThroughput":
+    if workload.startswith("LockThroughput"):
         per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
     elif label.startswith("live"):
         # The profile holds what is still alive at its end: a few windows' worth of garbage at most.

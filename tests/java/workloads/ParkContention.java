@@ -17,8 +17,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * their own (awaitNanos of 20 ms in a loop), one on a {@code CountDownLatch} (await of 20 ms
  * in a loop), and the two workers of a thread pool idle in {@code LinkedBlockingQueue.take},
  * woken by a task every 20 ms. With the argument {@code mixed}, the four threads also take one
- * shared monitor (a {@code ParkContention$Monitor}) in {@code monitor()}, held ~200 µs. Every
- * 100 ms prints "ops <epoch millis> <hot lock acquisitions>". Prints READY once running.
+ * shared monitor (a {@code ParkContention$Monitor}) in {@code monitor()}, held ~200 µs (give
+ * {@code -} for none). A second argument makes it exit after that many seconds. Every 100 ms
+ * prints "ops <epoch millis> <hot lock acquisitions>". Prints READY once running.
  */
 public class ParkContention {
     static final class Monitor {}
@@ -68,6 +69,8 @@ public class ParkContention {
 
     public static void main(String[] args) throws Exception {
         boolean mixed = args.length > 0 && args[0].equals("mixed");
+        long seconds = args.length > 1 ? Long.parseLong(args[1]) : -1;
+        long started = System.nanoTime();
         for (int i = 0; i < 4; i++) {
             daemon("locker-" + i, () -> {
                 ReentrantLock mine = new ReentrantLock();
@@ -113,7 +116,7 @@ public class ParkContention {
                     return worker;
                 });
         System.out.println("READY");
-        for (long tick = 0; ; tick++) {
+        for (long tick = 0; seconds < 0 || System.nanoTime() - started < seconds * 1_000_000_000L; tick++) {
             Thread.sleep(20);
             pool.execute(() -> sink++);
             if (tick % 5 == 0) {

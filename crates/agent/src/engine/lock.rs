@@ -22,7 +22,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
@@ -61,6 +61,49 @@ fn now_ns() -> u64 {
     epoch().elapsed().as_nanos() as u64 + 1
 }
 
+/// Whether the running engine tracks `java.util.concurrent` locks (None: no engine runs).
+static PARKS: Mutex<Option<Parks>> = Mutex::new(None);
+
+enum Parks {
+    /// Started before the live phase (`-agentpath`): binding `Unsafe.park` needs JNI, so it
+    /// waits for VMInit.
+    Waiting {
+        vm: Vm,
+        env: Env,
+        threshold: Duration,
+    },
+    /// Tracked: `Unsafe.park` is bound to the hook.
+    Tracked,
+    /// Not tracked, and why.
+    Untracked(String),
+}
+
+fn parks() -> MutexGuard<'static, Option<Parks>> {
+    PARKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Binds `Unsafe.park` to the hook; the outcome.
+fn track_parks(vm: Vm, env: Env, threshold: Duration) -> Parks {
+    match park::start(vm, env, threshold) {
+        Ok(()) => Parks::Tracked,
+        Err(e) => {
+            log!("lock engine: java.util.concurrent locks not tracked: {e}");
+            Parks::Untracked(e)
+        }
+    }
+}
+
+/// The engine as the profile names it: `lock`, or why it tracks monitors only.
+fn engine_name(parks: Option<&Parks>) -> String {
+    match parks {
+        Some(Parks::Tracked) => "lock".into(),
+        Some(Parks::Untracked(why)) => format!("lock (monitors only: {why})"),
+        Some(Parks::Waiting { .. }) | None => {
+            "lock (monitors only: java.util.concurrent locks wait for VMInit)".into()
+        }
+    }
+}
+
 fn table() -> &'static SiteTable {
     static TABLE: OnceLock<SiteTable> = OnceLock::new();
     TABLE.get_or_init(SiteTable::new)
@@ -74,8 +117,6 @@ pub struct LockEngine {
 
 struct Run {
     own: OwnEnv,
-    /// Whether `java.util.concurrent` locks are tracked too, or why not.
-    parks: Result<(), String>,
     vm: Vm,
     threshold: Duration,
     started: Instant,
@@ -114,28 +155,37 @@ impl Engine for LockEngine {
         let callbacks = sys::jvmtiEventCallbacks {
             MonitorContendedEnter: Some(on_contended_enter),
             MonitorContendedEntered: Some(on_contended_entered),
+            VMInit: Some(on_vm_init),
             ..Default::default()
         };
-        GATE.open();
-        let events = [
+        let live = own.env().phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        let mut events = vec![
             sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTER,
             sys::JVMTI_EVENT_MONITOR_CONTENDED_ENTERED,
         ];
+        if !live {
+            events.push(sys::JVMTI_EVENT_VM_INIT);
+            *parks() = Some(Parks::Waiting {
+                vm: context.vm,
+                env: own.env(),
+                threshold,
+            });
+        }
+        GATE.open();
         if let Err(e) = own.enable(&callbacks, &events) {
             own.disable();
+            *parks() = None;
             own.retire(&GATE, "lock");
             return Err(e);
         }
-        let parks = park::start(context.vm, own.env());
-        if let Err(e) = &parks {
-            log!("lock engine: java.util.concurrent locks not tracked: {e}");
+        if live {
+            *parks() = Some(track_parks(context.vm, own.env(), threshold));
         }
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         self.run = Some(Run {
             own,
-            parks,
             vm: context.vm,
             threshold,
             started: Instant::now(),
@@ -146,7 +196,7 @@ impl Engine for LockEngine {
 
     fn dump(&self) -> Report {
         match &self.run {
-            Some(run) => run.report(),
+            Some(run) => run.report(engine_name(parks().as_ref())),
             None => Report::Text("lock: not running".into()),
         }
     }
@@ -156,10 +206,11 @@ impl Engine for LockEngine {
             return Report::Text("lock: not running".into());
         };
         run.own.disable();
-        if run.parks.is_ok() {
+        let parks = parks().take();
+        if let Some(Parks::Tracked) = parks {
             park::stop(run.vm);
         }
-        let report = run.report();
+        let report = run.report(engine_name(parks.as_ref()));
         run.own.retire(&GATE, "lock");
         table().clear();
         report
@@ -167,13 +218,10 @@ impl Engine for LockEngine {
 }
 
 impl Run {
-    fn report(&self) -> Report {
+    fn report(&self, engine: String) -> Report {
         let metadata = Metadata {
             event: "lock".into(),
-            engine: match &self.parks {
-                Ok(()) => "lock".into(),
-                Err(e) => format!("lock (monitors only: {e})"),
-            },
+            engine,
             interval: self.threshold.as_nanos() as u64,
             weight_unit: "nanoseconds".into(),
             duration_ns: self.started.elapsed().as_nanos() as u64,
@@ -189,6 +237,21 @@ impl Run {
             resolve,
         ))
     }
+}
+
+/// VMInit (engine started with `-agentpath`): binds `Unsafe.park` now that JNI works.
+unsafe extern "C" fn on_vm_init(
+    _jvmti: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+) {
+    crate::entry::guard_callback(|| {
+        let Some(_pass) = GATE.enter() else { return };
+        let mut parks = parks();
+        if let Some(Parks::Waiting { vm, env, threshold }) = *parks {
+            *parks = Some(track_parks(vm, env, threshold));
+        }
+    })
 }
 
 /// MonitorContendedEnter: this thread starts waiting.
