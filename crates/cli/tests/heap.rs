@@ -7,7 +7,7 @@
 //!   sampling capability gives a clear error, memory stays bounded through many GCs;
 //! - start-up `-agentpath:…=start,event=alloc,file=sites.txt`: the report at the JVM's exit;
 //! - `jtap sites --exact`: exact object counts per site, VM-made objects (`clone`,
-//!   `Array.newInstance`) included;
+//!   `Array.newInstance`) included; under a GC storm it ends and restores;
 //! - `jtap profile -e lock`: the one contended monitor comes out on top.
 
 mod common;
@@ -511,6 +511,37 @@ fn exact_sites_count_every_allocation_including_the_vms_own() {
             );
         }
         assert!(jtap(["status", &pid]).ok().contains("engine: none"));
+    }
+}
+
+/// Exact recording on two threads allocating as fast as they can (a GC every few
+/// milliseconds, a stream of ObjectFree events) ends, reports and restores: turning ObjectFree
+/// off at the stop used to hang HotSpot 17+ here (see `OwnEnv::disable`).
+#[test]
+fn exact_sites_under_a_gc_storm_finish_and_restore() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocThroughput")
+            .jvm_arg("-Xmx256m")
+            .start();
+        let pid = jvm.pid().to_string();
+        for _ in 0..2 {
+            let report = jtap(["sites", &pid, "--exact", "-d", "3", "--gc", "-n", "50"]).ok();
+            let rows = sites_rows(&report);
+            assert!(
+                rows.iter().any(|r| r.class == "long[]"
+                    && r.top().starts_with("workloads.AllocThroughput.words")
+                    && r.allocated_objects > 1000.0),
+                "JDK {}: {report}",
+                jdk.version
+            );
+            assert!(
+                report.lines().any(|l| l.starts_with("restored ")),
+                "JDK {}: {report}",
+                jdk.version
+            );
+        }
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
 

@@ -42,10 +42,10 @@
 //! disposes of the environment, which drops all tags at once.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
@@ -72,7 +72,13 @@ static GATE: Gate = Gate::new();
 static TRACK_LIVE: AtomicBool = AtomicBool::new(false);
 static DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_DEPTH);
 /// The mean interval, as f64 bits (read by callbacks); 0 when every allocation is recorded.
-static INTERVAL_BITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static INTERVAL_BITS: AtomicU64 = AtomicU64::new(0);
+/// ObjectFree events received (see [`settle_frees`]).
+static FREES: AtomicU64 = AtomicU64::new(0);
+/// How long ObjectFree events must have stopped before a report.
+const FREES_SETTLED: Duration = Duration::from_millis(100);
+/// Longest wait for them to stop.
+const FREES_WAIT: Duration = Duration::from_secs(3);
 /// The engine's environment, for allocation probes (which get none from the VM); null when
 /// not running.
 static PROBE_ENV: AtomicPtr<sys::jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
@@ -233,6 +239,9 @@ impl Engine for AllocEngine {
             restored.summary()
         });
         run.own.disable();
+        if run.live {
+            settle_frees();
+        }
         let mut report = run.report();
         if let (Some(restored), Report::Text(text)) = (restored, &mut report) {
             text.push('\n');
@@ -442,11 +451,30 @@ fn tag_object(env: &Env, object: sys::jobject) -> Option<i64> {
     }
 }
 
+/// Waits until ObjectFree events have stopped arriving for [`FREES_SETTLED`] (at most
+/// [`FREES_WAIT`]): after a collection (e.g. `jtap sites --gc` just before the stop), HotSpot
+/// 17+ posts the frees from its Service Thread a little later, and the report should not
+/// count those objects as live. (Turning the event off would flush them, but can hang the
+/// JVM: see [`OwnEnv::disable`].)
+fn settle_frees() {
+    let deadline = Instant::now() + FREES_WAIT;
+    let mut seen = FREES.load(Ordering::Relaxed);
+    while Instant::now() < deadline {
+        std::thread::sleep(FREES_SETTLED);
+        let now = FREES.load(Ordering::Relaxed);
+        if now == seen {
+            return;
+        }
+        seen = now;
+    }
+}
+
 /// ObjectFree: a tagged object was collected (during the GC on JDK 11–16, later on a
 /// service thread on 17+); only raw-monitor-level work is allowed, and this does none.
 unsafe extern "C" fn on_object_free(_jvmti: *mut sys::jvmtiEnv, tag: sys::jlong) {
     crate::entry::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
+            FREES.fetch_add(1, Ordering::Relaxed);
             table().freed(tag);
         }
     })

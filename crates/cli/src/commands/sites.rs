@@ -90,8 +90,8 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
 }
 
 /// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
-/// as ObjectFree events: during the collection on JDK 11–16; on 17+ later, at the latest when
-/// the engine turns the event off before its report (which flushes them).
+/// as ObjectFree events: during the collection on JDK 11–16; on 17+ a little later, from the
+/// Service Thread, and the engine waits for them to stop arriving before its report.
 fn full_gc(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
     let mut reply = vm.execute(&Request::new("jcmd", ["GC.run".to_string()]))?;
