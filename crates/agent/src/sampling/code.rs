@@ -17,15 +17,19 @@
 //!   or inlined and an installed nmethod inlines this method at the caller's bytecode index;
 //!   else compiled if the method has an installed nmethod (OSR ones count); else
 //!   interpreted. It is wrong for an activation that began in the interpreter before its
-//!   method was compiled and still runs there (shown compiled), and for a call that one
-//!   nmethod of the caller inlines and the running one does not (shown inlined).
+//!   method was compiled and still runs there (shown compiled), for a call that one
+//!   nmethod of the caller inlines and the running one does not (shown inlined), and for
+//!   code whose load event has not arrived yet (JDK 15+ posts them from the service thread,
+//!   shortly after installing the code; shown interpreted).
 //! - Native methods are native.
 //!
 //! Memory: per nmethod its range and method, one 8-byte entry per run of consecutive debug
 //! pcs with the same method chain, each distinct method chain once, and each distinct inlined
 //! call site once (also counted in a shared table). Inline information stops being kept
 //! beyond [`MAX_INLINE_BYTES`] in total (those nmethods' frames fall back to the heuristic);
-//! ranges and methods of every nmethod are always kept (well under 100 bytes each).
+//! ranges and methods of every nmethod are always kept (about 120 bytes each). Measured:
+//! javac compiling in a loop, 4,900 nmethods compiled with `DebugNonSafepoints`, 2.7 MiB of
+//! inline information.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{c_char, c_void, CStr};

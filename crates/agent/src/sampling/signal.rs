@@ -3,10 +3,10 @@
 //!
 //! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (a thread-local
 //! read in HotSpot), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
-//! buffer (see [`super::perf`]); no allocation, no lock, no formatting. It
-//! saves and restores `errno`. A SIGPROF that is not ours (wrong origin, or no engine
-//! running) goes to the handler that was installed before ours, if that was a function; the
-//! default action (terminating the JVM) is never taken.
+//! buffer (see [`super::perf`]) and the interrupted registers in its signal context; no
+//! allocation, no lock, no formatting. It saves and restores `errno`. A SIGPROF that is not
+//! ours (wrong origin, or no engine running) goes to the handler that was installed before
+//! ours, if that was a function; the default action (terminating the JVM) is never taken.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
