@@ -23,9 +23,10 @@
 //! summing stacks into a [`Profile`].
 //!
 //! A stack is, root first: the thread (`threads`), the Java frames `AsyncGetCallTrace`
-//! found, each interpreted, compiled, inlined or native (or the pseudo-frame of its failure), the native frames under them, the kernel
-//! frames, and the thread's state (`wall`). A sample outside Java (`AsyncGetCallTrace` finds
-//! no Java frame, e.g. on a GC thread) with native frames is just those frames.
+//! found, each interpreted, compiled, inlined or native (or the pseudo-frame of its failure),
+//! the native frames under them, the kernel frames, and the thread's state (`wall`). A
+//! sample outside Java (`AsyncGetCallTrace` finds no Java frame, e.g. on a GC thread) with
+//! native frames is just those frames.
 //!
 //! Frame kinds: `AsyncGetCallTrace` does not report them, so handlers also record the
 //! interrupted pc, and the processing thread classifies the frames with the code map: the top
