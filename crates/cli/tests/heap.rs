@@ -15,7 +15,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{agent_library, jtap};
+use common::{agent_library, collapsed, jtap};
 use jtap_testkit::{jdks, JavaProcess};
 use serde_json::Value;
 
@@ -181,19 +181,6 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
 #[test]
 fn heap_of_a_missing_process_fails_cleanly() {
     jtap(["heap", "999999999"]).fails_with(10, "999999999");
-}
-
-/// Collapsed-stack lines as (frames root first, count).
-fn collapsed(text: &str) -> Vec<(Vec<String>, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let (stack, count) = line.rsplit_once(' ')?;
-            Some((
-                stack.split(';').map(String::from).collect(),
-                count.parse().ok()?,
-            ))
-        })
-        .collect()
 }
 
 /// Sum of the counts of stacks whose frame below the leaf is `method` (the allocating

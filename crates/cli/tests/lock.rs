@@ -11,24 +11,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap};
+use common::{agent_library, collapsed, jtap};
 use jtap_testkit::{jdks, JavaProcess};
 
 /// The leaf frame of a `ReentrantLock` waited for.
 const REENTRANT_LOCK: &str = "java.util.concurrent.locks.ReentrantLock$NonfairSync";
-
-/// Collapsed stacks as (frames root first, count).
-fn collapsed(text: &str) -> Vec<(Vec<String>, u64)> {
-    text.lines()
-        .filter_map(|line| {
-            let (stack, count) = line.rsplit_once(' ')?;
-            Some((
-                stack.split(';').map(String::from).collect(),
-                count.parse().ok()?,
-            ))
-        })
-        .collect()
-}
 
 /// `jtap profile <pid> -e lock -d <seconds> --format collapsed`, parsed.
 fn lock_profile(pid: &str, seconds: &str) -> (String, Vec<(Vec<String>, u64)>) {

@@ -16,13 +16,9 @@ use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
 
 /// Samples per stack from collapsed output (`frame;frame count` lines).
 fn collapsed(path: &Path) -> Vec<(String, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|line| {
-            let (stack, count) = line.rsplit_once(' ')?;
-            Some((stack.to_string(), count.parse().ok()?))
-        })
+    common::collapsed_file(path)
+        .into_iter()
+        .map(|(frames, count)| (frames.join(";"), count))
         .collect()
 }
 

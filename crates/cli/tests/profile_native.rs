@@ -4,26 +4,10 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::{agent_library, jtap};
+use common::{agent_library, collapsed_file, jtap};
 use jtap_testkit::{jdks, JavaProcess};
-
-/// Stacks (frames root first) and their samples from collapsed output.
-fn collapsed(path: &Path) -> Vec<(Vec<String>, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|line| {
-            let (stack, count) = line.rsplit_once(' ')?;
-            Some((
-                stack.split(';').map(String::from).collect(),
-                count.parse().ok()?,
-            ))
-        })
-        .collect()
-}
 
 /// Samples of stacks where the JNI method `Deflater.deflateBytes*` (JDK 11+: deflateBytesBytes)
 /// is followed by a frame of zlib: `libz` (Debian's JDK uses the system's), `libzip` (Temurin
@@ -80,7 +64,7 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
             out.to_str().unwrap(),
         ])
         .ok();
-        let stacks = collapsed(&out);
+        let stacks = collapsed_file(&out);
         let total: u64 = stacks.iter().map(|(_, n)| n).sum();
         let deflate = deflate_into_native(&stacks);
         let kernel = kernel_under(&stacks, "java.io.FileInputStream.readBytes");
@@ -150,7 +134,7 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
             "JDK {}: {result:?}",
             jdk.version
         );
-        let stacks = collapsed(&out);
+        let stacks = collapsed_file(&out);
         let kernel_frames: Vec<&String> = stacks
             .iter()
             .flat_map(|(f, _)| f)

@@ -152,3 +152,21 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
     }
     newest
 }
+
+/// Collapsed stacks (`frame;frame;frame count` per line) as (frames, root first; count).
+pub fn collapsed(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .filter_map(|line| {
+            let (stack, count) = line.rsplit_once(' ')?;
+            Some((
+                stack.split(';').map(String::from).collect(),
+                count.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// A collapsed-stacks file, parsed by [`collapsed`].
+pub fn collapsed_file(path: &Path) -> Vec<(Vec<String>, u64)> {
+    collapsed(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
