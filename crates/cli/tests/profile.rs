@@ -9,6 +9,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{agent_library, jtap, run, Run};
@@ -78,8 +79,17 @@ fn pid_of(jvm: &mut JavaProcess) -> String {
     jvm.pid().to_string()
 }
 
+/// Every test here keeps CPU-bound workloads busy and some measure how samples split between
+/// threads, which other tests' threads competing for the two cores would skew (itimer's
+/// process-wide signal goes to whichever thread is running): they run one at a time.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn cpu_engines_see_the_one_two_four_ratio() {
+    let _serial = one_at_a_time();
     agent_library();
     const METHODS: [&str; 3] = ["Burn.burnOne", "Burn.burnTwo", "Burn.burnFour"];
     const THREADS: [&str; 3] = ["burn-one", "burn-two", "burn-four"];
@@ -160,6 +170,7 @@ fn cpu_engines_see_the_one_two_four_ratio() {
 
 #[test]
 fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
+    let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
@@ -267,6 +278,7 @@ fn attribute<'a>(dom: &'a str, element_id: &str, attribute: &str) -> Option<&'a 
 
 #[test]
 fn one_profile_in_every_format() {
+    let _serial = one_at_a_time();
     agent_library();
     let chromium_present = Path::new("/usr/bin/chromium").exists();
     if !chromium_present {
@@ -393,6 +405,7 @@ fn kinds_of(stacks: &[(String, u64)], method: &str) -> [u64; 4] {
 
 #[test]
 fn interpreted_compiled_and_inlined_frames_are_told_apart() {
+    let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
@@ -488,6 +501,7 @@ fn interpreted_compiled_and_inlined_frames_are_told_apart() {
 
 #[test]
 fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
+    let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
@@ -565,6 +579,7 @@ fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
 
 #[test]
 fn launch_mode_profiles_from_start_to_exit() {
+    let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
@@ -589,6 +604,7 @@ fn launch_mode_profiles_from_start_to_exit() {
 
 #[test]
 fn a_hundred_start_stop_cycles_keep_memory_flat() {
+    let _serial = one_at_a_time();
     agent_library();
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Burn")
