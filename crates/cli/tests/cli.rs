@@ -31,3 +31,30 @@ fn completions_for_every_shell() {
     }
     assert_eq!(jtap(["completions", "cmd.exe"]).code, 2);
 }
+
+#[test]
+fn engine_settings_of_another_engine_are_refused_before_attaching() {
+    // Pid 1 is never a JVM here: the refusal must come before jtap looks at it.
+    for (args, message) in [
+        (
+            &["profile", "1", "-e", "cpu", "--exact"][..],
+            "exact only applies to event=alloc",
+        ),
+        (
+            &["profile", "1", "-e", "wall", "--alloc-interval", "1k"][..],
+            "alloc only applies to event=alloc",
+        ),
+        (
+            &["profile", "1", "-e", "alloc", "--lock-threshold", "1ms"][..],
+            "lock only applies to event=lock",
+        ),
+    ] {
+        jtap(args).fails_with(2, message);
+    }
+    // Flags that exclude each other are clap's usage errors.
+    let run = jtap(["sites", "1", "--exact", "--alloc-interval", "1k"]);
+    assert!(
+        run.code == 2 && run.stderr.contains("cannot be used with"),
+        "{run:?}"
+    );
+}

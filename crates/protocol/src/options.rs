@@ -226,6 +226,9 @@ pub enum ParseError {
     /// `live` given with an action other than `histogram` or `start`.
     #[error("live only goes with histogram or start (event=alloc)")]
     LiveMisplaced,
+    /// An engine setting given with another engine's event.
+    #[error("{0} only applies to event={1}")]
+    WrongEvent(&'static str, &'static str),
     /// `exact` and `alloc=` together: one records everything, the other samples.
     #[error("exact records every allocation: it does not go with alloc=")]
     ExactWithInterval,
@@ -296,6 +299,21 @@ impl Options {
             }
             if options.trace.is_some() {
                 return Err(ParseError::NeedsStart("trace"));
+            }
+        }
+        if options.action == Some(Action::Start) {
+            let alloc_only = [
+                ("alloc", options.alloc.is_some()),
+                ("sites", options.sites),
+                ("exact", options.exact),
+            ];
+            if options.event != Some(Event::Alloc) {
+                if let Some((key, _)) = alloc_only.into_iter().find(|(_, given)| *given) {
+                    return Err(ParseError::WrongEvent(key, "alloc"));
+                }
+            }
+            if options.event != Some(Event::Lock) && options.lock.is_some() {
+                return Err(ParseError::WrongEvent("lock", "lock"));
             }
         }
         if options.exact && options.alloc.is_some() {
@@ -802,6 +820,9 @@ mod tests {
             ("status,exact", "exact= only goes with start"),
             ("start,event=alloc,exact,alloc=1m", "does not go with alloc="),
             ("start,exact=1", "\"exact\" takes no value"),
+            ("start,event=cpu,exact", "exact only applies to event=alloc"),
+            ("start,event=alloc,lock=1ms", "lock only applies to event=lock"),
+            ("start,alloc=1m", "alloc only applies to event=alloc"),
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
@@ -869,10 +890,10 @@ mod tests {
                     client,
                     debug,
                     live: live && (histogram || starts),
-                    alloc: alloc.filter(|_| starts),
-                    lock: lock.filter(|_| starts),
-                    sites: sites && starts,
-                    exact: exact && starts && alloc.is_none(),
+                    alloc: alloc.filter(|_| starts && event == Some(Event::Alloc)),
+                    lock: lock.filter(|_| starts && event == Some(Event::Lock)),
+                    sites: sites && starts && event == Some(Event::Alloc),
+                    exact: exact && starts && event == Some(Event::Alloc) && alloc.is_none(),
                     top: top.filter(|_| histogram),
                     trace: None,
                 }

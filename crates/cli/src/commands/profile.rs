@@ -136,6 +136,9 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         regex::Regex::new(pattern)
             .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
+    // The agent would refuse settings of another engine too, but only after attaching.
+    Options::parse(&start_options(&args).to_string())
+        .map_err(crate::agent_client::AgentError::BadOptions)?;
     let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
     match (args.java.is_empty(), words.as_slice()) {
         (false, []) => launched(&args, timeout),
