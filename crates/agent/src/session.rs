@@ -95,7 +95,7 @@ pub fn watch(agent: &'static Agent, session: Arc<Session>) {
                 break;
             }
             polls += 1;
-            if polls % PROGRESS_EVERY == 0 {
+            if polls.is_multiple_of(PROGRESS_EVERY) {
                 if let Some((samples, dropped)) = crate::sampling::progress() {
                     if !session.is_ended() {
                         let _ = session.send(&Frame::Progress { samples, dropped });

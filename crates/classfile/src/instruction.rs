@@ -396,7 +396,7 @@ pub fn invert_condition(opcode: u8) -> u8 {
         op::IFNULL => op::IFNONNULL,
         op::IFNONNULL => op::IFNULL,
         // ifeq/ifne, iflt/ifge, ifgt/ifle, if_icmpeq/ne, … come in pairs starting at an odd opcode.
-        o if (o - op::IFEQ) % 2 == 0 => o + 1,
+        o if (o - op::IFEQ).is_multiple_of(2) => o + 1,
         o => o - 1,
     }
 }

@@ -420,12 +420,20 @@ fn step(
             push(&mut s.stack, t);
         }
         0x78..=0x7d => {
-            let t = if (opc - 0x78) % 2 == 0 { Integer } else { Long };
+            let t = if (opc - 0x78).is_multiple_of(2) {
+                Integer
+            } else {
+                Long
+            };
             pop(s, 1 + size(t))?;
             push(&mut s.stack, t);
         }
         0x7e..=0x83 => {
-            let t = if (opc - 0x7e) % 2 == 0 { Integer } else { Long };
+            let t = if (opc - 0x7e).is_multiple_of(2) {
+                Integer
+            } else {
+                Long
+            };
             pop(s, 2 * size(t))?;
             push(&mut s.stack, t);
         }

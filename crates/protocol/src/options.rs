@@ -322,10 +322,8 @@ impl Options {
         if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
             return Err(ParseError::LiveMisplaced);
         }
-        if options.action != Some(Action::Histogram) {
-            if options.top.is_some() {
-                return Err(ParseError::NeedsHistogram("top"));
-            }
+        if options.action != Some(Action::Histogram) && options.top.is_some() {
+            return Err(ParseError::NeedsHistogram("top"));
         }
         Ok(options)
     }
@@ -675,7 +673,7 @@ fn parse_bytes(key: &'static str, value: &str) -> Result<u64, ParseError> {
 }
 
 fn format_bytes(bytes: u64) -> String {
-    match BYTE_UNITS.iter().find(|(_, s)| bytes % s == 0) {
+    match BYTE_UNITS.iter().find(|(_, s)| bytes.is_multiple_of(*s)) {
         Some((unit, scale)) => format!("{}{unit}", bytes / scale),
         None => bytes.to_string(),
     }

@@ -597,7 +597,7 @@ fn ms_number(ns: u64) -> String {
     let digits = (ms.round() as u64).to_string();
     let mut grouped = String::new();
     for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(d);

@@ -65,10 +65,10 @@ pub fn summary(profile: &Profile) -> String {
 
 fn format_interval(interval: u64, unit: &str) -> String {
     match unit {
-        "nanoseconds" if interval >= 1_000_000 && interval % 1_000_000 == 0 => {
+        "nanoseconds" if interval >= 1_000_000 && interval.is_multiple_of(1_000_000) => {
             format!("{} ms", interval / 1_000_000)
         }
-        "nanoseconds" if interval >= 1_000 && interval % 1_000 == 0 => {
+        "nanoseconds" if interval >= 1_000 && interval.is_multiple_of(1_000) => {
             format!("{} us", interval / 1_000)
         }
         "nanoseconds" => format!("{interval} ns"),
