@@ -1,6 +1,7 @@
 //! The agent's end of the control channel: a UNIX socket the asking `jtap` client listens on
 //! (in this JVM's `/tmp`), over which replies and results stream back as frames.
 
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -62,24 +63,5 @@ impl Channel {
 }
 
 fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: SO_PEERCRED writes a ucred into the buffer we pass with its size.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.uid)
+    Ok(getsockopt(stream, PeerCredentials)?.uid())
 }

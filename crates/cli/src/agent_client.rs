@@ -22,8 +22,10 @@ use jtap_attach::process::Process;
 use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
 use jtap_profile::{ExportOptions, Format};
 use jtap_protocol::{
-    describe_return_code, read_frame, Frame, Options, AGENT_RETURN_VERSION_MISMATCH, VERSION,
+    describe_return_code, read_frame, Action, Frame, Options, AGENT_RETURN_VERSION_MISMATCH,
+    VERSION,
 };
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
 /// File name of the agent library.
 pub const LIBRARY_NAME: &str = "libjtap_agent.so";
@@ -346,26 +348,8 @@ fn socket_address(path: &Path) -> io::Result<libc::sockaddr_un> {
 }
 
 fn peer_credentials(stream: &UnixStream) -> io::Result<(u32, u32)> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: SO_PEERCRED fills a ucred of the size we pass.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((cred.pid as u32, cred.uid))
+    let cred = getsockopt(stream, PeerCredentials)?;
+    Ok((cred.pid() as u32, cred.uid()))
 }
 
 /// Profile and progress frames go to this callback when one is given (see [`converse_with`]).
@@ -380,6 +364,23 @@ pub fn run(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     run_with(pid, options, timeout, out, None)
+}
+
+/// Stops the engine running in JVM `pid` (through a connection of its own) and writes the
+/// agent's reply to `out`, profile frames to `frames`.
+pub fn stop(
+    pid: u32,
+    timeout: Duration,
+    out: &mut dyn Write,
+    frames: FrameSink<'_>,
+) -> anyhow::Result<()> {
+    run_with(
+        pid,
+        &Options::default().with_action(Action::Stop),
+        timeout,
+        out,
+        frames,
+    )
 }
 
 /// [`run`], handing profile and progress frames to `frames`.

@@ -259,62 +259,37 @@ impl Options {
             }
             options.apply(&item)?;
         }
+        let start_only = [
+            ("event", options.event.is_some()),
+            ("interval", options.interval.is_some()),
+            ("threads", options.threads),
+            ("detach", options.detach),
+            ("alluser", options.alluser),
+            ("include", options.include.is_some()),
+            ("exclude", options.exclude.is_some()),
+            ("jstackdepth", options.jstackdepth.is_some()),
+            ("alloc", options.alloc.is_some()),
+            ("lock", options.lock.is_some()),
+            ("sites", options.sites),
+            ("exact", options.exact),
+            ("trace", options.trace.is_some()),
+        ];
+        // Engine settings and the one event they belong to.
+        let one_event = [
+            ("alloc", options.alloc.is_some(), Event::Alloc),
+            ("sites", options.sites, Event::Alloc),
+            ("exact", options.exact, Event::Alloc),
+            ("lock", options.lock.is_some(), Event::Lock),
+        ];
         if options.action != Some(Action::Start) {
-            if options.event.is_some() {
-                return Err(ParseError::NeedsStart("event"));
+            if let Some((key, _)) = start_only.into_iter().find(|(_, given)| *given) {
+                return Err(ParseError::NeedsStart(key));
             }
-            if options.interval.is_some() {
-                return Err(ParseError::NeedsStart("interval"));
-            }
-            if options.threads {
-                return Err(ParseError::NeedsStart("threads"));
-            }
-            if options.detach {
-                return Err(ParseError::NeedsStart("detach"));
-            }
-            if options.alluser {
-                return Err(ParseError::NeedsStart("alluser"));
-            }
-            for (key, given) in [("include", &options.include), ("exclude", &options.exclude)] {
-                if given.is_some() {
-                    return Err(ParseError::NeedsStart(key));
-                }
-            }
-            if options.jstackdepth.is_some() {
-                return Err(ParseError::NeedsStart("jstackdepth"));
-            }
-        }
-        if options.action != Some(Action::Start) {
-            if options.alloc.is_some() {
-                return Err(ParseError::NeedsStart("alloc"));
-            }
-            if options.lock.is_some() {
-                return Err(ParseError::NeedsStart("lock"));
-            }
-            if options.sites {
-                return Err(ParseError::NeedsStart("sites"));
-            }
-            if options.exact {
-                return Err(ParseError::NeedsStart("exact"));
-            }
-            if options.trace.is_some() {
-                return Err(ParseError::NeedsStart("trace"));
-            }
-        }
-        if options.action == Some(Action::Start) {
-            let alloc_only = [
-                ("alloc", options.alloc.is_some()),
-                ("sites", options.sites),
-                ("exact", options.exact),
-            ];
-            if options.event != Some(Event::Alloc) {
-                if let Some((key, _)) = alloc_only.into_iter().find(|(_, given)| *given) {
-                    return Err(ParseError::WrongEvent(key, "alloc"));
-                }
-            }
-            if options.event != Some(Event::Lock) && options.lock.is_some() {
-                return Err(ParseError::WrongEvent("lock", "lock"));
-            }
+        } else if let Some((key, _, event)) = one_event
+            .into_iter()
+            .find(|&(_, given, event)| given && options.event != Some(event))
+        {
+            return Err(ParseError::WrongEvent(key, event.name()));
         }
         if options.exact && options.alloc.is_some() {
             return Err(ParseError::ExactWithInterval);
@@ -340,28 +315,24 @@ impl Options {
         self
     }
 
+    /// The flag (an option without a value) called `word`, with its name and field.
+    fn flag(&mut self, word: &str) -> Option<(&'static str, &mut bool)> {
+        Some(match word {
+            "debug" => ("debug", &mut self.debug),
+            "threads" => ("threads", &mut self.threads),
+            "detach" => ("detach", &mut self.detach),
+            "alluser" => ("alluser", &mut self.alluser),
+            "live" => ("live", &mut self.live),
+            "sites" => ("sites", &mut self.sites),
+            "exact" => ("exact", &mut self.exact),
+            _ => return None,
+        })
+    }
+
     fn apply(&mut self, item: &Item) -> Result<(), ParseError> {
         let Some(value) = &item.value else {
-            if item.raw == "debug" {
-                return set_once(&mut self.debug, "debug");
-            }
-            if item.raw == "threads" {
-                return set_once(&mut self.threads, "threads");
-            }
-            if item.raw == "detach" {
-                return set_once(&mut self.detach, "detach");
-            }
-            if item.raw == "alluser" {
-                return set_once(&mut self.alluser, "alluser");
-            }
-            if item.raw == "live" {
-                return set_once(&mut self.live, "live");
-            }
-            if item.raw == "sites" {
-                return set_once(&mut self.sites, "sites");
-            }
-            if item.raw == "exact" {
-                return set_once(&mut self.exact, "exact");
+            if let Some((name, flag)) = self.flag(&item.raw) {
+                return set_once(flag, name);
             }
             let Some(action) = Action::from_name(&item.raw) else {
                 return Err(ParseError::Unknown(item.raw.clone()));
@@ -440,11 +411,9 @@ impl Options {
                 }
                 put_once(&mut self.client, "client", value.clone())
             }
-            key => match Action::from_name(key).map(Action::name).or([
-                "debug", "live", "threads", "sites", "exact", "detach", "alluser",
-            ]
-            .into_iter()
-            .find(|&f| f == key))
+            key => match Action::from_name(key)
+                .map(Action::name)
+                .or_else(|| self.flag(key).map(|(name, _)| name))
             {
                 Some(word) => Err(ParseError::UnexpectedValue(word)),
                 None => Err(ParseError::Unknown(item.raw.clone())),

@@ -222,12 +222,7 @@ impl Engine for CpuEngine {
     fn dump(&self) -> Report {
         match &self.fallback {
             Some(fallback) => fallback.dump(),
-            None => Report::Profile(
-                self.sampler
-                    .as_ref()
-                    .map(Sampler::snapshot)
-                    .unwrap_or_default(),
-            ),
+            None => Report::so_far(self.sampler.as_ref()),
         }
     }
 

@@ -129,12 +129,7 @@ impl Engine for CtimerEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Profile(
-            self.sampler
-                .as_ref()
-                .map(Sampler::snapshot)
-                .unwrap_or_default(),
-        )
+        Report::so_far(self.sampler.as_ref())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {

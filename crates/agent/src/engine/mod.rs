@@ -57,6 +57,11 @@ pub enum Report {
 }
 
 impl Report {
+    /// A sampling engine's profile so far (empty when its sampler is not running).
+    pub fn so_far(sampler: Option<&crate::sampling::Sampler>) -> Report {
+        Report::Profile(sampler.map(|s| s.snapshot()).unwrap_or_default())
+    }
+
     /// The results as text: the report itself, or a profile's summary.
     pub fn summary(&self) -> String {
         match self {

@@ -65,12 +65,7 @@ impl Engine for WallEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Profile(
-            self.sampler
-                .as_ref()
-                .map(|s| s.snapshot())
-                .unwrap_or_default(),
-        )
+        Report::so_far(self.sampler.as_deref())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {

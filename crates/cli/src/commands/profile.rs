@@ -244,14 +244,9 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
     let mut stopped: Option<anyhow::Error> = None;
     if reason != Ended::Agent {
         // Stop through a second connection: the profile comes back on it.
-        let stop = Options::default().with_action(Action::Stop);
-        if let Err(e) = agent_client::run_with(
-            pid,
-            &stop,
-            timeout,
-            &mut io::sink(),
-            Some(&mut received.sink()),
-        ) {
+        if let Err(e) =
+            agent_client::stop(pid, timeout, &mut io::sink(), Some(&mut received.sink()))
+        {
             stopped = Some(e);
         }
     }
@@ -346,14 +341,9 @@ fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                let stop = Options::default().with_action(Action::Stop);
-                if let Err(e) = agent_client::run_with(
-                    pid,
-                    &stop,
-                    timeout,
-                    &mut io::sink(),
-                    Some(&mut received.sink()),
-                ) {
+                if let Err(e) =
+                    agent_client::stop(pid, timeout, &mut io::sink(), Some(&mut received.sink()))
+                {
                     eprintln!(
                         "jtap: stopping the profile after {:.1} s failed: {e:#}",
                         started.elapsed().as_secs_f64()

@@ -75,12 +75,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         full_gc(pid, timeout)?;
     }
     let mut report = Vec::new();
-    agent_client::run(
-        pid,
-        &Options::default().with_action(Action::Stop),
-        timeout,
-        &mut report,
-    )?;
+    agent_client::stop(pid, timeout, &mut report, None)?;
     let _ = owner.join();
     let text = String::from_utf8_lossy(&report);
     io::stdout()

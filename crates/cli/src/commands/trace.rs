@@ -201,12 +201,7 @@ fn run(
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
-        agent_client::run(
-            pid,
-            &Options::default().with_action(Action::Stop),
-            timeout,
-            &mut io::stdout().lock(),
-        )?;
+        agent_client::stop(pid, timeout, &mut io::stdout().lock(), None)?;
         return Ok(0);
     }
     let plan = match plan {
@@ -295,12 +290,7 @@ fn wait_for_end(
 /// restore goes to stderr.
 fn stop(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     let mut report = Vec::new();
-    agent_client::run(
-        pid,
-        &Options::default().with_action(Action::Stop),
-        timeout,
-        &mut report,
-    )?;
+    agent_client::stop(pid, timeout, &mut report, None)?;
     let report = String::from_utf8_lossy(&report);
     for line in report.lines() {
         eprintln!("jtap: {line}");
