@@ -612,6 +612,10 @@ fn a_hundred_start_stop_cycles_keep_memory_flat() {
             .arg("0.25")
             .start();
         let pid = pid_of(&mut jvm);
+        // The agent's log, shown when an assertion fails (e.g. a gate that never drained).
+        let log = tempfile::NamedTempFile::new().unwrap();
+        jtap(["load", &pid, &format!("log={}", log.path().display())]).ok();
+        let agent_log = || std::fs::read_to_string(log.path()).unwrap_or_default();
         let engines = ["cpu", "itimer", "ctimer", "wall"];
         let cycle = |i: usize| {
             jtap(["profile", "start", &pid, "-e", engines[i % 4], "-i", "1ms"]).ok();
@@ -646,14 +650,19 @@ fn a_hundred_start_stop_cycles_keep_memory_flat() {
         // A quiet machine shows ~1.5 MiB; a loaded 2-core CI machine up to ~7 MiB (the JVM's
         // own JIT and malloc arenas grow with it). A leak shows as steady growth: the second
         // fifty cycles must add little.
+        let stalls: Vec<String> = agent_log()
+            .lines()
+            .filter(|l| l.contains("still running") || l.contains("keeping"))
+            .map(String::from)
+            .collect();
         assert!(
             growth < 8 * 1024,
-            "JDK {}: RSS grew by {growth} KiB",
+            "JDK {}: RSS grew by {growth} KiB; agent log: {stalls:?}",
             jdk.version
         );
         assert!(
             second_half < 3 * 1024,
-            "JDK {}: RSS still growing: {second_half} KiB over the last 50 cycles",
+            "JDK {}: RSS still growing: {second_half} KiB over the last 50 cycles; agent log: {stalls:?}",
             jdk.version
         );
         assert!(jvm.is_running());
