@@ -1,5 +1,6 @@
 //! The few raw JNI/JVMTI calls the sampler makes that `jtap-jvmti` has no wrapper for: the
-//! calling thread's `JNIEnv`, JNI local frames and references, and thread names.
+//! calling thread's `JNIEnv` (also from a signal handler, see [`VmThreadKey`]), JNI local
+//! frames and references, and thread names.
 
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -8,8 +9,14 @@ use jtap_jvmti::{sys, Env};
 
 use crate::thread::Vm;
 
-/// The calling thread's `JNIEnv`, if it is attached to the VM. Async-signal-safe in HotSpot
-/// (it reads the current thread from thread-local storage), so handlers may call it.
+/// The calling thread's `JNIEnv`, if it is attached to the VM.
+///
+/// Not async-signal-safe on every thread: HotSpot reads its current thread from a `__thread`
+/// variable of `libjvm.so`, a `dlopen`ed library, and glibc allocates such a variable's block
+/// with `malloc` the first time a thread touches it. A native thread the JVM never ran
+/// (created by a JNI library, or one of jtap's own before it attaches) that is interrupted
+/// inside `malloc` would deadlock on the allocator's lock. Signal handlers go through
+/// [`VmThreadKey::current_jni`].
 pub fn current_jni(vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
     let mut env: *mut c_void = ptr::null_mut();
     // SAFETY: vm is the VM's invocation interface, valid for the life of the process.
@@ -20,6 +27,60 @@ pub fn current_jni(vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
         }
     };
     (code == sys::JNI_OK as sys::jint && !env.is_null()).then_some(env.cast())
+}
+
+/// HotSpot's pthread key for the current VM thread (`ThreadLocalStorage`, which HotSpot's own
+/// signal handler reads with `pthread_getspecific` for the same reason): set on every thread
+/// the JVM created or attached, and only after the thread's `libjvm.so` thread-local block
+/// exists. A thread whose key is set can call `GetEnv` without allocating.
+///
+/// The key is not exported, so it is found by its value: on an attached thread, the one key
+/// whose value is a pointer a little below the thread's `JNIEnv` (HotSpot's `JavaThread`
+/// holds its `JNIEnv` inline).
+#[derive(Debug, Clone, Copy)]
+pub struct VmThreadKey(libc::pthread_key_t);
+
+/// glibc's `PTHREAD_KEYS_MAX`: keys are numbered below it.
+const PTHREAD_KEYS_MAX: libc::pthread_key_t = 1024;
+/// How far into a `JavaThread` its `JNIEnv` may lie (about 0x200–0x400 bytes in JDK 11–25).
+const MAX_JNI_ENV_OFFSET: usize = 64 * 1024;
+
+impl VmThreadKey {
+    /// Finds the key, on a thread attached to `vm`.
+    pub fn find(vm: *mut sys::JavaVM) -> Result<VmThreadKey, String> {
+        let jni = current_jni(vm).ok_or("this thread is not attached to the JVM")? as usize;
+        let candidates: Vec<(libc::pthread_key_t, usize)> = (0..PTHREAD_KEYS_MAX)
+            .filter_map(|key| {
+                // SAFETY: pthread_getspecific only reads this thread's slot of `key` (null
+                // for a key never created or not set here).
+                let value = unsafe { libc::pthread_getspecific(key) } as usize;
+                let offset = jni.checked_sub(value)?;
+                (value != 0 && offset < MAX_JNI_ENV_OFFSET).then_some((key, offset))
+            })
+            .collect();
+        match candidates[..] {
+            [(key, offset)] => {
+                log!("sampler: the JVM's current-thread key is {key} (JNIEnv at +{offset:#x})");
+                Ok(VmThreadKey(key))
+            }
+            _ => Err(format!(
+                "cannot tell the JVM's threads from native ones: {} candidate thread keys",
+                candidates.len()
+            )),
+        }
+    }
+
+    /// The calling thread's `JNIEnv`; None on a thread the JVM does not know or that is not
+    /// attached. Async-signal-safe: glibc's `pthread_getspecific` reads the thread descriptor
+    /// without locks or allocation, and `GetEnv` is only called where it cannot allocate.
+    pub fn current_jni(self, vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
+        // SAFETY: as in `find`.
+        let vm_thread = unsafe { libc::pthread_getspecific(self.0) };
+        if vm_thread.is_null() {
+            return None;
+        }
+        current_jni(vm)
+    }
 }
 
 /// A JNI local frame on the calling thread: local references made while it lives are freed

@@ -195,6 +195,13 @@ impl Sampler {
                 return Err(format!("preparing method ids: {e}"));
             }
         };
+        let vm_threads = match jvm::VmThreadKey::find(vm.0) {
+            Ok(key) => key,
+            Err(e) => {
+                abort_start(&env);
+                return Err(e);
+            }
+        };
         let target = Arc::new(Target {
             // Only perf_event counters deliver call chains.
             buffer: SampleBuffer::new(
@@ -208,6 +215,7 @@ impl Sampler {
             ),
             asgct,
             vm: vm.0,
+            vm_threads,
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
         });
         let start_time_ns = SystemTime::now()

@@ -1,8 +1,8 @@
 //! The profiling signal (SIGPROF): installing the handler once, recognising which signals are
 //! ours, and the handler itself.
 //!
-//! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (a thread-local
-//! read in HotSpot), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
+//! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (only on threads
+//! the VM knows, see [`super::jvm::VmThreadKey`]), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
 //! buffer (see [`super::perf`]) and the interrupted registers in its signal context; no
 //! allocation, no lock, no formatting. It saves and restores `errno`. A SIGPROF that is not
 //! ours (wrong origin, or no engine running) goes to the handler that was installed before
@@ -17,7 +17,7 @@ use jtap_jvmti::sys;
 
 use super::asgct::{AsyncGetCallTrace, CallTrace};
 use super::buffer::{SampleBuffer, SampleHeader};
-use super::jvm::current_jni;
+use super::jvm::VmThreadKey;
 use super::perf;
 use crate::gate::Gate;
 
@@ -46,6 +46,8 @@ pub struct Target {
     pub asgct: AsyncGetCallTrace,
     /// The VM, for the sampled thread's `JNIEnv`.
     pub vm: *mut sys::JavaVM,
+    /// Tells the VM's threads from native ones before asking for a `JNIEnv`.
+    pub vm_threads: VmThreadKey,
     /// Weight of each sample (nanoseconds); the wall engine adjusts it as it goes.
     pub weight: AtomicU64,
 }
@@ -256,7 +258,7 @@ unsafe fn record(
     };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
-    let num_frames = match current_jni(target.vm) {
+    let num_frames = match target.vm_threads.current_jni(target.vm) {
         Some(jni) => {
             let mut trace = CallTrace {
                 env: jni,
@@ -267,7 +269,7 @@ unsafe fn record(
             unsafe { (target.asgct)(&mut trace, target.buffer.depth() as i32, context) };
             trace.num_frames
         }
-        None => -3, // not attached to the VM: AsyncGetCallTrace's "unknown, not Java"
+        None => -3, // not a VM thread: AsyncGetCallTrace's "unknown, not Java"
     };
     let state = if with_state {
         // SAFETY: the caller's contract.
