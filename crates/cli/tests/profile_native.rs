@@ -1,13 +1,14 @@
 //! Native and kernel frames of `jtap profile -e cpu` on every JDK of the matrix: zlib frames
 //! under the JNI method `Deflater.deflateBytes*`, kernel frames under the `read` system call
-//! of a thread reading /dev/urandom, and none of them with `--all-user`.
+//! of a thread reading /dev/urandom, and none of them with `--all-user`; and native threads
+//! the JVM never saw, sampled by every engine while they are inside `malloc`.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{agent_library, collapsed_file, jtap};
-use jtap_testkit::{jdks, JavaProcess};
+use jtap_testkit::{compiled_native_library, jdks, JavaProcess};
 
 /// Samples of stacks where the JNI method `Deflater.deflateBytes*` (JDK 11+: deflateBytesBytes)
 /// is followed by a frame of zlib: `libz` (Debian's JDK uses the system's), `libzip` (Temurin
@@ -156,6 +157,93 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
             "JDK {}: --all-user lost the native frames",
             jdk.version
         );
+        assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+    }
+}
+
+/// The last "finished N" count `workloads.NativeThreads` printed.
+fn native_threads_finished(jvm: &JavaProcess) -> u64 {
+    jvm.stdout
+        .text()
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("finished ")?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Every engine signals threads the JVM never saw (itimer: whichever thread runs; wall: every
+/// thread of the process; cpu and ctimer: the threads there at start), also inside `malloc`.
+/// The handler must not call into the JVM there: its thread-local data does not exist yet on
+/// such a thread, and creating it means `malloc`, which deadlocks on the allocator's lock the
+/// interrupted `malloc` holds. The native threads must keep going, and no handler may be left
+/// running when a profile stops.
+#[test]
+fn native_threads_in_malloc_are_sampled_without_hanging() {
+    agent_library();
+    let library = compiled_native_library("native_threads");
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.NativeThreads")
+            .arg(&library)
+            .start();
+        let pid = jvm.pid().to_string();
+        let log = dir.path().join(format!("{}-agent.log", jdk.version));
+        jtap(["load", &pid, &format!("log={}", log.display())]).ok();
+        for engine in ["cpu", "itimer", "ctimer", "wall"] {
+            let out = dir
+                .path()
+                .join(format!("{}-{engine}.collapsed", jdk.version));
+            let result = jtap([
+                "profile",
+                &pid,
+                "-e",
+                engine,
+                "-d",
+                "2s",
+                "-i",
+                "1ms",
+                "-o",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(result.code, 0, "JDK {} {engine}: {result:?}", jdk.version);
+            let stacks = collapsed_file(&out);
+            // The native threads' samples: no Java frame (itimer, ctimer, wall), or native
+            // frames from libc or the library (cpu, with call chains).
+            let outside_java: u64 = stacks
+                .iter()
+                .filter(|(f, _)| {
+                    ["[unknown_not_java]", "libc.so", "libnative_threads"]
+                        .iter()
+                        .any(|root| f[0].starts_with(root))
+                })
+                .map(|(_, n)| n)
+                .sum();
+            let before = native_threads_finished(&jvm);
+            std::thread::sleep(Duration::from_millis(500));
+            let after = native_threads_finished(&jvm);
+            eprintln!(
+                "JDK {} {engine}: {outside_java} samples outside Java; native threads finished {before} -> {after}",
+                jdk.version
+            );
+            assert!(
+                outside_java > 0,
+                "JDK {} {engine}: the native threads were not sampled: {:?}",
+                jdk.version,
+                &stacks[..stacks.len().min(10)]
+            );
+            assert!(
+                after > before,
+                "JDK {} {engine}: the native threads stopped making progress",
+                jdk.version
+            );
+            let stuck: Vec<String> = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("still running") || l.contains("keeping"))
+                .map(String::from)
+                .collect();
+            assert!(stuck.is_empty(), "JDK {} {engine}: {stuck:?}", jdk.version);
+        }
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
     }
 }

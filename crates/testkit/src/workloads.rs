@@ -1,4 +1,5 @@
-//! Compiling the Java workloads of `tests/java/` once per test run.
+//! Compiling the workloads once per test run: the Java classes of `tests/java/` and the
+//! native libraries of `tests/native/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,17 +25,7 @@ pub fn compiled_workloads() -> &'static Path {
         let mut sources = Vec::new();
         collect_java_files(&sources_root, &mut sources);
         sources.sort();
-        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-        for path in &sources {
-            for byte in path
-                .to_string_lossy()
-                .bytes()
-                .chain(fs::read(path).unwrap_or_default())
-            {
-                digest = (digest ^ byte as u64).wrapping_mul(0x100_0000_01b3);
-            }
-        }
-        let out = repo_root().join(format!("target/java-workloads/{digest:016x}"));
+        let out = repo_root().join(format!("target/java-workloads/{}", digest(&sources)));
         if out.join(".complete").exists() {
             return out;
         }
@@ -56,6 +47,47 @@ pub fn compiled_workloads() -> &'static Path {
         }
         out
     })
+}
+
+/// Compiles `tests/native/<name>.c` into a shared library with the C compiler (`cc`, or
+/// `$CC`) and returns its path. Cached by source content like [`compiled_workloads`].
+pub fn compiled_native_library(name: &str) -> PathBuf {
+    let source = repo_root().join(format!("tests/native/{name}.c"));
+    let dir = repo_root().join(format!(
+        "target/native-workloads/{}",
+        digest(std::slice::from_ref(&source))
+    ));
+    let library = dir.join(format!("lib{name}.so"));
+    if library.exists() {
+        return library;
+    }
+    fs::create_dir_all(&dir).expect("create native workload dir");
+    let staging = library.with_extension(format!("tmp{}", std::process::id()));
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2", "-g", "-pthread", "-o"])
+        .arg(&staging)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|e| panic!("running {cc}: {e}"));
+    assert!(status.success(), "compiling {} failed", source.display());
+    fs::rename(&staging, &library).expect("move the compiled library in place");
+    library
+}
+
+/// A hex digest of the files' paths and contents (FNV-1a), naming their compiled output.
+fn digest(files: &[PathBuf]) -> String {
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    for path in files {
+        for byte in path
+            .to_string_lossy()
+            .bytes()
+            .chain(fs::read(path).unwrap_or_default())
+        {
+            digest = (digest ^ byte as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    format!("{digest:016x}")
 }
 
 fn javac() -> PathBuf {
