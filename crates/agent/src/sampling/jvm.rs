@@ -72,7 +72,11 @@ impl VmThreadKey {
 
     /// The calling thread's `JNIEnv`; None on a thread the JVM does not know or that is not
     /// attached. Async-signal-safe: glibc's `pthread_getspecific` reads the thread descriptor
-    /// without locks or allocation, and `GetEnv` is only called where it cannot allocate.
+    /// without locks or allocation, and `GetEnv` is only called where `libjvm.so`'s block
+    /// exists. (glibc can still grow a thread's table of such blocks on its first access
+    /// after a `dlopen`, but only once more than 14 libraries with thread-locals were loaded
+    /// after the thread started, and the JVM's own threads read their current thread far
+    /// more often than they are sampled.)
     pub fn current_jni(self, vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
         // SAFETY: as in `find`.
         let vm_thread = unsafe { libc::pthread_getspecific(self.0) };
