@@ -568,6 +568,9 @@ fn remap<'v>(v: &'v [VType], map: &[u32], layout: &Layout) -> Result<Cow<'v, [VT
     Ok(Cow::Owned(out))
 }
 
+/// A stack map frame at its offset in the new code: (offset, locals, stack).
+type PlacedFrame<'a> = (u32, Cow<'a, [VType]>, Cow<'a, [VType]>);
+
 fn encode_frames(
     f: &mut Frames<'_>,
     insns: &[Insn],
@@ -579,8 +582,7 @@ fn encode_frames(
     let n = insns.len();
     let remap_all = |v| remap(v, map, layout);
     let mut has_frame = vec![false; n + 1];
-    let mut out: Vec<(u32, Cow<'_, [VType]>, Cow<'_, [VType]>)> =
-        Vec::with_capacity(f.frames.len() + edit.blocks.len());
+    let mut out: Vec<PlacedFrame<'_>> = Vec::with_capacity(f.frames.len() + edit.blocks.len());
     let frames: &[Frame] = f.frames;
     for fr in frames {
         let i = idx(map, fr.offset as usize, "frame offset")?;

@@ -297,7 +297,7 @@ impl Run {
             ..Metadata::default()
         };
         let part = if self.live { Part::Live } else { Part::Total };
-        Report::Profile(sites::to_profile(&sites, part, metadata, resolve))
+        Report::Profile(Box::new(sites::to_profile(&sites, part, metadata, resolve)))
     }
 }
 

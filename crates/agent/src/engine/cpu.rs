@@ -236,6 +236,6 @@ impl Engine for CpuEngine {
         if failures != 0 {
             log!("cpu: {failures} threads could not get a counter");
         }
-        Report::Profile(profile)
+        Report::Profile(Box::new(profile))
     }
 }

@@ -139,7 +139,7 @@ impl Engine for CtimerEngine {
         if failures != 0 {
             log!("ctimer: {failures} threads could not get a timer");
         }
-        Report::Profile(profile)
+        Report::Profile(Box::new(profile))
     }
 }
 

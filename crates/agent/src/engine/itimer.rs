@@ -71,6 +71,8 @@ impl Engine for ItimerEngine {
         if let Err(e) = set_timer(std::time::Duration::ZERO) {
             log!("itimer: cannot disarm: {e}");
         }
-        Report::Profile(self.sampler.take().map(Sampler::stop).unwrap_or_default())
+        Report::Profile(Box::new(
+            self.sampler.take().map(Sampler::stop).unwrap_or_default(),
+        ))
     }
 }

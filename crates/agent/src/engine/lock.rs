@@ -230,12 +230,12 @@ impl Run {
             ..Metadata::default()
         };
         let resolve = stack::resolver(self.own.env(), self.vm);
-        Report::Profile(sites::to_profile(
+        Report::Profile(Box::new(sites::to_profile(
             &table().snapshot(),
             Part::Total,
             metadata,
             resolve,
-        ))
+        )))
     }
 }
 

@@ -52,14 +52,14 @@ pub struct Context {
 pub enum Report {
     /// A text report (e.g. the gc engine's one line).
     Text(String),
-    /// A sampled profile.
-    Profile(Profile),
+    /// A sampled profile (boxed: it is much larger than a text report).
+    Profile(Box<Profile>),
 }
 
 impl Report {
     /// A sampling engine's profile so far (empty when its sampler is not running).
     pub fn so_far(sampler: Option<&crate::sampling::Sampler>) -> Report {
-        Report::Profile(sampler.map(|s| s.snapshot()).unwrap_or_default())
+        Report::Profile(Box::new(sampler.map(|s| s.snapshot()).unwrap_or_default()))
     }
 
     /// The results as text: the report itself, or a profile's summary.

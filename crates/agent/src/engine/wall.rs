@@ -78,7 +78,7 @@ impl Engine for WallEngine {
             .take()
             .and_then(|s| Arc::try_unwrap(s).ok())
             .map(Sampler::stop);
-        Report::Profile(profile.unwrap_or_default())
+        Report::Profile(Box::new(profile.unwrap_or_default()))
     }
 }
 
