@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{agent_library, collapsed_file, jtap};
+use common::{agent_library, agent_stalls, collapsed_file, jtap};
 use jtap_testkit::{compiled_native_library, jdks, JavaProcess};
 
 /// Samples of stacks where the JNI method `Deflater.deflateBytes*` (JDK 11+: deflateBytesBytes)
@@ -236,12 +236,7 @@ fn native_threads_in_malloc_are_sampled_without_hanging() {
                 "JDK {} {engine}: the native threads stopped making progress",
                 jdk.version
             );
-            let stuck: Vec<String> = std::fs::read_to_string(&log)
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| l.contains("still running") || l.contains("keeping"))
-                .map(String::from)
-                .collect();
+            let stuck = agent_stalls(&log);
             assert!(stuck.is_empty(), "JDK {} {engine}: {stuck:?}", jdk.version);
         }
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);

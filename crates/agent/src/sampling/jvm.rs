@@ -7,7 +7,7 @@ use std::ptr;
 
 use jtap_jvmti::{sys, Env};
 
-use crate::thread::Vm;
+use crate::thread::{spawn_attached, Vm};
 
 /// The calling thread's `JNIEnv`, if it is attached to the VM.
 ///
@@ -34,22 +34,50 @@ pub fn current_jni(vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
 /// the JVM created or attached, and only after the thread's `libjvm.so` thread-local block
 /// exists. A thread whose key is set can call `GetEnv` without allocating.
 ///
-/// The key is not exported, so it is found by its value: on an attached thread, the one key
-/// whose value is a pointer a little below the thread's `JNIEnv` (HotSpot's `JavaThread`
-/// holds its `JNIEnv` inline).
+/// The key is not exported, so it is found by its value: the key whose value is a pointer a
+/// little below the thread's `JNIEnv` (HotSpot's `JavaThread` holds its `JNIEnv` inline), at
+/// the same distance on two attached threads should another key hold such a pointer by chance.
 #[derive(Debug, Clone, Copy)]
 pub struct VmThreadKey(libc::pthread_key_t);
 
 /// glibc's `PTHREAD_KEYS_MAX`: keys are numbered below it.
 const PTHREAD_KEYS_MAX: libc::pthread_key_t = 1024;
-/// How far into a `JavaThread` its `JNIEnv` may lie (about 0x200–0x400 bytes in JDK 11–25).
-const MAX_JNI_ENV_OFFSET: usize = 64 * 1024;
+/// How far into a `JavaThread` its `JNIEnv` may lie (0x2b0–0x4a0 bytes in JDK 11–25).
+const MAX_JNI_ENV_OFFSET: usize = 4096;
 
 impl VmThreadKey {
     /// Finds the key, on a thread attached to `vm`.
-    pub fn find(vm: *mut sys::JavaVM) -> Result<VmThreadKey, String> {
+    pub fn find(vm: Vm) -> Result<VmThreadKey, String> {
+        let mut found = Self::candidates(vm.0)?;
+        if found.len() > 1 {
+            let (sender, receiver) = std::sync::mpsc::channel();
+            spawn_attached(vm, "jtap-key-probe".into(), move || {
+                let vm = vm; // the whole handle, which is Send, not its raw pointer
+                let _ = sender.send(Self::candidates(vm.0));
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+            let elsewhere = receiver
+                .recv_timeout(std::time::Duration::from_secs(5))
+                .map_err(|_| "the probing thread did not answer".to_string())??;
+            found.retain(|candidate| elsewhere.contains(candidate));
+        }
+        match found[..] {
+            [(key, offset)] => {
+                log!("sampler: the JVM's current-thread key is {key} (JNIEnv at +{offset:#x})");
+                Ok(VmThreadKey(key))
+            }
+            _ => Err(format!(
+                "cannot tell the JVM's threads from native ones: {} candidate thread keys",
+                found.len()
+            )),
+        }
+    }
+
+    /// The calling thread's keys whose value lies less than [`MAX_JNI_ENV_OFFSET`] below its
+    /// `JNIEnv`, with that distance.
+    fn candidates(vm: *mut sys::JavaVM) -> Result<Vec<(libc::pthread_key_t, usize)>, String> {
         let jni = current_jni(vm).ok_or("this thread is not attached to the JVM")? as usize;
-        let candidates: Vec<(libc::pthread_key_t, usize)> = (0..PTHREAD_KEYS_MAX)
+        Ok((0..PTHREAD_KEYS_MAX)
             .filter_map(|key| {
                 // SAFETY: pthread_getspecific only reads this thread's slot of `key` (null
                 // for a key never created or not set here).
@@ -57,17 +85,7 @@ impl VmThreadKey {
                 let offset = jni.checked_sub(value)?;
                 (value != 0 && offset < MAX_JNI_ENV_OFFSET).then_some((key, offset))
             })
-            .collect();
-        match candidates[..] {
-            [(key, offset)] => {
-                log!("sampler: the JVM's current-thread key is {key} (JNIEnv at +{offset:#x})");
-                Ok(VmThreadKey(key))
-            }
-            _ => Err(format!(
-                "cannot tell the JVM's threads from native ones: {} candidate thread keys",
-                candidates.len()
-            )),
-        }
+            .collect())
     }
 
     /// The calling thread's `JNIEnv`; None on a thread the JVM does not know or that is not

@@ -195,7 +195,7 @@ impl Sampler {
                 return Err(format!("preparing method ids: {e}"));
             }
         };
-        let vm_threads = match jvm::VmThreadKey::find(vm.0) {
+        let vm_threads = match jvm::VmThreadKey::find(vm) {
             Ok(key) => key,
             Err(e) => {
                 abort_start(&env);

@@ -94,6 +94,17 @@ impl Run {
     }
 }
 
+/// Lines of an agent log (agent option `log=`) saying that a stop found signal handlers or
+/// event callbacks still running: a thread of the JVM stuck in one.
+pub fn agent_stalls(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("still running") || l.contains("keeping"))
+        .map(String::from)
+        .collect()
+}
+
 /// Whether we run as root (container and other-user tests need it).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
