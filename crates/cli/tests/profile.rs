@@ -108,8 +108,8 @@ fn cpu_engines_see_the_one_two_four_ratio() {
     const NOMINAL: [f64; 3] = [100.0 / 7.0, 200.0 / 7.0, 400.0 / 7.0];
     let dir = tempfile::tempdir().unwrap();
     // On one CPU: itimer's single process-wide timer is checked at the scheduler tick of
-    // whichever thread runs, so when the baton crosses to a thread waking on an idle CPU the
-    // shares skew (seen on this 2-core VM: a 14% thread at 25-30% of itimer samples, while
+    // whichever thread runs, so when the baton crosses CPUs on a loaded machine the shares
+    // skew (seen on a 2-core VM: a 14% thread at 25-30% of itimer samples, while
     // cpu and ctimer, timing each thread, stayed exact). That is the kernel's timer, not the
     // profiler, and the README says so.
     let cpu = one_allowed_cpu();
