@@ -148,24 +148,8 @@ enum Command {
     Sites {
         /// Pid of the target JVM
         pid: u32,
-        /// How long to sample
-        #[arg(short, long, default_value = "30s", value_parser = units::parse_duration)]
-        duration: Duration,
-        /// Show the N sites with the most live bytes
-        #[arg(short = 'n', long = "top", default_value_t = 20)]
-        top: usize,
-        /// Stack frames per site (sites differ by class and this many frames)
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=2048))]
-        depth: u32,
-        /// Mean bytes between allocation samples (default 512k; suffixes k, m, g)
-        #[arg(long, value_name = "BYTES", value_parser = commands::profile::parse_alloc_interval)]
-        alloc_interval: Option<u64>,
-        /// Record every allocation instead of sampling: exact counts (heapTracker-style), slower
-        #[arg(long, conflicts_with = "alloc_interval")]
-        exact: bool,
-        /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
-        #[arg(long)]
-        gc: bool,
+        #[command(flatten)]
+        args: commands::sites::SitesArgs,
         #[command(flatten)]
         attach: AttachArgs,
     },
@@ -259,26 +243,7 @@ fn main() {
             json,
             attach,
         } => commands::heap::run(pid, live, top, json, attach.timeout),
-        Command::Sites {
-            pid,
-            duration,
-            top,
-            depth,
-            alloc_interval,
-            exact,
-            gc,
-            attach,
-        } => {
-            let args = commands::sites::SitesArgs {
-                duration,
-                top,
-                depth,
-                alloc_interval,
-                exact,
-                gc,
-            };
-            commands::sites::run(pid, &args, attach.timeout)
-        }
+        Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Profile { profile, attach } => commands::profile::run(profile, attach.timeout),
         Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),

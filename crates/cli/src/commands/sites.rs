@@ -3,8 +3,8 @@
 //! ranked by live bytes, with live and allocated bytes and objects, `% self` (share of all
 //! live bytes) and `% accum`, the class and the stack.
 //!
-//! The engine samples allocations for the duration (`--exact`: records every one), tracking which sampled objects are
-//! still alive; the report is taken when it stops. Objects become "not alive" only when a
+//! The engine samples allocations for the duration (`--exact`: records every one), tracking
+//! which sampled objects are still alive; the report is taken when it stops. Objects become "not alive" only when a
 //! collection has freed them, so garbage made since the last collection still counts as
 //! live — unless `--gc` runs a full collection (`jcmd GC.run`) just before the report.
 
@@ -18,18 +18,25 @@ use jtap_protocol::{Action, Event, Options};
 use crate::agent_client;
 
 /// What `jtap sites` asks for.
+#[derive(clap::Args)]
 pub struct SitesArgs {
-    /// How long to sample.
+    /// How long to sample
+    #[arg(short, long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub duration: Duration,
-    /// Sites shown.
+    /// Show the N sites with the most live bytes
+    #[arg(short = 'n', long = "top", default_value_t = 20)]
     pub top: usize,
-    /// Frames per site.
+    /// Stack frames per site (sites differ by class and this many frames)
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=2048))]
     pub depth: u32,
-    /// Mean bytes between samples (None: the agent's default).
+    /// Mean bytes between allocation samples (default 512k; suffixes k, m, g)
+    #[arg(long, value_name = "BYTES", value_parser = super::profile::parse_alloc_interval)]
     pub alloc_interval: Option<u64>,
-    /// Record every allocation (exact counts) instead of sampling.
+    /// Record every allocation instead of sampling: exact counts (heapTracker-style), slower
+    #[arg(long, conflicts_with = "alloc_interval")]
     pub exact: bool,
-    /// Run a full GC just before the report.
+    /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
+    #[arg(long)]
     pub gc: bool,
 }
 
