@@ -110,6 +110,21 @@ fn lock_profile_puts_the_contended_reentrant_lock_on_top() {
     }
 }
 
+/// Asserts that `workloads.ParkContention mixed` showed both its ReentrantLock and its
+/// monitor waits (`out` is the profile, for the failure message).
+fn assert_monitor_and_lock_waits(version: u32, stacks: &[(Vec<String>, u64)], out: &str) {
+    let lock = count(stacks, REENTRANT_LOCK, "workloads.ParkContention.hot");
+    let monitor = count(
+        stacks,
+        "workloads.ParkContention$Monitor",
+        "workloads.ParkContention.monitor",
+    );
+    assert!(
+        lock > 0 && monitor > 0,
+        "JDK {version}: {lock} ReentrantLock and {monitor} monitor waits: {out}"
+    );
+}
+
 #[test]
 fn lock_profile_shows_monitors_and_reentrant_locks_together() {
     agent_library();
@@ -119,17 +134,7 @@ fn lock_profile_shows_monitors_and_reentrant_locks_together() {
             .start();
         let pid = jvm.pid().to_string();
         let (out, stacks) = lock_profile(&pid, "3");
-        let lock = count(&stacks, REENTRANT_LOCK, "workloads.ParkContention.hot");
-        let monitor = count(
-            &stacks,
-            "workloads.ParkContention$Monitor",
-            "workloads.ParkContention.monitor",
-        );
-        assert!(
-            lock > 0 && monitor > 0,
-            "JDK {}: {lock} ReentrantLock and {monitor} monitor waits: {out}",
-            jdk.version
-        );
+        assert_monitor_and_lock_waits(jdk.version, &stacks, &out);
     }
 }
 
@@ -158,16 +163,6 @@ fn lock_profile_from_start_up_includes_reentrant_locks() {
         let out = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("JDK {}: no profile: {e}", jdk.version));
         let stacks = collapsed(&out);
-        let lock = count(&stacks, REENTRANT_LOCK, "workloads.ParkContention.hot");
-        let monitor = count(
-            &stacks,
-            "workloads.ParkContention$Monitor",
-            "workloads.ParkContention.monitor",
-        );
-        assert!(
-            lock > 0 && monitor > 0,
-            "JDK {}: {lock} ReentrantLock and {monitor} monitor waits: {out}",
-            jdk.version
-        );
+        assert_monitor_and_lock_waits(jdk.version, &stacks, &out);
     }
 }
