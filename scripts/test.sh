@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-system.sh
 scripts/setup-jdks.sh
+scripts/machine-facts.sh
 # Benchmarks and examples are not run here, but they must keep compiling.
 cargo check --workspace --benches --examples --quiet
 log=$(mktemp)

@@ -69,21 +69,26 @@ mod tests {
 
     #[test]
     fn closing_waits_for_callbacks_inside() {
+        use std::sync::Barrier;
         let gate = Arc::new(Gate::new());
         assert!(gate.enter().is_none(), "a new gate is closed");
         gate.open();
+        let inside = Arc::new(Barrier::new(2));
+        let left = Arc::new(AtomicBool::new(false));
         let pass_holder = {
-            let gate = gate.clone();
+            let (gate, inside, left) = (gate.clone(), inside.clone(), left.clone());
             thread::spawn(move || {
-                let _pass = gate.enter().expect("open");
-                thread::sleep(Duration::from_millis(50));
+                let pass = gate.enter().expect("open");
+                inside.wait();
+                thread::sleep(Duration::from_millis(20));
+                left.store(true, Ordering::SeqCst);
+                drop(pass);
             })
         };
-        thread::sleep(Duration::from_millis(10));
-        let started = Instant::now();
-        assert_eq!(gate.close_and_drain(Duration::from_secs(5)), 0);
+        inside.wait();
+        assert_eq!(gate.close_and_drain(Duration::from_secs(60)), 0);
         assert!(
-            started.elapsed() >= Duration::from_millis(30),
+            left.load(Ordering::SeqCst),
             "returned before the callback left"
         );
         assert!(gate.enter().is_none());

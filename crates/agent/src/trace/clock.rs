@@ -36,12 +36,7 @@ pub fn clock() -> &'static Clock {
 #[inline(always)]
 pub fn ticks() -> u64 {
     // The clock is calibrated before any probe can run (the engine starts it first).
-    match CLOCK.get() {
-        #[cfg(target_arch = "x86_64")]
-        Some(c) if c.tsc => super::ffi::rdtsc(),
-        Some(c) => c.origin.elapsed().as_nanos() as u64,
-        None => 0,
-    }
+    CLOCK.get().map_or(0, Clock::read)
 }
 
 /// The coarse clock (resolution 1/HZ) in ticks of [`ticks`]'s scale.
@@ -68,47 +63,52 @@ fn invariant_tsc() -> bool {
 
 impl Clock {
     fn calibrate() -> Clock {
+        Clock::new(invariant_tsc())
+    }
+
+    /// A clock reading the TSC (`tsc`, rate measured over 20 ms) or the monotonic clock.
+    fn new(tsc: bool) -> Clock {
         let origin = Instant::now();
-        let origin_wall_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let tsc = invariant_tsc();
-        let read = || -> u64 {
-            #[cfg(target_arch = "x86_64")]
-            if tsc {
-                return super::ffi::rdtsc();
-            }
-            origin.elapsed().as_nanos() as u64
-        };
-        let origin_ticks = read();
-        let origin_coarse_ns = super::ffi::monotonic_coarse_ns();
-        let ns_per_tick = if tsc {
-            let (t0, i0) = (read(), Instant::now());
-            std::thread::sleep(Duration::from_millis(20));
-            let (t1, i1) = (read(), Instant::now());
-            let ticks = t1.saturating_sub(t0).max(1) as f64;
-            (i1 - i0).as_nanos() as f64 / ticks
-        } else {
-            1.0
-        };
-        Clock {
+        let mut clock = Clock {
             tsc,
-            ns_per_tick,
-            origin_ticks,
+            ns_per_tick: 1.0,
+            origin_ticks: 0,
             origin,
-            origin_wall_ns,
-            origin_coarse_ns,
+            origin_wall_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            origin_coarse_ns: super::ffi::monotonic_coarse_ns(),
+        };
+        clock.origin_ticks = clock.read();
+        if tsc {
+            let (t0, i0) = (clock.read(), Instant::now());
+            std::thread::sleep(Duration::from_millis(20));
+            let (t1, i1) = (clock.read(), Instant::now());
+            let ticks = t1.saturating_sub(t0).max(1) as f64;
+            clock.ns_per_tick = (i1 - i0).as_nanos() as f64 / ticks;
         }
+        clock
     }
 
-    /// Ticks as nanoseconds.
+    /// The current tick count of this clock.
+    #[inline(always)]
+    fn read(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        if self.tsc {
+            return super::ffi::rdtsc();
+        }
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// Ticks as nanoseconds, rounded to the nearest.
     pub fn ns(&self, ticks: u64) -> u64 {
-        (ticks as f64 * self.ns_per_tick) as u64
+        (ticks as f64 * self.ns_per_tick).round() as u64
     }
 
-    /// Nanoseconds as ticks (for thresholds compared on the hot path).
+    /// Nanoseconds as ticks, rounded to the nearest (for thresholds compared on the hot
+    /// path).
     pub fn ticks_for(&self, ns: u64) -> u64 {
-        (ns as f64 / self.ns_per_tick) as u64
+        (ns as f64 / self.ns_per_tick).round() as u64
     }
 
     /// Wall-clock time of a tick reading, in ns since the Unix epoch.
@@ -131,20 +131,72 @@ impl Clock {
 mod tests {
     use super::*;
 
+    /// A clock of a given rate, as a machine with that TSC frequency would calibrate it.
+    fn clock_at(ns_per_tick: f64) -> Clock {
+        Clock {
+            ns_per_tick,
+            ..Clock::new(false)
+        }
+    }
+
     #[test]
-    fn ticks_measure_elapsed_time() {
+    fn conversions_round_trip_within_a_tick_and_a_nanosecond_at_any_rate() {
+        // 0.2 ns/tick is a 5 GHz TSC, 0.385 the 2.6 GHz machine of issue #18, 1.0 the
+        // monotonic clock, 3.7 a slow 270 MHz counter.
+        for ns_per_tick in [0.2, 0.3333, 0.385, 0.41, 1.0, 3.7] {
+            let c = clock_at(ns_per_tick);
+            // ns() rounds: an error of at most half a nanosecond, which ticks_for() turns
+            // into 0.5 / ns_per_tick ticks, plus its own half-tick rounding.
+            let bound = (0.5 / ns_per_tick + 0.5).ceil() as u64;
+            assert!(bound <= 1 + (1.0 / ns_per_tick).ceil() as u64);
+            for ticks in [0, 1, 2, 3, 999, 1_000_000, 2_600_000_017, u32::MAX as u64 * 7] {
+                let back = c.ticks_for(c.ns(ticks));
+                assert!(
+                    back.abs_diff(ticks) <= bound,
+                    "{ticks} ticks -> {} ns -> {back} ticks at {ns_per_tick} ns/tick",
+                    c.ns(ticks)
+                );
+            }
+            for ns in [0, 1, 10, 1_000_000, 3_000_000_000] {
+                let back = c.ns(c.ticks_for(ns));
+                let bound = (ns_per_tick / 2.0 + 0.5).ceil() as u64;
+                assert!(back.abs_diff(ns) <= bound, "{ns} ns -> {back} ns");
+            }
+        }
+    }
+
+    #[test]
+    fn the_monotonic_clock_measures_elapsed_time() {
+        let c = Clock::new(false);
+        assert_eq!(c.name(), "monotonic");
+        let t0 = c.read();
+        std::thread::sleep(Duration::from_millis(20));
+        let ns = c.ns(c.read() - t0);
+        // A sleep lasts at least as asked; the upper bound only catches a unit error.
+        assert!(
+            (20_000_000..2_000_000_000).contains(&ns),
+            "{ns} ns for 20 ms"
+        );
+    }
+
+    /// Needs an invariant TSC (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo); says so
+    /// and checks the monotonic fallback instead where there is none.
+    #[test]
+    fn the_process_clock_measures_elapsed_time() {
         let c = clock();
+        if !c.tsc {
+            eprintln!("no invariant TSC here: the probes use the monotonic clock");
+        }
         let t0 = ticks();
         std::thread::sleep(Duration::from_millis(50));
         let ms = c.ns(ticks() - t0) as f64 / 1e6;
         assert!(
-            (45.0..200.0).contains(&ms),
+            (45.0..2000.0).contains(&ms),
             "{ms} ms for a 50 ms sleep ({})",
             c.name()
         );
-        assert!(c.ticks_for(c.ns(1_000_000)).abs_diff(1_000_000) <= 2);
         let coarse = coarse_ticks();
-        let diff_ms = (coarse as f64 - ticks() as f64).abs() * c.ns(1_000_000) as f64 / 1e6 / 1e6;
+        let diff_ms = c.ns((coarse as i128 - ticks() as i128).unsigned_abs() as u64) as f64 / 1e6;
         assert!(diff_ms < 20.0, "coarse clock {diff_ms} ms off");
     }
 }
