@@ -54,6 +54,8 @@ struct Running {
     /// False while the engine waits for the live phase (sampling engines given at start-up).
     live: bool,
     started: Instant,
+    /// `duration=`: when the agent stops the engine itself and sends its owner the results.
+    deadline: Option<Instant>,
     owner: Option<Arc<Session>>,
     file: Option<String>,
     capabilities: Capabilities,
@@ -184,12 +186,13 @@ impl Agent {
                     code,
                     message: String::new(),
                 }],
-                Ok(text) => out_frames(&text)
-                    .chain([Frame::Done {
+                Ok(text) => vec![
+                    Frame::Out(text),
+                    Frame::Done {
                         code,
                         message: String::new(),
-                    }])
-                    .collect(),
+                    },
+                ],
                 Err((code, message)) => vec![Frame::Done { code, message }],
             };
             for frame in frames {
@@ -200,6 +203,36 @@ impl Agent {
             }
         }
         code
+    }
+
+    /// Runs one command on a `jtap-command-N` thread of its own and returns at once. The
+    /// attach `load` operation thereby ends right away: its client reads the replies while
+    /// they are written (a reply larger than the socket's buffer, written from the Attach
+    /// Listener while the client still waited for the operation's end, deadlocked both), and
+    /// the JVM's Attach Listener stays free for other clients.
+    pub fn handle_in_background(&'static self, options: Options, channel: Channel) -> i32 {
+        let number = self.commands.load(Ordering::SeqCst) + 1;
+        let work = Arc::new(Mutex::new(Some((options, channel))));
+        let ticket = self.watcher_started();
+        let for_thread = work.clone();
+        let spawned = crate::thread::spawn_attached(self.vm, format!("jtap-command-{number}"), {
+            move || {
+                let _ticket = ticket;
+                let taken = for_thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some((options, channel)) = taken {
+                    self.handle(&options, Some(channel), false);
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            // The thread never ran: run the command on this thread after all.
+            log!("cannot start a command thread ({e}); running the command here");
+            let work = work.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some((options, channel)) = work {
+                return self.handle(&options, Some(channel), false);
+            }
+        }
+        AGENT_RETURN_OK
     }
 
     fn execute(
@@ -235,8 +268,11 @@ impl Agent {
                     .engine
                     .take()
                     .ok_or_else(|| failed("nothing to stop: no engine is running"))?;
-                let report = self.stop_running(running, "stopped by another jtap client", false);
+                let (report, owner) = self.stop_running(running);
                 drop(state);
+                if let Some(owner) = owner {
+                    owner.end(AGENT_RETURN_OK, "stopped by another jtap client");
+                }
                 deliver_report(&report, options.file.as_deref(), channel.as_ref())
             }
             Action::Start => self.start(options, channel),
@@ -303,17 +339,18 @@ impl Agent {
             options: options.clone(),
             live,
             started: Instant::now(),
+            deadline: options.duration.map(|d| Instant::now() + d),
             owner: owner.clone(),
             file: options.file.clone(),
             capabilities: report.granted,
         });
         if let Some(session) = owner {
-            session.send_text(format!(
-                "started the {} engine; stop with `jtap load <pid> stop` or by ending this client",
+            session.send_frame(Frame::Started(
                 state
                     .engine
                     .as_ref()
                     .map_or(event.name(), |r| r.engine.name())
+                    .to_string(),
             ));
             if self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE) {
                 session::watch(self, session);
@@ -336,9 +373,9 @@ impl Agent {
 
     /// Stops an engine taken out of the state: events off, callbacks and signal handlers
     /// drained, capabilities given back, results written to its `file=` (rendered by the
-    /// file's extension) and, with `to_owner`, sent to its owner. Returns the results.
-    /// Callers hold the state lock throughout.
-    fn stop_running(&self, mut running: Running, why: &str, to_owner: bool) -> Report {
+    /// file's extension). Returns the results and the engine's owner, to whom the caller
+    /// sends them (or not) once the state is unlocked. Callers hold the state lock.
+    fn stop_running(&self, mut running: Running) -> (Report, Option<Arc<Session>>) {
         let report = if running.live {
             running.engine.stop(&self.context())
         } else {
@@ -354,17 +391,52 @@ impl Agent {
                 log!("cannot write {file}: {e}");
             }
         }
-        if let Some(owner) = &running.owner {
-            if to_owner {
-                match &report {
-                    Report::Profile(profile) => owner.send_profile(profile),
-                    Report::Text(text) => owner.send_text(text.clone()),
-                }
-            }
-            owner.end(AGENT_RETURN_OK, why);
+        log!("stopped the {} engine", running.event);
+        (report, running.owner)
+    }
+
+    /// Stops the engine `session` owns, if it still runs, and sends the results to it; then
+    /// ends the session with `why`.
+    fn stop_for_owner(&self, session: &Arc<Session>, why: &str) {
+        let mut state = self.state();
+        let owned = state
+            .engine
+            .as_ref()
+            .and_then(|r| r.owner.as_ref())
+            .is_some_and(|o| Arc::ptr_eq(o, session));
+        let report = owned.then(|| {
+            let running = state.engine.take().expect("checked above");
+            self.stop_running(running).0
+        });
+        drop(state);
+        if let Some(report) = report {
+            session.send_report(&report);
         }
-        log!("stopped the {} engine: {why}", running.event);
-        report
+        session.end(AGENT_RETURN_OK, why);
+    }
+
+    /// The session's client asked to stop what it started (a `Stop` frame).
+    pub fn client_stop(&self, session: &Arc<Session>) {
+        self.stop_for_owner(session, "stopped by its client");
+    }
+
+    /// Why the engine `session` owns should end now without being asked (its `duration=`
+    /// elapsed, or it finished on its own), if it should.
+    pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
+        let state = self.state();
+        let running = state.engine.as_ref()?;
+        if !running.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)) {
+            return None;
+        }
+        if running.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some("duration elapsed".into());
+        }
+        running.live.then(|| running.engine.ended()).flatten()
+    }
+
+    /// Ends what `session` owns for `why` (from [`Agent::session_due`]), sending the results.
+    pub fn end_session(&self, session: &Arc<Session>, why: &str) {
+        self.stop_for_owner(session, why);
     }
 
     fn context(&self) -> Context {
@@ -384,8 +456,9 @@ impl Agent {
             .is_some_and(|o| Arc::ptr_eq(o, session));
         if owned {
             let running = state.engine.take().expect("checked above");
-            self.stop_running(running, "client went away", false);
+            self.stop_running(running);
         }
+        drop(state);
         session.end(AGENT_RETURN_OK, "client went away");
     }
 
@@ -463,7 +536,11 @@ impl Agent {
         let mut state = self.state();
         state.dead = true;
         if let Some(running) = state.engine.take() {
-            self.stop_running(running, "the JVM is exiting", true);
+            let (report, owner) = self.stop_running(running);
+            if let Some(owner) = owner {
+                owner.send_report(&report);
+                owner.end(AGENT_RETURN_OK, "the JVM is exiting");
+            }
         }
         for session in std::mem::take(&mut state.awaiting_init) {
             session.end(AGENT_RETURN_OK, "the JVM is exiting");
@@ -523,29 +600,6 @@ fn deliver_report(
     }
 }
 
-/// `text` as Out frames, cut at line ends so that each fits in a frame (printed one per line,
-/// they give back the text).
-fn out_frames(text: &str) -> impl Iterator<Item = Frame> + '_ {
-    const CHUNK: usize = 1 << 19; // 512 KiB: text frames stay small whatever MAX_FRAME allows
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let mut end = rest.len();
-        if end > CHUNK {
-            end = CHUNK;
-            while !rest.is_char_boundary(end) {
-                end -= 1;
-            }
-            end = rest[..end].rfind('\n').filter(|&nl| nl > 0).unwrap_or(end);
-        }
-        let (chunk, tail) = rest.split_at(end);
-        rest = tail.strip_prefix('\n').unwrap_or(tail);
-        Some(Frame::Out(chunk.to_string()))
-    })
-}
-
 /// Results go to `file` when given (and the reply says where), else into the reply.
 fn deliver(report: &str, file: Option<&str>) -> Result<String, Failure> {
     match file {
@@ -572,30 +626,4 @@ extern "C" fn on_vm_death(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv) {
             agent.vm_death();
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_replies_are_cut_into_frames_at_line_ends() {
-        let line = "x".repeat(999);
-        let text = vec![line.as_str(); 2000].join("\n");
-        let frames: Vec<Frame> = out_frames(&text).collect();
-        assert!(frames.len() > 1);
-        let texts: Vec<String> = frames
-            .into_iter()
-            .map(|f| match f {
-                Frame::Out(t) => t,
-                other => panic!("{other:?}"),
-            })
-            .collect();
-        assert!(texts
-            .iter()
-            .all(|t| t.len() <= jtap_protocol::MAX_FRAME / 2 && !t.ends_with('\n')));
-        assert_eq!(texts.join("\n"), text);
-        assert_eq!(out_frames("short").count(), 1);
-        assert_eq!(out_frames("").count(), 0);
-    }
 }

@@ -1,5 +1,6 @@
 //! The agent's end of the control channel: a UNIX socket the asking `jtap` client listens on
-//! (in this JVM's `/tmp`), over which replies and results stream back as frames.
+//! (in this JVM's `/tmp`), over which replies and results stream back as frames, and the
+//! client's `Stop` comes in.
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::io;
@@ -7,10 +8,23 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use jtap_protocol::Frame;
+use jtap_protocol::{read_frame, Frame};
 
 /// How long a write may block before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long reading the rest of a client's frame may take once its first byte arrived.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the client did, as [`Channel::poll_client`] saw it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ClientSaid {
+    /// Nothing yet.
+    Nothing,
+    /// Asked to stop what it started, and waits for the results.
+    Stop,
+    /// Closed its end, or died.
+    Gone,
+}
 
 /// A connection to one client.
 pub struct Channel {
@@ -23,6 +37,7 @@ impl Channel {
     pub fn connect(path: &str) -> io::Result<Channel> {
         let stream = UnixStream::connect(path)?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
         let peer = peer_uid(&stream)?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
@@ -40,8 +55,8 @@ impl Channel {
         frame.write_to(&mut &self.stream)
     }
 
-    /// Waits up to `wait` and tells whether the client has gone away (closed its end, died).
-    pub fn hung_up(&self, wait: Duration) -> bool {
+    /// Waits up to `wait` for the client to say something.
+    pub fn poll_client(&self, wait: Duration) -> ClientSaid {
         let mut poll = libc::pollfd {
             fd: self.stream.as_raw_fd(),
             events: libc::POLLIN | libc::POLLRDHUP,
@@ -51,14 +66,17 @@ impl Channel {
         let ready =
             unsafe { libc::poll(&mut poll, 1, wait.as_millis().min(i32::MAX as u128) as i32) };
         if ready <= 0 {
-            return false;
+            return ClientSaid::Nothing;
         }
-        if poll.revents & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            return true;
+        if poll.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return ClientSaid::Gone;
         }
-        // Clients send nothing: readable means end of stream, or bytes we drop.
-        let mut buf = [0u8; 256];
-        matches!(io::Read::read(&mut &self.stream, &mut buf), Ok(0) | Err(_))
+        // A frame, or the end of the stream (POLLRDHUP after a Stop still reads the Stop).
+        match read_frame(&mut &self.stream) {
+            Ok(Some(Frame::Stop)) => ClientSaid::Stop,
+            Ok(Some(_)) => ClientSaid::Nothing,
+            Ok(None) | Err(_) => ClientSaid::Gone,
+        }
     }
 }
 

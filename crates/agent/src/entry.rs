@@ -81,7 +81,10 @@ fn start_command(vm: Vm, text: &str, from_onload: bool) -> i32 {
             return code;
         }
     };
-    agent.handle(&options, channel, from_onload)
+    match channel {
+        Some(channel) if !from_onload => agent.handle_in_background(options, channel),
+        channel => agent.handle(&options, channel, from_onload),
+    }
 }
 
 /// Bad options: say why over the channel if one can be made out, else on stderr at start-up.

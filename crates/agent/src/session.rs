@@ -1,7 +1,13 @@
 //! A client session: the connection of the client that started an engine. A `jtap-session-N`
-//! thread watches it; when the client goes away (exit, Ctrl-C, SIGKILL all close the socket)
-//! the engine it started is stopped. While a sampling engine runs, the watcher also sends
-//! the client a progress frame (samples so far) every second.
+//! thread watches it and ends the engine, on this thread (never the JVM's Attach Listener):
+//! - when the client sends `Stop`, sending it the results;
+//! - when the engine's `duration=` elapsed or the engine is done on its own (the tracer's
+//!   `-n`), sending the results too: the agent keeps to what the user asked for even when
+//!   the client is stuck;
+//! - when the client goes away (exit, Ctrl-C, SIGKILL all close the socket), silently.
+//!
+//! While a sampling engine runs, the watcher also sends the client a progress frame (samples
+//! so far) every second.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +16,8 @@ use std::time::Duration;
 use jtap_protocol::Frame;
 
 use crate::agent::Agent;
-use crate::channel::Channel;
+use crate::channel::{Channel, ClientSaid};
+use crate::engine::Report;
 use crate::thread::spawn_attached;
 
 /// How often the watcher checks for the end of the session.
@@ -39,36 +46,33 @@ impl Session {
         })
     }
 
-    /// Sends one frame whole.
-    fn send(&self, frame: &Frame) -> std::io::Result<()> {
+    /// Sends one frame whole; a failure means the client is gone, which the watcher sees.
+    pub fn send_frame(&self, frame: Frame) {
+        if self.is_ended() {
+            return;
+        }
         let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
-        self.channel.send(frame)
-    }
-
-    /// Streams text to the client; a failure means the client is gone, which the watcher sees.
-    pub fn send_text(&self, text: String) {
-        if !self.is_ended() {
-            if let Err(e) = self.send(&Frame::Out(text)) {
-                log!("session {}: {e}", self.id);
-            }
+        if let Err(e) = self.channel.send(&frame) {
+            log!("session {}: {e}", self.id);
         }
     }
 
-    /// Sends a profile (the engine's results) to the client.
-    pub fn send_profile(&self, profile: &jtap_profile::Profile) {
-        if !self.is_ended() {
-            if let Err(e) = self.send(&Frame::Profile(jtap_protocol::wire::encode_profile(
-                profile,
-            ))) {
-                log!("session {}: {e}", self.id);
+    /// Sends an engine's results: a profile, a text report (stdout) or notes (stderr).
+    pub fn send_report(&self, report: &Report) {
+        self.send_frame(match report {
+            Report::Profile(profile) => {
+                Frame::Profile(jtap_protocol::wire::encode_profile(profile))
             }
-        }
+            Report::Text(text) => Frame::Out(text.clone()),
+            Report::Notes(text) => Frame::Note(text.clone()),
+        });
     }
 
     /// Ends the session with a final status (once; later calls do nothing).
     pub fn end(&self, code: i32, message: &str) {
         if !self.ended.swap(true, Ordering::SeqCst) {
-            let _ = self.send(&Frame::Done {
+            let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = self.channel.send(&Frame::Done {
                 code,
                 message: message.to_string(),
             });
@@ -90,16 +94,25 @@ pub fn watch(agent: &'static Agent, session: Arc<Session>) {
         let _ticket = ticket;
         let mut polls = 0u32;
         while !session.is_ended() {
-            if session.channel.hung_up(POLL) {
-                agent.client_gone(&session);
+            match session.channel.poll_client(POLL) {
+                ClientSaid::Gone => {
+                    agent.client_gone(&session);
+                    break;
+                }
+                ClientSaid::Stop => {
+                    agent.client_stop(&session);
+                    break;
+                }
+                ClientSaid::Nothing => {}
+            }
+            if let Some(why) = agent.session_due(&session) {
+                agent.end_session(&session, &why);
                 break;
             }
             polls += 1;
             if polls.is_multiple_of(PROGRESS_EVERY) {
                 if let Some((samples, dropped)) = crate::sampling::progress() {
-                    if !session.is_ended() {
-                        let _ = session.send(&Frame::Progress { samples, dropped });
-                    }
+                    session.send_frame(Frame::Progress { samples, dropped });
                 }
             }
         }

@@ -7,6 +7,9 @@
 //! mode 0600 and the target's owner; listening starts only after the permissions are set.
 //! The agent connects to its in-namespace path (`channel=/tmp/jtap-<random>.sock`); we accept
 //! only a peer whose SO_PEERCRED pid is the target, and remove the file as soon as it connected.
+//! The agent runs the command on a thread of its own, so the `load` operation returns at once
+//! and the replies are read as they are written, whatever their size ([`Conversation`]). A
+//! client that owns an engine ends it with `Stop` on the same connection ([`supervise`]).
 
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
@@ -15,6 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -226,10 +230,13 @@ impl ChannelListener {
     /// the process's user (or ours), mode 0600.
     pub fn bind(process: Option<&Process>) -> Result<ChannelListener, AgentError> {
         let name = format!("jtap-{}.sock", random_hex(16));
-        let host_path = match process {
-            Some(process) => process.tmp_dir().join(&name),
-            None => std::env::temp_dir().join(&name),
+        let dir = match process {
+            Some(process) => process.tmp_dir(),
+            None => std::env::temp_dir(),
         };
+        // SAFETY: geteuid has no preconditions.
+        sweep_stale_sockets(&dir, process.map_or(unsafe { libc::geteuid() }, |p| p.uid));
+        let host_path = dir.join(&name);
         let guest_path = match process {
             Some(_) => format!("/tmp/{name}"),
             None => host_path.display().to_string(),
@@ -328,6 +335,49 @@ impl Drop for ChannelListener {
     }
 }
 
+/// How old a channel socket nobody listens on must be before [`sweep_stale_sockets`] takes it
+/// for a leftover (a younger one may belong to a jtap that bound it and listens any moment).
+const STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// Removes channel sockets left in `dir` by jtap clients that were killed before their agent
+/// connected: `jtap-<32 hex digits>.sock` files owned by `uid`, older than [`STALE_AFTER`],
+/// that refuse connections.
+fn sweep_stale_sockets(dir: &Path, uid: u32) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(hex) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("jtap-"))
+            .and_then(|n| n.strip_suffix(".sock"))
+        else {
+            continue;
+        };
+        if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= STALE_AFTER);
+        use std::os::unix::fs::FileTypeExt;
+        if meta.uid() != uid || !meta.file_type().is_socket() || !old {
+            continue;
+        }
+        if matches!(UnixStream::connect(&path), Err(e) if e.kind() == io::ErrorKind::ConnectionRefused)
+        {
+            let _ = fs::remove_file(&path);
+        }
+    }
+}
+
 fn socket_address(path: &Path) -> io::Result<libc::sockaddr_un> {
     // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
     let mut address: libc::sockaddr_un = unsafe { std::mem::zeroed() };
@@ -352,8 +402,15 @@ fn peer_credentials(stream: &UnixStream) -> io::Result<(u32, u32)> {
     Ok((cred.pid() as u32, cred.uid()))
 }
 
-/// Profile and progress frames go to this callback when one is given (see [`converse_with`]).
+/// Profile and progress frames go to this callback when one is given (see
+/// [`Conversation::finish`]).
 pub type FrameSink<'a> = Option<&'a mut dyn FnMut(Frame) -> anyhow::Result<()>>;
+
+/// How long after its expected end (its `duration=`) an engine may take to end before this
+/// client asks for the stop itself.
+const END_GRACE: Duration = Duration::from_secs(5);
+/// How long the agent gets, once asked to stop, to send the results and end.
+const STOP_WAIT: Duration = Duration::from_secs(120);
 
 /// Sends `options` to the jtap agent in JVM `pid` (loading it first if needed) and streams its
 /// reply to `out` until the command ends. For `start`, that is when the engine stops.
@@ -391,45 +448,229 @@ pub fn run_with(
     out: &mut dyn Write,
     frames: FrameSink<'_>,
 ) -> anyhow::Result<()> {
-    let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
-    let process = vm.process().clone();
-    let library = place_library(&process)?;
-    let listener = ChannelListener::bind(Some(&process))?;
-    let mut options = options.clone();
-    options.channel = Some(listener.guest_path().to_string());
-    options.client = Some(VERSION.to_string());
-    let request = Request::new(
-        "load",
-        [
-            library.guest_path.clone(),
-            "true".into(),
-            options.to_string(),
-        ],
-    );
-    let mut reply = vm.execute(&request)?;
-    let text = reply.output_to_string()?;
-    drop(library);
-    if text.contains("Dynamic agent loading is not enabled") {
-        return Err(AgentError::DynamicLoadingDisabled(pid).into());
+    Conversation::open(pid, options, timeout)?
+        .finish(out, frames)
+        .map(drop)
+}
+
+/// One command's connected control channel: the agent streams its replies on it, and takes
+/// a [`Stopper`]'s `Stop` on it.
+pub struct Conversation {
+    stream: UnixStream,
+}
+
+/// Asks the agent, on an open [`Conversation`], to stop what that conversation started; the
+/// results come back on the conversation.
+pub struct Stopper(UnixStream);
+
+impl Stopper {
+    /// Sends `Stop`.
+    pub fn stop(&self) -> anyhow::Result<()> {
+        Frame::Stop
+            .write_to(&mut &self.0)
+            .map_err(|e| AgentError::Channel(format!("sending stop: {e}")).into())
     }
-    let return_code = load_return_code(&text);
-    // The agent connected while the JVM ran Agent_OnAttach, so it waits in the backlog.
-    let target = process.pid;
-    let stream = listener.accept(
-        Duration::from_millis(500),
-        |peer, _| peer == target,
-        || false,
-    )?;
-    match (stream, return_code) {
-        (Some(stream), _) => converse_with(stream, out, frames),
-        (None, Some(0)) => Err(AgentError::Channel("the agent did not connect back".into()).into()),
-        (None, Some(code)) => Err(load_failed(
-            &process,
-            format!("return code {code}: {}", describe_return_code(code)),
-        )
-        .into()),
-        (None, None) => Err(load_failed(&process, one_line(&text, reply.status)).into()),
+}
+
+impl Conversation {
+    /// Loads the agent into JVM `pid` if needed, hands it `options` with the attach `load`
+    /// operation, and waits for it to connect back.
+    pub fn open(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<Conversation> {
+        let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
+        let process = vm.process().clone();
+        let library = place_library(&process)?;
+        let listener = ChannelListener::bind(Some(&process))?;
+        let mut options = options.clone();
+        options.channel = Some(listener.guest_path().to_string());
+        options.client = Some(VERSION.to_string());
+        let request = Request::new(
+            "load",
+            [
+                library.guest_path.clone(),
+                "true".into(),
+                options.to_string(),
+            ],
+        );
+        let mut reply = vm.execute(&request)?;
+        let text = reply.output_to_string()?;
+        drop(library);
+        if text.contains("Dynamic agent loading is not enabled") {
+            return Err(AgentError::DynamicLoadingDisabled(pid).into());
+        }
+        let return_code = load_return_code(&text);
+        // The agent connects before `load` returns (it runs the command on a thread of its
+        // own), so the connection waits in the backlog.
+        let target = process.pid;
+        let stream = listener.accept(
+            Duration::from_millis(500),
+            |peer, _| peer == target,
+            || false,
+        )?;
+        match (stream, return_code) {
+            (Some(stream), _) => Ok(Conversation { stream }),
+            (None, Some(0)) => {
+                Err(AgentError::Channel("the agent did not connect back".into()).into())
+            }
+            (None, Some(code)) => Err(load_failed(
+                &process,
+                format!("return code {code}: {}", describe_return_code(code)),
+            )
+            .into()),
+            (None, None) => Err(load_failed(&process, one_line(&text, reply.status)).into()),
+        }
     }
+
+    /// The conversation over a stream the agent connected (launch mode).
+    pub fn from_stream(stream: UnixStream) -> Conversation {
+        Conversation { stream }
+    }
+
+    /// A handle that asks the agent to stop, usable while another thread reads.
+    pub fn stopper(&self) -> anyhow::Result<Stopper> {
+        let stream = self
+            .stream
+            .try_clone()
+            .map_err(|e| AgentError::Channel(format!("cloning the channel: {e}")))?;
+        Ok(Stopper(stream))
+    }
+
+    /// Reads the agent's frames until its `Done`: results to `out`, notes to stderr, profile,
+    /// progress and started frames to `frames` when given (otherwise a profile is printed as
+    /// its text report, a start is announced and progress is dropped). Returns the `Done` message: why the command ended
+    /// (for `start`, why its engine ended: "duration elapsed", "count reached", ...).
+    pub fn finish(mut self, out: &mut dyn Write, mut frames: FrameSink<'_>) -> anyhow::Result<String> {
+        loop {
+            let frame =
+                read_frame(&mut self.stream).map_err(|e| AgentError::Channel(e.to_string()))?;
+            match frame {
+                Some(Frame::Hello { version, .. }) if version != VERSION => {
+                    return Err(AgentError::VersionMismatch(format!(
+                        "version mismatch: the JVM runs jtap agent {version}, this is jtap {VERSION}; use jtap {version} (or restart the JVM)"
+                    ))
+                    .into());
+                }
+                Some(Frame::Hello { .. } | Frame::Stop) => {}
+                Some(Frame::Started(engine)) => match &mut frames {
+                    Some(sink) => sink(Frame::Started(engine))?,
+                    None => {
+                        writeln!(
+                            out,
+                            "started the {engine} engine; it runs until this client ends (Ctrl-C) or `jtap load <pid> stop`"
+                        )?;
+                        out.flush()?;
+                    }
+                },
+                Some(Frame::Out(text)) => {
+                    writeln!(out, "{}", text.trim_end_matches('\n'))?;
+                    out.flush()?;
+                }
+                Some(Frame::Note(text)) => {
+                    for line in text.lines() {
+                        eprintln!("jtap: {line}");
+                    }
+                }
+                Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => {
+                    match (&mut frames, frame) {
+                        (Some(sink), frame) => sink(frame)?,
+                        (None, Frame::Profile(bytes)) => {
+                            let profile = jtap_protocol::wire::decode_profile(&bytes)
+                                .map_err(AgentError::Channel)?;
+                            out.write_all(
+                                &Format::Text.render(&profile, &ExportOptions::default()),
+                            )?;
+                            out.flush()?;
+                        }
+                        (None, _) => {}
+                    }
+                }
+                Some(Frame::Done { code: 0, message }) => return Ok(message),
+                Some(Frame::Done {
+                    code: AGENT_RETURN_VERSION_MISMATCH,
+                    message,
+                }) => return Err(AgentError::VersionMismatch(message).into()),
+                Some(Frame::Done { message, .. }) => {
+                    return Err(AgentError::CommandFailed(message).into())
+                }
+                None => {
+                    return Err(AgentError::Channel(
+                        "the agent closed the channel before finishing (did the JVM exit?)"
+                            .into(),
+                    )
+                    .into())
+                }
+            }
+        }
+    }
+}
+
+/// Why [`supervise`] asked the agent to stop, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// It did not: the agent ended the engine (its duration or count, the JVM's exit).
+    Nothing,
+    /// Ctrl-C.
+    Interrupted,
+    /// The engine ran [`END_GRACE`] past its expected end.
+    Overdue,
+    /// `stop_now` said so.
+    Told,
+}
+
+/// Reads an engine-owning conversation to its end with `read` on a thread of its own, while
+/// this thread keeps the end in hand: on Ctrl-C (`interrupted`), when `stop_now` says so, or
+/// when the engine runs [`END_GRACE`] past `expected_end`, it sends `Stop`; if the agent then
+/// takes more than [`STOP_WAIT`] to end, it gives up with an error rather than wait for ever.
+/// `tick` runs every 50 ms (progress display). Returns what `read` returned and why a stop
+/// was asked for.
+pub fn supervise<T: Send>(
+    conversation: Conversation,
+    expected_end: Option<Duration>,
+    interrupted: &AtomicBool,
+    stop_now: &dyn Fn() -> bool,
+    tick: &mut dyn FnMut(Duration),
+    read: impl FnOnce(Conversation) -> anyhow::Result<T> + Send,
+) -> anyhow::Result<(T, Asked)> {
+    let stopper = conversation.stopper()?;
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read(conversation));
+        let mut asked = Asked::Nothing;
+        let mut asked_at = None;
+        while !reader.is_finished() {
+            if asked == Asked::Nothing {
+                asked = if interrupted.load(Ordering::SeqCst) {
+                    Asked::Interrupted
+                } else if expected_end.is_some_and(|end| started.elapsed() >= end + END_GRACE) {
+                    Asked::Overdue
+                } else if stop_now() {
+                    Asked::Told
+                } else {
+                    Asked::Nothing
+                };
+                if asked != Asked::Nothing {
+                    asked_at = Some(Instant::now());
+                    // A failure means the agent is gone, which the reader sees.
+                    let _ = stopper.stop();
+                }
+            }
+            if asked_at.is_some_and(|at| at.elapsed() >= STOP_WAIT) {
+                // Unblock the reader, so that the scope can end.
+                let _ = stopper.0.shutdown(std::net::Shutdown::Both);
+                let _ = reader.join();
+                return Err(AgentError::Channel(format!(
+                    "the agent did not end the session within {} s of being asked to stop",
+                    STOP_WAIT.as_secs()
+                ))
+                .into());
+            }
+            tick(started.elapsed());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let result = reader
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the channel reader panicked")))?;
+        Ok((result, asked))
+    })
 }
 
 fn one_line(text: &str, status: i32) -> String {
@@ -438,57 +679,5 @@ fn one_line(text: &str, status: i32) -> String {
         format!("the JVM answered status {status}")
     } else {
         text
-    }
-}
-
-/// Reads the agent's frames until its `Done`, printing its text to `out`. Profile and
-/// progress frames go to `frames` when given; otherwise a profile is printed as its text
-/// report and progress is dropped.
-pub fn converse_with(
-    mut stream: UnixStream,
-    out: &mut dyn Write,
-    mut frames: FrameSink<'_>,
-) -> anyhow::Result<()> {
-    loop {
-        let frame = read_frame(&mut stream).map_err(|e| AgentError::Channel(e.to_string()))?;
-        match frame {
-            Some(Frame::Hello { version, .. }) if version != VERSION => {
-                return Err(AgentError::VersionMismatch(format!(
-                    "version mismatch: the JVM runs jtap agent {version}, this is jtap {VERSION}; use jtap {version} (or restart the JVM)"
-                ))
-                .into());
-            }
-            Some(Frame::Hello { .. }) => {}
-            Some(Frame::Out(text)) => {
-                writeln!(out, "{}", text.trim_end_matches('\n'))?;
-                out.flush()?;
-            }
-            Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => {
-                match (&mut frames, frame) {
-                    (Some(sink), frame) => sink(frame)?,
-                    (None, Frame::Profile(bytes)) => {
-                        let profile = jtap_protocol::wire::decode_profile(&bytes)
-                            .map_err(AgentError::Channel)?;
-                        out.write_all(&Format::Text.render(&profile, &ExportOptions::default()))?;
-                        out.flush()?;
-                    }
-                    (None, _) => {}
-                }
-            }
-            Some(Frame::Done { code: 0, .. }) => return Ok(()),
-            Some(Frame::Done {
-                code: AGENT_RETURN_VERSION_MISMATCH,
-                message,
-            }) => return Err(AgentError::VersionMismatch(message).into()),
-            Some(Frame::Done { message, .. }) => {
-                return Err(AgentError::CommandFailed(message).into())
-            }
-            None => {
-                return Err(AgentError::Channel(
-                    "the agent closed the channel before finishing (did the JVM exit?)".into(),
-                )
-                .into())
-            }
-        }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jtap_protocol::{Options, VERSION};
 
-use crate::agent_client::{converse_with, locate_library, ChannelListener, FrameSink};
+use crate::agent_client::{locate_library, ChannelListener, Conversation, FrameSink};
 
 /// How long the JVM gets to reach `Agent_OnLoad`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -25,18 +25,19 @@ pub fn agent_command_line(java: &[String], library: &str, options: &Options) -> 
 
 /// Runs `java` (launcher and arguments) with the agent doing `options`; the JVM's own stdout
 /// and stderr pass through untouched. Returns the JVM's exit code.
+///
+/// The agent ends an engine at its `duration=` (or the tracer's count) by itself, and Ctrl-C
+/// reaches the JVM too (it is in our process group): its exit delivers the results.
 pub fn run(options: &Options, java: &[String], out: &mut dyn Write) -> anyhow::Result<i32> {
-    run_with(options, java, out, None, &mut |_| {})
+    run_with(options, java, out, None)
 }
 
-/// [`run`], handing profile and progress frames to `frames`, and telling `started` the JVM's
-/// pid once it runs.
+/// [`run`], handing profile and progress frames to `frames`.
 pub fn run_with(
     options: &Options,
     java: &[String],
     out: &mut dyn Write,
     frames: FrameSink<'_>,
-    started: &mut dyn FnMut(u32),
 ) -> anyhow::Result<i32> {
     anyhow::ensure!(!java.is_empty(), "nothing to launch after --");
     let library = locate_library()?;
@@ -52,10 +53,11 @@ pub fn run_with(
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let child_pid = child.id();
-    started(child_pid);
     let stream = listener.accept(START_TIMEOUT, |_, uid| uid == me, || has_exited(child_pid))?;
     let outcome = match stream {
-        Some(stream) => converse_with(stream, out, frames),
+        Some(stream) => Conversation::from_stream(stream)
+            .finish(out, frames)
+            .map(drop),
         None => Ok(()),
     };
     let status = child.wait()?;

@@ -16,7 +16,7 @@ pub mod options;
 pub mod trace;
 pub mod wire;
 
-pub use frame::{read_frame, Frame, FrameError, MAX_FRAME};
+pub use frame::{read_frame, Frame, FrameError, MAX_MESSAGE, MAX_PIECE};
 pub use options::{Action, Event, Options, ParseError};
 
 /// The version of the jtap agent and CLI; both sides must be built from the same release.

@@ -8,7 +8,8 @@
 //! value    := any characters; "," and "\" are written "\," and "\\"
 //! ```
 //!
-//! At most one action and each key at most once. `event` and `interval` belong to `start`;
+//! At most one action and each key at most once. `event`, `interval` and `duration` (the
+//! agent ends the engine itself after that long) belong to `start`;
 //! `live` and `top` (a positive count) to `histogram`. The heap keys `alloc` (bytes, with an
 //! optional `k`, `m` or `g` suffix), `lock` (a duration) and `sites` (a flag) belong to
 //! `start`, and `live` goes with `start` too (for `event=alloc`).
@@ -159,6 +160,10 @@ pub struct Options {
     pub event: Option<Event>,
     /// The engine's sampling interval.
     pub interval: Option<Duration>,
+    /// `start`: the agent itself stops the engine after this long and sends its results to
+    /// the client that started it, whether or not that client asks (a stuck client cannot
+    /// keep the application paying for an engine longer than the user asked).
+    pub duration: Option<Duration>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
     /// `start`: the engine belongs to no client (runs until `stop` or the JVM's exit).
@@ -244,7 +249,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -262,6 +267,7 @@ impl Options {
         let start_only = [
             ("event", options.event.is_some()),
             ("interval", options.interval.is_some()),
+            ("duration", options.duration.is_some()),
             ("threads", options.threads),
             ("detach", options.detach),
             ("alluser", options.alluser),
@@ -362,6 +368,11 @@ impl Options {
                 "interval",
                 parse_duration("interval", value)?,
             ),
+            "duration" => put_once(
+                &mut self.duration,
+                "duration",
+                parse_duration("duration", value)?,
+            ),
             "alloc" => put_once(&mut self.alloc, "alloc", parse_bytes("alloc", value)?),
             "lock" => put_once(&mut self.lock, "lock", parse_duration("lock", value)?),
             "trace" => {
@@ -434,6 +445,9 @@ impl fmt::Display for Options {
         }
         if let Some(interval) = self.interval {
             items.push(format!("interval={}", format_duration(interval)));
+        }
+        if let Some(duration) = self.duration {
+            items.push(format!("duration={}", format_duration(duration)));
         }
         if self.threads {
             items.push("threads".into());
@@ -668,6 +682,7 @@ pub fn help_text() -> String {
          actions: start (with event=), stop, status, dump, version, help, histogram\n\
          event=<{}>    what start records\n\
          interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
+         duration=<n[ns|us|ms|s]>    start: the agent stops the engine after this long and sends its results\n\
          threads        sampling: each stack's root frame is its thread's name\n\
          detach         start: the engine belongs to no client and runs until stop\n\
          alluser        cpu: user-mode CPU time only, no kernel frames\n\
@@ -845,6 +860,7 @@ mod tests {
                     action,
                     event: event.filter(|_| starts),
                     interval: interval.filter(|_| starts),
+                    duration: lock.filter(|_| starts),
                     threads: threads && starts,
                     detach: detach && starts,
                     alluser: alluser && starts,

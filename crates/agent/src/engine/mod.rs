@@ -50,8 +50,11 @@ pub struct Context {
 
 /// An engine's results.
 pub enum Report {
-    /// A text report (e.g. the gc engine's one line).
+    /// A text report (e.g. the gc engine's one line): results, for the client's stdout.
     Text(String),
+    /// Notes on how a session went (e.g. the tracer's restore check), for the client's
+    /// stderr: the results themselves were streamed while it ran.
+    Notes(String),
     /// A sampled profile (boxed: it is much larger than a text report).
     Profile(Box<Profile>),
 }
@@ -65,7 +68,7 @@ impl Report {
     /// The results as text: the report itself, or a profile's summary.
     pub fn summary(&self) -> String {
         match self {
-            Report::Text(text) => text.clone(),
+            Report::Text(text) | Report::Notes(text) => text.clone(),
             Report::Profile(profile) => {
                 String::from_utf8_lossy(&Format::Summary.render(profile, &ExportOptions::default()))
                     .trim_end()
@@ -78,7 +81,7 @@ impl Report {
     /// (text when it names none), a text report as it is.
     pub fn render_for(&self, path: &str) -> Vec<u8> {
         match self {
-            Report::Text(text) => format!("{text}\n").into_bytes(),
+            Report::Text(text) | Report::Notes(text) => format!("{text}\n").into_bytes(),
             Report::Profile(profile) => {
                 let format = Format::from_path(std::path::Path::new(path)).unwrap_or(Format::Text);
                 format.render(profile, &ExportOptions::default())
@@ -87,7 +90,8 @@ impl Report {
     }
 }
 
-/// One engine. Engines run one at a time; the agent serialises calls.
+/// One engine. Engines run one at a time; the agent serialises calls (`ended` may come from
+/// another thread than the rest, under the same lock).
 pub trait Engine: Send {
     /// The engine that runs, as `event=` names it (after a fallback, the fallback's name).
     fn name(&self) -> &'static str;
@@ -101,6 +105,11 @@ pub trait Engine: Send {
     fn stream_to(&mut self, _session: std::sync::Arc<crate::session::Session>) {}
     /// The results so far, without stopping.
     fn dump(&self) -> Report;
+    /// Why the engine is done on its own (e.g. the tracer reported its `-n` calls), once it
+    /// is: the agent then stops it as if its client had asked.
+    fn ended(&self) -> Option<String> {
+        None
+    }
     /// Stops recording (waiting for callbacks and signal handlers in flight) and returns the
     /// final results.
     fn stop(&mut self, context: &Context) -> Report;

@@ -110,8 +110,8 @@ impl Engine for TraceEngine {
             .unwrap_or_else(|e| e.into_inner())
             .methods
             .len();
-        self.output.send(format!(
-            "jtap: tracing: {} loaded classes instrumented ({methods} methods) in {} ms; classes loaded from now on are instrumented as they load",
+        self.output.note(format!(
+            "tracing: {} loaded classes instrumented ({methods} methods) in {} ms; classes loaded from now on are instrumented as they load",
             self.classes,
             started.elapsed().as_millis()
         ));
@@ -124,13 +124,20 @@ impl Engine for TraceEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Text(self.summary())
+        Report::Notes(self.summary())
+    }
+
+    fn ended(&self) -> Option<String> {
+        self.output
+            .count_reached
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| "count reached".into())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
         probes::deactivate();
         let Some(tracing) = self.tracing.take() else {
-            return Report::Text(self.summary());
+            return Report::Notes(self.summary());
         };
         self.output.finish(Duration::from_secs(2));
         let restored = tracing.restore();
@@ -150,6 +157,6 @@ impl Engine for TraceEngine {
             after - before
         );
         self.tracing = None;
-        Report::Text(text)
+        Report::Notes(text)
     }
 }

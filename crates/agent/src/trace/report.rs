@@ -1,8 +1,8 @@
 //! The `jtap-trace` thread: turns the probes' records into text (or JSON lines) and streams
 //! them to the client as they come — one line per call (trace), a drawn tree per entry call
 //! (calltree), a table per interval (monitor). Notes about refused or failed classes go out as
-//! lines starting with `jtap: `; once `-n` records went out, the line [`COUNT_REACHED`] tells
-//! the client to stop the session.
+//! notes (the client's stderr); once `-n` records went out, the probes are switched off and
+//! [`Output::count_reached`] tells the agent to end the session.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jtap_protocol::trace::Mode;
+use jtap_protocol::Frame;
 use serde_json::json;
 
 use super::clock::clock;
@@ -22,9 +23,6 @@ use super::stats::{self, Snapshot};
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
-/// The line that says `-n` records went out (the client then stops the session).
-pub const COUNT_REACHED: &str = "jtap: count reached";
-
 /// Default monitor interval.
 const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -32,38 +30,50 @@ const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
 #[derive(Default)]
 pub struct Output {
     session: Mutex<Option<Arc<Session>>>,
-    /// Text sent before the session was known, sent when it is.
-    early: Mutex<Vec<String>>,
+    /// What was sent before the session was known, sent when it is.
+    early: Mutex<Vec<Frame>>,
     stop: AtomicBool,
     finished: AtomicBool,
     /// Records reported so far.
     pub reported: AtomicU64,
+    /// `-n` records went out: the session is done.
+    pub count_reached: AtomicBool,
 }
 
 impl Output {
     /// Where the text goes from now on.
     pub fn set_session(&self, session: Arc<Session>) {
         let mut slot = self.session.lock().unwrap_or_else(|e| e.into_inner());
-        for text in std::mem::take(&mut *self.early.lock().unwrap_or_else(|e| e.into_inner())) {
-            session.send_text(text);
+        for frame in std::mem::take(&mut *self.early.lock().unwrap_or_else(|e| e.into_inner())) {
+            session.send_frame(frame);
         }
         *slot = Some(session);
     }
 
-    /// Sends text to the client (kept until the session is known).
+    /// Sends results (a line, a tree, a table) to the client's stdout.
     pub fn send(&self, text: String) {
+        self.send_frame(Frame::Out(text));
+    }
+
+    /// Sends a note (a refused class, what was instrumented) to the client's stderr.
+    pub fn note(&self, text: String) {
+        self.send_frame(Frame::Note(text));
+    }
+
+    /// Sends `frame`, or keeps it until the session is known.
+    fn send_frame(&self, frame: Frame) {
         match self
             .session
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            Some(session) => session.send_text(text),
+            Some(session) => session.send_frame(frame),
             None => self
                 .early
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(text),
+                .push(frame),
         }
     }
 
@@ -130,7 +140,7 @@ impl Reporter {
         let mut count_sent = false;
         loop {
             for note in self.tracing.take_notes() {
-                self.output.send(format!("jtap: {note}"));
+                self.output.note(note);
             }
             let stopping = self.output.stop.load(Ordering::SeqCst);
             if self.tracing.plan.mode == Mode::Monitor
@@ -156,7 +166,7 @@ impl Reporter {
                     if reported >= count && !count_sent {
                         count_sent = true;
                         probes::deactivate();
-                        self.output.send(COUNT_REACHED.to_string());
+                        self.output.count_reached.store(true, Ordering::SeqCst);
                     }
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => {

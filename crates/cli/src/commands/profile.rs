@@ -13,14 +13,14 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use jtap_profile::{write_atomically, ExportOptions, Format, Profile};
 use jtap_protocol::{wire, Action, Event, Frame, Options};
 
-use crate::agent_client::{self, AgentError};
+use crate::agent_client::{self, AgentError, Asked};
 use crate::launch;
 
 /// Set while `jtap profile` collects: Ctrl-C then stops the collection instead of exiting.
@@ -141,7 +141,7 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         .map_err(crate::agent_client::AgentError::BadOptions)?;
     let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
     match (args.java.is_empty(), words.as_slice()) {
-        (false, []) => launched(&args, timeout),
+        (false, []) => launched(&args),
         (false, _) => anyhow::bail!("with `-- java ...` give no pid or action"),
         (true, [pid]) => collect(&args, parse_pid(pid)?, timeout),
         (true, ["start", pid]) => start_detached(&args, parse_pid(pid)?, timeout),
@@ -212,73 +212,47 @@ impl Received {
     }
 }
 
-/// `jtap profile <pid>`: start an engine owned by this client, wait, stop it, write the result.
+/// `jtap profile <pid>`: start an engine owned by this client for `-d` (the agent ends it
+/// then and sends the profile; Ctrl-C asks for it early), write the result.
 fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let duration = args.duration.unwrap_or(DEFAULT_DURATION);
-    let received = Arc::new(Received::default());
-    let options = start_options(args);
+    let received = Received::default();
+    let mut options = start_options(args);
+    options.duration = Some(duration);
+    let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
     COLLECTING.store(true, Ordering::SeqCst);
-    let owner = {
-        let received = received.clone();
-        std::thread::spawn(move || {
-            let mut out = io::sink();
-            agent_client::run_with(pid, &options, timeout, &mut out, Some(&mut received.sink()))
-        })
-    };
-    let started = Instant::now();
     let progress = Progress::new(pid, args.event, Some(duration));
-    let reason = loop {
-        if owner.is_finished() {
-            break Ended::Agent;
-        }
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            break Ended::Interrupted;
-        }
-        if started.elapsed() >= duration {
-            break Ended::Duration;
-        }
-        progress.show(started.elapsed(), received.samples.load(Ordering::Relaxed));
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let outcome = agent_client::supervise(
+        conversation,
+        Some(duration),
+        &INTERRUPTED,
+        &|| false,
+        &mut |elapsed| progress.show(elapsed, received.samples.load(Ordering::Relaxed)),
+        |conversation| conversation.finish(&mut io::sink(), Some(&mut received.sink())),
+    );
     progress.finish();
-    let mut stopped: Option<anyhow::Error> = None;
-    if reason != Ended::Agent {
-        // Stop through a second connection: the profile comes back on it.
-        if let Err(e) =
-            agent_client::stop(pid, timeout, &mut io::sink(), Some(&mut received.sink()))
-        {
-            stopped = Some(e);
-        }
-    }
-    let owner_result = owner
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
     COLLECTING.store(false, Ordering::SeqCst);
-    let Some(bytes) = received.take_profile() else {
-        // No profile: say why — the start failed, or the JVM went away.
-        return Err(stopped
-            .or(owner_result.err())
-            .unwrap_or_else(|| anyhow::anyhow!("the agent sent no profile")));
-    };
+    let (why, asked) = outcome?;
+    let bytes = received
+        .take_profile()
+        .ok_or_else(|| anyhow::anyhow!("the agent ended the session without a profile ({why})"))?;
     let profile = wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
-    match reason {
-        Ended::Agent => eprintln!(
-            "jtap: the JVM ended the profile after {:.1} s (it is exiting); writing what was collected",
-            started.elapsed().as_secs_f64()
+    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    match asked {
+        Asked::Interrupted => {
+            eprintln!("jtap: interrupted after {seconds:.1} s; writing what was collected")
+        }
+        Asked::Overdue => eprintln!(
+            "jtap: the agent did not end the profile at {} s; stopped it after {seconds:.1} s",
+            duration.as_secs_f64()
         ),
-        Ended::Interrupted => eprintln!("jtap: interrupted after {:.1} s; writing what was collected", started.elapsed().as_secs_f64()),
-        Ended::Duration => {}
+        Asked::Nothing if why != "duration elapsed" => {
+            eprintln!("jtap: the profile ended after {seconds:.1} s ({why}); writing what was collected")
+        }
+        Asked::Nothing | Asked::Told => {}
     }
     write_profile(args, &profile)?;
     Ok(0)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
-    Duration,
-    Interrupted,
-    /// The agent ended the session itself (the JVM is exiting, or the start failed).
-    Agent,
 }
 
 /// `jtap profile start <pid>`: a detached engine (with `-o`, the agent also writes that file,
@@ -317,56 +291,21 @@ fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> any
     Ok(0)
 }
 
-/// `jtap profile [opts] -- java ...`: from the JVM's start to its exit, or for `-d`.
-fn launched(args: &ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let received = Arc::new(Received::default());
+/// `jtap profile [opts] -- java ...`: from the JVM's start to its exit, or for `-d` (the
+/// agent ends the engine then; Ctrl-C reaches the JVM too, whose exit sends the profile).
+fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
+    let received = Received::default();
+    let mut options = start_options(args);
+    options.duration = args.duration;
     COLLECTING.store(true, Ordering::SeqCst);
-    let stopper = Arc::new(Mutex::new(None::<std::thread::JoinHandle<()>>));
-    let exited = Arc::new(AtomicBool::new(false));
-    let code = {
-        let (received_for_stop, stopper_slot, exited_for_stop) =
-            (received.clone(), stopper.clone(), exited.clone());
-        let mut on_start = move |pid: u32| {
-            let Some(duration) = args.duration else {
-                return;
-            };
-            let (received, exited) = (received_for_stop.clone(), exited_for_stop.clone());
-            // Stop after -d, unless the JVM exits first or Ctrl-C (which the JVM, in our
-            // process group, gets too: its exit delivers the profile anyway).
-            let handle = std::thread::spawn(move || {
-                let started = Instant::now();
-                while started.elapsed() < duration {
-                    if INTERRUPTED.load(Ordering::SeqCst) || exited.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                if let Err(e) =
-                    agent_client::stop(pid, timeout, &mut io::sink(), Some(&mut received.sink()))
-                {
-                    eprintln!(
-                        "jtap: stopping the profile after {:.1} s failed: {e:#}",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-            });
-            *stopper_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
-        };
-        let mut sink = received.sink();
-        let code = launch::run_with(
-            &start_options(args),
-            &args.java,
-            &mut io::stderr(),
-            Some(&mut sink),
-            &mut on_start,
-        );
-        exited.store(true, Ordering::SeqCst);
-        code?
-    };
-    if let Some(handle) = stopper.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        let _ = handle.join();
-    }
+    let code = launch::run_with(
+        &options,
+        &args.java,
+        &mut io::stderr(),
+        Some(&mut received.sink()),
+    );
     COLLECTING.store(false, Ordering::SeqCst);
+    let code = code?;
     let bytes = received
         .take_profile()
         .ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;

@@ -9,8 +9,8 @@
 //! live — unless `--gc` runs a full collection (`jcmd GC.run`) just before the report.
 
 use std::io::{self, Write};
-use std::thread;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_protocol::{Action, Event, Options};
@@ -60,36 +60,50 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         exact,
         ..Options::default()
     };
-    // This client owns the engine: if it dies, the agent stops the engine by itself.
-    let owner = thread::spawn(move || agent_client::run(pid, &options, timeout, &mut io::sink()));
-    let deadline = std::time::Instant::now() + duration;
-    while std::time::Instant::now() < deadline {
-        if owner.is_finished() {
-            break;
+    // This client owns the engine: if it dies, the agent stops the engine by itself. Without
+    // --gc the agent ends the engine at the duration and sends the report; with it, this
+    // client runs the collection first and then asks for the report.
+    let options = Options {
+        duration: (!gc).then_some(duration),
+        ..options
+    };
+    let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
+    let started = Instant::now();
+    let collected = AtomicBool::new(false);
+    let gc_failed = std::sync::Mutex::new(None);
+    let stop_now = || {
+        if !gc || started.elapsed() < duration || collected.swap(true, Ordering::SeqCst) {
+            return false;
         }
-        thread::sleep(Duration::from_millis(50));
-    }
-    if owner.is_finished() {
-        // Ended before the duration: the start failed or the JVM is exiting.
-        owner
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")))?;
-        anyhow::bail!(
-            "the allocation engine ended before the report was taken (did the JVM exit?)"
-        );
-    }
-    if gc {
-        full_gc(pid, timeout)?;
-    }
+        if let Err(e) = full_gc(pid, timeout) {
+            *gc_failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+        }
+        true
+    };
     let mut report = Vec::new();
-    agent_client::stop(pid, timeout, &mut report, None)?;
-    let _ = owner.join();
+    let (why, _) = agent_client::supervise(
+        conversation,
+        Some(duration).filter(|_| !gc),
+        &NEVER,
+        &stop_now,
+        &mut |_| {},
+        |conversation| conversation.finish(&mut report, None),
+    )?;
+    if let Some(e) = gc_failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    if !matches!(why.as_str(), "duration elapsed" | "stopped by its client") {
+        anyhow::bail!("the allocation engine ended before the report was taken ({why})");
+    }
     let text = String::from_utf8_lossy(&report);
     io::stdout()
         .lock()
         .write_all(first_sites(&text, top).as_bytes())?;
     Ok(0)
 }
+
+/// `jtap sites` takes no Ctrl-C of its own: the first one ends the process (and so the engine).
+static NEVER: AtomicBool = AtomicBool::new(false);
 
 /// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
 /// as ObjectFree events: during the collection on JDK 11–16; on 17+ a little later, from the

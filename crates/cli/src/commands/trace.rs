@@ -2,27 +2,23 @@
 //! launched after `--`), by jtap's agent rewriting the selected classes.
 //!
 //! Each command builds a [`Plan`] and starts the agent's `trace` engine with it over the
-//! control channel; the agent streams lines, trees or tables back, printed as they come
-//! (lines the agent starts with `jtap: ` are notes and go to stderr). The session ends on
-//! Ctrl-C, `-d`, `-n` calls reported (the agent says so with [`COUNT_REACHED`]), the JVM's
-//! exit, or `jtap trace stop <pid>`: jtap then sends `stop`, the agent retransforms every
-//! touched class back to its original bytes and reports the check on stderr. If jtap itself
-//! dies, the agent notices the closed channel and restores the classes on its own.
+//! control channel; the agent streams lines, trees or tables back, printed as they come, and
+//! notes, printed on stderr. The agent ends the session itself at `-n` calls reported or after
+//! `-d`, whatever this client does; Ctrl-C, the JVM's exit or `jtap trace stop <pid>` end it
+//! early. Ending retransforms every touched class back to its original bytes, and the agent
+//! reports the check on stderr. If jtap itself dies, the agent notices the closed channel and
+//! restores the classes on its own.
 
-use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Options};
 
-use crate::agent_client;
+use crate::agent_client::{self, Asked};
 use crate::exit;
 use crate::launch;
-
-/// The agent's line saying `-n` records went out (see the agent's `trace::report`).
-const COUNT_REACHED: &str = "jtap: count reached";
 
 /// Set while a session runs: Ctrl-C then ends it cleanly instead of exiting.
 static TRACING: AtomicBool = AtomicBool::new(false);
@@ -214,148 +210,41 @@ fn run(
     let options = Options {
         action: Some(Action::Start),
         event: Some(Event::Trace),
+        duration: common.duration,
         trace: Some(plan),
         ..Options::default()
     };
     TRACING.store(true, Ordering::SeqCst);
     let result = match target {
-        Target::Pid(pid) => attached(pid, &options, common.duration, timeout),
-        _ => launched(&options, common, timeout),
+        Target::Pid(pid) => attached(pid, &options, timeout),
+        _ => launched(&options, common),
     };
     TRACING.store(false, Ordering::SeqCst);
     result
 }
 
-/// Prints the agent's text: notes (`jtap: ...`) on stderr, the rest on stdout; notices
-/// [`COUNT_REACHED`].
-struct Lines {
-    pending: Vec<u8>,
-    reached: Arc<AtomicBool>,
-}
-
-impl Write for Lines {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.pending.extend_from_slice(bytes);
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let text = String::from_utf8_lossy(&line);
-            if text.trim_end() == COUNT_REACHED {
-                self.reached.store(true, Ordering::SeqCst);
-            } else if text.starts_with("started the trace engine") {
-                // The agent's generic reply to `start`: the session's own note says more.
-            } else if text.starts_with("jtap: ") {
-                io::stderr().write_all(&line)?;
-            } else {
-                io::stdout().write_all(&line)?;
-            }
-        }
-        Ok(bytes.len())
+/// `jtap trace|calltree|monitor <pid> ...`: a session owned by this client. The agent ends it
+/// by itself at `-n` or `-d` (and sends the restore check); Ctrl-C asks it to end early. The
+/// results stream to stdout, the agent's notes to stderr.
+fn attached(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<i32> {
+    let conversation = agent_client::Conversation::open(pid, options, timeout)?;
+    let (why, asked) = agent_client::supervise(
+        conversation,
+        options.duration,
+        &INTERRUPTED,
+        &|| false,
+        &mut |_| {},
+        // Results and notes say what runs: the start needs no announcement.
+        |conversation| conversation.finish(&mut io::stdout(), Some(&mut |_| Ok(()))),
+    )?;
+    if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
+        eprintln!("jtap: the session ended: {why}");
     }
-
-    fn flush(&mut self) -> io::Result<()> {
-        io::stdout().flush()
-    }
-}
-
-/// Why a session ended.
-#[derive(PartialEq, Eq)]
-enum Ended {
-    /// The agent ended it (the JVM exits, or the start failed).
-    Agent,
-    Stopped,
-}
-
-/// Waits until the session should end: the agent ended it, Ctrl-C, `-d`, or `-n` reached.
-fn wait_for_end(
-    finished: &dyn Fn() -> bool,
-    reached: &AtomicBool,
-    duration: Option<Duration>,
-) -> Ended {
-    let started = Instant::now();
-    loop {
-        if finished() {
-            return Ended::Agent;
-        }
-        if INTERRUPTED.load(Ordering::SeqCst)
-            || reached.load(Ordering::SeqCst)
-            || duration.is_some_and(|d| started.elapsed() >= d)
-        {
-            return Ended::Stopped;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops the session of JVM `pid` through a second connection; the agent's report of the
-/// restore goes to stderr.
-fn stop(pid: u32, timeout: Duration) -> anyhow::Result<()> {
-    let mut report = Vec::new();
-    agent_client::stop(pid, timeout, &mut report, None)?;
-    let report = String::from_utf8_lossy(&report);
-    for line in report.lines() {
-        eprintln!("jtap: {line}");
-    }
-    Ok(())
-}
-
-fn attached(
-    pid: u32,
-    options: &Options,
-    duration: Option<Duration>,
-    timeout: Duration,
-) -> anyhow::Result<i32> {
-    let reached = Arc::new(AtomicBool::new(false));
-    let owner = {
-        let (options, reached) = (options.clone(), reached.clone());
-        std::thread::spawn(move || {
-            let mut lines = Lines {
-                pending: Vec::new(),
-                reached,
-            };
-            agent_client::run(pid, &options, timeout, &mut lines)
-        })
-    };
-    let ended = wait_for_end(&|| owner.is_finished(), &reached, duration);
-    let stopped = if ended == Ended::Stopped {
-        stop(pid, timeout)
-    } else {
-        Ok(())
-    };
-    let owner_result = owner
-        .join()
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("the client thread panicked")));
-    owner_result?;
-    stopped?;
     Ok(0)
 }
 
-fn launched(options: &Options, common: &Common, timeout: Duration) -> anyhow::Result<i32> {
-    let reached = Arc::new(AtomicBool::new(false));
-    let exited = Arc::new(AtomicBool::new(false));
-    let pid = Arc::new(AtomicU32::new(0));
-    let stopper = {
-        let (reached, exited, pid) = (reached.clone(), exited.clone(), pid.clone());
-        let duration = common.duration;
-        std::thread::spawn(move || {
-            if wait_for_end(&|| exited.load(Ordering::SeqCst), &reached, duration) == Ended::Stopped
-            {
-                let pid = pid.load(Ordering::SeqCst);
-                if pid != 0 && !exited.load(Ordering::SeqCst) {
-                    if let Err(e) = stop(pid, timeout) {
-                        eprintln!("jtap: stopping the trace failed: {e:#}");
-                    }
-                }
-            }
-        })
-    };
-    let mut lines = Lines {
-        pending: Vec::new(),
-        reached,
-    };
-    let code = launch::run_with(options, &common.java, &mut lines, None, &mut |p| {
-        pid.store(p, Ordering::SeqCst)
-    });
-    exited.store(true, Ordering::SeqCst);
-    let _ = stopper.join();
-    code
+/// `jtap trace ... -- java ...`: the agent traces from the JVM's start; it ends the session at
+/// `-n` or `-d` by itself, and Ctrl-C reaches the JVM too.
+fn launched(options: &Options, common: &Common) -> anyhow::Result<i32> {
+    launch::run_with(options, &common.java, &mut io::stdout(), Some(&mut |_| Ok(())))
 }
