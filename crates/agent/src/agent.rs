@@ -425,7 +425,11 @@ impl Agent {
     pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
         let state = self.state();
         let running = state.engine.as_ref()?;
-        if !running.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)) {
+        if !running
+            .owner
+            .as_ref()
+            .is_some_and(|o| Arc::ptr_eq(o, session))
+        {
             return None;
         }
         if running.deadline.is_some_and(|d| Instant::now() >= d) {

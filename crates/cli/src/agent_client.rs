@@ -536,9 +536,13 @@ impl Conversation {
 
     /// Reads the agent's frames until its `Done`: results to `out`, notes to stderr, profile,
     /// progress and started frames to `frames` when given (otherwise a profile is printed as
-    /// its text report, a start is announced and progress is dropped). Returns the `Done` message: why the command ended
+    /// its text report, and progress and the start are dropped). Returns the `Done` message: why the command ended
     /// (for `start`, why its engine ended: "duration elapsed", "count reached", ...).
-    pub fn finish(mut self, out: &mut dyn Write, mut frames: FrameSink<'_>) -> anyhow::Result<String> {
+    pub fn finish(
+        mut self,
+        out: &mut dyn Write,
+        mut frames: FrameSink<'_>,
+    ) -> anyhow::Result<String> {
         loop {
             let frame =
                 read_frame(&mut self.stream).map_err(|e| AgentError::Channel(e.to_string()))?;
@@ -550,16 +554,11 @@ impl Conversation {
                     .into());
                 }
                 Some(Frame::Hello { .. } | Frame::Stop) => {}
-                Some(Frame::Started(engine)) => match &mut frames {
-                    Some(sink) => sink(Frame::Started(engine))?,
-                    None => {
-                        writeln!(
-                            out,
-                            "started the {engine} engine; it runs until this client ends (Ctrl-C) or `jtap load <pid> stop`"
-                        )?;
-                        out.flush()?;
+                Some(Frame::Started(engine)) => {
+                    if let Some(sink) = &mut frames {
+                        sink(Frame::Started(engine))?;
                     }
-                },
+                }
                 Some(Frame::Out(text)) => {
                     writeln!(out, "{}", text.trim_end_matches('\n'))?;
                     out.flush()?;
@@ -593,8 +592,7 @@ impl Conversation {
                 }
                 None => {
                     return Err(AgentError::Channel(
-                        "the agent closed the channel before finishing (did the JVM exit?)"
-                            .into(),
+                        "the agent closed the channel before finishing (did the JVM exit?)".into(),
                     )
                     .into())
                 }

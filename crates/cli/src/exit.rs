@@ -28,9 +28,22 @@ pub const INTERRUPTED: i32 = 130;
 /// Any other failure.
 pub const FAILURE: i32 = 1;
 
+/// A command line that cannot be run as given: exits with [`USAGE`], like clap's own errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A [`UsageError`] as an `anyhow` error.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
 /// The exit code for an error, looking for an attach error among its causes.
 pub fn code_for(err: &anyhow::Error) -> i32 {
     use crate::agent_client::AgentError;
+    if err.chain().any(|e| e.is::<UsageError>()) {
+        return USAGE;
+    }
     if let Some(agent_error) = err.chain().find_map(|e| e.downcast_ref::<AgentError>()) {
         return match agent_error {
             AgentError::BadOptions(_) => USAGE,
@@ -54,6 +67,15 @@ pub fn code_for(err: &anyhow::Error) -> i32 {
         Some(AttachError::Io { .. }) => IO,
         None => FAILURE,
     }
+}
+
+/// Lets a closed stdout end jtap quietly, as it ends `cat` or `grep` (`jtap ps | head -1`):
+/// Rust ignores SIGPIPE, which turns the write into a panic. What jtap started in a JVM is
+/// stopped by the agent when the control channel closes with the process.
+pub fn die_quietly_on_closed_pipes() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: restores the default disposition, as at exec; no handler runs Rust code.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
 /// Maps a JVM status code to a process exit code (negative codes wrap as in C).

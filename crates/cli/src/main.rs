@@ -203,6 +203,7 @@ struct AttachArgs {
 }
 
 fn main() {
+    exit::die_quietly_on_closed_pipes();
     // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
     let _ = ctrlc::set_handler(|| {
         // A profile being collected stops early and is still written.

@@ -1,7 +1,7 @@
 //! jtap's profile model and its exporters.
 //!
-//! A [`Profile`] is a set of distinct stacks (root first), each with a sample count and a
-//! weight (nanoseconds, bytes, …), over interned [`Frame`]s that keep their kind (interpreted,
+//! A [`Profile`] is a set of distinct stacks (root first), each with a sample count, a
+//! weight (nanoseconds, bytes, …) and the events its samples stand for (objects, waits), over interned [`Frame`]s that keep their kind (interpreted,
 //! compiled, inlined, native, C++, kernel, …). The profiling engines build one; the
 //! [`export`] modules turn it into what people read: collapsed stacks, async-profiler-style
 //! text reports, a self-contained HTML flame graph, pprof and speedscope.
@@ -10,4 +10,4 @@ pub mod export;
 mod model;
 
 pub use export::{decode_pprof, write_atomically, ExportOptions, Format, PprofTotals};
-pub use model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
+pub use model::{Counter, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};

@@ -71,11 +71,73 @@ impl Frame {
 /// Index of an interned frame in its [`Profile`].
 pub type FrameId = u32;
 
-/// Samples and summed weight of one stack.
+/// What one stack was measured at.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StackCounts {
+    /// Samples actually taken.
     pub samples: u64,
+    /// Their summed weight (nanoseconds of CPU or wall time, bytes, nanoseconds waited).
     pub weight: u64,
+    /// The events they stand for: estimated objects allocated or lock waits; for the
+    /// time-based engines, the samples themselves.
+    pub events: u64,
+}
+
+impl StackCounts {
+    /// `samples` samples of summed `weight`, each one event.
+    pub fn sampled(samples: u64, weight: u64) -> StackCounts {
+        StackCounts {
+            samples,
+            weight,
+            events: samples,
+        }
+    }
+
+    /// The value of one counter.
+    pub fn get(&self, counter: Counter) -> u64 {
+        match counter {
+            Counter::Samples => self.samples,
+            Counter::Total => self.weight,
+            Counter::Events => self.events,
+        }
+    }
+
+    fn add(&mut self, other: StackCounts) {
+        self.samples += other.samples;
+        self.weight += other.weight;
+        self.events += other.events;
+    }
+}
+
+/// Which of a stack's values a report counts (async-profiler's `--counter`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// Samples taken.
+    Samples,
+    /// The summed weight: time, bytes, time waited.
+    Total,
+    /// The events the samples stand for: objects allocated, lock waits.
+    Events,
+}
+
+impl Counter {
+    /// Names on the command line.
+    pub const NAMES: [(&'static str, Counter); 3] = [
+        ("samples", Counter::Samples),
+        ("total", Counter::Total),
+        ("objects", Counter::Events),
+    ];
+
+    /// The counter named `name` (`events` is a synonym of `objects`).
+    pub fn from_name(name: &str) -> Option<Counter> {
+        match name {
+            "events" => Some(Counter::Events),
+            _ => Counter::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|&(_, c)| c),
+        }
+    }
 }
 
 /// What was measured and how the collection went.
@@ -98,6 +160,29 @@ pub struct Metadata {
     pub errors: BTreeMap<String, u64>,
     /// Samples lost because the sample buffer was full.
     pub dropped: u64,
+}
+
+impl Metadata {
+    /// The counter reports show unless told otherwise, as async-profiler does: bytes for
+    /// allocations, time waited for locks, samples for the time-based engines.
+    pub fn default_counter(&self) -> Counter {
+        match self.event.as_str() {
+            "alloc" | "live" | "lock" => Counter::Total,
+            _ => Counter::Samples,
+        }
+    }
+
+    /// What a counter's values are, for report headers: `samples`, the weight's unit, or
+    /// the events (`objects`, `waits`).
+    pub fn unit(&self, counter: Counter) -> &str {
+        match (counter, self.event.as_str()) {
+            (Counter::Samples, _) => "samples",
+            (Counter::Total, _) => &self.weight_unit,
+            (Counter::Events, "alloc" | "live") => "objects",
+            (Counter::Events, "lock") => "waits",
+            (Counter::Events, _) => "samples",
+        }
+    }
 }
 
 /// Distinct stacks with their counts, over interned frames.
@@ -128,20 +213,32 @@ impl Profile {
         id
     }
 
-    /// Adds `samples` samples of total `weight` to a stack given root first.
+    /// Adds `samples` samples of total `weight`, each one event, to a stack given root first.
     pub fn add(&mut self, stack_root_first: &[FrameId], samples: u64, weight: u64) {
-        let counts = self.stacks.entry(stack_root_first.to_vec()).or_default();
-        counts.samples += samples;
-        counts.weight += weight;
+        self.add_counts(stack_root_first, StackCounts::sampled(samples, weight));
     }
 
-    /// Adds a stack given as frames, root first.
+    /// Adds counts to a stack given root first.
+    pub fn add_counts(&mut self, stack_root_first: &[FrameId], counts: StackCounts) {
+        self.stacks
+            .entry(stack_root_first.to_vec())
+            .or_default()
+            .add(counts);
+    }
+
+    /// Adds `samples` samples of total `weight`, each one event, to a stack given as frames,
+    /// root first.
     pub fn add_frames(&mut self, stack_root_first: &[Frame], samples: u64, weight: u64) {
+        self.add_frame_counts(stack_root_first, StackCounts::sampled(samples, weight));
+    }
+
+    /// Adds counts to a stack given as frames, root first.
+    pub fn add_frame_counts(&mut self, stack_root_first: &[Frame], counts: StackCounts) {
         let ids: Vec<FrameId> = stack_root_first
             .iter()
             .map(|f| self.intern(f.clone()))
             .collect();
-        self.add(&ids, samples, weight);
+        self.add_counts(&ids, counts);
     }
 
     /// The frame with this id.
@@ -185,11 +282,16 @@ impl Profile {
         self.stacks.values().map(|c| c.weight).sum()
     }
 
+    /// Total of one counter over all stacks.
+    pub fn total(&self, counter: Counter) -> u64 {
+        self.stacks.values().map(|c| c.get(counter)).sum()
+    }
+
     /// Merges another profile's stacks into this one.
     pub fn merge(&mut self, other: &Profile) {
         for (stack, counts) in &other.stacks {
             let frames: Vec<Frame> = stack.iter().map(|&id| other.frame(id).clone()).collect();
-            self.add_frames(&frames, counts.samples, counts.weight);
+            self.add_frame_counts(&frames, *counts);
         }
     }
 }
@@ -214,7 +316,8 @@ mod tests {
             p.stacks()[0].1,
             StackCounts {
                 samples: 3,
-                weight: 30
+                weight: 30,
+                events: 3
             }
         );
     }

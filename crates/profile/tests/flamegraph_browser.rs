@@ -65,6 +65,36 @@ fn profile(extra: usize) -> Profile {
 }
 
 #[test]
+fn a_deep_flame_graph_opens_with_its_root_in_view() {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("SKIPPED: {CHROMIUM} not installed (scripts/setup-system.sh installs it)");
+        return;
+    }
+    let mut p = Profile::new(Metadata {
+        event: "cpu".into(),
+        engine: "cpu".into(),
+        ..Metadata::default()
+    });
+    // 150 levels: far taller than the browser's window.
+    let deep: Vec<Frame> = (0..150)
+        .map(|d| Frame::new(format!("Deep.level{d}"), FrameKind::Compiled))
+        .collect();
+    p.add_frames(&deep, 10, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("deep.html");
+    std::fs::write(&page, Format::Html.render(&p, &ExportOptions::default())).unwrap();
+    let dom = dump_dom(
+        &format!("file://{}", page.display()),
+        &dir.path().join("chromium"),
+    );
+    assert_eq!(
+        attribute(&dom, "canvas", "data-root-in-view"),
+        Some("true"),
+        "the root row is out of view when the page opens"
+    );
+}
+
+#[test]
 fn search_highlights_and_reports_the_matched_share() {
     if !Path::new(CHROMIUM).exists() {
         eprintln!("SKIPPED: {CHROMIUM} not installed (scripts/setup-system.sh installs it)");

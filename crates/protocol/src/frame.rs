@@ -170,8 +170,8 @@ pub fn read_frame(input: &mut impl Read) -> Result<Option<Frame>, FrameError> {
         return Ok(None);
     };
     while kind & MORE != 0 {
-        let (next, rest) = read_piece(input)?
-            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let (next, rest) =
+            read_piece(input)?.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         if next & !MORE != kind & !MORE {
             return Err(FrameError::Malformed(format!(
                 "a piece of kind {next} inside a message of kind {}",
@@ -268,8 +268,14 @@ mod tests {
 
     #[test]
     fn large_messages_travel_whole_in_pieces() {
-        let text: String = (0..3 * MAX_PIECE + 17).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-        let frames = [Frame::Out(text), Frame::Profile(vec![7; MAX_PIECE]), Frame::Stop];
+        let text: String = (0..3 * MAX_PIECE + 17)
+            .map(|i| (b'a' + (i % 26) as u8) as char)
+            .collect();
+        let frames = [
+            Frame::Out(text),
+            Frame::Profile(vec![7; MAX_PIECE]),
+            Frame::Stop,
+        ];
         let bytes: Vec<u8> = frames.iter().flat_map(|f| f.encode().unwrap()).collect();
         let mut input = &bytes[..];
         for frame in &frames {
@@ -288,7 +294,10 @@ mod tests {
         let mut bytes = Frame::Out("x".repeat(MAX_PIECE + 1)).encode().unwrap();
         let second = MAX_PIECE + 5;
         bytes[second + 4] = NOTE;
-        assert!(matches!(read_frame(&mut &bytes[..]), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            read_frame(&mut &bytes[..]),
+            Err(FrameError::Malformed(_))
+        ));
     }
 
     #[test]

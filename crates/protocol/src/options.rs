@@ -140,7 +140,8 @@ impl Event {
         self.is_time_sampling() || self == Event::Trace
     }
 
-    fn from_name(word: &str) -> Option<Event> {
+    /// The event called `word` in the option grammar.
+    pub fn from_name(word: &str) -> Option<Event> {
         Event::ALL.into_iter().find(|e| e.name() == word)
     }
 }
@@ -166,6 +167,8 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
+    /// `event=wall`: sample every thread of the process, not only Java threads.
+    pub allthreads: bool,
     /// `start`: the engine belongs to no client (runs until `stop` or the JVM's exit).
     pub detach: bool,
     /// `event=cpu`: sample user-mode CPU time only; stacks have no kernel frames.
@@ -249,7 +252,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, allthreads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -269,6 +272,7 @@ impl Options {
             ("interval", options.interval.is_some()),
             ("duration", options.duration.is_some()),
             ("threads", options.threads),
+            ("allthreads", options.allthreads),
             ("detach", options.detach),
             ("alluser", options.alluser),
             ("include", options.include.is_some()),
@@ -286,6 +290,7 @@ impl Options {
             ("sites", options.sites, Event::Alloc),
             ("exact", options.exact, Event::Alloc),
             ("lock", options.lock.is_some(), Event::Lock),
+            ("allthreads", options.allthreads, Event::Wall),
         ];
         if options.action != Some(Action::Start) {
             if let Some((key, _)) = start_only.into_iter().find(|(_, given)| *given) {
@@ -326,6 +331,7 @@ impl Options {
         Some(match word {
             "debug" => ("debug", &mut self.debug),
             "threads" => ("threads", &mut self.threads),
+            "allthreads" => ("allthreads", &mut self.allthreads),
             "detach" => ("detach", &mut self.detach),
             "alluser" => ("alluser", &mut self.alluser),
             "live" => ("live", &mut self.live),
@@ -451,6 +457,9 @@ impl fmt::Display for Options {
         }
         if self.threads {
             items.push("threads".into());
+        }
+        if self.allthreads {
+            items.push("allthreads".into());
         }
         if self.detach {
             items.push("detach".into());
@@ -684,6 +693,7 @@ pub fn help_text() -> String {
          interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
          duration=<n[ns|us|ms|s]>    start: the agent stops the engine after this long and sends its results\n\
          threads        sampling: each stack's root frame is its thread's name\n\
+         allthreads     wall: sample every thread (GC, compiler, VM, native), not only Java threads\n\
          detach         start: the engine belongs to no client and runs until stop\n\
          alluser        cpu: user-mode CPU time only, no kernel frames\n\
          include=<regex> sampling: keep only stacks with a frame matching the expression\n\
@@ -862,6 +872,7 @@ mod tests {
                     interval: interval.filter(|_| starts),
                     duration: lock.filter(|_| starts),
                     threads: threads && starts,
+                    allthreads: alluser && starts && event == Some(Event::Wall),
                     detach: detach && starts,
                     alluser: alluser && starts,
                     include: include.filter(|_| starts),

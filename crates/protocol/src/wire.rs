@@ -1,7 +1,7 @@
 //! Profiles on the control channel: a [`Profile`] as compact JSON — its metadata, its frame
 //! table and its stacks as lists of frame indices — carried by a [`crate::Frame::Profile`].
 
-use jtap_profile::{Frame, FrameId, Metadata, Profile};
+use jtap_profile::{Frame, FrameId, Metadata, Profile, StackCounts};
 use serde::{Deserialize, Serialize};
 
 /// The serialised shape of a profile.
@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 struct WireProfile {
     metadata: Metadata,
     frames: Vec<Frame>,
-    /// `(frame ids root first, samples, weight)`.
-    stacks: Vec<(Vec<FrameId>, u64, u64)>,
+    /// `(frame ids root first, samples, weight, events)`.
+    stacks: Vec<(Vec<FrameId>, u64, u64, u64)>,
 }
 
 /// Serialises a profile for a [`crate::Frame::Profile`].
@@ -21,7 +21,7 @@ pub fn encode_profile(profile: &Profile) -> Vec<u8> {
         stacks: profile
             .stacks()
             .into_iter()
-            .map(|(ids, counts)| (ids.to_vec(), counts.samples, counts.weight))
+            .map(|(ids, c)| (ids.to_vec(), c.samples, c.weight, c.events))
             .collect(),
     };
     serde_json::to_vec(&wire).expect("a profile always serialises")
@@ -33,14 +33,21 @@ pub fn decode_profile(bytes: &[u8]) -> Result<Profile, String> {
         serde_json::from_slice(bytes).map_err(|e| format!("malformed profile: {e}"))?;
     let mut profile = Profile::new(wire.metadata);
     let ids: Vec<FrameId> = wire.frames.into_iter().map(|f| profile.intern(f)).collect();
-    for (stack, samples, weight) in wire.stacks {
+    for (stack, samples, weight, events) in wire.stacks {
         let stack: Option<Vec<FrameId>> = stack
             .iter()
             .map(|&i| ids.get(i as usize).copied())
             .collect();
         let stack =
             stack.ok_or_else(|| "malformed profile: frame index out of range".to_string())?;
-        profile.add(&stack, samples, weight);
+        profile.add_counts(
+            &stack,
+            StackCounts {
+                samples,
+                weight,
+                events,
+            },
+        );
     }
     Ok(profile)
 }
@@ -82,7 +89,7 @@ mod tests {
         };
         assert_eq!(names(&back), names(&profile));
         assert!(decode_profile(b"{}").is_err());
-        assert!(decode_profile(br#"{"metadata":{"event":"","engine":"","interval":0,"weight_unit":"","duration_ns":0,"start_time_ns":0,"errors":{},"dropped":0},"frames":[],"stacks":[[[5],1,1]]}"#)
+        assert!(decode_profile(br#"{"metadata":{"event":"","engine":"","interval":0,"weight_unit":"","duration_ns":0,"start_time_ns":0,"errors":{},"dropped":0},"frames":[],"stacks":[[[5],1,1,1]]}"#)
             .unwrap_err()
             .contains("out of range"));
     }

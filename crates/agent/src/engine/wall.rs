@@ -1,6 +1,7 @@
 //! The `wall` engine: wall-clock sampling. A `jtap-wall` thread wakes every interval (default
 //! 50 ms) and sends SIGPROF with `tgkill` to up to [`THREADS_PER_TICK`] threads, taking the
-//! process's threads in turn, whatever they are doing. Each sample is labelled with what the
+//! process's Java threads (with `allthreads`, all its threads: GC, compiler, VM and native
+//! threads too) in turn, whatever they are doing. Each sample is labelled with what the
 //! thread was doing when signalled (`[running]`, or `[sleeping]`: blocked in a system call —
 //! sleep, wait, park, monitor, I/O) and weighs its share of wall time.
 
@@ -48,9 +49,10 @@ impl Engine for WallEngine {
         let sampler = Arc::new(Sampler::start(context.env, context.vm, settings)?);
         self.stop.store(false, Ordering::SeqCst);
         let (stop, ticking) = (self.stop.clone(), sampler.clone());
+        let all_threads = options.allthreads;
         let spawned = std::thread::Builder::new()
             .name("jtap-wall".into())
-            .spawn(move || tick(&ticking, &stop, period));
+            .spawn(move || tick(&ticking, &stop, period, all_threads));
         match spawned {
             Ok(handle) => self.ticker = Some(handle),
             Err(e) => {
@@ -82,8 +84,9 @@ impl Engine for WallEngine {
     }
 }
 
-/// The `jtap-wall` thread: signal the next threads in turn every `period`.
-fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration) {
+/// The `jtap-wall` thread: signal the next threads (Java threads only unless `all_threads`)
+/// in turn every `period`.
+fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: bool) {
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
     let mut own: HashMap<i32, bool> = HashMap::new();
@@ -105,7 +108,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration) {
                 .filter(|&tid| {
                     !*own.entry(tid).or_insert_with(|| {
                         threads::kernel_name(tid).is_some_and(|n| n.starts_with(OWN_THREAD_PREFIX))
-                    })
+                    }) && (all_threads || sampler.is_java_thread(tid))
                 })
                 .collect();
             tids.sort_unstable();

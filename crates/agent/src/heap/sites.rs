@@ -29,7 +29,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use jtap_profile::{Frame, FrameKind, Metadata, Profile};
+use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
 
 use crate::heap::class_name::java_name;
 
@@ -382,7 +382,7 @@ pub enum Part {
 }
 
 /// The sites as a profile: each stack root first with the class as leaf frame; samples are
-/// the estimated event counts, weights the estimated weights (both rounded).
+/// the samples taken, events and weights the estimated events and weights (rounded).
 pub fn to_profile(
     sites: &[Site],
     part: Part,
@@ -400,10 +400,13 @@ pub fn to_profile(
         }
         let mut stack: Vec<Frame> = site.key.frames.iter().rev().map(|&f| resolve(f)).collect();
         stack.push(Frame::new(java_name(&site.key.class), FrameKind::Class));
-        profile.add_frames(
+        profile.add_frame_counts(
             &stack,
-            tally.count.round().max(1.0) as u64,
-            tally.weight.round() as u64,
+            StackCounts {
+                samples: tally.samples,
+                weight: tally.weight.round() as u64,
+                events: tally.count.round().max(1.0) as u64,
+            },
         );
     }
     profile

@@ -168,3 +168,35 @@ pub unsafe fn thread_name(env: &Env, thread: sys::jthread) -> Option<String> {
         Some(name)
     }
 }
+
+/// The names of every live Java thread (JVMTI GetAllThreads; the VM's own GC and compiler
+/// threads are not Java threads). Empty when the VM will not say.
+pub fn java_thread_names(env: &Env) -> Vec<String> {
+    let raw = env.raw();
+    let mut count: sys::jint = 0;
+    let mut threads: *mut sys::jthread = std::ptr::null_mut();
+    // SAFETY: out-parameters are locals; the array is ours to deallocate.
+    let code = unsafe {
+        (**raw)
+            .GetAllThreads
+            .map(|f| f(raw, &mut count, &mut threads))
+    };
+    if code != Some(sys::JVMTI_ERROR_NONE) || threads.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: JVMTI filled `count` thread references at `threads`.
+    let list = unsafe { std::slice::from_raw_parts(threads, count.max(0) as usize) };
+    // SAFETY: each element is a live thread reference of this call.
+    let names = list
+        .iter()
+        .filter_map(|&t| unsafe { thread_name(env, t) })
+        .collect();
+    // SAFETY: the array was allocated by JVMTI for us; the references in it are local
+    // references, freed with the caller's local frame.
+    unsafe {
+        if let Some(deallocate) = (**raw).Deallocate {
+            deallocate(raw, threads.cast());
+        }
+    }
+    names
+}

@@ -174,6 +174,11 @@ const EVENTS: [sys::jvmtiEvent; 7] = [
 ];
 
 impl Sampler {
+    /// Whether thread `tid` is a Java thread (the VM's own threads are not).
+    pub fn is_java_thread(&self, tid: i32) -> bool {
+        self.shared.names.is_java(tid)
+    }
+
     /// Prepares methods, installs the handler and starts the processing thread; the engine
     /// then makes signals arrive. Needs the live phase and [`capabilities`].
     pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
@@ -235,6 +240,11 @@ impl Sampler {
             started: Instant::now(),
             stop: AtomicBool::new(false),
         });
+        let tasks: Vec<(i32, String)> = threads::tasks()
+            .into_iter()
+            .filter_map(|tid| Some((tid, threads::kernel_name(tid)?)))
+            .collect();
+        shared.names.adopt(&jvm::java_thread_names(&env), &tasks);
         SAMPLES.store(0, Ordering::SeqCst);
         DROPPED.store(0, Ordering::SeqCst);
         let (done, finished) = mpsc::channel();

@@ -145,7 +145,12 @@ fn lock() -> std::sync::MutexGuard<'static, Option<Armed>> {
 #[derive(Default)]
 pub struct ThreadNames {
     names: Mutex<HashMap<i32, String>>,
+    /// Threads known to be Java threads: started under the sampler, or matched by name.
+    java: Mutex<HashSet<i32>>,
 }
+
+/// HotSpot gives a Java thread its name as the kernel's name, cut to this many bytes.
+const KERNEL_NAME_BYTES: usize = 15;
 
 impl ThreadNames {
     /// Records the Java name of a thread that just started.
@@ -154,6 +159,41 @@ impl ThreadNames {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(tid, name);
+        self.java
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tid);
+    }
+
+    /// Learns the full names of the Java threads that ran before the sampler, and which
+    /// threads they are: a thread's kernel name is its Java name cut to 15 bytes, so a kernel
+    /// name that exactly one Java name starts with (equals, when shorter) is that thread.
+    /// Ambiguous names stay unmatched: such threads keep their kernel name and count as not
+    /// Java.
+    pub fn adopt(&self, java_names: &[String], tasks: &[(i32, String)]) {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut java = self.java.lock().unwrap_or_else(|e| e.into_inner());
+        for (tid, kernel) in tasks {
+            let mut matching = java_names.iter().filter(|name| {
+                if kernel.len() < KERNEL_NAME_BYTES {
+                    *name == kernel
+                } else {
+                    name.starts_with(kernel.as_str())
+                }
+            });
+            if let (Some(name), None) = (matching.next(), matching.next()) {
+                names.insert(*tid, name.clone());
+                java.insert(*tid);
+            }
+        }
+    }
+
+    /// Whether `tid` is known to be a Java thread.
+    pub fn is_java(&self, tid: i32) -> bool {
+        self.java
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&tid)
     }
 
     /// The thread's name, `[name tid=N]` style.
@@ -183,5 +223,35 @@ mod tests {
         names.started(tid, "main worker".into());
         assert_eq!(names.label(tid), format!("[main worker tid={tid}]"));
         assert_eq!(names.label(i32::MAX), format!("[tid={}]", i32::MAX));
+        assert!(names.is_java(tid));
+    }
+
+    #[test]
+    fn java_names_replace_cut_kernel_names_when_unambiguous() {
+        let names = ThreadNames::default();
+        let java: Vec<String> = [
+            "main",
+            "http-nio-8080-exec-1",
+            "pool-1-thread-10",
+            "pool-1-thread-11",
+            "worker",
+        ]
+        .map(String::from)
+        .to_vec();
+        let tasks: Vec<(i32, String)> = [
+            (1, "main"),
+            (2, "http-nio-8080-e"),
+            (3, "pool-1-thread-1"),
+            (4, "GC Thread#0"),
+            (5, "worker"),
+        ]
+        .map(|(t, n)| (t, n.to_string()))
+        .to_vec();
+        names.adopt(&java, &tasks);
+        assert_eq!(names.label(2), "[http-nio-8080-exec-1 tid=2]");
+        assert_eq!(names.label(1), "[main tid=1]");
+        // Two Java names start with the cut name: which one it is cannot be told.
+        assert!(!names.is_java(3));
+        assert!(!names.is_java(4) && names.is_java(5) && names.is_java(2));
     }
 }

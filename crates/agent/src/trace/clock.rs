@@ -149,7 +149,16 @@ mod tests {
             // into 0.5 / ns_per_tick ticks, plus its own half-tick rounding.
             let bound = (0.5 / ns_per_tick + 0.5).ceil() as u64;
             assert!(bound <= 1 + (1.0 / ns_per_tick).ceil() as u64);
-            for ticks in [0, 1, 2, 3, 999, 1_000_000, 2_600_000_017, u32::MAX as u64 * 7] {
+            for ticks in [
+                0,
+                1,
+                2,
+                3,
+                999,
+                1_000_000,
+                2_600_000_017,
+                u32::MAX as u64 * 7,
+            ] {
                 let back = c.ticks_for(c.ns(ticks));
                 assert!(
                     back.abs_diff(ticks) <= bound,

@@ -1,13 +1,15 @@
 //! `jtap load` and `jtap status`: commands for jtap's agent in a running JVM (loading it
 //! first if needed), or in a JVM launched with it after `--`.
 
-use std::io;
+use std::io::{self, Write};
+
+use jtap_profile::{ExportOptions, Format};
 use std::time::Duration;
 
-use jtap_protocol::{Action, Options};
+use jtap_protocol::{Action, Frame, Options};
 
 use crate::agent_client::{self, AgentError};
-use crate::launch;
+use crate::{exit, launch};
 
 /// `jtap load <pid> [options]` or `jtap load [options] -- java ...`.
 pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Result<i32> {
@@ -15,18 +17,41 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
         (false, []) => (None, ""),
         (false, [options]) => (None, options.as_str()),
         (false, _) => {
-            anyhow::bail!("with `-- java ...` give only the agent options before `--`, no pid")
+            return Err(exit::usage(
+                "with `-- java ...` give only the agent options before `--`, no pid",
+            ))
         }
         (true, [pid]) => (Some(parse_pid(pid)?), ""),
         (true, [pid, options]) => (Some(parse_pid(pid)?), options.as_str()),
         (true, _) => {
-            anyhow::bail!("usage: jtap load <pid> [options]  or  jtap load [options] -- java ...")
+            return Err(exit::usage(
+                "usage: jtap load <pid> [options]  or  jtap load [options] -- java ...",
+            ))
         }
     };
     let options = Options::parse(options).map_err(AgentError::from)?;
     let mut out = io::stdout().lock();
     match pid {
-        Some(pid) => agent_client::run(pid, &options, timeout, &mut out).map(|_| 0),
+        Some(pid) => {
+            // The start is announced, a profile printed as its text report.
+            let mut announce = |frame| {
+                match frame {
+                    Frame::Started(engine) => println!(
+                        "started the {engine} engine; it runs until this client ends (Ctrl-C) or `jtap load {pid} stop`"
+                    ),
+                    Frame::Profile(bytes) => {
+                        let profile = jtap_protocol::wire::decode_profile(&bytes)
+                            .map_err(AgentError::Channel)?;
+                        io::stdout().write_all(
+                            &Format::Text.render(&profile, &ExportOptions::default()),
+                        )?;
+                    }
+                    _ => {}
+                }
+                Ok(())
+            };
+            agent_client::run_with(pid, &options, timeout, &mut out, Some(&mut announce)).map(|_| 0)
+        }
         None => launch::run(&options, java, &mut out),
     }
 }
@@ -40,6 +65,8 @@ pub fn status(pid: u32, timeout: Duration) -> anyhow::Result<i32> {
 
 fn parse_pid(text: &str) -> anyhow::Result<u32> {
     text.parse().map_err(|_| {
-        anyhow::anyhow!("\"{text}\" is not a pid (to launch a JVM, put it after `--`)")
+        exit::usage(format!(
+            "\"{text}\" is not a pid (to launch a JVM, put it after `--`)"
+        ))
     })
 }

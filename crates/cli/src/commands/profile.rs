@@ -17,11 +17,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use jtap_profile::{write_atomically, ExportOptions, Format, Profile};
+use jtap_profile::{write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::{wire, Action, Event, Frame, Options};
 
 use crate::agent_client::{self, AgentError, Asked};
-use crate::launch;
+use crate::{exit, launch};
 
 /// Set while `jtap profile` collects: Ctrl-C then stops the collection instead of exiting.
 static COLLECTING: AtomicBool = AtomicBool::new(false);
@@ -47,8 +47,8 @@ pub struct ProfileArgs {
     /// How long to profile (default 30s; when launching: until the JVM exits)
     #[arg(short, long, value_parser = crate::units::parse_duration)]
     duration: Option<Duration>,
-    /// Sampling interval (default 10ms; wall: 50ms)
-    #[arg(short, long, value_parser = crate::units::parse_duration)]
+    /// Sampling interval, with its unit (default 10ms; wall: 50ms)
+    #[arg(short, long, value_parser = crate::units::parse_interval)]
     interval: Option<Duration>,
     /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
     /// .txt). Give it several times to write one profile in several formats
@@ -61,6 +61,10 @@ pub struct ProfileArgs {
     /// One flame per thread: the thread name is each stack's root frame
     #[arg(long)]
     threads: bool,
+    /// -e wall: sample every thread (GC, compiler, VM and native threads too), not only Java
+    /// threads
+    #[arg(long)]
+    all_threads: bool,
     /// Keep only stacks with a frame matching this regular expression
     #[arg(long, value_name = "RE")]
     include: Option<String>,
@@ -84,8 +88,13 @@ pub struct ProfileArgs {
     #[arg(long)]
     live: bool,
     /// -e lock: shortest monitor wait recorded (default 10us)
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_interval)]
     lock_threshold: Option<Duration>,
+    /// What stacks are counted by: samples, total (time, bytes, time waited) or objects
+    /// (estimated objects allocated, lock waits). Default: total for alloc and lock,
+    /// samples otherwise
+    #[arg(long, value_parser = parse_counter)]
+    counter: Option<Counter>,
     /// Mark frame kinds in collapsed output (_[j] compiled, _[i] inlined, _[k] kernel, _[0] interpreted)
     #[arg(long)]
     annotate: bool,
@@ -94,15 +103,27 @@ pub struct ProfileArgs {
     java: Vec<String>,
 }
 
+/// The events `jtap profile` samples.
+fn profiled(event: &Event) -> bool {
+    event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock)
+}
+
 fn parse_event(text: &str) -> Result<Event, String> {
-    let event = Options::parse(&format!("start,event={text}"))
-        .map_err(|e| e.to_string())?
-        .event;
-    event
-        .filter(|e| e.is_time_sampling() || matches!(e, Event::Alloc | Event::Lock))
-        .ok_or_else(|| {
-            format!("{text} is not a sampling event (cpu, itimer, ctimer, wall, alloc, lock)")
-        })
+    Event::from_name(text).filter(profiled).ok_or_else(|| {
+        let known: Vec<&str> = Event::ALL
+            .into_iter()
+            .filter(profiled)
+            .map(Event::name)
+            .collect();
+        format!("unknown event {text:?} (known: {})", known.join(", "))
+    })
+}
+
+fn parse_counter(text: &str) -> Result<Counter, String> {
+    Counter::from_name(text).ok_or_else(|| {
+        let known: Vec<&str> = Counter::NAMES.iter().map(|(n, _)| *n).collect();
+        format!("unknown counter {text:?} (known: {})", known.join(", "))
+    })
 }
 
 /// Parses `--alloc-interval` as the agent grammar's `alloc=` does (bytes; k, m, g suffixes).
@@ -136,13 +157,22 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         regex::Regex::new(pattern)
             .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
+    for path in &args.output {
+        if Format::from_path(path).is_none() && args.format.is_none() {
+            return Err(exit::usage(format!(
+                "cannot tell the format of {} from its extension (.html .pb.gz .speedscope.json \
+                 .collapsed .txt); add one, or give --format",
+                path.display()
+            )));
+        }
+    }
     // The agent would refuse settings of another engine too, but only after attaching.
     Options::parse(&start_options(&args).to_string())
         .map_err(crate::agent_client::AgentError::BadOptions)?;
     let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
     match (args.java.is_empty(), words.as_slice()) {
         (false, []) => launched(&args),
-        (false, _) => anyhow::bail!("with `-- java ...` give no pid or action"),
+        (false, _) => Err(exit::usage("with `-- java ...` give no pid or action")),
         (true, [pid]) => collect(&args, parse_pid(pid)?, timeout),
         (true, ["start", pid]) => start_detached(&args, parse_pid(pid)?, timeout),
         (true, [action @ ("stop" | "dump"), pid]) => {
@@ -154,14 +184,14 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
             agent_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
             Ok(0)
         }
-        (true, [action, _]) => anyhow::bail!("unknown action {action:?} (start, stop, status, dump)"),
-        (true, _) => anyhow::bail!("usage: jtap profile <pid> [options], jtap profile start|stop|status|dump <pid>, or jtap profile [options] -- java ..."),
+        (true, [action, _]) => Err(exit::usage(format!("unknown action {action:?} (start, stop, status, dump)"))),
+        (true, _) => Err(exit::usage("usage: jtap profile <pid> [options], jtap profile start|stop|status|dump <pid>, or jtap profile [options] -- java ...")),
     }
 }
 
 fn parse_pid(text: &str) -> anyhow::Result<u32> {
     text.parse()
-        .map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
+        .map_err(|_| exit::usage(format!("\"{text}\" is not a pid")))
 }
 
 /// The agent's `start` options for these arguments.
@@ -171,6 +201,7 @@ fn start_options(args: &ProfileArgs) -> Options {
         event: Some(args.event),
         interval: args.interval,
         threads: args.threads,
+        allthreads: args.all_threads,
         include: args.include.clone(),
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
@@ -247,7 +278,9 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
             duration.as_secs_f64()
         ),
         Asked::Nothing if why != "duration elapsed" => {
-            eprintln!("jtap: the profile ended after {seconds:.1} s ({why}); writing what was collected")
+            eprintln!(
+                "jtap: the profile ended after {seconds:.1} s ({why}); writing what was collected"
+            )
         }
         Asked::Nothing | Asked::Told => {}
     }
@@ -321,6 +354,7 @@ fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
 fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
     let options = ExportOptions {
         annotate: args.annotate,
+        counter: args.counter,
         ..ExportOptions::default()
     };
     if args.output.is_empty() {

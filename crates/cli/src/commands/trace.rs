@@ -52,7 +52,7 @@ pub struct TraceArgs {
     #[arg(required = true)]
     words: Vec<String>,
     /// Report only calls lasting at least this long (e.g. 100ms)
-    #[arg(long, value_parser = crate::units::parse_duration)]
+    #[arg(long, value_parser = crate::units::parse_interval)]
     threshold: Option<Duration>,
     /// Show `this` and the arguments (described at entry, capped, with `...`)
     #[arg(long)]
@@ -67,7 +67,7 @@ pub struct TraceArgs {
     #[arg(long)]
     stack: bool,
     /// Stop after this many calls
-    #[arg(short = 'n', long = "count")]
+    #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     #[command(flatten)]
     common: Common,
@@ -84,13 +84,13 @@ pub struct CalltreeArgs {
     #[arg(long, value_delimiter = ',')]
     inner: Vec<String>,
     /// Levels of the tree shown below the entry
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     depth: Option<u32>,
     /// Report only entry calls lasting at least this long
-    #[arg(long, value_parser = crate::units::parse_duration)]
+    #[arg(long, value_parser = crate::units::parse_interval)]
     threshold: Option<Duration>,
     /// Stop after this many trees
-    #[arg(short = 'n', long = "count")]
+    #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     #[command(flatten)]
     common: Common,
@@ -103,7 +103,7 @@ pub struct MonitorArgs {
     #[arg(required = true)]
     words: Vec<String>,
     /// Report interval
-    #[arg(short, long, default_value = "5s", value_parser = crate::units::parse_duration)]
+    #[arg(short, long, default_value = "5s", value_parser = crate::units::parse_interval)]
     interval: Duration,
     #[command(flatten)]
     common: Common,
@@ -123,12 +123,12 @@ fn target(words: &[String], launching: bool) -> anyhow::Result<(Target, Vec<Stri
     }
     let pid = |text: &str| {
         text.parse::<u32>()
-            .map_err(|_| anyhow::anyhow!("\"{text}\" is not a pid"))
+            .map_err(|_| exit::usage(format!("\"{text}\" is not a pid")))
     };
     match words {
         [stop, p] if stop == "stop" => Ok((Target::Stop(pid(p)?), Vec::new())),
         [p, patterns @ ..] if !patterns.is_empty() => Ok((Target::Pid(pid(p)?), patterns.to_vec())),
-        _ => anyhow::bail!("give a pid and at least one method pattern (or `stop <pid>`, or patterns and `-- java ...`)"),
+        _ => Err(exit::usage("give a pid and at least one method pattern (or `stop <pid>`, or patterns and `-- java ...`)")),
     }
 }
 
@@ -234,8 +234,7 @@ fn attached(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<i3
         &INTERRUPTED,
         &|| false,
         &mut |_| {},
-        // Results and notes say what runs: the start needs no announcement.
-        |conversation| conversation.finish(&mut io::stdout(), Some(&mut |_| Ok(()))),
+        |conversation| conversation.finish(&mut io::stdout(), None),
     )?;
     if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
         eprintln!("jtap: the session ended: {why}");
@@ -246,5 +245,10 @@ fn attached(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<i3
 /// `jtap trace ... -- java ...`: the agent traces from the JVM's start; it ends the session at
 /// `-n` or `-d` by itself, and Ctrl-C reaches the JVM too.
 fn launched(options: &Options, common: &Common) -> anyhow::Result<i32> {
-    launch::run_with(options, &common.java, &mut io::stdout(), Some(&mut |_| Ok(())))
+    launch::run_with(
+        options,
+        &common.java,
+        &mut io::stdout(),
+        Some(&mut |_| Ok(())),
+    )
 }

@@ -8,12 +8,9 @@ use crate::model::Profile;
 /// Renders collapsed stacks, heaviest first.
 pub fn render(profile: &Profile, options: &ExportOptions) -> String {
     let mut out = String::new();
+    let counter = options.counter_for(profile);
     for (stack, counts) in profile.stacks() {
-        let count = if options.by_weight {
-            counts.weight
-        } else {
-            counts.samples
-        };
+        let count = counts.get(counter);
         if count == 0 {
             continue;
         }
@@ -59,7 +56,7 @@ mod tests {
         let weighted = render(
             &p,
             &ExportOptions {
-                by_weight: true,
+                counter: Some(crate::Counter::Total),
                 ..ExportOptions::default()
             },
         );

@@ -8,7 +8,7 @@
 use serde_json::json;
 
 use super::ExportOptions;
-use crate::model::{FrameId, FrameKind, Profile};
+use crate::model::{Counter, FrameId, FrameKind, Profile};
 
 const TEMPLATE: &str = include_str!("../../assets/flamegraph.html");
 
@@ -30,11 +30,11 @@ fn kind_index(kind: FrameKind) -> u64 {
 }
 
 /// Merges stacks into per-depth rows of `[x, width, frame, kind]`; row 0 is the root.
-fn flame_rows(profile: &Profile, by_weight: bool) -> (Vec<Vec<u64>>, u64) {
+fn flame_rows(profile: &Profile, counter: Counter) -> (Vec<Vec<u64>>, u64) {
     let mut stacks: Vec<(&[FrameId], u64)> = profile
         .stacks()
         .into_iter()
-        .map(|(s, c)| (s, if by_weight { c.weight } else { c.samples }))
+        .map(|(s, c)| (s, c.get(counter)))
         .filter(|(_, n)| *n > 0)
         .collect();
     // Sorted by frame names (ids break ties between kinds of one name), so that stacks
@@ -75,15 +75,12 @@ fn flame_rows(profile: &Profile, by_weight: bool) -> (Vec<Vec<u64>>, u64) {
 
 /// Renders the flame graph page.
 pub fn render(profile: &Profile, options: &ExportOptions) -> String {
-    let (rows, total) = flame_rows(profile, options.by_weight);
+    let counter = options.counter_for(profile);
+    let (rows, total) = flame_rows(profile, counter);
     let m = &profile.metadata;
     let mut names = vec!["all".to_string()];
     names.extend(profile.frames().iter().map(|f| f.name.clone()));
-    let unit = if options.by_weight {
-        m.weight_unit.as_str()
-    } else {
-        "samples"
-    };
+    let unit = m.unit(counter);
     let data = json!({
         "title": format!("{} profile ({})", m.event, if m.engine.is_empty() { &m.event } else { &m.engine }),
         "unit": unit,
@@ -105,7 +102,7 @@ mod tests {
     #[test]
     fn rows_merge_common_prefixes() {
         let p = sample_profile();
-        let (rows, total) = flame_rows(&p, false);
+        let (rows, total) = flame_rows(&p, Counter::Samples);
         assert_eq!(total, p.total_samples());
         // Depth 1: [gc_active] and Main.main (merged), depth 2: a, b, c.
         assert_eq!(rows[1].len(), 2 * 4);

@@ -10,7 +10,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-use crate::model::Profile;
+use crate::model::{Counter, Profile};
 
 pub use pprof::{decode as decode_pprof, PprofTotals};
 
@@ -38,8 +38,9 @@ pub enum Format {
 /// How to render.
 #[derive(Debug, Clone, Copy)]
 pub struct ExportOptions {
-    /// Count stacks by weight (ns, bytes) instead of samples.
-    pub by_weight: bool,
+    /// What stacks are counted by; `None`: the profile's default
+    /// ([`Metadata::default_counter`](crate::Metadata::default_counter)).
+    pub counter: Option<Counter>,
     /// Add async-profiler's frame-type suffixes (`_[j]`, `_[i]`, `_[k]`, `_[0]`) in collapsed output.
     pub annotate: bool,
     /// How many entries `traces`/`flat` show.
@@ -48,10 +49,18 @@ pub struct ExportOptions {
     pub inverted: bool,
 }
 
+impl ExportOptions {
+    /// The counter these options count `profile`'s stacks by.
+    pub fn counter_for(&self, profile: &Profile) -> Counter {
+        self.counter
+            .unwrap_or_else(|| profile.metadata.default_counter())
+    }
+}
+
 impl Default for ExportOptions {
     fn default() -> Self {
         ExportOptions {
-            by_weight: false,
+            counter: None,
             annotate: false,
             top: 10,
             inverted: false,

@@ -78,7 +78,8 @@ struct Function {
     system_name: i64,
 }
 
-/// The pprof sample types (count, weight) for an event, as Go's tools name them.
+/// The pprof sample types (events, weight) for an event, as Go's tools name them; for the
+/// time-based engines the events are the samples.
 fn sample_types(event: &str, weight_unit: &str) -> [(&'static str, String); 2] {
     match event {
         "alloc" => [
@@ -169,7 +170,7 @@ pub fn render(profile: &Profile) -> Vec<u8> {
                 .rev()
                 .map(|&f: &FrameId| f as u64 + 1)
                 .collect(),
-            value: vec![counts.samples as i64, counts.weight as i64],
+            value: vec![counts.events as i64, counts.weight as i64],
         })
         .collect();
     let message = PprofProfile {

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::ExportOptions;
-use crate::model::Profile;
+use crate::model::{Counter, Profile};
 
 /// Renders the profile as a speedscope file.
 pub fn render(profile: &Profile, options: &ExportOptions) -> String {
@@ -16,21 +16,15 @@ pub fn render(profile: &Profile, options: &ExportOptions) -> String {
         .collect();
     let mut samples = Vec::new();
     let mut weights = Vec::new();
+    let counter = options.counter_for(profile);
     for (stack, counts) in profile.stacks() {
         samples.push(stack.to_vec());
-        weights.push(if options.by_weight {
-            counts.weight
-        } else {
-            counts.samples
-        });
+        weights.push(counts.get(counter));
     }
     let total: u64 = weights.iter().sum();
-    let unit = if options.by_weight && m.weight_unit == "nanoseconds" {
-        "nanoseconds"
-    } else if options.by_weight && m.weight_unit == "bytes" {
-        "bytes"
-    } else {
-        "none"
+    let unit = match (counter, m.weight_unit.as_str()) {
+        (Counter::Total, unit @ ("nanoseconds" | "bytes")) => unit,
+        _ => "none",
     };
     json!({
         "$schema": "https://www.speedscope.app/file-format-schema.json",

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::ExportOptions;
-use crate::model::{FrameId, Profile};
+use crate::model::{Counter, FrameId, Profile, StackCounts};
 
 fn percent(part: u64, total: u64) -> f64 {
     if total == 0 {
@@ -38,11 +38,19 @@ pub fn summary(profile: &Profile) -> String {
     let _ = writeln!(out, "{:<22}: {}", "Total samples", total);
     let _ = writeln!(
         out,
-        "{:<22}: {} {}",
-        "Total weight",
-        profile.total_weight(),
-        m.weight_unit
+        "{:<22}: {}",
+        format!("Total {}", m.weight_unit),
+        profile.total_weight()
     );
+    let events = m.unit(Counter::Events);
+    if events != "samples" {
+        let _ = writeln!(
+            out,
+            "{:<22}: {}",
+            format!("Estimated {events}"),
+            profile.total(Counter::Events)
+        );
+    }
     let _ = writeln!(out, "{:<22}: {}", "Distinct stacks", profile.stack_count());
     for (reason, count) in &m.errors {
         let _ = writeln!(
@@ -76,29 +84,25 @@ fn format_interval(interval: u64, unit: &str) -> String {
     }
 }
 
-fn count_of(options: &ExportOptions, samples: u64, weight: u64) -> u64 {
-    if options.by_weight {
-        weight
-    } else {
-        samples
-    }
-}
-
-/// The top `options.top` stacks, leaf first, with their share.
+/// The top `options.top` stacks by the counter, leaf first, with the counter's value and
+/// share (of the same counter) and the samples taken.
 pub fn traces(profile: &Profile, options: &ExportOptions) -> String {
-    let unit = &profile.metadata.weight_unit;
-    let total = count_of(options, profile.total_samples(), profile.total_weight());
+    let m = &profile.metadata;
+    let counter = options.counter_for(profile);
+    let total = profile.total(counter);
     let mut stacks = profile.stacks();
-    stacks.sort_by_key(|(_, c)| std::cmp::Reverse(count_of(options, c.samples, c.weight)));
+    stacks.sort_by_key(|(_, c)| std::cmp::Reverse(c.get(counter)));
     let mut out = String::new();
     for (stack, counts) in stacks.into_iter().take(options.top) {
-        let count = count_of(options, counts.samples, counts.weight);
+        // Samples are shown beside any counter; with samples counted, the weight comes first.
+        let (value, unit) = match counter {
+            Counter::Samples => (counts.weight, m.weight_unit.as_str()),
+            _ => (counts.get(counter), m.unit(counter)),
+        };
         let _ = writeln!(
             out,
-            "--- {} {} ({:.2}%), {} samples",
-            counts.weight,
-            unit,
-            percent(count, total),
+            "--- {value} {unit} ({:.2}%), {} samples",
+            percent(counts.get(counter), total),
             counts.samples
         );
         for (depth, &id) in stack.iter().rev().enumerate() {
@@ -109,36 +113,52 @@ pub fn traces(profile: &Profile, options: &ExportOptions) -> String {
     out
 }
 
-/// The top `options.top` frames by self count (leaf frames), with their share.
+/// The top `options.top` frames by self value of the counter (leaf frames), with their
+/// share of the same counter and the samples taken.
 pub fn flat(profile: &Profile, options: &ExportOptions) -> String {
-    let unit = &profile.metadata.weight_unit;
-    let mut self_counts: HashMap<FrameId, (u64, u64)> = HashMap::new();
+    let m = &profile.metadata;
+    let counter = options.counter_for(profile);
+    let mut self_counts: HashMap<FrameId, StackCounts> = HashMap::new();
     for (stack, counts) in profile.stacks() {
         if let Some(&leaf) = stack.last() {
             let entry = self_counts.entry(leaf).or_default();
-            entry.0 += counts.samples;
-            entry.1 += counts.weight;
+            entry.samples += counts.samples;
+            entry.weight += counts.weight;
+            entry.events += counts.events;
         }
     }
-    let total = count_of(options, profile.total_samples(), profile.total_weight());
+    let total = profile.total(counter);
     let mut rows: Vec<_> = self_counts.into_iter().collect();
     rows.sort_by(|a, b| {
-        count_of(options, b.1 .0, b.1 .1)
-            .cmp(&count_of(options, a.1 .0, a.1 .1))
+        b.1.get(counter)
+            .cmp(&a.1.get(counter))
             .then_with(|| profile.frame(a.0).name.cmp(&profile.frame(b.0).name))
     });
+    // With samples counted, the first column is their weight (as async-profiler's).
+    let shown = match counter {
+        Counter::Samples => Counter::Total,
+        other => other,
+    };
     let mut out = String::new();
-    let _ = writeln!(out, "{:>14}  {:>7}  {:>8}  top", unit, "percent", "samples");
+    let _ = writeln!(
+        out,
+        "{:>14}  {:>7}  {:>8}  top",
+        m.unit(shown),
+        "percent",
+        "samples"
+    );
     let _ = writeln!(
         out,
         "{:>14}  {:>7}  {:>8}  ---",
         "----------", "-------", "-------"
     );
-    for (id, (samples, weight)) in rows.into_iter().take(options.top) {
-        let share = percent(count_of(options, samples, weight), total);
+    for (id, counts) in rows.into_iter().take(options.top) {
         let _ = writeln!(
             out,
-            "{weight:>14}  {share:>6.2}%  {samples:>8}  {}",
+            "{:>14}  {:>6.2}%  {:>8}  {}",
+            counts.get(shown),
+            percent(counts.get(counter), total),
+            counts.samples,
             profile.frame(id).name
         );
     }
@@ -181,6 +201,80 @@ mod tests {
             t.starts_with(
                 "--- 40000000 nanoseconds (50.00%), 4 samples\n  [ 0] Main.c\n  [ 1] Main.main"
             ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn allocation_reports_count_bytes_with_shares_of_bytes_and_real_sample_counts() {
+        let mut p = Profile::new(crate::Metadata {
+            event: "alloc".into(),
+            engine: "alloc".into(),
+            interval: 524_288,
+            weight_unit: "bytes".into(),
+            ..crate::Metadata::default()
+        });
+        let frame = |name: &str| crate::Frame::new(name, crate::FrameKind::Compiled);
+        let class = |name: &str| crate::Frame::new(name, crate::FrameKind::Class);
+        // Many small objects (few bytes, many objects) and a few big ones (most bytes).
+        let small = StackCounts {
+            samples: 3,
+            weight: 1_000,
+            events: 90_000,
+        };
+        let big = StackCounts {
+            samples: 5,
+            weight: 3_000,
+            events: 10,
+        };
+        p.add_frame_counts(&[frame("A.small"), class("java.lang.Integer")], small);
+        p.add_frame_counts(&[frame("A.big"), class("byte[]")], big);
+        let s = summary(&p);
+        assert!(s.contains("Total samples         : 8\n"), "{s}");
+        assert!(s.contains("Total bytes           : 4000\n"), "{s}");
+        assert!(s.contains("Estimated objects     : 90010\n"), "{s}");
+        let t = traces(&p, &ExportOptions::default());
+        assert!(
+            t.starts_with("--- 3000 bytes (75.00%), 5 samples\n  [ 0] byte[]"),
+            "{t}"
+        );
+        let f = flat(&p, &ExportOptions::default());
+        let rows: Vec<&str> = f.lines().collect();
+        assert!(
+            rows[0]
+                .split_whitespace()
+                .eq(["bytes", "percent", "samples", "top"]),
+            "{f}"
+        );
+        assert!(
+            rows[2]
+                .split_whitespace()
+                .eq(["3000", "75.00%", "5", "byte[]"]),
+            "{f}"
+        );
+        let by_objects = ExportOptions {
+            counter: Some(Counter::Events),
+            ..ExportOptions::default()
+        };
+        let f = flat(&p, &by_objects);
+        assert!(
+            f.lines()
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with("objects"),
+            "{f}"
+        );
+        assert!(
+            f.lines()
+                .nth(2)
+                .unwrap()
+                .contains("90000   99.99%         3  java.lang.Integer"),
+            "{f}"
+        );
+        let t = traces(&p, &by_objects);
+        assert!(
+            t.starts_with("--- 90000 objects (99.99%), 3 samples"),
             "{t}"
         );
     }
