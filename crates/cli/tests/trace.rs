@@ -782,22 +782,23 @@ fn values_are_capped_escaped_and_application_to_string_is_opt_in() {
             r#"workloads.Costly@"#,
             r#"{id=3, label="first", big=1099511627776}"#,
             "int[12]{0, 1, 4, 9, 16, 25, 36, 49, ...}",
-            r#"java.lang.Object[4]{"s", 4, workloads.Costly@"#,
-            r#"{id=9, label="in an array", big=1099511627776}, workloads.Throwing@"#,
+            r#"java.lang.Object[4]{workloads.Throwing@"#,
+            r#", "s", 4, workloads.Costly@"#,
+            r#"{id=9, label="in an array", big=1099511627776}}"#,
             r#"{id=7, label="in a list", big=1099511627776}, "line1\nline2"]"#,
             r#"{"k\n"=workloads.Costly@"#,
-            r#", "n"=5}, 12.50, 2024-02-29, 00000000-0000-0001-0000-0000000000002, SECONDS, class java.lang.String, 'x', 0.5]"#,
+            r#", "n"=5}, 12.50, 2024-02-29, 00000000-0000-0001-0000-000000000002, SECONDS, class java.lang.String, 'x', 0.5]"#,
             r#" -> workloads.Costly@"#,
             r#"label="result\tof show""#,
         ] {
             assert!(line.contains(part), "JDK {v}: no {part:?} in {line}");
         }
-        // The 1,000-letter string is cut to 256 characters (with its opening quote).
+        // The 1,000-letter string is cut to 256 characters, quotes included.
         let letters = line
             .split('"')
             .find(|s| s.starts_with("abcdefghij"))
             .unwrap_or_else(|| panic!("JDK {v}: {line}"));
-        assert_eq!(letters.len(), 255 + "...".len(), "JDK {v}: {letters}");
+        assert_eq!(letters.len(), 251 + "...".len(), "JDK {v}: {letters}");
         assert!(letters.ends_with("..."), "JDK {v}: {letters}");
 
         // --to-string: toString() of application objects, still capped and on one line.

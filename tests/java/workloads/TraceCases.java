@@ -219,7 +219,7 @@ final class CaseValues {
         map.put("k\n", new Costly(8, "in a map"));
         map.put("n", 5);
         show("tab\there\nnewline\r\u0001bell\u0007 \"quoted\" back\\slash", longText.toString(), new Costly(3, "first"),
-            ints, new Object[] {"s", 4L, new Costly(9, "in an array"), new Throwing()}, Collections.unmodifiableList(list), map,
+            ints, new Object[] {new Throwing(), "s", 4L, new Costly(9, "in an array")}, Collections.unmodifiableList(list), map,
             new BigDecimal("12.50"), LocalDate.of(2024, 2, 29), new UUID(1, 2), TimeUnit.SECONDS, String.class, 'x', 0.5);
         return Costly.toStringCalls;
     }

@@ -14,6 +14,7 @@ use crate::session::Session;
 use crate::trace::instrument::Tracing;
 use crate::trace::probes::{
     self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN,
+    CAPTURE_TO_STRING,
 };
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
@@ -67,6 +68,7 @@ impl Engine for TraceEngine {
             (plan.returns, CAPTURE_RETURN),
             (plan.exceptions, CAPTURE_THROWN),
             (plan.stack, CAPTURE_STACK),
+            (plan.to_string, CAPTURE_TO_STRING),
         ] {
             if on {
                 capture |= flag;

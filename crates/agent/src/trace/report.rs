@@ -19,6 +19,7 @@ use super::ffi::Jni;
 use super::instrument::Tracing;
 use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
+use super::values::escaped;
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
@@ -265,8 +266,9 @@ impl Reporter {
             .to_string();
         }
         let mut line = format!(
-            "{} [{thread}] {class}.{name} {}",
+            "{} [{}] {class}.{name} {}",
             time_of_day(wall),
+            escaped(thread),
             format_duration(duration_ns)
         );
         if let Some(args) = args {
@@ -355,7 +357,7 @@ impl Reporter {
             return json!({"time": time_of_day(wall), "time_ns": wall, "thread": thread, "truncated": truncated, "tree": tree.to_json(root.start)})
                 .to_string();
         }
-        let mut text = format!("{} [{thread}] {}", time_of_day(wall), names[0]);
+        let mut text = format!("{} [{}] {}", time_of_day(wall), escaped(thread), names[0]);
         if truncated > 0 {
             let _ = write!(text, " ({truncated} calls not recorded: tree full)");
         }
