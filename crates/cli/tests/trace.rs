@@ -5,7 +5,10 @@
 //! lambdas, recursion, switches, exceptions, a method over 32 KiB) traced without changing
 //! what the program computes, values whose toString() throws or is traced, the original bytes
 //! back after detach, instrumentation removed when the client is SIGKILLed, launch mode, and
-//! one-line errors for bad patterns.
+//! one-line errors for bad patterns. Against `workloads.TraceCases` (issue #12): values
+//! capped, escaped and described without application code unless `--to-string`, drops
+//! counted per session, unlinkable and hidden classes skipped quietly, the coarse clock
+//! named, overloads told apart and short times in microseconds.
 
 mod common;
 
@@ -377,7 +380,7 @@ fn calltree_shows_the_known_structure_and_times() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
         assert!(
-            lines[1].starts_with("0.00 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"),
+            lines[1].starts_with("0 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"),
             "{out}"
         );
         assert!(
@@ -507,18 +510,24 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
             .lines()
             .find(|l| l.contains("] workloads.Traced.describe "))
             .unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        // Application objects by class, identity hash and fields: their toString() (which
+        // throws, or is itself traced) is not called.
         assert!(
-            describe.contains("<toString() threw java.lang.IllegalStateException>"),
+            describe.contains("[workloads.Traced$Hostile@"),
             "JDK {v}: {describe}"
         );
         assert!(
             describe.contains("\"w7\", ... (100 elements)]"),
             "JDK {v}: collections capped: {describe}"
         );
-        assert!(describe.contains("-> Chatty(212)"), "JDK {v}: {describe}");
-        // Chatty's own methods are traced, except while a probe describes a value (re-entry).
         assert!(
-            calls("] workloads.Traced$Chatty.toString ") >= 1,
+            describe.contains("-> workloads.Traced$Chatty@") && describe.ends_with("{n=212}"),
+            "JDK {v}: {describe}"
+        );
+        // Chatty's toString(), called by the workload itself, is traced.
+        assert_eq!(
+            calls("] workloads.Traced$Chatty.toString "),
+            1,
             "JDK {v}: {out}"
         );
         assert!(stop.stdout.contains("restored "), "JDK {v}: {stop:?}");
@@ -813,7 +822,11 @@ fn values_are_capped_escaped_and_application_to_string_is_opt_in() {
             assert!(line.contains(part), "JDK {v}: no {part:?} in {line}");
         }
         let result = line.split(" -> ").nth(1).unwrap();
-        assert_eq!(result.chars().count(), 256 + "...".len(), "JDK {v}: {result}");
+        assert_eq!(
+            result.chars().count(),
+            256 + "...".len(),
+            "JDK {v}: {result}"
+        );
     }
 }
 
@@ -849,7 +862,10 @@ fn records_dropped_in_one_session_are_not_reported_by_the_next() {
         let mut note = String::new();
         while !note.contains("jtap: tracing:") {
             note.clear();
-            assert!(stderr.read_line(&mut note).unwrap() > 0, "JDK {v}: no start");
+            assert!(
+                stderr.read_line(&mut note).unwrap() > 0,
+                "JDK {v}: no start"
+            );
         }
         case(&jvm, dir.path(), "burst", 1);
         let stop = jtap(["trace", "stop", &pid]);
@@ -931,7 +947,10 @@ fn a_long_threshold_names_the_coarse_clock_and_prints_whole_milliseconds() {
         assert_eq!(code, 0, "JDK {v}: {err}");
         assert!(err.contains("coarse clock"), "JDK {v}: {err}");
         assert!(!err.contains("tsc clock"), "JDK {v}: {err}");
-        let line = out.lines().next().unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        let line = out
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("JDK {v}: {out}"));
         let duration = line.rsplit(' ').next().unwrap();
         let ms = duration
             .strip_suffix("ms")
@@ -1041,9 +1060,6 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
         let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {v}: {err}");
         assert_eq!(out.lines().count(), 3, "JDK {v}: {out}");
-        assert!(
-            out.lines().any(|l| l.ends_with("µs")),
-            "JDK {v}: {out}"
-        );
+        assert!(out.lines().any(|l| l.ends_with("µs")), "JDK {v}: {out}");
     }
 }

@@ -276,7 +276,12 @@ impl Jni {
 
     /// The id of instance field `name` (JVM type `signature`) of `class` or its superclasses.
     /// `class` must be initialised (the class of an existing object is), or this initialises it.
-    pub fn field_id(self, class: sys::jclass, name: &CStr, signature: &CStr) -> Option<sys::jfieldID> {
+    pub fn field_id(
+        self,
+        class: sys::jclass,
+        name: &CStr,
+        signature: &CStr,
+    ) -> Option<sys::jfieldID> {
         // SAFETY: valid env and class; NUL-terminated strings.
         let id = unsafe { jni!(self.0, GetFieldID(class, name.as_ptr(), signature.as_ptr())) }
             .unwrap_or(ptr::null_mut());
@@ -297,9 +302,9 @@ impl Jni {
                 Some(b'J') => Value::Long(jni!(env, GetLongField(object, id)).unwrap_or(0)),
                 Some(b'F') => Value::Float(jni!(env, GetFloatField(object, id)).unwrap_or(0.0)),
                 Some(b'D') => Value::Double(jni!(env, GetDoubleField(object, id)).unwrap_or(0.0)),
-                _ => Value::Object(
-                    jni!(env, GetObjectField(object, id)).unwrap_or(ptr::null_mut()),
-                ),
+                _ => {
+                    Value::Object(jni!(env, GetObjectField(object, id)).unwrap_or(ptr::null_mut()))
+                }
             }
         }
     }
@@ -330,7 +335,9 @@ impl Jni {
             }};
         }
         match code {
-            b'Z' => region!(GetBooleanArrayRegion, sys::jboolean, 0, |v| Value::Boolean(v != 0)),
+            b'Z' => region!(GetBooleanArrayRegion, sys::jboolean, 0, |v| Value::Boolean(
+                v != 0
+            )),
             b'B' => region!(GetByteArrayRegion, sys::jbyte, 0, Value::Byte),
             b'C' => region!(GetCharArrayRegion, sys::jchar, 0, Value::Char),
             b'S' => region!(GetShortArrayRegion, sys::jshort, 0, Value::Short),
@@ -664,13 +671,22 @@ pub fn is_modifiable(env: Env, class: sys::jclass) -> bool {
 }
 
 /// Whether the class has been linked (verified and prepared): before that, the VM reports
-/// its methods' bytecodes differently.
+/// its methods' bytecodes differently, and linking may still fail.
 pub fn is_linked(env: Env, class: sys::jclass) -> bool {
+    let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
+    class_status(env, class).is_some_and(|status| status & linked == linked)
+}
+
+/// Whether the class is in the error state (its linking or static initialiser failed).
+pub fn is_erroneous(env: Env, class: sys::jclass) -> bool {
+    class_status(env, class)
+        .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
+}
+
+fn class_status(env: Env, class: sys::jclass) -> Option<sys::jint> {
     let mut status: sys::jint = 0;
     // SAFETY: valid env; class is a live reference; out-parameter on our stack.
-    let known = unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) };
-    let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
-    known && status & linked == linked
+    unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) }.then_some(status)
 }
 
 /// Lets `module` read `to` (so classes of a named module can call the runtime class, which
@@ -724,6 +740,17 @@ pub fn monotonic_coarse_ns() -> u64 {
     };
     // SAFETY: clock_gettime writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The resolution of `CLOCK_MONOTONIC_COARSE` in nanoseconds (1/HZ).
+pub fn monotonic_coarse_resolution_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes one timespec we own.
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

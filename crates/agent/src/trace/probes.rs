@@ -46,7 +46,7 @@ const SHARDS: usize = 64;
 struct Shard(AtomicU64);
 /// Probes read the coarse clock (long thresholds), else [`ticks`].
 static COARSE: AtomicBool = AtomicBool::new(false);
-/// Records dropped because the queue was full.
+/// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Capture `this` and the arguments (entry probes with values).
@@ -196,6 +196,7 @@ pub fn activate(settings: &Settings) -> u32 {
         settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS,
         Relaxed,
     );
+    DROPPED.store(0, Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -207,12 +208,30 @@ pub fn deactivate() {
     GENERATION.fetch_add(1, Relaxed);
 }
 
+/// Whether the session's probes read the coarse clock (see [`COARSE_THRESHOLD_NS`]).
+pub fn coarse() -> bool {
+    COARSE.load(Relaxed)
+}
+
+/// The clock the session's probes read, as the summary names it.
+pub fn clock_name() -> String {
+    if coarse() {
+        let resolution = super::ffi::monotonic_coarse_resolution_ns();
+        format!(
+            "coarse clock, {} ms resolution",
+            (resolution + 500_000) / 1_000_000
+        )
+    } else {
+        format!("{} clock", clock::clock().name())
+    }
+}
+
 /// Probe calls so far (approximate, see [`CALLS`]).
 pub fn calls() -> u64 {
     CALLS.iter().map(|s| s.0.load(Relaxed)).sum()
 }
 
-/// Records dropped so far because the queue was full.
+/// Records dropped because the queue was full since the session started.
 pub fn dropped() -> u64 {
     DROPPED.load(Relaxed)
 }

@@ -311,8 +311,8 @@ impl Describer {
             "java/math/BigDecimal" => self
                 .jni
                 .field_id(class, c"intVal", c"Ljava/math/BigInteger;")
-                .and_then(|id| {
-                    match self.jni.field_value(object, id, "Ljava/math/BigInteger;") {
+                .and_then(
+                    |id| match self.jni.field_value(object, id, "Ljava/math/BigInteger;") {
                         Value::Object(big) if !big.is_null() => {
                             let big_class = self.jni.object_class(big);
                             let words = self.big_integer_words(big, big_class);
@@ -321,8 +321,8 @@ impl Describer {
                             words
                         }
                         _ => None,
-                    }
-                }),
+                    },
+                ),
             _ => None,
         };
         if let Some(words) = words.filter(|&w| w > BIG_WORDS) {
@@ -419,7 +419,14 @@ impl Describer {
     }
 
     /// `[a, b, ... (100 elements)]`, `{k=v, ...}`: the first elements, by iterating.
-    fn collection(&self, object: sys::jobject, map: bool, cap: usize, depth: u32, out: &mut String) {
+    fn collection(
+        &self,
+        object: sys::jobject,
+        map: bool,
+        cap: usize,
+        depth: u32,
+        out: &mut String,
+    ) {
         let known = self.known;
         let items = if map {
             self.jni.call_object(object, known.entry_set)
@@ -594,7 +601,9 @@ fn is_jdk_collection(internal: &str) -> bool {
         internal
             .strip_prefix(c)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('$'))
-    }) || JDK_COLLECTION_PREFIXES.iter().any(|p| internal.starts_with(p))
+    }) || JDK_COLLECTION_PREFIXES
+        .iter()
+        .any(|p| internal.starts_with(p))
 }
 
 /// A primitive as Java prints it (`char` quoted).
