@@ -5,7 +5,10 @@
 //! lambdas, recursion, switches, exceptions, a method over 32 KiB) traced without changing
 //! what the program computes, values whose toString() throws or is traced, the original bytes
 //! back after detach, instrumentation removed when the client is SIGKILLed, launch mode, and
-//! one-line errors for bad patterns.
+//! one-line errors for bad patterns. Against `workloads.TraceCases` (issue #12): values
+//! capped, escaped and described without application code unless `--to-string`, drops
+//! counted per session, unlinkable and hidden classes skipped quietly, the coarse clock
+//! named, overloads told apart and short times in microseconds.
 
 mod common;
 
@@ -377,7 +380,7 @@ fn calltree_shows_the_known_structure_and_times() {
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
         assert!(
-            lines[1].starts_with("0.00 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"),
+            lines[1].starts_with("0 [") && lines[1].ends_with(", 100%] - workloads.Traced.a"),
             "{out}"
         );
         assert!(
@@ -507,18 +510,24 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
             .lines()
             .find(|l| l.contains("] workloads.Traced.describe "))
             .unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        // Application objects by class, identity hash and fields: their toString() (which
+        // throws, or is itself traced) is not called.
         assert!(
-            describe.contains("<toString() threw java.lang.IllegalStateException>"),
+            describe.contains("[workloads.Traced$Hostile@"),
             "JDK {v}: {describe}"
         );
         assert!(
             describe.contains("\"w7\", ... (100 elements)]"),
             "JDK {v}: collections capped: {describe}"
         );
-        assert!(describe.contains("-> Chatty(212)"), "JDK {v}: {describe}");
-        // Chatty's own methods are traced, except while a probe describes a value (re-entry).
         assert!(
-            calls("] workloads.Traced$Chatty.toString ") >= 1,
+            describe.contains("-> workloads.Traced$Chatty@") && describe.ends_with("{n=106}"),
+            "JDK {v}: {describe}"
+        );
+        // Chatty's toString(), called by the workload itself, is traced.
+        assert_eq!(
+            calls("] workloads.Traced$Chatty.toString "),
+            1,
             "JDK {v}: {out}"
         );
         assert!(stop.stdout.contains("restored "), "JDK {v}: {stop:?}");
@@ -706,5 +715,351 @@ fn bad_patterns_are_one_line_usage_errors() {
             result.stderr.contains("pattern") || result.stderr.contains("calltree"),
             "{args:?}: {result:?}"
         );
+    }
+}
+
+/// The `workloads.TraceCases` workload, waiting for `<action><N>` files in a fresh directory.
+fn cases(jdk: &Jdk) -> (JavaProcess, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let jvm = JavaProcess::builder(jdk, "workloads.TraceCases")
+        .cwd(dir.path())
+        .start();
+    (jvm, dir)
+}
+
+/// Runs action `action` as the workload's `n`th and returns what its `DONE` line says after
+/// `DONE <action> <n> `.
+fn case(jvm: &JavaProcess, dir: &Path, action: &str, n: u32) -> String {
+    std::fs::write(dir.join(format!("{action}{n}")), b"").unwrap();
+    let prefix = format!("DONE {action} {n} ");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = jvm.stdout.text();
+        if let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) {
+            return line[prefix.len()..].to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{action} {n} did not finish: {text} {}",
+            jvm.stderr.text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Traces one call of `CaseValues.show` with `extra` options; returns its line and what the
+/// workload's `DONE` line says.
+fn show_call(jvm: &mut JavaProcess, dir: &Path, n: u32, extra: &[&str]) -> (String, String) {
+    let pid = jvm.pid().to_string();
+    let mut args = vec![
+        "trace",
+        &pid,
+        "workloads.CaseValues::show",
+        "--args",
+        "--return",
+        "-n",
+        "1",
+        "-d",
+        "60s",
+    ];
+    args.extend_from_slice(extra);
+    let mut trace = Background::start(&args, dir);
+    trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let done = case(jvm, dir, "values", n);
+    let (code, out, err) = trace.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "one line per call: {out}");
+    let line = lines[0].to_string();
+    assert!(
+        !line.chars().any(|c| c.is_control()),
+        "control characters: {line:?}"
+    );
+    (line, done)
+}
+
+#[test]
+fn values_are_capped_escaped_and_application_to_string_is_opt_in() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, dir) = cases(jdk);
+        let (line, done) = show_call(&mut jvm, dir.path(), 1, &[]);
+        assert_eq!(done, "toString 0", "JDK {v}: toString() called: {line}");
+        for part in [
+            r#"["tab\there\nnewline\r\u0001bell\u0007 \"quoted\" back\\slash", "abcdefghijklmnopqrstuvwxyz"#,
+            r#"workloads.Costly@"#,
+            r#"{id=3, label="first", big=1099511627776}"#,
+            "int[12]{0, 1, 4, 9, 16, 25, 36, 49, ...}",
+            r#"java.lang.Object[4]{workloads.Throwing@"#,
+            r#", "s", 4, workloads.Costly@"#,
+            r#"{id=9, label="in an array", big=1099511627776}}"#,
+            r#"{id=7, label="in a list", big=1099511627776}, "line1\nline2"]"#,
+            r#"{"k\n"=workloads.Costly@"#,
+            r#", "n"=5}, 12.50, 2024-02-29, 00000000-0000-0001-0000-000000000002, SECONDS, class java.lang.String, 'x', 0.5]"#,
+            r#" -> workloads.Costly@"#,
+            r#"label="result\tof show""#,
+        ] {
+            assert!(line.contains(part), "JDK {v}: no {part:?} in {line}");
+        }
+        // The 1,000-letter string is cut to 256 characters, quotes included.
+        let letters = line
+            .split('"')
+            .find(|s| s.starts_with("abcdefghij"))
+            .unwrap_or_else(|| panic!("JDK {v}: {line}"));
+        assert_eq!(letters.len(), 251 + "...".len(), "JDK {v}: {letters}");
+        assert!(letters.ends_with("..."), "JDK {v}: {letters}");
+
+        // --to-string: toString() of application objects, still capped and on one line.
+        let (line, done) = show_call(&mut jvm, dir.path(), 2, &["--to-string"]);
+        let calls: u32 = done.trim_start_matches("toString ").parse().unwrap();
+        assert!(calls >= 1, "JDK {v}: {done}: {line}");
+        for part in [
+            r#"Costly line 0 of first\nCostly line 1 of first\n"#,
+            "<toString() threw java.lang.IllegalStateException>",
+            r#" -> Costly line 0 of result\tof show\n"#,
+        ] {
+            assert!(line.contains(part), "JDK {v}: no {part:?} in {line}");
+        }
+        let result = line.split(" -> ").nth(1).unwrap();
+        assert_eq!(
+            result.chars().count(),
+            256 + "...".len(),
+            "JDK {v}: {result}"
+        );
+    }
+}
+
+/// The `N dropped (queue full)` of a stop report.
+fn dropped(report: &str) -> u64 {
+    let at = report
+        .find(" dropped (queue full)")
+        .unwrap_or_else(|| panic!("no drop count: {report}"));
+    report[..at]
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no drop count: {report}"))
+}
+
+#[test]
+fn records_dropped_in_one_session_are_not_reported_by_the_next() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, dir) = cases(jdk);
+        let pid = jvm.pid().to_string();
+        // Two threads calling a tiny traced method outrun the reporting thread.
+        let mut flood = Command::new(jtap_bin())
+            .args(["trace", &pid, "workloads.CaseHot::tiny", "-d", "120s"])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(flood.stderr.take().unwrap());
+        let mut note = String::new();
+        while !note.contains("jtap: tracing:") {
+            note.clear();
+            assert!(
+                stderr.read_line(&mut note).unwrap() > 0,
+                "JDK {v}: no start"
+            );
+        }
+        case(&jvm, dir.path(), "burst", 1);
+        let stop = jtap(["trace", "stop", &pid]);
+        assert_eq!(stop.code, 0, "JDK {v}: {stop:?}");
+        let _ = flood.wait();
+        let first = dropped(&stop.stdout);
+        assert!(first > 0, "JDK {v}: nothing dropped: {}", stop.stdout);
+
+        let quiet = jtap(["trace", &pid, "workloads.NoSuchClass", "-d", "1s"]);
+        assert_eq!(quiet.code, 0, "JDK {v}: {quiet:?}");
+        assert_eq!(dropped(&quiet.stderr), 0, "JDK {v}: {}", quiet.stderr);
+        eprintln!("JDK {v}: {first} dropped in the first session, 0 in the next");
+    }
+}
+
+#[test]
+fn broad_patterns_skip_unlinkable_and_hidden_classes_in_one_line_each() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, _dir) = cases(jdk);
+        let pid = jvm.pid().to_string();
+        let broad = jtap(["trace", &pid, "workloads.*", "-d", "2s"]);
+        assert_eq!(broad.code, 0, "JDK {v}: {broad:?}");
+        let err = &broad.stderr;
+        assert!(
+            err.contains("2 classes skipped: not linkable"),
+            "JDK {v}: {err}"
+        );
+        assert!(!err.contains("INVALID_CLASS"), "JDK {v}: {err}");
+        assert!(!err.contains("$$Lambda"), "JDK {v}: {err}");
+        let hidden = err
+            .lines()
+            .find(|l| l.contains(" hidden/lambda classes"))
+            .unwrap_or_else(|| panic!("JDK {v}: {err}"));
+        let count: u32 = hidden
+            .split_whitespace()
+            .find_map(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("JDK {v}: {hidden}"));
+        assert!(count >= 5, "JDK {v}: {hidden}");
+        assert_restored(err, &format!("JDK {v} broad"));
+
+        let none = jtap(["trace", &pid, "workloads.NotLoaded*::run", "-d", "1s"]);
+        assert_eq!(none.code, 0, "JDK {v}: {none:?}");
+        assert!(
+            none.stderr.contains(
+                "jtap: no loaded class matches workloads.NotLoaded*::run; waiting for classes loaded later"
+            ),
+            "JDK {v}: {}",
+            none.stderr
+        );
+    }
+}
+
+#[test]
+fn a_long_threshold_names_the_coarse_clock_and_prints_whole_milliseconds() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::round",
+                "--threshold",
+                "100ms",
+                "-n",
+                "1",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        assert!(err.contains("coarse clock"), "JDK {v}: {err}");
+        assert!(!err.contains("tsc clock"), "JDK {v}: {err}");
+        let line = out
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("JDK {v}: {out}"));
+        let duration = line.rsplit(' ').next().unwrap();
+        let ms = duration
+            .strip_suffix("ms")
+            .map(|n| n.replace(',', ""))
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(
+            ms.is_some_and(|ms| ms >= 100),
+            "JDK {v}: not whole milliseconds: {line}"
+        );
+    }
+}
+
+#[test]
+fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, dir) = cases(jdk);
+        let pid = jvm.pid().to_string();
+        // A glob entry: every method of the class is an entry and a callee at once.
+        let mut tree = Background::start(
+            &[
+                "calltree",
+                &pid,
+                "workloads.CaseOverloads::*",
+                "-n",
+                "1",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        tree.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        case(&jvm, dir.path(), "overloads", 1);
+        let (code, out, err) = tree.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        let nodes: Vec<&str> = out.lines().skip(1).collect();
+        let named = |name: &str| nodes.iter().filter(|l| l.ends_with(name)).count();
+        assert_eq!(
+            named("- workloads.CaseOverloads.work(int) (2 calls)"),
+            1,
+            "JDK {v}: {out}"
+        );
+        assert_eq!(
+            named("- workloads.CaseOverloads.work(String)"),
+            1,
+            "JDK {v}: {out}"
+        );
+        // spin once under each work, not also as a call site of it.
+        assert_eq!(
+            nodes
+                .iter()
+                .filter(|l| l.contains("- workloads.CaseOverloads.spin"))
+                .count(),
+            2,
+            "JDK {v}: {out}"
+        );
+        assert!(out.contains("µs"), "JDK {v}: {out}");
+        assert!(!out.contains("0.00"), "JDK {v}: {out}");
+
+        let mut monitor = Background::start(
+            &[
+                "monitor",
+                &pid,
+                "workloads.CaseOverloads::work",
+                "-i",
+                "500ms",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        case(&jvm, dir.path(), "overloads", 2);
+        std::thread::sleep(Duration::from_millis(700));
+        let stop = jtap(["trace", "stop", &pid]);
+        assert_eq!(stop.code, 0, "JDK {v}: {stop:?}");
+        let (code, out, err) = monitor.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        let row = |name: &str| {
+            out.lines()
+                .find(|l| l.starts_with(name) && l.split_whitespace().nth(1) != Some("0"))
+                .unwrap_or_else(|| panic!("JDK {v}: no {name}: {out}"))
+                .to_string()
+        };
+        for name in [
+            "workloads.CaseOverloads.work(int) ",
+            "workloads.CaseOverloads.work(String) ",
+        ] {
+            assert!(row(name).contains("µs"), "JDK {v}: {out}");
+        }
+
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.CaseOverloads::work",
+                "-n",
+                "3",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        case(&jvm, dir.path(), "overloads", 3);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        assert_eq!(out.lines().count(), 3, "JDK {v}: {out}");
+        assert!(out.lines().any(|l| l.ends_with("µs")), "JDK {v}: {out}");
     }
 }

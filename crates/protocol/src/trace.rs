@@ -15,7 +15,7 @@
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
-//!          | "args" | "return" | "exceptions" | "stack" | "json"
+//!          | "args" | "return" | "exceptions" | "stack" | "to-string" | "json"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -282,6 +282,9 @@ pub struct Plan {
     pub exceptions: bool,
     /// Capture the Java stack of each reported call.
     pub stack: bool,
+    /// Describe application objects by calling their `toString()` (runs application code;
+    /// by default they are shown as `Class@hash{fields}`).
+    pub to_string: bool,
     /// Output JSON lines instead of text.
     pub json: bool,
 }
@@ -327,6 +330,7 @@ impl Plan {
                 "return" => plan.returns = true,
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
+                "to-string" => plan.to_string = true,
                 "json" => plan.json = true,
                 _ => return Err(format!("unknown trace plan item {token:?}")),
             }
@@ -365,6 +369,7 @@ impl fmt::Display for Plan {
             (self.returns, "return"),
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
+            (self.to_string, "to-string"),
             (self.json, "json"),
         ] {
             if on {
@@ -449,6 +454,7 @@ mod tests {
             returns: true,
             exceptions: false,
             stack: true,
+            to_string: true,
             json: true,
         };
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));

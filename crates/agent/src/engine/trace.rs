@@ -13,7 +13,7 @@ use super::{Context, Engine, Report};
 use crate::session::Session;
 use crate::trace::instrument::Tracing;
 use crate::trace::probes::{
-    self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN,
+    self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN, CAPTURE_TO_STRING,
 };
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
@@ -33,16 +33,21 @@ impl TraceEngine {
             return "trace: not running".into();
         };
         let registry = tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
-        format!(
-            "trace ({}, {} clock): {} classes instrumented at start, {} methods instrumented, {} {} reported, {} dropped (queue full)",
+        let mut text = format!(
+            "trace ({}, {}): {} classes instrumented at start, {} methods instrumented, {} {} reported, {} dropped (queue full)",
             tracing.plan.mode.name(),
-            crate::trace::clock::clock().name(),
+            probes::clock_name(),
             self.classes,
             registry.methods.len(),
             self.output.reported.load(std::sync::atomic::Ordering::Relaxed),
             if tracing.plan.mode == Mode::Calltree { "trees" } else { "calls" },
             probes::dropped()
-        )
+        );
+        for note in tracing.skipped().notes() {
+            text.push_str("; ");
+            text.push_str(&note);
+        }
+        text
     }
 }
 
@@ -67,6 +72,7 @@ impl Engine for TraceEngine {
             (plan.returns, CAPTURE_RETURN),
             (plan.exceptions, CAPTURE_THROWN),
             (plan.stack, CAPTURE_STACK),
+            (plan.to_string, CAPTURE_TO_STRING),
         ] {
             if on {
                 capture |= flag;
@@ -111,10 +117,14 @@ impl Engine for TraceEngine {
             .methods
             .len();
         self.output.note(format!(
-            "tracing: {} loaded classes instrumented ({methods} methods) in {} ms; classes loaded from now on are instrumented as they load",
+            "tracing: {} loaded classes instrumented ({methods} methods) in {} ms ({}); classes loaded from now on are instrumented as they load",
             self.classes,
-            started.elapsed().as_millis()
+            started.elapsed().as_millis(),
+            probes::clock_name()
         ));
+        for note in tracing.skipped().notes() {
+            self.output.note(note);
+        }
         self.tracing = Some(tracing);
         Ok(())
     }

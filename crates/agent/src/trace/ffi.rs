@@ -1,6 +1,7 @@
 //! The JNI and JVMTI calls tracing makes that have no wrapper in `jtap-jvmti`: defining and
-//! binding the runtime class, turning Java values into bounded text, thread names, module
-//! reads, bytecodes and the allocation that a class-file hook returns. This is the tracing
+//! binding the runtime class, reading Java values (fields, arrays, strings, class names,
+//! identity hashes; see [`super::values`] for what is shown), thread names, module reads,
+//! bytecodes and the allocation that a class-file hook returns. This is the tracing
 //! FFI module: every `unsafe` block of `trace` lives here.
 
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -199,251 +200,251 @@ impl Jni {
         Some(result)
     }
 
-    /// `object` as bounded text: strings quoted, arrays and collections by their first
-    /// elements, everything else by `toString()`; at most `cap` characters, longer text cut
-    /// with `...`. Never leaves an exception pending. Call inside [`Jni::with_local_frame`].
-    pub fn describe(self, object: sys::jobject, cap: usize) -> String {
-        let mut out = String::new();
-        self.describe_into(object, cap, 0, &mut out);
-        cut(out, cap)
+    /// The signature of `class` (`Ljava/lang/String;`, `[I`), from JVMTI: no Java code runs.
+    pub fn class_signature(self, env: Env, class: sys::jclass) -> Option<String> {
+        // SAFETY: valid env; class is a live reference.
+        unsafe { env.class_signature(class) }.ok()
     }
 
-    fn describe_into(self, object: sys::jobject, cap: usize, depth: u32, out: &mut String) {
-        if object.is_null() {
-            out.push_str("null");
-            return;
-        }
-        let Some(ids) = Ids::get(self) else {
-            out.push_str("<unavailable>");
-            return;
-        };
-        // SAFETY (all calls below): valid env; object is a live local reference; method ids
-        // come from the classes they are called on; results are checked for exceptions.
-        let class = unsafe { jni!(self.0, GetObjectClass(object)) }.unwrap_or(ptr::null_mut());
-        let name = self
-            .call_string(class, ids.class_get_name, &[])
-            .unwrap_or_default();
-        self.delete_local(class);
-        if name == "java.lang.String" {
-            out.push('"');
-            out.push_str(&self.string(object, cap).unwrap_or_default());
-            out.push('"');
-            return;
-        }
-        if let Some(element) = name.strip_prefix('[') {
-            // SAFETY: object is an array.
-            let len = unsafe { jni!(self.0, GetArrayLength(object)) }
-                .unwrap_or(0)
-                .max(0);
-            if element.starts_with(['L', '[']) && depth < 2 {
-                out.push('[');
-                for i in 0..len.min(ELEMENTS as i32) {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    // SAFETY: i < len.
-                    let item = unsafe { jni!(self.0, GetObjectArrayElement(object, i)) }
-                        .unwrap_or(ptr::null_mut());
-                    self.clear_exception();
-                    self.describe_into(item, cap, depth + 1, out);
-                    self.delete_local(item);
-                    if out.len() > cap {
-                        break;
-                    }
-                }
-                if len as usize > ELEMENTS {
-                    out.push_str(", ...");
-                }
-                out.push(']');
-                return;
-            }
-            if let Some(&(_, to_string, copy_of)) = ids
-                .arrays
-                .iter()
-                .find(|(code, _, _)| element.as_bytes().first() == Some(code))
-            {
-                let mut array = object;
-                if len as usize > ELEMENTS {
-                    let args = [
-                        sys::jvalue { l: object },
-                        sys::jvalue { i: ELEMENTS as i32 },
-                    ];
-                    array = unsafe {
-                        jni!(
-                            self.0,
-                            CallStaticObjectMethodA(ids.arrays_class.0, copy_of, args.as_ptr())
-                        )
-                    }
-                    .unwrap_or(ptr::null_mut());
-                    if self.clear_exception() {
-                        array = ptr::null_mut();
-                    }
-                }
-                let args = [sys::jvalue { l: array }];
-                let text = unsafe {
-                    jni!(
-                        self.0,
-                        CallStaticObjectMethodA(ids.arrays_class.0, to_string, args.as_ptr())
-                    )
-                }
-                .unwrap_or(ptr::null_mut());
-                let text = if self.clear_exception() {
-                    None
-                } else {
-                    self.string(text, cap)
-                };
-                let text = text.unwrap_or_default();
-                if len as usize > ELEMENTS {
-                    out.push_str(text.strip_suffix(']').unwrap_or(&text));
-                    out.push_str(", ...]");
-                } else {
-                    out.push_str(&text);
-                }
-                return;
-            }
-        }
-        if depth < 2 {
-            for (interface, via_entries) in [(ids.collection, false), (ids.map, true)] {
-                // SAFETY: both are class references.
-                if unsafe { jni!(self.0, IsInstanceOf(object, interface.0)) } == Some(1) {
-                    self.describe_collection(object, via_entries, ids, cap, depth, out);
-                    return;
-                }
-            }
-        }
-        match self.call_string(object, ids.to_string, &[]) {
-            Ok(text) => out.push_str(&text),
-            Err(thrown) => out.push_str(&format!("<toString() threw {thrown}>")),
-        }
+    /// The identity hash code of `object` (what `System.identityHashCode` returns).
+    pub fn identity_hash(self, env: Env, object: sys::jobject) -> Option<i32> {
+        let mut hash: sys::jint = 0;
+        // SAFETY: valid env; object is a live reference; out-parameter on our stack.
+        unsafe { jvmti!(env.raw(), GetObjectHashCode(object, &mut hash)) }.then_some(hash)
     }
 
-    fn describe_collection(
-        self,
-        object: sys::jobject,
-        map: bool,
-        ids: &Ids,
-        cap: usize,
-        depth: u32,
-        out: &mut String,
-    ) {
-        let call_object = |target: sys::jobject, method: sys::jmethodID| -> sys::jobject {
-            // SAFETY: valid env; method belongs to target's type; exceptions cleared below.
-            let result = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
-                .unwrap_or(ptr::null_mut());
-            if self.clear_exception() {
-                ptr::null_mut()
-            } else {
-                result
-            }
-        };
-        let collection = if map {
-            call_object(object, ids.entry_set)
-        } else {
-            object
-        };
-        if collection.is_null() {
-            out.push_str("<unavailable>");
-            return;
+    /// The first `most` instance fields `class` itself declares, in declaration order.
+    pub fn instance_fields(self, env: Env, class: sys::jclass, most: usize) -> Vec<Field> {
+        const ACC_STATIC: sys::jint = 0x0008;
+        let (mut count, mut ids): (sys::jint, *mut sys::jfieldID) = (0, ptr::null_mut());
+        // SAFETY: valid env and class; out-parameters on our stack.
+        if !unsafe { jvmti!(env.raw(), GetClassFields(class, &mut count, &mut ids)) }
+            || ids.is_null()
+        {
+            return Vec::new();
         }
-        // SAFETY: valid env; collection is a java.util.Collection.
-        let size =
-            unsafe { jni!(self.0, CallIntMethodA(collection, ids.size, ptr::null())) }.unwrap_or(0);
-        self.clear_exception();
-        let iterator = call_object(collection, ids.iterator);
-        out.push(if map { '{' } else { '[' });
-        let mut shown = 0;
-        while !iterator.is_null() && shown < ELEMENTS && out.len() <= cap {
-            // SAFETY: iterator is a java.util.Iterator.
-            let more = unsafe {
-                jni!(
-                    self.0,
-                    CallBooleanMethodA(iterator, ids.has_next, ptr::null())
-                )
-            } == Some(1);
-            if self.clear_exception() || !more {
+        // SAFETY: JVMTI returned `count` field ids it allocated; copied, then freed once.
+        let all = unsafe { std::slice::from_raw_parts(ids, count.max(0) as usize) }.to_vec();
+        deallocate(env, ids.cast());
+        let mut fields = Vec::new();
+        for id in all {
+            if fields.len() == most {
                 break;
             }
-            let item = call_object(iterator, ids.next);
-            if shown > 0 {
-                out.push_str(", ");
+            let mut modifiers: sys::jint = 0;
+            // SAFETY: valid env, class and field id; out-parameter on our stack.
+            if !unsafe { jvmti!(env.raw(), GetFieldModifiers(class, id, &mut modifiers)) }
+                || modifiers & ACC_STATIC != 0
+            {
+                continue;
             }
-            self.describe_into(item, cap, depth + 1, out);
-            self.delete_local(item);
-            shown += 1;
+            let (mut name, mut signature): (*mut c_char, *mut c_char) =
+                (ptr::null_mut(), ptr::null_mut());
+            // SAFETY: as above; a null generic pointer is allowed.
+            if !unsafe {
+                jvmti!(
+                    env.raw(),
+                    GetFieldName(class, id, &mut name, &mut signature, ptr::null_mut())
+                )
+            } {
+                continue;
+            }
+            let text = |p: *mut c_char| {
+                // SAFETY: JVMTI returned a NUL-terminated string (or null) it allocated.
+                let owned = (!p.is_null())
+                    .then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+                if !p.is_null() {
+                    deallocate(env, p.cast());
+                }
+                owned.unwrap_or_default()
+            };
+            let (name, signature) = (text(name), text(signature));
+            fields.push(Field {
+                id,
+                name,
+                signature,
+            });
         }
-        if (size as usize) > shown {
-            out.push_str(&format!(
-                "{}... ({size} elements)",
-                if shown > 0 { ", " } else { "" }
-            ));
-        }
-        out.push(if map { '}' } else { ']' });
+        fields
     }
 
-    /// Calls a `String`-returning method; on an exception, its class name as the error.
-    fn call_string(
+    /// The superclass of `class` (a local reference), or null for `Object` and interfaces.
+    pub fn superclass(self, class: sys::jclass) -> sys::jclass {
+        // SAFETY: valid env; class is a live reference.
+        unsafe { jni!(self.0, GetSuperclass(class)) }.unwrap_or(ptr::null_mut())
+    }
+
+    /// The id of instance field `name` (JVM type `signature`) of `class` or its superclasses.
+    /// `class` must be initialised (the class of an existing object is), or this initialises it.
+    pub fn field_id(
         self,
+        class: sys::jclass,
+        name: &CStr,
+        signature: &CStr,
+    ) -> Option<sys::jfieldID> {
+        // SAFETY: valid env and class; NUL-terminated strings.
+        let id = unsafe { jni!(self.0, GetFieldID(class, name.as_ptr(), signature.as_ptr())) }
+            .unwrap_or(ptr::null_mut());
+        (!self.clear_exception() && !id.is_null()).then_some(id)
+    }
+
+    /// The value of field `id` of `object`, of JVM type `signature`: a plain read, no Java code.
+    pub fn field_value(self, object: sys::jobject, id: sys::jfieldID, signature: &str) -> Value {
+        let env = self.0;
+        // SAFETY: valid env; id is an instance field of object's class with this signature.
+        unsafe {
+            match signature.as_bytes().first() {
+                Some(b'Z') => Value::Boolean(jni!(env, GetBooleanField(object, id)) == Some(1)),
+                Some(b'B') => Value::Byte(jni!(env, GetByteField(object, id)).unwrap_or(0)),
+                Some(b'C') => Value::Char(jni!(env, GetCharField(object, id)).unwrap_or(0)),
+                Some(b'S') => Value::Short(jni!(env, GetShortField(object, id)).unwrap_or(0)),
+                Some(b'I') => Value::Int(jni!(env, GetIntField(object, id)).unwrap_or(0)),
+                Some(b'J') => Value::Long(jni!(env, GetLongField(object, id)).unwrap_or(0)),
+                Some(b'F') => Value::Float(jni!(env, GetFloatField(object, id)).unwrap_or(0.0)),
+                Some(b'D') => Value::Double(jni!(env, GetDoubleField(object, id)).unwrap_or(0.0)),
+                _ => {
+                    Value::Object(jni!(env, GetObjectField(object, id)).unwrap_or(ptr::null_mut()))
+                }
+            }
+        }
+    }
+
+    /// The length of `array` (an array reference).
+    pub fn array_length(self, array: sys::jobject) -> usize {
+        // SAFETY: valid env; array is a live array reference (the caller checked its class).
+        unsafe { jni!(self.0, GetArrayLength(array)) }
+            .unwrap_or(0)
+            .max(0) as usize
+    }
+
+    /// The first `count` (at most the length) elements of a primitive array whose element
+    /// type is the descriptor character `code`.
+    pub fn primitive_elements(self, array: sys::jobject, code: u8, count: usize) -> Vec<Value> {
+        let n = count.min(self.array_length(array));
+        let len = n as sys::jsize;
+        macro_rules! region {
+            ($get:ident, $t:ty, $zero:expr, $wrap:expr) => {{
+                let mut buf: Vec<$t> = vec![$zero; n];
+                // SAFETY: valid env; array has this element type and at least n elements;
+                // buf holds n of them.
+                unsafe { jni!(self.0, $get(array, 0, len, buf.as_mut_ptr())) };
+                if self.clear_exception() {
+                    return Vec::new();
+                }
+                buf.into_iter().map($wrap).collect()
+            }};
+        }
+        match code {
+            b'Z' => region!(GetBooleanArrayRegion, sys::jboolean, 0, |v| Value::Boolean(
+                v != 0
+            )),
+            b'B' => region!(GetByteArrayRegion, sys::jbyte, 0, Value::Byte),
+            b'C' => region!(GetCharArrayRegion, sys::jchar, 0, Value::Char),
+            b'S' => region!(GetShortArrayRegion, sys::jshort, 0, Value::Short),
+            b'I' => region!(GetIntArrayRegion, sys::jint, 0, Value::Int),
+            b'J' => region!(GetLongArrayRegion, sys::jlong, 0, Value::Long),
+            b'F' => region!(GetFloatArrayRegion, sys::jfloat, 0.0, Value::Float),
+            b'D' => region!(GetDoubleArrayRegion, sys::jdouble, 0.0, Value::Double),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Element `index` of an object array (a local reference), or null.
+    pub fn object_element(self, array: sys::jobject, index: usize) -> sys::jobject {
+        // SAFETY: valid env; array is an object array; an index out of range only raises an
+        // exception, cleared here.
+        let item = unsafe { jni!(self.0, GetObjectArrayElement(array, index as sys::jsize)) }
+            .unwrap_or(ptr::null_mut());
+        if self.clear_exception() {
+            return ptr::null_mut();
+        }
+        item
+    }
+
+    /// Whether `object` is an instance of `class`.
+    pub fn is_instance_of(self, object: sys::jobject, class: Global) -> bool {
+        // SAFETY: valid env; object and class are live references.
+        let yes = unsafe { jni!(self.0, IsInstanceOf(object, class.0)) };
+        yes == Some(1)
+    }
+
+    /// Calls an object-returning method without arguments; null when it throws (cleared).
+    pub fn call_object(self, target: sys::jobject, method: sys::jmethodID) -> sys::jobject {
+        // SAFETY: valid env; the caller passes a method of target's type taking no arguments.
+        let result = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
+            .unwrap_or(ptr::null_mut());
+        if self.clear_exception() {
+            return ptr::null_mut();
+        }
+        result
+    }
+
+    /// Calls an `int`-returning method without arguments; None when it throws (cleared).
+    pub fn call_int(self, target: sys::jobject, method: sys::jmethodID) -> Option<i32> {
+        // SAFETY: as for call_object.
+        let result = unsafe { jni!(self.0, CallIntMethodA(target, method, ptr::null())) };
+        if self.clear_exception() {
+            return None;
+        }
+        result
+    }
+
+    /// Calls a `boolean`-returning method without arguments; false when it throws (cleared).
+    pub fn call_bool(self, target: sys::jobject, method: sys::jmethodID) -> bool {
+        // SAFETY: as for call_object.
+        let result = unsafe { jni!(self.0, CallBooleanMethodA(target, method, ptr::null())) };
+        !self.clear_exception() && result == Some(1)
+    }
+
+    /// Calls a `String`-returning method without arguments and takes at most `cap` characters
+    /// of the result; on an exception, the exception's class name (signature-derived, no Java
+    /// code) as the error.
+    pub fn call_string(
+        self,
+        env: Env,
         target: sys::jobject,
         method: sys::jmethodID,
-        args: &[sys::jvalue],
+        cap: usize,
     ) -> Result<String, String> {
-        // SAFETY: valid env; the caller passes a method of target's type and its arguments.
-        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, args.as_ptr())) }
+        // SAFETY: valid env; the caller passes a method of target's type taking no arguments.
+        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
             .unwrap_or(ptr::null_mut());
         // SAFETY: valid env.
         let thrown = unsafe { jni!(self.0, ExceptionOccurred()) }.unwrap_or(ptr::null_mut());
         if !thrown.is_null() {
             // SAFETY: valid env.
             unsafe { jni!(self.0, ExceptionClear()) };
-            let name = Ids::get(self)
-                .and_then(|ids| {
-                    // SAFETY: thrown is a live local reference.
-                    let class =
-                        unsafe { jni!(self.0, GetObjectClass(thrown)) }.unwrap_or(ptr::null_mut());
-                    let name = self.call_plain_string(class, ids.class_get_name);
-                    self.delete_local(class);
-                    name
-                })
+            let class = self.object_class(thrown);
+            let name = self
+                .class_signature(env, class)
+                .map(|s| java_name(&s))
                 .unwrap_or_else(|| "an exception".into());
+            self.delete_local(class);
             self.delete_local(thrown);
             return Err(name);
         }
-        Ok(self
-            .string(text, usize::MAX)
-            .unwrap_or_else(|| "null".into()))
+        Ok(self.string(text, cap).unwrap_or_else(|| "null".into()))
     }
 
-    /// Like [`Jni::call_string`], for calls made while handling another exception.
-    fn call_plain_string(self, target: sys::jobject, method: sys::jmethodID) -> Option<String> {
-        // SAFETY: valid env; method of target's type, no arguments.
-        let text = unsafe { jni!(self.0, CallObjectMethodA(target, method, ptr::null())) }
-            .unwrap_or(ptr::null_mut());
-        if self.clear_exception() {
-            return None;
-        }
-        self.string(text, usize::MAX)
-    }
-
-    /// The first `cap` characters of a `java.lang.String`.
-    fn string(self, text: sys::jstring, cap: usize) -> Option<String> {
+    /// The first `cap` characters of a `java.lang.String`, with `...` when longer.
+    pub fn string(self, text: sys::jstring, cap: usize) -> Option<String> {
         if text.is_null() {
             return None;
         }
         // SAFETY: text is a java.lang.String reference; the region is within its length and
-        // the buffer holds the modified UTF-8 of that many characters (≤ 3 bytes each) + NUL.
+        // the buffer holds that many UTF-16 units.
         unsafe {
             let len = jni!(self.0, GetStringLength(text)).unwrap_or(0).max(0) as usize;
             let take = len.min(cap.min(1 << 16));
-            let mut buf = vec![0u8; take * 3 + 1];
+            let mut buf: Vec<u16> = vec![0; take];
             jni!(
                 self.0,
-                GetStringUTFRegion(text, 0, take as sys::jsize, buf.as_mut_ptr().cast())
+                GetStringRegion(text, 0, take as sys::jsize, buf.as_mut_ptr())
             );
             if self.clear_exception() {
                 return None;
             }
-            let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-            let mut s = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let mut s = String::from_utf16_lossy(&buf);
             if take < len {
                 s.push_str("...");
             }
@@ -452,95 +453,140 @@ impl Jni {
     }
 }
 
-/// Elements shown of an array or collection.
-const ELEMENTS: usize = 8;
+/// An instance field: its id, name and JVM type.
+pub struct Field {
+    /// The JNI field id.
+    pub id: sys::jfieldID,
+    /// The field's name.
+    pub name: String,
+    /// Its JVM type (`I`, `Ljava/lang/String;`).
+    pub signature: String,
+}
 
-/// `text` cut to `cap` characters, with `...` when cut.
-fn cut(text: String, cap: usize) -> String {
-    match text.char_indices().nth(cap) {
-        Some((end, _)) => format!("{}...", &text[..end]),
-        None => text,
+/// A value read from a field or array element.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// `boolean`.
+    Boolean(bool),
+    /// `byte`.
+    Byte(i8),
+    /// `char` (one UTF-16 unit).
+    Char(u16),
+    /// `short`.
+    Short(i16),
+    /// `int`.
+    Int(i32),
+    /// `long`.
+    Long(i64),
+    /// `float`.
+    Float(f32),
+    /// `double`.
+    Double(f64),
+    /// A reference (a local reference the caller deletes), possibly null.
+    Object(sys::jobject),
+}
+
+/// A class signature as a Java name: `Ljava/lang/String;` as `java.lang.String`, `[I` as
+/// `int[]`.
+pub fn java_name(signature: &str) -> String {
+    let dims = signature.bytes().take_while(|&b| b == b'[').count();
+    let element = &signature[dims..];
+    let mut name = match element.as_bytes().first() {
+        Some(b'Z') => "boolean".to_string(),
+        Some(b'B') => "byte".into(),
+        Some(b'C') => "char".into(),
+        Some(b'S') => "short".into(),
+        Some(b'I') => "int".into(),
+        Some(b'J') => "long".into(),
+        Some(b'F') => "float".into(),
+        Some(b'D') => "double".into(),
+        Some(b'V') => "void".into(),
+        _ => element
+            .trim_start_matches('L')
+            .trim_end_matches(';')
+            .replace('/', "."),
+    };
+    for _ in 0..dims {
+        name.push_str("[]");
     }
+    name
 }
 
-/// Method ids of `java.lang`/`java.util` methods used to describe values (classes of the
-/// bootstrap loader are never unloaded, so the ids stay valid).
-struct Ids {
-    to_string: sys::jmethodID,
-    class_get_name: sys::jmethodID,
-    collection: Global,
-    map: Global,
-    size: sys::jmethodID,
-    iterator: sys::jmethodID,
-    has_next: sys::jmethodID,
-    next: sys::jmethodID,
-    entry_set: sys::jmethodID,
-    arrays_class: Global,
-    /// Per primitive array type: descriptor char, `Arrays.toString`, `Arrays.copyOf`.
-    arrays: Vec<(u8, sys::jmethodID, sys::jmethodID)>,
+/// Method ids and classes of `java.lang`/`java.util` used to describe values (classes of
+/// the bootstrap loader are never unloaded, so the ids stay valid). All were initialised
+/// long before any probe runs: looking them up runs no static initialiser.
+pub struct Known {
+    /// `Object.toString()`.
+    pub to_string: sys::jmethodID,
+    /// `java.lang.Enum`.
+    pub enum_class: Global,
+    /// `Enum.name` (the field, read without calling `name()`).
+    pub enum_name: sys::jfieldID,
+    /// `java.lang.Throwable`.
+    pub throwable: Global,
+    /// `Throwable.detailMessage`.
+    pub detail_message: sys::jfieldID,
+    /// `java.util.Collection`.
+    pub collection: Global,
+    /// `java.util.Map`.
+    pub map: Global,
+    /// `Collection.size()`.
+    pub size: sys::jmethodID,
+    /// `Collection.iterator()`.
+    pub iterator: sys::jmethodID,
+    /// `Iterator.hasNext()`.
+    pub has_next: sys::jmethodID,
+    /// `Iterator.next()`.
+    pub next: sys::jmethodID,
+    /// `Map.entrySet()`.
+    pub entry_set: sys::jmethodID,
+    /// `Map.Entry.getKey()`.
+    pub get_key: sys::jmethodID,
+    /// `Map.Entry.getValue()`.
+    pub get_value: sys::jmethodID,
 }
 
-// SAFETY: method ids and global references are valid on every thread.
-unsafe impl Send for Ids {}
+// SAFETY: method and field ids and global references are valid on every thread.
+unsafe impl Send for Known {}
 // SAFETY: as above; the struct is immutable once built.
-unsafe impl Sync for Ids {}
+unsafe impl Sync for Known {}
 
-impl Ids {
-    fn get(jni: Jni) -> Option<&'static Ids> {
-        static IDS: OnceLock<Option<Ids>> = OnceLock::new();
-        IDS.get_or_init(|| Ids::load(jni)).as_ref()
+impl Known {
+    /// The ids, looked up on first use.
+    pub fn get(jni: Jni) -> Option<&'static Known> {
+        static KNOWN: OnceLock<Option<Known>> = OnceLock::new();
+        KNOWN.get_or_init(|| Known::load(jni)).as_ref()
     }
 
-    fn load(jni: Jni) -> Option<Ids> {
-        let method =
-            |class: Global, name: &str, sig: &str, is_static: bool| -> Option<sys::jmethodID> {
-                let (name, sig) = (CString::new(name).ok()?, CString::new(sig).ok()?);
-                // SAFETY: valid env and class; NUL-terminated strings.
-                let id = unsafe {
-                    if is_static {
-                        jni!(
-                            jni.0,
-                            GetStaticMethodID(class.0, name.as_ptr(), sig.as_ptr())
-                        )
-                    } else {
-                        jni!(jni.0, GetMethodID(class.0, name.as_ptr(), sig.as_ptr()))
-                    }
-                }
+    fn load(jni: Jni) -> Option<Known> {
+        let method = |class: Global, name: &CStr, sig: &CStr| -> Option<sys::jmethodID> {
+            // SAFETY: valid env and class; NUL-terminated strings.
+            let id = unsafe { jni!(jni.0, GetMethodID(class.0, name.as_ptr(), sig.as_ptr())) }
                 .unwrap_or(ptr::null_mut());
-                (!jni.clear_exception() && !id.is_null()).then_some(id)
-            };
+            (!jni.clear_exception() && !id.is_null()).then_some(id)
+        };
         let object = jni.find_class(c"java/lang/Object")?;
-        let class = jni.find_class(c"java/lang/Class")?;
+        let enum_class = jni.find_class(c"java/lang/Enum")?;
+        let throwable = jni.find_class(c"java/lang/Throwable")?;
         let collection = jni.find_class(c"java/util/Collection")?;
         let map = jni.find_class(c"java/util/Map")?;
         let iterator = jni.find_class(c"java/util/Iterator")?;
-        let arrays_class = jni.find_class(c"java/util/Arrays")?;
-        let mut arrays = Vec::new();
-        for code in *b"ZBCSIJFD" {
-            let array = format!("[{}", code as char);
-            arrays.push((
-                code,
-                method(
-                    arrays_class,
-                    "toString",
-                    &format!("({array})Ljava/lang/String;"),
-                    true,
-                )?,
-                method(arrays_class, "copyOf", &format!("({array}I){array}"), true)?,
-            ));
-        }
-        Some(Ids {
-            to_string: method(object, "toString", "()Ljava/lang/String;", false)?,
-            class_get_name: method(class, "getName", "()Ljava/lang/String;", false)?,
-            size: method(collection, "size", "()I", false)?,
-            iterator: method(collection, "iterator", "()Ljava/util/Iterator;", false)?,
-            has_next: method(iterator, "hasNext", "()Z", false)?,
-            next: method(iterator, "next", "()Ljava/lang/Object;", false)?,
-            entry_set: method(map, "entrySet", "()Ljava/util/Set;", false)?,
+        let entry = jni.find_class(c"java/util/Map$Entry")?;
+        Some(Known {
+            to_string: method(object, c"toString", c"()Ljava/lang/String;")?,
+            enum_name: jni.field_id(enum_class.0, c"name", c"Ljava/lang/String;")?,
+            detail_message: jni.field_id(throwable.0, c"detailMessage", c"Ljava/lang/String;")?,
+            size: method(collection, c"size", c"()I")?,
+            iterator: method(collection, c"iterator", c"()Ljava/util/Iterator;")?,
+            has_next: method(iterator, c"hasNext", c"()Z")?,
+            next: method(iterator, c"next", c"()Ljava/lang/Object;")?,
+            entry_set: method(map, c"entrySet", c"()Ljava/util/Set;")?,
+            get_key: method(entry, c"getKey", c"()Ljava/lang/Object;")?,
+            get_value: method(entry, c"getValue", c"()Ljava/lang/Object;")?,
+            enum_class,
+            throwable,
             collection,
             map,
-            arrays_class,
-            arrays,
         })
     }
 }
@@ -625,13 +671,22 @@ pub fn is_modifiable(env: Env, class: sys::jclass) -> bool {
 }
 
 /// Whether the class has been linked (verified and prepared): before that, the VM reports
-/// its methods' bytecodes differently.
+/// its methods' bytecodes differently, and linking may still fail.
 pub fn is_linked(env: Env, class: sys::jclass) -> bool {
+    let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
+    class_status(env, class).is_some_and(|status| status & linked == linked)
+}
+
+/// Whether the class is in the error state (its linking or static initialiser failed).
+pub fn is_erroneous(env: Env, class: sys::jclass) -> bool {
+    class_status(env, class)
+        .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
+}
+
+fn class_status(env: Env, class: sys::jclass) -> Option<sys::jint> {
     let mut status: sys::jint = 0;
     // SAFETY: valid env; class is a live reference; out-parameter on our stack.
-    let known = unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) };
-    let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
-    known && status & linked == linked
+    unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) }.then_some(status)
 }
 
 /// Lets `module` read `to` (so classes of a named module can call the runtime class, which
@@ -685,6 +740,17 @@ pub fn monotonic_coarse_ns() -> u64 {
     };
     // SAFETY: clock_gettime writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The resolution of `CLOCK_MONOTONIC_COARSE` in nanoseconds (1/HZ).
+pub fn monotonic_coarse_resolution_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes one timespec we own.
+    unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -14,7 +14,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -76,12 +76,55 @@ pub struct Tracing {
     /// Refusals and failures, for the client (each once).
     notes: Mutex<Vec<String>>,
     restoring: AtomicBool,
+    /// Lambda, hidden and generated classes the patterns selected but the JVM cannot
+    /// retransform (counted, not named: a broad pattern meets hundreds).
+    skipped_generated: AtomicUsize,
+    /// Classes skipped because they cannot be linked (linking or their static initialiser
+    /// failed): RetransformClasses refuses them.
+    skipped_unlinkable: AtomicUsize,
     /// Allocation probes in every class instead of the plan's call probes.
     allocations: bool,
     runtime: &'static Runtime,
     /// The session's own JVMTI environment.
     pub env: Env,
     vm: Vm,
+}
+
+/// Classes the session skipped without a note each.
+#[derive(Clone, Copy)]
+pub struct Skipped {
+    /// Lambda, hidden and generated classes.
+    pub generated: usize,
+    /// Classes that cannot be linked.
+    pub unlinkable: usize,
+}
+
+impl Skipped {
+    /// What was skipped, one text per kind (none when nothing was).
+    pub fn notes(self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.unlinkable > 0 {
+            notes.push(format!(
+                "{} skipped: not linkable (linking or static initialisation failed)",
+                match self.unlinkable {
+                    1 => "1 class".to_string(),
+                    n => format!("{n} classes"),
+                }
+            ));
+        }
+        if self.generated > 0 {
+            notes.push(format!(
+                "skipped {} hidden/lambda {} (the JVM cannot retransform them)",
+                self.generated,
+                if self.generated == 1 {
+                    "class"
+                } else {
+                    "classes"
+                }
+            ));
+        }
+        notes
+    }
 }
 
 /// What restoring found.
@@ -161,6 +204,8 @@ impl Tracing {
             hosts: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
             restoring: AtomicBool::new(false),
+            skipped_generated: AtomicUsize::new(0),
+            skipped_unlinkable: AtomicUsize::new(0),
             allocations,
             runtime,
             env,
@@ -184,6 +229,14 @@ impl Tracing {
         let mut notes = lock(&self.notes);
         if notes.len() < 100 && !notes.contains(&text) {
             notes.push(text);
+        }
+    }
+
+    /// Lambda/hidden classes and unlinkable classes skipped so far.
+    pub fn skipped(&self) -> Skipped {
+        Skipped {
+            generated: self.skipped_generated.load(Ordering::Relaxed),
+            unlinkable: self.skipped_unlinkable.load(Ordering::Relaxed),
         }
     }
 
@@ -216,23 +269,33 @@ impl Tracing {
                 }
             }
         }
+        let dotted_names: Vec<String> = named.iter().map(|(_, n)| select::dotted(n)).collect();
+        for pattern in self.selector.targets_matching_none(&dotted_names) {
+            self.note(format!(
+                "no loaded class matches {pattern}; waiting for classes loaded later"
+            ));
+        }
         let mut chosen = Vec::new();
-        for (class, internal) in &named {
-            if !self.selector.selects_class(&select::dotted(internal), &[]) {
+        for ((class, internal), dotted) in named.iter().zip(&dotted_names) {
+            if !self.selector.selects_class(dotted, &[]) {
+                continue;
+            }
+            if select::is_generated(internal) {
+                self.skipped_generated.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             if let Some(why) = select::refusal(internal) {
-                self.note(format!(
-                    "not instrumenting {}: {why}",
-                    select::dotted(internal)
-                ));
+                self.note(format!("not instrumenting {dotted}: {why}"));
                 continue;
             }
             if !ffi::is_modifiable(self.env, *class) {
                 self.note(format!(
-                    "not instrumenting {}: the JVM cannot retransform it",
-                    select::dotted(internal)
+                    "not instrumenting {dotted}: the JVM cannot retransform it"
                 ));
+                continue;
+            }
+            if ffi::is_erroneous(self.env, *class) {
+                self.skipped_unlinkable.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             let before = ffi::is_linked(self.env, *class).then(|| self.bytecode_hash(*class));
@@ -242,7 +305,7 @@ impl Tracing {
                 .bytecodes_before = before;
             chosen.push((*class, internal.clone()));
         }
-        self.retransform(&chosen);
+        self.instrument(&chosen);
         // Calltree: the call sites of the methods called from the entry, level by level.
         for level in 1..self.call_site_depth() {
             let owners = self.add_hosts(level);
@@ -252,6 +315,7 @@ impl Tracing {
                     owners.contains(name)
                         && select::refusal(name).is_none()
                         && ffi::is_modifiable(self.env, *class)
+                        && !ffi::is_erroneous(self.env, *class)
                 })
                 .map(|(class, name)| {
                     let mut touched = lock(&self.touched);
@@ -268,7 +332,7 @@ impl Tracing {
             if more.is_empty() {
                 break;
             }
-            self.retransform(&more);
+            self.instrument(&more);
         }
         // Classes the hook did not instrument after all (no selected method) are not touched.
         let touched = lock(&self.touched);
@@ -276,6 +340,28 @@ impl Tracing {
             .iter()
             .filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0))
             .count())
+    }
+
+    /// Retransforms loaded classes to instrument them. A class not linked yet whose
+    /// retransformation fails cannot be linked (a class it needs is missing, or its
+    /// verification fails): it is counted as skipped and forgotten; other failures are noted.
+    fn instrument(&self, classes: &[(sys::jclass, String)]) {
+        let unlinked: Vec<bool> = classes
+            .iter()
+            .map(|(class, _)| !ffi::is_linked(self.env, *class))
+            .collect();
+        for (index, error) in self.retransform(classes) {
+            let name = &classes[index].1;
+            if unlinked[index] {
+                self.skipped_unlinkable.fetch_add(1, Ordering::Relaxed);
+                lock(&self.touched).remove(name);
+            } else {
+                self.note(format!(
+                    "retransforming {} failed: {error}",
+                    select::dotted(name)
+                ));
+            }
+        }
     }
 
     /// Calltree: how many levels of call sites are timed.
@@ -344,21 +430,20 @@ impl Tracing {
         lock(&self.hosts).keys().any(|(owner, _, _)| owner == name)
     }
 
-    /// Retransforms in batches; a failed batch is retried class by class, naming failures.
-    fn retransform(&self, classes: &[(sys::jclass, String)]) -> Vec<String> {
+    /// Retransforms in batches; a failed batch is retried class by class. Returns the
+    /// failures: index in `classes` and the error.
+    fn retransform(&self, classes: &[(sys::jclass, String)]) -> Vec<(usize, String)> {
         let mut failed = Vec::new();
-        for batch in classes.chunks(BATCH) {
+        for (batch_index, batch) in classes.chunks(BATCH).enumerate() {
             let refs: Vec<sys::jclass> = batch.iter().map(|(c, _)| *c).collect();
             // SAFETY: live local references of this attached thread.
             if unsafe { self.env.retransform_classes(&refs) }.is_ok() {
                 continue;
             }
-            for (class, name) in batch {
+            for (offset, (class, _)) in batch.iter().enumerate() {
                 // SAFETY: as above.
                 if let Err(e) = unsafe { self.env.retransform_classes(&[*class]) } {
-                    let text = format!("retransforming {} failed: {e}", select::dotted(name));
-                    self.note(text.clone());
-                    failed.push(text);
+                    failed.push((batch_index * BATCH + offset, e.to_string()));
                 }
             }
         }
@@ -409,6 +494,10 @@ impl Tracing {
             })
             .collect();
         if !self.selector.selects_class(&dotted, &supers) && !self.hosts_class(name) {
+            return None;
+        }
+        if select::is_generated(name) {
+            self.skipped_generated.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         if let Some(why) = select::refusal(name) {
@@ -597,7 +686,12 @@ impl Tracing {
             if !live {
                 return;
             }
-            restored.problems.extend(self.retransform(&chosen));
+            for (index, error) in self.retransform(&chosen) {
+                restored.problems.push(format!(
+                    "retransforming {} failed: {error}",
+                    select::dotted(&chosen[index].1)
+                ));
+            }
             let touched = lock(&self.touched);
             for (class, internal) in &chosen {
                 let Some(t) = touched.get(internal) else {

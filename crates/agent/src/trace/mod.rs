@@ -12,6 +12,7 @@
 //!   loaded classes, and restoring (with a check that the original bytes came back).
 //! - `stats`: per-method statistics for monitor mode.
 //! - `report`: the `jtap-trace` thread streaming lines, trees and tables to the client.
+//! - `values`: Java values as bounded one-line text, without running application code.
 //! - `ffi`: the JNI/JVMTI calls all this makes.
 
 pub mod clock;
@@ -22,3 +23,4 @@ pub mod report;
 mod runtime;
 mod select;
 pub mod stats;
+mod values;

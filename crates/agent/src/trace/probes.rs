@@ -1,9 +1,9 @@
 //! The native probe methods of the runtime class, called by instrumented code on application
 //! threads. They never throw into the application (panics are caught, JNI exceptions
 //! cleared), never block (per-thread state, atomics and a bounded queue whose `try_send`
-//! drops when full), ignore re-entry (a probe running Java code — `toString()` of a traced
-//! value — makes every probe on that thread a no-op until it returns) and ignore jtap's own
-//! threads.
+//! drops when full), ignore re-entry (a probe running Java code — iterating a collection,
+//! or `toString()` with `--to-string` — makes every probe on that thread a no-op until it
+//! returns) and ignore jtap's own threads. Values are described by [`super::values`].
 //!
 //! Each thread keeps a stack of open calls: entry pushes `(method, start ticks)`, return and
 //! exception exit pop the matching frame (frames whose exit was never seen, e.g. entered
@@ -22,6 +22,7 @@ use jtap_jvmti::sys;
 use super::clock::{self, ticks};
 use super::ffi::Jni;
 use super::stats;
+use super::values::Describer;
 
 /// Probes do something only while this is set.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -45,7 +46,7 @@ const SHARDS: usize = 64;
 struct Shard(AtomicU64);
 /// Probes read the coarse clock (long thresholds), else [`ticks`].
 static COARSE: AtomicBool = AtomicBool::new(false);
-/// Records dropped because the queue was full.
+/// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Capture `this` and the arguments (entry probes with values).
@@ -56,6 +57,8 @@ pub const CAPTURE_RETURN: u8 = 2;
 pub const CAPTURE_THROWN: u8 = 4;
 /// Capture the Java stack of reported calls.
 pub const CAPTURE_STACK: u8 = 8;
+/// Describe application objects by their `toString()` (`--to-string`).
+pub const CAPTURE_TO_STRING: u8 = 16;
 
 /// What a session does with calls.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,8 +83,6 @@ pub const STACK_DEPTH: usize = 64;
 /// Thresholds from which trace mode times calls with the coarse clock: its resolution (4 ms
 /// at HZ=250) is then a few percent of the shortest call reported.
 pub const COARSE_THRESHOLD_NS: u64 = 100_000_000;
-/// Longest text of one captured value.
-pub const VALUE_CAP: usize = 256;
 /// Records the queue holds before probes drop them.
 const QUEUE: usize = 1 << 16;
 
@@ -195,6 +196,7 @@ pub fn activate(settings: &Settings) -> u32 {
         settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS,
         Relaxed,
     );
+    DROPPED.store(0, Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -206,12 +208,30 @@ pub fn deactivate() {
     GENERATION.fetch_add(1, Relaxed);
 }
 
+/// Whether the session's probes read the coarse clock (see [`COARSE_THRESHOLD_NS`]).
+pub fn coarse() -> bool {
+    COARSE.load(Relaxed)
+}
+
+/// The clock the session's probes read, as the summary names it.
+pub fn clock_name() -> String {
+    if coarse() {
+        let resolution = super::ffi::monotonic_coarse_resolution_ns();
+        format!(
+            "coarse clock, {} ms resolution",
+            (resolution + 500_000) / 1_000_000
+        )
+    } else {
+        format!("{} clock", clock::clock().name())
+    }
+}
+
 /// Probe calls so far (approximate, see [`CALLS`]).
 pub fn calls() -> u64 {
     CALLS.iter().map(|s| s.0.load(Relaxed)).sum()
 }
 
-/// Records dropped so far because the queue was full.
+/// Records dropped because the queue was full since the session started.
 pub fn dropped() -> u64 {
     DROPPED.load(Relaxed)
 }
@@ -485,14 +505,11 @@ pub extern "system" fn enter_args(
     with_state(|hot| {
         // SAFETY: the VM passes this thread's JNIEnv to native methods.
         let jni = unsafe { Jni::from_raw(env) };
-        let text = jni.with_local_frame(32, || {
-            let args = jni.describe(args, VALUE_CAP * 4);
-            if this.is_null() {
-                args
-            } else {
-                format!("this={} args={args}", jni.describe(this, VALUE_CAP))
-            }
-        });
+        let text = jni
+            .with_local_frame(32, || {
+                Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| d.call(this, args))
+            })
+            .flatten();
         if let (Some(index), Some(text)) = (hot.push(id as u32, u32::MAX, now()), text) {
             with_cold(hot, |cold| cold.args.push((index, text)));
         }
@@ -656,8 +673,11 @@ fn report_call(
         if value.is_null() || !captures(flag) {
             return None;
         }
-        jni.with_local_frame(32, || jni.describe(value, VALUE_CAP))
-            .filter(|s| !s.is_empty())
+        jni.with_local_frame(32, || {
+            Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| d.value(value))
+        })
+        .flatten()
+        .filter(|s| !s.is_empty())
     };
     let outcome = if threw {
         Outcome::Threw(described(CAPTURE_THROWN))

@@ -20,6 +20,7 @@ use super::ffi::Jni;
 use super::instrument::Tracing;
 use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
+use super::values::escaped;
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
@@ -221,10 +222,11 @@ impl Reporter {
         }
     }
 
-    fn node_name(&self, node: &Node) -> String {
+    /// A tree node's method as (`Class.method`, descriptor).
+    fn node_key(&self, node: &Node) -> (String, String) {
         if !node.site {
-            let (class, method, _) = self.method_name(node.id);
-            return format!("{class}.{method}");
+            let (class, method, descriptor) = self.method_name(node.id);
+            return (format!("{class}.{method}"), descriptor);
         }
         let registry = self
             .tracing
@@ -232,13 +234,12 @@ impl Reporter {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         match registry.sites.get(node.id as usize) {
-            Some(site) => site
-                .detail
-                .split('(')
-                .next()
-                .unwrap_or(&site.detail)
-                .replace('/', "."),
-            None => format!("site#{}", node.id),
+            Some(site) => {
+                let (member, descriptor) =
+                    site.detail.split_once('(').unwrap_or((&site.detail, ")"));
+                (member.replace('/', "."), format!("({descriptor}"))
+            }
+            None => (format!("site#{}", node.id), String::new()),
         }
     }
 
@@ -275,9 +276,14 @@ impl Reporter {
             .to_string();
         }
         let mut line = format!(
-            "{} [{thread}] {class}.{name} {}",
+            "{} [{}] {class}.{name} {}",
             time_of_day(wall),
-            format_duration(duration_ns)
+            escaped(thread),
+            if probes::coarse() {
+                format_coarse(duration_ns)
+            } else {
+                format_duration(duration_ns)
+            }
         );
         if let Some(args) = args {
             let _ = write!(line, " {args}");
@@ -358,14 +364,16 @@ impl Reporter {
         let Some(root) = nodes.first() else {
             return String::new();
         };
-        let names: Vec<String> = nodes.iter().map(|n| self.node_name(n)).collect();
-        let tree = Aggregate::build(nodes, &names, self.tracing.plan.depth);
+        let keys: Vec<(String, String)> = nodes.iter().map(|n| self.node_key(n)).collect();
+        let (nodes, keys) = merge_calls_into_sites(nodes, keys);
+        let names = display_names(&keys);
+        let tree = Aggregate::build(&nodes, &names, self.tracing.plan.depth);
         let wall = c.wall_ns(root.start);
         if self.tracing.plan.json {
             return json!({"time": time_of_day(wall), "time_ns": wall, "thread": thread, "truncated": truncated, "tree": tree.to_json(root.start)})
                 .to_string();
         }
-        let mut text = format!("{} [{thread}] {}", time_of_day(wall), names[0]);
+        let mut text = format!("{} [{}] {}", time_of_day(wall), escaped(thread), names[0]);
         if truncated > 0 {
             let _ = write!(text, " ({truncated} calls not recorded: tree full)");
         }
@@ -382,9 +390,15 @@ impl Reporter {
         for (id, snapshot) in stats::snapshot_all() {
             let interval = snapshot.since(self.monitor_previous.get(&id));
             self.monitor_previous.insert(id, snapshot);
-            let (class, method, _) = self.method_name(id);
-            rows.push((format!("{class}.{method}"), interval));
+            let (class, method, descriptor) = self.method_name(id);
+            rows.push(((format!("{class}.{method}"), descriptor), interval));
         }
+        let names = display_names(&rows.iter().map(|(key, _)| key.clone()).collect::<Vec<_>>());
+        let mut rows: Vec<(String, _)> = names
+            .into_iter()
+            .zip(rows)
+            .map(|(name, (_, interval))| (name, interval))
+            .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         if self.tracing.plan.json {
             for (name, i) in rows {
@@ -424,6 +438,102 @@ impl Reporter {
         }
         self.output.send(text);
     }
+}
+
+/// A method node right under the call site that called it is the same call seen twice (a
+/// glob entry makes every method an entry, whose call sites are timed too): keeps the site
+/// (timed like its sibling sites) named after the method that ran, drops the method node and
+/// hangs its children under the site. `keys` are the nodes' (`Class.method`, descriptor).
+fn merge_calls_into_sites(
+    nodes: &[Node],
+    mut keys: Vec<(String, String)>,
+) -> (Vec<Node>, Vec<(String, String)>) {
+    let method = |key: &(String, String)| {
+        let name = key.0.rsplit('.').next().unwrap_or(&key.0).to_string();
+        (name, key.1.clone())
+    };
+    let mut parent: Vec<usize> = nodes.iter().map(|n| n.parent as usize).collect();
+    let mut merged = vec![false; nodes.len()];
+    for i in 1..nodes.len() {
+        let p = parent[i];
+        if !nodes[i].site
+            && p < nodes.len()
+            && p != i
+            && nodes[p].site
+            && method(&keys[p]) == method(&keys[i])
+        {
+            merged[i] = true;
+            keys[p] = keys[i].clone();
+        }
+    }
+    for i in 1..nodes.len() {
+        while parent[i] < nodes.len() && merged[parent[i]] {
+            parent[i] = parent[parent[i]];
+        }
+    }
+    let mut index = vec![0u32; nodes.len()];
+    let mut kept = Vec::new();
+    let mut kept_keys = Vec::new();
+    for i in 0..nodes.len() {
+        if merged[i] {
+            continue;
+        }
+        index[i] = kept.len() as u32;
+        let mut node = nodes[i];
+        node.parent = parent[i].min(nodes.len() - 1) as u32;
+        kept.push(node);
+        kept_keys.push(keys[i].clone());
+    }
+    for node in &mut kept {
+        node.parent = index[node.parent as usize];
+    }
+    (kept, kept_keys)
+}
+
+/// Names for methods given as (`Class.method`, descriptor): with the parameter types
+/// (`Foo.bar(int, String)`) where two of them share `Class.method`, else without.
+fn display_names(keys: &[(String, String)]) -> Vec<String> {
+    keys.iter()
+        .map(|(name, descriptor)| {
+            let overloaded = keys.iter().any(|(n, d)| n == name && d != descriptor);
+            if overloaded {
+                format!("{name}({})", parameter_types(descriptor))
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
+/// The parameter types of a JVM method descriptor, as source would write them with simple
+/// class names: `(ILjava/lang/String;[J)V` as `int, String, long[]`.
+fn parameter_types(descriptor: &str) -> String {
+    let params = descriptor
+        .strip_prefix('(')
+        .and_then(|d| d.split_once(')'))
+        .map_or("", |(p, _)| p);
+    let mut types = Vec::new();
+    let mut rest = params;
+    while !rest.is_empty() {
+        let dims = rest.bytes().take_while(|&b| b == b'[').count();
+        let (element, after) = match rest.as_bytes().get(dims) {
+            Some(b'L') => match rest[dims..].split_once(';') {
+                Some((class, after)) => {
+                    let simple = class.rsplit(['/', '$']).next().unwrap_or(class);
+                    (simple.trim_start_matches('L').to_string(), after)
+                }
+                None => break,
+            },
+            Some(&code) => (
+                super::ffi::java_name(&(code as char).to_string()),
+                &rest[dims + 1..],
+            ),
+            None => break,
+        };
+        types.push(format!("{element}{}", "[]".repeat(dims)));
+        rest = after;
+    }
+    types.join(", ")
 }
 
 /// A call-tree node with its repeated calls merged: siblings calling the same method become
@@ -532,8 +642,11 @@ impl Aggregate {
             Some(false) => "+---",
             Some(true) => "`---",
         };
-        let ms = |ticks: u64| format_ms(c.ns(ticks));
-        let offset = |ticks: u64| ms_number(c.ns(ticks));
+        let ms = |ticks: u64| format_duration(c.ns(ticks));
+        let offset = |ticks: u64| match c.ns(ticks) {
+            0 => "0".to_string(),
+            ns => format_duration(ns),
+        };
         let percent = |part: u64, whole: u64| {
             if whole == 0 {
                 100
@@ -593,18 +706,22 @@ impl Aggregate {
     }
 }
 
-/// `9,999ms`, or with decimals below 10 ms (`1.25ms`).
-fn format_ms(ns: u64) -> String {
-    format!("{}ms", ms_number(ns))
+/// A duration with a unit that suits it, the same in trace lines, trees and tables: `850ns`,
+/// `37.2µs`, `4.56ms`, `12.3ms`, `1.234s`.
+fn format_duration(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_949 => format!("{:.1}µs", ns as f64 / 1e3),
+        999_950..=9_994_999 => format!("{:.2}ms", ns as f64 / 1e6),
+        9_995_000..=999_949_999 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.3}s", ns as f64 / 1e9),
+    }
 }
 
-/// Milliseconds as `9,999`, with decimals below 10 (`1.25`).
-fn ms_number(ns: u64) -> String {
-    let ms = ns as f64 / 1e6;
-    if ms < 10.0 {
-        return format!("{ms:.2}");
-    }
-    let digits = (ms.round() as u64).to_string();
+/// A duration measured with the coarse clock, in whole milliseconds (`1,204ms`): its
+/// resolution is a few milliseconds.
+fn format_coarse(ns: u64) -> String {
+    let digits = ((ns + 500_000) / 1_000_000).to_string();
     let mut grouped = String::new();
     for (i, d) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i).is_multiple_of(3) {
@@ -612,17 +729,7 @@ fn ms_number(ns: u64) -> String {
         }
         grouped.push(d);
     }
-    grouped
-}
-
-/// A duration with a unit that suits it: `850ns`, `12.3us`, `4.56ms`, `1.234s`.
-fn format_duration(ns: u64) -> String {
-    match ns {
-        0..=999 => format!("{ns}ns"),
-        1_000..=999_999 => format!("{:.1}us", ns as f64 / 1e3),
-        1_000_000..=999_999_999 => format!("{:.3}ms", ns as f64 / 1e6),
-        _ => format!("{:.3}s", ns as f64 / 1e9),
-    }
+    grouped + "ms"
 }
 
 /// `HH:MM:SS.mmm` (UTC) of a wall-clock time in ns since the epoch.
@@ -665,23 +772,76 @@ mod tests {
         let tree = Aggregate::build(&nodes, &names, None);
         let mut text = String::new();
         tree.draw(nodes[0].start, tree.total, None, "", None, &mut text);
-        let expected = "0.00 [10,000ms (1,000ms), 100%] - a\n\
-                        +---0.00 [2,000ms, 20%, 20%] - b\n\
-                        `---2,000 [7,000ms (2,000ms), 70%, 70%] - c\n    \
-                        +---2,000 [4,000ms, 57%, 40%] - d\n    \
-                        `---6,000 [1,000ms, 14%, 10%] - e (2 calls)\n";
+        let expected = "0 [10.000s (1.000s), 100%] - a\n\
+                        +---0 [2.000s, 20%, 20%] - b\n\
+                        `---2.000s [7.000s (2.000s), 70%, 70%] - c\n    \
+                        +---2.000s [4.000s, 57%, 40%] - d\n    \
+                        `---6.000s [1.000s, 14%, 10%] - e (2 calls)\n";
         assert_eq!(text, expected);
         let shallow = Aggregate::build(&nodes, &names, Some(1));
         assert!(shallow.children.iter().all(|c| c.children.is_empty()));
     }
 
     #[test]
+    fn a_method_under_its_call_site_is_one_node() {
+        // entry calls work through a site; work's own node sits under the site.
+        let node = |id, site, parent| Node {
+            id,
+            site,
+            parent,
+            start: 0,
+            end: 1,
+        };
+        let nodes = vec![
+            node(0, false, 0),
+            node(0, true, 0),
+            node(1, false, 1),
+            node(1, true, 2),
+        ];
+        let key = |n: &str, d: &str| (n.to_string(), d.to_string());
+        let keys = vec![
+            key("a.A.entry", "()V"),
+            key("a.Base.work", "(I)V"),
+            key("a.Impl.work", "(I)V"),
+            key("a.B.spin", "()J"),
+        ];
+        let (kept, keys) = merge_calls_into_sites(&nodes, keys);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(keys[1], key("a.Impl.work", "(I)V"));
+        assert_eq!(kept[2].parent, 1);
+        assert!(kept[1].site && kept[1].parent == 0);
+    }
+
+    #[test]
+    fn overloads_show_their_parameter_types() {
+        let key = |n: &str, d: &str| (n.to_string(), d.to_string());
+        let names = display_names(&[
+            key("a.B.work", "(I)J"),
+            key("a.B.work", "(Ljava/lang/String;[[J)J"),
+            key("a.B.other", "(I)V"),
+        ]);
+        assert_eq!(
+            names,
+            ["a.B.work(int)", "a.B.work(String, long[][])", "a.B.other"]
+        );
+        assert_eq!(
+            parameter_types("(Ljava/util/Map$Entry;Z)V"),
+            "Entry, boolean"
+        );
+        assert_eq!(parameter_types("()V"), "");
+    }
+
+    #[test]
     fn numbers_read_well() {
-        assert_eq!(format_ms(9_999_000_000), "9,999ms");
-        assert_eq!(format_ms(1_250_000), "1.25ms");
         assert_eq!(format_duration(850), "850ns");
-        assert_eq!(format_duration(12_345), "12.3us");
+        assert_eq!(format_duration(12_345), "12.3µs");
+        assert_eq!(format_duration(37_249), "37.2µs");
+        assert_eq!(format_duration(999_960), "1.00ms");
+        assert_eq!(format_duration(1_250_000), "1.25ms");
+        assert_eq!(format_duration(12_340_000), "12.3ms");
         assert_eq!(format_duration(1_234_000_000), "1.234s");
+        assert_eq!(format_coarse(104_000_000), "104ms");
+        assert_eq!(format_coarse(1_203_600_000), "1,204ms");
         assert_eq!(
             time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000),
             "13:05:07.042"

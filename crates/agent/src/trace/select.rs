@@ -25,6 +25,8 @@ struct Matcher {
     method: Option<Regex>,
     descriptor: Option<String>,
     role: Role,
+    /// The pattern as the user wrote it.
+    text: String,
     /// `+` patterns: dotted names of the classes and interfaces known to be subtypes.
     known: Mutex<HashSet<String>>,
 }
@@ -42,6 +44,7 @@ impl Matcher {
                 .transpose()?,
             descriptor: pattern.descriptor.clone(),
             role,
+            text: pattern.to_string(),
             known: Mutex::new(HashSet::new()),
         })
     }
@@ -92,6 +95,16 @@ impl Selector {
         self.matchers
             .iter()
             .any(|m| m.selects_class(dotted, supers))
+    }
+
+    /// The target patterns that select none of these classes (dotted names).
+    pub fn targets_matching_none(&self, classes: &[String]) -> Vec<String> {
+        self.matchers
+            .iter()
+            .filter(|m| m.role == Role::Target)
+            .filter(|m| !classes.iter().any(|c| m.selects_class(c, &[])))
+            .map(|m| m.text.clone())
+            .collect()
     }
 
     /// Whether a `+` pattern names this class itself (it is a base of subtype matching).
@@ -151,14 +164,16 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
     if let Some((_, why)) = CORE.iter().find(|(prefix, _)| internal.starts_with(prefix)) {
         return Some(why);
     }
-    if internal.contains("$$Lambda")
-        || internal.contains("LambdaForm$")
-        || internal.contains("/0x")
-        || internal.contains("$$")
-    {
+    if is_generated(internal) {
         return Some("lambda, hidden and generated classes cannot be retransformed");
     }
     None
+}
+
+/// Whether the class (internal name) is a lambda, hidden or otherwise generated class: the
+/// JVM cannot retransform those, and a broad pattern meets many (counted, not named).
+pub fn is_generated(internal: &str) -> bool {
+    internal.contains("$$") || internal.contains("LambdaForm$") || internal.contains("/0x")
 }
 
 /// `java/util/Map$Entry` as `java.util.Map$Entry`.
@@ -226,6 +241,13 @@ mod tests {
     }
 
     #[test]
+    fn patterns_selecting_no_class_are_named() {
+        let s = Selector::new(&plan(&["a.B::run", "c.*", "+d.E"], &["x.Y"])).unwrap();
+        let loaded = ["a.B".to_string(), "d.E".to_string()];
+        assert_eq!(s.targets_matching_none(&loaded), vec!["c.*".to_string()]);
+    }
+
+    #[test]
     fn core_and_generated_classes_are_refused() {
         for name in [
             "java/lang/String",
@@ -237,6 +259,8 @@ mod tests {
         ] {
             assert!(refusal(name).is_some(), "{name}");
         }
+        assert!(is_generated("a/B$$Lambda$12"));
+        assert!(!is_generated("java/lang/String"));
         for name in [
             "java/util/HashMap",
             "com/example/Foo$Inner",

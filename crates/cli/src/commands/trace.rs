@@ -66,6 +66,10 @@ pub struct TraceArgs {
     /// Show the Java stack of each reported call
     #[arg(long)]
     stack: bool,
+    /// Describe application objects (with --args/--return) by calling their toString(),
+    /// which runs application code; by default they show as Class@hash{fields}
+    #[arg(long)]
+    to_string: bool,
     /// Stop after this many calls
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
@@ -148,6 +152,7 @@ pub fn trace(args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         returns: args.returns,
         exceptions: args.exceptions,
         stack: args.stack,
+        to_string: args.to_string,
         json: args.common.json,
         ..Plan::default()
     };
