@@ -93,20 +93,25 @@ pub fn watch(agent: &'static Agent, session: Arc<Session>) {
     let result = spawn_attached(agent.vm(), name, move || {
         let _ticket = ticket;
         let mut polls = 0u32;
+        // Ends run on the agent's thread, like the commands (see `Agent::on_agent_thread`).
+        let end = |how: fn(&Agent, &Arc<Session>, &str), why: String| {
+            let session = session.clone();
+            agent.on_agent_thread(Box::new(move || how(agent, &session, &why)));
+        };
         while !session.is_ended() {
             match session.channel.poll_client(POLL) {
                 ClientSaid::Gone => {
-                    agent.client_gone(&session);
+                    end(Agent::client_gone, String::new());
                     break;
                 }
                 ClientSaid::Stop => {
-                    agent.client_stop(&session);
+                    end(Agent::end_session, "stopped by its client".into());
                     break;
                 }
                 ClientSaid::Nothing => {}
             }
             if let Some(why) = agent.session_due(&session) {
-                agent.end_session(&session, &why);
+                end(Agent::end_session, why);
                 break;
             }
             polls += 1;
