@@ -33,6 +33,8 @@ pub struct Session {
     /// Frames from the watcher (progress) and from commands (results) must not interleave.
     sending: Mutex<()>,
     ended: AtomicBool,
+    /// A write failed: the stream is cut mid-frame.
+    broken: AtomicBool,
 }
 
 impl Session {
@@ -43,17 +45,24 @@ impl Session {
             channel,
             sending: Mutex::new(()),
             ended: AtomicBool::new(false),
+            broken: AtomicBool::new(false),
         })
     }
 
-    /// Sends one frame whole; a failure means the client is gone, which the watcher sees.
+    /// Sends one frame whole. A write that fails or times out (a client that stopped
+    /// reading) leaves the stream cut mid-frame: nothing more is written to it, so a stuck
+    /// client costs one write timeout, not one per frame.
     pub fn send_frame(&self, frame: Frame) {
-        if self.is_ended() {
+        if self.is_ended() || self.broken.load(Ordering::SeqCst) {
             return;
         }
         let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
+        if self.broken.load(Ordering::SeqCst) {
+            return;
+        }
         if let Err(e) = self.channel.send(&frame) {
-            log!("session {}: {e}", self.id);
+            log!("session {}: {e}; no more writes to its client", self.id);
+            self.broken.store(true, Ordering::SeqCst);
         }
     }
 
@@ -70,7 +79,7 @@ impl Session {
 
     /// Ends the session with a final status (once; later calls do nothing).
     pub fn end(&self, code: i32, message: &str) {
-        if !self.ended.swap(true, Ordering::SeqCst) {
+        if !self.ended.swap(true, Ordering::SeqCst) && !self.broken.load(Ordering::SeqCst) {
             let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
             let _ = self.channel.send(&Frame::Done {
                 code,

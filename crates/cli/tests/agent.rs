@@ -427,3 +427,39 @@ fn jvm_in_a_container_gets_a_private_copy_of_the_agent() {
         assert_clean_stdout(&jvm);
     }
 }
+
+/// Issue #12: a client killed before its agent connected leaves its channel socket in the
+/// target's /tmp; the next client removes such leftovers (old enough, refusing connections,
+/// named like jtap's), and only those.
+#[test]
+fn leftover_channel_sockets_are_swept() {
+    agent_library();
+    let jdk = &jdks()[0];
+    let mut jvm = JavaProcess::start(jdk, "workloads.Sleeper");
+    let pid = pid_arg(&mut jvm);
+    let leftover = |age: &str| {
+        let hex: String = (0..32)
+            .map(|i| char::from_digit((i * 7 + age.len() as u32) % 16, 16).unwrap())
+            .collect();
+        let path = std::path::PathBuf::from(format!("/tmp/jtap-{hex}.sock"));
+        let _ = std::fs::remove_file(&path);
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let touched = Command::new("touch")
+            .args(["-d", age])
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(touched.success());
+        path
+    };
+    let old = leftover("2 minutes ago");
+    let young = leftover("now");
+    let status = jtap(["status", &pid]).ok();
+    assert!(status.contains("jtap agent"), "{status}");
+    assert!(!old.exists(), "an old leftover socket was not swept");
+    assert!(
+        young.exists(),
+        "a socket younger than a minute may be a live client's"
+    );
+    std::fs::remove_file(&young).unwrap();
+}

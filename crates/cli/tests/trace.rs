@@ -1063,3 +1063,45 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
         assert!(out.lines().any(|l| l.ends_with("µs")), "JDK {v}: {out}");
     }
 }
+
+/// Issue #12: a client that stops reading (here: stopped with SIGSTOP) cannot keep the probes
+/// running: the agent ends the session at `-d` by itself and restores the classes.
+#[test]
+fn a_stuck_client_cannot_keep_the_probes_past_its_duration() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.Busy");
+        let pid = jvm.pid().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let mut trace = Background::start(
+            &["trace", &pid, "workloads.Busy::mix", "-d", "2s"],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let client = nix::unistd::Pid::from_raw(trace.child.id() as i32);
+        nix::sys::signal::kill(client, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        let stopped = Instant::now();
+        loop {
+            let status = jtap(["status", &pid]).ok();
+            if status.contains("engine: none") {
+                break;
+            }
+            assert!(
+                stopped.elapsed() < Duration::from_secs(15),
+                "JDK {}: the trace outlived its 2 s by far with its client stuck: {status}",
+                jdk.version
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        eprintln!(
+            "JDK {}: the session ended {:.1} s after its client stopped reading",
+            jdk.version,
+            stopped.elapsed().as_secs_f64()
+        );
+        nix::sys::signal::kill(client, nix::sys::signal::Signal::SIGCONT).unwrap();
+        // The client learns it on its own; what it prints then depends on where the agent
+        // gave up writing, but it must end.
+        let _ = trace.finish(Duration::from_secs(30));
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
