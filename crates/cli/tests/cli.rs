@@ -58,3 +58,70 @@ fn engine_settings_of_another_engine_are_refused_before_attaching() {
         "{run:?}"
     );
 }
+
+/// Issue #12: bad values are the CLI's usage errors (exit 2, one line, no agent options or
+/// socket paths), before anything is attached.
+#[test]
+fn bad_values_are_usage_errors_before_attaching() {
+    for (args, message) in [
+        (&["trace", "1", "X::y", "-n", "0"][..], "0 is not in 1.."),
+        (&["calltree", "1", "X::y", "-n", "0"][..], "0 is not in 1.."),
+        (
+            &["monitor", "1", "X::y", "-i", "0s"][..],
+            "must be more than zero",
+        ),
+        (&["profile", "1", "-i", "0ms"][..], "must be more than zero"),
+        (
+            &["profile", "1", "-i", "10"][..],
+            "'10' needs a unit: 10ms?",
+        ),
+        (
+            &["trace", "1", "X::y", "--threshold", "100"][..],
+            "needs a unit",
+        ),
+        (&["profile", "1", "-d", "0s"][..], "must be more than zero"),
+        (&["profile", "1", "-e", "gc"][..], "unknown event \"gc\""),
+        (
+            &["profile", "1", "-e", "trace"][..],
+            "known: cpu, itimer, ctimer, wall, alloc, lock",
+        ),
+        (
+            &["profile", "1", "--counter", "bytes"][..],
+            "unknown counter",
+        ),
+        (
+            &["profile", "1", "-o", "out.unknownext"][..],
+            "cannot tell the format of out.unknownext",
+        ),
+        (&["profile", "x1"][..], "\"x1\" is not a pid"),
+        (&["trace", "x1", "X::y"][..], "\"x1\" is not a pid"),
+    ] {
+        let run = jtap(args);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(message), "{args:?}: {run:?}");
+        assert!(
+            !run.stderr.contains("channel=") && !run.stderr.contains(".sock"),
+            "{args:?} leaks internals: {run:?}"
+        );
+    }
+    // A bare number is still seconds for -d, as async-profiler's -d takes it.
+    let run = jtap(["profile", "1", "-d", "3", "-o", "x.html"]);
+    assert_ne!(run.code, 2, "{run:?}");
+}
+
+/// `jtap ps | head -1` ends quietly: no panic on the closed pipe.
+#[test]
+fn a_closed_stdout_ends_jtap_quietly() {
+    use std::process::{Command, Stdio};
+    let mut ps = Command::new(common::jtap_bin())
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(ps.stdout.take()); // the reader is gone before jtap writes
+    let out = ps.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+}

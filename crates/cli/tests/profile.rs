@@ -263,6 +263,44 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
             "JDK {}: the spinning thread was mostly not [running]",
             jdk.version
         );
+        // Issue #12: Java threads only by default (the VM's own threads are most of the
+        // threads of a real program); all of them with --all-threads.
+        let vm_thread = |stack: &str| {
+            [
+                "[VM Thread",
+                "[GC Thread",
+                "[C2 CompilerThre",
+                "[C1 CompilerThre",
+            ]
+            .iter()
+            .any(|t| stack.starts_with(t))
+        };
+        assert!(
+            !stacks.iter().any(|(s, _)| vm_thread(s)),
+            "JDK {}: the VM's own threads were sampled by default",
+            jdk.version
+        );
+        let all = dir
+            .path()
+            .join(format!("{}-wall-all.collapsed", jdk.version));
+        jtap([
+            "profile",
+            &pid,
+            "-e",
+            "wall",
+            "-d",
+            "1s",
+            "--threads",
+            "--all-threads",
+            "-o",
+            all.to_str().unwrap(),
+        ])
+        .ok();
+        assert!(
+            collapsed(&all).iter().any(|(s, _)| vm_thread(s)),
+            "JDK {}: --all-threads did not sample the VM's threads",
+            jdk.version
+        );
     }
 }
 
