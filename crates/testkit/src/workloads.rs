@@ -1,5 +1,6 @@
-//! Compiling the workloads once per test run: the Java classes of `tests/java/` and the
-//! native libraries of `tests/native/`.
+//! Compiling the workloads once per test run: the Java classes of `tests/java/workloads/`,
+//! the real-program drivers of `tests/java/real/` (against Debian's jars of H2, Jetty and
+//! ECJ) and the native libraries of `tests/native/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,38 +16,80 @@ pub fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Compiles every `.java` file under `tests/java/` with JDK 17's javac (`--release 11`, so
-/// every JDK of the matrix runs them) and returns the class directory. Output is cached by
-/// source content, so parallel test binaries reuse one compilation.
+/// Compiles every `.java` file under `tests/java/workloads/` with JDK 17's javac
+/// (`--release 11`, so every JDK of the matrix runs them) and returns the class directory.
+/// Output is cached by source content, so parallel test binaries reuse one compilation.
 pub fn compiled_workloads() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| compile_java("workloads", &[]))
+}
+
+/// Jars of Debian packages (`/usr/share/java/<name>.jar`, from `scripts/debian-packages.txt`)
+/// that the drivers of `tests/java/real/` are compiled against; each driver runs with the
+/// subset it needs (see [`debian_jar`]).
+const REAL_PROGRAM_JARS: &[&str] = &[
+    "ecj",
+    "h2",
+    "jetty9-server",
+    "jetty9-http",
+    "jetty9-io",
+    "jetty9-util",
+    "servlet-api",
+];
+
+/// Compiles the real-program drivers of `tests/java/real/` (package `real`) against
+/// [`REAL_PROGRAM_JARS`], like [`compiled_workloads`], and returns the class directory.
+pub fn compiled_real_programs() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let sources_root = repo_root().join("tests/java");
-        let mut sources = Vec::new();
-        collect_java_files(&sources_root, &mut sources);
-        sources.sort();
-        let out = repo_root().join(format!("target/java-workloads/{}", digest(&sources)));
-        if out.join(".complete").exists() {
-            return out;
-        }
-        let staging = out.with_extension(format!("tmp{}", std::process::id()));
-        let _ = fs::remove_dir_all(&staging);
-        fs::create_dir_all(&staging).expect("create workload class dir");
-        let javac = javac();
-        let status = Command::new(&javac)
-            .args(["--release", "11", "-g", "-d"])
-            .arg(&staging)
-            .args(&sources)
-            .status()
-            .unwrap_or_else(|e| panic!("running {}: {e}", javac.display()));
-        assert!(status.success(), "compiling tests/java failed");
-        fs::write(staging.join(".complete"), b"").expect("mark complete");
-        if fs::rename(&staging, &out).is_err() {
-            // Another test binary finished first; use its output.
-            let _ = fs::remove_dir_all(&staging);
-        }
-        out
+        let jars: Vec<PathBuf> = REAL_PROGRAM_JARS.iter().map(|j| debian_jar(j)).collect();
+        compile_java("real", &jars)
     })
+}
+
+/// `/usr/share/java/<name>.jar`; panics, naming the fix, when its package is not installed.
+pub fn debian_jar(name: &str) -> PathBuf {
+    let jar = PathBuf::from(format!("/usr/share/java/{name}.jar"));
+    assert!(
+        jar.exists(),
+        "{} missing: run scripts/setup-system.sh (it installs scripts/debian-packages.txt)",
+        jar.display()
+    );
+    jar
+}
+
+/// Compiles every `.java` file under `tests/java/<dir>/` against `classpath` into
+/// `target/java-<dir>/<digest of the sources>` (once: reused while the sources are unchanged).
+fn compile_java(dir: &str, classpath: &[PathBuf]) -> PathBuf {
+    let mut sources = Vec::new();
+    collect_java_files(&repo_root().join("tests/java").join(dir), &mut sources);
+    sources.sort();
+    let out = repo_root().join(format!("target/java-{dir}/{}", digest(&sources)));
+    if out.join(".complete").exists() {
+        return out;
+    }
+    let staging = out.with_extension(format!("tmp{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    fs::create_dir_all(&staging).expect("create the class dir");
+    let javac = javac();
+    let mut command = Command::new(&javac);
+    command.args(["--release", "11", "-g", "-d"]).arg(&staging);
+    if !classpath.is_empty() {
+        command
+            .arg("-cp")
+            .arg(env::join_paths(classpath).expect("classpath"));
+    }
+    let status = command
+        .args(&sources)
+        .status()
+        .unwrap_or_else(|e| panic!("running {}: {e}", javac.display()));
+    assert!(status.success(), "compiling tests/java/{dir} failed");
+    fs::write(staging.join(".complete"), b"").expect("mark complete");
+    if fs::rename(&staging, &out).is_err() {
+        // Another test binary finished first; use its output.
+        let _ = fs::remove_dir_all(&staging);
+    }
+    out
 }
 
 /// Compiles `tests/native/<name>.c` into a shared library with the C compiler (`cc`, or

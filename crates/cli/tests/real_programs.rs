@@ -1,0 +1,797 @@
+//! The real-programs tier: the `jtap` CLI against real programs under load instead of small
+//! synthetic workloads — javac (JDK 17 and 25, the JDKs with `jdk.compiler`) and the Eclipse
+//! compiler (every JDK) compiling the workloads' sources in a loop, an in-memory H2 database
+//! under JDBC transactions, and an embedded Jetty 9.4 server with its HTTP clients (drivers
+//! in `tests/java/real/`, jars from Debian packages). On every JDK of the matrix each program
+//! is profiled (cpu into every file format, flat text, wall, alloc, lock, and a Ctrl-C'd
+//! profile), histogrammed and traced (`-n`, `-d`, Ctrl-C, a whole package under a threshold,
+//! `--args --return`), and after every command the program must still be making progress,
+//! print no error, and have no jtap files left in `/tmp`.
+//!
+//! Every check of a program runs even when an earlier one failed (the program is restarted
+//! after a failure, so one failure does not cascade into the next checks); a test fails at
+//! the end with the list of every failed check, by program, JDK and command.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{agent_library, jtap_bin, leftover_triggers};
+use jtap_testkit::{compiled_real_programs, debian_jar, jdks, repo_root, JavaProcess, Jdk};
+
+/// Longest a traced or printed value may be: the agent's cap, then `...`.
+const VALUE_CAP: usize = 256;
+
+/// One real program and what the checks need to know about it.
+struct Program {
+    /// Short name used in failure reports.
+    name: &'static str,
+    /// Driver class under `tests/java/real/`.
+    main_class: &'static str,
+    /// Driver arguments (`{workloads}` is replaced by the workloads' source directory).
+    args: &'static [&'static str],
+    /// Debian jars (`/usr/share/java/<name>.jar`) the program runs with.
+    jars: &'static [&'static str],
+    /// JDK feature releases it runs on (None: all of the matrix).
+    only_on: Option<&'static [u32]>,
+    /// Prefix of the program's own classes: in its profiles and heap histograms.
+    classes: &'static str,
+    /// A method called thousands of times a second.
+    hot_method: &'static str,
+    /// A method whose `this` or arguments describe themselves with long, multi-line text.
+    args_method: &'static str,
+    /// Most arguments `args_method` takes (its overloads included).
+    args_method_arity: usize,
+    /// A whole package of the program, as a regex pattern.
+    package: &'static str,
+}
+
+static JAVAC: Program = Program {
+    name: "javac",
+    main_class: "real.JavacLoop",
+    args: &["javac", "{workloads}", "2"],
+    jars: &["ecj"],
+    only_on: Some(&[17, 25]),
+    classes: "com.sun.tools.javac.",
+    hot_method: "com.sun.tools.javac.comp.Attr::attribTree",
+    // `JCTree.toString()` pretty-prints the tree's source over many lines.
+    args_method: "com.sun.tools.javac.comp.Attr::attribStat",
+    args_method_arity: 2,
+    package: r"/com\.sun\.tools\.javac\.comp\..*/::/.*/",
+};
+
+static ECJ: Program = Program {
+    name: "ecj",
+    main_class: "real.JavacLoop",
+    args: &["ecj", "{workloads}", "2"],
+    jars: &["ecj"],
+    only_on: None,
+    classes: "org.eclipse.jdt.",
+    hot_method: "org.eclipse.jdt.internal.compiler.parser.Scanner::getNextToken",
+    // `ASTNode.toString()` prints the method's source over many lines.
+    args_method: "org.eclipse.jdt.internal.compiler.ast.MethodDeclaration::resolveStatements",
+    args_method_arity: 0,
+    package: r"/org\.eclipse\.jdt\.internal\.compiler\.ast\..*/::/.*/",
+};
+
+static H2: Program = Program {
+    name: "h2",
+    main_class: "real.H2Load",
+    args: &["3"],
+    jars: &["h2"],
+    only_on: None,
+    classes: "org.h2.",
+    hot_method: "org.h2.mvstore.MVMap::operate",
+    // `this` shows the statement's two-line SQL and its ~1000-character parameters.
+    args_method: "org.h2.jdbc.JdbcPreparedStatement::executeUpdate",
+    args_method_arity: 0,
+    package: r"/org\.h2\..*/::/.*/",
+};
+
+static JETTY: Program = Program {
+    name: "jetty",
+    main_class: "real.JettyLoad",
+    args: &["2"],
+    jars: &[
+        "jetty9-server",
+        "jetty9-http",
+        "jetty9-io",
+        "jetty9-util",
+        "servlet-api",
+    ],
+    only_on: None,
+    classes: "org.eclipse.jetty.",
+    hot_method: "org.eclipse.jetty.server.Server::handle",
+    // `this` is the response's header fields, one CRLF-ended line each, one ~1000 characters.
+    args_method: "org.eclipse.jetty.http.HttpFields::put",
+    args_method_arity: 2,
+    package: r"/org\.eclipse\.jetty\.server\..*/::/.*/",
+};
+
+#[test]
+fn javac() {
+    exercise(&JAVAC);
+}
+
+#[test]
+fn ecj() {
+    exercise(&ECJ);
+}
+
+#[test]
+fn h2() {
+    exercise(&H2);
+}
+
+#[test]
+fn jetty() {
+    exercise(&JETTY);
+}
+
+/// Runs every check on `program` on each JDK it runs on; fails with the list of failures.
+fn exercise(program: &'static Program) {
+    agent_library();
+    let mut failures = Vec::new();
+    for jdk in jdks() {
+        if program.only_on.is_some_and(|v| !v.contains(&jdk.version)) {
+            continue;
+        }
+        let started = Instant::now();
+        let mut running = Running::start(program, jdk);
+        for check in CHECKS {
+            let what = format!("{} on JDK {}: {}", program.name, jdk.version, check.name);
+            let check_started = Instant::now();
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let dir = tempfile::tempdir().unwrap();
+                let before = TmpFiles::snapshot();
+                (check.run)(&mut running, dir.path());
+                running.assert_still_working();
+                before.assert_nothing_left(running.pid);
+            }));
+            match outcome {
+                Ok(()) => eprintln!(
+                    "ok: {what} ({:.1} s)",
+                    check_started.elapsed().as_secs_f64()
+                ),
+                Err(panic) => {
+                    let message = panic_message(&panic);
+                    eprintln!("FAILED: {what}: {message}");
+                    failures.push(format!("{what}: {message}"));
+                    // A fresh program, so that this failure does not cascade.
+                    running = Running::start(program, jdk);
+                }
+            }
+        }
+        eprintln!(
+            "{} on JDK {}: all checks in {:.0} s",
+            program.name,
+            jdk.version,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed checks:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic without a message".into())
+}
+
+/// One check: a jtap command (or a few) against a running program.
+struct Check {
+    name: &'static str,
+    run: fn(&mut Running, &Path),
+}
+
+const CHECKS: &[Check] = &[
+    Check {
+        name: "profile -d 8s -o .html -o .collapsed -o .pb.gz",
+        run: profile_files,
+    },
+    Check {
+        name: "profile -d 8s --format flat",
+        run: profile_flat,
+    },
+    Check {
+        name: "profile -e wall -d 4s",
+        run: |p, dir| profile_engine(p, dir, "wall"),
+    },
+    Check {
+        name: "profile -e alloc -d 4s",
+        run: |p, dir| profile_engine(p, dir, "alloc"),
+    },
+    Check {
+        name: "profile -e lock -d 4s",
+        run: |p, dir| profile_engine(p, dir, "lock"),
+    },
+    Check {
+        name: "profile -d 60s, Ctrl-C after 5 s",
+        run: profile_interrupted,
+    },
+    Check {
+        name: "heap",
+        run: heap,
+    },
+    Check {
+        name: "trace <hot method> -n 300 -d 10s",
+        run: trace_count,
+    },
+    Check {
+        name: "trace <hot method> -d 3s",
+        run: trace_duration,
+    },
+    Check {
+        name: "trace <hot method> -d 60s, Ctrl-C after 2 s",
+        run: trace_interrupted,
+    },
+    Check {
+        name: "trace <package> --threshold 500ms -d 5s",
+        run: trace_package,
+    },
+    Check {
+        name: "trace <method> --args --return -n 50",
+        run: trace_args,
+    },
+];
+
+/// A program running on one JDK.
+struct Running {
+    program: &'static Program,
+    jvm: JavaProcess,
+    pid: u32,
+}
+
+impl Running {
+    fn start(program: &'static Program, jdk: &Jdk) -> Running {
+        let workloads = repo_root().join("tests/java/workloads");
+        let mut builder = JavaProcess::builder(jdk, program.main_class)
+            .jvm_arg("-Xmx256m")
+            .classpath(compiled_real_programs());
+        for jar in program.jars {
+            builder = builder.classpath(debian_jar(jar));
+        }
+        for arg in program.args {
+            builder = builder.arg(arg.replace("{workloads}", &workloads.display().to_string()));
+        }
+        let mut jvm = builder.start();
+        let pid = jvm.pid();
+        Running { program, jvm, pid }
+    }
+
+    fn pid(&self) -> String {
+        self.pid.to_string()
+    }
+
+    /// Units of work the program reported so far (its last `PROGRESS n` line).
+    fn progress(&self) -> u64 {
+        self.jvm
+            .stdout
+            .text()
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("PROGRESS ")?.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The program is alive, printed no failure, and keeps making progress.
+    fn assert_still_working(&mut self) {
+        let before = self.progress();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.progress() <= before {
+            assert!(
+                self.jvm.is_running(),
+                "the program exited; stderr: {}",
+                self.jvm.stderr.text()
+            );
+            assert!(
+                Instant::now() < deadline,
+                "the program made no progress in 30 s (stuck at {before})"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let stderr = self.jvm.stderr.text();
+        assert!(
+            !stderr.contains(" failed: ") && !stderr.contains("Exception"),
+            "the program printed errors: {stderr}"
+        );
+    }
+}
+
+/// What a bounded `jtap` run printed and how it ended.
+#[derive(Debug)]
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Outcome {
+    /// Exit code 0 and no panic on either stream.
+    fn assert_ok(&self) {
+        assert_eq!(self.code, 0, "jtap failed: {}", self.stderr);
+        for text in [&self.stdout, &self.stderr] {
+            assert!(
+                !text.contains("panicked") && !text.contains("RUST_BACKTRACE"),
+                "jtap panicked: {text}"
+            );
+        }
+    }
+}
+
+/// Runs `jtap args...` in `dir`; with `interrupt_after`, sends it SIGINT (Ctrl-C) then. Fails
+/// when it has not returned within `bound` (a hang check, not a speed target).
+fn jtap_within(
+    args: &[&str],
+    dir: &Path,
+    bound: Duration,
+    interrupt_after: Option<Duration>,
+) -> Outcome {
+    let mut child = Command::new(jtap_bin())
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start jtap");
+    let drain = |mut stream: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stream.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let before = TmpFiles::snapshot();
+    let started = Instant::now();
+    let mut interrupt_after = interrupt_after;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if interrupt_after.is_some_and(|after| started.elapsed() >= after) {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            interrupt_after = None;
+        }
+        if started.elapsed() >= bound {
+            let _ = child.kill();
+            let _ = child.wait();
+            before.blame_on_a_kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap();
+    let stderr = stderr.join().unwrap();
+    let Some(status) = status else {
+        panic!(
+            "`jtap {}` did not return within {bound:?} (killed); stderr: {stderr}; stdout: {} bytes",
+            args.join(" "),
+            stdout.len()
+        );
+    };
+    Outcome {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    }
+}
+
+/// jtap's files in `/tmp` before a command: sockets of the control channel and copies of the
+/// agent library. Other jtap runs on the machine (the other checks running in parallel, other
+/// test binaries) create such files too, and remove them within milliseconds; so a file
+/// counts as left behind by a command if it appeared during the command, is still there a
+/// second after it, no process has it bound as a socket, and it was not left by a jtap that a
+/// check killed (for not returning in time: that check fails anyway).
+struct TmpFiles(HashSet<PathBuf>);
+
+/// Files that appeared while a jtap that was then killed ran.
+static LEFT_BY_KILLS: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+impl TmpFiles {
+    fn snapshot() -> TmpFiles {
+        TmpFiles(Self::jtap_files())
+    }
+
+    fn jtap_files() -> HashSet<PathBuf> {
+        std::fs::read_dir("/tmp")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name.starts_with("jtap-") && name.ends_with(".sock"))
+                    || name.starts_with("jtap-agent-")
+            })
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// Paths of UNIX sockets some process has bound (from `/proc/net/unix`).
+    fn bound_sockets() -> HashSet<PathBuf> {
+        std::fs::read_to_string("/proc/net/unix")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().nth(7).map(PathBuf::from))
+            .collect()
+    }
+
+    /// New files that nobody has bound.
+    fn new_unbound(&self) -> HashSet<PathBuf> {
+        let bound = Self::bound_sockets();
+        Self::jtap_files()
+            .difference(&self.0)
+            .filter(|p| !bound.contains(*p))
+            .cloned()
+            .collect()
+    }
+
+    /// Records the files that appeared since the snapshot as left by a killed jtap.
+    fn blame_on_a_kill(&self) {
+        let mut left = LEFT_BY_KILLS.lock().unwrap_or_else(|e| e.into_inner());
+        left.get_or_insert_with(HashSet::new)
+            .extend(self.new_unbound());
+    }
+
+    fn assert_nothing_left(&self, pid: u32) {
+        let suspects = self.new_unbound();
+        if !suspects.is_empty() {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let now = self.new_unbound();
+        let killed = LEFT_BY_KILLS.lock().unwrap_or_else(|e| e.into_inner());
+        let left: Vec<_> = suspects
+            .intersection(&now)
+            .filter(|p| !killed.as_ref().is_some_and(|k| k.contains(*p)))
+            .collect();
+        assert!(left.is_empty(), "jtap left files in /tmp: {left:?}");
+        let triggers = leftover_triggers(pid, pid);
+        assert!(
+            triggers.is_empty(),
+            "attach trigger files left: {triggers:?}"
+        );
+    }
+}
+
+/// Every line that is not empty has the form `frame;frame;... count`.
+fn collapsed_stacks(path: &Path) -> Vec<(Vec<String>, u64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let stacks = common::collapsed(&text);
+    assert_eq!(
+        stacks.len(),
+        text.lines().filter(|l| !l.is_empty()).count(),
+        "{}: lines that are not collapsed stacks",
+        path.display()
+    );
+    stacks
+}
+
+fn profile_files(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    jtap_within(
+        &[
+            "profile",
+            &pid,
+            "-d",
+            "8s",
+            "-o",
+            "p.html",
+            "-o",
+            "p.collapsed",
+            "-o",
+            "p.pb.gz",
+        ],
+        dir,
+        Duration::from_secs(28),
+        None,
+    )
+    .assert_ok();
+    let stacks = collapsed_stacks(&dir.join("p.collapsed"));
+    assert!(stacks.len() >= 20, "only {} distinct stacks", stacks.len());
+    let deepest = stacks.iter().map(|(f, _)| f.len()).max().unwrap_or(0);
+    assert!(deepest >= 20, "deepest stack has {deepest} frames");
+    assert!(
+        stacks
+            .iter()
+            .any(|(f, _)| f.iter().any(|f| f.starts_with(p.program.classes))),
+        "no {} frame in the profile",
+        p.program.classes
+    );
+    let html = std::fs::read_to_string(dir.join("p.html")).expect("p.html written");
+    assert!(
+        html.contains(p.program.classes) && html.len() > 50_000,
+        "p.html ({} bytes) lacks the profile",
+        html.len()
+    );
+    let pprof = std::fs::read(dir.join("p.pb.gz")).expect("p.pb.gz written");
+    assert!(
+        pprof.starts_with(&[0x1f, 0x8b]) && pprof.len() > 1000,
+        "p.pb.gz is not a gzip of a profile ({} bytes)",
+        pprof.len()
+    );
+}
+
+fn profile_flat(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["profile", &pid, "-d", "8s", "--format", "flat"],
+        dir,
+        Duration::from_secs(28),
+        None,
+    );
+    outcome.assert_ok();
+    let rows: Vec<&str> = outcome
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(
+        rows.len() >= 5,
+        "a flat report of {} rows: {}",
+        rows.len(),
+        outcome.stdout
+    );
+}
+
+/// `-e wall|alloc|lock -d 4s -o <engine>.collapsed`: written, and (but for lock, which a
+/// program without contended locks may leave empty) holding the program's stacks.
+fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
+    let pid = p.pid();
+    let file = format!("{engine}.collapsed");
+    jtap_within(
+        &["profile", &pid, "-e", engine, "-d", "4s", "-o", &file],
+        dir,
+        Duration::from_secs(24),
+        None,
+    )
+    .assert_ok();
+    let stacks = collapsed_stacks(&dir.join(&file));
+    if engine != "lock" {
+        assert!(
+            stacks
+                .iter()
+                .any(|(f, _)| f.iter().any(|f| f.starts_with(p.program.classes))),
+            "no {} frame in {} stacks",
+            p.program.classes,
+            stacks.len()
+        );
+    }
+}
+
+fn profile_interrupted(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["profile", &pid, "-d", "60s", "-o", "i.collapsed"],
+        dir,
+        Duration::from_secs(25),
+        Some(Duration::from_secs(5)),
+    );
+    outcome.assert_ok();
+    assert!(
+        outcome.stderr.contains("interrupted after"),
+        "no interruption note: {}",
+        outcome.stderr
+    );
+    let stacks = collapsed_stacks(&dir.join("i.collapsed"));
+    assert!(stacks.len() >= 5, "only {} stacks after 5 s", stacks.len());
+}
+
+fn heap(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["heap", &pid, "-n", "0"],
+        dir,
+        Duration::from_secs(30),
+        None,
+    );
+    outcome.assert_ok();
+    assert!(
+        outcome.stdout.contains(p.program.classes),
+        "no {} class in the histogram: {}",
+        p.program.classes,
+        outcome.stdout
+    );
+}
+
+/// A call line of `jtap trace`: `HH:MM:SS.mmm [thread] Class.method duration ...`.
+fn is_call_line(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 15
+        && b[2] == b':'
+        && b[5] == b':'
+        && b[8] == b'.'
+        && b[12..14] == *b" ["
+        && [0, 1, 3, 4, 6, 7, 9, 10, 11]
+            .iter()
+            .all(|&i| b[i].is_ascii_digit())
+}
+
+/// The agent's report after a session: the `tracing:` note and every class back to its bytes.
+/// (Unlike trace.rs, probe calls in the agent's 50 ms window after the restore are allowed:
+/// frames of instrumented methods that were active at the restore run their instrumented code
+/// until they return, and javac's recursive attribution keeps such frames for a whole round.)
+fn assert_traced_and_restored(stderr: &str) {
+    assert!(
+        stderr.contains("jtap: tracing:"),
+        "no tracing note: {stderr}"
+    );
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("restored "))
+        .unwrap_or_else(|| panic!("no restore report: {stderr}"));
+    // "restored C classes in T ms: class bytes identical to before for B/C, method bytecode
+    // sizes identical for M/N"
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let n = numbers.len();
+    assert!(n >= 6 && numbers[0] >= 1, "nothing restored: {line}");
+    assert_eq!(
+        numbers[n - 4],
+        numbers[n - 3],
+        "class bytes differ after restoring: {line}"
+    );
+    assert_eq!(
+        numbers[n - 2],
+        numbers[n - 1],
+        "bytecodes differ after restoring: {line}"
+    );
+    assert!(
+        stderr.contains(", 0 in the 50 ms"),
+        "probes still called after restoring: {stderr}"
+    );
+}
+
+/// Asserts that every stdout line is a call line and returns how many there are.
+fn call_lines(stdout: &str) -> usize {
+    let strays: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !is_call_line(l))
+        .take(3)
+        .collect();
+    assert!(strays.is_empty(), "lines that are not calls: {strays:?}");
+    stdout.lines().count()
+}
+
+fn trace_count(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &[
+            "trace",
+            &pid,
+            p.program.hot_method,
+            "-n",
+            "300",
+            "-d",
+            "10s",
+        ],
+        dir,
+        Duration::from_secs(30),
+        None,
+    );
+    outcome.assert_ok();
+    assert_eq!(
+        call_lines(&outcome.stdout),
+        300,
+        "calls reported: {}",
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+fn trace_duration(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["trace", &pid, p.program.hot_method, "-d", "3s"],
+        dir,
+        Duration::from_secs(30),
+        None,
+    );
+    outcome.assert_ok();
+    assert!(
+        call_lines(&outcome.stdout) > 0,
+        "no call of a hot method: {}",
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+fn trace_interrupted(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["trace", &pid, p.program.hot_method, "-d", "60s"],
+        dir,
+        Duration::from_secs(30),
+        Some(Duration::from_secs(2)),
+    );
+    outcome.assert_ok();
+    assert!(
+        call_lines(&outcome.stdout) > 0,
+        "no call of a hot method: {}",
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+fn trace_package(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &[
+            "trace",
+            &pid,
+            p.program.package,
+            "--threshold",
+            "500ms",
+            "-d",
+            "5s",
+        ],
+        dir,
+        Duration::from_secs(60),
+        None,
+    );
+    outcome.assert_ok();
+    call_lines(&outcome.stdout);
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+/// `--args --return`: one line per call, whatever the values' own text holds, and each value
+/// capped (the line holds `this`, the arguments and the return value, at most
+/// [`VALUE_CAP`] characters and `...` each).
+fn trace_args(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &[
+            "trace",
+            &pid,
+            p.program.args_method,
+            "--args",
+            "--return",
+            "-n",
+            "50",
+            "-d",
+            "20s",
+        ],
+        dir,
+        Duration::from_secs(40),
+        None,
+    );
+    outcome.assert_ok();
+    let calls = call_lines(&outcome.stdout);
+    assert!(
+        (1..=50).contains(&calls),
+        "{calls} calls reported: {}",
+        outcome.stderr
+    );
+    let values = p.program.args_method_arity + 2;
+    let longest_line = 200 + values * (VALUE_CAP + "...".len() + ", ".len());
+    for line in outcome.stdout.lines() {
+        assert!(
+            !line.chars().any(|c| c.is_control()),
+            "control characters in a call line: {line:?}"
+        );
+        assert!(
+            line.chars().count() <= longest_line,
+            "a call line of {} characters for {values} values: {line:?}",
+            line.chars().count()
+        );
+    }
+    assert_traced_and_restored(&outcome.stderr);
+}
