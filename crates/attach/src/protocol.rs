@@ -5,7 +5,7 @@ use std::io::{self, Read};
 use crate::error::{AttachError, Result};
 
 /// Protocol 1 limits (HotSpot `AttachOperation`): name ≤ 16 bytes, exactly 3 args ≤ 1024 bytes.
-/// This is the longest operation name, in bytes.
+/// This one is the longest operation name, in bytes.
 pub const V1_NAME_MAX: usize = 16;
 /// Protocol 1's longest argument, in bytes.
 pub const V1_ARG_MAX: usize = 1024;
