@@ -41,17 +41,17 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "entry.rs",
         "agent",
-        "Agent_OnLoad/OnAttach hand the parsed options to the global agent",
+        "the entry points initialise the global agent and hand it the parsed command",
     ),
     (
         "entry.rs",
         "channel",
-        "Agent_OnAttach connects the control channel to report option errors",
+        "the entry points connect the client's control channel, also to report bad options",
     ),
     (
         "trace/probes.rs",
         "agent",
-        "probes take the agent's JVMTI environment from the global agent",
+        "probes (thread names, stacks) use the agent's JVMTI environment via agent::env()",
     ),
     (
         "trace/probes.rs",
@@ -61,22 +61,22 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "trace/values.rs",
         "agent",
-        "argument rendering takes the agent's JVMTI environment from the global agent",
+        "argument rendering uses the agent's JVMTI environment via agent::env()",
     ),
     (
         "trace/report.rs",
         "session",
-        "the trace reporting thread streams to its session",
+        "the trace reporter holds the session it streams to",
     ),
     (
         "sampling/mod.rs",
         "agent",
-        "sampling's JVMTI callbacks take the agent's JVMTI environment from the global agent",
+        "ClassPrepare/ThreadStart callbacks use the agent's JVMTI environment via agent::env()",
     ),
     (
         "session.rs",
         "agent",
-        "a session's watcher stops what it started through the agent that started it",
+        "a session's watcher tells the agent when its client is gone, asks to stop, or is due",
     ),
     (
         "engine/mod.rs",
@@ -86,7 +86,7 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "engine/trace.rs",
         "session",
-        "the trace engine hands its session to the reporting thread",
+        "the trace engine's stream_to hands its session to the reporter",
     ),
 ];
 
