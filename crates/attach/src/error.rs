@@ -24,7 +24,7 @@ pub enum AttachError {
     AttachDisabled {
         /// The JVM's pid, in the caller's pid namespace.
         pid: u32,
-        /// Why, as a clause that completes "attach is disabled in JVM <pid>: ".
+        /// Why, as a clause that completes "attach is disabled in JVM `<pid>`: ".
         reason: String,
     },
     /// The attach listener did not come up in time.
