@@ -21,6 +21,8 @@
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
 
+#![deny(missing_docs)]
+
 #[macro_use]
 mod log;
 

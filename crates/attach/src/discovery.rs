@@ -148,8 +148,13 @@ fn java_version_from_release_file(process: &Process) -> Option<String> {
 /// A `java` command line split into JVM options, the main entry and its arguments.
 #[derive(Debug, Default, PartialEq)]
 pub struct CommandLine {
+    /// The launcher options before the main entry, with the values of options that take one
+    /// (`-cp a.jar` is two elements).
     pub jvm_options: Vec<String>,
+    /// The main class, the jar after `-jar`, or the `module/class` after `-m`/`--module`;
+    /// empty when the command line has none.
     pub main: String,
+    /// The arguments after the main entry, passed to the application.
     pub args: Vec<String>,
 }
 

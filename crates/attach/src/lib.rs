@@ -6,6 +6,8 @@
 //! - Containers work through `/proc/<pid>/root` and the namespace pid (`NSpid`); run as root,
 //!   the client acts with the target's effective uid/gid ([`credentials`]).
 
+#![deny(missing_docs)]
+
 pub mod credentials;
 pub mod discovery;
 pub mod error;

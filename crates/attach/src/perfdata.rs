@@ -18,7 +18,9 @@ const ENTRY_HEADER_LEN: usize = 20;
 /// One PerfData value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PerfValue {
+    /// A scalar of type `J` (a 64-bit long), in the counter's own unit (ticks, bytes, events).
     Long(i64),
+    /// A byte vector of type `B`, read up to its first NUL (invalid UTF-8 replaced).
     Text(String),
 }
 
@@ -31,8 +33,10 @@ pub struct PerfData {
 /// Why a PerfData buffer could not be read.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PerfDataError {
+    /// The buffer does not start with the magic `CA FE C0 C0`.
     #[error("not a PerfData file (bad magic)")]
     BadMagic,
+    /// The buffer is shorter than the prologue, or the prologue's entry table fields are cut.
     #[error("truncated PerfData file")]
     Truncated,
 }

@@ -13,8 +13,9 @@ pub struct Process {
     pub pid: u32,
     /// Pid inside the process's own (innermost) pid namespace; equals `pid` outside containers.
     pub ns_pid: u32,
-    /// Effective uid and gid of the process.
+    /// Effective uid of the process.
     pub uid: u32,
+    /// Effective gid of the process.
     pub gid: u32,
     /// Short command name (`comm`).
     pub name: String,

@@ -5,8 +5,11 @@ use std::io::{self, Read};
 use crate::error::{AttachError, Result};
 
 /// Protocol 1 limits (HotSpot `AttachOperation`): name ≤ 16 bytes, exactly 3 args ≤ 1024 bytes.
+/// This one is the longest operation name, in bytes.
 pub const V1_NAME_MAX: usize = 16;
+/// Protocol 1's longest argument, in bytes.
 pub const V1_ARG_MAX: usize = 1024;
+/// Protocol 1's number of arguments: every request carries exactly this many (missing ones empty).
 pub const V1_ARG_COUNT: usize = 3;
 /// Protocol 2 caps a request's data at 256 KiB.
 pub const V2_DATA_MAX: usize = 256 * 1024;
@@ -14,11 +17,15 @@ pub const V2_DATA_MAX: usize = 256 * 1024;
 /// One attach operation with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
+    /// The operation's name as the JVM knows it, e.g. `load`, `jcmd`, `properties`.
     pub operation: String,
+    /// Its arguments, in order; protocol 1 carries at most [`V1_ARG_COUNT`].
     pub args: Vec<String>,
 }
 
 impl Request {
+    /// A request for `operation` with these arguments (not checked against either protocol's
+    /// limits until it is encoded).
     pub fn new(
         operation: impl Into<String>,
         args: impl IntoIterator<Item = impl Into<String>>,

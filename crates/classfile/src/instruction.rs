@@ -2,7 +2,9 @@
 
 use crate::error::{Error, Result};
 
-/// Opcode constants used by this crate.
+/// Opcode constants used by this crate: only the instructions it emits or inspects by name.
+/// Each constant is its instruction's JVMS §6.5 mnemonic upper-cased (`ICONST_M1` is
+/// `iconst_m1`, 0x02), so the spec is its documentation.
 #[allow(missing_docs)]
 pub mod op {
     pub const NOP: u8 = 0x00;

@@ -12,6 +12,8 @@
 //!
 //! The crate knows nothing about JVMTI and never panics on malformed input.
 
+#![deny(missing_docs)]
+
 mod bytes;
 pub mod class_file;
 pub mod code;

@@ -1,4 +1,4 @@
-//! Exit codes: each failure class has its own, documented in the README.
+//! Exit codes: each failure class has its own, documented in docs/USAGE.md.
 //! Successful attach operations exit with the JVM's own status code, as jattach does.
 
 use jtap_attach::AttachError;

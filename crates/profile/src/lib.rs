@@ -6,6 +6,8 @@
 //! [`export`] modules turn it into what people read: collapsed stacks, async-profiler-style
 //! text reports, a self-contained HTML flame graph, pprof and speedscope.
 
+#![deny(missing_docs)]
+
 pub mod export;
 mod model;
 

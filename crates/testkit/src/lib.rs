@@ -4,6 +4,8 @@
 //! starts them on a chosen JDK, waits until they say `READY`, and always kills them at the
 //! end (also when a test panics).
 
+#![deny(missing_docs)]
+
 mod jdk;
 mod process;
 mod seccomp;

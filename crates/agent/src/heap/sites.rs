@@ -539,9 +539,11 @@ mod tests {
             (
                 live.stack_count(),
                 live.total_samples(),
+                live.total(jtap_profile::Counter::Events),
                 live.total_weight()
             ),
-            (1, 600, 30_000)
+            (1, 300, 600, 30_000),
+            "samples taken, objects they stand for, bytes"
         );
         let stack = live.stacks()[0]
             .0

@@ -96,6 +96,8 @@ pub struct ProfileArgs {
     #[arg(long, value_parser = parse_counter)]
     counter: Option<Counter>,
     /// Mark frame kinds in collapsed output (_[j] compiled, _[i] inlined, _[k] kernel, _[0] interpreted)
+    // The brackets are --help text (clap prints doc comments verbatim), not intra-doc links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long)]
     annotate: bool,
     /// A java command line to launch and profile

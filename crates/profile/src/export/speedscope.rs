@@ -1,4 +1,4 @@
-//! speedscope JSON (https://www.speedscope.app/file-format-schema.json): one "sampled"
+//! speedscope JSON (<https://www.speedscope.app/file-format-schema.json>): one "sampled"
 //! profile with shared frames.
 
 use serde_json::json;
