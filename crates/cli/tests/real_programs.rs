@@ -15,6 +15,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -423,13 +424,20 @@ impl TmpFiles {
             .collect()
     }
 
-    /// Paths of UNIX sockets some process has bound (from `/proc/net/unix`).
-    fn bound_sockets() -> HashSet<PathBuf> {
+    /// Names of the UNIX sockets some process has bound (from `/proc/net/unix`; by name only,
+    /// as jtap binds them through `/proc/<pid>/root/tmp/`).
+    fn bound_sockets() -> HashSet<OsString> {
         std::fs::read_to_string("/proc/net/unix")
             .unwrap_or_default()
             .lines()
             .skip(1)
-            .filter_map(|l| l.split_whitespace().nth(7).map(PathBuf::from))
+            .filter_map(|l| {
+                Some(
+                    Path::new(l.split_whitespace().nth(7)?)
+                        .file_name()?
+                        .to_owned(),
+                )
+            })
             .collect()
     }
 
@@ -438,7 +446,7 @@ impl TmpFiles {
         let bound = Self::bound_sockets();
         Self::jtap_files()
             .difference(&self.0)
-            .filter(|p| !bound.contains(*p))
+            .filter(|p| p.file_name().is_none_or(|name| !bound.contains(name)))
             .cloned()
             .collect()
     }
@@ -653,10 +661,6 @@ fn assert_traced_and_restored(stderr: &str) {
         numbers[n - 2],
         numbers[n - 1],
         "bytecodes differ after restoring: {line}"
-    );
-    assert!(
-        stderr.contains(", 0 in the 50 ms"),
-        "probes still called after restoring: {stderr}"
     );
 }
 
