@@ -165,11 +165,11 @@ impl ThreadNames {
             .insert(tid);
     }
 
-    /// Learns the full names of the Java threads that ran before the sampler, and which
-    /// threads they are: a thread's kernel name is its Java name cut to 15 bytes, so a kernel
-    /// name that exactly one Java name starts with (equals, when shorter) is that thread.
-    /// Ambiguous names stay unmatched: such threads keep their kernel name and count as not
-    /// Java.
+    /// Learns which threads that ran before the sampler are Java threads, and their full
+    /// names: a thread's kernel name is its Java name cut to 15 bytes, so a thread whose
+    /// kernel name some Java name starts with (equals, when shorter) is a Java thread, and
+    /// when exactly one does, that is its name. When several do (`qtp1642360923-14`,
+    /// `qtp1642360923-15`, ...), the thread is one of them and keeps its kernel name.
     pub fn adopt(&self, java_names: &[String], tasks: &[(i32, String)]) {
         let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
         let mut java = self.java.lock().unwrap_or_else(|e| e.into_inner());
@@ -181,9 +181,15 @@ impl ThreadNames {
                     name.starts_with(kernel.as_str())
                 }
             });
-            if let (Some(name), None) = (matching.next(), matching.next()) {
-                names.insert(*tid, name.clone());
-                java.insert(*tid);
+            match (matching.next(), matching.next()) {
+                (Some(name), None) => {
+                    names.insert(*tid, name.clone());
+                    java.insert(*tid);
+                }
+                (Some(_), Some(_)) => {
+                    java.insert(*tid);
+                }
+                (None, _) => {}
             }
         }
     }
@@ -250,8 +256,8 @@ mod tests {
         names.adopt(&java, &tasks);
         assert_eq!(names.label(2), "[http-nio-8080-exec-1 tid=2]");
         assert_eq!(names.label(1), "[main tid=1]");
-        // Two Java names start with the cut name: which one it is cannot be told.
-        assert!(!names.is_java(3));
+        // Two Java names start with the cut name: a Java thread, but which one is unknown.
+        assert!(names.is_java(3));
         assert!(!names.is_java(4) && names.is_java(5) && names.is_java(2));
     }
 }
