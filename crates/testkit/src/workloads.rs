@@ -38,7 +38,7 @@ const REAL_PROGRAM_JARS: &[&str] = &[
 ];
 
 /// Compiles the real-program drivers of `tests/java/real/` (package `real`) against
-/// [`REAL_PROGRAM_JARS`], like [`compiled_workloads`], and returns the class directory.
+/// the Debian jars they run on (H2, Jetty, the servlet API, ECJ), like [`compiled_workloads`], and returns the class directory.
 pub fn compiled_real_programs() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
