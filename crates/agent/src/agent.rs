@@ -424,15 +424,9 @@ impl Agent {
     /// ends the session with `why`: its client asked (`Stop`), or [`Agent::session_due`].
     pub fn end_session(&self, session: &Arc<Session>, why: &str) {
         let mut state = self.state();
-        let owned = state
-            .engine
-            .as_ref()
-            .and_then(|r| r.owner.as_ref())
-            .is_some_and(|o| Arc::ptr_eq(o, session));
-        let report = owned.then(|| {
-            let running = state.engine.take().expect("checked above");
-            self.stop_running(running).0
-        });
+        let report = state
+            .take_engine_of(session)
+            .map(|running| self.stop_running(running).0);
         drop(state);
         if let Some(report) = report {
             session.send_report(&report);
@@ -444,14 +438,7 @@ impl Agent {
     /// elapsed, or it finished on its own), if it should.
     pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
         let state = self.state();
-        let running = state.engine.as_ref()?;
-        if !running
-            .owner
-            .as_ref()
-            .is_some_and(|o| Arc::ptr_eq(o, session))
-        {
-            return None;
-        }
+        let running = state.engine_of(session)?;
         if running.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some("duration elapsed".into());
         }
@@ -468,13 +455,7 @@ impl Agent {
     /// The watcher saw `session`'s client go away: stop what it started, silently.
     pub fn client_gone(&self, session: &Arc<Session>, _why: &str) {
         let mut state = self.state();
-        let owned = state
-            .engine
-            .as_ref()
-            .and_then(|r| r.owner.as_ref())
-            .is_some_and(|o| Arc::ptr_eq(o, session));
-        if owned {
-            let running = state.engine.take().expect("checked above");
+        if let Some(running) = state.take_engine_of(session) {
             self.stop_running(running);
         }
         drop(state);
@@ -577,6 +558,21 @@ impl Agent {
             log!("{e}");
         }
         log!("VM death: flushed and stopped");
+    }
+}
+
+impl State {
+    /// The engine `session` started, if it still runs.
+    fn engine_of(&self, session: &Arc<Session>) -> Option<&Running> {
+        self.engine
+            .as_ref()
+            .filter(|r| r.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)))
+    }
+
+    /// Takes the engine `session` started out of the state, if it still runs.
+    fn take_engine_of(&mut self, session: &Arc<Session>) -> Option<Running> {
+        self.engine_of(session)?;
+        self.engine.take()
     }
 }
 

@@ -133,6 +133,10 @@ fn cpu_engines_see_the_one_two_four_ratio() {
                 "4s",
                 "-i",
                 "4ms",
+                // Three busy threads share the JVM's one CPU with its attach listener, which
+                // on a loaded machine took more than the default 5 s to start.
+                "--timeout",
+                "30s",
                 "-o",
                 out.to_str().unwrap(),
             ]);
