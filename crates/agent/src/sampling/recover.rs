@@ -233,13 +233,13 @@ pub unsafe fn retry_from_caller(
     None
 }
 
-/// Up to 16 bytes of code around `pc` (from `pc - 8`), the ones outside pc's page zero:
+/// 24 bytes of code around `pc` (from `pc - 8`), the ones outside pc's page zero:
 /// the page holding the interrupted instruction is mapped and readable (the CPU was executing
 /// from it), its neighbours need not be.
 #[cfg(target_arch = "x86_64")]
-fn code_around(pc: usize) -> [u8; 16] {
+fn code_around(pc: usize) -> [u8; 24] {
     let page = pc & !4095;
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; 24];
     for (i, byte) in bytes.iter_mut().enumerate() {
         let address = (pc + i).wrapping_sub(8);
         if address & !4095 == page {
@@ -257,6 +257,9 @@ fn code_around(pc: usize) -> [u8; 16] {
 /// mov [rsp-bang], eax     89 84 24 d32      <- at: [sp]
 /// push rbp                55                <- at: [sp]   (after a bang)
 /// sub rsp, n              48 83 ec i8 | 48 81 ec i32   <- at: [sp + 8]   (after push rbp)
+///   or, without bang:
+/// sub rsp, n              48 81 ec i32      <- at: [sp]
+/// mov [rsp+n-8], rbp      48 89 6c 24 d8    <- at: [sp + n]
 /// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n + 8] (JDK 21+ entry barrier after sub)
 /// …
 /// add rsp, n              48 83 c4 i8 | 48 81 c4 i32
@@ -264,6 +267,10 @@ fn code_around(pc: usize) -> [u8; 16] {
 /// cmp rsp, [r15+d]        49 3b 67 d8 | 49 3b a7 d32   <- at: [sp] (after pop rbp)
 /// ja slow                 0f 87 d32         <- at: [sp] (after that cmp)
 /// ret                     c3                <- at: [sp] (after pop rbp)
+///   or, JDK 11's poll after pop rbp:
+/// mov r10, [r15+d]        4d 8b 97 d32      <- at: [sp]
+/// test [r10], eax         41 85 02          <- at: [sp]
+/// ret                     c3                <- at: [sp]
 /// ```
 #[cfg(target_arch = "x86_64")]
 fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
@@ -279,6 +286,23 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
     // push rbp right after the bang.
     if at[0] == 0x55 && before_is(7, &[0x89, 0x84, 0x24]) {
         return Some(0);
+    }
+    // A frame without stack bang (C2, small frames): `sub rsp, n` (always a 32-bit
+    // immediate) then `mov [rsp + n - 8], rbp`, nothing pushed before.
+    let saves_rbp = |code: &[u8], n: u32| {
+        code.starts_with(&[0x48, 0x89, 0x6c, 0x24]) && u32::from(code[4]) + 8 == n
+    };
+    if at.starts_with(&[0x48, 0x81, 0xec]) && !ends_with(&[0x55]) {
+        let n = u32::from_le_bytes([at[3], at[4], at[5], at[6]]);
+        if saves_rbp(&at[7..], n) {
+            return Some(0);
+        }
+    }
+    if before_is(7, &[0x48, 0x81, 0xec]) && before[0] != 0x55 {
+        let n = u32::from_le_bytes([before[4], before[5], before[6], before[7]]);
+        if saves_rbp(at, n) {
+            return Some(n as usize);
+        }
     }
     // sub rsp after push rbp.
     if (at.starts_with(&[0x48, 0x83, 0xec]) || at.starts_with(&[0x48, 0x81, 0xec]))
@@ -306,6 +330,13 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
     if return_poll && ends_with(&[0x5d]) {
         return Some(0);
     }
+    // JDK 11's return poll after pop rbp: mov r10, [r15+d32]; test [r10], eax.
+    if at.starts_with(&[0x4d, 0x8b, 0x97]) && ends_with(&[0x5d]) {
+        return Some(0);
+    }
+    if at.starts_with(&[0x41, 0x85, 0x02]) && before_is(7, &[0x4d, 0x8b, 0x97]) {
+        return Some(0);
+    }
     // ja after the return poll.
     if at.starts_with(&[0x0f, 0x87])
         && (before_is(4, &[0x49, 0x3b, 0x67]) && before[3] == 0x5d
@@ -314,7 +345,9 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
         return Some(0);
     }
     // ret after pop rbp or after the return poll's ja.
-    if at[0] == 0xc3 && (ends_with(&[0x5d]) || before_is(6, &[0x0f, 0x87])) {
+    if at[0] == 0xc3
+        && (ends_with(&[0x5d]) || before_is(6, &[0x0f, 0x87]) || ends_with(&[0x41, 0x85, 0x02]))
+    {
         return Some(0);
     }
     None
@@ -375,6 +408,17 @@ mod tests {
             slots(&epilogue, &[0, 4, 5, 9, 15]),
             [None, Some(8), Some(0), Some(0), Some(0)]
         );
+        // Without bang: sub rsp, 0x18; mov [rsp+0x10], rbp; mov eax, edx
+        let small = [
+            0x66, 0x90, 0x48, 0x81, 0xec, 0x18, 0x00, 0x00, 0x00, 0x48, 0x89, 0x6c, 0x24, 0x10,
+            0x8b, 0xc2,
+        ];
+        assert_eq!(slots(&small, &[2, 9, 14]), [Some(0), Some(0x18), None]);
+        // JDK 11: pop rbp; mov r10, [r15+0x108]; test [r10], eax; ret
+        let jdk11 = [
+            0x5d, 0x4d, 0x8b, 0x97, 0x08, 0x01, 0x00, 0x00, 0x41, 0x85, 0x02, 0xc3,
+        ];
+        assert_eq!(slots(&jdk11, &[1, 8, 11]), [Some(0), Some(0), Some(0)]);
         // A lone push rbp or ret is not recognised.
         assert_eq!(slots(&[0x90, 0x55, 0x90, 0xc3], &[1, 3]), [None, None]);
     }
