@@ -212,8 +212,11 @@ pub unsafe fn retry_from_caller(
     if !table.in_code(return_address) {
         return None;
     }
-    // SAFETY: a plain copy of the kernel's ucontext into this frame; its fpregs pointer still
-    // points at the original's, which outlives the call.
+    // SAFETY: a plain copy of the signal's ucontext into this frame. glibc's ucontext_t is
+    // longer than the kernel's `struct ucontext`; what follows the latter in the kernel's
+    // signal frame (siginfo, then the saved FPU state of at least 512 bytes) is on this same
+    // mapped stack, so all of it is readable. Its fpregs pointer still points at the
+    // original's, which outlives the call; AsyncGetCallTrace reads only rip, rsp and rbp.
     let mut caller: libc::ucontext_t = unsafe { std::ptr::read(original) };
     caller.uc_mcontext.gregs[libc::REG_RIP as usize] = return_address as i64;
     caller.uc_mcontext.gregs[libc::REG_RSP as usize] = (at + 8) as i64;
