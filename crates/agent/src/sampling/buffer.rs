@@ -42,6 +42,11 @@ pub struct SampleHeader {
     /// Where the thread was interrupted (the signal context's instruction pointer; 0 when
     /// unknown).
     pub pc: u64,
+    /// Set when the frames were walked from the caller after `AsyncGetCallTrace` failed at
+    /// `pc` (see [`super::recover`]): what `pc` was in (`recover::FROM_*`), else 0.
+    pub recovered: u8,
+    /// For a recovered sample, the return address the walk started from (0 otherwise).
+    pub caller_pc: u64,
 }
 
 struct Slot {
@@ -229,6 +234,8 @@ mod tests {
                         state: 0,
                         chain: 1,
                         pc: 0,
+                        recovered: 0,
+                        caller_pc: 0,
                     });
                 }
                 None => assert!(tid > 4),
@@ -271,6 +278,8 @@ mod tests {
                                 state: 0,
                                 chain: 0,
                                 pc: 0,
+                                recovered: 0,
+                                caller_pc: 0,
                             });
                         }
                     }

@@ -249,6 +249,8 @@ pub struct CodeMap {
     nmethods: BTreeMap<usize, Nmethod>,
     /// The template interpreter's code.
     interpreter: Option<Range<usize>>,
+    /// Other code the VM generated (stubs, adapters, …) by start address: end and name.
+    stubs: BTreeMap<usize, (usize, Box<str>)>,
     /// Installed nmethods per method.
     compiled: HashMap<MethodId, u32>,
     /// Installed nmethods per inlined call site.
@@ -287,6 +289,7 @@ impl CodeMap {
             self.over_budget += 1;
         }
         self.inline_bytes += nmethod.inline_bytes();
+        super::recover::FRAMELESS.note_code(nmethod.start, nmethod.end);
         *self.compiled.entry(nmethod.method).or_default() += 1;
         for site in nmethod.sites.iter() {
             *self.inlined.entry(*site).or_default() += 1;
@@ -316,11 +319,39 @@ impl CodeMap {
         }
     }
 
-    /// Records a stub the VM generated (DynamicCodeGenerated); only the interpreter matters.
+    /// Records code the VM generated (DynamicCodeGenerated): the interpreter, and every
+    /// other stub by name, for telling where samples that could not be walked were.
     pub fn stub(&mut self, name: &[u8], start: usize, size: u32) {
-        if name == b"Interpreter" && size > 0 {
-            self.interpreter = Some(start..start.saturating_add(size as usize));
+        if size == 0 {
+            return;
         }
+        let end = start.saturating_add(size as usize);
+        if name == b"Interpreter" {
+            self.interpreter = Some(start..end);
+        }
+        let name = String::from_utf8_lossy(name);
+        super::recover::FRAMELESS.add_stub(start, end, super::recover::is_frameless_stub(&name));
+        self.stubs.insert(start, (end, name.into()));
+    }
+
+    /// What code `pc` is in: a stub the VM generated (by its name, e.g. `vtable stub`), an
+    /// nmethod (its method and offset), or neither.
+    pub fn locate(&self, pc: usize) -> Location<'_> {
+        if let Some((&start, nmethod)) = self.nmethods.range(..=pc).next_back() {
+            if pc < nmethod.end {
+                return Location::Nmethod {
+                    method: nmethod.method as sys::jmethodID,
+                    offset: pc - start,
+                };
+            }
+        }
+        // Blobs nest (the interpreter holds codelets): the innermost, latest start wins.
+        for (_, (end, name)) in self.stubs.range(..=pc).rev().take(64) {
+            if pc < *end {
+                return Location::Stub(name);
+            }
+        }
+        Location::Unknown
     }
 
     /// Installed nmethods, bytes of inline information held, and nmethods kept without
@@ -406,6 +437,22 @@ fn decrement<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, u32>, key: &K) {
             counts.remove(key);
         }
     }
+}
+
+/// Where a pc is (see [`CodeMap::locate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location<'a> {
+    /// In code the VM generated, named as in DynamicCodeGenerated.
+    Stub(&'a str),
+    /// In the nmethod of `method`, `offset` bytes into its code.
+    Nmethod {
+        /// The compiled method.
+        method: sys::jmethodID,
+        /// Bytes from the start of its code.
+        offset: usize,
+    },
+    /// Nowhere the map knows.
+    Unknown,
 }
 
 /// The map of the running sampler (None while none runs).

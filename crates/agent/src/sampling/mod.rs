@@ -41,6 +41,7 @@ pub(crate) mod jvm;
 pub(crate) mod methods;
 mod native;
 pub mod perf;
+mod recover;
 pub mod signal;
 pub mod threads;
 
@@ -136,6 +137,11 @@ struct Shared {
     names: ThreadNames,
     started: Instant,
     stop: AtomicBool,
+    /// Samples walked from the caller after `unknown_java` (see `recover`): pc in a stub,
+    /// pc in a compiled method's prologue/epilogue; and samples left `unknown_java`.
+    recovered_stub: AtomicU64,
+    recovered_nmethod: AtomicU64,
+    unknown_java: AtomicU64,
 }
 
 /// A running sampler. Dropping it without [`Sampler::stop`] is a bug (it would leave the
@@ -184,6 +190,7 @@ impl Sampler {
     pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
         let asgct = asgct::function()?;
         signal::install()?;
+        recover::FRAMELESS.clear();
         *code::map() = Some(code::CodeMap::default());
         EVENTS_GATE.open();
         for event in EVENTS {
@@ -239,6 +246,9 @@ impl Sampler {
             names: ThreadNames::default(),
             started: Instant::now(),
             stop: AtomicBool::new(false),
+            recovered_stub: AtomicU64::new(0),
+            recovered_nmethod: AtomicU64::new(0),
+            unknown_java: AtomicU64::new(0),
         });
         let tasks: Vec<(i32, String)> = threads::tasks()
             .into_iter()
@@ -307,6 +317,12 @@ impl Sampler {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
         *code::map() = None;
+        log!(
+            "sampler: unknown_java walked from the caller: {} in stubs, {} in compiled prologues/epilogues; {} left",
+            self.shared.recovered_stub.load(Ordering::Relaxed),
+            self.shared.recovered_nmethod.load(Ordering::Relaxed),
+            self.shared.unknown_java.load(Ordering::Relaxed),
+        );
         let profile = snapshot(&self.shared, &self.target);
         if stuck != 0 {
             // A handler is stuck inside (it never should be): keep what it writes into alive.
@@ -412,12 +428,56 @@ impl Worker {
         let mut kinds = Vec::new();
         self.target.buffer.drain(|header, frames, chain| {
             let native = symbolizer.frames(chain, self.settings.user_only);
+            let mut top = None;
             match code::map().as_ref() {
-                Some(map) => map.classify(header.pc as usize, frames, &mut kinds),
+                Some(map) => {
+                    let pc = header.pc as usize;
+                    if header.recovered != recover::NOT_RECOVERED {
+                        // The walk began at the return address: the caller's call site.
+                        map.classify(
+                            (header.caller_pc as usize).saturating_sub(1),
+                            frames,
+                            &mut kinds,
+                        );
+                    } else {
+                        map.classify(pc, frames, &mut kinds);
+                    }
+                    if header.recovered != recover::NOT_RECOVERED
+                        || header.num_frames == UNKNOWN_JAVA
+                    {
+                        top = Some(map.locate(pc).into_place());
+                    }
+                }
                 None => kinds.clear(),
             }
+            let counter = match header.recovered {
+                recover::FROM_STUB => Some(&self.shared.recovered_stub),
+                recover::FROM_NMETHOD => Some(&self.shared.recovered_nmethod),
+                _ if header.num_frames == UNKNOWN_JAVA => Some(&self.shared.unknown_java),
+                _ => None,
+            };
+            if let Some(counter) = counter {
+                counter.fetch_add(u64::from(header.count.max(1)), Ordering::Relaxed);
+            }
+            // Resolved with the code map unlocked (see `code::map`).
+            let top = top.map(|place| place.resolve(resolver));
             kinds.resize(frames.len(), FrameKind::Compiled);
-            if let Some(stack) = self.stack(resolver, header, frames, &kinds, native) {
+            if let Some(mut stack) = self.stack(resolver, header, frames, &kinds, native) {
+                if let Some(top) = top {
+                    // On top of the Java frames: after the thread root and those frames.
+                    let java = usize::from(self.settings.threads)
+                        + if header.num_frames > 0 {
+                            frames.len()
+                        } else {
+                            1
+                        };
+                    let frame = if header.recovered == recover::NOT_RECOVERED {
+                        Frame::new(format!("[in {}]", top.label()), FrameKind::Cpp)
+                    } else {
+                        top.frame()
+                    };
+                    stack.insert(java.min(stack.len()), frame);
+                }
                 let count = u64::from(header.count.max(1));
                 stacks.push((stack, count, header.weight.saturating_mul(count)));
             }
@@ -490,6 +550,61 @@ impl Worker {
             );
         }
         Some(stack)
+    }
+}
+
+/// `AsyncGetCallTrace`'s `ticks_unknown_Java`.
+const UNKNOWN_JAVA: i32 = -5;
+
+/// Where an unwalkable (or recovered) sample's pc was.
+enum Place {
+    /// A VM stub, by name.
+    Stub(String),
+    /// A compiled method: its jmethodID, then its frame.
+    Nmethod(sys::jmethodID),
+    Compiled(Frame),
+    /// The code map does not know (e.g. an nmethod whose load event has not arrived).
+    Unknown,
+}
+
+impl code::Location<'_> {
+    fn into_place(self) -> Place {
+        match self {
+            code::Location::Stub(name) => Place::Stub(name.to_string()),
+            code::Location::Nmethod { method, .. } => Place::Nmethod(method),
+            code::Location::Unknown => Place::Unknown,
+        }
+    }
+}
+
+impl Place {
+    /// Names the method of a compiled place (a JVMTI call: not with the code map locked).
+    fn resolve(self, resolver: &mut methods::Resolver) -> Place {
+        match self {
+            Place::Nmethod(method) => {
+                let frame = asgct::CallFrame { bci: -1, method };
+                Place::Compiled(resolver.frame_of_kind(&frame, FrameKind::Compiled))
+            }
+            place => place,
+        }
+    }
+
+    /// For the leaf under `[unknown_java]`.
+    fn label(&self) -> String {
+        match self {
+            Place::Stub(name) => name.clone(),
+            Place::Compiled(frame) => format!("compiled {}", frame.name),
+            Place::Nmethod(_) | Place::Unknown => "unknown code".into(),
+        }
+    }
+
+    /// The frame on top of a recovered sample's Java frames.
+    fn frame(self) -> Frame {
+        match self {
+            Place::Stub(name) => Frame::new(format!("[{name}]"), FrameKind::Cpp),
+            Place::Compiled(frame) => frame,
+            Place::Nmethod(_) | Place::Unknown => Frame::new("[unknown code]", FrameKind::Cpp),
+        }
     }
 }
 

@@ -19,6 +19,10 @@ use super::asgct::{AsyncGetCallTrace, CallTrace};
 use super::buffer::{SampleBuffer, SampleHeader};
 use super::jvm::VmThreadKey;
 use super::perf;
+use super::recover;
+
+/// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
+const UNKNOWN_JAVA: i32 = -5;
 use crate::gate::Gate;
 
 /// The signal every sampling engine uses.
@@ -258,16 +262,31 @@ unsafe fn record(
     };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let (mut recovered, mut caller_pc) = (recover::NOT_RECOVERED, 0);
     let num_frames = match target.vm_threads.current_jni(target.vm) {
         Some(jni) => {
-            let mut trace = CallTrace {
-                env: jni,
-                num_frames: 0,
-                frames: claim.frames_ptr(),
+            let frames = claim.frames_ptr();
+            let depth = target.buffer.depth() as i32;
+            let mut walk = |context: *mut c_void| {
+                let mut trace = CallTrace {
+                    env: jni,
+                    num_frames: 0,
+                    frames,
+                };
+                // SAFETY: the trace has room for `depth` frames; context is the signal's or
+                // a copy of it on this stack.
+                unsafe { (target.asgct)(&mut trace, depth, context) };
+                trace.num_frames
             };
-            // SAFETY: the trace has room for `depth` frames; context is the signal's.
-            unsafe { (target.asgct)(&mut trace, target.buffer.depth() as i32, context) };
-            trace.num_frames
+            let mut num_frames = walk(context);
+            if num_frames == UNKNOWN_JAVA {
+                // SAFETY: the caller's contract; `walk` only calls AsyncGetCallTrace.
+                let retried = unsafe { recover::retry_from_caller(context, &mut walk) };
+                if let Some((frames, what, from)) = retried {
+                    (num_frames, recovered, caller_pc) = (frames, what, from);
+                }
+            }
+            num_frames
         }
         None => -3, // not a VM thread: AsyncGetCallTrace's "unknown, not Java"
     };
@@ -288,6 +307,8 @@ unsafe fn record(
         chain,
         // SAFETY: the caller's contract.
         pc: unsafe { interrupted_pc(context) },
+        recovered,
+        caller_pc,
     });
 }
 
