@@ -185,7 +185,7 @@ pub unsafe fn retry_from_caller(
     let pc = original.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
     let sp = original.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
     let table = &FRAMELESS;
-    if !table.in_code(pc) || sp % 8 != 0 {
+    if !table.in_code(pc) || !sp.is_multiple_of(8) {
         return None;
     }
     let (slot, what) = match table.kind_at(pc) {
