@@ -234,15 +234,7 @@ impl Describer {
             return;
         }
         if self.to_string {
-            match self
-                .jni
-                .call_string(self.env, object, self.known.to_string, cap)
-            {
-                Ok(text) => escape_into(&text, false, out),
-                Err(thrown) => {
-                    let _ = write!(out, "<toString() threw {thrown}>");
-                }
-            }
+            self.to_string_into(object, cap, out);
             return;
         }
         self.object(object, class, signature, cap, out);
@@ -266,6 +258,19 @@ impl Describer {
             .jni
             .field_value(object, id, signature.to_str().unwrap_or("I"));
         Some(value)
+    }
+
+    /// The object's own `toString()`, capped and escaped (or what it threw).
+    fn to_string_into(&self, object: sys::jobject, cap: usize, out: &mut String) {
+        match self
+            .jni
+            .call_string(self.env, object, self.known.to_string, cap)
+        {
+            Ok(text) => escape_into(&text, false, out),
+            Err(thrown) => {
+                let _ = write!(out, "<toString() threw {thrown}>");
+            }
+        }
     }
 
     fn enum_name(&self, object: sys::jobject, out: &mut String) {
@@ -329,15 +334,7 @@ impl Describer {
             let _ = write!(out, "{}({} bits)", java_name(internal), words * 32);
             return;
         }
-        match self
-            .jni
-            .call_string(self.env, object, self.known.to_string, cap)
-        {
-            Ok(text) => escape_into(&text, false, out),
-            Err(thrown) => {
-                let _ = write!(out, "<toString() threw {thrown}>");
-            }
-        }
+        self.to_string_into(object, cap, out);
     }
 
     /// The length of a BigInteger's magnitude in 32-bit words.
