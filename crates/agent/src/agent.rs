@@ -1,5 +1,10 @@
 //! The one agent of this library: created by the first `Agent_OnLoad`/`Agent_OnAttach`, reached
-//! again by every later attach. Runs commands, owns the engine and the sessions.
+//! again by every later attach. Runs commands, owns the recordings and the sessions.
+//!
+//! A recording is what one `start` runs: one or more engines (`event=cpu,alloc,lock`),
+//! owned by the client that asked (its session) or detached. Several recordings run at once
+//! (a profile and a trace, two clients) as long as their engines hold no
+//! [`Resource`] in common; each client's `Stop` ends only its own recording.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
@@ -12,7 +17,7 @@ use jtap_protocol::{
 };
 
 use crate::channel::Channel;
-use crate::engine::{self, Context, Engine, Report};
+use crate::engine::{self, Context, Engine, Report, Resource};
 use crate::sampling;
 use crate::session::{self, Session};
 use crate::thread::Vm;
@@ -43,27 +48,38 @@ pub type Job = Box<dyn FnOnce() + Send>;
 
 #[derive(Default)]
 struct State {
-    engine: Option<Running>,
-    /// Sessions of engines started in `Agent_OnLoad`, whose watcher threads wait for VMInit.
+    recordings: Vec<Recording>,
+    /// Numbers recordings for `status`.
+    started: u64,
+    /// Sessions of recordings started in `Agent_OnLoad`, whose watcher threads wait for VMInit.
     awaiting_init: Vec<Arc<Session>>,
     /// The VM has sent VMDeath: no more engines.
     dead: bool,
 }
 
-/// The running engine.
-struct Running {
-    event: Event,
-    engine: Box<dyn Engine>,
+/// What one `start` runs.
+struct Recording {
+    id: u64,
+    /// In the order `start` named their events.
+    engines: Vec<Running>,
     /// The `start` options, kept for engines whose start waits for VMInit.
     options: Options,
-    /// False while the engine waits for the live phase (sampling engines given at start-up).
-    live: bool,
     started: Instant,
-    /// `duration=`: when the agent stops the engine itself and sends its owner the results.
+    /// `duration=`: when the agent stops the recording itself and sends its owner the results.
     deadline: Option<Instant>,
     owner: Option<Arc<Session>>,
     file: Option<String>,
+}
+
+/// One engine of a recording.
+struct Running {
+    event: Event,
+    engine: Box<dyn Engine>,
+    holds: Vec<Resource>,
+    /// What it added to the agent's environment (given back when no other engine needs it).
     capabilities: Capabilities,
+    /// False while the engine waits for the live phase (sampling engines given at start-up).
+    live: bool,
 }
 
 /// Keeps the count of live watcher threads; dropping it counts one down.
@@ -277,28 +293,38 @@ impl Agent {
             Action::Help => Ok(help_text()),
             Action::Dump => {
                 let state = self.state();
-                let running = state
-                    .engine
-                    .as_ref()
-                    .ok_or_else(|| failed("nothing to dump: no engine is running"))?;
-                let report = running.report();
+                let chosen = state.chosen(options.event);
+                if chosen.is_empty() {
+                    return Err(failed(nothing_running("dump", options.event)));
+                }
+                let reports: Vec<Report> = chosen
+                    .into_iter()
+                    .flat_map(|i| state.recordings[i].reports())
+                    .collect();
                 drop(state);
-                deliver_report(&report, options.file.as_deref(), channel.as_ref())
+                deliver_reports(&reports, options.file.as_deref(), channel.as_ref())
             }
             Action::Stop => {
-                // The state stays locked until the engine is fully stopped, so that no other
-                // engine can start (and be switched off) in between.
+                // The state stays locked until the engines are fully stopped, so that no other
+                // engine can start (and have its capabilities given back) in between.
                 let mut state = self.state();
-                let running = state
-                    .engine
-                    .take()
-                    .ok_or_else(|| failed("nothing to stop: no engine is running"))?;
-                let (report, owner) = self.stop_running(running);
+                let chosen = state.chosen(options.event);
+                if chosen.is_empty() {
+                    return Err(failed(nothing_running("stop", options.event)));
+                }
+                let mut reports = Vec::new();
+                let mut owners = Vec::new();
+                for i in chosen.into_iter().rev() {
+                    let recording = state.recordings.remove(i);
+                    let (results, owner) = self.stop_recording(&state, recording);
+                    reports.splice(0..0, results);
+                    owners.extend(owner);
+                }
                 drop(state);
-                if let Some(owner) = owner {
+                for owner in owners {
                     owner.end(AGENT_RETURN_OK, "stopped by another jtap client");
                 }
-                deliver_report(&report, options.file.as_deref(), channel.as_ref())
+                deliver_reports(&reports, options.file.as_deref(), channel.as_ref())
             }
             Action::Start => self.start(options, channel),
             Action::Histogram => {
@@ -313,42 +339,38 @@ impl Agent {
         options: &Options,
         channel: &mut Option<Channel>,
     ) -> Result<String, Failure> {
-        let event = options
-            .event
-            .ok_or_else(|| failed("start needs event=<cpu|itimer|ctimer|wall|gc>"))?;
+        let events = options.events();
+        if events.is_empty() {
+            return Err(failed(format!(
+                "start needs event=<{}> (or alloc, lock, wall)",
+                Event::ALL.map(Event::name).join("|")
+            )));
+        }
         let mut state = self.state();
         if state.dead {
             return Err(failed("the JVM is shutting down"));
         }
-        if let Some(running) = &state.engine {
-            return Err(failed(format!(
-                "the {} engine is already running (for {:.1} s); stop it first",
-                running.event,
-                running.started.elapsed().as_secs_f64()
-            )));
-        }
-        let mut engine = engine::create(event).map_err(failed)?;
-        let wanted = engine.capabilities();
-        let report = self
-            .env
-            .add_capabilities(&wanted)
-            .map_err(|e| failed(e.to_string()))?;
-        if !report.refused.is_empty() {
-            let _ = self.env.relinquish_capabilities(&report.granted);
-            return Err(failed(format!(
-                "the JVM refused capabilities the {event} engine needs ({report})"
-            )));
+        for &event in &events {
+            if let Some(busy) = state.holding(&engine::holds(event, options)) {
+                return Err(failed(format!(
+                    "cannot start {event}: {busy}; stop it first"
+                )));
+            }
         }
         // Sampling and class rewriting need the live phase (loaded classes, JNI); at start-up
         // they begin at VMInit.
-        let live = !options.needs_live_phase() || self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
-        if live {
-            if let Err(e) = engine.start(&self.context(), options) {
-                let _ = self.env.relinquish_capabilities(&report.granted);
-                return Err(failed(e));
+        let phase_live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        let mut engines: Vec<Running> = Vec::new();
+        for &event in &events {
+            match self.start_engine(&state, &engines, event, options, phase_live) {
+                Ok(running) => engines.push(running),
+                Err(e) => {
+                    self.retire_all(&state, engines);
+                    return Err(failed(e));
+                }
             }
         }
-        // A detached engine belongs to nobody: the asking client just gets the reply.
+        // A detached recording belongs to nobody: the asking client just gets the reply.
         let owner = match options.detach {
             true => None,
             false => channel
@@ -356,93 +378,190 @@ impl Agent {
                 .map(|c| Session::new(self.sessions.fetch_add(1, Ordering::SeqCst) + 1, c)),
         };
         if let Some(session) = &owner {
-            engine.stream_to(session.clone());
+            for running in &mut engines {
+                running.engine.stream_to(session.clone());
+            }
         }
-        state.engine = Some(Running {
-            event,
-            engine,
+        let names = engines
+            .iter()
+            .map(|r| r.engine.name())
+            .collect::<Vec<_>>()
+            .join(",");
+        state.started += 1;
+        let id = state.started;
+        state.recordings.push(Recording {
+            id,
+            engines,
             options: options.clone(),
-            live,
             started: Instant::now(),
             deadline: options.duration.map(|d| Instant::now() + d),
             owner: owner.clone(),
             file: options.file.clone(),
-            capabilities: report.granted,
         });
         if let Some(session) = owner {
-            session.send_frame(Frame::Started(
-                state
-                    .engine
-                    .as_ref()
-                    .map_or(event.name(), |r| r.engine.name())
-                    .to_string(),
-            ));
-            if self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE) {
+            session.send_frame(Frame::Started(names.clone()));
+            if phase_live {
                 session::watch(self, session);
             } else {
                 state.awaiting_init.push(session);
             }
         }
-        log!("started the {event} engine");
+        log!("started recording {id}: {names}");
         match options.detach {
             true => Ok(format!(
-                "started the {} engine, detached: it runs until `stop` or the JVM's exit",
-                state
-                    .engine
-                    .as_ref()
-                    .map_or(event.name(), |r| r.engine.name())
+                "started recording {id} ({names}), detached: it runs until `stop` or the JVM's exit"
             )),
             false => Ok(String::new()),
         }
     }
 
-    /// Stops an engine taken out of the state: events off, callbacks and signal handlers
-    /// drained, capabilities given back, results written to its `file=` (rendered by the
-    /// file's extension). Returns the results and the engine's owner, to whom the caller
-    /// sends them (or not) once the state is unlocked. Callers hold the state lock.
-    fn stop_running(&self, mut running: Running) -> (Report, Option<Arc<Session>>) {
+    /// Creates the engine of `event`, adds its capabilities and starts it (now when the VM
+    /// is live or the engine does not need it to be; else at VMInit). `started` are the
+    /// engines of its recording started before it.
+    fn start_engine(
+        &self,
+        state: &State,
+        started: &[Running],
+        event: Event,
+        options: &Options,
+        phase_live: bool,
+    ) -> Result<Running, String> {
+        let mut engine = engine::create(event);
+        let report = self
+            .env
+            .add_capabilities(&engine.capabilities())
+            .map_err(|e| e.to_string())?;
+        // On failure, give back what no running engine holds too.
+        let give_back = || {
+            let unused = self.unused_besides(state, started, &report.granted);
+            let _ = self.env.relinquish_capabilities(&unused);
+        };
+        if !report.refused.is_empty() {
+            give_back();
+            return Err(format!(
+                "the JVM refused capabilities the {event} engine needs ({report})"
+            ));
+        }
+        let live = !options.needs_live_phase(event) || phase_live;
+        if live {
+            if let Err(e) = engine.start(&self.context(), options) {
+                give_back();
+                return Err(e);
+            }
+        }
+        Ok(Running {
+            event,
+            engine,
+            holds: engine::holds(event, options),
+            capabilities: report.granted,
+            live,
+        })
+    }
+
+    /// The capabilities of `capabilities` no running engine holds: none of the state's
+    /// recordings (locked by the caller) nor `also`, the engines of a recording being
+    /// started or stopped.
+    fn unused_besides(
+        &self,
+        state: &State,
+        also: &[Running],
+        capabilities: &Capabilities,
+    ) -> Capabilities {
+        state
+            .recordings
+            .iter()
+            .flat_map(|r| &r.engines)
+            .chain(also)
+            .fold(*capabilities, |left, other| {
+                left.difference(&other.capabilities)
+            })
+    }
+
+    /// Stops the engines of a recording being started, last first.
+    fn retire_all(&self, state: &State, mut engines: Vec<Running>) {
+        while let Some(running) = engines.pop() {
+            self.retire(state, &engines, running);
+        }
+    }
+
+    /// Stops one engine (taken out of the state; `others` are the rest of its recording)
+    /// and gives back the capabilities nothing else needs.
+    fn retire(&self, state: &State, others: &[Running], mut running: Running) -> Report {
         let report = if running.live {
             running.engine.stop(&self.context())
         } else {
             running.report()
         };
-        if let Err(e) = self.env.relinquish_capabilities(&running.capabilities) {
+        let release = self.unused_besides(state, others, &running.capabilities);
+        if let Err(e) = self.env.relinquish_capabilities(&release) {
             log!("{e}");
         }
-        if let Some(file) = &running.file {
-            if let Err(e) =
-                jtap_profile::write_atomically(std::path::Path::new(file), &report.render_for(file))
-            {
-                log!("cannot write {file}: {e}");
-            }
-        }
         log!("stopped the {} engine", running.event);
-        (report, running.owner)
+        report
     }
 
-    /// Stops the engine `session` owns, if it still runs, and sends the results to it; then
-    /// ends the session with `why`: its client asked (`Stop`), or [`Agent::session_due`].
+    /// Stops a recording taken out of the state: events off, callbacks and signal handlers
+    /// drained, capabilities given back, results written to its `file=` (rendered by the
+    /// file's extension). Returns the results and the recording's owner, to whom the caller
+    /// sends them (or not) once the state is unlocked. Callers hold the state lock.
+    fn stop_recording(
+        &self,
+        state: &State,
+        recording: Recording,
+    ) -> (Vec<Report>, Option<Arc<Session>>) {
+        let mut engines = recording.engines;
+        let mut reports = Vec::new();
+        while let Some(running) = engines.pop() {
+            reports.push(self.retire(state, &engines, running));
+        }
+        reports.reverse();
+        if let Some(file) = &recording.file {
+            if let Err(e) = write_reports(file, &reports) {
+                log!("{e}");
+            }
+        }
+        log!("stopped recording {}", recording.id);
+        (reports, recording.owner)
+    }
+
+    /// Stops the recording `session` owns, if it still runs, and sends the results to it;
+    /// then ends the session with `why`: its client asked (`Stop`), or [`Agent::session_due`].
     pub fn end_session(&self, session: &Arc<Session>, why: &str) {
         let mut state = self.state();
-        let report = state
-            .take_engine_of(session)
-            .map(|running| self.stop_running(running).0);
+        let reports = state
+            .take_recording_of(session)
+            .map(|recording| self.stop_recording(&state, recording).0);
         drop(state);
-        if let Some(report) = report {
-            session.send_report(&report);
+        for report in reports.iter().flatten() {
+            session.send_report(report);
         }
         session.end(AGENT_RETURN_OK, why);
     }
 
-    /// Why the engine `session` owns should end now without being asked (its `duration=`
-    /// elapsed, or it finished on its own), if it should.
+    /// Why the recording `session` owns should end now without being asked (its `duration=`
+    /// elapsed, or an engine finished on its own), if it should.
     pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
         let state = self.state();
-        let running = state.engine_of(session)?;
-        if running.deadline.is_some_and(|d| Instant::now() >= d) {
+        let recording = state.recording_of(session)?;
+        if recording.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some("duration elapsed".into());
         }
-        running.live.then(|| running.engine.ended()).flatten()
+        recording
+            .engines
+            .iter()
+            .filter(|r| r.live)
+            .find_map(|r| r.engine.ended())
+    }
+
+    /// Samples recorded and dropped so far by the sampling engines `session` owns.
+    pub fn progress_of(&self, session: &Arc<Session>) -> Option<(u64, u64)> {
+        let state = self.state();
+        state
+            .recording_of(session)?
+            .engines
+            .iter()
+            .filter_map(|r| r.engine.progress())
+            .reduce(|(s1, d1), (s2, d2)| (s1 + s2, d1 + d2))
     }
 
     fn context(&self) -> Context {
@@ -455,8 +574,8 @@ impl Agent {
     /// The watcher saw `session`'s client go away: stop what it started, silently.
     pub fn client_gone(&self, session: &Arc<Session>, _why: &str) {
         let mut state = self.state();
-        if let Some(running) = state.take_engine_of(session) {
-            self.stop_running(running);
+        if let Some(recording) = state.take_recording_of(session) {
+            self.stop_recording(&state, recording);
         }
         drop(state);
         session.end(AGENT_RETURN_OK, "client went away");
@@ -482,20 +601,23 @@ impl Agent {
             "capabilities held: {}\n",
             if held.is_empty() { "none" } else { &held }
         ));
-        match &state.engine {
-            None => text.push_str("engine: none"),
-            Some(running) => text.push_str(&format!(
-                "engine: {} running for {:.1} s, {}\n{}",
-                running.event,
-                running.started.elapsed().as_secs_f64(),
-                match &running.owner {
-                    Some(owner) => format!("owned by the client of session {}", owner.id),
-                    None => "not owned by a client".into(),
-                },
-                running.report().summary()
-            )),
+        if state.recordings.is_empty() {
+            text.push_str("recordings: none");
         }
-        text
+        for recording in &state.recordings {
+            text.push_str(&format!(
+                "recording {}: {} running for {:.1} s, {}\n",
+                recording.id,
+                recording.names(),
+                recording.started.elapsed().as_secs_f64(),
+                recording.owner_text(),
+            ));
+            for report in recording.reports() {
+                text.push_str(&report.summary());
+                text.push('\n');
+            }
+        }
+        text.trim_end().to_string()
     }
 
     fn version_text(&self) -> String {
@@ -509,17 +631,35 @@ impl Agent {
 
     fn vm_init(&'static self) {
         let mut state = self.state();
-        if let Some(running) = state.engine.as_mut().filter(|r| !r.live) {
-            match running.engine.start(&self.context(), &running.options) {
-                Ok(()) => running.live = true,
-                Err(e) => {
-                    log!("cannot start the {} engine at VMInit: {e}", running.event);
-                    if let Some(owner) = &running.owner {
-                        owner.end(AGENT_RETURN_COMMAND_FAILED, &e);
-                    }
-                    let running = state.engine.take().expect("checked above");
-                    let _ = self.env.relinquish_capabilities(&running.capabilities);
-                }
+        let mut failed_recordings = Vec::new();
+        for (i, recording) in state.recordings.iter_mut().enumerate() {
+            let options = &recording.options;
+            let error = recording
+                .engines
+                .iter_mut()
+                .filter(|r| !r.live)
+                .find_map(
+                    |running| match running.engine.start(&self.context(), options) {
+                        Ok(()) => {
+                            running.live = true;
+                            None
+                        }
+                        Err(e) => Some(format!(
+                            "cannot start the {} engine at VMInit: {e}",
+                            running.event
+                        )),
+                    },
+                );
+            if let Some(error) = error {
+                log!("{error}");
+                failed_recordings.push((i, error));
+            }
+        }
+        for (i, error) in failed_recordings.into_iter().rev() {
+            let recording = state.recordings.remove(i);
+            let (_, owner) = self.stop_recording(&state, recording);
+            if let Some(owner) = owner {
+                owner.end(AGENT_RETURN_COMMAND_FAILED, &error);
             }
         }
         drop(state);
@@ -530,15 +670,17 @@ impl Agent {
         let _ = self.env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, false);
     }
 
-    /// VMDeath: stop the engine and flush its results, end all sessions, wait (briefly) for
-    /// the watcher threads, and turn the remaining events and all callbacks off.
+    /// VMDeath: stop the recordings and flush their results, end all sessions, wait (briefly)
+    /// for the watcher threads, and turn the remaining events and all callbacks off.
     fn vm_death(&self) {
         let mut state = self.state();
         state.dead = true;
-        if let Some(running) = state.engine.take() {
-            let (report, owner) = self.stop_running(running);
+        while let Some(recording) = state.recordings.pop() {
+            let (reports, owner) = self.stop_recording(&state, recording);
             if let Some(owner) = owner {
-                owner.send_report(&report);
+                for report in &reports {
+                    owner.send_report(report);
+                }
                 owner.end(AGENT_RETURN_OK, "the JVM is exiting");
             }
         }
@@ -562,17 +704,74 @@ impl Agent {
 }
 
 impl State {
-    /// The engine `session` started, if it still runs.
-    fn engine_of(&self, session: &Arc<Session>) -> Option<&Running> {
-        self.engine
-            .as_ref()
-            .filter(|r| r.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)))
+    /// The recording `session` started, if it still runs.
+    fn recording_of(&self, session: &Arc<Session>) -> Option<&Recording> {
+        self.recordings
+            .iter()
+            .find(|r| r.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)))
     }
 
-    /// Takes the engine `session` started out of the state, if it still runs.
-    fn take_engine_of(&mut self, session: &Arc<Session>) -> Option<Running> {
-        self.engine_of(session)?;
-        self.engine.take()
+    /// Takes the recording `session` started out of the state, if it still runs.
+    fn take_recording_of(&mut self, session: &Arc<Session>) -> Option<Recording> {
+        let i = self
+            .recordings
+            .iter()
+            .position(|r| r.owner.as_ref().is_some_and(|o| Arc::ptr_eq(o, session)))?;
+        Some(self.recordings.remove(i))
+    }
+
+    /// What already holds one of `resources`, described for the refusal, if anything does.
+    fn holding(&self, resources: &[Resource]) -> Option<String> {
+        self.recordings.iter().find_map(|recording| {
+            let running = recording
+                .engines
+                .iter()
+                .find(|r| r.holds.iter().any(|h| resources.contains(h)))?;
+            Some(format!(
+                "the {} engine is already running (recording {}, {}, for {:.1} s)",
+                running.engine.name(),
+                recording.id,
+                recording.owner_text(),
+                recording.started.elapsed().as_secs_f64()
+            ))
+        })
+    }
+
+    /// The recordings `stop` and `dump` act on: those recording `event`, or without one every
+    /// recording but traces (which `stop,event=trace` ends).
+    fn chosen(&self, event: Option<Event>) -> Vec<usize> {
+        (0..self.recordings.len())
+            .filter(|&i| {
+                let events = self.recordings[i].engines.iter().map(|r| r.event);
+                match event {
+                    Some(event) => events.clone().any(|e| e == event),
+                    None => events.clone().all(|e| e != Event::Trace),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Recording {
+    /// Its engines' names, as `cpu,alloc`.
+    fn names(&self) -> String {
+        self.engines
+            .iter()
+            .map(|r| r.engine.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn owner_text(&self) -> String {
+        match &self.owner {
+            Some(owner) => format!("owned by the client of session {}", owner.id),
+            None => "detached".into(),
+        }
+    }
+
+    /// Each engine's results so far.
+    fn reports(&self) -> Vec<Report> {
+        self.engines.iter().map(Running::report).collect()
     }
 }
 
@@ -590,29 +789,48 @@ impl Running {
     }
 }
 
+/// What `stop` or `dump` says when nothing is chosen.
+fn nothing_running(action: &str, event: Option<Event>) -> String {
+    match event {
+        Some(event) => format!("nothing to {action}: no {event} recording is running"),
+        None => format!("nothing to {action}: no profile is running"),
+    }
+}
+
+/// Writes the results of one or more engines to `file`, rendered by its extension.
+fn write_reports(file: &str, reports: &[Report]) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for (path, bytes) in Report::render_all_for(reports, file) {
+        jtap_profile::write_atomically(&path, &bytes)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        written.push(path.display().to_string());
+    }
+    Ok(written)
+}
+
 /// Results go to `file` when given (rendered by its extension; the reply says where); else
-/// a profile goes to the asking client as a profile frame, text into the reply.
-fn deliver_report(
-    report: &Report,
+/// profiles go to the asking client as profile frames, text into the reply.
+fn deliver_reports(
+    reports: &[Report],
     file: Option<&str>,
     channel: Option<&Channel>,
 ) -> Result<String, Failure> {
-    match (report, file, channel) {
-        (_, Some(path), _) => {
-            jtap_profile::write_atomically(std::path::Path::new(path), &report.render_for(path))
-                .map_err(|e| failed(format!("cannot write {path}: {e}")))?;
-            Ok(format!("wrote {path}"))
-        }
-        (Report::Profile(profile), None, Some(channel)) => {
-            channel
+    if let Some(path) = file {
+        let written = write_reports(path, reports).map_err(failed)?;
+        return Ok(format!("wrote {}", written.join(", ")));
+    }
+    let mut text = Vec::new();
+    for report in reports {
+        match (report, channel) {
+            (Report::Profile(profile), Some(channel)) => channel
                 .send(&Frame::Profile(jtap_protocol::wire::encode_profile(
                     profile,
                 )))
-                .map_err(|e| failed(e.to_string()))?;
-            Ok(String::new())
+                .map_err(|e| failed(e.to_string()))?,
+            (report, _) => text.push(report.summary()),
         }
-        (report, None, _) => Ok(report.summary()),
     }
+    Ok(text.join("\n"))
 }
 
 /// Results go to `file` when given (and the reply says where), else into the reply.

@@ -125,7 +125,7 @@ pub fn watch(agent: &'static Agent, session: Arc<Session>) {
             }
             polls += 1;
             if polls.is_multiple_of(PROGRESS_EVERY) {
-                if let Some((samples, dropped)) = crate::sampling::progress() {
+                if let Some((samples, dropped)) = agent.progress_of(&session) {
                     session.send_frame(Frame::Progress { samples, dropped });
                 }
             }

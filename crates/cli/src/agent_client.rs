@@ -26,7 +26,7 @@ use jtap_attach::process::Process;
 use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
 use jtap_profile::{ExportOptions, Format};
 use jtap_protocol::{
-    describe_return_code, read_frame, Action, Frame, Options, AGENT_RETURN_VERSION_MISMATCH,
+    describe_return_code, read_frame, Action, Event, Frame, Options, AGENT_RETURN_VERSION_MISMATCH,
     VERSION,
 };
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
@@ -423,21 +423,20 @@ pub fn run(
     run_with(pid, options, timeout, out, None)
 }
 
-/// Stops the engine running in JVM `pid` (through a connection of its own) and writes the
-/// agent's reply to `out`, profile frames to `frames`.
+/// Stops the recordings of `event` running in JVM `pid` (through a connection of its own)
+/// and writes the agent's reply to `out`, profile frames to `frames`.
 pub fn stop(
     pid: u32,
+    event: Event,
     timeout: Duration,
     out: &mut dyn Write,
     frames: FrameSink<'_>,
 ) -> anyhow::Result<()> {
-    run_with(
-        pid,
-        &Options::default().with_action(Action::Stop),
-        timeout,
-        out,
-        frames,
-    )
+    let options = Options {
+        event: Some(event),
+        ..Options::default().with_action(Action::Stop)
+    };
+    run_with(pid, &options, timeout, out, frames)
 }
 
 /// [`run`], handing profile and progress frames to `frames`.

@@ -156,7 +156,7 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
         );
         let status = jtap(["status", &pid]).ok();
         assert!(
-            status.contains("capabilities held: none") && status.contains("engine: none"),
+            status.contains("capabilities held: none") && status.contains("recordings: none"),
             "JDK {}: {status}",
             jdk.version
         );
@@ -264,7 +264,7 @@ fn alloc_profile_splits_bytes_by_site_with_class_leaves() {
         }
         let status = jtap(["status", &pid]).ok();
         assert!(
-            status.contains("engine: none") && status.contains("capabilities held: none"),
+            status.contains("recordings: none") && status.contains("capabilities held: none"),
             "JDK {}: {status}",
             jdk.version
         );
@@ -422,7 +422,7 @@ fn exact_sites_count_every_allocation_including_the_vms_own() {
             .ok()
         });
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !jtap(["status", &pid]).ok().contains("engine: alloc") {
+        while !jtap(["status", &pid]).ok().contains(": alloc running") {
             assert!(
                 std::time::Instant::now() < deadline,
                 "JDK {}: the alloc engine never started",
@@ -497,7 +497,7 @@ fn exact_sites_count_every_allocation_including_the_vms_own() {
                 jdk.version
             );
         }
-        assert!(jtap(["status", &pid]).ok().contains("engine: none"));
+        assert!(jtap(["status", &pid]).ok().contains("recordings: none"));
     }
 }
 
@@ -714,7 +714,7 @@ fn alloc_profiling_through_a_1g_heap_with_many_gcs_stays_bounded() {
         );
         let status = jtap(["status", &pid]).ok();
         assert!(
-            status.contains("engine: none"),
+            status.contains("recordings: none"),
             "JDK {}: {status}",
             jdk.version
         );

@@ -730,7 +730,7 @@ fn a_hundred_start_stop_cycles_keep_memory_flat() {
         assert!(jvm.is_running());
         let status = jtap(["profile", "status", &pid]).ok();
         assert!(
-            status.contains("engine: none") && status.contains("capabilities held: none"),
+            status.contains("recordings: none") && status.contains("capabilities held: none"),
             "{status}"
         );
     }

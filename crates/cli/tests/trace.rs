@@ -630,7 +630,7 @@ fn a_sigkilled_client_leaves_no_instrumentation_behind() {
         let _ = trace.child.wait();
         loop {
             let status = jtap(["status", &pid]).ok();
-            if status.contains("engine: none") {
+            if status.contains("recordings: none") {
                 break;
             }
             assert!(
@@ -1083,7 +1083,7 @@ fn a_stuck_client_cannot_keep_the_probes_past_its_duration() {
         let stopped = Instant::now();
         loop {
             let status = jtap(["status", &pid]).ok();
-            if status.contains("engine: none") {
+            if status.contains("recordings: none") {
                 break;
             }
             assert!(

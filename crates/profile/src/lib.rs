@@ -11,5 +11,5 @@
 pub mod export;
 mod model;
 
-pub use export::{decode_pprof, write_atomically, ExportOptions, Format, PprofTotals};
+pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
 pub use model::{Counter, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};

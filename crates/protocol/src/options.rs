@@ -9,10 +9,13 @@
 //! ```
 //!
 //! At most one action and each key at most once. `event`, `interval` and `duration` (the
-//! agent ends the engine itself after that long) belong to `start`;
-//! `live` and `top` (a positive count) to `histogram`. The heap keys `alloc` (bytes, with an
-//! optional `k`, `m` or `g` suffix), `lock` (a duration) and `sites` (a flag) belong to
-//! `start`, and `live` goes with `start` too (for `event=alloc`).
+//! agent ends the recording itself after that long) belong to `start`;
+//! `live` and `top` (a positive count) to `histogram`. `start` records one or more events
+//! at once, as async-profiler's agent does: `event=` names one, and `alloc`, `lock` and
+//! `wall` add theirs, each optionally with its setting (`alloc=<bytes>` with an optional `k`,
+//! `m` or `g` suffix, `lock=<duration>`, `wall=<interval>`): `start,event=cpu,alloc,lock=10us,wall=50ms`.
+//! `interval` is the sampling interval of `event=`; `sites`, `exact` and `live` go with
+//! `alloc`, `allthreads` with `wall`; `trace=` with `event=trace`, which records alone.
 //! The sampling keys `threads` (a flag), `include`, `exclude` and `jstackdepth` belong to
 //! `start` as well, and so do `alluser` (the cpu engine samples user-mode CPU time only, so
 //! stacks have no kernel frames) and `detach` (the engine belongs to no client: it runs
@@ -31,13 +34,16 @@ use std::time::Duration;
 /// What the agent is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
-    /// Start an engine (`event=`) owned by the asking client.
+    /// Start a recording of one or more engines (`event=`, `alloc`, `lock`, `wall`) owned by
+    /// the asking client.
     Start,
-    /// Stop the running engine and send its results.
+    /// Stop running recordings (those of `event=` when given, else every one but traces) and
+    /// send their results.
     Stop,
     /// Report the agent's state.
     Status,
-    /// Send (or write to `file=`) the running engine's results so far, without stopping it.
+    /// Send (or write to `file=`) running recordings' results so far, without stopping them
+    /// (chosen as `stop` chooses).
     Dump,
     /// Report the agent's version.
     Version,
@@ -192,10 +198,15 @@ pub struct Options {
     /// `histogram`: count only live objects (a full GC runs first). `start,event=alloc`:
     /// report only sampled objects still alive.
     pub live: bool,
-    /// `event=alloc`: mean bytes between allocation samples.
-    pub alloc: Option<u64>,
-    /// `event=lock`: shortest wait for a monitor that is recorded.
-    pub lock: Option<Duration>,
+    /// `alloc[=<bytes>]`: record allocations too (beside `event=`), with this mean interval
+    /// between samples when given.
+    pub alloc: Option<Option<u64>>,
+    /// `lock[=<duration>]`: record contended locks too, waits of at least this long when
+    /// given.
+    pub lock: Option<Option<Duration>>,
+    /// `wall[=<interval>]`: sample wall-clock time too (e.g. beside `event=cpu`), at this
+    /// interval when given.
+    pub wall: Option<Option<Duration>>,
     /// `event=alloc`: results as a SITES report (live and allocated bytes per site).
     pub sites: bool,
     /// `event=alloc`: record every allocation (heap sampling interval 0) instead of a sample.
@@ -238,9 +249,12 @@ pub enum ParseError {
     /// `live` given with an action other than `histogram` or `start`.
     #[error("live only goes with histogram or start (event=alloc)")]
     LiveMisplaced,
-    /// An engine setting given with another engine's event.
+    /// An engine setting given without its engine's event.
     #[error("{0} only applies to event={1}")]
     WrongEvent(&'static str, &'static str),
+    /// An event that records on its own, given with others.
+    #[error("event={0} records alone: it does not go with other events")]
+    Alone(&'static str),
     /// `exact` and `alloc=` together: one records everything, the other samples.
     #[error("exact records every allocation: it does not go with alloc=")]
     ExactWithInterval,
@@ -256,7 +270,7 @@ pub enum ParseError {
 }
 
 const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, allthreads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc=, lock=, sites, exact";
+    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, allthreads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc[=], lock[=], wall[=], sites, exact";
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -271,8 +285,9 @@ impl Options {
             }
             options.apply(&item)?;
         }
+        let chooses = matches!(options.action, Some(Action::Stop | Action::Dump));
         let start_only = [
-            ("event", options.event.is_some()),
+            ("event", options.event.is_some() && !chooses),
             ("interval", options.interval.is_some()),
             ("duration", options.duration.is_some()),
             ("threads", options.threads),
@@ -284,29 +299,19 @@ impl Options {
             ("jstackdepth", options.jstackdepth.is_some()),
             ("alloc", options.alloc.is_some()),
             ("lock", options.lock.is_some()),
+            ("wall", options.wall.is_some()),
             ("sites", options.sites),
             ("exact", options.exact),
             ("trace", options.trace.is_some()),
-        ];
-        // Engine settings and the one event they belong to.
-        let one_event = [
-            ("alloc", options.alloc.is_some(), Event::Alloc),
-            ("sites", options.sites, Event::Alloc),
-            ("exact", options.exact, Event::Alloc),
-            ("lock", options.lock.is_some(), Event::Lock),
-            ("allthreads", options.allthreads, Event::Wall),
         ];
         if options.action != Some(Action::Start) {
             if let Some((key, _)) = start_only.into_iter().find(|(_, given)| *given) {
                 return Err(ParseError::NeedsStart(key));
             }
-        } else if let Some((key, _, event)) = one_event
-            .into_iter()
-            .find(|&(_, given, event)| given && options.event != Some(event))
-        {
-            return Err(ParseError::WrongEvent(key, event.name()));
+        } else {
+            options.check_events()?;
         }
-        if options.exact && options.alloc.is_some() {
+        if options.exact && options.alloc.flatten().is_some() {
             return Err(ParseError::ExactWithInterval);
         }
         if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
@@ -318,10 +323,76 @@ impl Options {
         Ok(options)
     }
 
-    /// Whether the engine these `start` options ask for can only start in the live phase (at
-    /// VMInit when given at start-up): sampling, tracing and exact allocation recording.
-    pub fn needs_live_phase(&self) -> bool {
-        self.event.is_some_and(Event::needs_live_phase) || self.exact
+    /// Checks that `start`'s engine settings go with the events it records.
+    fn check_events(&self) -> Result<(), ParseError> {
+        let events = self.events();
+        let one_event = [
+            ("sites", self.sites, Event::Alloc),
+            ("exact", self.exact, Event::Alloc),
+            ("live", self.live, Event::Alloc),
+            ("allthreads", self.allthreads, Event::Wall),
+            ("trace=", self.trace.is_some(), Event::Trace),
+        ];
+        if let Some((key, _, event)) = one_event
+            .into_iter()
+            .find(|&(_, given, event)| given && !events.contains(&event))
+        {
+            return Err(ParseError::WrongEvent(key, event.name()));
+        }
+        if self.interval.is_some() && !self.event.is_some_and(Event::is_time_sampling) {
+            return Err(ParseError::WrongEvent(
+                "interval=",
+                "cpu, itimer, ctimer or wall",
+            ));
+        }
+        if self.event == Some(Event::Wall)
+            && self.interval.is_some()
+            && self.wall.flatten().is_some()
+        {
+            return Err(ParseError::Duplicate("interval (as wall=)"));
+        }
+        for alone in [Event::Trace, Event::Gc] {
+            if events.contains(&alone) && events.len() > 1 {
+                return Err(ParseError::Alone(alone.name()));
+            }
+        }
+        if self.sites && events.len() > 1 {
+            return Err(ParseError::Alone("alloc,sites"));
+        }
+        Ok(())
+    }
+
+    /// The events `start` records: `event=` first, then those `alloc`, `lock` and `wall` add.
+    pub fn events(&self) -> Vec<Event> {
+        let mut events: Vec<Event> = self.event.into_iter().collect();
+        let extra = [
+            (self.alloc.is_some(), Event::Alloc),
+            (self.lock.is_some(), Event::Lock),
+            (self.wall.is_some(), Event::Wall),
+        ];
+        for (given, event) in extra {
+            if given && !events.contains(&event) {
+                events.push(event);
+            }
+        }
+        events
+    }
+
+    /// The sampling interval asked for time-sampling `event`: `wall=` for wall when given,
+    /// else `interval=` for the event `event=` names.
+    pub fn interval_of(&self, event: Event) -> Option<Duration> {
+        match event {
+            Event::Wall if self.wall.flatten().is_some() => self.wall.flatten(),
+            event if self.event == Some(event) => self.interval,
+            _ => None,
+        }
+    }
+
+    /// Whether the engine of `event` with these `start` options can only start in the live
+    /// phase (at VMInit when given at start-up): sampling, tracing and exact allocation
+    /// recording.
+    pub fn needs_live_phase(&self, event: Event) -> bool {
+        event.needs_live_phase() || (event == Event::Alloc && self.exact)
     }
 
     /// The options with another action, keeping everything else.
@@ -347,6 +418,12 @@ impl Options {
 
     fn apply(&mut self, item: &Item) -> Result<(), ParseError> {
         let Some(value) = &item.value else {
+            match item.raw.as_str() {
+                "alloc" => return put_once(&mut self.alloc, "alloc", None),
+                "lock" => return put_once(&mut self.lock, "lock", None),
+                "wall" => return put_once(&mut self.wall, "wall", None),
+                _ => {}
+            }
             if let Some((name, flag)) = self.flag(&item.raw) {
                 return set_once(flag, name);
             }
@@ -383,8 +460,9 @@ impl Options {
                 "duration",
                 parse_duration("duration", value)?,
             ),
-            "alloc" => put_once(&mut self.alloc, "alloc", parse_bytes("alloc", value)?),
-            "lock" => put_once(&mut self.lock, "lock", parse_duration("lock", value)?),
+            "alloc" => put_once(&mut self.alloc, "alloc", Some(parse_bytes("alloc", value)?)),
+            "lock" => put_once(&mut self.lock, "lock", Some(parse_duration("lock", value)?)),
+            "wall" => put_once(&mut self.wall, "wall", Some(parse_duration("wall", value)?)),
             "trace" => {
                 let plan = crate::trace::Plan::parse(value).map_err(|e| bad("trace", value, &e))?;
                 put_once(&mut self.trace, "trace", plan)
@@ -474,11 +552,17 @@ impl fmt::Display for Options {
         if let Some(depth) = self.jstackdepth {
             items.push(format!("jstackdepth={depth}"));
         }
-        if let Some(bytes) = self.alloc {
-            items.push(format!("alloc={}", format_bytes(bytes)));
+        match self.alloc {
+            Some(Some(bytes)) => items.push(format!("alloc={}", format_bytes(bytes))),
+            Some(None) => items.push("alloc".into()),
+            None => {}
         }
-        if let Some(threshold) = self.lock {
-            items.push(format!("lock={}", format_duration(threshold)));
+        for (key, setting) in [("lock", self.lock), ("wall", self.wall)] {
+            match setting {
+                Some(Some(duration)) => items.push(format!("{key}={}", format_duration(duration))),
+                Some(None) => items.push(key.into()),
+                None => {}
+            }
         }
         if self.sites {
             items.push("sites".into());
@@ -693,7 +777,7 @@ pub fn help_text() -> String {
     format!(
         "jtap agent options: comma-separated, e.g. start,event=gc,interval=10ms,file=/tmp/out.txt\n\
          actions: start (with event=), stop, status, dump, version, help, histogram\n\
-         event=<{}>    what start records\n\
+         event=<{}>    what start records (with alloc, lock, wall: several at once)\n\
          interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
          duration=<n[ns|us|ms|s]>    start: the agent stops the engine after this long and sends its results\n\
          threads        sampling: each stack's root frame is its thread's name\n\
@@ -710,11 +794,12 @@ pub fn help_text() -> String {
          debug          log to the JVM's stderr\n\
          live           histogram: only live objects (runs a full GC first)\n\
          top=<n>        histogram: only the n largest classes by bytes\n\
-         alloc=<bytes>  alloc: mean bytes between samples (default 512k; suffixes k, m, g)\n\
+         alloc[=<bytes>] record allocations too, mean bytes between samples (default 512k; suffixes k, m, g)\n\
+         lock[=<duration>] record contended locks too, waits of at least this long (default 10us)\n\
+         wall[=<interval>] sample wall-clock time too, at this interval (default 50ms)\n\
          live           alloc: only sampled objects still alive at the dump\n\
          sites          alloc: a SITES report (live and allocated bytes per allocation site)\n\
          exact          alloc: record every allocation instead of sampling (exact counts, slow)\n\
-         lock=<duration> lock: shortest monitor wait recorded (default 10us)\n\
          trace=<plan>   trace: methods, captures and mode (see jtap_protocol::trace)\n\
          write \\, for a comma and \\\\ for a backslash inside values",
         Event::ALL.map(Event::name).join("|")
@@ -769,6 +854,37 @@ mod tests {
     }
 
     #[test]
+    fn starts_several_events_as_async_profiler_does() {
+        let o = Options::parse("start,event=cpu,interval=1ms,alloc,lock=10us,wall=50ms").unwrap();
+        assert_eq!(
+            o.events(),
+            [Event::Cpu, Event::Alloc, Event::Lock, Event::Wall]
+        );
+        assert_eq!(o.interval_of(Event::Cpu), Some(Duration::from_millis(1)));
+        assert_eq!(o.interval_of(Event::Wall), Some(Duration::from_millis(50)));
+        assert_eq!(
+            (o.alloc, o.lock),
+            (Some(None), Some(Some(Duration::from_micros(10))))
+        );
+        assert_eq!(Options::parse(&o.to_string()), Ok(o));
+        // The settings keys alone name their events; event= given too is the same event once.
+        let o = Options::parse("start,alloc=1m,live").unwrap();
+        assert_eq!(
+            (o.events(), o.alloc),
+            (vec![Event::Alloc], Some(Some(1 << 20)))
+        );
+        let stop = Options::parse("stop,event=trace").unwrap();
+        assert_eq!(
+            (stop.action, stop.event),
+            (Some(Action::Stop), Some(Event::Trace))
+        );
+        let o = Options::parse("start,event=wall,interval=20ms,wall").unwrap();
+        assert_eq!(o.events(), [Event::Wall]);
+        assert_eq!(o.interval_of(Event::Wall), Some(Duration::from_millis(20)));
+        assert_eq!(o.interval_of(Event::Cpu), None);
+    }
+
+    #[test]
     fn escapes_commas_and_backslashes_in_values() {
         let o = Options::parse(r"dump,file=/tmp/a\,b\\c=d").unwrap();
         assert_eq!(o.file.as_deref(), Some(r"/tmp/a,b\c=d"));
@@ -787,6 +903,8 @@ mod tests {
             ("status,", "empty option at position 2"),
             ("start,stop", "conflicting actions \"start\" and \"stop\""),
             ("status,event=cpu", "event= only goes with start"),
+            ("start,event=gc,lock", "event=gc records alone"),
+            ("start,event=cpu,alloc,sites", "event=alloc,sites records alone"),
             ("dump,threads", "threads= only goes with start"),
             ("status,include=Foo", "include= only goes with start"),
             ("start,event=wall,jstackdepth=0", "bad value for jstackdepth"),
@@ -817,8 +935,15 @@ mod tests {
             ("start,event=alloc,exact,alloc=1m", "does not go with alloc="),
             ("start,exact=1", "\"exact\" takes no value"),
             ("start,event=cpu,exact", "exact only applies to event=alloc"),
-            ("start,event=alloc,lock=1ms", "lock only applies to event=lock"),
-            ("start,alloc=1m", "alloc only applies to event=alloc"),
+            ("start,event=cpu,sites", "sites only applies to event=alloc"),
+            ("start,event=cpu,allthreads", "allthreads only applies to event=wall"),
+            ("start,event=alloc,interval=1ms", "interval= only applies to event=cpu"),
+            ("start,alloc,interval=1ms", "interval= only applies"),
+            ("start,event=wall,interval=1ms,wall=2ms", "given twice"),
+            ("start,event=trace,alloc", "records alone"),
+            ("start,event=cpu,wall,wall", "option wall given twice"),
+            ("start,event=cpu,wall=0", "bad value for wall"),
+            ("status,wall", "wall= only goes with start"),
         ];
         for (input, expected) in cases {
             let err = Options::parse(input).unwrap_err().to_string();
@@ -854,11 +979,13 @@ mod tests {
             any::<bool>(),
         );
         let histogram_only = (any::<bool>(), proptest::option::of(1u32..=u32::MAX));
+        let setting = |strategy| proptest::option::of(proptest::option::of(strategy));
         let heap_start = (
-            proptest::option::of(1..=MAX_ALLOC_INTERVAL),
-            proptest::option::of((1u64..=u64::MAX).prop_map(Duration::from_nanos)),
+            setting(1..=MAX_ALLOC_INTERVAL),
+            setting(1u64..=u64::MAX).prop_map(|d| d.map(|d| d.map(Duration::from_nanos))),
             any::<bool>(),
             any::<bool>(),
+            setting(1u64..=u64::MAX).prop_map(|d| d.map(|d| d.map(Duration::from_nanos))),
         );
         (action, start_only, paths, histogram_only, heap_start).prop_map(
             |(
@@ -866,17 +993,37 @@ mod tests {
                 (event, interval, (threads, include, exclude, jstackdepth), (detach, alluser)),
                 (file, channel, log, client, debug),
                 (live, top),
-                (alloc, lock, sites, exact),
+                (alloc, lock, sites, exact, wall),
             )| {
                 let starts = action == Some(Action::Start);
                 let histogram = action == Some(Action::Histogram);
+                let event = event.filter(|&e| starts && e != Event::Trace);
+                let sampled = event.is_some_and(Event::is_time_sampling);
+                // gc records alone.
+                let extras = starts && event != Some(Event::Gc);
+                let alloc = alloc.filter(|_| extras);
+                let lock = lock.filter(|_| extras);
+                let wall = wall.filter(|w| extras && !(event == Some(Event::Wall) && w.is_some()));
+                let has = |e: Event, extra: bool| event == Some(e) || extra;
+                let has_alloc = has(Event::Alloc, alloc.is_some());
+                let exact = exact && has_alloc && alloc.flatten().is_none();
+                let alone = [
+                    event.is_some(),
+                    alloc.is_some() && event != Some(Event::Alloc),
+                    lock.is_some() && event != Some(Event::Lock),
+                    wall.is_some() && event != Some(Event::Wall),
+                ]
+                .into_iter()
+                .filter(|&e| e)
+                .count()
+                    == 1;
                 Options {
                     action,
-                    event: event.filter(|_| starts),
-                    interval: interval.filter(|_| starts),
-                    duration: lock.filter(|_| starts),
+                    event,
+                    interval: interval.filter(|_| sampled),
+                    duration: interval.filter(|_| starts),
                     threads: threads && starts,
-                    allthreads: alluser && starts && event == Some(Event::Wall),
+                    allthreads: alluser && has(Event::Wall, wall.is_some()),
                     detach: detach && starts,
                     alluser: alluser && starts,
                     include: include.filter(|_| starts),
@@ -887,11 +1034,12 @@ mod tests {
                     log,
                     client,
                     debug,
-                    live: live && (histogram || starts),
-                    alloc: alloc.filter(|_| starts && event == Some(Event::Alloc)),
-                    lock: lock.filter(|_| starts && event == Some(Event::Lock)),
-                    sites: sites && starts && event == Some(Event::Alloc),
-                    exact: exact && starts && event == Some(Event::Alloc) && alloc.is_none(),
+                    live: live && (histogram || has_alloc),
+                    alloc,
+                    lock,
+                    wall,
+                    sites: sites && has_alloc && alone,
+                    exact,
                     top: top.filter(|_| histogram),
                     trace: None,
                 }

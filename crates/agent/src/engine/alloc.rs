@@ -126,18 +126,15 @@ impl Engine for AllocEngine {
     }
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        if options.interval.is_some() {
-            return Err("interval= does not apply to event=alloc (use alloc=<bytes>)".into());
-        }
-        if options.lock.is_some() {
-            return Err("lock= only applies to event=lock".into());
-        }
         let interval = if options.exact {
             0
         } else {
-            options.alloc.unwrap_or(DEFAULT_INTERVAL)
+            options.alloc.flatten().unwrap_or(DEFAULT_INTERVAL)
         };
-        let sites = options.sites || options.file.as_deref().is_some_and(|f| f.ends_with(".txt"));
+        // A `.txt` file of an allocation recording alone holds the SITES report.
+        let sites = options.sites
+            || (options.events().len() == 1
+                && options.file.as_deref().is_some_and(|f| f.ends_with(".txt")));
         let live = options.live || sites;
         let depth = options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize);
         let mut capabilities = vec![

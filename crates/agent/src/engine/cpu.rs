@@ -29,7 +29,7 @@ use super::ctimer::CtimerEngine;
 use super::itimer::ItimerEngine;
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
 use crate::sampling::perf::{self as perf_fds, Ring};
-use crate::sampling::signal::{Source, SIGNAL};
+use crate::sampling::signal::{Source, CPU_SIGNAL};
 use crate::sampling::threads::{self, ThreadTimer};
 use crate::sampling::{self, Sampler, Settings};
 
@@ -115,7 +115,7 @@ impl PerfCounters {
         // SAFETY: fcntl/ioctl on a perf_event descriptor we just opened.
         let ok = unsafe {
             libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC) == 0
-                && libc::fcntl(fd, fcntl::F_SETSIG, SIGNAL) == 0
+                && libc::fcntl(fd, fcntl::F_SETSIG, CPU_SIGNAL) == 0
                 && libc::fcntl(fd, fcntl::F_SETOWN_EX, &owner as *const fcntl::OwnerEx) == 0
                 && perf::ioctls::RESET(fd, 0) == 0
                 && perf::ioctls::REFRESH(fd, 1) == 0
@@ -223,6 +223,13 @@ impl Engine for CpuEngine {
         match &self.fallback {
             Some(fallback) => fallback.dump(),
             None => Report::so_far(self.sampler.as_ref()),
+        }
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        match &self.fallback {
+            Some(fallback) => fallback.progress(),
+            None => self.sampler.as_ref().map(Sampler::progress),
         }
     }
 

@@ -10,7 +10,7 @@ use jtap_jvmti::Capabilities;
 use jtap_protocol::Options;
 
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
-use crate::sampling::signal::{Source, SIGNAL};
+use crate::sampling::signal::{Source, CPU_SIGNAL};
 use crate::sampling::threads::{self, ThreadTimer};
 use crate::sampling::{self, Sampler, Settings};
 
@@ -65,7 +65,7 @@ impl ThreadTimer for CpuClockTimers {
         unsafe {
             let mut event: libc::sigevent = std::mem::zeroed();
             event.sigev_notify = libc::SIGEV_THREAD_ID;
-            event.sigev_signo = SIGNAL;
+            event.sigev_signo = CPU_SIGNAL;
             event.sigev_notify_thread_id = tid;
             let mut timer: libc::timer_t = std::ptr::null_mut();
             if libc::timer_create(thread_cpu_clock(tid), &mut event, &mut timer) != 0 {
@@ -130,6 +130,10 @@ impl Engine for CtimerEngine {
 
     fn dump(&self) -> Report {
         Report::so_far(self.sampler.as_ref())
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.sampler.as_ref().map(Sampler::progress)
     }
 
     fn stop(&mut self, _context: &Context) -> Report {

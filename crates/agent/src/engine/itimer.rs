@@ -67,6 +67,10 @@ impl Engine for ItimerEngine {
         Report::so_far(self.sampler.as_ref())
     }
 
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.sampler.as_ref().map(Sampler::progress)
+    }
+
     fn stop(&mut self, _context: &Context) -> Report {
         if let Err(e) = set_timer(std::time::Duration::ZERO) {
             log!("itimer: cannot disarm: {e}");

@@ -134,10 +134,7 @@ impl Engine for LockEngine {
     }
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        if options.interval.is_some() || options.alloc.is_some() || options.live || options.sites {
-            return Err("event=lock takes lock=<duration> and jstackdepth=, not interval=, alloc=, live or sites".into());
-        }
-        let threshold = options.lock.unwrap_or(DEFAULT_THRESHOLD);
+        let threshold = options.lock.flatten().unwrap_or(DEFAULT_THRESHOLD);
         let mut own = OwnEnv::new(
             context.vm,
             &["can_generate_monitor_events", "can_get_line_numbers"],

@@ -15,12 +15,15 @@
 //! The time-sampling engines only make SIGPROF arrive; the [`crate::sampling`] core turns
 //! signals into stacks and a profile.
 //!
-//! Adding an engine: implement [`Engine`] in a new file here and return it from [`create`]
-//! for its [`Event`]. The agent adds the engine's [`Engine::capabilities`] before
-//! [`Engine::start`] and gives them back after [`Engine::stop`]; it calls `start` in the live
-//! phase for sampling engines (at VMInit when started with `-agentpath`), and may call
-//! [`Engine::dump`] any number of times in between. Results are a [`Report`]: text, or a
-//! [`Profile`] the agent sends to the client or renders into `file=` by its extension.
+//! Adding an engine: implement [`Engine`] in a new file here and add its row to [`ENGINES`]:
+//! its [`Event`], how to create it, and the [`Resource`]s it holds while it runs. Engines run
+//! side by side (a recording may hold several, and several recordings may run) unless they
+//! hold a resource in common. The agent adds the engine's [`Engine::capabilities`] before
+//! [`Engine::start`] and gives back after [`Engine::stop`] those no other running engine
+//! needs; it calls `start` in the live phase for sampling engines (at VMInit when started
+//! with `-agentpath`), and may call [`Engine::dump`] any number of times in between. Results
+//! are a [`Report`]: text, or a [`Profile`] the agent sends to the client or renders into
+//! `file=` by its extension.
 
 pub(crate) mod alloc;
 mod cpu;
@@ -31,6 +34,7 @@ mod lock;
 mod trace;
 mod wall;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jtap_jvmti::{Capabilities, Env};
@@ -77,21 +81,42 @@ impl Report {
         }
     }
 
-    /// The bytes of `file=<path>`: a profile rendered in the format its extension names
-    /// (text when it names none), a text report as it is.
-    pub fn render_for(&self, path: &str) -> Vec<u8> {
-        match self {
-            Report::Text(text) | Report::Notes(text) => format!("{text}\n").into_bytes(),
-            Report::Profile(profile) => {
-                let format = Format::from_path(std::path::Path::new(path)).unwrap_or(Format::Text);
-                format.render(profile, &ExportOptions::default())
+    /// The files of `file=<path>` for the results of a recording's engines: profiles
+    /// rendered in the format the extension names (text when it names none; one file for
+    /// formats that hold several events, else one per event), text reports as they are.
+    pub fn render_all_for(reports: &[Report], path: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let path = Path::new(path);
+        let mut profiles = Vec::new();
+        let mut text = String::new();
+        for report in reports {
+            match report {
+                Report::Text(t) | Report::Notes(t) => {
+                    text.push_str(t);
+                    text.push('\n');
+                }
+                Report::Profile(profile) => profiles.push(profile.as_ref().clone()),
             }
         }
+        let mut files = Vec::new();
+        if !profiles.is_empty() {
+            let format = Format::from_path(path).unwrap_or(Format::Text);
+            files.extend(
+                jtap_profile::render_set(format, &profiles, &ExportOptions::default(), Some(path))
+                    .into_iter()
+                    .map(|(file, bytes)| (file.unwrap_or_else(|| path.to_owned()), bytes)),
+            );
+        }
+        if !text.is_empty() {
+            // A recording's text reports (gc, alloc's SITES) record alone (see
+            // `Options::parse`): the file is theirs.
+            files.push((path.to_owned(), text.into_bytes()));
+        }
+        files
     }
 }
 
-/// One engine. Engines run one at a time; the agent serialises calls (`ended` may come from
-/// another thread than the rest, under the same lock).
+/// One engine. The agent serialises calls to it (`ended` and `progress` may come from another
+/// thread than the rest, under the same lock).
 pub trait Engine: Send {
     /// The engine that runs, as `event=` names it (after a fallback, the fallback's name).
     fn name(&self) -> &'static str;
@@ -110,26 +135,111 @@ pub trait Engine: Send {
     fn ended(&self) -> Option<String> {
         None
     }
+    /// Samples recorded and dropped so far, for the client's progress line (sampling engines).
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Stops recording (waiting for callbacks and signal handlers in flight) and returns the
     /// final results.
     fn stop(&mut self, context: &Context) -> Report;
 }
 
-/// The engine for `event`, not yet started.
-pub fn create(event: Event) -> Result<Box<dyn Engine>, String> {
-    match event {
-        Event::Gc => Ok(Box::new(gc::GcEngine)),
-        Event::Cpu => Ok(Box::new(cpu::CpuEngine::default())),
-        Event::Itimer => Ok(Box::new(itimer::ItimerEngine::new("itimer"))),
-        Event::Ctimer => Ok(Box::new(ctimer::CtimerEngine::new("ctimer"))),
-        Event::Wall => Ok(Box::new(wall::WallEngine::default())),
-        Event::Alloc => Ok(Box::new(alloc::AllocEngine::default())),
-        Event::Lock => Ok(Box::new(lock::LockEngine::default())),
-        Event::Trace => Ok(Box::new(trace::TraceEngine::default())),
-    }
+/// What an engine holds alone while it runs: engines holding one in common cannot run at
+/// the same time (the second is refused with the first's name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// Per-thread CPU timers or perf_event counters, or the process's profiling timer.
+    CpuTimers,
+    /// The wall-clock ticker and its signals.
+    WallTicker,
+    /// JVMTI heap sampling (one environment per JVM) and the allocation table.
+    HeapSampling,
+    /// Monitor events, the `Unsafe.park` binding and the lock table.
+    LockTracking,
+    /// The GC pause counters.
+    GcPauses,
+    /// The class-file transformer and the probe runtime.
+    Instrumentation,
 }
 
-/// The sampling interval: `interval=` or the engine's default.
+/// One row of [`ENGINES`].
+pub struct Registration {
+    /// The event that starts the engine.
+    pub event: Event,
+    /// A new engine, not yet started.
+    pub create: fn() -> Box<dyn Engine>,
+    /// What it holds alone while it runs.
+    pub holds: &'static [Resource],
+}
+
+/// Every engine, by event.
+pub const ENGINES: [Registration; 8] = [
+    Registration {
+        event: Event::Cpu,
+        create: || Box::new(cpu::CpuEngine::default()),
+        holds: &[Resource::CpuTimers],
+    },
+    Registration {
+        event: Event::Itimer,
+        create: || Box::new(itimer::ItimerEngine::new("itimer")),
+        holds: &[Resource::CpuTimers],
+    },
+    Registration {
+        event: Event::Ctimer,
+        create: || Box::new(ctimer::CtimerEngine::new("ctimer")),
+        holds: &[Resource::CpuTimers],
+    },
+    Registration {
+        event: Event::Wall,
+        create: || Box::new(wall::WallEngine::default()),
+        holds: &[Resource::WallTicker],
+    },
+    Registration {
+        event: Event::Alloc,
+        create: || Box::new(alloc::AllocEngine::default()),
+        holds: &[Resource::HeapSampling],
+    },
+    Registration {
+        event: Event::Lock,
+        create: || Box::new(lock::LockEngine::default()),
+        holds: &[Resource::LockTracking],
+    },
+    Registration {
+        event: Event::Gc,
+        create: || Box::new(gc::GcEngine),
+        holds: &[Resource::GcPauses],
+    },
+    Registration {
+        event: Event::Trace,
+        create: || Box::new(trace::TraceEngine::default()),
+        holds: &[Resource::Instrumentation],
+    },
+];
+
+/// The engine for `event`, not yet started.
+pub fn create(event: Event) -> Box<dyn Engine> {
+    (registration(event).create)()
+}
+
+/// What the engine of `event` holds alone while it runs with `options` (`exact` allocation
+/// recording instruments classes).
+pub fn holds(event: Event, options: &Options) -> Vec<Resource> {
+    let mut holds = registration(event).holds.to_vec();
+    if event == Event::Alloc && options.exact {
+        holds.push(Resource::Instrumentation);
+    }
+    holds
+}
+
+fn registration(event: Event) -> &'static Registration {
+    ENGINES
+        .iter()
+        .find(|r| r.event == event)
+        .expect("every event has a row in ENGINES")
+}
+
+/// The sampling interval of the CPU engines (which only `event=` names): `interval=` or the
+/// engine's default.
 fn interval(options: &Options, default: Duration) -> Duration {
     options.interval.unwrap_or(default)
 }

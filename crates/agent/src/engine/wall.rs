@@ -1,5 +1,5 @@
 //! The `wall` engine: wall-clock sampling. A `jtap-wall` thread wakes every interval (default
-//! 50 ms) and sends SIGPROF with `tgkill` to up to [`THREADS_PER_TICK`] threads, taking the
+//! 50 ms) and sends SIGVTALRM with `tgkill` to up to [`THREADS_PER_TICK`] threads, taking the
 //! process's Java threads (with `allthreads`, all its threads: GC, compiler, VM and native
 //! threads too) in turn, whatever they are doing. Each sample is labelled with what the
 //! thread was doing when signalled (`[running]`, or `[sleeping]`: blocked in a system call —
@@ -12,10 +12,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::Capabilities;
-use jtap_protocol::Options;
+use jtap_protocol::{Event, Options};
 
-use super::{interval, Context, Engine, Report};
-use crate::sampling::signal::{Source, SIGNAL};
+use super::{Context, Engine, Report};
+use crate::sampling::signal::{Source, WALL_SIGNAL};
 use crate::sampling::threads::{self, OWN_THREAD_PREFIX};
 use crate::sampling::{self, Sampler, Settings};
 
@@ -44,7 +44,7 @@ impl Engine for WallEngine {
     }
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        let period = interval(options, WALL_INTERVAL);
+        let period = options.interval_of(Event::Wall).unwrap_or(WALL_INTERVAL);
         let settings = Settings::from_options(options, "wall", "wall", period, Source::Tgkill)?;
         let sampler = Arc::new(Sampler::start(context.env, context.vm, settings)?);
         self.stop.store(false, Ordering::SeqCst);
@@ -68,6 +68,10 @@ impl Engine for WallEngine {
 
     fn dump(&self) -> Report {
         Report::so_far(self.sampler.as_deref())
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        self.sampler.as_ref().map(|s| s.progress())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
@@ -125,7 +129,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
         for i in 0..per_tick {
             let tid = tids[(cursor + i) % tids.len()];
             // SAFETY: tgkill to a thread of this process; a thread that has ended gives ESRCH.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, SIGNAL) };
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, WALL_SIGNAL) };
         }
         cursor = (cursor + per_tick) % tids.len();
     }

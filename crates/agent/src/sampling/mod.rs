@@ -137,6 +137,9 @@ struct Shared {
     names: ThreadNames,
     started: Instant,
     stop: AtomicBool,
+    /// Samples drained and dropped so far, for progress reports.
+    samples: AtomicU64,
+    dropped: AtomicU64,
     /// Samples walked from the caller after `unknown_java` (see `recover`): pc in a stub,
     /// pc in a compiled method's prologue/epilogue; and samples left `unknown_java`.
     recovered_stub: AtomicU64,
@@ -149,15 +152,16 @@ struct Shared {
 pub struct Sampler {
     shared: Arc<Shared>,
     target: Arc<Target>,
+    source: Source,
     finished: Mutex<mpsc::Receiver<()>>,
     env: Env,
 }
 
-/// The sampler in progress, for ThreadStart names and progress reports.
-static CURRENT: Mutex<Option<Arc<Shared>>> = Mutex::new(None);
-/// Samples drained and dropped in the current session, for progress reports.
-static SAMPLES: AtomicU64 = AtomicU64::new(0);
-static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// The samplers in progress, for ThreadStart names.
+static CURRENT: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
+/// How many samplers use the core (events, code map); the first sets it up, the last
+/// tears it down.
+static CORE_USERS: Mutex<usize> = Mutex::new(0);
 /// Lets ClassPrepare/ThreadStart/ThreadEnd callbacks in only while a sampler runs.
 static EVENTS_GATE: Gate = Gate::new();
 
@@ -190,27 +194,18 @@ impl Sampler {
     pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
         let asgct = asgct::function()?;
         signal::install()?;
-        recover::FRAMELESS.clear();
-        *code::map() = Some(code::CodeMap::default());
-        EVENTS_GATE.open();
-        for event in EVENTS {
-            if let Err(e) = env.set_event_enabled(event, true) {
-                abort_start(&env);
-                return Err(e.to_string());
-            }
-        }
-        replay_code_events(&env);
+        acquire_core(&env)?;
         let classes = match methods::prepare_loaded_classes(&env, vm) {
             Ok(n) => n,
             Err(e) => {
-                abort_start(&env);
+                release_core(&env);
                 return Err(format!("preparing method ids: {e}"));
             }
         };
         let vm_threads = match jvm::VmThreadKey::find(vm) {
             Ok(key) => key,
             Err(e) => {
-                abort_start(&env);
+                release_core(&env);
                 return Err(e);
             }
         };
@@ -246,6 +241,8 @@ impl Sampler {
             names: ThreadNames::default(),
             started: Instant::now(),
             stop: AtomicBool::new(false),
+            samples: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
             recovered_stub: AtomicU64::new(0),
             recovered_nmethod: AtomicU64::new(0),
             unknown_java: AtomicU64::new(0),
@@ -255,8 +252,6 @@ impl Sampler {
             .filter_map(|tid| Some((tid, threads::kernel_name(tid)?)))
             .collect();
         shared.names.adopt(&jvm::java_thread_names(&env), &tasks);
-        SAMPLES.store(0, Ordering::SeqCst);
-        DROPPED.store(0, Ordering::SeqCst);
         let (done, finished) = mpsc::channel();
         let source = settings.source;
         let mut symbolizer = native::Symbolizer::default();
@@ -277,18 +272,27 @@ impl Sampler {
             symbolizer,
         };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
-            abort_start(&env);
+            release_core(&env);
             return Err(format!("cannot start the jtap-sampler thread: {e}"));
         }
-        *current() = Some(shared.clone());
+        current().push(shared.clone());
         signal::activate(&target, source);
         log!("sampler started: {classes} classes prepared");
         Ok(Sampler {
             shared,
             target,
+            source,
             finished: Mutex::new(finished),
             env,
         })
+    }
+
+    /// Samples recorded and dropped so far, for progress reports.
+    pub fn progress(&self) -> (u64, u64) {
+        (
+            self.shared.samples.load(Ordering::Relaxed),
+            self.shared.dropped.load(Ordering::Relaxed),
+        )
     }
 
     /// Weight the handler gives each sample from now on (the wall engine's share of threads).
@@ -304,9 +308,8 @@ impl Sampler {
     /// Stops taking signals, waits for handlers to leave and for the last drain, and returns
     /// the profile. The engine has already stopped its signal source.
     pub fn stop(self) -> Profile {
-        let stuck = signal::deactivate();
-        disable_events(&self.env);
-        *current() = None;
+        let stuck = signal::deactivate(self.source);
+        current().retain(|shared| !Arc::ptr_eq(shared, &self.shared));
         self.shared.stop.store(true, Ordering::SeqCst);
         let finished = self
             .finished
@@ -316,7 +319,7 @@ impl Sampler {
         if finished.is_err() {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
-        *code::map() = None;
+        release_core(&self.env);
         log!(
             "sampler: unknown_java walked from the caller: {} in stubs, {} in compiled prologues/epilogues; {} left",
             self.shared.recovered_stub.load(Ordering::Relaxed),
@@ -333,7 +336,36 @@ impl Sampler {
     }
 }
 
-fn disable_events(env: &Env) {
+/// Sets up what every sampler shares, for the first one: the code map (filled with what was
+/// compiled before) and the events that keep it and the method ids current.
+fn acquire_core(env: &Env) -> Result<(), String> {
+    let mut users = CORE_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    if *users == 0 {
+        recover::FRAMELESS.clear();
+        *code::map() = Some(code::CodeMap::default());
+        EVENTS_GATE.open();
+        for event in EVENTS {
+            if let Err(e) = env.set_event_enabled(event, true) {
+                tear_down_core(env);
+                return Err(e.to_string());
+            }
+        }
+        replay_code_events(env);
+    }
+    *users += 1;
+    Ok(())
+}
+
+/// Undoes [`acquire_core`]; the last sampler tears the core down.
+fn release_core(env: &Env) {
+    let mut users = CORE_USERS.lock().unwrap_or_else(|e| e.into_inner());
+    *users = users.saturating_sub(1);
+    if *users == 0 {
+        tear_down_core(env);
+    }
+}
+
+fn tear_down_core(env: &Env) {
     for event in EVENTS {
         let _ = env.set_event_enabled(event, false);
     }
@@ -341,11 +373,6 @@ fn disable_events(env: &Env) {
     if stuck != 0 {
         log!("sampler: {stuck} thread/class/code callbacks still running after 2 s");
     }
-}
-
-/// Undoes a start that failed after the events were enabled.
-fn abort_start(env: &Env) {
-    disable_events(env);
     *code::map() = None;
 }
 
@@ -373,7 +400,7 @@ fn replay_code_events(env: &Env) {
     }
 }
 
-fn current() -> MutexGuard<'static, Option<Arc<Shared>>> {
+fn current() -> MutexGuard<'static, Vec<Arc<Shared>>> {
     CURRENT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -386,16 +413,6 @@ fn snapshot(shared: &Shared, target: &Target) -> Profile {
     profile.metadata.duration_ns = shared.started.elapsed().as_nanos() as u64;
     profile.metadata.dropped = target.buffer.dropped();
     profile
-}
-
-/// Samples recorded and dropped by the running sampler, for progress reports.
-pub fn progress() -> Option<(u64, u64)> {
-    current().as_ref().map(|_| {
-        (
-            SAMPLES.load(Ordering::Relaxed),
-            DROPPED.load(Ordering::Relaxed),
-        )
-    })
 }
 
 /// The processing thread.
@@ -482,8 +499,12 @@ impl Worker {
                 stacks.push((stack, count, header.weight.saturating_mul(count)));
             }
         });
-        SAMPLES.fetch_add(stacks.iter().map(|s| s.1).sum(), Ordering::Relaxed);
-        DROPPED.store(self.target.buffer.dropped(), Ordering::Relaxed);
+        self.shared
+            .samples
+            .fetch_add(stacks.iter().map(|s| s.1).sum(), Ordering::Relaxed);
+        self.shared
+            .dropped
+            .store(self.target.buffer.dropped(), Ordering::Relaxed);
         if stacks.is_empty() {
             return;
         }
@@ -702,8 +723,8 @@ pub extern "C" fn on_thread_start(
         let name = unsafe { jvm::thread_name(&agent_env, thread) }.unwrap_or_default();
         let tid = threads::current_tid();
         threads::thread_started(tid, &name);
-        if let Some(shared) = current().as_ref() {
-            shared.names.started(tid, name);
+        for shared in current().iter() {
+            shared.names.started(tid, name.clone());
         }
     })
 }

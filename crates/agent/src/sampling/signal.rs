@@ -1,5 +1,5 @@
-//! The profiling signal (SIGPROF): installing the handler once, recognising which signals are
-//! ours, and the handler itself.
+//! The profiling signals (SIGPROF for CPU time, SIGVTALRM for wall-clock time): installing
+//! the handler once, recognising which signals are ours, and the handler itself.
 //!
 //! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (only on threads
 //! the VM knows, see [`super::jvm::VmThreadKey`]), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
@@ -7,9 +7,16 @@
 //! allocation, no lock, no formatting. It saves and restores `errno`. A SIGPROF that is not
 //! ours (wrong origin, or no engine running) goes to the handler that was installed before
 //! ours, if that was a function; the default action (terminating the JVM) is never taken.
+//!
+//! Several engines sample at once (e.g. `cpu` and `wall`) when their signals come from
+//! different [`Source`]s: the handler tells them apart by the signal and its siginfo and
+//! records each into the target of its source. Wall-clock samples come on a signal of their
+//! own: a standard signal is not queued, so a wall-clock SIGPROF pending on a thread would
+//! swallow a perf_event counter's SIGPROF, and that counter, re-armed only by the handler,
+//! would then sample the thread no more. Neither signal interrupts the handler of the other.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -25,10 +32,14 @@ use super::recover;
 const UNKNOWN_JAVA: i32 = -5;
 use crate::gate::Gate;
 
-/// The signal every sampling engine uses.
-pub const SIGNAL: c_int = libc::SIGPROF;
+/// The signal of the CPU-time engines (perf_event counters, timers).
+pub const CPU_SIGNAL: c_int = libc::SIGPROF;
+/// The signal the wall-clock engine sends with `tgkill`.
+pub const WALL_SIGNAL: c_int = libc::SIGVTALRM;
+/// Both, in the order of [`PREVIOUS`].
+const SIGNALS: [c_int; 2] = [CPU_SIGNAL, WALL_SIGNAL];
 
-/// Where the running engine's signals come from; the handler only takes those.
+/// Where an engine's signals come from; the handler takes each into its source's target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Source {
@@ -61,60 +72,150 @@ unsafe impl Sync for Target {}
 // SAFETY: as above.
 unsafe impl Send for Target {}
 
-static SOURCE: AtomicU8 = AtomicU8::new(0);
-static TARGET: AtomicPtr<Target> = AtomicPtr::new(std::ptr::null_mut());
-static GATE: Gate = Gate::new();
+impl Source {
+    /// Every source, in the order of [`SLOTS`].
+    const ALL: [Source; 4] = [
+        Source::PerfEvent,
+        Source::Itimer,
+        Source::PosixTimer,
+        Source::Tgkill,
+    ];
+
+    fn slot(self) -> &'static Slot {
+        &SLOTS[self as usize - 1]
+    }
+
+    /// The signal this source's engines use.
+    pub fn signal(self) -> c_int {
+        match self {
+            Source::Tgkill => WALL_SIGNAL,
+            Source::PerfEvent | Source::Itimer | Source::PosixTimer => CPU_SIGNAL,
+        }
+    }
+
+    /// The source of `signal` with this siginfo, if it is one jtap's engines make.
+    ///
+    /// # Safety
+    /// `info` points at the siginfo the kernel passed.
+    unsafe fn of(signal: c_int, info: *const libc::siginfo_t) -> Option<Source> {
+        // SAFETY: the caller's contract.
+        let code = unsafe { (*info).si_code };
+        Source::ALL.into_iter().find(|&source| {
+            source.signal() == signal
+                && match source {
+                    Source::PerfEvent => (POLL_IN..=POLL_HUP).contains(&code),
+                    Source::Itimer => code == libc::SI_KERNEL,
+                    Source::PosixTimer => code == libc::SI_TIMER,
+                    // SAFETY: SI_TKILL siginfo carries the sender's pid.
+                    Source::Tgkill => {
+                        code == libc::SI_TKILL
+                            && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed)
+                    }
+                }
+        })
+    }
+}
+
+/// One source's target, while an engine takes its signals.
+struct Slot {
+    /// Set while the source is active (before the gate opens, cleared before it closes).
+    active: AtomicBool,
+    target: AtomicPtr<Target>,
+    gate: Gate,
+}
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot {
+            active: AtomicBool::new(false),
+            target: AtomicPtr::new(std::ptr::null_mut()),
+            gate: Gate::new(),
+        }
+    }
+}
+
+static SLOTS: [Slot; 4] = [Slot::new(), Slot::new(), Slot::new(), Slot::new()];
 static PID: AtomicI32 = AtomicI32::new(0);
-/// The handler installed before ours (`sa_sigaction`) and its flags; 0 until installed.
-static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(0);
-static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// The handler installed before ours (`sa_sigaction`, 0 until installed) and its flags, per
+/// signal of [`SIGNALS`].
+struct Previous {
+    handler: AtomicUsize,
+    flags: AtomicI32,
+}
+
+static PREVIOUS: [Previous; 2] = [
+    Previous {
+        handler: AtomicUsize::new(0),
+        flags: AtomicI32::new(0),
+    },
+    Previous {
+        handler: AtomicUsize::new(0),
+        flags: AtomicI32::new(0),
+    },
+];
 static INSTALL: Mutex<bool> = Mutex::new(false);
 
-/// Installs the handler (once per process; it stays, passing signals on while idle).
+/// Installs the handler for both signals (once per process; it stays, passing signals on
+/// while idle).
 pub fn install() -> Result<(), String> {
     let mut installed = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
     if *installed {
         return Ok(());
     }
-    // SAFETY: sigaction with a zeroed (valid) struct naming our extern "C" handler; the
-    // previous disposition is read into a local.
-    let previous = unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = handle as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        let mut previous: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(SIGNAL, &action, &mut previous) != 0 {
-            return Err(format!(
-                "sigaction(SIGPROF): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        previous
-    };
-    PREVIOUS_FLAGS.store(previous.sa_flags, Ordering::SeqCst);
-    PREVIOUS_HANDLER.store(previous.sa_sigaction, Ordering::SeqCst);
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() }, Ordering::SeqCst);
+    for (signal, previous_slot) in SIGNALS.into_iter().zip(&PREVIOUS) {
+        // SAFETY: sigaction with a zeroed (valid) struct naming our extern "C" handler and
+        // a mask built with sigemptyset/sigaddset; the previous disposition is read into a
+        // local.
+        let previous = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handle as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            for other in SIGNALS {
+                libc::sigaddset(&mut action.sa_mask, other);
+            }
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, &action, &mut previous) != 0 {
+                return Err(format!(
+                    "sigaction({signal}): {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            previous
+        };
+        previous_slot
+            .flags
+            .store(previous.sa_flags, Ordering::SeqCst);
+        previous_slot
+            .handler
+            .store(previous.sa_sigaction, Ordering::SeqCst);
+    }
     *installed = true;
     Ok(())
 }
 
 /// Starts taking signals from `source` into `target`. The target must stay alive until
-/// [`deactivate`] returns.
+/// [`deactivate`] returns; one target per source at a time (the agent keeps engines of one
+/// source from running together).
 pub fn activate(target: &Target, source: Source) {
-    TARGET.store(target as *const Target as *mut Target, Ordering::SeqCst);
-    GATE.open();
-    SOURCE.store(source as u8, Ordering::SeqCst);
+    let slot = source.slot();
+    slot.target
+        .store(target as *const Target as *mut Target, Ordering::SeqCst);
+    slot.gate.open();
+    slot.active.store(true, Ordering::SeqCst);
 }
 
-/// Stops taking signals and waits until no handler is inside (up to 2 s). Returns how many
-/// handlers were still running at the deadline (0: the target may be freed).
-pub fn deactivate() -> usize {
-    SOURCE.store(0, Ordering::SeqCst);
-    let stuck = GATE.close_and_drain(Duration::from_secs(2));
+/// Stops taking signals from `source` and waits until no handler is inside its target (up
+/// to 2 s). Returns how many handlers were still running at the deadline (0: the target may
+/// be freed).
+pub fn deactivate(source: Source) -> usize {
+    let slot = source.slot();
+    slot.active.store(false, Ordering::SeqCst);
+    let stuck = slot.gate.close_and_drain(Duration::from_secs(2));
     if stuck == 0 {
-        TARGET.store(std::ptr::null_mut(), Ordering::SeqCst);
+        slot.target.store(std::ptr::null_mut(), Ordering::SeqCst);
     }
     stuck
 }
@@ -175,7 +276,7 @@ extern "C" fn handle(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_
     // SAFETY: errno is thread-local; reading and restoring it is async-signal-safe.
     let errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
-    if !unsafe { take(info, context) } {
+    if !unsafe { take(signal, info, context) } {
         // SAFETY: as above; the previous handler expects what the kernel passed.
         unsafe { chain(signal, info, context) };
     }
@@ -187,32 +288,24 @@ extern "C" fn handle(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_
 ///
 /// # Safety
 /// `info` and `context` are what the kernel passed to the handler.
-unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
-    let source = SOURCE.load(Ordering::Acquire);
-    if source == 0 || info.is_null() {
+unsafe fn take(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
+    if info.is_null() {
         return false;
     }
     // SAFETY: the caller's contract.
-    let code = unsafe { (*info).si_code };
-    let ours = match source {
-        s if s == Source::PerfEvent as u8 => (POLL_IN..=POLL_HUP).contains(&code),
-        s if s == Source::Itimer as u8 => code == libc::SI_KERNEL,
-        s if s == Source::PosixTimer as u8 => code == libc::SI_TIMER,
-        // SAFETY: SI_TKILL siginfo carries the sender's pid.
-        s if s == Source::Tgkill as u8 => {
-            code == libc::SI_TKILL && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed)
-        }
-        _ => false,
+    let Some(source) = (unsafe { Source::of(signal, info) }) else {
+        return false;
     };
-    if !ours {
+    let slot = source.slot();
+    if !slot.active.load(Ordering::Acquire) {
         return false;
     }
-    let Some(_pass) = GATE.enter() else {
+    let Some(_pass) = slot.gate.enter() else {
         return true;
     };
-    let target = TARGET.load(Ordering::Acquire);
+    let target = slot.target.load(Ordering::Acquire);
     // The perf_event descriptor that signalled, if it is one of ours.
-    let perf_fd = if source == Source::PerfEvent as u8 {
+    let perf_fd = if source == Source::PerfEvent {
         // SAFETY: the caller's contract; si_fd is meaningful for POLL_* codes.
         Some(unsafe { si_fd(info) }).filter(|&fd| perf::is_ours(fd))
     } else {
@@ -221,22 +314,14 @@ unsafe fn take(info: *mut libc::siginfo_t, context: *mut c_void) -> bool {
     if !target.is_null() {
         // SAFETY: the target stays alive while the gate is open (deactivate drains it first).
         let target = unsafe { &*target };
-        let count = if source == Source::PosixTimer as u8 {
+        let count = if source == Source::PosixTimer {
             // SAFETY: the caller's contract; SI_TIMER siginfo carries the overrun.
             1 + unsafe { si_overrun(info) }.clamp(0, 1000) as u32
         } else {
             1
         };
         // SAFETY: the caller's contract for context.
-        unsafe {
-            record(
-                target,
-                context,
-                source == Source::Tgkill as u8,
-                count,
-                perf_fd,
-            )
-        };
+        unsafe { record(target, context, source == Source::Tgkill, count, perf_fd) };
     }
     if let Some(fd) = perf_fd {
         // SAFETY: re-arms one more overflow on our own perf_event descriptor.
@@ -389,11 +474,18 @@ unsafe fn interrupted_state(_context: *mut c_void) -> ThreadState {
 /// # Safety
 /// The arguments are what the kernel passed to our handler.
 unsafe fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
-    let previous = PREVIOUS_HANDLER.load(Ordering::Relaxed);
+    let Some(slot) = SIGNALS
+        .iter()
+        .position(|&s| s == signal)
+        .map(|i| &PREVIOUS[i])
+    else {
+        return;
+    };
+    let previous = slot.handler.load(Ordering::Relaxed);
     if previous == libc::SIG_DFL || previous == libc::SIG_IGN {
         return;
     }
-    if PREVIOUS_FLAGS.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
+    if slot.flags.load(Ordering::Relaxed) & libc::SA_SIGINFO != 0 {
         // SAFETY: an SA_SIGINFO handler has this signature.
         let function: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
             unsafe { std::mem::transmute(previous) };

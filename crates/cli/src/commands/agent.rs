@@ -36,8 +36,10 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
             // The start is announced, a profile printed as its text report.
             let mut announce = |frame| {
                 match frame {
-                    Frame::Started(engine) => println!(
-                        "started the {engine} engine; it runs until this client ends (Ctrl-C) or `jtap load {pid} stop`"
+                    Frame::Started(engines) => println!(
+                        "started the {} {}; it runs until this client ends (Ctrl-C) or `jtap load {pid} stop`",
+                        engines.replace(',', ", "),
+                        if engines.contains(',') { "engines" } else { "engine" }
                     ),
                     Frame::Profile(bytes) => {
                         let profile = jtap_protocol::wire::decode_profile(&bytes)

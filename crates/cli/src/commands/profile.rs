@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use jtap_profile::{write_atomically, Counter, ExportOptions, Format, Profile};
+use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::{wire, Action, Event, Frame, Options};
 
 use crate::agent_client::{self, AgentError, Asked};
@@ -40,14 +40,19 @@ pub struct ProfileArgs {
     /// `<pid>`, or `start|stop|status|dump <pid>`; nothing when launching a JVM after `--`
     #[arg(num_args = 0..=2)]
     args: Vec<String>,
-    /// What to sample: cpu (perf_events; falls back to ctimer/itimer), itimer, ctimer, wall,
-    /// alloc (heap allocations), lock (contended monitors)
-    #[arg(short, long, default_value = "cpu", value_parser = parse_event)]
-    event: Event,
+    /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
+    /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
+    /// (contended monitors)
+    #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_event)]
+    event: Vec<Event>,
+    /// Sample wall-clock time too, at this interval (e.g. beside -e cpu)
+    #[arg(long, value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
+    wall: Option<Duration>,
     /// How long to profile (default 30s; when launching: until the JVM exits)
     #[arg(short, long, value_parser = crate::units::parse_duration)]
     duration: Option<Duration>,
-    /// Sampling interval, with its unit (default 10ms; wall: 50ms)
+    /// Sampling interval of the cpu (or lone wall) event, with its unit (default 10ms; wall:
+    /// 50ms)
     #[arg(short, long, value_parser = crate::units::parse_interval)]
     interval: Option<Duration>,
     /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
@@ -78,8 +83,9 @@ pub struct ProfileArgs {
     /// perf_event_paranoid forbids sampling the kernel)
     #[arg(long)]
     all_user: bool,
-    /// -e alloc: mean bytes between allocation samples (default 512k; suffixes k, m, g)
-    #[arg(long, value_name = "BYTES", value_parser = parse_alloc_interval)]
+    /// Sample allocations too, every this many bytes on average (default 512k; suffixes k, m,
+    /// g)
+    #[arg(long, visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
     /// -e alloc: record every allocation instead of sampling (exact counts; slows the JVM down)
     #[arg(long, conflicts_with = "alloc_interval")]
@@ -87,8 +93,8 @@ pub struct ProfileArgs {
     /// -e alloc: only objects still alive at the end (pprof inuse_objects/inuse_space)
     #[arg(long)]
     live: bool,
-    /// -e lock: shortest monitor wait recorded (default 10us)
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_interval)]
+    /// Record contended locks too, waits of at least this long (default 10us)
+    #[arg(long, visible_alias = "lock", value_name = "DURATION", value_parser = crate::units::parse_interval)]
     lock_threshold: Option<Duration>,
     /// What stacks are counted by: samples, total (time, bytes, time waited) or objects
     /// (estimated objects allocated, lock waits). Default: total for alloc and lock,
@@ -134,6 +140,7 @@ pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
         Options::parse(&format!("start,event=alloc,alloc={text}")).map_err(|e| e.to_string())?;
     options
         .alloc
+        .flatten()
         .ok_or_else(|| format!("bad allocation interval {text}"))
 }
 
@@ -169,7 +176,7 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         }
     }
     // The agent would refuse settings of another engine too, but only after attaching.
-    Options::parse(&start_options(&args).to_string())
+    Options::parse(&start_options(&args)?.to_string())
         .map_err(crate::agent_client::AgentError::BadOptions)?;
     let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
     match (args.java.is_empty(), words.as_slice()) {
@@ -196,11 +203,51 @@ fn parse_pid(text: &str) -> anyhow::Result<u32> {
         .map_err(|_| exit::usage(format!("\"{text}\" is not a pid")))
 }
 
-/// The agent's `start` options for these arguments.
-fn start_options(args: &ProfileArgs) -> Options {
-    Options {
+/// The agent's `start` options for these arguments: `event=` names the CPU event (or else the
+/// first one), `alloc`, `lock` and `wall` add the others, as in async-profiler's agent.
+fn start_options(args: &ProfileArgs) -> anyhow::Result<Options> {
+    let mut events = args.event.clone();
+    for (given, event) in [
+        (args.wall.is_some(), Event::Wall),
+        (
+            args.alloc_interval.is_some() || args.exact || args.live,
+            Event::Alloc,
+        ),
+        (args.lock_threshold.is_some(), Event::Lock),
+    ] {
+        if given && !events.contains(&event) {
+            events.push(event);
+        }
+    }
+    events.dedup();
+    let cpu: Vec<Event> = events
+        .iter()
+        .copied()
+        .filter(|e| e.is_time_sampling() && *e != Event::Wall)
+        .collect();
+    if cpu.len() > 1 {
+        return Err(exit::usage(format!(
+            "-e {} and {} both sample CPU time: give one",
+            cpu[0], cpu[1]
+        )));
+    }
+    let main = cpu.first().or(events.first()).copied();
+    // An added event's setting, or none: the main event's setting goes without the key.
+    fn added<T>(
+        event: Event,
+        main: Option<Event>,
+        events: &[Event],
+        value: Option<T>,
+    ) -> Option<Option<T>> {
+        match (events.contains(&event), main == Some(event)) {
+            (false, _) => None,
+            (true, true) => value.map(Some),
+            (true, false) => Some(value),
+        }
+    }
+    Ok(Options {
         action: Some(Action::Start),
-        event: Some(args.event),
+        event: main,
         interval: args.interval,
         threads: args.threads,
         allthreads: args.all_threads,
@@ -208,18 +255,19 @@ fn start_options(args: &ProfileArgs) -> Options {
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
-        alloc: args.alloc_interval,
+        alloc: added(Event::Alloc, main, &events, args.alloc_interval),
         exact: args.exact,
         live: args.live,
-        lock: args.lock_threshold,
+        lock: added(Event::Lock, main, &events, args.lock_threshold),
+        wall: added(Event::Wall, main, &events, args.wall),
         ..Options::default()
-    }
+    })
 }
 
 /// What the agent sent while a collection ran.
 #[derive(Default)]
 struct Received {
-    profile: Mutex<Option<Vec<u8>>>,
+    profiles: Mutex<Vec<Vec<u8>>>,
     samples: AtomicU64,
 }
 
@@ -227,9 +275,11 @@ impl Received {
     fn sink(&self) -> impl FnMut(Frame) -> anyhow::Result<()> + '_ {
         move |frame| {
             match frame {
-                Frame::Profile(bytes) => {
-                    *self.profile.lock().unwrap_or_else(|e| e.into_inner()) = Some(bytes)
-                }
+                Frame::Profile(bytes) => self
+                    .profiles
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(bytes),
                 Frame::Progress { samples, .. } => self.samples.store(samples, Ordering::Relaxed),
                 _ => {}
             }
@@ -237,11 +287,18 @@ impl Received {
         }
     }
 
-    fn take_profile(&self) -> Option<Vec<u8>> {
-        self.profile
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+    /// The profiles received (one per event), decoded; None when there were none.
+    fn take_profiles(&self) -> anyhow::Result<Option<Vec<Profile>>> {
+        let received =
+            std::mem::take(&mut *self.profiles.lock().unwrap_or_else(|e| e.into_inner()));
+        if received.is_empty() {
+            return Ok(None);
+        }
+        let profiles = received
+            .iter()
+            .map(|bytes| wire::decode_profile(bytes).map_err(AgentError::Channel))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(profiles))
     }
 }
 
@@ -250,11 +307,11 @@ impl Received {
 fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let duration = args.duration.unwrap_or(DEFAULT_DURATION);
     let received = Received::default();
-    let mut options = start_options(args);
+    let mut options = start_options(args)?;
     options.duration = Some(duration);
     let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
     COLLECTING.store(true, Ordering::SeqCst);
-    let progress = Progress::new(pid, args.event, Some(duration));
+    let progress = Progress::new(pid, &options.events(), Some(duration));
     let outcome = agent_client::supervise(
         conversation,
         Some(duration),
@@ -266,11 +323,15 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
     progress.finish();
     COLLECTING.store(false, Ordering::SeqCst);
     let (why, asked) = outcome?;
-    let bytes = received
-        .take_profile()
+    let profiles = received
+        .take_profiles()?
         .ok_or_else(|| anyhow::anyhow!("the agent ended the session without a profile ({why})"))?;
-    let profile = wire::decode_profile(&bytes).map_err(AgentError::Channel)?;
-    let seconds = profile.metadata.duration_ns as f64 / 1e9;
+    let seconds = profiles
+        .iter()
+        .map(|p| p.metadata.duration_ns)
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9;
     match asked {
         Asked::Interrupted => {
             eprintln!("jtap: interrupted after {seconds:.1} s; writing what was collected")
@@ -286,14 +347,14 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
         }
         Asked::Nothing | Asked::Told => {}
     }
-    write_profile(args, &profile)?;
+    write_profiles(args, &profiles)?;
     Ok(0)
 }
 
 /// `jtap profile start <pid>`: a detached engine (with `-o`, the agent also writes that file,
 /// inside the JVM's filesystem, when the engine stops or the JVM exits).
 fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
-    let mut options = start_options(args);
+    let mut options = start_options(args)?;
     options.detach = true;
     anyhow::ensure!(
         args.output.len() <= 1,
@@ -315,11 +376,8 @@ fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> any
         &mut text,
         Some(&mut received.sink()),
     )?;
-    match received.take_profile() {
-        Some(bytes) => write_profile(
-            args,
-            &wire::decode_profile(&bytes).map_err(AgentError::Channel)?,
-        )?,
+    match received.take_profiles()? {
+        Some(profiles) => write_profiles(args, &profiles)?,
         // Engines without a profile (gc) answer in text.
         None => io::stdout().write_all(&text)?,
     }
@@ -330,7 +388,7 @@ fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> any
 /// agent ends the engine then; Ctrl-C reaches the JVM too, whose exit sends the profile).
 fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
     let received = Received::default();
-    let mut options = start_options(args);
+    let mut options = start_options(args)?;
     options.duration = args.duration;
     COLLECTING.store(true, Ordering::SeqCst);
     let code = launch::run_with(
@@ -341,52 +399,56 @@ fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
     );
     COLLECTING.store(false, Ordering::SeqCst);
     let code = code?;
-    let bytes = received
-        .take_profile()
+    let profiles = received
+        .take_profiles()?
         .ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;
-    write_profile(
-        args,
-        &wire::decode_profile(&bytes).map_err(AgentError::Channel)?,
-    )?;
+    write_profiles(args, &profiles)?;
     Ok(code)
 }
 
-/// Renders the profile as asked and writes it: atomically to each `-o` file (printing its
-/// path), else to stdout.
-fn write_profile(args: &ProfileArgs, profile: &Profile) -> anyhow::Result<()> {
+/// Renders the profiles (one per event) as asked and writes them: atomically to each `-o`
+/// file (printing the paths; formats that hold one event get a file per event), else to
+/// stdout.
+fn write_profiles(args: &ProfileArgs, profiles: &[Profile]) -> anyhow::Result<()> {
     let options = ExportOptions {
         annotate: args.annotate,
         counter: args.counter,
         ..ExportOptions::default()
     };
     if args.output.is_empty() {
-        let bytes = args
-            .format
-            .unwrap_or(Format::Text)
-            .render(profile, &options);
-        io::stdout().lock().write_all(&bytes)?;
+        let format = args.format.unwrap_or(Format::Text);
+        let mut stdout = io::stdout().lock();
+        for (_, bytes) in render_set(format, profiles, &options, None) {
+            stdout.write_all(&bytes)?;
+        }
         return Ok(());
     }
     for path in &args.output {
         let format = Format::from_path(path)
             .or(args.format)
             .unwrap_or(Format::Text);
-        let bytes = format.render(profile, &options);
-        write_atomically(path, &bytes).with_context(|| format!("writing {}", path.display()))?;
-        println!("{}", path.display());
+        for (file, bytes) in render_set(format, profiles, &options, Some(path)) {
+            let file = file.unwrap_or_else(|| path.clone());
+            write_atomically(&file, &bytes)
+                .with_context(|| format!("writing {}", file.display()))?;
+            println!("{}", file.display());
+        }
     }
-    eprintln!(
-        "jtap: {} samples ({} engine, {:.1} s)",
-        profile.total_samples(),
-        profile.metadata.engine,
-        profile.metadata.duration_ns as f64 / 1e9
-    );
-    let metadata = &profile.metadata;
-    if metadata.event == "cpu" && !metadata.engine.is_empty() && metadata.engine != "cpu" {
+    for profile in profiles {
+        let metadata = &profile.metadata;
         eprintln!(
-            "jtap: perf_event_open is not allowed in the JVM's process (a container's seccomp profile, or kernel.perf_event_paranoid): -e cpu fell back to {}, without native or kernel frames",
-            metadata.engine
+            "jtap: {}: {} samples ({} engine, {:.1} s)",
+            metadata.event,
+            profile.total_samples(),
+            metadata.engine,
+            metadata.duration_ns as f64 / 1e9
         );
+        if metadata.event == "cpu" && !metadata.engine.is_empty() && metadata.engine != "cpu" {
+            eprintln!(
+                "jtap: perf_event_open is not allowed in the JVM's process (a container's seccomp profile, or kernel.perf_event_paranoid): -e cpu fell back to {}, without native or kernel frames",
+                metadata.engine
+            );
+        }
     }
     Ok(())
 }
@@ -399,7 +461,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(pid: u32, event: Event, total: Option<Duration>) -> Progress {
+    fn new(pid: u32, events: &[Event], total: Option<Duration>) -> Progress {
         let bar = io::stderr().is_terminal().then(|| {
             let bar = indicatif::ProgressBar::new_spinner();
             bar.enable_steady_tick(Duration::from_millis(200));
@@ -407,7 +469,14 @@ impl Progress {
         });
         Progress {
             bar,
-            label: format!("profiling JVM {pid} ({event})"),
+            label: format!(
+                "profiling JVM {pid} ({})",
+                events
+                    .iter()
+                    .map(|e| e.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             total,
         }
     }

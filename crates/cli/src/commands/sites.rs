@@ -56,7 +56,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         sites: true,
         live: true,
         jstackdepth: Some(depth),
-        alloc: alloc_interval,
+        alloc: alloc_interval.map(Some),
         exact,
         ..Options::default()
     };

@@ -202,7 +202,7 @@ fn run(
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
-        agent_client::stop(pid, timeout, &mut io::stdout().lock(), None)?;
+        agent_client::stop(pid, Event::Trace, timeout, &mut io::stdout().lock(), None)?;
         return Ok(0);
     }
     let plan = match plan {

@@ -3,8 +3,10 @@
 mod collapsed;
 mod html;
 mod pprof;
+mod set_stub;
 mod speedscope;
 mod text;
+pub use set_stub::render_set;
 
 use std::fs;
 use std::io::{self, Write};

@@ -1,0 +1,101 @@
+package workloads;
+
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * Every profiled event in a 1:2:4 ratio at once, for one session recording several engines:
+ * CPU time and wall-clock time in {@code Burn.burnOne/burnTwo/burnFour} (Burn's baton), bytes
+ * allocated in {@code AllocSites.intSite/longSite/byteSite} (paced to about 50 MiB/s), and time
+ * waited for a monitor in {@code waitOne/waitTwo/waitFour}: a holder thread keeps monitor one
+ * for 1 ms, two for 2 ms and four for 4 ms in turn, while one waiter per monitor asks for it
+ * every 200 µs and so waits out most of each hold. Prints READY once running; runs until
+ * killed.
+ */
+public class Mixed {
+    static final Object ONE = new Object();
+    static final Object TWO = new Object();
+    static final Object FOUR = new Object();
+    static volatile long sink;
+
+    public static void main(String[] args) throws Exception {
+        Burn.THREADS[0] = new Thread(() -> Burn.take(0, 1), "burn-one");
+        Burn.THREADS[1] = new Thread(() -> Burn.take(1, 2), "burn-two");
+        Burn.THREADS[2] = new Thread(() -> Burn.take(2, 4), "burn-four");
+        for (Thread t : Burn.THREADS) {
+            t.setDaemon(true);
+            t.start();
+        }
+        daemon(Mixed::allocate, "allocator");
+        daemon(Mixed::hold, "holder");
+        daemon(() -> forever(Mixed::waitOne), "waiter-one");
+        daemon(() -> forever(Mixed::waitTwo), "waiter-two");
+        daemon(() -> forever(Mixed::waitFour), "waiter-four");
+        System.out.println("READY");
+        Thread.sleep(Long.MAX_VALUE);
+    }
+
+    static void daemon(Runnable body, String name) {
+        Thread thread = new Thread(body, name);
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    static void allocate() {
+        long bytesPerRound = 7 * 1040;
+        long perMillisecond = 50L * 1024 * 1024 / 1000 / bytesPerRound;
+        long start = System.nanoTime();
+        for (long round = 0; ; round++) {
+            AllocSites.intSite();
+            AllocSites.longSite();
+            AllocSites.longSite();
+            for (int i = 0; i < 4; i++) {
+                AllocSites.byteSite();
+            }
+            if (round % perMillisecond == 0) {
+                long ahead = round / perMillisecond - (System.nanoTime() - start) / 1_000_000;
+                if (ahead > 0) {
+                    LockSupport.parkNanos(ahead * 1_000_000);
+                }
+            }
+        }
+    }
+
+    static void hold() {
+        while (true) {
+            holdFor(ONE, 1);
+            holdFor(TWO, 2);
+            holdFor(FOUR, 4);
+        }
+    }
+
+    static void holdFor(Object monitor, long millis) {
+        synchronized (monitor) {
+            LockSupport.parkNanos(millis * 1_000_000);
+        }
+    }
+
+    static void forever(Runnable step) {
+        while (true) {
+            step.run();
+            LockSupport.parkNanos(200_000);
+        }
+    }
+
+    static void waitOne() {
+        synchronized (ONE) {
+            sink++;
+        }
+    }
+
+    static void waitTwo() {
+        synchronized (TWO) {
+            sink++;
+        }
+    }
+
+    static void waitFour() {
+        synchronized (FOUR) {
+            sink++;
+        }
+    }
+}
