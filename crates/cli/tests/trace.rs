@@ -14,100 +14,11 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, jtap_bin, run};
+use common::{agent_library, jtap, jtap_bin, run, Background};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess, Jdk};
-
-/// A `jtap` run in the background whose stderr is collected as it comes.
-struct Background {
-    child: Child,
-    stdout: Arc<Mutex<String>>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Background {
-    fn start(args: &[&str], cwd: &Path) -> Background {
-        let mut child = Command::new(jtap_bin())
-            .args(args)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start jtap");
-        let collect = |stream: Box<dyn std::io::Read + Send>| {
-            let text = Arc::new(Mutex::new(String::new()));
-            let sink = text.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    let mut t = sink.lock().unwrap();
-                    t.push_str(&line);
-                    t.push('\n');
-                }
-            });
-            text
-        };
-        let stdout = collect(Box::new(child.stdout.take().unwrap()));
-        let stderr = collect(Box::new(child.stderr.take().unwrap()));
-        Background {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// Waits until stderr contains `needle`; panics (with what was printed) after `timeout`.
-    fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !self.stderr.lock().unwrap().contains(needle) {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                std::thread::sleep(Duration::from_millis(100));
-                panic!(
-                    "jtap exited ({status}) before printing {needle:?}: {}",
-                    self.stderr.lock().unwrap()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no {needle:?} after {timeout:?}: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits for the exit; returns (code, stdout, stderr).
-    fn finish(mut self, timeout: Duration) -> (i32, String, String) {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                panic!(
-                    "jtap did not finish within {timeout:?}: {}",
-                    self.stderr.lock().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        std::thread::sleep(Duration::from_millis(100)); // let the readers drain
-        let out = self.stdout.lock().unwrap().clone();
-        let err = self.stderr.lock().unwrap().clone();
-        (status.code().unwrap_or(-1), out, err)
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The workload, waiting for `go<N>` files in a fresh directory.
 fn traced(jdk: &Jdk) -> (JavaProcess, tempfile::TempDir) {

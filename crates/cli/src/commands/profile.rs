@@ -436,9 +436,12 @@ fn write_profiles(args: &ProfileArgs, profiles: &[Profile]) -> anyhow::Result<()
     }
     for profile in profiles {
         let metadata = &profile.metadata;
+        let event = match profiles.len() {
+            1 => String::new(),
+            _ => format!("{}: ", metadata.event),
+        };
         eprintln!(
-            "jtap: {}: {} samples ({} engine, {:.1} s)",
-            metadata.event,
+            "jtap: {event}{} samples ({} engine, {:.1} s)",
             profile.total_samples(),
             metadata.engine,
             metadata.duration_ns as f64 / 1e9

@@ -1,0 +1,288 @@
+//! Several engines and clients at once, on every JDK of the matrix: cpu, alloc, lock and wall
+//! in one session on the 1:2:4 workload, a trace beside two running profiles, clients that
+//! each stop only what they started, a refused second engine of one kind, and 200 start/stop
+//! cycles of all four engines on one JVM.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{agent_library, agent_stalls, jtap, Background};
+use jtap_testkit::{jdks, JavaProcess};
+
+/// Sum of the counts of the stacks of a collapsed file containing each of `names`.
+fn counts_with(path: &Path, names: &[&str]) -> Vec<u64> {
+    let stacks = common::collapsed_file(path);
+    names
+        .iter()
+        .map(|name| {
+            stacks
+                .iter()
+                .filter(|(frames, _)| frames.iter().any(|f| f.contains(name)))
+                .map(|(_, n)| n)
+                .sum()
+        })
+        .collect()
+}
+
+fn shares(counts: &[u64]) -> Vec<f64> {
+    let total = counts.iter().sum::<u64>().max(1) as f64;
+    counts.iter().map(|&c| c as f64 * 100.0 / total).collect()
+}
+
+/// The recordings `jtap status` lists, as `recording N: <engines> running` (without how
+/// long for and whose).
+fn recordings(pid: &str) -> Vec<String> {
+    jtap(["status", pid])
+        .ok()
+        .lines()
+        .filter(|l| l.starts_with("recording "))
+        .map(|l| l.split(" for ").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+/// Waits until `jtap status` lists `count` recordings.
+fn wait_for_recordings(pid: &str, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = recordings(pid);
+        if listed.len() == count {
+            return listed;
+        }
+        assert!(Instant::now() < deadline, "recordings: {listed:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
+    agent_library();
+    let nominal = [100.0 / 7.0, 200.0 / 7.0, 400.0 / 7.0];
+    let by_event = [
+        ("cpu", ["Burn.burnOne", "Burn.burnTwo", "Burn.burnFour"]),
+        ("wall", ["Burn.burnOne", "Burn.burnTwo", "Burn.burnFour"]),
+        (
+            "alloc",
+            [
+                "AllocSites.intSite",
+                "AllocSites.longSite",
+                "AllocSites.byteSite",
+            ],
+        ),
+        ("lock", ["Mixed.waitOne", "Mixed.waitTwo", "Mixed.waitFour"]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
+        let pid = jvm.pid().to_string();
+        std::thread::sleep(Duration::from_millis(1500)); // let the JIT settle
+        let out = dir.path().join(format!("{}.collapsed", jdk.version));
+        let run = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "cpu,alloc,lock",
+            "--wall",
+            "10ms",
+            // About 2,400 allocation samples in 6 s: a share's standard error under 1 point.
+            "--alloc",
+            "128k",
+            "-d",
+            "6s",
+            "--timeout",
+            "30s",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, 0, "JDK {}: {run:?}", jdk.version);
+        for (event, methods) in by_event {
+            let file = dir
+                .path()
+                .join(format!("{}.{event}.collapsed", jdk.version));
+            assert!(
+                run.stdout.contains(file.to_str().unwrap()),
+                "JDK {}: {event} file not listed: {run:?}",
+                jdk.version
+            );
+            let counts = counts_with(&file, &methods);
+            let measured = shares(&counts);
+            eprintln!(
+                "JDK {} {event:5}: {counts:?} = {:.1}/{:.1}/{:.1}% (nominal 14.3/28.6/57.1%)",
+                jdk.version, measured[0], measured[1], measured[2]
+            );
+            assert!(
+                counts.iter().all(|&c| c > 0),
+                "JDK {} {event}: {counts:?}",
+                jdk.version
+            );
+            for i in 0..3 {
+                assert!(
+                    (measured[i] - nominal[i]).abs() <= 5.0,
+                    "JDK {} {event}: {} has {:.1}%, expected {:.1}% ± 5",
+                    jdk.version,
+                    methods[i],
+                    measured[i],
+                    nominal[i]
+                );
+            }
+        }
+        assert!(jvm.is_running());
+    }
+}
+
+#[test]
+fn a_trace_beside_two_profiles_and_each_client_stops_only_its_own() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
+        let pid = jvm.pid().to_string();
+        let file = |name: &str| dir.path().join(format!("{}-{name}", jdk.version));
+        let cpu_out = file("cpu.collapsed");
+        let alloc_out = file("alloc.collapsed");
+        let cpu = Background::start(
+            &[
+                "profile",
+                &pid,
+                "-e",
+                "cpu",
+                "-d",
+                "120s",
+                "-o",
+                cpu_out.to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        wait_for_recordings(&pid, 1);
+        let alloc = Background::start(
+            &[
+                "profile",
+                &pid,
+                "-e",
+                "alloc",
+                "-d",
+                "120s",
+                "-o",
+                alloc_out.to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        let both = wait_for_recordings(&pid, 2);
+        assert!(
+            both[0].contains(": cpu running") && both[1].contains(": alloc running"),
+            "JDK {}: {both:?}",
+            jdk.version
+        );
+        // A second engine of a kind already running is refused, naming the first.
+        jtap(["profile", &pid, "-e", "cpu", "-d", "1s"])
+            .fails_with(23, "cannot start cpu: the cpu engine is already running");
+        // A trace, from a third client, runs and ends while both profiles go on.
+        let trace = jtap(["trace", &pid, "workloads.Mixed::waitOne", "-n", "3"]);
+        assert_eq!(trace.code, 0, "JDK {}: {trace:?}", jdk.version);
+        assert_eq!(
+            trace
+                .stdout
+                .lines()
+                .filter(|l| l.contains("waitOne"))
+                .count(),
+            3,
+            "JDK {}: {trace:?}",
+            jdk.version
+        );
+        assert_eq!(wait_for_recordings(&pid, 2), both, "JDK {}", jdk.version);
+        // Ctrl-C on the cpu client ends the cpu recording only.
+        cpu.interrupt();
+        let (code, _, stderr) = cpu.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {stderr}", jdk.version);
+        assert!(
+            counts_with(&cpu_out, &["Burn.burnFour"])[0] > 0,
+            "JDK {}: {stderr}",
+            jdk.version
+        );
+        let left = wait_for_recordings(&pid, 1);
+        assert!(
+            left[0].contains(": alloc running"),
+            "JDK {}: {left:?}",
+            jdk.version
+        );
+        alloc.interrupt();
+        let (code, _, stderr) = alloc.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {stderr}", jdk.version);
+        assert!(
+            counts_with(&alloc_out, &["AllocSites.byteSite"])[0] > 0,
+            "JDK {}: {stderr}",
+            jdk.version
+        );
+        let status = jtap(["status", &pid]).ok();
+        assert!(
+            status.contains("recordings: none") && status.contains("capabilities held: none"),
+            "JDK {}: {status}",
+            jdk.version
+        );
+        assert!(jvm.is_running());
+    }
+}
+
+#[test]
+fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
+    agent_library();
+    for jdk in jdks() {
+        // A heap of fixed size, touched at start: the workload allocates, and a growing heap
+        // would hide what the agent keeps.
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Mixed")
+            .jvm_arg("-Xms128m")
+            .jvm_arg("-Xmx128m")
+            .jvm_arg("-XX:+AlwaysPreTouch")
+            .start();
+        let pid = jvm.pid().to_string();
+        // The agent's log: no stop may find a signal handler or callback still running.
+        let log = tempfile::NamedTempFile::new().unwrap();
+        jtap(["load", &pid, &format!("log={}", log.path().display())]).ok();
+        let cpu_engines = ["cpu", "itimer", "ctimer"];
+        let cycle = |i: usize| {
+            let events = format!("{},alloc,lock,wall", cpu_engines[i % 3]);
+            jtap(["profile", "start", &pid, "-e", &events, "-i", "1ms"]).ok();
+            let summary = jtap(["profile", "stop", &pid, "--format", "summary"]).ok();
+            assert_eq!(
+                summary.matches("Total samples").count(),
+                4,
+                "JDK {}: cycle {i}: {summary}",
+                jdk.version
+            );
+        };
+        // Warm-up: thread arenas, JIT code for the agent's callers.
+        for i in 0..20 {
+            cycle(i);
+        }
+        let before = jvm.rss_kib();
+        let started = Instant::now();
+        for i in 0..100 {
+            cycle(i);
+        }
+        let middle = jvm.rss_kib();
+        for i in 100..200 {
+            cycle(i);
+        }
+        let after = jvm.rss_kib();
+        let growth = after as i64 - before as i64;
+        eprintln!(
+            "JDK {}: 200 start/stop cycles of 4 engines in {:.1} s, RSS {before} KiB -> {middle} KiB -> {after} KiB (growth {growth} KiB)",
+            jdk.version,
+            started.elapsed().as_secs_f64()
+        );
+        let stalls = agent_stalls(log.path());
+        assert!(stalls.is_empty(), "JDK {}: {stalls:?}", jdk.version);
+        assert!(
+            growth < 5 * 1024,
+            "JDK {}: RSS grew by {growth} KiB",
+            jdk.version
+        );
+        assert!(jvm.is_running());
+        let status = jtap(["status", &pid]).ok();
+        assert!(
+            status.contains("recordings: none") && status.contains("capabilities held: none"),
+            "{status}"
+        );
+    }
+}
