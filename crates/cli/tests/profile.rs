@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, agent_stalls, jtap, run, Run};
+use common::{agent_library, jtap, run, Run};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
 
 /// Samples per stack from collapsed output (`frame;frame count` lines).
