@@ -127,6 +127,7 @@ enum Command {
         after_help = "Examples:\n  jtap profile 1234                      (cpu, 30 s, text report)\n  \
                             jtap profile 1234 -d 10s -o flame.html\n  \
                             jtap profile 1234 -e wall --threads -o wall.collapsed\n  \
+                            jtap profile 1234 -e cpu,alloc,lock --wall 20ms -o app.html   (several events in one page)\n  \
                             jtap profile start 1234 -e itimer; jtap profile dump 1234 -o now.pb.gz; jtap profile stop 1234\n  \
                             jtap profile -o app.html -- java -jar app.jar\n\n\
                             Output format: --format, else the -o file's extension (.html .pb.gz .speedscope.json \

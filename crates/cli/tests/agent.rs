@@ -244,7 +244,11 @@ fn malformed_options_are_refused_and_the_jvm_keeps_running() {
             assert_eq!(out.code, 101, "JDK {}: {options:?}: {out:?}", jdk.version);
         }
         // Valid syntax, failing command: a clear message and exit code 23.
-        jtap(["load", &pid, "start,event=gc,interval=10ms"]).fails_with(23, "interval");
+        jtap(["load", &pid, "start,event=gc,interval=10ms"]).fails_with(
+            2,
+            "interval= only applies to event=cpu, itimer, ctimer or wall",
+        );
+        jtap(["load", &pid, "start"]).fails_with(23, "start needs event=");
         jtap(["load", &pid, "stop"]).fails_with(23, "nothing to stop");
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
         let status = jtap(["status", &pid]).ok();
