@@ -133,6 +133,7 @@ fn cpu_engines_see_the_one_two_four_ratio() {
                 "4s",
                 "-i",
                 "4ms",
+                "--lines",
                 // Three busy threads share the JVM's one CPU with its attach listener, which
                 // on a loaded machine took more than the default 5 s to start.
                 "--timeout",
@@ -179,7 +180,8 @@ fn cpu_engines_see_the_one_two_four_ratio() {
                     measured[i]
                 );
             }
-            // Frames carry line numbers, and the stacks reach down to the thread's run method.
+            // Frames carry line numbers (--lines), and the stacks reach down to the thread's
+            // run method.
             assert!(
                 stacks
                     .iter()

@@ -105,6 +105,16 @@ fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
                 "JDK {}: {event} file not listed: {run:?}",
                 jdk.version
             );
+            // One frame per method, as async-profiler draws them by default (`--lines` adds
+            // the lines).
+            let with_line = common::collapsed_file(&file)
+                .into_iter()
+                .flat_map(|(frames, _)| frames)
+                .find(|f| {
+                    f.rsplit_once(':')
+                        .is_some_and(|(_, n)| n.parse::<u32>().is_ok())
+                });
+            assert_eq!(with_line, None, "JDK {} {event}", jdk.version);
             let counts = counts_with(&file, &methods);
             let measured = shares(&counts);
             eprintln!(

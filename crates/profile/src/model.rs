@@ -1,5 +1,6 @@
 //! The profile model: interned frames, stacks and their counts, and what was measured.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 /// What kind of code a frame stands for; exporters colour and annotate by it.
@@ -50,24 +51,78 @@ impl FrameKind {
     }
 }
 
-/// One frame: a display name (e.g. `com.example.Foo.bar:42`) and its kind.
+/// One frame: what it shows, its kind, and for Java frames the facts the JVM gave (source
+/// line, method descriptor), kept apart so that each report shows them as it wants (flame
+/// graphs per method, `--lines` per line, pprof and JFR as their own fields).
+///
+/// The bytecode index is not kept: stacks differing only in it would multiply by the
+/// bytecodes of every loop, for nothing a report shows.
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct Frame {
-    /// What the frame shows: `Class.method` (with `:line` when known), a native symbol or
-    /// library path, a thread or class name, or a bracketed pseudo-frame like `[gc_active]`.
+    /// What the frame shows: `pkg.Class.method` for Java frames, a native symbol or library
+    /// path, a thread or class name, or a bracketed pseudo-frame like `[gc_active]`.
     pub name: String,
     /// What kind of code (or pseudo-frame) it is.
     pub kind: FrameKind,
+    /// Java frames: the source line of the bytecode sampled, when the class has line numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Java frames: the method's descriptor, e.g. `(Ljava/lang/String;)V`, which tells
+    /// overloads apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 impl Frame {
-    /// A frame with this display name and kind.
+    /// A frame with this display name and kind, and no Java facts.
     pub fn new(name: impl Into<String>, kind: FrameKind) -> Frame {
         Frame {
             name: name.into(),
             kind,
+            line: None,
+            signature: None,
+        }
+    }
+
+    /// A Java frame: `pkg.Class.method`, its descriptor and the line sampled, when known.
+    pub fn java(
+        name: impl Into<String>,
+        kind: FrameKind,
+        signature: Option<String>,
+        line: Option<u32>,
+    ) -> Frame {
+        Frame {
+            name: name.into(),
+            kind,
+            line,
+            signature,
+        }
+    }
+
+    /// Java frames: the class, `pkg.Class` (method names hold no dot, so the class is all
+    /// before the last one).
+    pub fn class(&self) -> Option<&str> {
+        self.kind
+            .is_java()
+            .then(|| self.name.rsplit_once('.').map(|(class, _)| class))
+            .flatten()
+    }
+
+    /// Java frames: the method's name.
+    pub fn method(&self) -> Option<&str> {
+        self.kind
+            .is_java()
+            .then(|| self.name.rsplit_once('.').map(|(_, method)| method))
+            .flatten()
+    }
+
+    /// What reports show: the name, with `:line` when `lines` is asked and the line known.
+    pub fn label(&self, lines: bool) -> Cow<'_, str> {
+        match self.line {
+            Some(line) if lines => Cow::Owned(format!("{}:{line}", self.name)),
+            _ => Cow::Borrowed(&self.name),
         }
     }
 }
@@ -293,6 +348,23 @@ impl Profile {
         self.stacks.values().map(|c| c.get(counter)).sum()
     }
 
+    /// The profile as reports show it: frames by their [`Frame::label`] (Java facts dropped),
+    /// stacks that become alike merged. Without `lines`, a flame graph then has one frame
+    /// per method, as async-profiler draws it by default.
+    pub fn labelled(&self, lines: bool) -> Profile {
+        let mut labelled = Profile::new(self.metadata.clone());
+        let ids: Vec<FrameId> = self
+            .frames
+            .iter()
+            .map(|f| labelled.intern(Frame::new(f.label(lines), f.kind)))
+            .collect();
+        for (stack, counts) in &self.stacks {
+            let stack: Vec<FrameId> = stack.iter().map(|&id| ids[id as usize]).collect();
+            labelled.add_counts(&stack, *counts);
+        }
+        labelled
+    }
+
     /// Merges another profile's stacks into this one.
     pub fn merge(&mut self, other: &Profile) {
         for (stack, counts) in &other.stacks {
@@ -305,6 +377,43 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_merge_lines_unless_asked() {
+        let mut p = Profile::default();
+        let main = Frame::java(
+            "app.Main.main",
+            FrameKind::Compiled,
+            Some("([Ljava/lang/String;)V".into()),
+            Some(3),
+        );
+        let work = |line| {
+            Frame::java(
+                "app.Main.work",
+                FrameKind::Compiled,
+                Some("()V".into()),
+                Some(line),
+            )
+        };
+        p.add_frames(&[main.clone(), work(10)], 1, 10);
+        p.add_frames(&[main.clone(), work(11)], 2, 20);
+        assert_eq!(
+            (main.class(), main.method()),
+            (Some("app.Main"), Some("main"))
+        );
+        assert_eq!(Frame::new("libc.so.6", FrameKind::Native).class(), None);
+        let by_method = p.labelled(false);
+        assert_eq!(by_method.stack_count(), 1);
+        assert_eq!(by_method.total_samples(), 3);
+        assert_eq!(by_method.frame(1).name, "app.Main.work");
+        let by_line = p.labelled(true);
+        assert_eq!(by_line.stack_count(), 2);
+        let names: Vec<&str> = by_line.frames().iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["app.Main.main:3", "app.Main.work:10", "app.Main.work:11"]
+        );
+    }
 
     #[test]
     fn interns_and_sums() {

@@ -462,7 +462,7 @@ pub fn sites_report(
             java_name(&site.key.class)
         );
         for &frame in site.key.frames.iter().take(depth) {
-            let _ = writeln!(text, "{:>50}at {}", "", resolve(frame).name);
+            let _ = writeln!(text, "{:>50}at {}", "", resolve(frame).label(true));
         }
     }
     let _ = write!(

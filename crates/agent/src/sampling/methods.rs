@@ -1,6 +1,6 @@
 //! Java methods: making sure every loaded method has a jmethodID before it is sampled
 //! (`AsyncGetCallTrace` reports only methods that have one), and turning sampled jmethodIDs
-//! and bytecode indices into `pkg.Class.method:line` names.
+//! and bytecode indices into Java frames (`pkg.Class.method`, descriptor, line).
 
 use std::collections::HashMap;
 
@@ -33,6 +33,8 @@ pub fn prepare_class(env: &Env, class: sys::jclass) {
 struct Method {
     /// `pkg.Class.method`.
     name: String,
+    /// The method's descriptor, `(I)V`.
+    signature: String,
     /// `(start bci, line)`, sorted by bci.
     lines: Vec<(i64, i32)>,
 }
@@ -74,20 +76,18 @@ impl Resolver {
         let Some(method) = method else {
             return Frame::new("[unloaded_method]", FrameKind::Error);
         };
+        let signature = Some(method.signature.clone());
         if frame.bci == NATIVE_BCI {
-            return Frame::new(method.name.clone(), FrameKind::Native);
+            return Frame::java(method.name.clone(), FrameKind::Native, signature, None);
         }
         let line = method
             .lines
             .iter()
             .take_while(|(start, _)| *start <= i64::from(frame.bci))
-            .last();
-        match line {
-            Some((_, line)) if frame.bci >= 0 => {
-                Frame::new(format!("{}:{line}", method.name), kind)
-            }
-            _ => Frame::new(method.name.clone(), kind),
-        }
+            .last()
+            .filter(|_| frame.bci >= 0)
+            .and_then(|&(_, line)| u32::try_from(line).ok());
+        Frame::java(method.name.clone(), kind, signature, line)
     }
 }
 
@@ -96,7 +96,7 @@ fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
     // SAFETY: jmethodIDs stay valid memory for the life of the VM (HotSpot never frees them;
     // a method of an unloaded class makes these calls fail); the class reference is freed
     // with the local frame.
-    let (class_signature, (name, _)) = unsafe {
+    let (class_signature, (name, signature)) = unsafe {
         let class = env.method_declaring_class(method).ok()?;
         let signature = env.class_signature(class).ok()?;
         frame.delete(class);
@@ -114,6 +114,7 @@ fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
     lines.sort_unstable();
     Some(Method {
         name: format!("{}.{name}", java_class_name(&class_signature)),
+        signature,
         lines,
     })
 }

@@ -517,6 +517,7 @@ impl Worker {
             if let Some(Frame {
                 kind: FrameKind::Error,
                 name,
+                ..
             }) = stack.iter().find(|f| f.kind != FrameKind::Thread)
             {
                 let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();

@@ -106,6 +106,9 @@ pub struct ProfileArgs {
     #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long)]
     annotate: bool,
+    /// Java frames per source line (Class.method:line), not per method
+    #[arg(long)]
+    lines: bool,
     /// A java command line to launch and profile
     #[arg(last = true)]
     java: Vec<String>,
@@ -413,6 +416,7 @@ fn write_profiles(args: &ProfileArgs, profiles: &[Profile]) -> anyhow::Result<()
     let options = ExportOptions {
         annotate: args.annotate,
         counter: args.counter,
+        lines: args.lines,
         ..ExportOptions::default()
     };
     if args.output.is_empty() {

@@ -49,6 +49,8 @@ pub struct ExportOptions {
     pub top: usize,
     /// Draw the flame graph inverted (icicle) by default.
     pub inverted: bool,
+    /// Java frames per source line (`Class.method:line`), not per method.
+    pub lines: bool,
 }
 
 impl ExportOptions {
@@ -66,6 +68,7 @@ impl Default for ExportOptions {
             annotate: false,
             top: 10,
             inverted: false,
+            lines: false,
         }
     }
 }
@@ -109,8 +112,13 @@ impl Format {
             .map(|(_, f)| *f)
     }
 
-    /// Renders the profile in this format.
+    /// Renders the profile in this format: pprof with every fact of each frame, the others
+    /// with frames as [`Profile::labelled`] shows them.
     pub fn render(self, profile: &Profile, options: &ExportOptions) -> Vec<u8> {
+        if self == Format::Pprof {
+            return pprof::render(profile);
+        }
+        let profile = &profile.labelled(options.lines);
         match self {
             Format::Collapsed => collapsed::render(profile, options).into_bytes(),
             Format::Text => text::render_all(profile, options).into_bytes(),
