@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_protocol::records::Record;
 use jtap_protocol::{options::help_text, Action, Event, Frame, Options, VERSION};
 use jtap_protocol::{
     AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH,
@@ -329,7 +330,11 @@ impl Agent {
             Action::Start => self.start(options, channel),
             Action::Histogram => {
                 let histogram = crate::heap::histogram::run(self.vm, options).map_err(failed)?;
-                deliver(&histogram, options.file.as_deref())
+                deliver_record(
+                    &Record::Histogram(histogram),
+                    options.file.as_deref(),
+                    channel.as_ref(),
+                )
             }
         }
     }
@@ -833,15 +838,26 @@ fn deliver_reports(
     Ok(text.join("\n"))
 }
 
-/// Results go to `file` when given (and the reply says where), else into the reply.
-fn deliver(report: &str, file: Option<&str>) -> Result<String, Failure> {
-    match file {
-        Some(path) => {
-            std::fs::write(path, format!("{report}\n"))
+/// A record goes to `file` as text when given (and the reply says where), else to the asking
+/// client as data (into the reply as text without a channel).
+fn deliver_record(
+    record: &Record,
+    file: Option<&str>,
+    channel: Option<&Channel>,
+) -> Result<String, Failure> {
+    match (file, channel) {
+        (Some(path), _) => {
+            std::fs::write(path, format!("{}\n", record.to_text()))
                 .map_err(|e| failed(format!("cannot write {path}: {e}")))?;
             Ok(format!("wrote {path}"))
         }
-        None => Ok(report.to_string()),
+        (None, Some(channel)) => {
+            channel
+                .send(&Frame::Record(record.encode()))
+                .map_err(|e| failed(e.to_string()))?;
+            Ok(String::new())
+        }
+        (None, None) => Ok(record.to_text()),
     }
 }
 

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use jtap_attach::process::Process;
 use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
 use jtap_profile::{ExportOptions, Format};
+use jtap_protocol::records::Record;
 use jtap_protocol::{
     describe_return_code, read_frame, Action, Event, Frame, Options, AGENT_RETURN_VERSION_MISMATCH,
     VERSION,
@@ -567,9 +568,14 @@ impl Conversation {
                         eprintln!("jtap: {line}");
                     }
                 }
-                Some(frame @ (Frame::Profile(_) | Frame::Progress { .. })) => {
+                Some(frame @ (Frame::Profile(_) | Frame::Progress { .. } | Frame::Record(_))) => {
                     match (&mut frames, frame) {
                         (Some(sink), frame) => sink(frame)?,
+                        (None, Frame::Record(bytes)) => {
+                            let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
+                            writeln!(out, "{}", record.to_text())?;
+                            out.flush()?;
+                        }
                         (None, Frame::Profile(bytes)) => {
                             let profile = jtap_protocol::wire::decode_profile(&bytes)
                                 .map_err(AgentError::Channel)?;

@@ -6,10 +6,18 @@
 mod common;
 
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{agent_library, agent_stalls, jtap, Background};
 use jtap_testkit::{jdks, JavaProcess};
+
+/// The tests here keep two cores busy, and wall-clock shares measure time the threads spent,
+/// which a concurrent test's threads stretch unevenly: they run one at a time.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Sum of the counts of the stacks of a collapsed file containing each of `names`.
 fn counts_with(path: &Path, names: &[&str]) -> Vec<u64> {
@@ -57,6 +65,7 @@ fn wait_for_recordings(pid: &str, count: usize) -> Vec<String> {
 
 #[test]
 fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
+    let _serial = one_at_a_time();
     agent_library();
     let nominal = [100.0 / 7.0, 200.0 / 7.0, 400.0 / 7.0];
     let by_event = [
@@ -143,6 +152,7 @@ fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
 
 #[test]
 fn a_trace_beside_two_profiles_and_each_client_stops_only_its_own() {
+    let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
@@ -236,6 +246,7 @@ fn a_trace_beside_two_profiles_and_each_client_stops_only_its_own() {
 
 #[test]
 fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
+    let _serial = one_at_a_time();
     agent_library();
     for jdk in jdks() {
         // A heap of fixed size, touched at start: the workload allocates, and a growing heap

@@ -4,7 +4,8 @@
 //! The agent opens with [`Frame::Hello`], says [`Frame::Started`] when `start` succeeded, streams [`Frame::Out`] (the client's stdout) and
 //! [`Frame::Note`] (its stderr) text, and ends a command with [`Frame::Done`]. Sampling
 //! engines also send [`Frame::Progress`] while they run and their result as a
-//! [`Frame::Profile`] (a profile serialised by [`crate::wire`]). The client sends
+//! [`Frame::Profile`] (a profile serialised by [`crate::wire`]); other results go as a
+//! [`Frame::Record`] ([`crate::records`]). The client sends
 //! [`Frame::Stop`] to end what it started, with the results coming back on the same
 //! connection; closing its end (or dying) means the same, without results.
 //!
@@ -32,6 +33,7 @@ const PROGRESS: u8 = 5;
 const NOTE: u8 = 6;
 const STOP: u8 = 7;
 const STARTED: u8 = 8;
+const RECORD: u8 = 9;
 
 /// One message from the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +63,9 @@ pub enum Frame {
     },
     /// A sampling engine's profile, serialised with [`crate::wire::encode_profile`].
     Profile(Vec<u8>),
+    /// A result as data ([`crate::records::Record`], serialised by its `encode`), for the
+    /// client to render.
+    Record(Vec<u8>),
     /// How far a running sampling engine is.
     Progress {
         /// Samples recorded so far.
@@ -101,6 +106,7 @@ impl Frame {
                 (DONE, body)
             }
             Frame::Profile(bytes) => (PROFILE, bytes.clone()),
+            Frame::Record(bytes) => (RECORD, bytes.clone()),
             Frame::Progress { samples, dropped } => {
                 let mut body = samples.to_be_bytes().to_vec();
                 body.extend_from_slice(&dropped.to_be_bytes());
@@ -212,6 +218,7 @@ fn decode(kind: u8, body: Vec<u8>) -> Result<Frame, FrameError> {
             message: text(&body[4..]),
         }),
         PROFILE => Ok(Frame::Profile(body.to_vec())),
+        RECORD => Ok(Frame::Record(body.to_vec())),
         PROGRESS => {
             let number = |range: std::ops::Range<usize>| -> Result<u64, FrameError> {
                 let bytes = body.get(range).and_then(|b| b.try_into().ok());
@@ -242,6 +249,7 @@ mod tests {
             "\\PC{0,20}".prop_map(Frame::Started),
             (any::<i32>(), "\\PC{0,50}").prop_map(|(code, message)| Frame::Done { code, message }),
             proptest::collection::vec(any::<u8>(), 0..100).prop_map(Frame::Profile),
+            proptest::collection::vec(any::<u8>(), 0..100).prop_map(Frame::Record),
             (any::<u64>(), any::<u64>())
                 .prop_map(|(samples, dropped)| Frame::Progress { samples, dropped }),
         ]

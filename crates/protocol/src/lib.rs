@@ -7,6 +7,7 @@
 //! - [`frame`]: framing of the control channel, the UNIX socket over which the agent streams
 //!   replies back to the client that asked.
 //! - [`wire`]: how a profile travels in a [`Frame::Profile`].
+//! - [`records`]: the other results the agent sends as data ([`Frame::Record`]).
 //! - [`trace`]: the tracing plan (`trace=`) that `jtap trace`, `calltree` and `monitor` build.
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
 //!   the CLI sees in the attach reply.
@@ -15,6 +16,7 @@
 
 pub mod frame;
 pub mod options;
+pub mod records;
 pub mod trace;
 pub mod wire;
 

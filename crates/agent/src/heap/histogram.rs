@@ -14,13 +14,13 @@
 //! GC.class_histogram` does; without it, unreachable objects not yet collected are counted too.
 //!
 //! The heap walk happens at a safepoint: the JVM's threads stand still for its duration
-//! (the reply gives it, as `heap walk`).
+//! (the record gives it, as `walk_ms`).
 
 use std::ffi::c_void;
-use std::fmt::Write;
 use std::time::Instant;
 
 use jtap_jvmti::{sys, Env};
+use jtap_protocol::records::{ClassRow, Histogram};
 use jtap_protocol::Options;
 
 use crate::heap::class_name::java_name;
@@ -48,20 +48,15 @@ struct Timings {
     walk_ms: f64,
 }
 
-/// Computes the histogram `options` asks for (`live`, `top`) and returns it as text: a header,
-/// one `rank: instances bytes name` line per class (largest by bytes first), a `Total` line
-/// and a line with the class count and timings.
-pub fn run(vm: Vm, options: &Options) -> Result<String, String> {
+/// Computes the histogram `options` asks for (`live`, `top`): classes largest by bytes
+/// first, totals over all classes, and the pauses it took.
+pub fn run(vm: Vm, options: &Options) -> Result<Histogram, String> {
     let own = OwnEnv::new(vm, &["can_tag_objects"])?;
     if own.env().phase() != Ok(sys::JVMTI_PHASE_LIVE) {
         return Err("a histogram needs a running JVM (not at start-up or shutdown)".into());
     }
     let (rows, timings) = histogram(vm, &own.env(), options.live)?;
-    Ok(format_rows(
-        &rows,
-        options.top.map(|n| n as usize),
-        &timings,
-    ))
+    Ok(to_record(&rows, options.top.map(|n| n as usize), &timings))
 }
 
 fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), String> {
@@ -165,34 +160,26 @@ unsafe extern "C" fn count_object(
     sys::JVMTI_VISIT_OBJECTS as sys::jint
 }
 
-/// The reply: jcmd-like columns, so it reads well as it is and parses simply.
-fn format_rows(rows: &[Row], top: Option<usize>, timings: &Timings) -> String {
-    let total = rows.iter().fold(Counts::default(), |t, r| Counts {
-        instances: t.instances + r.counts.instances,
-        bytes: t.bytes + r.counts.bytes,
-    });
-    let mut text = String::from(" num     #instances         #bytes  class name\n");
-    for (rank, row) in rows.iter().take(top.unwrap_or(usize::MAX)).enumerate() {
-        let _ = writeln!(
-            text,
-            "{:>4}: {:>14} {:>14}  {}",
-            rank + 1,
-            row.counts.instances,
-            row.counts.bytes,
-            row.name
-        );
+/// The record of the `top` largest rows, with totals over all of them.
+fn to_record(rows: &[Row], top: Option<usize>, timings: &Timings) -> Histogram {
+    Histogram {
+        classes: rows
+            .iter()
+            .take(top.unwrap_or(usize::MAX))
+            .enumerate()
+            .map(|(rank, row)| ClassRow {
+                rank: rank as u32 + 1,
+                name: row.name.clone(),
+                instances: row.counts.instances,
+                bytes: row.counts.bytes,
+            })
+            .collect(),
+        total_instances: rows.iter().map(|r| r.counts.instances).sum(),
+        total_bytes: rows.iter().map(|r| r.counts.bytes).sum(),
+        class_count: rows.len() as u64,
+        walk_ms: timings.walk_ms,
+        gc_ms: timings.gc_ms,
     }
-    let _ = writeln!(text, "Total {:>14} {:>14}", total.instances, total.bytes);
-    let _ = write!(
-        text,
-        "classes: {}, heap walk: {:.1} ms",
-        rows.len(),
-        timings.walk_ms
-    );
-    if let Some(gc_ms) = timings.gc_ms {
-        let _ = write!(text, ", full GC first: {gc_ms:.1} ms");
-    }
-    text
 }
 
 #[cfg(test)]
@@ -200,7 +187,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn formats_ranked_rows_with_totals_over_all_classes() {
+    fn ranks_the_top_rows_and_totals_all_of_them() {
         let row = |name: &str, instances, bytes| Row {
             name: name.into(),
             counts: Counts { instances, bytes },
@@ -210,31 +197,25 @@ mod tests {
             row("java.lang.String", 20, 480),
             row("workloads.A$B", 1, 16),
         ];
-        let text = format_rows(
-            &rows,
-            Some(2),
-            &Timings {
-                gc_ms: Some(3.26),
-                walk_ms: 1.5,
-            },
-        );
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 5, "{text}");
+        let timings = Timings {
+            gc_ms: Some(3.26),
+            walk_ms: 1.5,
+        };
+        let record = to_record(&rows, Some(2), &timings);
+        let shown: Vec<(u32, &str)> = record
+            .classes
+            .iter()
+            .map(|c| (c.rank, c.name.as_str()))
+            .collect();
+        assert_eq!(shown, [(1, "byte[]"), (2, "java.lang.String")]);
         assert_eq!(
-            lines[1].split_whitespace().collect::<Vec<_>>(),
-            ["1:", "10", "1000", "byte[]"]
+            (
+                record.total_instances,
+                record.total_bytes,
+                record.class_count
+            ),
+            (31, 1496, 3)
         );
-        assert_eq!(
-            lines[2].split_whitespace().collect::<Vec<_>>(),
-            ["2:", "20", "480", "java.lang.String"]
-        );
-        assert_eq!(
-            lines[3].split_whitespace().collect::<Vec<_>>(),
-            ["Total", "31", "1496"]
-        );
-        assert_eq!(
-            lines[4],
-            "classes: 3, heap walk: 1.5 ms, full GC first: 3.3 ms"
-        );
+        assert_eq!((record.walk_ms, record.gc_ms), (1.5, Some(3.26)));
     }
 }

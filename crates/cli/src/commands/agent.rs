@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use jtap_profile::{ExportOptions, Format};
 use std::time::Duration;
 
+use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Frame, Options};
 
 use crate::agent_client::{self, AgentError};
@@ -33,7 +34,7 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
     let mut out = io::stdout().lock();
     match pid {
         Some(pid) => {
-            // The start is announced, a profile printed as its text report.
+            // The start is announced, a profile or record printed as text.
             let mut announce = |frame| {
                 match frame {
                     Frame::Started(engines) => println!(
@@ -47,6 +48,10 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
                         io::stdout().write_all(
                             &Format::Text.render(&profile, &ExportOptions::default()),
                         )?;
+                    }
+                    Frame::Record(bytes) => {
+                        let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
+                        println!("{}", record.to_text());
                     }
                     _ => {}
                 }
