@@ -122,7 +122,7 @@ enum Command {
         #[command(subcommand)]
         command: commands::bytecode::BytecodeCommand,
     },
-    /// Sample CPU or wall-clock time of a JVM and write a profile (flame graph, pprof, ...)
+    /// Profile a JVM: CPU, wall-clock, allocations and locks, several at once, into flame graphs, pprof, ...
     #[command(
         after_help = "Examples:\n  jtap profile 1234                      (cpu, 30 s, text report)\n  \
                             jtap profile 1234 -d 10s -o flame.html\n  \
@@ -135,7 +135,7 @@ enum Command {
     )]
     Profile {
         #[command(flatten)]
-        profile: commands::profile::ProfileArgs,
+        profile: Box<commands::profile::ProfileArgs>,
         #[command(flatten)]
         attach: AttachArgs,
     },
@@ -199,7 +199,7 @@ enum Command {
 #[derive(clap::Args)]
 struct AttachArgs {
     /// How long to wait for the JVM's attach listener to start (e.g. 5s, 500ms)
-    #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
+    #[arg(long, global = true, default_value = "5s", value_parser = units::parse_duration)]
     timeout: Duration,
 }
 
@@ -247,7 +247,7 @@ fn main() {
         } => commands::heap::run(pid, live, top, json, attach.timeout),
         Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
-        Command::Profile { profile, attach } => commands::profile::run(profile, attach.timeout),
+        Command::Profile { profile, attach } => commands::profile::run(*profile, attach.timeout),
         Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),
         Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),
         Command::Monitor { args, attach } => commands::trace::monitor(args, attach.timeout),

@@ -87,6 +87,8 @@ fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
         let pid = jvm.pid().to_string();
         std::thread::sleep(Duration::from_millis(1500)); // let the JIT settle
         let out = dir.path().join(format!("{}.collapsed", jdk.version));
+        let page = dir.path().join(format!("{}.html", jdk.version));
+        let pprof = dir.path().join(format!("{}.pb.gz", jdk.version));
         let run = jtap([
             "profile",
             &pid,
@@ -103,8 +105,25 @@ fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
             "30s",
             "-o",
             out.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
+            "-o",
+            pprof.to_str().unwrap(),
         ]);
         assert_eq!(run.code, 0, "JDK {}: {run:?}", jdk.version);
+        // One page and one pprof file hold all four events.
+        let html = std::fs::read_to_string(&page).unwrap();
+        for event in ["cpu", "alloc", "lock", "wall"] {
+            assert!(
+                html.contains(&format!("\"event\":\"{event}\"")),
+                "JDK {}",
+                jdk.version
+            );
+        }
+        let types = jtap_profile::decode_pprof(&std::fs::read(&pprof).unwrap())
+            .unwrap()
+            .sample_types;
+        assert_eq!(types.len(), 8, "JDK {}: {types:?}", jdk.version);
         for (event, methods) in by_event {
             let file = dir
                 .path()

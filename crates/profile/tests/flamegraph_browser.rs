@@ -192,3 +192,47 @@ fn a_hundred_thousand_stacks_open_quickly() {
     assert!(dom.contains("Matched: 99.30%"), "search did not run");
     assert!(open_time < Duration::from_secs(60));
 }
+
+#[test]
+fn a_session_of_several_events_switches_between_them() {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("SKIPPED: {CHROMIUM} not installed");
+        return;
+    }
+    let cpu = profile(0);
+    let mut alloc = Profile::new(Metadata {
+        event: "alloc".into(),
+        engine: "alloc".into(),
+        weight_unit: "bytes".into(),
+        ..Metadata::default()
+    });
+    let main = Frame::new("Main.main", FrameKind::Interpreted);
+    for (site, bytes) in [("Alloc.small", 1024), ("Alloc.large", 3072)] {
+        let stack = [main.clone(), Frame::new(site, FrameKind::Compiled)];
+        alloc.add_frames(&stack, 1, bytes);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("session.html");
+    let rendered = jtap_profile::render_set(
+        Format::Html,
+        &[cpu, alloc],
+        &ExportOptions::default(),
+        Some(&page),
+    );
+    assert_eq!(rendered.len(), 1, "one page for both events");
+    std::fs::write(&page, &rendered[0].1).unwrap();
+    let url = format!("file://{}", page.display());
+    // Opens on the first event, with the selector shown.
+    let dom = dump_dom(&url, &dir.path().join("chrome"));
+    assert_eq!(attribute(&dom, "event", "hidden"), None, "{dom}");
+    assert!(dom.contains("data-event=\"cpu\""), "{dom}");
+    assert!(dom.contains("700 samples"), "{dom}");
+    // #event=alloc shows the allocations, in bytes, and search works there.
+    let dom = dump_dom(
+        &format!("{url}#event=alloc&search=Alloc%5C.large"),
+        &dir.path().join("chrome"),
+    );
+    assert!(dom.contains("data-event=\"alloc\""), "{dom}");
+    assert!(dom.contains("4,096 bytes"), "{dom}");
+    assert!(dom.contains("Matched: 75.00%"), "{dom}");
+}

@@ -11,7 +11,7 @@
 //! there is no `-o`), and written atomically.
 
 use std::io::{self, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -34,12 +34,74 @@ pub fn take_interrupt() -> bool {
     COLLECTING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
 }
 
-/// The `jtap profile` command line.
+/// The `jtap profile` command line: `jtap profile <pid>`, a subcommand, or `-- java ...`.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ProfileArgs {
-    /// `<pid>`, or `start|stop|status|dump <pid>`; nothing when launching a JVM after `--`
-    #[arg(num_args = 0..=2)]
-    args: Vec<String>,
+    #[command(subcommand)]
+    action: Option<ProfileAction>,
+    /// The JVM to profile (nothing when launching one after `--`)
+    pid: Option<String>,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// How long to profile (default 30s; when launching: until the JVM exits)
+    #[arg(short, long, value_parser = crate::units::parse_duration)]
+    duration: Option<Duration>,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// A java command line to launch and profile
+    #[arg(last = true)]
+    java: Vec<String>,
+}
+
+/// Long sessions, one command at a time.
+#[derive(clap::Subcommand)]
+enum ProfileAction {
+    /// Start a recording that runs detached from this client, until `stop` or the JVM's exit
+    /// (with -o, the agent writes that file, inside the JVM's filesystem, when it ends)
+    Start {
+        /// The JVM
+        pid: String,
+        #[command(flatten)]
+        sampling: SamplingArgs,
+        /// End the recording after this long (the agent does; default: until `stop`)
+        #[arg(short, long, value_parser = crate::units::parse_duration)]
+        duration: Option<Duration>,
+        /// File the agent writes when the recording ends; its extension picks the format
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Stop the running profiles (those of -e when given) and write what they recorded
+    Stop {
+        /// The JVM
+        pid: String,
+        /// Only the recording of this event
+        #[arg(short, long, value_parser = parse_event)]
+        event: Option<Event>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// Write what the running profiles (those of -e when given) recorded so far, without
+    /// stopping them
+    Dump {
+        /// The JVM
+        pid: String,
+        /// Only the recording of this event
+        #[arg(short, long, value_parser = parse_event)]
+        event: Option<Event>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// What the agent in the JVM runs
+    Status {
+        /// The JVM
+        pid: String,
+    },
+}
+
+/// What to record and how.
+#[derive(clap::Args)]
+struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
     /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
     /// (contended monitors)
@@ -48,21 +110,10 @@ pub struct ProfileArgs {
     /// Sample wall-clock time too, at this interval (e.g. beside -e cpu)
     #[arg(long, value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
     wall: Option<Duration>,
-    /// How long to profile (default 30s; when launching: until the JVM exits)
-    #[arg(short, long, value_parser = crate::units::parse_duration)]
-    duration: Option<Duration>,
     /// Sampling interval of the cpu (or lone wall) event, with its unit (default 10ms; wall:
     /// 50ms)
     #[arg(short, long, value_parser = crate::units::parse_interval)]
     interval: Option<Duration>,
-    /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
-    /// .txt). Give it several times to write one profile in several formats
-    #[arg(short, long)]
-    output: Vec<PathBuf>,
-    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope (for
-    /// stdout, and for output files whose extension names no format)
-    #[arg(long, value_parser = parse_format)]
-    format: Option<Format>,
     /// One flame per thread: the thread name is each stack's root frame
     #[arg(long)]
     threads: bool,
@@ -96,6 +147,19 @@ pub struct ProfileArgs {
     /// Record contended locks too, waits of at least this long (default 10us)
     #[arg(long, visible_alias = "lock", value_name = "DURATION", value_parser = crate::units::parse_interval)]
     lock_threshold: Option<Duration>,
+}
+
+/// Where and how the profiles are written.
+#[derive(clap::Args)]
+struct OutputArgs {
+    /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
+    /// .txt). Give it several times to write one profile in several formats
+    #[arg(short, long)]
+    output: Vec<PathBuf>,
+    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope (for
+    /// stdout, and for output files whose extension names no format)
+    #[arg(long, value_parser = parse_format)]
+    format: Option<Format>,
     /// What stacks are counted by: samples, total (time, bytes, time waited) or objects
     /// (estimated objects allocated, lock waits). Default: total for alloc and lock,
     /// samples otherwise
@@ -109,9 +173,6 @@ pub struct ProfileArgs {
     /// Java frames per source line (Class.method:line), not per method
     #[arg(long)]
     lines: bool,
-    /// A java command line to launch and profile
-    #[arg(last = true)]
-    java: Vec<String>,
 }
 
 /// The events `jtap profile` samples.
@@ -165,40 +226,74 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(30);
 
 /// Runs `jtap profile`.
 pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
-    for pattern in [&args.include, &args.exclude].into_iter().flatten() {
+    let status = |pid: &str| -> anyhow::Result<i32> {
+        let options = Options::default().with_action(Action::Status);
+        agent_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
+        Ok(0)
+    };
+    match (args.action, args.pid, args.java.is_empty()) {
+        (Some(ProfileAction::Start { pid, sampling, duration, output }), _, _) => {
+            check_sampling(&sampling)?;
+            if let Some(path) = &output {
+                check_format(path, None)?;
+            }
+            start_detached(&sampling, duration, output, parse_pid(&pid)?, timeout)
+        }
+        (Some(ProfileAction::Stop { pid, event, output }), _, _) => {
+            check_output(&output)?;
+            fetch(&output, event, parse_pid(&pid)?, Action::Stop, timeout)
+        }
+        (Some(ProfileAction::Dump { pid, event, output }), _, _) => {
+            check_output(&output)?;
+            fetch(&output, event, parse_pid(&pid)?, Action::Dump, timeout)
+        }
+        (Some(ProfileAction::Status { pid }), _, _) => status(&pid),
+        (None, None, false) => {
+            check_sampling(&args.sampling)?;
+            check_output(&args.output)?;
+            launched(&args.sampling, args.duration, &args.output, &args.java)
+        }
+        (None, Some(_), false) => Err(exit::usage("with `-- java ...` give no pid")),
+        (None, Some(pid), true) => {
+            check_sampling(&args.sampling)?;
+            check_output(&args.output)?;
+            let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+            collect(&args.sampling, duration, &args.output, parse_pid(&pid)?, timeout)
+        }
+        (None, None, true) => Err(exit::usage(
+            "usage: jtap profile <pid> [options], jtap profile start|stop|status|dump <pid>, or jtap profile [options] -- java ...",
+        )),
+    }
+}
+
+/// Refuses, before attaching, what the agent would refuse after.
+fn check_sampling(sampling: &SamplingArgs) -> anyhow::Result<()> {
+    for pattern in [&sampling.include, &sampling.exclude].into_iter().flatten() {
         regex::Regex::new(pattern)
             .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
-    for path in &args.output {
-        if Format::from_path(path).is_none() && args.format.is_none() {
-            return Err(exit::usage(format!(
-                "cannot tell the format of {} from its extension (.html .pb.gz .speedscope.json \
-                 .collapsed .txt); add one, or give --format",
-                path.display()
-            )));
-        }
-    }
-    // The agent would refuse settings of another engine too, but only after attaching.
-    Options::parse(&start_options(&args)?.to_string())
+    Options::parse(&start_options(sampling)?.to_string())
         .map_err(crate::agent_client::AgentError::BadOptions)?;
-    let words: Vec<&str> = args.args.iter().map(String::as_str).collect();
-    match (args.java.is_empty(), words.as_slice()) {
-        (false, []) => launched(&args),
-        (false, _) => Err(exit::usage("with `-- java ...` give no pid or action")),
-        (true, [pid]) => collect(&args, parse_pid(pid)?, timeout),
-        (true, ["start", pid]) => start_detached(&args, parse_pid(pid)?, timeout),
-        (true, [action @ ("stop" | "dump"), pid]) => {
-            let action = if *action == "stop" { Action::Stop } else { Action::Dump };
-            fetch(&args, parse_pid(pid)?, action, timeout)
-        }
-        (true, ["status", pid]) => {
-            let options = Options::default().with_action(Action::Status);
-            agent_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
-            Ok(0)
-        }
-        (true, [action, _]) => Err(exit::usage(format!("unknown action {action:?} (start, stop, status, dump)"))),
-        (true, _) => Err(exit::usage("usage: jtap profile <pid> [options], jtap profile start|stop|status|dump <pid>, or jtap profile [options] -- java ...")),
+    Ok(())
+}
+
+fn check_output(output: &OutputArgs) -> anyhow::Result<()> {
+    for path in &output.output {
+        check_format(path, output.format)?;
     }
+    Ok(())
+}
+
+/// A file whose format the extension (or `--format`) names.
+fn check_format(path: &Path, format: Option<Format>) -> anyhow::Result<()> {
+    if Format::from_path(path).is_none() && format.is_none() {
+        return Err(exit::usage(format!(
+            "cannot tell the format of {} from its extension (.html .pb.gz .speedscope.json \
+             .collapsed .txt); add one, or give --format",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 fn parse_pid(text: &str) -> anyhow::Result<u32> {
@@ -208,7 +303,7 @@ fn parse_pid(text: &str) -> anyhow::Result<u32> {
 
 /// The agent's `start` options for these arguments: `event=` names the CPU event (or else the
 /// first one), `alloc`, `lock` and `wall` add the others, as in async-profiler's agent.
-fn start_options(args: &ProfileArgs) -> anyhow::Result<Options> {
+fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
     let mut events = args.event.clone();
     for (given, event) in [
         (args.wall.is_some(), Event::Wall),
@@ -307,10 +402,15 @@ impl Received {
 
 /// `jtap profile <pid>`: start an engine owned by this client for `-d` (the agent ends it
 /// then and sends the profile; Ctrl-C asks for it early), write the result.
-fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
-    let duration = args.duration.unwrap_or(DEFAULT_DURATION);
+fn collect(
+    sampling: &SamplingArgs,
+    duration: Duration,
+    output: &OutputArgs,
+    pid: u32,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
     let received = Received::default();
-    let mut options = start_options(args)?;
+    let mut options = start_options(sampling)?;
     options.duration = Some(duration);
     let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
     COLLECTING.store(true, Ordering::SeqCst);
@@ -350,37 +450,50 @@ fn collect(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i3
         }
         Asked::Nothing | Asked::Told => {}
     }
-    write_profiles(args, &profiles)?;
+    write_profiles(output, &profiles)?;
     Ok(0)
 }
 
 /// `jtap profile start <pid>`: a detached engine (with `-o`, the agent also writes that file,
 /// inside the JVM's filesystem, when the engine stops or the JVM exits).
-fn start_detached(args: &ProfileArgs, pid: u32, timeout: Duration) -> anyhow::Result<i32> {
-    let mut options = start_options(args)?;
+fn start_detached(
+    sampling: &SamplingArgs,
+    duration: Option<Duration>,
+    output: Option<PathBuf>,
+    pid: u32,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
+    let mut options = start_options(sampling)?;
     options.detach = true;
-    anyhow::ensure!(
-        args.output.len() <= 1,
-        "the agent writes one -o file for a detached engine"
-    );
-    options.file = args.output.first().map(|p| p.display().to_string());
+    options.duration = duration;
+    options.file = output.map(|p| p.display().to_string());
     agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }
 
 /// `jtap profile stop|dump <pid>`: fetch the detached engine's profile and write it here.
-fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> anyhow::Result<i32> {
+fn fetch(
+    output: &OutputArgs,
+    event: Option<Event>,
+    pid: u32,
+    action: Action,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
     let received = Received::default();
     let mut text = Vec::new();
+    let options = Options {
+        event,
+        ..Options::default().with_action(action)
+    };
     agent_client::run_with(
         pid,
-        &Options::default().with_action(action),
+        &options,
         timeout,
         &mut text,
         Some(&mut received.sink()),
     )?;
     match received.take_profiles()? {
-        Some(profiles) => write_profiles(args, &profiles)?,
+        Some(profiles) => write_profiles(output, &profiles)?,
         // Engines without a profile (gc) answer in text.
         None => io::stdout().write_all(&text)?,
     }
@@ -389,14 +502,19 @@ fn fetch(args: &ProfileArgs, pid: u32, action: Action, timeout: Duration) -> any
 
 /// `jtap profile [opts] -- java ...`: from the JVM's start to its exit, or for `-d` (the
 /// agent ends the engine then; Ctrl-C reaches the JVM too, whose exit sends the profile).
-fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
+fn launched(
+    sampling: &SamplingArgs,
+    duration: Option<Duration>,
+    output: &OutputArgs,
+    java: &[String],
+) -> anyhow::Result<i32> {
     let received = Received::default();
-    let mut options = start_options(args)?;
-    options.duration = args.duration;
+    let mut options = start_options(sampling)?;
+    options.duration = duration;
     COLLECTING.store(true, Ordering::SeqCst);
     let code = launch::run_with(
         &options,
-        &args.java,
+        java,
         &mut io::stderr(),
         Some(&mut received.sink()),
     );
@@ -405,14 +523,14 @@ fn launched(args: &ProfileArgs) -> anyhow::Result<i32> {
     let profiles = received
         .take_profiles()?
         .ok_or_else(|| anyhow::anyhow!("the JVM exited (code {code}) without sending a profile"))?;
-    write_profiles(args, &profiles)?;
+    write_profiles(output, &profiles)?;
     Ok(code)
 }
 
 /// Renders the profiles (one per event) as asked and writes them: atomically to each `-o`
 /// file (printing the paths; formats that hold one event get a file per event), else to
 /// stdout.
-fn write_profiles(args: &ProfileArgs, profiles: &[Profile]) -> anyhow::Result<()> {
+fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<()> {
     let options = ExportOptions {
         annotate: args.annotate,
         counter: args.counter,

@@ -45,10 +45,23 @@ pub struct Common {
     java: Vec<String>,
 }
 
+/// `jtap trace|calltree|monitor stop <pid>`.
+#[derive(clap::Subcommand)]
+pub enum TraceAction {
+    /// End the tracing sessions running in a JVM (their clients get the restore report)
+    Stop {
+        /// The JVM
+        pid: String,
+    },
+}
+
 /// `jtap trace` arguments.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct TraceArgs {
-    /// `<pid> PATTERN...`, `stop <pid>`, or only `PATTERN...` when launching after `--`
+    #[command(subcommand)]
+    action: Option<TraceAction>,
+    /// `<pid> PATTERN...`, or only `PATTERN...` when launching after `--`
     #[arg(required = true)]
     words: Vec<String>,
     /// Report only calls lasting at least this long (e.g. 100ms)
@@ -79,8 +92,11 @@ pub struct TraceArgs {
 
 /// `jtap calltree` arguments.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CalltreeArgs {
-    /// `<pid> ENTRY`, `stop <pid>`, or only `ENTRY` when launching after `--`
+    #[command(subcommand)]
+    action: Option<TraceAction>,
+    /// `<pid> ENTRY`, or only `ENTRY` when launching after `--`
     #[arg(required = true)]
     words: Vec<String>,
     /// Methods to time inside the entry (comma-separated patterns); default: the entry's own
@@ -102,8 +118,11 @@ pub struct CalltreeArgs {
 
 /// `jtap monitor` arguments.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct MonitorArgs {
-    /// `<pid> PATTERN...`, `stop <pid>`, or only `PATTERN...` when launching after `--`
+    #[command(subcommand)]
+    action: Option<TraceAction>,
+    /// `<pid> PATTERN...`, or only `PATTERN...` when launching after `--`
     #[arg(required = true)]
     words: Vec<String>,
     /// Report interval
@@ -120,19 +139,27 @@ enum Target {
     Stop(u32),
 }
 
-/// Splits `<pid> PATTERN...` / `stop <pid>` / `PATTERN...` (launch mode).
-fn target(words: &[String], launching: bool) -> anyhow::Result<(Target, Vec<String>)> {
-    if launching {
-        return Ok((Target::Launch, words.to_vec()));
-    }
+/// Splits `stop <pid>` / `<pid> PATTERN...` / `PATTERN...` (launch mode).
+fn target(
+    action: Option<TraceAction>,
+    words: &[String],
+    launching: bool,
+) -> anyhow::Result<(Target, Vec<String>)> {
     let pid = |text: &str| {
         text.parse::<u32>()
             .map_err(|_| exit::usage(format!("\"{text}\" is not a pid")))
     };
-    match words {
-        [stop, p] if stop == "stop" => Ok((Target::Stop(pid(p)?), Vec::new())),
-        [p, patterns @ ..] if !patterns.is_empty() => Ok((Target::Pid(pid(p)?), patterns.to_vec())),
-        _ => Err(exit::usage("give a pid and at least one method pattern (or `stop <pid>`, or patterns and `-- java ...`)")),
+    match (action, launching) {
+        (Some(TraceAction::Stop { pid: p }), _) => Ok((Target::Stop(pid(&p)?), Vec::new())),
+        (None, true) => Ok((Target::Launch, words.to_vec())),
+        (None, false) => match words {
+            [p, patterns @ ..] if !patterns.is_empty() => {
+                Ok((Target::Pid(pid(p)?), patterns.to_vec()))
+            }
+            _ => Err(exit::usage(
+                "give a pid and at least one method pattern (or `stop <pid>`, or patterns and `-- java ...`)",
+            )),
+        },
     }
 }
 
@@ -141,8 +168,12 @@ fn patterns(texts: &[String]) -> Result<Vec<MethodPattern>, String> {
 }
 
 /// Runs `jtap trace`.
-pub fn trace(args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let (target, words) = target(&args.words, !args.common.java.is_empty())?;
+pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let (target, words) = target(
+        args.action.take(),
+        &args.words,
+        !args.common.java.is_empty(),
+    )?;
     let plan = |targets| Plan {
         mode: Mode::Trace,
         targets,
@@ -160,8 +191,12 @@ pub fn trace(args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
 }
 
 /// Runs `jtap calltree`.
-pub fn calltree(args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let (target, words) = target(&args.words, !args.common.java.is_empty())?;
+pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let (target, words) = target(
+        args.action.take(),
+        &args.words,
+        !args.common.java.is_empty(),
+    )?;
     let plan = (|| {
         if !matches!(target, Target::Stop(_)) && words.len() != 1 {
             return Err(
@@ -183,8 +218,12 @@ pub fn calltree(args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32> {
 }
 
 /// Runs `jtap monitor`.
-pub fn monitor(args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let (target, words) = target(&args.words, !args.common.java.is_empty())?;
+pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let (target, words) = target(
+        args.action.take(),
+        &args.words,
+        !args.common.java.is_empty(),
+    )?;
     let plan = |targets| Plan {
         mode: Mode::Monitor,
         targets,

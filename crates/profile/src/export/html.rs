@@ -73,25 +73,31 @@ fn flame_rows(profile: &Profile, counter: Counter) -> (Vec<Vec<u64>>, u64) {
     (rows, x)
 }
 
-/// Renders the flame graph page.
-pub fn render(profile: &Profile, options: &ExportOptions) -> String {
+/// Renders the flame graph page of one or more profiles (one per event of a session); with
+/// several, a selector above the graph switches between them.
+pub fn render(profiles: &[&Profile], options: &ExportOptions) -> String {
+    let views: Vec<_> = profiles.iter().map(|p| view(p, options)).collect();
+    let data = json!({ "inverted": options.inverted, "views": views });
+    // The data sits inside a <script> element: keep "</" from closing it.
+    let data = data.to_string().replace("</", "<\\/");
+    TEMPLATE.replace("/*DATA*/null", &data)
+}
+
+/// One profile's flame graph: its rows, frame names, total and unit.
+fn view(profile: &Profile, options: &ExportOptions) -> serde_json::Value {
     let counter = options.counter_for(profile);
     let (rows, total) = flame_rows(profile, counter);
     let m = &profile.metadata;
     let mut names = vec!["all".to_string()];
     names.extend(profile.frames().iter().map(|f| f.name.clone()));
-    let unit = m.unit(counter);
-    let data = json!({
+    json!({
+        "event": m.event,
         "title": format!("{} profile ({})", m.event, if m.engine.is_empty() { &m.event } else { &m.engine }),
-        "unit": unit,
+        "unit": m.unit(counter),
         "total": total,
-        "inverted": options.inverted,
         "names": names,
         "rows": rows,
-    });
-    // The data sits inside a <script> element: keep "</" from closing it.
-    let data = data.to_string().replace("</", "<\\/");
-    TEMPLATE.replace("/*DATA*/null", &data)
+    })
 }
 
 #[cfg(test)]
@@ -124,7 +130,7 @@ mod tests {
             1,
             1,
         );
-        let page = render(&p, &ExportOptions::default());
+        let page = render(&[&p], &ExportOptions::default());
         assert!(!page.contains("/*DATA*/null"));
         assert!(!page.contains("</script><b>"));
         assert!(page.contains("Main.c"));

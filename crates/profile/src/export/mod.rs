@@ -1,12 +1,12 @@
-//! Exporters, one module per format, behind [`Format::render`].
+//! Exporters, one module per format, behind [`Format::render`]; [`render_set`] for the
+//! profiles of several events of one session.
 
 mod collapsed;
 mod html;
 mod pprof;
-mod set_stub;
+mod set;
 mod speedscope;
 mod text;
-pub use set_stub::render_set;
 
 use std::fs;
 use std::io::{self, Write};
@@ -15,6 +15,7 @@ use std::path::Path;
 use crate::model::{Counter, Profile};
 
 pub use pprof::{decode as decode_pprof, PprofTotals};
+pub use set::render_set;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +117,7 @@ impl Format {
     /// with frames as [`Profile::labelled`] shows them.
     pub fn render(self, profile: &Profile, options: &ExportOptions) -> Vec<u8> {
         if self == Format::Pprof {
-            return pprof::render(profile);
+            return pprof::render(&[profile]);
         }
         let profile = &profile.labelled(options.lines);
         match self {
@@ -125,9 +126,9 @@ impl Format {
             Format::Summary => text::summary(profile).into_bytes(),
             Format::Traces => text::traces(profile, options).into_bytes(),
             Format::Flat => text::flat(profile, options).into_bytes(),
-            Format::Html => html::render(profile, options).into_bytes(),
-            Format::Pprof => pprof::render(profile),
-            Format::Speedscope => speedscope::render(profile, options).into_bytes(),
+            Format::Html => html::render(&[profile], options).into_bytes(),
+            Format::Pprof => pprof::render(&[profile]),
+            Format::Speedscope => speedscope::render(&[profile], options).into_bytes(),
         }
     }
 }

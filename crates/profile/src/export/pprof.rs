@@ -10,7 +10,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use crate::model::{FrameId, Profile};
+use crate::model::{Frame, FrameId, Profile};
 
 #[derive(Clone, PartialEq, Message)]
 struct PprofProfile {
@@ -127,61 +127,98 @@ impl Strings {
     }
 }
 
-/// Encodes and gzips the profile.
-pub fn render(profile: &Profile) -> Vec<u8> {
-    let m = &profile.metadata;
+/// Encodes and gzips the profiles of one session (one per event) into one pprof file: each
+/// profile has its pair of value columns (events, weight), zero in the other profiles'
+/// samples; functions and locations are shared. A Java frame's function is its method (name
+/// and descriptor as `system_name`), its location the line sampled.
+pub fn render(profiles: &[&Profile]) -> Vec<u8> {
     let mut strings = Strings::new();
-    let [count_type, weight_type] = sample_types(&m.event, &m.weight_unit);
-    let sample_type = vec![
-        ValueType {
-            r#type: strings.id(count_type.0),
-            unit: strings.id(&count_type.1),
-        },
-        ValueType {
-            r#type: strings.id(weight_type.0),
-            unit: strings.id(&weight_type.1),
-        },
-    ];
-    // One function and one location per frame; ids are frame id + 1 (0 is reserved).
-    let mut function = Vec::with_capacity(profile.frames().len());
-    let mut location = Vec::with_capacity(profile.frames().len());
-    for (i, frame) in profile.frames().iter().enumerate() {
-        let id = i as u64 + 1;
-        let name = strings.id(&frame.name);
-        function.push(Function {
-            id,
-            name,
-            system_name: name,
-        });
-        location.push(Location {
-            id,
-            line: vec![Line {
-                function_id: id,
-                line: 0,
-            }],
-        });
+    let several = profiles.len() > 1;
+    let mut sample_type = Vec::new();
+    for profile in profiles {
+        let m = &profile.metadata;
+        for (name, unit) in sample_types(&m.event, &m.weight_unit) {
+            // Two events' "samples" columns would read as one.
+            let name = match several && name == "samples" {
+                true => format!("{}_samples", m.event),
+                false => name.to_string(),
+            };
+            sample_type.push(ValueType {
+                r#type: strings.id(&name),
+                unit: strings.id(&unit),
+            });
+        }
     }
-    let sample = profile
-        .stacks()
-        .into_iter()
-        .map(|(stack, counts)| Sample {
-            location_id: stack
-                .iter()
-                .rev()
-                .map(|&f: &FrameId| f as u64 + 1)
-                .collect(),
-            value: vec![counts.events as i64, counts.weight as i64],
-        })
-        .collect();
+    let mut functions: HashMap<(&str, Option<&str>), u64> = HashMap::new();
+    let mut locations: HashMap<&Frame, u64> = HashMap::new();
+    let mut function = Vec::new();
+    let mut location = Vec::new();
+    let mut sample = Vec::new();
+    for (column, profile) in profiles.iter().enumerate() {
+        let ids: Vec<u64> = profile
+            .frames()
+            .iter()
+            .map(|frame| {
+                let next = location.len() as u64 + 1;
+                *locations.entry(frame).or_insert_with(|| {
+                    let key = (frame.name.as_str(), frame.signature.as_deref());
+                    let next_function = function.len() as u64 + 1;
+                    let function_id = *functions.entry(key).or_insert_with(|| {
+                        let name = strings.id(&frame.name);
+                        let system_name = match &frame.signature {
+                            Some(signature) => strings.id(&format!("{}{signature}", frame.name)),
+                            None => name,
+                        };
+                        function.push(Function {
+                            id: next_function,
+                            name,
+                            system_name,
+                        });
+                        next_function
+                    });
+                    location.push(Location {
+                        id: next,
+                        line: vec![Line {
+                            function_id,
+                            line: frame.line.map_or(0, i64::from),
+                        }],
+                    });
+                    next
+                })
+            })
+            .collect();
+        for (stack, counts) in profile.stacks() {
+            let mut value = vec![0i64; sample_type.len()];
+            value[2 * column] = counts.events as i64;
+            value[2 * column + 1] = counts.weight as i64;
+            sample.push(Sample {
+                location_id: stack
+                    .iter()
+                    .rev()
+                    .map(|&f: &FrameId| ids[f as usize])
+                    .collect(),
+                value,
+            });
+        }
+    }
+    let first = profiles.first().map(|p| &p.metadata);
     let message = PprofProfile {
-        period_type: Some(sample_type[1].clone()),
+        period_type: sample_type.get(1).cloned(),
         sample_type,
         sample,
         location,
         function,
-        time_nanos: m.start_time_ns as i64,
-        duration_nanos: m.duration_ns as i64,
-        period: m.interval as i64,
+        time_nanos: profiles
+            .iter()
+            .map(|p| p.metadata.start_time_ns)
+            .min()
+            .unwrap_or(0) as i64,
+        duration_nanos: profiles
+            .iter()
+            .map(|p| p.metadata.duration_ns)
+            .max()
+            .unwrap_or(0) as i64,
+        period: first.map_or(0, |m| m.interval as i64),
         default_sample_type: 1,
         string_table: strings.table,
     };
@@ -238,7 +275,7 @@ mod tests {
     #[test]
     fn round_trips_totals() {
         let p = sample_profile();
-        let decoded = decode(&render(&p)).unwrap();
+        let decoded = decode(&render(&[&p])).unwrap();
         assert_eq!(
             decoded.sample_types[0],
             ("samples".to_string(), "count".to_string())
@@ -253,5 +290,76 @@ mod tests {
         );
         assert_eq!(decoded.samples, p.stack_count());
         assert!(decoded.functions.contains(&"Main.c".to_string()));
+    }
+
+    #[test]
+    fn several_events_share_functions_and_keep_their_columns() {
+        let cpu = sample_profile();
+        let mut wall = sample_profile();
+        wall.metadata.event = "wall".into();
+        let mut alloc = Profile::new(crate::Metadata {
+            event: "alloc".into(),
+            weight_unit: "bytes".into(),
+            ..Default::default()
+        });
+        let java = |line| {
+            Frame::java(
+                "Main.c",
+                crate::FrameKind::Compiled,
+                Some("()V".into()),
+                Some(line),
+            )
+        };
+        alloc.add_frame_counts(
+            &[java(3)],
+            crate::StackCounts {
+                samples: 2,
+                weight: 2048,
+                events: 5,
+            },
+        );
+        alloc.add_frame_counts(
+            &[java(4)],
+            crate::StackCounts {
+                samples: 1,
+                weight: 1024,
+                events: 1,
+            },
+        );
+        let decoded = decode(&render(&[&cpu, &wall, &alloc])).unwrap();
+        let types: Vec<&str> = decoded
+            .sample_types
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "cpu_samples",
+                "cpu",
+                "wall_samples",
+                "wall",
+                "alloc_objects",
+                "alloc_space"
+            ]
+        );
+        assert_eq!(
+            decoded.totals,
+            [
+                8,
+                cpu.total_weight() as i64,
+                8,
+                wall.total_weight() as i64,
+                6,
+                3072
+            ]
+        );
+        // One Main.c function for the compiled frames of the cpu and wall profiles, one for
+        // the alloc profile's frames, which carry a descriptor; its two lines are two
+        // locations of that one function.
+        assert_eq!(
+            decoded.functions.iter().filter(|f| *f == "Main.c").count(),
+            2
+        );
     }
 }
