@@ -41,12 +41,20 @@ fn engine_settings_of_another_engine_are_refused_before_attaching() {
             "exact only applies to event=alloc",
         ),
         (
-            &["profile", "1", "-e", "wall", "--alloc-interval", "1k"][..],
-            "alloc only applies to event=alloc",
+            &["profile", "1", "-e", "cpu", "--live"][..],
+            "live only applies to event=alloc",
         ),
         (
-            &["profile", "1", "-e", "alloc", "--lock-threshold", "1ms"][..],
-            "lock only applies to event=lock",
+            &["profile", "1", "-e", "cpu", "--all-threads"][..],
+            "allthreads only applies to event=wall",
+        ),
+        (
+            &["profile", "1", "-e", "cpu,itimer"][..],
+            "-e cpu and itimer both sample CPU time",
+        ),
+        (
+            &["profile", "1", "-e", "alloc", "-i", "1ms"][..],
+            "interval= only applies to event=cpu, itimer, ctimer or wall",
         ),
     ] {
         jtap(args).fails_with(2, message);

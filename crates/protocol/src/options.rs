@@ -2,31 +2,20 @@
 //!
 //! ```text
 //! options  := "" | item ("," item)*
-//! item     := action | "debug" | "live" | key "=" value
+//! item     := action | key | key "=" value
 //! action   := "start" | "stop" | "status" | "dump" | "version" | "help" | "histogram"
-//! key      := "event" | "interval" | "file" | "channel" | "log" | "client" | "top"
 //! value    := any characters; "," and "\" are written "\," and "\\"
 //! ```
 //!
-//! At most one action and each key at most once. `event`, `interval` and `duration` (the
-//! agent ends the recording itself after that long) belong to `start`;
-//! `live` and `top` (a positive count) to `histogram`. `start` records one or more events
-//! at once, as async-profiler's agent does: `event=` names one, and `alloc`, `lock` and
-//! `wall` add theirs, each optionally with its setting (`alloc=<bytes>` with an optional `k`,
-//! `m` or `g` suffix, `lock=<duration>`, `wall=<interval>`): `start,event=cpu,alloc,lock=10us,wall=50ms`.
-//! `interval` is the sampling interval of `event=`; `sites`, `exact` and `live` go with
-//! `alloc`, `allthreads` with `wall`; `trace=` with `event=trace`, which records alone.
-//! The sampling keys `threads` (a flag), `include`, `exclude` and `jstackdepth` belong to
-//! `start` as well, and so do `alluser` (the cpu engine samples user-mode CPU time only, so
-//! stacks have no kernel frames) and `detach` (the engine belongs to no client: it runs
-//! until `stop` or the JVM's exit, even after the asking client is gone):
-//!
-//! ```text
-//! item     += "threads" | "alluser" | "detach"
-//! key      += "include" | "exclude" | "jstackdepth"
-//! ```
-//!
-//! Durations are an integer with a unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
+//! At most one action and each key at most once. The keys, what each takes and the command
+//! it goes with are declared once, in [`KEYS`]: the parser's checks, the agent's `help`, the
+//! CLI's help of the flags that set them and the manual's option list come from there.
+//! `start` records one or more events at once, as async-profiler's agent does: `event=`
+//! names one, and `alloc`, `lock` and `wall` add theirs, each optionally with its setting:
+//! `start,event=cpu,alloc,lock=10us,wall=50ms`. `interval` is the sampling interval of
+//! `event=`; `sites`, `exact` and `live` go with `alloc`, `allthreads` with `wall`; `trace=`
+//! with `event=trace`, which records alone, as `gc` does. Durations are an integer with a
+//! unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
 
 use std::fmt;
 use std::time::Duration;
@@ -224,7 +213,7 @@ pub enum ParseError {
     #[error("empty option at position {0} (two commas in a row, or a comma at either end)")]
     Empty(usize),
     /// A word that is neither an action, a flag nor a known key.
-    #[error("unknown option \"{0}\" (known: {KNOWN})")]
+    #[error("unknown option \"{0}\" (known: {known})", known = known())]
     Unknown(String),
     /// A known key with a value it cannot take.
     #[error("bad value for {key}: \"{value}\": {expected}")]
@@ -269,8 +258,98 @@ pub enum ParseError {
     DanglingEscape(String),
 }
 
-const KNOWN: &str =
-    "start, stop, status, dump, version, help, histogram, debug, live, event=, interval=, duration=, file=, channel=, log=, client=, top=, threads, allthreads, include=, exclude=, jstackdepth=, alluser, detach, trace=, alloc[=], lock[=], wall[=], sites, exact";
+/// Every action and key, for the message about an unknown one.
+fn known() -> String {
+    let keys = KEYS.iter().map(|k| match k.takes {
+        Takes::Nothing => k.name.to_string(),
+        Takes::Maybe(_) => format!("{}[=]", k.name),
+        Takes::Value(_) => format!("{}=", k.name),
+    });
+    Action::ALL
+        .iter()
+        .map(|a| a.name().to_string())
+        .chain(keys)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a key of the grammar takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Takes {
+    /// Nothing: the key is a flag (`threads`).
+    Nothing,
+    /// Nothing, or `=<value>` (`alloc`, `alloc=512k`); the value's name for help.
+    Maybe(&'static str),
+    /// `=<value>`; the value's name for help.
+    Value(&'static str),
+}
+
+/// The command a key goes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoesWith {
+    /// Any command.
+    Any,
+    /// `start`.
+    Start,
+    /// `start`, or `stop` and `dump` to choose recordings (`event`).
+    StartStopDump,
+    /// `histogram` (`top`).
+    Histogram,
+    /// `histogram`, or `start` with allocations (`live`).
+    HistogramOrStart,
+}
+
+/// One key of the grammar. [`KEYS`] is the one declaration the parser's checks, the agent's
+/// `help`, the CLI's help of the flags that set these keys and the manual's option list
+/// come from.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// The key as written.
+    pub name: &'static str,
+    /// What it takes.
+    pub takes: Takes,
+    /// The command it goes with.
+    pub goes_with: GoesWith,
+    /// One line on what it does.
+    pub help: &'static str,
+}
+
+/// Every key, in the order help lists them.
+pub const KEYS: &[Key] = &[
+    Key { name: "event", takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace"), goes_with: GoesWith::StartStopDump, help: "what start records (alloc, lock and wall add theirs); stop and dump: that event's recording" },
+    Key { name: "interval", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "sampling interval of the CPU event, or of wall alone (default 10ms; wall: 50ms)" },
+    Key { name: "alloc", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record allocations too, one sample every this many bytes on average (default 512k; suffixes k, m, g)" },
+    Key { name: "lock", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "record contended locks too, waits of at least this long (default 10us)" },
+    Key { name: "wall", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "sample wall-clock time too, at this interval (default 50ms)" },
+    Key { name: "duration", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "the agent ends the recording after this long and sends its results" },
+    Key { name: "threads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "each stack's root frame is its thread's name" },
+    Key { name: "allthreads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "wall: sample every thread (GC, compiler, VM and native threads too), not only Java threads" },
+    Key { name: "include", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "keep only stacks with a frame matching this regular expression" },
+    Key { name: "exclude", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "drop stacks with a frame matching this regular expression" },
+    Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
+    Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
+    Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
+    Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
+    Key { name: "exact", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc: record every allocation instead of sampling (exact counts; slow)" },
+    Key { name: "detach", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "the recording belongs to no client and runs until stop or the JVM's exit" },
+    Key { name: "trace", takes: Takes::Value("plan"), goes_with: GoesWith::Start, help: "event=trace: methods, captures and mode (see jtap_protocol::trace)" },
+    Key { name: "top", takes: Takes::Value("n"), goes_with: GoesWith::Histogram, help: "only the n largest classes by bytes" },
+    Key { name: "file", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "write the results to this file, inside the JVM's filesystem (format by extension)" },
+    Key { name: "channel", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "control socket of the asking jtap client" },
+    Key { name: "log", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "append the agent's log to this file" },
+    Key { name: "client", takes: Takes::Value("version"), goes_with: GoesWith::Any, help: "the asking jtap's version" },
+    Key { name: "debug", takes: Takes::Nothing, goes_with: GoesWith::Any, help: "log to the JVM's stderr" },
+];
+
+/// The key called `name`.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The help line of key `name` (for the CLI flags that set it); empty for an unknown key.
+pub fn help_of(name: &str) -> &'static str {
+    key(name).map_or("", |k| k.help)
+}
 
 impl Options {
     /// Parses an option string. Never panics, whatever the input.
@@ -279,46 +358,44 @@ impl Options {
         if text.is_empty() {
             return Ok(options);
         }
+        let mut given: Vec<&'static Key> = Vec::new();
         for (index, item) in split_items(text)?.into_iter().enumerate() {
             if item.raw.is_empty() {
                 return Err(ParseError::Empty(index + 1));
             }
-            options.apply(&item)?;
-        }
-        let chooses = matches!(options.action, Some(Action::Stop | Action::Dump));
-        let start_only = [
-            ("event", options.event.is_some() && !chooses),
-            ("interval", options.interval.is_some()),
-            ("duration", options.duration.is_some()),
-            ("threads", options.threads),
-            ("allthreads", options.allthreads),
-            ("detach", options.detach),
-            ("alluser", options.alluser),
-            ("include", options.include.is_some()),
-            ("exclude", options.exclude.is_some()),
-            ("jstackdepth", options.jstackdepth.is_some()),
-            ("alloc", options.alloc.is_some()),
-            ("lock", options.lock.is_some()),
-            ("wall", options.wall.is_some()),
-            ("sites", options.sites),
-            ("exact", options.exact),
-            ("trace", options.trace.is_some()),
-        ];
-        if options.action != Some(Action::Start) {
-            if let Some((key, _)) = start_only.into_iter().find(|(_, given)| *given) {
-                return Err(ParseError::NeedsStart(key));
+            if let Some(key) = options.apply(&item)? {
+                if given.iter().any(|k| k.name == key.name) {
+                    return Err(ParseError::Duplicate(key.name));
+                }
+                given.push(key);
             }
-        } else {
+        }
+        for key in &given {
+            let fits = match key.goes_with {
+                GoesWith::Any => true,
+                GoesWith::Start => options.action == Some(Action::Start),
+                GoesWith::StartStopDump => matches!(
+                    options.action,
+                    Some(Action::Start | Action::Stop | Action::Dump)
+                ),
+                GoesWith::Histogram => options.action == Some(Action::Histogram),
+                GoesWith::HistogramOrStart => {
+                    matches!(options.action, Some(Action::Histogram | Action::Start))
+                }
+            };
+            if !fits {
+                return Err(match key.goes_with {
+                    GoesWith::Histogram => ParseError::NeedsHistogram(key.name),
+                    GoesWith::HistogramOrStart => ParseError::LiveMisplaced,
+                    _ => ParseError::NeedsStart(key.name),
+                });
+            }
+        }
+        if options.action == Some(Action::Start) {
             options.check_events()?;
         }
         if options.exact && options.alloc.flatten().is_some() {
             return Err(ParseError::ExactWithInterval);
-        }
-        if options.live && !matches!(options.action, Some(Action::Histogram | Action::Start)) {
-            return Err(ParseError::LiveMisplaced);
-        }
-        if options.action != Some(Action::Histogram) && options.top.is_some() {
-            return Err(ParseError::NeedsHistogram("top"));
         }
         Ok(options)
     }
@@ -401,103 +478,103 @@ impl Options {
         self
     }
 
-    /// The flag (an option without a value) called `word`, with its name and field.
-    fn flag(&mut self, word: &str) -> Option<(&'static str, &mut bool)> {
-        Some(match word {
-            "debug" => ("debug", &mut self.debug),
-            "threads" => ("threads", &mut self.threads),
-            "allthreads" => ("allthreads", &mut self.allthreads),
-            "detach" => ("detach", &mut self.detach),
-            "alluser" => ("alluser", &mut self.alluser),
-            "live" => ("live", &mut self.live),
-            "sites" => ("sites", &mut self.sites),
-            "exact" => ("exact", &mut self.exact),
-            _ => return None,
-        })
-    }
-
-    fn apply(&mut self, item: &Item) -> Result<(), ParseError> {
-        let Some(value) = &item.value else {
-            match item.raw.as_str() {
-                "alloc" => return put_once(&mut self.alloc, "alloc", None),
-                "lock" => return put_once(&mut self.lock, "lock", None),
-                "wall" => return put_once(&mut self.wall, "wall", None),
-                _ => {}
+    /// Applies one item: an action, or a key of [`KEYS`] (returned, for the checks that
+    /// follow).
+    fn apply(&mut self, item: &Item) -> Result<Option<&'static Key>, ParseError> {
+        if let Some(action) = Action::from_name(&item.key) {
+            if item.value.is_some() {
+                return Err(ParseError::UnexpectedValue(action.name()));
             }
-            if let Some((name, flag)) = self.flag(&item.raw) {
-                return set_once(flag, name);
-            }
-            let Some(action) = Action::from_name(&item.raw) else {
-                return Err(ParseError::Unknown(item.raw.clone()));
-            };
-            return match self.action {
-                Some(previous) => Err(ParseError::ConflictingActions(
+            if let Some(previous) = self.action {
+                return Err(ParseError::ConflictingActions(
                     previous.name(),
                     action.name(),
-                )),
-                None => {
-                    self.action = Some(action);
-                    Ok(())
-                }
-            };
+                ));
+            }
+            self.action = Some(action);
+            return Ok(None);
+        }
+        let key = key(&item.key)
+            .filter(|k| item.value.is_some() || !matches!(k.takes, Takes::Value(_)))
+            .ok_or_else(|| ParseError::Unknown(item.raw.clone()))?;
+        let value = match (&item.value, key.takes) {
+            (Some(_), Takes::Nothing) => return Err(ParseError::UnexpectedValue(key.name)),
+            (value, _) => value.as_deref(),
         };
-        match item.key.as_str() {
+        self.set(key.name, value)?;
+        Ok(Some(key))
+    }
+
+    /// Stores the value of a key (None: given as a flag); [`Options::parse`] has checked
+    /// that the key takes it and is given once.
+    fn set(&mut self, name: &'static str, value: Option<&str>) -> Result<(), ParseError> {
+        let Some(value) = value else {
+            let flag = match name {
+                "alloc" => return put(&mut self.alloc, None),
+                "lock" => return put(&mut self.lock, None),
+                "wall" => return put(&mut self.wall, None),
+                "debug" => &mut self.debug,
+                "threads" => &mut self.threads,
+                "allthreads" => &mut self.allthreads,
+                "detach" => &mut self.detach,
+                "alluser" => &mut self.alluser,
+                "live" => &mut self.live,
+                "sites" => &mut self.sites,
+                "exact" => &mut self.exact,
+                _ => return Err(ParseError::Unknown(name.into())),
+            };
+            *flag = true;
+            return Ok(());
+        };
+        match name {
             "event" => {
-                let event = Event::from_name(value).ok_or_else(|| ParseError::BadValue {
-                    key: "event",
-                    value: value.clone(),
-                    expected: format!("one of {}", Event::ALL.map(Event::name).join(", ")),
+                let event = Event::from_name(value).ok_or_else(|| {
+                    bad(
+                        "event",
+                        value,
+                        &format!("one of {}", Event::ALL.map(Event::name).join(", ")),
+                    )
                 })?;
-                put_once(&mut self.event, "event", event)
+                put(&mut self.event, event)
             }
-            "interval" => put_once(
-                &mut self.interval,
-                "interval",
-                parse_duration("interval", value)?,
-            ),
-            "duration" => put_once(
-                &mut self.duration,
-                "duration",
-                parse_duration("duration", value)?,
-            ),
-            "alloc" => put_once(&mut self.alloc, "alloc", Some(parse_bytes("alloc", value)?)),
-            "lock" => put_once(&mut self.lock, "lock", Some(parse_duration("lock", value)?)),
-            "wall" => put_once(&mut self.wall, "wall", Some(parse_duration("wall", value)?)),
+            "interval" => put(&mut self.interval, parse_duration(name, value)?),
+            "duration" => put(&mut self.duration, parse_duration(name, value)?),
+            "alloc" => put(&mut self.alloc, Some(parse_bytes(name, value)?)),
+            "lock" => put(&mut self.lock, Some(parse_duration(name, value)?)),
+            "wall" => put(&mut self.wall, Some(parse_duration(name, value)?)),
             "trace" => {
-                let plan = crate::trace::Plan::parse(value).map_err(|e| bad("trace", value, &e))?;
-                put_once(&mut self.trace, "trace", plan)
+                let plan = crate::trace::Plan::parse(value).map_err(|e| bad(name, value, &e))?;
+                put(&mut self.trace, plan)
             }
-            "include" => put_once(&mut self.include, "include", pattern("include", value)?),
-            "exclude" => put_once(&mut self.exclude, "exclude", pattern("exclude", value)?),
+            "include" => put(&mut self.include, pattern(name, value)?),
+            "exclude" => put(&mut self.exclude, pattern(name, value)?),
             "jstackdepth" => {
                 let depth = value
                     .parse::<u32>()
                     .ok()
                     .filter(|d| (1..=MAX_JSTACKDEPTH).contains(d));
                 let expected = format!("a number of frames from 1 to {MAX_JSTACKDEPTH}");
-                put_once(
+                put(
                     &mut self.jstackdepth,
-                    "jstackdepth",
-                    depth.ok_or_else(|| bad("jstackdepth", value, &expected))?,
+                    depth.ok_or_else(|| bad(name, value, &expected))?,
                 )
             }
-            "file" => put_once(&mut self.file, "file", non_empty("file", value)?),
+            "file" => put(&mut self.file, non_empty(name, value)?),
             "channel" => {
                 if !value.starts_with('/') {
-                    return Err(bad("channel", value, "an absolute path of a UNIX socket"));
+                    return Err(bad(name, value, "an absolute path of a UNIX socket"));
                 }
-                put_once(&mut self.channel, "channel", value.clone())
+                put(&mut self.channel, value.to_string())
             }
-            "log" => put_once(&mut self.log, "log", non_empty("log", value)?),
+            "log" => put(&mut self.log, non_empty(name, value)?),
             "top" => {
                 let top = value
                     .parse::<u32>()
                     .ok()
                     .filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()));
-                put_once(
+                put(
                     &mut self.top,
-                    "top",
-                    top.ok_or_else(|| bad("top", value, "a positive number of classes"))?,
+                    top.ok_or_else(|| bad(name, value, "a positive number of classes"))?,
                 )
             }
             "client" => {
@@ -506,17 +583,11 @@ impl Options {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
                 if !ok {
-                    return Err(bad("client", value, "a version like 0.1.0"));
+                    return Err(bad(name, value, "a version like 0.1.0"));
                 }
-                put_once(&mut self.client, "client", value.clone())
+                put(&mut self.client, value.to_string())
             }
-            key => match Action::from_name(key)
-                .map(Action::name)
-                .or_else(|| self.flag(key).map(|(name, _)| name))
-            {
-                Some(word) => Err(ParseError::UnexpectedValue(word)),
-                None => Err(ParseError::Unknown(item.raw.clone())),
-            },
+            _ => Err(ParseError::Unknown(name.into())),
         }
     }
 }
@@ -685,19 +756,8 @@ fn non_empty(key: &'static str, value: &str) -> Result<String, ParseError> {
     Ok(value.to_string())
 }
 
-fn put_once<T>(slot: &mut Option<T>, key: &'static str, value: T) -> Result<(), ParseError> {
-    if slot.is_some() {
-        return Err(ParseError::Duplicate(key));
-    }
+fn put<T>(slot: &mut Option<T>, value: T) -> Result<(), ParseError> {
     *slot = Some(value);
-    Ok(())
-}
-
-fn set_once(flag: &mut bool, key: &'static str) -> Result<(), ParseError> {
-    if *flag {
-        return Err(ParseError::Duplicate(key));
-    }
-    *flag = true;
     Ok(())
 }
 
@@ -772,38 +832,25 @@ fn format_duration(duration: Duration) -> String {
     format!("{}{unit}", nanos / scale)
 }
 
-/// The help text the `help` action returns, listing every action and key.
+/// The help text the `help` action returns, listing every action and key of [`KEYS`].
 pub fn help_text() -> String {
-    format!(
-        "jtap agent options: comma-separated, e.g. start,event=gc,interval=10ms,file=/tmp/out.txt\n\
-         actions: start (with event=), stop, status, dump, version, help, histogram\n\
-         event=<{}>    what start records (with alloc, lock, wall: several at once)\n\
-         interval=<n[ns|us|ms|s]>    sampling interval of the engine (cpu, itimer, ctimer: 10ms; wall: 50ms)\n\
-         duration=<n[ns|us|ms|s]>    start: the agent stops the engine after this long and sends its results\n\
-         threads        sampling: each stack's root frame is its thread's name\n\
-         allthreads     wall: sample every thread (GC, compiler, VM, native), not only Java threads\n\
-         detach         start: the engine belongs to no client and runs until stop\n\
-         alluser        cpu: user-mode CPU time only, no kernel frames\n\
-         include=<regex> sampling: keep only stacks with a frame matching the expression\n\
-         exclude=<regex> sampling: drop stacks with a frame matching the expression\n\
-         jstackdepth=<n> sampling: deepest Java stack recorded (default 2048)\n\
-         file=<path>    write dump/stop results to this file (inside the JVM's filesystem)\n\
-         channel=<path> control socket of the asking jtap client\n\
-         log=<path>     append the agent's log to this file\n\
-         client=<version> the asking jtap's version\n\
-         debug          log to the JVM's stderr\n\
-         live           histogram: only live objects (runs a full GC first)\n\
-         top=<n>        histogram: only the n largest classes by bytes\n\
-         alloc[=<bytes>] record allocations too, mean bytes between samples (default 512k; suffixes k, m, g)\n\
-         lock[=<duration>] record contended locks too, waits of at least this long (default 10us)\n\
-         wall[=<interval>] sample wall-clock time too, at this interval (default 50ms)\n\
-         live           alloc: only sampled objects still alive at the dump\n\
-         sites          alloc: a SITES report (live and allocated bytes per allocation site)\n\
-         exact          alloc: record every allocation instead of sampling (exact counts, slow)\n\
-         trace=<plan>   trace: methods, captures and mode (see jtap_protocol::trace)\n\
+    let mut text = String::from(
+        "jtap agent options: comma-separated, e.g. start,event=cpu,alloc,lock=10us,file=/tmp/out.html\n\
+         actions: start, stop, status, dump, version, help, histogram\n",
+    );
+    for key in KEYS {
+        let item = match key.takes {
+            Takes::Nothing => key.name.to_string(),
+            Takes::Maybe(value) => format!("{}[=<{value}>]", key.name),
+            Takes::Value(value) => format!("{}=<{value}>", key.name),
+        };
+        text.push_str(&format!("{item:<24} {}\n", key.help));
+    }
+    text.push_str(
+        "durations: a number with ns, us, ms or s (no unit: ns); \
          write \\, for a comma and \\\\ for a backslash inside values",
-        Event::ALL.map(Event::name).join("|")
-    )
+    );
+    text
 }
 
 #[cfg(test)]
@@ -882,6 +929,19 @@ mod tests {
         assert_eq!(o.events(), [Event::Wall]);
         assert_eq!(o.interval_of(Event::Wall), Some(Duration::from_millis(20)));
         assert_eq!(o.interval_of(Event::Cpu), None);
+    }
+
+    #[test]
+    fn the_manual_lists_every_key_as_help_does() {
+        let manual = include_str!("../../../docs/USAGE.md");
+        assert!(
+            manual.contains(&help_text()),
+            "docs/USAGE.md's option list differs from KEYS; it should read:\n{}",
+            help_text()
+        );
+        for key in KEYS {
+            assert!(!key.help.is_empty() && help_text().contains(key.name));
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
+use jtap_protocol::options::help_of;
 use jtap_protocol::{wire, Action, Event, Frame, Options};
 
 use crate::agent_client::{self, AgentError, Asked};
@@ -99,7 +100,8 @@ enum ProfileAction {
     },
 }
 
-/// What to record and how.
+/// What to record and how. The flags that set a key of the agent's grammar take their help
+/// from its one declaration ([`jtap_protocol::options::KEYS`]).
 #[derive(clap::Args)]
 struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
@@ -107,45 +109,29 @@ struct SamplingArgs {
     /// (contended monitors)
     #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_event)]
     event: Vec<Event>,
-    /// Sample wall-clock time too, at this interval (e.g. beside -e cpu)
-    #[arg(long, value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
+    #[arg(long, help = help_of("wall"), value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
     wall: Option<Duration>,
-    /// Sampling interval of the cpu (or lone wall) event, with its unit (default 10ms; wall:
-    /// 50ms)
-    #[arg(short, long, value_parser = crate::units::parse_interval)]
+    #[arg(short, long, help = help_of("interval"), value_parser = crate::units::parse_interval)]
     interval: Option<Duration>,
-    /// One flame per thread: the thread name is each stack's root frame
-    #[arg(long)]
+    #[arg(long, help = help_of("threads"))]
     threads: bool,
-    /// -e wall: sample every thread (GC, compiler, VM and native threads too), not only Java
-    /// threads
-    #[arg(long)]
+    #[arg(long, help = help_of("allthreads"))]
     all_threads: bool,
-    /// Keep only stacks with a frame matching this regular expression
-    #[arg(long, value_name = "RE")]
+    #[arg(long, help = help_of("include"), value_name = "RE")]
     include: Option<String>,
-    /// Drop stacks with a frame matching this regular expression
-    #[arg(long, value_name = "RE")]
+    #[arg(long, help = help_of("exclude"), value_name = "RE")]
     exclude: Option<String>,
-    /// Deepest Java stack recorded, in frames (default 2048)
-    #[arg(long, value_name = "N")]
+    #[arg(long, help = help_of("jstackdepth"), value_name = "N")]
     jstackdepth: Option<u32>,
-    /// -e cpu: user-mode CPU time only, so stacks have no kernel frames (also works where
-    /// perf_event_paranoid forbids sampling the kernel)
-    #[arg(long)]
+    #[arg(long, help = help_of("alluser"))]
     all_user: bool,
-    /// Sample allocations too, every this many bytes on average (default 512k; suffixes k, m,
-    /// g)
-    #[arg(long, visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
+    #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
-    /// -e alloc: record every allocation instead of sampling (exact counts; slows the JVM down)
-    #[arg(long, conflicts_with = "alloc_interval")]
+    #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
     exact: bool,
-    /// -e alloc: only objects still alive at the end (pprof inuse_objects/inuse_space)
-    #[arg(long)]
+    #[arg(long, help = help_of("live"))]
     live: bool,
-    /// Record contended locks too, waits of at least this long (default 10us)
-    #[arg(long, visible_alias = "lock", value_name = "DURATION", value_parser = crate::units::parse_interval)]
+    #[arg(long, help = help_of("lock"), visible_alias = "lock", value_name = "DURATION", value_parser = crate::units::parse_interval)]
     lock_threshold: Option<Duration>,
 }
 
