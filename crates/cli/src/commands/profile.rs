@@ -293,10 +293,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
     let mut events = args.event.clone();
     for (given, event) in [
         (args.wall.is_some(), Event::Wall),
-        (
-            args.alloc_interval.is_some() || args.exact || args.live,
-            Event::Alloc,
-        ),
+        (args.alloc_interval.is_some(), Event::Alloc),
         (args.lock_threshold.is_some(), Event::Lock),
     ] {
         if given && !events.contains(&event) {
