@@ -50,7 +50,17 @@ fn a_profile_report_over_100_mb_arrives_whole() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("deep.collapsed");
     let mut profile = Command::new(jtap_bin())
-        .args(["profile", &pid.to_string(), "-i", "1ms", "-d", "120s", "-o"])
+        // Per line, as the report was sized when written: per method it is a little smaller.
+        .args([
+            "profile",
+            &pid.to_string(),
+            "-i",
+            "1ms",
+            "-d",
+            "120s",
+            "--lines",
+            "-o",
+        ])
         .arg(&file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -15,7 +15,7 @@
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
-//!          | "args" | "return" | "exceptions" | "stack" | "to-string" | "json"
+//!          | "args" | "return" | "exceptions" | "stack" | "to-string"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -285,8 +285,6 @@ pub struct Plan {
     /// Describe application objects by calling their `toString()` (runs application code;
     /// by default they are shown as `Class@hash{fields}`).
     pub to_string: bool,
-    /// Output JSON lines instead of text.
-    pub json: bool,
 }
 
 impl Plan {
@@ -331,7 +329,6 @@ impl Plan {
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
                 "to-string" => plan.to_string = true,
-                "json" => plan.json = true,
                 _ => return Err(format!("unknown trace plan item {token:?}")),
             }
         }
@@ -370,7 +367,6 @@ impl fmt::Display for Plan {
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
             (self.to_string, "to-string"),
-            (self.json, "json"),
         ] {
             if on {
                 tokens.push(word.into());
@@ -455,7 +451,6 @@ mod tests {
             exceptions: false,
             stack: true,
             to_string: true,
-            json: true,
         };
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         assert!(Plan::parse("p:a.B").unwrap_err().contains("no mode"));

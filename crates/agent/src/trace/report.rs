@@ -1,26 +1,25 @@
-//! The `jtap-trace` thread: turns the probes' records into text (or JSON lines) and streams
-//! them to the client as they come — one line per call (trace), a drawn tree per entry call
-//! (calltree), a table per interval (monitor). Notes about refused or failed classes go out as
-//! notes (the client's stderr); once `-n` records went out, the probes are switched off and
+//! The `jtap-trace` thread: turns the probes' records into typed records
+//! ([`jtap_protocol::records::trace`]) and streams them to the client as they come — one per
+//! call (trace), per entry call's tree (calltree), per interval (monitor); the client renders
+//! them as text or JSON. Notes about refused or failed classes go out as notes (the client's
+//! stderr); once `-n` records went out, the probes are switched off and
 //! [`Output::count_reached`] tells the agent to end the session.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use jtap_protocol::records::{self, Call, CallTree, MethodStats, MonitorInterval, TreeNode};
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
-use serde_json::json;
 
 use super::clock::clock;
 use super::ffi::Jni;
 use super::instrument::Tracing;
 use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
-use super::values::escaped;
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
@@ -51,9 +50,9 @@ impl Output {
         *slot = Some(session);
     }
 
-    /// Sends results (a line, a tree, a table) to the client's stdout.
-    pub fn send(&self, text: String) {
-        self.send_frame(Frame::Out(text));
+    /// Sends a result (a call, a tree, an interval's statistics) to the client.
+    pub fn send(&self, record: &records::Record) {
+        self.send_frame(Frame::Record(record.encode()));
     }
 
     /// Sends a note (a refused class, what was instrumented) to the client's stderr.
@@ -161,8 +160,9 @@ impl Reporter {
                     {
                         continue;
                     }
-                    let text = self.render(record);
-                    self.output.send(text);
+                    if let Some(record) = self.render(record) {
+                        self.output.send(&record);
+                    }
                     let reported = self.output.reported.fetch_add(1, Ordering::Relaxed) + 1;
                     if reported >= count && !count_sent {
                         count_sent = true;
@@ -178,7 +178,7 @@ impl Reporter {
         }
     }
 
-    fn render(&mut self, record: Record) -> String {
+    fn render(&mut self, record: Record) -> Option<records::Record> {
         let jni = Jni::current(self.vm);
         let render = |me: &mut Reporter| match record {
             Record::Call {
@@ -190,18 +190,26 @@ impl Reporter {
                 outcome,
                 stack,
                 ..
-            } => me.call(&thread, method, start, ticks, args, outcome, &stack),
+            } => Some(records::Record::Call(me.call(
+                thread.to_string(),
+                method,
+                start,
+                ticks,
+                args,
+                outcome,
+                &stack,
+            ))),
             Record::Tree {
                 thread,
                 nodes,
                 truncated,
                 ..
-            } => me.tree(&thread, &nodes, truncated),
+            } => me
+                .tree(thread.to_string(), &nodes, truncated)
+                .map(records::Record::Tree),
         };
         match jni {
-            Some(jni) => jni
-                .with_local_frame(64, || render(self))
-                .unwrap_or_default(),
+            Some(jni) => jni.with_local_frame(64, || render(self)).flatten(),
             None => render(self),
         }
     }
@@ -246,62 +254,35 @@ impl Reporter {
     #[allow(clippy::too_many_arguments)]
     fn call(
         &mut self,
-        thread: &str,
+        thread: String,
         method: u32,
         start: u64,
         ticks: u64,
         args: Option<String>,
         outcome: Outcome,
         stack: &[(usize, i64)],
-    ) -> String {
+    ) -> Call {
         let c = clock();
-        let (class, name, descriptor) = self.method_name(method);
-        let duration_ns = c.ns(ticks);
-        let wall = c.wall_ns(start);
-        let stack: Vec<String> = stack
-            .iter()
-            .filter_map(|&(m, loc)| self.frame(m, loc))
-            .take(STACK_DEPTH)
-            .collect();
-        if self.tracing.plan.json {
-            let (value, thrown, threw) = match &outcome {
-                Outcome::Returned(v) => (v.clone(), None, false),
-                Outcome::Threw(t) => (None, t.clone(), true),
-            };
-            return json!({
-                "time": time_of_day(wall), "time_ns": wall, "thread": thread, "class": class, "method": name,
-                "descriptor": descriptor, "duration_ns": duration_ns, "args": args, "return": value,
-                "threw": threw, "thrown": thrown, "stack": stack,
-            })
-            .to_string();
+        let (class, method, descriptor) = self.method_name(method);
+        Call {
+            time_ns: c.wall_ns(start),
+            thread,
+            class,
+            method,
+            descriptor,
+            duration_ns: c.ns(ticks),
+            coarse: probes::coarse(),
+            args,
+            outcome: match outcome {
+                Outcome::Returned(value) => records::Outcome::Returned(value),
+                Outcome::Threw(thrown) => records::Outcome::Threw(thrown),
+            },
+            stack: stack
+                .iter()
+                .filter_map(|&(m, loc)| self.frame(m, loc))
+                .take(STACK_DEPTH)
+                .collect(),
         }
-        let mut line = format!(
-            "{} [{}] {class}.{name} {}",
-            time_of_day(wall),
-            escaped(thread),
-            if probes::coarse() {
-                format_coarse(duration_ns)
-            } else {
-                format_duration(duration_ns)
-            }
-        );
-        if let Some(args) = args {
-            let _ = write!(line, " {args}");
-        }
-        match outcome {
-            Outcome::Returned(Some(v)) => {
-                let _ = write!(line, " -> {v}");
-            }
-            Outcome::Returned(None) => {}
-            Outcome::Threw(Some(t)) => {
-                let _ = write!(line, " threw {t}");
-            }
-            Outcome::Threw(None) => line.push_str(" threw"),
-        }
-        for frame in stack {
-            let _ = write!(line, "\n    at {frame}");
-        }
-        line
     }
 
     /// `Class.method(File.java:line)` for a stack frame, or None for the probes' own frames.
@@ -359,27 +340,18 @@ impl Reporter {
         Some(format!("{}.{}({place})", name.class, name.method))
     }
 
-    fn tree(&mut self, thread: &str, nodes: &[Node], truncated: u64) -> String {
-        let c = clock();
-        let Some(root) = nodes.first() else {
-            return String::new();
-        };
+    fn tree(&mut self, thread: String, nodes: &[Node], truncated: u64) -> Option<CallTree> {
+        let root = nodes.first()?;
         let keys: Vec<(String, String)> = nodes.iter().map(|n| self.node_key(n)).collect();
         let (nodes, keys) = merge_calls_into_sites(nodes, keys);
         let names = display_names(&keys);
         let tree = Aggregate::build(&nodes, &names, self.tracing.plan.depth);
-        let wall = c.wall_ns(root.start);
-        if self.tracing.plan.json {
-            return json!({"time": time_of_day(wall), "time_ns": wall, "thread": thread, "truncated": truncated, "tree": tree.to_json(root.start)})
-                .to_string();
-        }
-        let mut text = format!("{} [{}] {}", time_of_day(wall), escaped(thread), names[0]);
-        if truncated > 0 {
-            let _ = write!(text, " ({truncated} calls not recorded: tree full)");
-        }
-        text.push('\n');
-        tree.draw(root.start, tree.total, None, "", None, &mut text);
-        text.trim_end().to_string()
+        Some(CallTree {
+            time_ns: clock().wall_ns(root.start),
+            thread,
+            truncated,
+            root: tree.to_node(root.start),
+        })
     }
 
     fn monitor_report(&mut self) {
@@ -400,43 +372,23 @@ impl Reporter {
             .map(|(name, (_, interval))| (name, interval))
             .collect();
         rows.sort_by(|a, b| a.0.cmp(&b.0));
-        if self.tracing.plan.json {
-            for (name, i) in rows {
-                self.output.send(
-                    json!({"time": time_of_day(now), "time_ns": now, "interval_ns": elapsed.as_nanos() as u64, "method": name,
-                        "calls": i.calls, "errors": i.errors, "mean_ns": i.mean_ns, "p50_ns": i.p50_ns, "p99_ns": i.p99_ns, "max_ns": i.max_ns})
-                    .to_string(),
-                );
-            }
-            return;
-        }
-        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(6).max(6);
-        let mut text = format!(
-            "{} monitor, last {:.1} s\n",
-            time_of_day(now),
-            elapsed.as_secs_f64()
-        );
-        let _ = write!(
-            text,
-            "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
-            "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX"
-        );
-        for (name, i) in &rows {
-            let _ = write!(
-                text,
-                "\n{name:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
-                i.calls,
-                i.errors,
-                format_duration(i.mean_ns),
-                format_duration(i.p50_ns),
-                format_duration(i.p99_ns),
-                format_duration(i.max_ns)
-            );
-        }
-        if rows.is_empty() {
-            text.push_str("\n(no calls yet)");
-        }
-        self.output.send(text);
+        let interval = MonitorInterval {
+            time_ns: now,
+            interval_ns: elapsed.as_nanos() as u64,
+            rows: rows
+                .into_iter()
+                .map(|(method, i)| MethodStats {
+                    method,
+                    calls: i.calls,
+                    errors: i.errors,
+                    mean_ns: i.mean_ns,
+                    p50_ns: i.p50_ns,
+                    p99_ns: i.p99_ns,
+                    max_ns: i.max_ns,
+                })
+                .collect(),
+        };
+        self.output.send(&records::Record::Monitor(interval));
     }
 }
 
@@ -621,128 +573,17 @@ impl Aggregate {
         }
     }
 
-    fn self_ticks(&self) -> u64 {
-        self.total
-            .saturating_sub(self.children.iter().map(|c| c.total).sum())
-    }
-
-    /// Draws this node and its children, e.g. `+---0 [1,999ms, 20%, 20%] - b`.
-    fn draw(
-        &self,
-        origin: u64,
-        root_total: u64,
-        parent_total: Option<u64>,
-        prefix: &str,
-        last: Option<bool>,
-        out: &mut String,
-    ) {
+    /// The node as the client gets it: ticks as nanoseconds, offsets from `origin`.
+    fn to_node(&self, origin: u64) -> TreeNode {
         let c = clock();
-        let connector = match last {
-            None => "",
-            Some(false) => "+---",
-            Some(true) => "`---",
-        };
-        let ms = |ticks: u64| format_duration(c.ns(ticks));
-        let offset = |ticks: u64| match c.ns(ticks) {
-            0 => "0".to_string(),
-            ns => format_duration(ns),
-        };
-        let percent = |part: u64, whole: u64| {
-            if whole == 0 {
-                100
-            } else {
-                (part as f64 * 100.0 / whole as f64).round() as u64
-            }
-        };
-        let mut times = ms(self.total);
-        if !self.children.is_empty() {
-            let _ = write!(times, " ({})", ms(self.self_ticks()));
-        }
-        let _ = write!(
-            out,
-            "{prefix}{connector}{} [{times}, ",
-            offset(self.first.saturating_sub(origin))
-        );
-        match parent_total {
-            None => out.push_str("100%]"),
-            Some(parent) => {
-                let _ = write!(
-                    out,
-                    "{}%, {}%]",
-                    percent(self.total, parent),
-                    percent(self.total, root_total)
-                );
-            }
-        }
-        let _ = write!(out, " - {}", self.name);
-        if self.count > 1 {
-            let _ = write!(out, " ({} calls)", self.count);
-        }
-        out.push('\n');
-        let child_prefix = match last {
-            None => prefix.to_string(),
-            Some(false) => format!("{prefix}|   "),
-            Some(true) => format!("{prefix}    "),
-        };
-        for (i, child) in self.children.iter().enumerate() {
-            child.draw(
-                origin,
-                root_total,
-                Some(self.total),
-                &child_prefix,
-                Some(i + 1 == self.children.len()),
-                out,
-            );
+        TreeNode {
+            name: self.name.clone(),
+            count: self.count,
+            offset_ns: c.ns(self.first.saturating_sub(origin)),
+            total_ns: c.ns(self.total),
+            children: self.children.iter().map(|ch| ch.to_node(origin)).collect(),
         }
     }
-
-    fn to_json(&self, origin: u64) -> serde_json::Value {
-        let c = clock();
-        json!({
-            "method": self.name, "count": self.count, "offset_ns": c.ns(self.first.saturating_sub(origin)),
-            "total_ns": c.ns(self.total), "self_ns": c.ns(self.self_ticks()),
-            "children": self.children.iter().map(|ch| ch.to_json(origin)).collect::<Vec<_>>(),
-        })
-    }
-}
-
-/// A duration with a unit that suits it, the same in trace lines, trees and tables: `850ns`,
-/// `37.2µs`, `4.56ms`, `12.3ms`, `1.234s`.
-fn format_duration(ns: u64) -> String {
-    match ns {
-        0..=999 => format!("{ns}ns"),
-        1_000..=999_949 => format!("{:.1}µs", ns as f64 / 1e3),
-        999_950..=9_994_999 => format!("{:.2}ms", ns as f64 / 1e6),
-        9_995_000..=999_949_999 => format!("{:.1}ms", ns as f64 / 1e6),
-        _ => format!("{:.3}s", ns as f64 / 1e9),
-    }
-}
-
-/// A duration measured with the coarse clock, in whole milliseconds (`1,204ms`): its
-/// resolution is a few milliseconds.
-fn format_coarse(ns: u64) -> String {
-    let digits = ((ns + 500_000) / 1_000_000).to_string();
-    let mut grouped = String::new();
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            grouped.push(',');
-        }
-        grouped.push(d);
-    }
-    grouped + "ms"
-}
-
-/// `HH:MM:SS.mmm` (UTC) of a wall-clock time in ns since the epoch.
-fn time_of_day(wall_ns: u64) -> String {
-    let ms = wall_ns / 1_000_000;
-    let s = ms / 1000;
-    format!(
-        "{:02}:{:02}:{:02}.{:03}",
-        (s / 3600) % 24,
-        (s / 60) % 60,
-        s % 60,
-        ms % 1000
-    )
 }
 
 #[cfg(test)]
@@ -769,15 +610,20 @@ mod tests {
             node(4, 2, 6_500, 7_000),
         ];
         let names: Vec<String> = ["a", "b", "c", "d", "e", "e"].map(String::from).to_vec();
-        let tree = Aggregate::build(&nodes, &names, None);
-        let mut text = String::new();
-        tree.draw(nodes[0].start, tree.total, None, "", None, &mut text);
-        let expected = "0 [10.000s (1.000s), 100%] - a\n\
-                        +---0 [2.000s, 20%, 20%] - b\n\
-                        `---2.000s [7.000s (2.000s), 70%, 70%] - c\n    \
-                        +---2.000s [4.000s, 57%, 40%] - d\n    \
-                        `---6.000s [1.000s, 14%, 10%] - e (2 calls)\n";
-        assert_eq!(text, expected);
+        let tree = Aggregate::build(&nodes, &names, None).to_node(nodes[0].start);
+        let shape = |n: &TreeNode| {
+            (
+                n.name.clone(),
+                n.count,
+                n.offset_ns / 1_000_000,
+                n.total_ns / 1_000_000,
+            )
+        };
+        assert_eq!(shape(&tree), ("a".into(), 1, 0, 10_000));
+        let c = &tree.children[1];
+        assert_eq!(shape(c), ("c".into(), 1, 2_000, 7_000));
+        // The two calls of e are one node.
+        assert_eq!(shape(&c.children[1]), ("e".into(), 2, 6_000, 1_000));
         let shallow = Aggregate::build(&nodes, &names, Some(1));
         assert!(shallow.children.iter().all(|c| c.children.is_empty()));
     }
@@ -829,22 +675,5 @@ mod tests {
             "Entry, boolean"
         );
         assert_eq!(parameter_types("()V"), "");
-    }
-
-    #[test]
-    fn numbers_read_well() {
-        assert_eq!(format_duration(850), "850ns");
-        assert_eq!(format_duration(12_345), "12.3µs");
-        assert_eq!(format_duration(37_249), "37.2µs");
-        assert_eq!(format_duration(999_960), "1.00ms");
-        assert_eq!(format_duration(1_250_000), "1.25ms");
-        assert_eq!(format_duration(12_340_000), "12.3ms");
-        assert_eq!(format_duration(1_234_000_000), "1.234s");
-        assert_eq!(format_coarse(104_000_000), "104ms");
-        assert_eq!(format_coarse(1_203_600_000), "1,204ms");
-        assert_eq!(
-            time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000),
-            "13:05:07.042"
-        );
     }
 }

@@ -683,13 +683,6 @@ pub fn escape_into(text: &str, in_quotes: bool, out: &mut String) {
     }
 }
 
-/// `text` with control characters escaped (for thread names and other single-line text).
-pub fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    escape_into(text, false, &mut out);
-    out
-}
-
 /// `text` cut to `cap` characters, with `...` when cut.
 fn cut(text: String, cap: usize) -> String {
     match text.char_indices().nth(cap) {
@@ -707,7 +700,6 @@ mod tests {
         let mut out = String::new();
         escape_into("a\tb\nc\r\u{1}\u{7f}\u{2028}\"\\", true, &mut out);
         assert_eq!(out, r#"a\tb\nc\r\u0001\u007f\u2028\"\\"#);
-        assert_eq!(escaped("x\"y\\z\n"), "x\"y\\z\\n");
     }
 
     #[test]

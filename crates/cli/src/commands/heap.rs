@@ -20,8 +20,8 @@ pub fn run(pid: u32, live: bool, top: u32, json: bool, timeout: Duration) -> any
     let mut histogram = None;
     let mut take = |frame| {
         if let Frame::Record(bytes) = frame {
-            match Record::decode(&bytes).map_err(AgentError::Channel)? {
-                Record::Histogram(h) => histogram = Some(h),
+            if let Record::Histogram(h) = Record::decode(&bytes).map_err(AgentError::Channel)? {
+                histogram = Some(h);
             }
         }
         Ok(())

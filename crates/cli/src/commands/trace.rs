@@ -9,14 +9,15 @@
 //! reports the check on stderr. If jtap itself dies, the agent notices the closed channel and
 //! restores the classes on its own.
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use jtap_protocol::records::Record;
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
-use jtap_protocol::{Action, Event, Options};
+use jtap_protocol::{Action, Event, Frame, Options};
 
-use crate::agent_client::{self, Asked};
+use crate::agent_client::{self, AgentError, Asked};
 use crate::exit;
 use crate::launch;
 
@@ -184,7 +185,6 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         exceptions: args.exceptions,
         stack: args.stack,
         to_string: args.to_string,
-        json: args.common.json,
         ..Plan::default()
     };
     run(target, patterns(&words).map(plan), &args.common, timeout)
@@ -210,7 +210,6 @@ pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32
             depth: args.depth,
             threshold: args.threshold,
             count: args.count,
-            json: args.common.json,
             ..Plan::default()
         })
     })();
@@ -228,7 +227,6 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         mode: Mode::Monitor,
         targets,
         interval: Some(args.interval),
-        json: args.common.json,
         ..Plan::default()
     };
     run(target, patterns(&words).map(plan), &args.common, timeout)
@@ -260,7 +258,7 @@ fn run(
     };
     TRACING.store(true, Ordering::SeqCst);
     let result = match target {
-        Target::Pid(pid) => attached(pid, &options, timeout),
+        Target::Pid(pid) => attached(pid, &options, common.json, timeout),
         _ => launched(&options, common),
     };
     TRACING.store(false, Ordering::SeqCst);
@@ -270,7 +268,7 @@ fn run(
 /// `jtap trace|calltree|monitor <pid> ...`: a session owned by this client. The agent ends it
 /// by itself at `-n` or `-d` (and sends the restore check); Ctrl-C asks it to end early. The
 /// results stream to stdout, the agent's notes to stderr.
-fn attached(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<i32> {
+fn attached(pid: u32, options: &Options, json: bool, timeout: Duration) -> anyhow::Result<i32> {
     let conversation = agent_client::Conversation::open(pid, options, timeout)?;
     let (why, asked) = agent_client::supervise(
         conversation,
@@ -278,7 +276,7 @@ fn attached(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<i3
         &INTERRUPTED,
         &|| false,
         &mut |_| {},
-        |conversation| conversation.finish(&mut io::stdout(), None),
+        |conversation| conversation.finish(&mut io::stdout(), Some(&mut print_records(json))),
     )?;
     if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
         eprintln!("jtap: the session ended: {why}");
@@ -293,6 +291,22 @@ fn launched(options: &Options, common: &Common) -> anyhow::Result<i32> {
         options,
         &common.java,
         &mut io::stdout(),
-        Some(&mut |_| Ok(())),
+        Some(&mut print_records(common.json)),
     )
+}
+
+/// Prints the agent's records as they come, as text or (`--json`) as JSON lines.
+fn print_records(json: bool) -> impl FnMut(Frame) -> anyhow::Result<()> {
+    move |frame| {
+        if let Frame::Record(bytes) = frame {
+            let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
+            let mut out = io::stdout().lock();
+            match json {
+                true => writeln!(out, "{}", record.to_json_lines())?,
+                false => writeln!(out, "{}", record.to_text())?,
+            }
+            out.flush()?;
+        }
+        Ok(())
+    }
 }

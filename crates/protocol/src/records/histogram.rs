@@ -1,36 +1,8 @@
-//! Results the agent sends as data, in a [`crate::Frame::Record`], for the client to render
-//! (a table, JSON, text): nothing the client shows is parsed back out of the agent's text.
+//! The class histogram of `histogram`.
 
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
-
-/// One result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Record {
-    /// The class histogram of `histogram`.
-    Histogram(Histogram),
-}
-
-impl Record {
-    /// The record as JSON, the body of its frame.
-    pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).expect("a record always serialises")
-    }
-
-    /// Reads back what [`Record::encode`] wrote.
-    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
-        serde_json::from_slice(bytes).map_err(|e| format!("malformed record: {e}"))
-    }
-
-    /// Plain text, for clients that do not render it themselves and for `file=`.
-    pub fn to_text(&self) -> String {
-        match self {
-            Record::Histogram(histogram) => histogram.to_text(),
-        }
-    }
-}
 
 /// Instances and bytes per class, largest first (`jcmd GC.class_histogram`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,10 +63,10 @@ impl Histogram {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn histogram() -> Histogram {
+    pub(crate) fn histogram() -> Histogram {
         let row = |rank, name: &str, instances, bytes| ClassRow {
             rank,
             name: name.into(),
@@ -112,13 +84,6 @@ mod tests {
             walk_ms: 1.5,
             gc_ms: Some(3.26),
         }
-    }
-
-    #[test]
-    fn records_round_trip() {
-        let record = Record::Histogram(histogram());
-        assert_eq!(Record::decode(&record.encode()), Ok(record));
-        assert!(Record::decode(b"{\"nope\":1}").is_err());
     }
 
     #[test]

@@ -1,0 +1,86 @@
+//! Results the agent sends as data, in a [`crate::Frame::Record`], for the client to render
+//! (a table, JSON lines, text): nothing the client shows is parsed back out of the agent's
+//! text, and how a result looks is decided where it is shown.
+//!
+//! - [`histogram`]: the class histogram.
+//! - [`trace`]: what `jtap trace`, `calltree` and `monitor` report: calls, call trees and
+//!   per-method statistics.
+
+pub mod histogram;
+pub mod trace;
+
+use serde::{Deserialize, Serialize};
+
+pub use histogram::{ClassRow, Histogram};
+pub use trace::{Call, CallTree, MethodStats, MonitorInterval, Outcome, TreeNode};
+
+/// One result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Record {
+    /// The class histogram of `histogram`.
+    Histogram(Histogram),
+    /// One traced call.
+    Call(Call),
+    /// One entry call's tree.
+    Tree(CallTree),
+    /// One interval of per-method statistics.
+    Monitor(MonitorInterval),
+}
+
+impl Record {
+    /// The record as JSON, the body of its frame.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a record always serialises")
+    }
+
+    /// Reads back what [`Record::encode`] wrote.
+    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
+        serde_json::from_slice(bytes).map_err(|e| format!("malformed record: {e}"))
+    }
+
+    /// How people read it (and how `file=` holds it).
+    pub fn to_text(&self) -> String {
+        match self {
+            Record::Histogram(histogram) => histogram.to_text(),
+            Record::Call(call) => call.to_text(),
+            Record::Tree(tree) => tree.to_text(),
+            Record::Monitor(interval) => interval.to_text(),
+        }
+    }
+
+    /// JSON lines, for `--json`: one per call, tree, histogram, or method of an interval.
+    pub fn to_json_lines(&self) -> String {
+        match self {
+            Record::Histogram(histogram) => {
+                serde_json::to_string(histogram).expect("a record always serialises")
+            }
+            Record::Call(call) => call.to_json().to_string(),
+            Record::Tree(tree) => tree.to_json().to_string(),
+            Record::Monitor(interval) => interval
+                .to_json()
+                .iter()
+                .map(|line| line.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let records = [
+            Record::Histogram(histogram::tests::histogram()),
+            Record::Call(trace::tests::call()),
+            Record::Tree(trace::tests::tree()),
+        ];
+        for record in records {
+            assert_eq!(Record::decode(&record.encode()), Ok(record));
+        }
+        assert!(Record::decode(b"{\"nope\":1}").is_err());
+    }
+}

@@ -1,0 +1,463 @@
+//! What method tracing reports: one [`Call`] per traced call (`jtap trace`), one [`CallTree`]
+//! per entry call (`jtap calltree`), one [`MonitorInterval`] per interval (`jtap monitor`).
+//! Times are nanoseconds; wall-clock times are since the Unix epoch. The text forms are
+//! Arthas's: `HH:MM:SS.mmm [thread] Class.method 1.25ms args -> value`, trees drawn with
+//! `+---`, a table per interval.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// One traced call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// When it started (wall clock).
+    pub time_ns: u64,
+    /// The thread's name.
+    pub thread: String,
+    /// `pkg.Class`.
+    pub class: String,
+    /// The method's name.
+    pub method: String,
+    /// The method's descriptor.
+    pub descriptor: String,
+    /// How long it took.
+    pub duration_ns: u64,
+    /// The duration comes from the coarse clock: good to a few milliseconds.
+    pub coarse: bool,
+    /// `this` and the arguments, described (with `--args`).
+    pub args: Option<String>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Its Java stack, `Class.method(File.java:line)` from the caller down (with `--stack`).
+    pub stack: Vec<String>,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It returned; the value, described, when asked for (`--return`).
+    Returned(Option<String>),
+    /// It threw; the exception, described, when asked for (`--exceptions`).
+    Threw(Option<String>),
+}
+
+/// One entry call's tree, repeated calls of a method under one parent merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallTree {
+    /// When the entry call started (wall clock).
+    pub time_ns: u64,
+    /// The thread's name.
+    pub thread: String,
+    /// Calls the tree had no room for.
+    pub truncated: u64,
+    /// The entry call.
+    pub root: TreeNode,
+}
+
+/// A node of a [`CallTree`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TreeNode {
+    /// `Class.method`, with parameter types where overloads meet.
+    pub name: String,
+    /// Calls merged into this node.
+    pub count: u64,
+    /// Start of its first call after the entry call's start.
+    pub offset_ns: u64,
+    /// Time of all its calls.
+    pub total_ns: u64,
+    /// The calls it made.
+    pub children: Vec<TreeNode>,
+}
+
+/// Per-method statistics of one interval of `jtap monitor`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorInterval {
+    /// When the interval ended (wall clock).
+    pub time_ns: u64,
+    /// How long it was.
+    pub interval_ns: u64,
+    /// One row per method, by name.
+    pub rows: Vec<MethodStats>,
+}
+
+/// One method's calls in an interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodStats {
+    /// `Class.method`, with parameter types where overloads meet.
+    pub method: String,
+    /// Calls that ended in the interval.
+    pub calls: u64,
+    /// Of those, calls that threw.
+    pub errors: u64,
+    /// Mean duration.
+    pub mean_ns: u64,
+    /// Median duration.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+}
+
+impl Call {
+    /// `13:05:07.042 [main] app.Cache.get 1.25ms args -> value`, then `    at frame` lines.
+    pub fn to_text(&self) -> String {
+        let duration = match self.coarse {
+            true => format_coarse(self.duration_ns),
+            false => format_duration(self.duration_ns),
+        };
+        let mut line = format!(
+            "{} [{}] {}.{} {duration}",
+            time_of_day(self.time_ns),
+            escape_controls(&self.thread),
+            self.class,
+            self.method
+        );
+        if let Some(args) = &self.args {
+            let _ = write!(line, " {args}");
+        }
+        match &self.outcome {
+            Outcome::Returned(Some(value)) => {
+                let _ = write!(line, " -> {value}");
+            }
+            Outcome::Returned(None) => {}
+            Outcome::Threw(Some(thrown)) => {
+                let _ = write!(line, " threw {thrown}");
+            }
+            Outcome::Threw(None) => line.push_str(" threw"),
+        }
+        for frame in &self.stack {
+            let _ = write!(line, "\n    at {frame}");
+        }
+        line
+    }
+
+    /// One JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        let (value, thrown, threw) = match &self.outcome {
+            Outcome::Returned(value) => (value.clone(), None, false),
+            Outcome::Threw(thrown) => (None, thrown.clone(), true),
+        };
+        json!({
+            "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
+            "class": self.class, "method": self.method, "descriptor": self.descriptor,
+            "duration_ns": self.duration_ns, "args": self.args, "return": value,
+            "threw": threw, "thrown": thrown, "stack": self.stack,
+        })
+    }
+}
+
+impl CallTree {
+    /// `13:05:07.042 [main] app.Api.handle`, then the tree:
+    /// `+---0 [1.999ms, 20%, 20%] - app.Db.query`.
+    pub fn to_text(&self) -> String {
+        let mut text = format!(
+            "{} [{}] {}",
+            time_of_day(self.time_ns),
+            escape_controls(&self.thread),
+            self.root.name
+        );
+        if self.truncated > 0 {
+            let _ = write!(text, " ({} calls not recorded: tree full)", self.truncated);
+        }
+        text.push('\n');
+        self.root
+            .draw(self.root.total_ns, None, "", None, &mut text);
+        text.trim_end().to_string()
+    }
+
+    /// One JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
+            "truncated": self.truncated, "tree": self.root.to_json(),
+        })
+    }
+}
+
+impl TreeNode {
+    /// Its time outside the calls it made.
+    pub fn self_ns(&self) -> u64 {
+        self.total_ns
+            .saturating_sub(self.children.iter().map(|c| c.total_ns).sum())
+    }
+
+    /// Draws this node and its children, e.g. `+---0 [1.999ms, 20%, 20%] - b`.
+    fn draw(
+        &self,
+        root_total: u64,
+        parent_total: Option<u64>,
+        prefix: &str,
+        last: Option<bool>,
+        out: &mut String,
+    ) {
+        let connector = match last {
+            None => "",
+            Some(false) => "+---",
+            Some(true) => "`---",
+        };
+        let offset = match self.offset_ns {
+            0 => "0".to_string(),
+            ns => format_duration(ns),
+        };
+        let percent = |part: u64, whole: u64| match whole {
+            0 => 100,
+            _ => (part as f64 * 100.0 / whole as f64).round() as u64,
+        };
+        let mut times = format_duration(self.total_ns);
+        if !self.children.is_empty() {
+            let _ = write!(times, " ({})", format_duration(self.self_ns()));
+        }
+        let _ = write!(out, "{prefix}{connector}{offset} [{times}, ");
+        match parent_total {
+            None => out.push_str("100%]"),
+            Some(parent) => {
+                let _ = write!(
+                    out,
+                    "{}%, {}%]",
+                    percent(self.total_ns, parent),
+                    percent(self.total_ns, root_total)
+                );
+            }
+        }
+        let _ = write!(out, " - {}", self.name);
+        if self.count > 1 {
+            let _ = write!(out, " ({} calls)", self.count);
+        }
+        out.push('\n');
+        let child_prefix = match last {
+            None => prefix.to_string(),
+            Some(false) => format!("{prefix}|   "),
+            Some(true) => format!("{prefix}    "),
+        };
+        for (i, child) in self.children.iter().enumerate() {
+            child.draw(
+                root_total,
+                Some(self.total_ns),
+                &child_prefix,
+                Some(i + 1 == self.children.len()),
+                out,
+            );
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "method": self.name, "count": self.count, "offset_ns": self.offset_ns,
+            "total_ns": self.total_ns, "self_ns": self.self_ns(),
+            "children": self.children.iter().map(TreeNode::to_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+impl MonitorInterval {
+    /// `13:05:07.042 monitor, last 5.0 s`, then a table: method, calls, errors, mean, p50,
+    /// p99, max.
+    pub fn to_text(&self) -> String {
+        let width = self
+            .rows
+            .iter()
+            .map(|r| r.method.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let mut text = format!(
+            "{} monitor, last {:.1} s\n",
+            time_of_day(self.time_ns),
+            self.interval_ns as f64 / 1e9
+        );
+        let _ = write!(
+            text,
+            "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX"
+        );
+        for r in &self.rows {
+            let _ = write!(
+                text,
+                "\n{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                r.method,
+                r.calls,
+                r.errors,
+                format_duration(r.mean_ns),
+                format_duration(r.p50_ns),
+                format_duration(r.p99_ns),
+                format_duration(r.max_ns)
+            );
+        }
+        if self.rows.is_empty() {
+            text.push_str("\n(no calls yet)");
+        }
+        text
+    }
+
+    /// One JSON object per method.
+    pub fn to_json(&self) -> Vec<serde_json::Value> {
+        self.rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "time": time_of_day(self.time_ns), "time_ns": self.time_ns,
+                    "interval_ns": self.interval_ns, "method": r.method, "calls": r.calls,
+                    "errors": r.errors, "mean_ns": r.mean_ns, "p50_ns": r.p50_ns,
+                    "p99_ns": r.p99_ns, "max_ns": r.max_ns,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A duration with a unit that suits it, the same in trace lines, trees and tables: `850ns`,
+/// `37.2µs`, `4.56ms`, `12.3ms`, `1.234s`.
+pub fn format_duration(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_949 => format!("{:.1}µs", ns as f64 / 1e3),
+        999_950..=9_994_999 => format!("{:.2}ms", ns as f64 / 1e6),
+        9_995_000..=999_949_999 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.3}s", ns as f64 / 1e9),
+    }
+}
+
+/// A duration measured with the coarse clock, in whole milliseconds (`1,204ms`): its
+/// resolution is a few milliseconds.
+fn format_coarse(ns: u64) -> String {
+    let digits = ((ns + 500_000) / 1_000_000).to_string();
+    let mut grouped = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(d);
+    }
+    grouped + "ms"
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a wall-clock time in ns since the epoch.
+fn time_of_day(wall_ns: u64) -> String {
+    let ms = wall_ns / 1_000_000;
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        (s / 3600) % 24,
+        (s / 60) % 60,
+        s % 60,
+        ms % 1000
+    )
+}
+
+/// `text` with control characters escaped (`\n`, `\t`, `\r`, `\u0001`), to keep a record on
+/// its line.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn call() -> Call {
+        Call {
+            time_ns: ((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000,
+            thread: "main\n".into(),
+            class: "app.Cache".into(),
+            method: "get".into(),
+            descriptor: "(I)J".into(),
+            duration_ns: 1_250_000,
+            coarse: false,
+            args: Some("[42]".into()),
+            outcome: Outcome::Returned(Some("7".into())),
+            stack: vec!["app.Main.main(Main.java:3)".into()],
+        }
+    }
+
+    pub(crate) fn tree() -> CallTree {
+        let node = |name: &str, count, offset_ms: u64, total_ms: u64, children| TreeNode {
+            name: name.into(),
+            count,
+            offset_ns: offset_ms * 1_000_000,
+            total_ns: total_ms * 1_000_000,
+            children,
+        };
+        CallTree {
+            time_ns: 0,
+            thread: "main".into(),
+            truncated: 0,
+            root: node(
+                "a",
+                1,
+                0,
+                10_000,
+                vec![
+                    node("b", 1, 0, 2_000, vec![]),
+                    node(
+                        "c",
+                        1,
+                        2_000,
+                        7_000,
+                        vec![
+                            node("d", 1, 2_000, 4_000, vec![]),
+                            node("e", 2, 6_000, 1_000, vec![]),
+                        ],
+                    ),
+                ],
+            ),
+        }
+    }
+
+    #[test]
+    fn calls_read_as_one_line_and_their_stack() {
+        assert_eq!(
+            call().to_text(),
+            "13:05:07.042 [main\\n] app.Cache.get 1.25ms [42] -> 7\n    at app.Main.main(Main.java:3)"
+        );
+        let json = call().to_json();
+        assert_eq!(
+            (json["thread"].as_str(), json["threw"].as_bool()),
+            (Some("main\n"), Some(false))
+        );
+    }
+
+    #[test]
+    fn trees_draw_their_branches() {
+        let expected = "00:00:00.000 [main] a\n\
+                        0 [10.000s (1.000s), 100%] - a\n\
+                        +---0 [2.000s, 20%, 20%] - b\n\
+                        `---2.000s [7.000s (2.000s), 70%, 70%] - c\n    \
+                        +---2.000s [4.000s, 57%, 40%] - d\n    \
+                        `---6.000s [1.000s, 14%, 10%] - e (2 calls)";
+        assert_eq!(tree().to_text(), expected);
+        assert_eq!(tree().to_json()["tree"]["self_ns"], 1_000_000_000u64);
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(format_duration(850), "850ns");
+        assert_eq!(format_duration(12_345), "12.3µs");
+        assert_eq!(format_duration(37_249), "37.2µs");
+        assert_eq!(format_duration(999_960), "1.00ms");
+        assert_eq!(format_duration(1_250_000), "1.25ms");
+        assert_eq!(format_duration(12_340_000), "12.3ms");
+        assert_eq!(format_duration(1_234_000_000), "1.234s");
+        assert_eq!(format_coarse(104_000_000), "104ms");
+        assert_eq!(format_coarse(1_203_600_000), "1,204ms");
+        assert_eq!(
+            time_of_day(((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000),
+            "13:05:07.042"
+        );
+    }
+}
