@@ -42,9 +42,9 @@ declare -A jtap_args=(
     [together]="-e cpu,alloc,lock -i $INTERVAL --alloc $ALLOC --lock $LOCK"
 )
 declare -A asprof_args=(
-    [cpu]="-e cpu -i $INTERVAL -o summary"
-    [alloc]="-e alloc --alloc $ALLOC -o summary"
-    [lock]="-e lock --lock $LOCK -o summary"
+    [cpu]="-e cpu -i $INTERVAL -o collapsed"
+    [alloc]="-e alloc --alloc $ALLOC -o collapsed"
+    [lock]="-e lock --lock $LOCK -o collapsed"
     [together]="-e cpu -i $INTERVAL --alloc $ALLOC --lock $LOCK -f $work/together.jfr"
 )
 settings=(cpu alloc lock together)
@@ -59,7 +59,7 @@ window() {
         # shellcheck disable=SC2086 # the settings are words
         jtap) "$JTAP" profile "$pid" ${jtap_args[$setting]} -d "${WINDOW}s" --format summary >/dev/null ;;
         # shellcheck disable=SC2086
-        asprof) "$ASPROF" ${asprof_args[$setting]} -d "$WINDOW" "$pid" >/dev/null ;;
+        asprof) "$ASPROF" ${asprof_args[$setting]} -d "$WINDOW" "$pid" >/dev/null 2>&1 ;;
     esac
     windows+=("$tool $setting $start $(now_ms) $cpu $(cpu_ticks)")
 }
@@ -80,7 +80,7 @@ for tool in "${tools[@]}"; do
             # shellcheck disable=SC2086
             jtap) "$JTAP" profile "$pid" ${jtap_args[$setting]} -d 1s --format summary >/dev/null ;;
             # shellcheck disable=SC2086
-            asprof) "$ASPROF" ${asprof_args[$setting]} -d 1 "$pid" >/dev/null ;;
+            asprof) "$ASPROF" ${asprof_args[$setting]} -d 1 "$pid" >/dev/null 2>&1 ;;
         esac
     done
     window base -
