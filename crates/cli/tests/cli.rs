@@ -38,15 +38,15 @@ fn engine_settings_of_another_engine_are_refused_before_attaching() {
     for (args, message) in [
         (
             &["profile", "1", "-e", "cpu", "--exact"][..],
-            "exact only applies to event=alloc",
+            "--exact only applies to -e alloc",
         ),
         (
             &["profile", "1", "-e", "cpu", "--live"][..],
-            "live only applies to event=alloc",
+            "--live only applies to -e alloc",
         ),
         (
             &["profile", "1", "-e", "cpu", "--all-threads"][..],
-            "allthreads only applies to event=wall",
+            "--all-threads only applies to -e wall",
         ),
         (
             &["profile", "1", "-e", "cpu,itimer"][..],
@@ -54,7 +54,7 @@ fn engine_settings_of_another_engine_are_refused_before_attaching() {
         ),
         (
             &["profile", "1", "-e", "alloc", "-i", "1ms"][..],
-            "interval= only applies to event=cpu, itimer, ctimer or wall",
+            "-i only applies to -e cpu, itimer, ctimer or wall",
         ),
     ] {
         jtap(args).fails_with(2, message);

@@ -377,15 +377,7 @@ impl Reporter {
             interval_ns: elapsed.as_nanos() as u64,
             rows: rows
                 .into_iter()
-                .map(|(method, i)| MethodStats {
-                    method,
-                    calls: i.calls,
-                    errors: i.errors,
-                    mean_ns: i.mean_ns,
-                    p50_ns: i.p50_ns,
-                    p99_ns: i.p99_ns,
-                    max_ns: i.max_ns,
-                })
+                .map(|(method, stats)| MethodStats { method, stats })
                 .collect(),
         };
         self.output.send(&records::Record::Monitor(interval));

@@ -6,6 +6,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
+use jtap_protocol::records::CallStats;
+
 /// Methods with statistics; later method ids are not counted.
 pub const MAX_METHODS: usize = 1 << 14;
 /// Sub-buckets per power of two (as a shift).
@@ -116,23 +118,6 @@ pub struct Snapshot {
     buckets: Vec<u64>,
 }
 
-/// One method's numbers over an interval.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Interval {
-    /// Calls that ended in the interval.
-    pub calls: u64,
-    /// Of which ended by throwing.
-    pub errors: u64,
-    /// Mean duration.
-    pub mean_ns: u64,
-    /// Median duration.
-    pub p50_ns: u64,
-    /// 99th percentile.
-    pub p99_ns: u64,
-    /// Largest duration.
-    pub max_ns: u64,
-}
-
 /// Snapshots of every method that has statistics, by method id.
 pub fn snapshot_all() -> Vec<(u32, Snapshot)> {
     table()
@@ -144,7 +129,7 @@ pub fn snapshot_all() -> Vec<(u32, Snapshot)> {
 
 impl Snapshot {
     /// The numbers between `earlier` and this snapshot.
-    pub fn since(&self, earlier: Option<&Snapshot>) -> Interval {
+    pub fn since(&self, earlier: Option<&Snapshot>) -> CallStats {
         let empty = Snapshot::default();
         let earlier = earlier.unwrap_or(&empty);
         let calls = self.calls.saturating_sub(earlier.calls);
@@ -169,7 +154,7 @@ impl Snapshot {
             }
             0
         };
-        Interval {
+        CallStats {
             calls,
             errors: self.errors.saturating_sub(earlier.errors),
             mean_ns: self

@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::options::help_of;
-use jtap_protocol::{wire, Action, Event, Frame, Options};
+use jtap_protocol::{wire, Action, Event, Frame, Options, ParseError};
 
 use crate::agent_client::{self, AgentError, Asked};
 use crate::{exit, launch};
@@ -258,9 +258,26 @@ fn check_sampling(sampling: &SamplingArgs) -> anyhow::Result<()> {
         regex::Regex::new(pattern)
             .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
-    Options::parse(&start_options(sampling)?.to_string())
-        .map_err(crate::agent_client::AgentError::BadOptions)?;
-    Ok(())
+    match Options::parse(&start_options(sampling)?.to_string()) {
+        Ok(_) => Ok(()),
+        // Said with this command's flags rather than the agent's keys.
+        Err(ParseError::WrongEvent(key, event)) => Err(exit::usage(format!(
+            "{} only applies to -e {event}",
+            flag_of(key)
+        ))),
+        Err(e) => Err(crate::agent_client::AgentError::BadOptions(e).into()),
+    }
+}
+
+/// The flag of `jtap profile` that sets an agent key.
+fn flag_of(key: &str) -> &str {
+    match key.trim_end_matches('=') {
+        "interval" => "-i",
+        "allthreads" => "--all-threads",
+        "live" => "--live",
+        "exact" => "--exact",
+        other => other,
+    }
 }
 
 fn check_output(output: &OutputArgs) -> anyhow::Result<()> {

@@ -12,7 +12,7 @@ pub mod trace;
 use serde::{Deserialize, Serialize};
 
 pub use histogram::{ClassRow, Histogram};
-pub use trace::{Call, CallTree, MethodStats, MonitorInterval, Outcome, TreeNode};
+pub use trace::{Call, CallStats, CallTree, MethodStats, MonitorInterval, Outcome, TreeNode};
 
 /// One result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -88,6 +88,14 @@ pub struct MonitorInterval {
 pub struct MethodStats {
     /// `Class.method`, with parameter types where overloads meet.
     pub method: String,
+    /// Its numbers.
+    #[serde(flatten)]
+    pub stats: CallStats,
+}
+
+/// Calls of one method over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallStats {
     /// Calls that ended in the interval.
     pub calls: u64,
     /// Of those, calls that threw.
@@ -274,17 +282,16 @@ impl MonitorInterval {
             "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
             "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX"
         );
-        for r in &self.rows {
+        for MethodStats { method, stats: s } in &self.rows {
             let _ = write!(
                 text,
-                "\n{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
-                r.method,
-                r.calls,
-                r.errors,
-                format_duration(r.mean_ns),
-                format_duration(r.p50_ns),
-                format_duration(r.p99_ns),
-                format_duration(r.max_ns)
+                "\n{method:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                s.calls,
+                s.errors,
+                format_duration(s.mean_ns),
+                format_duration(s.p50_ns),
+                format_duration(s.p99_ns),
+                format_duration(s.max_ns)
             );
         }
         if self.rows.is_empty() {
@@ -297,12 +304,12 @@ impl MonitorInterval {
     pub fn to_json(&self) -> Vec<serde_json::Value> {
         self.rows
             .iter()
-            .map(|r| {
+            .map(|MethodStats { method, stats: s }| {
                 json!({
                     "time": time_of_day(self.time_ns), "time_ns": self.time_ns,
-                    "interval_ns": self.interval_ns, "method": r.method, "calls": r.calls,
-                    "errors": r.errors, "mean_ns": r.mean_ns, "p50_ns": r.p50_ns,
-                    "p99_ns": r.p99_ns, "max_ns": r.max_ns,
+                    "interval_ns": self.interval_ns, "method": method, "calls": s.calls,
+                    "errors": s.errors, "mean_ns": s.mean_ns, "p50_ns": s.p50_ns,
+                    "p99_ns": s.p99_ns, "max_ns": s.max_ns,
                 })
             })
             .collect()
