@@ -814,7 +814,7 @@ fn write_reports(file: &str, reports: &[Report]) -> Result<Vec<String>, String> 
 }
 
 /// Results go to `file` when given (rendered by its extension; the reply says where); else
-/// profiles go to the asking client as profile frames, text into the reply.
+/// profiles and records go to the asking client as their frames, text into the reply.
 fn deliver_reports(
     reports: &[Report],
     file: Option<&str>,
@@ -831,6 +831,9 @@ fn deliver_reports(
                 .send(&Frame::Profile(jtap_protocol::wire::encode_profile(
                     profile,
                 )))
+                .map_err(|e| failed(e.to_string()))?,
+            (Report::Record(record), Some(channel)) => channel
+                .send(&Frame::Record(record.encode()))
                 .map_err(|e| failed(e.to_string()))?,
             (report, _) => text.push(report.summary()),
         }

@@ -66,7 +66,7 @@ impl Session {
         }
     }
 
-    /// Sends an engine's results: a profile, a text report (stdout) or notes (stderr).
+    /// Sends an engine's results: a profile, a record, a text report (stdout) or notes (stderr).
     pub fn send_report(&self, report: &Report) {
         self.send_frame(match report {
             Report::Profile(profile) => {
@@ -74,6 +74,7 @@ impl Session {
             }
             Report::Text(text) => Frame::Out(text.clone()),
             Report::Notes(text) => Frame::Note(text.clone()),
+            Report::Record(record) => Frame::Record(record.encode()),
         });
     }
 

@@ -367,6 +367,31 @@ fn live_profile_and_sites_rank_the_retaining_site_first() {
                 row.allocated_bytes
             );
         }
+        // The same report as data: --json.
+        let json = jtap([
+            "sites",
+            &pid,
+            "-d",
+            "2",
+            "--alloc-interval",
+            "32k",
+            "--gc",
+            "-n",
+            "1",
+            "--json",
+        ])
+        .ok();
+        let sites: serde_json::Value = serde_json::from_str(&json)
+            .unwrap_or_else(|e| panic!("JDK {}: {e}: {json}", jdk.version));
+        let first = &sites["sites"][0];
+        assert!(
+            sites["sites"].as_array().map(Vec::len) == Some(1)
+                && first["class"] == "int[]"
+                && first["live"]["bytes"].as_f64() > Some(10e6)
+                && sites["site_count"].as_u64() >= Some(3),
+            "JDK {}: {json}",
+            jdk.version
+        );
 
         // --live profile: a GC shortly before the end frees the dropped sites' objects.
         let gc_pid = pid.clone();

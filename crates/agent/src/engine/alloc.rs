@@ -49,6 +49,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
+use jtap_protocol::records::sites::Recording;
+use jtap_protocol::records::Record;
 use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
@@ -240,9 +242,10 @@ impl Engine for AllocEngine {
             settle_frees();
         }
         let mut report = run.report();
-        if let (Some(restored), Report::Text(text)) = (restored, &mut report) {
-            text.push('\n');
-            text.push_str(&restored);
+        if let Report::Record(record) = &mut report {
+            if let Record::Sites(sites) = record.as_mut() {
+                sites.restored = restored;
+            }
         }
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
         run.own.retire(&GATE, "alloc");
@@ -259,29 +262,22 @@ impl Run {
         if self.sites {
             let seconds = self.started.elapsed().as_secs_f64();
             let recorded = if self.exact {
-                format!(
-                    "every allocation recorded for {seconds:.1} s; exact; {} classes instrumented at start",
-                    self.classes
-                )
+                Recording::Exact {
+                    seconds,
+                    classes: self.classes as u64,
+                }
             } else {
-                format!(
-                    "allocation sampling every {} bytes for {seconds:.1} s; estimated",
-                    self.interval
-                )
+                Recording::Sampled {
+                    seconds,
+                    interval: self.interval,
+                }
             };
-            let heading = format!(
-                "({recorded}; {} objects tracked, {} untracked, {} samples dropped)",
-                table().live_objects(),
-                table().untracked.load(Ordering::Relaxed),
-                dropped
-            );
-            return Report::Text(sites::sites_report(
-                &sites,
-                &heading,
-                SITES_SHOWN,
-                self.depth,
-                resolve,
-            ));
+            let mut report =
+                sites::sites_report(&sites, recorded, SITES_SHOWN, self.depth, resolve);
+            report.tracked_objects = table().live_objects() as u64;
+            report.untracked_objects = table().untracked.load(Ordering::Relaxed);
+            report.dropped_samples = dropped;
+            return Report::Record(Box::new(Record::Sites(report)));
         }
         let metadata = Metadata {
             event: if self.live { "live" } else { "alloc" }.into(),

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_protocol::records::{GcPauses, Record};
 use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
@@ -29,12 +30,12 @@ impl Engine for GcEngine {
     }
 
     fn dump(&self) -> Report {
-        Report::Text(report())
+        report()
     }
 
     fn stop(&mut self, context: &Context) -> Report {
         stop(&context.env);
-        Report::Text(report())
+        report()
     }
 }
 
@@ -93,15 +94,14 @@ fn stop(env: &Env) {
     }
 }
 
-/// The results so far, one line.
-fn report() -> String {
-    let ms = |ns: u64| ns as f64 / 1e6;
-    format!(
-        "gc: {} collections, total pause {:.3} ms, longest {:.3} ms",
-        COLLECTIONS.load(Ordering::SeqCst),
-        ms(TOTAL_PAUSE_NS.load(Ordering::SeqCst)),
-        ms(MAX_PAUSE_NS.load(Ordering::SeqCst))
-    )
+/// The results so far.
+fn report() -> Report {
+    let ms = |counter: &AtomicU64| counter.load(Ordering::SeqCst) as f64 / 1e6;
+    Report::Record(Box::new(Record::Gc(GcPauses {
+        collections: COLLECTIONS.load(Ordering::SeqCst),
+        total_pause_ms: ms(&TOTAL_PAUSE_NS),
+        longest_pause_ms: ms(&MAX_PAUSE_NS),
+    })))
 }
 
 /// GarbageCollectionStart callback.

@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use jtap_jvmti::{Capabilities, Env};
 use jtap_profile::{ExportOptions, Format, Profile};
+use jtap_protocol::records::Record;
 use jtap_protocol::{Event, Options};
 
 use crate::thread::Vm;
@@ -61,6 +62,8 @@ pub enum Report {
     Notes(String),
     /// A sampled profile (boxed: it is much larger than a text report).
     Profile(Box<Profile>),
+    /// A result as data (alloc's SITES report), rendered by the client.
+    Record(Box<Record>),
 }
 
 impl Report {
@@ -73,6 +76,7 @@ impl Report {
     pub fn summary(&self) -> String {
         match self {
             Report::Text(text) | Report::Notes(text) => text.clone(),
+            Report::Record(record) => record.to_text(),
             Report::Profile(profile) => {
                 String::from_utf8_lossy(&Format::Summary.render(profile, &ExportOptions::default()))
                     .trim_end()
@@ -92,6 +96,10 @@ impl Report {
             match report {
                 Report::Text(t) | Report::Notes(t) => {
                     text.push_str(t);
+                    text.push('\n');
+                }
+                Report::Record(record) => {
+                    text.push_str(&record.to_text());
                     text.push('\n');
                 }
                 Report::Profile(profile) => profiles.push(profile.as_ref().clone()),

@@ -24,12 +24,13 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_protocol::records;
+use jtap_protocol::records::sites::{Amount, Recording};
 
 use crate::heap::class_name::java_name;
 
@@ -412,16 +413,15 @@ pub fn to_profile(
     profile
 }
 
-/// An HPROF-style SITES report: sites ranked by live bytes (then allocated bytes), with live
-/// and allocated bytes and objects, the share of all live bytes (`self`) and its running sum
-/// (`accum`), the class and up to `depth` frames of the stack. `top`: at most that many sites.
+/// The SITES report: the first `top` sites by live bytes (then allocated bytes), each with
+/// `depth` frames, and totals over all sites. The caller fills in the table's counters.
 pub fn sites_report(
     sites: &[Site],
-    heading: &str,
+    recorded: Recording,
     top: usize,
     depth: usize,
     mut resolve: impl FnMut(RawFrame) -> Frame,
-) -> String {
+) -> records::Sites {
     let mut ranked: Vec<&Site> = sites.iter().collect();
     ranked.sort_by(|a, b| {
         b.live
@@ -430,51 +430,42 @@ pub fn sites_report(
             .then(b.total.weight.total_cmp(&a.total.weight))
             .then(a.key.cmp(&b.key))
     });
-    let live_total: f64 = sites.iter().map(|s| s.live.weight).sum();
-    let live_objects: f64 = sites.iter().map(|s| s.live.count).sum();
-    let alloc_total: f64 = sites.iter().map(|s| s.total.weight).sum();
-    let alloc_objects: f64 = sites.iter().map(|s| s.total.count).sum();
-    let mut text = format!("SITES BEGIN (ordered by live bytes) {heading}\n");
-    text.push_str("            percent              live                   alloc'ed\n");
-    text.push_str(
-        " rank    self   accum         bytes    objs           bytes      objs  class / stack\n",
-    );
-    let share = |bytes: f64| {
-        if live_total > 0.0 {
-            100.0 * bytes / live_total
-        } else {
-            0.0
-        }
+    let amount = |tally: &Tally| Amount {
+        bytes: tally.weight,
+        objects: tally.count,
     };
-    let mut accum = 0.0;
-    for (rank, site) in ranked.iter().take(top).enumerate() {
-        accum += share(site.live.weight);
-        let _ = writeln!(
-            text,
-            "{:>5} {:>6.2}% {:>6.2}% {:>13.0} {:>7.0} {:>15.0} {:>9.0}  {}",
-            rank + 1,
-            share(site.live.weight),
-            accum,
-            site.live.weight,
-            site.live.count,
-            site.total.weight,
-            site.total.count,
-            java_name(&site.key.class)
-        );
-        for &frame in site.key.frames.iter().take(depth) {
-            let _ = writeln!(text, "{:>50}at {}", "", resolve(frame).label(true));
-        }
+    let sum = |part: fn(&Site) -> &Tally| Amount {
+        bytes: sites.iter().map(|s| part(s).weight).sum(),
+        objects: sites.iter().map(|s| part(s).count).sum(),
+    };
+    records::Sites {
+        recorded,
+        tracked_objects: 0,
+        untracked_objects: 0,
+        dropped_samples: 0,
+        sites: ranked
+            .iter()
+            .take(top)
+            .zip(1..)
+            .map(|(site, rank)| records::sites::Site {
+                rank,
+                class: java_name(&site.key.class),
+                live: amount(&site.live),
+                allocated: amount(&site.total),
+                frames: site
+                    .key
+                    .frames
+                    .iter()
+                    .take(depth)
+                    .map(|&frame| resolve(frame).label(true).into_owned())
+                    .collect(),
+            })
+            .collect(),
+        site_count: sites.len() as u64,
+        live: sum(|s| &s.live),
+        allocated: sum(|s| &s.total),
+        restored: None,
     }
-    let _ = write!(
-        text,
-        "SITES END: {} sites; live {:.0} bytes in {:.0} objects; allocated {:.0} bytes in {:.0} objects",
-        sites.len(),
-        live_total + 0.0, // never print -0
-        live_objects + 0.0,
-        alloc_total + 0.0,
-        alloc_objects + 0.0
-    );
-    text
 }
 
 #[cfg(test)]
@@ -625,7 +616,7 @@ mod tests {
     }
 
     #[test]
-    fn sites_report_ranks_by_live_bytes_with_shares() {
+    fn sites_report_ranks_by_live_bytes_and_sums_every_site() {
         let tally = |count: f64, weight: f64| Tally {
             samples: 1,
             count,
@@ -648,31 +639,32 @@ mod tests {
                 live: tally(1.0, 250.0),
             },
         ];
-        let text = sites_report(&sites, "(test)", 10, 2, name);
-        let rows: Vec<&str> = text
-            .lines()
-            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        let recorded = Recording::Sampled {
+            seconds: 1.0,
+            interval: 1024,
+        };
+        let report = sites_report(&sites, recorded, 10, 2, name);
+        let ranked: Vec<(u32, &str, usize)> = report
+            .sites
+            .iter()
+            .map(|s| (s.rank, s.class.as_str(), s.frames.len()))
             .collect();
-        assert_eq!(rows.len(), 3, "{text}");
-        assert!(
-            rows[0].contains("75.00%  75.00%") && rows[0].ends_with("workloads.Sites$Kept"),
-            "{text}"
-        );
-        assert!(
-            rows[1].contains("25.00% 100.00%") && rows[1].ends_with("long[]"),
-            "{text}"
-        );
-        assert!(
-            rows[2].contains(" 0.00% 100.00%") && rows[2].ends_with("byte[]"),
-            "{text}"
-        );
         assert_eq!(
-            text.lines()
-                .filter(|l| l.trim_start().starts_with("at m"))
-                .count(),
-            1 + 1 + 2,
-            "depth 2: {text}"
+            ranked,
+            [
+                (1, "workloads.Sites$Kept", 1),
+                (2, "long[]", 1),
+                (3, "byte[]", 2)
+            ]
         );
-        assert!(text.ends_with("SITES END: 3 sites; live 1000 bytes in 4 objects; allocated 4500 bytes in 16 objects"), "{text}");
+        assert_eq!(report.sites[2].frames, ["m1", "m2"]);
+        assert_eq!((report.live.bytes, report.live.objects), (1000.0, 4.0));
+        assert_eq!(
+            (report.allocated.bytes, report.allocated.objects),
+            (4500.0, 16.0)
+        );
+        assert_eq!(report.site_count, 3);
+        let first = sites_report(&sites, report.recorded.clone(), 1, 2, name);
+        assert_eq!((first.sites.len(), first.site_count), (1, 3));
     }
 }

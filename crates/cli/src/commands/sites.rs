@@ -1,4 +1,4 @@
-//! `jtap sites <pid> [-d 30s] [-n 20] [--depth 8]`: where the live heap was allocated — an
+//! `jtap sites <pid> [-d 30s] [-n 20] [--depth 8] [--json]`: where the live heap was allocated — an
 //! HPROF-style SITES report from jtap's allocation engine (`start,event=alloc,sites`): sites
 //! ranked by live bytes, with live and allocated bytes and objects, `% self` (share of all
 //! live bytes) and `% accum`, the class and the stack.
@@ -12,10 +12,12 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
-use jtap_protocol::{Action, Event, Options};
+use jtap_protocol::records::Record;
+use jtap_protocol::{Action, Event, Frame, Options};
 
-use crate::agent_client;
+use crate::agent_client::{self, AgentError};
 
 /// What `jtap sites` asks for.
 #[derive(clap::Args)]
@@ -38,6 +40,9 @@ pub struct SitesArgs {
     /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
     #[arg(long)]
     pub gc: bool,
+    /// Print the report as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the allocation engine in JVM `pid` for the duration and prints the top sites.
@@ -49,6 +54,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         alloc_interval,
         exact,
         gc,
+        json,
     } = *args;
     let options = Options {
         action: Some(Action::Start),
@@ -80,14 +86,28 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         }
         true
     };
-    let mut report = Vec::new();
+    let mut report = None;
     let (why, _) = agent_client::supervise(
         conversation,
         Some(duration).filter(|_| !gc),
         &NEVER,
         &stop_now,
         &mut |_| {},
-        |conversation| conversation.finish(&mut report, None),
+        |conversation| {
+            conversation.finish(
+                &mut io::stderr(),
+                Some(&mut |frame| {
+                    if let Frame::Record(bytes) = frame {
+                        if let Record::Sites(sites) =
+                            Record::decode(&bytes).map_err(AgentError::Channel)?
+                        {
+                            report = Some(sites);
+                        }
+                    }
+                    Ok(())
+                }),
+            )
+        },
     )?;
     if let Some(e) = gc_failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
@@ -95,10 +115,14 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     if !matches!(why.as_str(), "duration elapsed" | "stopped by its client") {
         anyhow::bail!("the allocation engine ended before the report was taken ({why})");
     }
-    let text = String::from_utf8_lossy(&report);
-    io::stdout()
-        .lock()
-        .write_all(first_sites(&text, top).as_bytes())?;
+    let mut report = report.context("the agent sent no SITES report")?;
+    report.keep_first(top);
+    let mut out = io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        writeln!(out, "{}", report.to_text())?;
+    }
     Ok(0)
 }
 
@@ -114,52 +138,4 @@ fn full_gc(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     let text = reply.output_to_string()?;
     anyhow::ensure!(reply.status == 0, "GC.run failed: {}", text.trim());
     Ok(())
-}
-
-/// The report with only its first `top` sites (each a ranked row and its `at` lines).
-fn first_sites(report: &str, top: usize) -> String {
-    let mut out = String::new();
-    let mut keep = true;
-    for line in report.lines() {
-        let trimmed = line.trim_start();
-        let rank = trimmed
-            .split_whitespace()
-            .next()
-            .and_then(|w| w.parse::<usize>().ok());
-        if let Some(rank) = rank {
-            keep = rank <= top;
-        } else if !trimmed.starts_with("at ") {
-            keep = true;
-        }
-        if keep {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::first_sites;
-
-    #[test]
-    fn keeps_the_first_sites_with_their_stacks() {
-        let report = "SITES BEGIN (ordered by live bytes) (x)\n            percent\n rank    self   accum\n    \
-                      1  75.00%  75.00%  750 3 1000 5  A\n      at a.b:1\n    \
-                      2  25.00% 100.00%  250 1 500 1  B\n      at c.d:2\nSITES END: 2 sites";
-        let cut = first_sites(report, 1);
-        assert!(
-            cut.contains("at a.b:1") && !cut.contains("at c.d:2") && !cut.contains(" B\n"),
-            "{cut}"
-        );
-        assert!(
-            cut.starts_with("SITES BEGIN") && cut.ends_with("SITES END: 2 sites\n"),
-            "{cut}"
-        );
-        assert_eq!(
-            first_sites(report, 5).lines().count(),
-            report.lines().count()
-        );
-    }
 }

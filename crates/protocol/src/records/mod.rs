@@ -2,16 +2,22 @@
 //! (a table, JSON lines, text): nothing the client shows is parsed back out of the agent's
 //! text, and how a result looks is decided where it is shown.
 //!
+//! - [`gc`]: collections and pauses counted by the gc engine.
 //! - [`histogram`]: the class histogram.
+//! - [`sites`]: allocation sites ranked by live bytes.
 //! - [`trace`]: what `jtap trace`, `calltree` and `monitor` report: calls, call trees and
 //!   per-method statistics.
 
+pub mod gc;
 pub mod histogram;
+pub mod sites;
 pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
+pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
+pub use sites::Sites;
 pub use trace::{Call, CallStats, CallTree, MethodStats, MonitorInterval, Outcome, TreeNode};
 
 /// One result.
@@ -20,6 +26,10 @@ pub use trace::{Call, CallStats, CallTree, MethodStats, MonitorInterval, Outcome
 pub enum Record {
     /// The class histogram of `histogram`.
     Histogram(Histogram),
+    /// The allocation sites of `jtap sites`.
+    Sites(Sites),
+    /// What the gc engine counted.
+    Gc(GcPauses),
     /// One traced call.
     Call(Call),
     /// One entry call's tree.
@@ -43,6 +53,8 @@ impl Record {
     pub fn to_text(&self) -> String {
         match self {
             Record::Histogram(histogram) => histogram.to_text(),
+            Record::Sites(sites) => sites.to_text(),
+            Record::Gc(pauses) => pauses.to_text(),
             Record::Call(call) => call.to_text(),
             Record::Tree(tree) => tree.to_text(),
             Record::Monitor(interval) => interval.to_text(),
@@ -54,6 +66,12 @@ impl Record {
         match self {
             Record::Histogram(histogram) => {
                 serde_json::to_string(histogram).expect("a record always serialises")
+            }
+            Record::Sites(sites) => {
+                serde_json::to_string(sites).expect("a record always serialises")
+            }
+            Record::Gc(pauses) => {
+                serde_json::to_string(pauses).expect("a record always serialises")
             }
             Record::Call(call) => call.to_json().to_string(),
             Record::Tree(tree) => tree.to_json().to_string(),
@@ -75,6 +93,7 @@ mod tests {
     fn records_round_trip() {
         let records = [
             Record::Histogram(histogram::tests::histogram()),
+            Record::Sites(sites::tests::sites()),
             Record::Call(trace::tests::call()),
             Record::Tree(trace::tests::tree()),
         ];

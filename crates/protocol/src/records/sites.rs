@@ -1,0 +1,211 @@
+//! The SITES report of `jtap sites` (`start,event=alloc,sites`): allocation sites ranked by
+//! live bytes, as HPROF's `heap=sites` printed them.
+
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+/// Allocation sites, most live bytes first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sites {
+    /// How the allocations were recorded.
+    pub recorded: Recording,
+    /// Objects whose frees were being watched at the end.
+    pub tracked_objects: u64,
+    /// Objects not watched (the live table was full).
+    pub untracked_objects: u64,
+    /// Samples dropped (the site table was full).
+    pub dropped_samples: u64,
+    /// The first sites by live bytes (then allocated bytes).
+    pub sites: Vec<Site>,
+    /// Sites recorded in all (not only those listed).
+    pub site_count: u64,
+    /// Live objects and bytes over all sites.
+    pub live: Amount,
+    /// Allocated objects and bytes over all sites.
+    pub allocated: Amount,
+    /// With `exact`: the tracer's check that every rewritten class got its bytes back.
+    pub restored: Option<String>,
+}
+
+/// How the allocations of a [`Sites`] report were recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode")]
+pub enum Recording {
+    /// Every allocation, by rewriting `classes` classes at start.
+    Exact {
+        /// Seconds recorded.
+        seconds: f64,
+        /// Classes rewritten at start.
+        classes: u64,
+    },
+    /// One sample per `interval` bytes on average; counts are estimates.
+    Sampled {
+        /// Seconds recorded.
+        seconds: f64,
+        /// Mean bytes between samples.
+        interval: u64,
+    },
+}
+
+/// Objects and bytes (estimates when sampled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Amount {
+    /// Bytes.
+    pub bytes: f64,
+    /// Objects.
+    pub objects: f64,
+}
+
+/// One allocation site: a class and the stack that allocated it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Site {
+    /// Rank by live bytes, from 1.
+    pub rank: u32,
+    /// Java name of the class, e.g. `long[]`.
+    pub class: String,
+    /// What is still alive of it.
+    pub live: Amount,
+    /// Everything allocated there.
+    pub allocated: Amount,
+    /// The stack, top frame first, as `pkg.Class.method:line`.
+    pub frames: Vec<String>,
+}
+
+impl Sites {
+    /// Keeps the first `top` sites.
+    pub fn keep_first(&mut self, top: usize) {
+        self.sites.truncate(top);
+    }
+
+    /// HPROF's columns: rank, self and accumulated share of live bytes, live and allocated
+    /// bytes and objects, the class and its stack.
+    pub fn to_text(&self) -> String {
+        let recorded = match self.recorded {
+            Recording::Exact { seconds, classes } => format!(
+                "every allocation recorded for {seconds:.1} s; exact; {classes} classes instrumented at start"
+            ),
+            Recording::Sampled { seconds, interval } => format!(
+                "allocation sampling every {interval} bytes for {seconds:.1} s; estimated"
+            ),
+        };
+        let mut text = format!(
+            "SITES BEGIN (ordered by live bytes) ({recorded}; {} objects tracked, {} untracked, {} samples dropped)\n",
+            self.tracked_objects, self.untracked_objects, self.dropped_samples
+        );
+        text.push_str("            percent              live                   alloc'ed\n");
+        text.push_str(
+            " rank    self   accum         bytes    objs           bytes      objs  class / stack\n",
+        );
+        let share = |bytes: f64| {
+            if self.live.bytes > 0.0 {
+                100.0 * bytes / self.live.bytes
+            } else {
+                0.0
+            }
+        };
+        let mut accum = 0.0;
+        for site in &self.sites {
+            accum += share(site.live.bytes);
+            let _ = writeln!(
+                text,
+                "{:>5} {:>6.2}% {:>6.2}% {:>13.0} {:>7.0} {:>15.0} {:>9.0}  {}",
+                site.rank,
+                share(site.live.bytes),
+                accum,
+                site.live.bytes,
+                site.live.objects,
+                site.allocated.bytes,
+                site.allocated.objects,
+                site.class
+            );
+            for frame in &site.frames {
+                let _ = writeln!(text, "{:>50}at {frame}", "");
+            }
+        }
+        let _ = write!(
+            text,
+            "SITES END: {} sites; live {:.0} bytes in {:.0} objects; allocated {:.0} bytes in {:.0} objects",
+            self.site_count,
+            self.live.bytes + 0.0, // never print -0
+            self.live.objects + 0.0,
+            self.allocated.bytes + 0.0,
+            self.allocated.objects + 0.0
+        );
+        if let Some(restored) = &self.restored {
+            let _ = write!(text, "\n{restored}");
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sites() -> Sites {
+        let amount = |objects, bytes| Amount { bytes, objects };
+        let site = |rank, class: &str, live, allocated, frames: &[&str]| Site {
+            rank,
+            class: class.into(),
+            live,
+            allocated,
+            frames: frames.iter().map(|f| f.to_string()).collect(),
+        };
+        Sites {
+            recorded: Recording::Sampled {
+                seconds: 2.0,
+                interval: 1024,
+            },
+            tracked_objects: 4,
+            untracked_objects: 0,
+            dropped_samples: 0,
+            sites: vec![
+                site(
+                    1,
+                    "workloads.Sites$Kept",
+                    amount(3.0, 750.0),
+                    amount(5.0, 1000.0),
+                    &["a.B.keep:4"],
+                ),
+                site(2, "long[]", amount(1.0, 250.0), amount(1.0, 500.0), &[]),
+                site(3, "byte[]", amount(0.0, 0.0), amount(10.0, 3000.0), &[]),
+            ],
+            site_count: 3,
+            live: amount(4.0, 1000.0),
+            allocated: amount(16.0, 4500.0),
+            restored: None,
+        }
+    }
+
+    #[test]
+    fn sites_read_as_hprof_printed_them() {
+        let mut sites = sites();
+        let text = sites.to_text();
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(
+            rows[0].contains("75.00%  75.00%") && rows[0].ends_with("workloads.Sites$Kept"),
+            "{text}"
+        );
+        assert!(
+            rows[1].contains("25.00% 100.00%") && rows[1].ends_with("long[]"),
+            "{text}"
+        );
+        assert!(text.contains("at a.B.keep:4\n"), "{text}");
+        assert!(
+            text.ends_with("SITES END: 3 sites; live 1000 bytes in 4 objects; allocated 4500 bytes in 16 objects"),
+            "{text}"
+        );
+        sites.keep_first(1);
+        sites.restored = Some("restored 2 classes".into());
+        let text = sites.to_text();
+        assert!(
+            !text.contains("long[]") && text.ends_with("SITES END: 3 sites; live 1000 bytes in 4 objects; allocated 4500 bytes in 16 objects\nrestored 2 classes"),
+            "{text}"
+        );
+    }
+}
