@@ -108,7 +108,7 @@ enum Command {
         /// Count only live objects: run a full GC first
         #[arg(long)]
         live: bool,
-        /// Show the N largest classes by bytes (0: all)
+        /// Print the N largest classes by bytes (0: all)
         #[arg(short = 'n', long = "top", default_value_t = 30)]
         top: u32,
         /// Print JSON instead of a table

@@ -452,6 +452,79 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
 }
 
 #[test]
+fn n_counts_results_and_depth_cuts_stacks() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "--json",
+                "--stack",
+                "--depth",
+                "1",
+                "-n",
+                "3",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let calls = json_lines(&out);
+        assert_eq!(calls.len(), 3, "JDK {}: {out}", jdk.version);
+        for call in &calls {
+            let stack = call["stack"].as_array().unwrap();
+            assert!(
+                stack.len() == 1
+                    && stack[0]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("workloads.Traced.sleepy("),
+                "JDK {}: {call}",
+                jdk.version
+            );
+        }
+        assert_restored(&err, &format!("JDK {} trace", jdk.version));
+        // monitor -n: that many intervals, then the session ends by itself.
+        let mut monitor = Background::start(
+            &[
+                "monitor",
+                &pid,
+                "workloads.Traced::sleepy",
+                "-i",
+                "1s",
+                "-n",
+                "2",
+                "--json",
+            ],
+            dir.path(),
+        );
+        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 2);
+        let (code, out, err) = monitor.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        assert!(
+            err.contains("2 intervals reported") && !out.lines().any(str::is_empty),
+            "JDK {}: {out} {err}",
+            jdk.version
+        );
+        assert!(
+            json_lines(&out)
+                .iter()
+                .any(|row| row["calls"].as_u64() > Some(0)),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
 fn monitor_counts_calls_and_their_durations() {
     agent_library();
     for jdk in jdks() {

@@ -11,7 +11,8 @@
 //! token   := "mode:" ("trace" | "calltree" | "monitor")
 //!          | "p:" pattern          a method to trace (calltree: the entry method)
 //!          | "i:" pattern          calltree: a method to time inside the entry
-//!          | "depth:" n            calltree: levels of call sites below the entry
+//!          | "depth:" n            calltree: levels of call sites below the entry; trace:
+//!                                  frames of each stack (at most 64)
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
@@ -266,7 +267,8 @@ pub struct Plan {
     pub targets: Vec<MethodPattern>,
     /// Calltree: methods timed inside an entry call.
     pub inner: Vec<MethodPattern>,
-    /// Calltree: levels of call sites timed below the entry (1: the entry's own calls).
+    /// How deep: calltree, levels of call sites timed below the entry (1: the entry's own
+    /// calls); trace, frames of each stack.
     pub depth: Option<u32>,
     /// Keep only calls (trees) lasting at least this long.
     pub threshold: Option<Duration>,

@@ -40,7 +40,11 @@ impl TraceEngine {
             self.classes,
             registry.methods.len(),
             self.output.reported.load(std::sync::atomic::Ordering::Relaxed),
-            if tracing.plan.mode == Mode::Calltree { "trees" } else { "calls" },
+            match tracing.plan.mode {
+                Mode::Trace => "calls",
+                Mode::Calltree => "trees",
+                Mode::Monitor => "intervals",
+            },
             probes::dropped()
         );
         for note in tracing.skipped().notes() {

@@ -145,8 +145,10 @@ impl Reporter {
             let stopping = self.output.stop.load(Ordering::SeqCst);
             if self.tracing.plan.mode == Mode::Monitor
                 && (stopping || self.monitor_since.elapsed() >= interval)
+                && self.output.reported.load(Ordering::Relaxed) < count
             {
                 self.monitor_report();
+                self.counted(count, &mut count_sent);
             }
             let wait = if stopping {
                 Duration::ZERO
@@ -162,12 +164,7 @@ impl Reporter {
                     }
                     if let Some(record) = self.render(record) {
                         self.output.send(&record);
-                    }
-                    let reported = self.output.reported.fetch_add(1, Ordering::Relaxed) + 1;
-                    if reported >= count && !count_sent {
-                        count_sent = true;
-                        probes::deactivate();
-                        self.output.count_reached.store(true, Ordering::SeqCst);
+                        self.counted(count, &mut count_sent);
                     }
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => {
@@ -264,6 +261,7 @@ impl Reporter {
     ) -> Call {
         let c = clock();
         let (class, method, descriptor) = self.method_name(method);
+        let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
         Call {
             time_ns: c.wall_ns(start),
             thread,
@@ -280,7 +278,7 @@ impl Reporter {
             stack: stack
                 .iter()
                 .filter_map(|&(m, loc)| self.frame(m, loc))
-                .take(STACK_DEPTH)
+                .take(depth)
                 .collect(),
         }
     }
@@ -352,6 +350,17 @@ impl Reporter {
             truncated,
             root: tree.to_node(root.start),
         })
+    }
+
+    /// Counts one result (a call, a tree, a monitor interval) reported; at the `-n`th, stops
+    /// the probes and tells the agent.
+    fn counted(&mut self, count: u64, count_sent: &mut bool) {
+        let reported = self.output.reported.fetch_add(1, Ordering::Relaxed) + 1;
+        if reported >= count && !*count_sent {
+            *count_sent = true;
+            probes::deactivate();
+            self.output.count_reached.store(true, Ordering::SeqCst);
+        }
     }
 
     fn monitor_report(&mut self) {

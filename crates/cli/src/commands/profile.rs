@@ -121,7 +121,7 @@ struct SamplingArgs {
     include: Option<String>,
     #[arg(long, help = help_of("exclude"), value_name = "RE")]
     exclude: Option<String>,
-    #[arg(long, help = help_of("jstackdepth"), value_name = "N")]
+    #[arg(long, visible_alias = "depth", help = help_of("jstackdepth"), value_name = "N")]
     jstackdepth: Option<u32>,
     #[arg(long, help = help_of("alluser"))]
     all_user: bool,

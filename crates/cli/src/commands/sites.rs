@@ -25,7 +25,7 @@ pub struct SitesArgs {
     /// How long to sample
     #[arg(short, long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub duration: Duration,
-    /// Show the N sites with the most live bytes
+    /// Print the N sites with the most live bytes
     #[arg(short = 'n', long = "top", default_value_t = 20)]
     pub top: usize,
     /// Stack frames per site (sites differ by class and this many frames)

@@ -80,11 +80,14 @@ pub struct TraceArgs {
     /// Show the Java stack of each reported call
     #[arg(long)]
     stack: bool,
+    /// Frames of each stack shown with --stack, from the caller down (at most 64)
+    #[arg(long, requires = "stack", value_parser = clap::value_parser!(u32).range(1..=64))]
+    depth: Option<u32>,
     /// Describe application objects (with --args/--return) by calling their toString(),
     /// which runs application code; by default they show as Class@hash{fields}
     #[arg(long)]
     to_string: bool,
-    /// Stop after this many calls
+    /// Print this many calls, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     #[command(flatten)]
@@ -104,13 +107,13 @@ pub struct CalltreeArgs {
     /// call sites
     #[arg(long, value_delimiter = ',')]
     inner: Vec<String>,
-    /// Levels of the tree shown below the entry
+    /// Levels of calls timed and shown below the entry
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     depth: Option<u32>,
     /// Report only entry calls lasting at least this long
     #[arg(long, value_parser = crate::units::parse_interval)]
     threshold: Option<Duration>,
-    /// Stop after this many trees
+    /// Print this many trees, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
     #[command(flatten)]
@@ -129,6 +132,9 @@ pub struct MonitorArgs {
     /// Report interval
     #[arg(short, long, default_value = "5s", value_parser = crate::units::parse_interval)]
     interval: Duration,
+    /// Print this many intervals, then stop
+    #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
     #[command(flatten)]
     common: Common,
 }
@@ -184,6 +190,7 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         returns: args.returns,
         exceptions: args.exceptions,
         stack: args.stack,
+        depth: args.depth,
         to_string: args.to_string,
         ..Plan::default()
     };
@@ -227,6 +234,7 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         mode: Mode::Monitor,
         targets,
         interval: Some(args.interval),
+        count: args.count,
         ..Plan::default()
     };
     run(target, patterns(&words).map(plan), &args.common, timeout)
@@ -301,9 +309,12 @@ fn print_records(json: bool) -> impl FnMut(Frame) -> anyhow::Result<()> {
         if let Frame::Record(bytes) = frame {
             let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
             let mut out = io::stdout().lock();
-            match json {
-                true => writeln!(out, "{}", record.to_json_lines())?,
-                false => writeln!(out, "{}", record.to_text())?,
+            let text = match json {
+                true => record.to_json_lines(),
+                false => record.to_text(),
+            };
+            if !text.is_empty() {
+                writeln!(out, "{text}")?;
             }
             out.flush()?;
         }
