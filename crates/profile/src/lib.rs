@@ -2,7 +2,8 @@
 //!
 //! A [`Profile`] is a set of distinct stacks (root first), each with a sample count, a
 //! weight (nanoseconds, bytes, …) and the events its samples stand for (objects, waits), over interned [`Frame`]s that keep their kind (interpreted,
-//! compiled, inlined, native, C++, kernel, …). The profiling engines build one; the
+//! compiled, inlined, native, C++, kernel, …), and optionally an event log: each sample with
+//! its time and thread. The profiling engines build one; the
 //! [`export`] modules turn it into what people read: collapsed stacks, async-profiler-style
 //! text reports, a self-contained HTML flame graph, pprof and speedscope.
 
@@ -12,4 +13,7 @@ pub mod export;
 mod model;
 
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
-pub use model::{Counter, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
+pub use model::{
+    Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
+    MAX_LOGGED,
+};

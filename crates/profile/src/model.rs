@@ -131,7 +131,7 @@ impl Frame {
 pub type FrameId = u32;
 
 /// What one stack was measured at.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StackCounts {
     /// Samples actually taken.
     pub samples: u64,
@@ -219,6 +219,9 @@ pub struct Metadata {
     pub errors: BTreeMap<String, u64>,
     /// Samples lost because the sample buffer was full.
     pub dropped: u64,
+    /// Samples counted in the stacks but left out of the event log, which was full.
+    #[serde(default)]
+    pub unlogged: u64,
 }
 
 impl Metadata {
@@ -244,14 +247,38 @@ impl Metadata {
     }
 }
 
-/// Distinct stacks with their counts, over interned frames.
+/// Distinct stacks with their counts, over interned frames, and (when the engine kept one) the
+/// event log: each sample with its time and thread, for JFR, timelines and heatmaps.
 #[derive(Debug, Clone, Default)]
 pub struct Profile {
     /// What was measured and how the collection went.
     pub metadata: Metadata,
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, FrameId>,
-    stacks: HashMap<Vec<FrameId>, StackCounts>,
+    stacks: Vec<(Vec<FrameId>, StackCounts)>,
+    stack_ids: HashMap<Vec<FrameId>, StackId>,
+    log: Vec<LoggedSample>,
+    thread_names: BTreeMap<u32, String>,
+}
+
+/// Index of a distinct stack of a [`Profile`].
+pub type StackId = u32;
+
+/// Most samples an event log keeps (32 bytes each); later ones are counted in
+/// [`Metadata::unlogged`].
+pub const MAX_LOGGED: usize = 1 << 20;
+
+/// One sample of the event log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LoggedSample {
+    /// When it was taken, nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// Kernel id of the thread it was taken on.
+    pub tid: u32,
+    /// Its stack.
+    pub stack: StackId,
+    /// What it counts: samples (more than 1 after a timer overrun), weight, events.
+    pub counts: StackCounts,
 }
 
 impl Profile {
@@ -279,12 +306,82 @@ impl Profile {
         self.add_counts(stack_root_first, StackCounts::sampled(samples, weight));
     }
 
-    /// Adds counts to a stack given root first.
-    pub fn add_counts(&mut self, stack_root_first: &[FrameId], counts: StackCounts) {
-        self.stacks
-            .entry(stack_root_first.to_vec())
-            .or_default()
-            .add(counts);
+    /// Adds counts to a stack given root first; returns the stack's id.
+    pub fn add_counts(&mut self, stack_root_first: &[FrameId], counts: StackCounts) -> StackId {
+        let id = match self.stack_ids.get(stack_root_first) {
+            Some(&id) => id,
+            None => {
+                let id = self.stacks.len() as StackId;
+                self.stacks
+                    .push((stack_root_first.to_vec(), StackCounts::default()));
+                self.stack_ids.insert(stack_root_first.to_vec(), id);
+                id
+            }
+        };
+        self.stacks[id as usize].1.add(counts);
+        id
+    }
+
+    /// Adds counts to a stack, and the sample to the event log (while it has room).
+    pub fn log(
+        &mut self,
+        stack_root_first: &[FrameId],
+        counts: StackCounts,
+        time_ns: u64,
+        tid: u32,
+    ) {
+        let stack = self.add_counts(stack_root_first, counts);
+        self.append_logged(LoggedSample {
+            time_ns,
+            tid,
+            stack,
+            counts,
+        });
+    }
+
+    /// [`Profile::log`] with the stack given as frames, root first.
+    pub fn log_frames(
+        &mut self,
+        stack_root_first: &[Frame],
+        counts: StackCounts,
+        time_ns: u64,
+        tid: u32,
+    ) {
+        let ids: Vec<FrameId> = stack_root_first
+            .iter()
+            .map(|f| self.intern(f.clone()))
+            .collect();
+        self.log(&ids, counts, time_ns, tid);
+    }
+
+    /// Appends a sample to the event log whose counts are already in its stack (reading a
+    /// profile back); beyond [`MAX_LOGGED`] it is counted as unlogged.
+    pub fn append_logged(&mut self, sample: LoggedSample) {
+        if self.log.len() < MAX_LOGGED {
+            self.log.push(sample);
+        } else {
+            self.metadata.unlogged += sample.counts.samples;
+        }
+    }
+
+    /// Names a thread of the event log.
+    pub fn name_thread(&mut self, tid: u32, name: impl Into<String>) {
+        self.thread_names.insert(tid, name.into());
+    }
+
+    /// The event log, in the order samples were logged (empty when none was kept).
+    pub fn logged(&self) -> &[LoggedSample] {
+        &self.log
+    }
+
+    /// Names of the event log's threads, by kernel id.
+    pub fn thread_names(&self) -> &BTreeMap<u32, String> {
+        &self.thread_names
+    }
+
+    /// The stack with this id, root first.
+    pub fn stack(&self, id: StackId) -> &[FrameId] {
+        &self.stacks[id as usize].0
     }
 
     /// Adds `samples` samples of total `weight`, each one event, to a stack given as frames,
@@ -293,13 +390,13 @@ impl Profile {
         self.add_frame_counts(stack_root_first, StackCounts::sampled(samples, weight));
     }
 
-    /// Adds counts to a stack given as frames, root first.
-    pub fn add_frame_counts(&mut self, stack_root_first: &[Frame], counts: StackCounts) {
+    /// Adds counts to a stack given as frames, root first; returns the stack's id.
+    pub fn add_frame_counts(&mut self, stack_root_first: &[Frame], counts: StackCounts) -> StackId {
         let ids: Vec<FrameId> = stack_root_first
             .iter()
             .map(|f| self.intern(f.clone()))
             .collect();
-        self.add_counts(&ids, counts);
+        self.add_counts(&ids, counts)
     }
 
     /// The frame with this id.
@@ -328,6 +425,11 @@ impl Profile {
         stacks
     }
 
+    /// Distinct stacks (root first) with their counts, in [`StackId`] order.
+    pub fn stacks_by_id(&self) -> impl Iterator<Item = (&[FrameId], StackCounts)> {
+        self.stacks.iter().map(|(s, c)| (s.as_slice(), *c))
+    }
+
     /// Number of distinct stacks.
     pub fn stack_count(&self) -> usize {
         self.stacks.len()
@@ -335,17 +437,17 @@ impl Profile {
 
     /// Total samples over all stacks.
     pub fn total_samples(&self) -> u64 {
-        self.stacks.values().map(|c| c.samples).sum()
+        self.stacks.iter().map(|(_, c)| c.samples).sum()
     }
 
     /// Total weight over all stacks.
     pub fn total_weight(&self) -> u64 {
-        self.stacks.values().map(|c| c.weight).sum()
+        self.stacks.iter().map(|(_, c)| c.weight).sum()
     }
 
     /// Total of one counter over all stacks.
     pub fn total(&self, counter: Counter) -> u64 {
-        self.stacks.values().map(|c| c.get(counter)).sum()
+        self.stacks.iter().map(|(_, c)| c.get(counter)).sum()
     }
 
     /// The profile as reports show it: frames by their [`Frame::label`] (Java facts dropped),
@@ -358,19 +460,46 @@ impl Profile {
             .iter()
             .map(|f| labelled.intern(Frame::new(f.label(lines), f.kind)))
             .collect();
-        for (stack, counts) in &self.stacks {
-            let stack: Vec<FrameId> = stack.iter().map(|&id| ids[id as usize]).collect();
-            labelled.add_counts(&stack, *counts);
-        }
+        let stacks: Vec<StackId> = self
+            .stacks
+            .iter()
+            .map(|(stack, counts)| {
+                let stack: Vec<FrameId> = stack.iter().map(|&id| ids[id as usize]).collect();
+                labelled.add_counts(&stack, *counts)
+            })
+            .collect();
+        labelled.take_log_of(self, &stacks);
         labelled
     }
 
-    /// Merges another profile's stacks into this one.
+    /// Merges another profile's stacks (and event log) into this one.
     pub fn merge(&mut self, other: &Profile) {
-        for (stack, counts) in &other.stacks {
-            let frames: Vec<Frame> = stack.iter().map(|&id| other.frame(id).clone()).collect();
-            self.add_frame_counts(&frames, *counts);
+        let stacks: Vec<StackId> = other
+            .stacks
+            .iter()
+            .map(|(stack, counts)| {
+                let frames: Vec<Frame> = stack.iter().map(|&id| other.frame(id).clone()).collect();
+                self.add_frame_counts(&frames, *counts)
+            })
+            .collect();
+        self.take_log_of(other, &stacks);
+    }
+
+    /// Appends `other`'s event log and thread names, its stack ids mapped through `stacks`
+    /// (whose counts are already added).
+    fn take_log_of(&mut self, other: &Profile, stacks: &[StackId]) {
+        for sample in &other.log {
+            self.append_logged(LoggedSample {
+                stack: stacks[sample.stack as usize],
+                ..*sample
+            });
         }
+        self.thread_names.extend(
+            other
+                .thread_names
+                .iter()
+                .map(|(&tid, name)| (tid, name.clone())),
+        );
     }
 }
 
@@ -412,6 +541,42 @@ mod tests {
         assert_eq!(
             names,
             ["app.Main.main:3", "app.Main.work:10", "app.Main.work:11"]
+        );
+    }
+
+    #[test]
+    fn the_event_log_follows_its_stacks_through_labels_and_merges() {
+        let mut p = Profile::default();
+        let work = |line| Frame::java("app.Main.work", FrameKind::Compiled, None, Some(line));
+        let a = [p.intern(work(10))];
+        let b = [p.intern(work(11))];
+        p.log(&a, StackCounts::sampled(1, 10), 1_000, 7);
+        p.log(&b, StackCounts::sampled(2, 20), 2_000, 8);
+        p.name_thread(7, "main");
+        assert_eq!(p.total_samples(), 3);
+        assert_eq!(p.logged().len(), 2);
+        let by_method = p.labelled(false);
+        assert_eq!(by_method.stack_count(), 1);
+        assert!(by_method.logged().iter().all(|s| s.stack == 0));
+        assert_eq!(by_method.thread_names()[&7], "main");
+        let mut merged = Profile::default();
+        merged.add_frames(&[Frame::new("other", FrameKind::Native)], 1, 1);
+        merged.merge(&p);
+        let logged: Vec<(u64, &str)> = merged
+            .logged()
+            .iter()
+            .map(|s| {
+                (
+                    s.time_ns,
+                    merged.frame(merged.stack(s.stack)[0]).name.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(logged, [(1_000, "app.Main.work"), (2_000, "app.Main.work")]);
+        assert_ne!(
+            merged.logged()[0].stack,
+            merged.logged()[1].stack,
+            "lines kept apart"
         );
     }
 

@@ -168,6 +168,8 @@ pub struct Options {
     pub detach: bool,
     /// `event=cpu`: sample user-mode CPU time only; stacks have no kernel frames.
     pub alluser: bool,
+    /// Engines: keep each sample's time and thread (the event log JFR and timelines need).
+    pub timeline: bool,
     /// Sampling engines: keep only stacks with a frame matching this regular expression.
     pub include: Option<String>,
     /// Sampling engines: drop stacks with a frame matching this regular expression.
@@ -327,6 +329,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "include", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "keep only stacks with a frame matching this regular expression" },
     Key { name: "exclude", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "drop stacks with a frame matching this regular expression" },
     Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
+    Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
     Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
@@ -352,6 +355,11 @@ pub fn help_of(name: &str) -> &'static str {
 }
 
 impl Options {
+    /// Whether engines keep the event log: asked for, or needed by the file's format (JFR).
+    pub fn keeps_timeline(&self) -> bool {
+        self.timeline || self.file.as_deref().is_some_and(|f| f.ends_with(".jfr"))
+    }
+
     /// Parses an option string. Never panics, whatever the input.
     pub fn parse(text: &str) -> Result<Options, ParseError> {
         let mut options = Options::default();
@@ -518,6 +526,7 @@ impl Options {
                 "allthreads" => &mut self.allthreads,
                 "detach" => &mut self.detach,
                 "alluser" => &mut self.alluser,
+                "timeline" => &mut self.timeline,
                 "live" => &mut self.live,
                 "sites" => &mut self.sites,
                 "exact" => &mut self.exact,
@@ -619,6 +628,9 @@ impl fmt::Display for Options {
         }
         if self.alluser {
             items.push("alluser".into());
+        }
+        if self.timeline {
+            items.push("timeline".into());
         }
         if let Some(depth) = self.jstackdepth {
             items.push(format!("jstackdepth={depth}"));
@@ -1086,6 +1098,7 @@ mod tests {
                     allthreads: alluser && has(Event::Wall, wall.is_some()),
                     detach: detach && starts,
                     alluser: alluser && starts,
+                    timeline: detach && sampled,
                     include: include.filter(|_| starts),
                     exclude: exclude.filter(|_| starts),
                     jstackdepth: jstackdepth.filter(|_| starts),

@@ -111,6 +111,8 @@ struct Run {
     vm: Vm,
     interval: u64,
     live: bool,
+    /// Keep the event log.
+    timeline: bool,
     sites: bool,
     depth: usize,
     started: Instant,
@@ -153,6 +155,10 @@ impl Engine for AllocEngine {
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
         table().clear();
+        let timeline = options.keeps_timeline();
+        if timeline {
+            table().keep_timeline();
+        }
         table().set_live_limit(if options.exact {
             sites::MAX_LIVE_EXACT
         } else {
@@ -214,6 +220,7 @@ impl Engine for AllocEngine {
             live,
             sites,
             depth,
+            timeline,
             started: Instant::now(),
             start_time_ns,
         });
@@ -290,7 +297,13 @@ impl Run {
             ..Metadata::default()
         };
         let part = if self.live { Part::Live } else { Part::Total };
-        Report::Profile(Box::new(sites::to_profile(&sites, part, metadata, resolve)))
+        Report::Profile(Box::new(sites::to_profile(
+            &sites,
+            part,
+            self.timeline,
+            metadata,
+            resolve,
+        )))
     }
 }
 

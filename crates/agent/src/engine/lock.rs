@@ -119,6 +119,8 @@ struct Run {
     own: OwnEnv,
     vm: Vm,
     threshold: Duration,
+    /// Keep the event log.
+    timeline: bool,
     started: Instant,
     start_time_ns: u64,
 }
@@ -141,6 +143,10 @@ impl Engine for LockEngine {
         )?;
         epoch();
         table().clear();
+        let timeline = options.keeps_timeline();
+        if timeline {
+            table().keep_timeline();
+        }
         THRESHOLD_NS.store(
             threshold.as_nanos().min(u64::MAX as u128) as u64,
             Ordering::SeqCst,
@@ -185,6 +191,7 @@ impl Engine for LockEngine {
             own,
             vm: context.vm,
             threshold,
+            timeline,
             started: Instant::now(),
             start_time_ns,
         });
@@ -230,6 +237,7 @@ impl Run {
         Report::Profile(Box::new(sites::to_profile(
             &table().snapshot(),
             Part::Total,
+            self.timeline,
             metadata,
             resolve,
         )))

@@ -25,14 +25,16 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts, MAX_LOGGED};
 use jtap_protocol::records;
 use jtap_protocol::records::sites::{Amount, Recording};
 
 use crate::heap::class_name::java_name;
+use crate::sampling::threads::{current_tid, kernel_name};
 
 /// Number of shards.
 pub const SHARDS: usize = 64;
@@ -85,6 +87,8 @@ pub struct Site {
     pub total: Tally,
     /// Of that, objects not freed (alloc engine with live tracking).
     pub live: Tally,
+    /// With a timeline, the samples of `total` as they came (fewer once the log is full).
+    pub events: Vec<SiteEvent>,
 }
 
 /// A class, interned by [`SiteTable::intern`]: sites hold this small number instead of the
@@ -108,6 +112,26 @@ struct Live {
 /// One shard's sites, by [`site_hash`]; sites whose hashes collide share a bucket.
 type Sites = HashMap<u64, Vec<(Arc<Key>, Tally)>, BuildHasherDefault<Mix>>;
 
+/// One shard: its sites, and with a timeline its samples as they came.
+#[derive(Default)]
+struct Shard {
+    sites: Sites,
+    log: Vec<(Arc<Key>, SiteEvent)>,
+}
+
+/// One sample of a site, for the event log (see [`SiteTable::keep_timeline`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SiteEvent {
+    /// When, in nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// Kernel id of the thread.
+    pub tid: u32,
+    /// Events it stands for.
+    pub count: f64,
+    /// Their weight.
+    pub weight: f64,
+}
+
 /// Interned class signatures.
 #[derive(Default)]
 struct Classes {
@@ -117,7 +141,7 @@ struct Classes {
 
 /// The table a running engine records into.
 pub struct SiteTable {
-    shards: Vec<Mutex<Sites>>,
+    shards: Vec<Mutex<Shard>>,
     live: Vec<Mutex<HashMap<i64, Live, BuildHasherDefault<Mix>>>>,
     classes: Mutex<Classes>,
     sites: AtomicUsize,
@@ -125,6 +149,10 @@ pub struct SiteTable {
     live_limit: AtomicUsize,
     next_tag: AtomicI64,
     next_shard: AtomicUsize,
+    /// Keep each sample in the event log.
+    timeline: AtomicBool,
+    /// Samples in the event log, at most [`MAX_LOGGED`].
+    logged: AtomicUsize,
     /// Samples lost because the table was full.
     pub dropped: AtomicU64,
     /// Sampled objects not tracked for liveness because the live table was full.
@@ -179,7 +207,7 @@ impl SiteTable {
     /// An empty table.
     pub fn new() -> SiteTable {
         SiteTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(Sites::default())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             live: (0..SHARDS)
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
@@ -189,6 +217,8 @@ impl SiteTable {
             live_limit: AtomicUsize::new(MAX_LIVE),
             next_tag: AtomicI64::new(1),
             next_shard: AtomicUsize::new(0),
+            timeline: AtomicBool::new(false),
+            logged: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
         }
@@ -198,8 +228,10 @@ impl SiteTable {
     /// before are no longer valid.
     pub fn clear(&self) {
         for shard in &self.shards {
-            *lock(shard) = Sites::default();
+            *lock(shard) = Shard::default();
         }
+        self.timeline.store(false, Ordering::SeqCst);
+        self.logged.store(0, Ordering::SeqCst);
         for shard in &self.live {
             *lock(shard) = HashMap::default();
         }
@@ -208,6 +240,12 @@ impl SiteTable {
         self.live_objects.store(0, Ordering::SeqCst);
         self.dropped.store(0, Ordering::SeqCst);
         self.untracked.store(0, Ordering::SeqCst);
+    }
+
+    /// Keeps each sample's time and thread from now on, up to [`MAX_LOGGED`] samples (until
+    /// [`SiteTable::clear`]).
+    pub fn keep_timeline(&self) {
+        self.timeline.store(true, Ordering::SeqCst);
     }
 
     /// Tracks at most `limit` live objects from now on (default [`MAX_LIVE`]).
@@ -267,15 +305,29 @@ impl SiteTable {
         tag: Option<i64>,
     ) {
         let hash = site_hash(class, frames);
+        let event = (self.timeline.load(Ordering::Relaxed)
+            && self.logged.fetch_add(1, Ordering::Relaxed) < MAX_LOGGED)
+            .then(|| SiteEvent {
+                time_ns: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+                tid: current_tid() as u32,
+                count,
+                weight,
+            });
         let site = {
             let mut shard = lock(&self.shards[self.my_shard()]);
-            let known = shard.get_mut(&hash).and_then(|bucket| {
+            let shard = &mut *shard;
+            let known = shard.sites.get_mut(&hash).and_then(|bucket| {
                 bucket
                     .iter_mut()
                     .find(|(key, _)| key.class == class && *key.frames == *frames)
             });
             if let Some((key, tally)) = known {
                 tally.add(count, weight);
+                if let Some(event) = event {
+                    shard.log.push((key.clone(), event));
+                }
                 Ok(tag.map(|_| key.clone()))
             } else if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES {
                 let key = Arc::new(Key {
@@ -284,7 +336,14 @@ impl SiteTable {
                 });
                 let mut tally = Tally::default();
                 tally.add(count, weight);
-                shard.entry(hash).or_default().push((key.clone(), tally));
+                shard
+                    .sites
+                    .entry(hash)
+                    .or_default()
+                    .push((key.clone(), tally));
+                if let Some(event) = event {
+                    shard.log.push((key.clone(), event));
+                }
                 Ok(tag.map(|_| key))
             } else {
                 self.sites.fetch_sub(1, Ordering::SeqCst);
@@ -323,17 +382,28 @@ impl SiteTable {
     /// Every site with its totals and live part, merged over shards (a copy; recording goes on).
     pub fn snapshot(&self) -> Vec<Site> {
         let mut merged: HashMap<Arc<Key>, (Tally, Tally)> = HashMap::new();
+        let mut events: HashMap<Arc<Key>, Vec<SiteEvent>> = HashMap::new();
         for shard in &self.shards {
-            let copy: Vec<(Arc<Key>, Tally)> = lock(shard)
-                .values()
-                .flatten()
-                .map(|(k, t)| (k.clone(), *t))
-                .collect();
+            let (copy, log): (Vec<(Arc<Key>, Tally)>, Vec<(Arc<Key>, SiteEvent)>) = {
+                let shard = lock(shard);
+                (
+                    shard
+                        .sites
+                        .values()
+                        .flatten()
+                        .map(|(k, t)| (k.clone(), *t))
+                        .collect(),
+                    shard.log.clone(),
+                )
+            };
             for (key, tally) in copy {
                 let (total, _) = merged.entry(key).or_default();
                 total.samples += tally.samples;
                 total.count += tally.count;
                 total.weight += tally.weight;
+            }
+            for (key, event) in log {
+                events.entry(key).or_default().push(event);
             }
         }
         for shard in &self.live {
@@ -351,6 +421,8 @@ impl SiteTable {
         merged
             .into_iter()
             .map(|(key, (total, live))| {
+                let mut events = events.remove(&key).unwrap_or_default();
+                events.sort_by_key(|e| e.time_ns);
                 let class = names
                     .get(key.class as usize)
                     .map_or("[unknown class]".into(), |name| Box::from(&**name));
@@ -361,6 +433,7 @@ impl SiteTable {
                     },
                     total,
                     live,
+                    events,
                 }
             })
             .collect()
@@ -383,10 +456,12 @@ pub enum Part {
 }
 
 /// The sites as a profile: each stack root first with the class as leaf frame; samples are
-/// the samples taken, events and weights the estimated events and weights (rounded).
+/// the samples taken, events and weights the estimated events and weights (rounded). With a
+/// `timeline`, the logged samples of the total go to the profile's event log.
 pub fn to_profile(
     sites: &[Site],
     part: Part,
+    timeline: bool,
     metadata: Metadata,
     mut resolve: impl FnMut(RawFrame) -> Frame,
 ) -> Profile {
@@ -401,14 +476,37 @@ pub fn to_profile(
         }
         let mut stack: Vec<Frame> = site.key.frames.iter().rev().map(|&f| resolve(f)).collect();
         stack.push(Frame::new(java_name(&site.key.class), FrameKind::Class));
-        profile.add_frame_counts(
-            &stack,
-            StackCounts {
-                samples: tally.samples,
-                weight: tally.weight.round() as u64,
-                events: tally.count.round().max(1.0) as u64,
-            },
-        );
+        let counts = |samples: u64, count: f64, weight: f64| StackCounts {
+            samples,
+            weight: weight.round() as u64,
+            events: count.round().max(1.0) as u64,
+        };
+        // The live part has no log: its samples are those not freed, in no order.
+        let logged = match part {
+            Part::Total => &site.events[..],
+            Part::Live => &[],
+        };
+        let unlogged = tally.samples - logged.len() as u64;
+        if unlogged > 0 {
+            let count = tally.count - logged.iter().map(|e| e.count).sum::<f64>();
+            let weight = tally.weight - logged.iter().map(|e| e.weight).sum::<f64>();
+            profile.add_frame_counts(&stack, counts(unlogged, count, weight));
+            if timeline {
+                profile.metadata.unlogged += unlogged;
+            }
+        }
+        for event in logged {
+            if !profile.thread_names().contains_key(&event.tid) {
+                let name = kernel_name(event.tid as i32).unwrap_or_default();
+                profile.name_thread(event.tid, name);
+            }
+            profile.log_frames(
+                &stack,
+                counts(1, event.count, event.weight),
+                event.time_ns,
+                event.tid,
+            );
+        }
     }
     profile
 }
@@ -525,7 +623,7 @@ mod tests {
         );
         assert_eq!(sites[0].live, Tally::default());
 
-        let live = to_profile(&sites, Part::Live, Metadata::default(), name);
+        let live = to_profile(&sites, Part::Live, false, Metadata::default(), name);
         assert_eq!(
             (
                 live.stack_count(),
@@ -542,7 +640,7 @@ mod tests {
             .map(|&id| live.frame(id).name.clone())
             .collect::<Vec<_>>();
         assert_eq!(stack, ["m2", "m1", "byte[]"], "root first, class as leaf");
-        let all = to_profile(&sites, Part::Total, Metadata::default(), name);
+        let all = to_profile(&sites, Part::Total, false, Metadata::default(), name);
         assert_eq!((all.stack_count(), all.total_weight()), (2, 40_000 + 9_600));
 
         table.clear();
@@ -584,7 +682,7 @@ mod tests {
                 frames: raw(frames).into(),
             })
         };
-        shard.insert(
+        shard.sites.insert(
             7,
             vec![
                 (key(a, &[9]), Tally::default()),
@@ -593,6 +691,38 @@ mod tests {
         );
         drop(shard);
         assert_eq!(table.snapshot().len(), 10);
+    }
+
+    #[test]
+    fn a_timeline_logs_each_sample_with_its_time_and_thread() {
+        let table = SiteTable::new();
+        let ints = table.intern("[I");
+        table.record(ints, &raw(&[1]), 1.0, 16.0, None); // before the timeline: counted only
+        table.keep_timeline();
+        table.record(ints, &raw(&[1]), 2.0, 32.0, None);
+        table.record(ints, &raw(&[2]), 1.0, 16.0, None);
+        let sites = table.snapshot();
+        let profile = to_profile(&sites, Part::Total, true, Metadata::default(), name);
+        assert_eq!(profile.total_samples(), 3);
+        assert_eq!(profile.total_weight(), 64);
+        let log = profile.logged();
+        assert_eq!(log.len(), 2);
+        assert_eq!(profile.metadata.unlogged, 1);
+        assert!(log
+            .iter()
+            .all(|e| e.tid == current_tid() as u32 && e.time_ns > 0));
+        assert_eq!(
+            log.iter().map(|e| e.counts.weight).sum::<u64>(),
+            48,
+            "each logged sample keeps its own weight"
+        );
+        assert!(profile.thread_names().contains_key(&(current_tid() as u32)));
+        table.clear();
+        table.record(ints, &raw(&[1]), 1.0, 16.0, None);
+        assert!(
+            table.snapshot()[0].events.is_empty(),
+            "clear ends the timeline"
+        );
     }
 
     #[test]
@@ -627,16 +757,19 @@ mod tests {
                 key: key("[B", &[1, 2, 3]),
                 total: tally(10.0, 3000.0),
                 live: Tally::default(),
+                events: Vec::new(),
             },
             Site {
                 key: key("Lworkloads/Sites$Kept;", &[4]),
                 total: tally(5.0, 1000.0),
                 live: tally(3.0, 750.0),
+                events: Vec::new(),
             },
             Site {
                 key: key("[J", &[5]),
                 total: tally(1.0, 500.0),
                 live: tally(1.0, 250.0),
+                events: Vec::new(),
             },
         ];
         let recorded = Recording::Sampled {

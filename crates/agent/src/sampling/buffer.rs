@@ -27,6 +27,8 @@ const PROBES: usize = 8;
 pub struct SampleHeader {
     /// Kernel id of the sampled thread.
     pub tid: i32,
+    /// When the sample was taken: CLOCK_MONOTONIC, nanoseconds.
+    pub time_ns: u64,
     /// Frames written, or the stack walk's failure code (≤ 0).
     pub num_frames: i32,
     /// The weight of one sample (nanoseconds of CPU or wall time).
@@ -228,6 +230,7 @@ mod tests {
                     claim.chain()[0] = tid as u64 * 100;
                     claim.commit(SampleHeader {
                         tid,
+                        time_ns: 1,
                         num_frames: 1,
                         weight: 10,
                         count: 1,
@@ -272,6 +275,7 @@ mod tests {
                         if let Some(claim) = buffer.claim() {
                             claim.commit(SampleHeader {
                                 tid: t,
+                                time_ns: 1,
                                 num_frames: -2,
                                 weight: 1,
                                 count: 1,

@@ -51,7 +51,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
-use jtap_profile::{Frame, FrameKind, Metadata, Profile};
+use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
 use regex::Regex;
 
 use self::buffer::{SampleBuffer, SampleHeader};
@@ -98,6 +98,8 @@ pub struct Settings {
     pub depth: usize,
     /// Leave kernel frames out (`alluser`).
     pub user_only: bool,
+    /// Keep the event log: each sample's time and thread (`timeline`).
+    pub timeline: bool,
 }
 
 impl Settings {
@@ -127,6 +129,7 @@ impl Settings {
             exclude: pattern(&options.exclude, "exclude")?,
             depth: options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
             user_only: options.alluser,
+            timeline: options.keeps_timeline(),
         })
     }
 }
@@ -135,6 +138,9 @@ impl Settings {
 struct Shared {
     profile: Mutex<Profile>,
     names: ThreadNames,
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC at the start: turns the handler's times into
+    /// times since the Unix epoch.
+    wall_offset_ns: u64,
     started: Instant,
     stop: AtomicBool,
     /// Samples drained and dropped so far, for progress reports.
@@ -228,6 +234,7 @@ impl Sampler {
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
+        let wall_offset_ns = start_time_ns.saturating_sub(signal::monotonic_ns());
         let metadata = Metadata {
             event: settings.event.into(),
             engine: settings.engine.into(),
@@ -239,6 +246,7 @@ impl Sampler {
         let shared = Arc::new(Shared {
             profile: Mutex::new(Profile::new(metadata)),
             names: ThreadNames::default(),
+            wall_offset_ns,
             started: Instant::now(),
             stop: AtomicBool::new(false),
             samples: AtomicU64::new(0),
@@ -415,6 +423,16 @@ fn snapshot(shared: &Shared, target: &Target) -> Profile {
     profile
 }
 
+/// One drained sample, resolved.
+struct Drained {
+    stack: Vec<Frame>,
+    count: u64,
+    weight: u64,
+    tid: i32,
+    /// Nanoseconds since the Unix epoch.
+    time_ns: u64,
+}
+
 /// The processing thread.
 struct Worker {
     shared: Arc<Shared>,
@@ -441,7 +459,7 @@ impl Worker {
     }
 
     fn drain(&self, resolver: &mut methods::Resolver, symbolizer: &mut native::Symbolizer) {
-        let mut stacks: Vec<(Vec<Frame>, u64, u64)> = Vec::new();
+        let mut stacks: Vec<Drained> = Vec::new();
         let mut kinds = Vec::new();
         self.target.buffer.drain(|header, frames, chain| {
             let native = symbolizer.frames(chain, self.settings.user_only);
@@ -496,12 +514,18 @@ impl Worker {
                     stack.insert(java.min(stack.len()), frame);
                 }
                 let count = u64::from(header.count.max(1));
-                stacks.push((stack, count, header.weight.saturating_mul(count)));
+                stacks.push(Drained {
+                    stack,
+                    count,
+                    weight: header.weight.saturating_mul(count),
+                    tid: header.tid,
+                    time_ns: header.time_ns + self.shared.wall_offset_ns,
+                });
             }
         });
         self.shared
             .samples
-            .fetch_add(stacks.iter().map(|s| s.1).sum(), Ordering::Relaxed);
+            .fetch_add(stacks.iter().map(|s| s.count).sum(), Ordering::Relaxed);
         self.shared
             .dropped
             .store(self.target.buffer.dropped(), Ordering::Relaxed);
@@ -513,7 +537,14 @@ impl Worker {
             .profile
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        for (stack, count, weight) in stacks {
+        for Drained {
+            stack,
+            count,
+            weight,
+            tid,
+            time_ns,
+        } in stacks
+        {
             if let Some(Frame {
                 kind: FrameKind::Error,
                 name,
@@ -523,7 +554,16 @@ impl Worker {
                 let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();
                 *profile.metadata.errors.entry(reason).or_default() += count;
             }
-            profile.add_frames(&stack, count, weight);
+            let counts = StackCounts::sampled(count, weight);
+            if self.settings.timeline {
+                let tid = tid as u32;
+                if !profile.thread_names().contains_key(&tid) {
+                    profile.name_thread(tid, self.shared.names.name(tid as i32));
+                }
+                profile.log_frames(&stack, counts, time_ns, tid);
+            } else {
+                profile.add_frame_counts(&stack, counts);
+            }
         }
     }
 

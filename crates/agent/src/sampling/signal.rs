@@ -347,6 +347,7 @@ unsafe fn record(
     };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let time_ns = monotonic_ns();
     let (mut recovered, mut caller_pc) = (recover::NOT_RECOVERED, 0);
     let num_frames = match target.vm_threads.current_jni(target.vm) {
         Some(jni) => {
@@ -385,6 +386,7 @@ unsafe fn record(
     let chain = u16::try_from(chain).unwrap_or(u16::MAX);
     claim.commit(SampleHeader {
         tid,
+        time_ns,
         num_frames,
         weight: target.weight.load(Ordering::Relaxed),
         count,
@@ -395,6 +397,18 @@ unsafe fn record(
         recovered,
         caller_pc,
     });
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (async-signal-safe: clock_gettime is, and the vDSO serves
+/// it without a system call).
+pub fn monotonic_ns() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
 }
 
 /// The interrupted instruction pointer, for telling interpreted, compiled and inlined frames

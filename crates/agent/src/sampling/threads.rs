@@ -202,12 +202,18 @@ impl ThreadNames {
             .contains(&tid)
     }
 
+    /// The thread's name (empty when it has none, or is gone and was never seen).
+    pub fn name(&self, tid: i32) -> String {
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        names
+            .entry(tid)
+            .or_insert_with(|| kernel_name(tid).unwrap_or_default())
+            .clone()
+    }
+
     /// The thread's name, `[name tid=N]` style.
     pub fn label(&self, tid: i32) -> String {
-        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        let name = names
-            .entry(tid)
-            .or_insert_with(|| kernel_name(tid).unwrap_or_default());
+        let name = self.name(tid);
         if name.is_empty() {
             format!("[tid={tid}]")
         } else {
