@@ -384,17 +384,15 @@ impl SiteTable {
         let mut merged: HashMap<Arc<Key>, (Tally, Tally)> = HashMap::new();
         let mut events: HashMap<Arc<Key>, Vec<SiteEvent>> = HashMap::new();
         for shard in &self.shards {
-            let (copy, log): (Vec<(Arc<Key>, Tally)>, Vec<(Arc<Key>, SiteEvent)>) = {
+            let (copy, log) = {
                 let shard = lock(shard);
-                (
-                    shard
-                        .sites
-                        .values()
-                        .flatten()
-                        .map(|(k, t)| (k.clone(), *t))
-                        .collect(),
-                    shard.log.clone(),
-                )
+                let copy: Vec<(Arc<Key>, Tally)> = shard
+                    .sites
+                    .values()
+                    .flatten()
+                    .map(|(k, t)| (k.clone(), *t))
+                    .collect();
+                (copy, shard.log.clone())
             };
             for (key, tally) in copy {
                 let (total, _) = merged.entry(key).or_default();
