@@ -45,6 +45,9 @@ const DEFAULT_DEPTH: usize = 64;
 
 static GATE: Gate = Gate::new();
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
+/// When the running engine started ([`now_ns`]): a wait that began before it (in an
+/// earlier run, whose MonitorContendedEnter left the thread's start behind) is not its own.
+static STARTED_NS: AtomicU64 = AtomicU64::new(0);
 static DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_DEPTH);
 
 thread_local! {
@@ -151,6 +154,7 @@ impl Engine for LockEngine {
             threshold.as_nanos().min(u64::MAX as u128) as u64,
             Ordering::SeqCst,
         );
+        STARTED_NS.store(now_ns(), Ordering::SeqCst);
         DEPTH.store(
             options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
             Ordering::SeqCst,
@@ -283,7 +287,7 @@ unsafe extern "C" fn on_contended_entered(
     crate::entry::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let started = WAIT_START_NS.with(|start| start.replace(0));
-        if started == 0 {
+        if started == 0 || started < STARTED_NS.load(Ordering::Relaxed) {
             return; // began waiting before the engine started
         }
         let waited = now_ns().saturating_sub(started);

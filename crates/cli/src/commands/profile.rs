@@ -125,6 +125,8 @@ struct SamplingArgs {
     jstackdepth: Option<u32>,
     #[arg(long, help = help_of("alluser"))]
     all_user: bool,
+    #[arg(long, help = help_of("timeline"))]
+    timeline: bool,
     #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
     #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
@@ -138,11 +140,11 @@ struct SamplingArgs {
 /// Where and how the profiles are written.
 #[derive(clap::Args)]
 struct OutputArgs {
-    /// Output file; its extension picks the format (.html .pb.gz .speedscope.json .collapsed
-    /// .txt). Give it several times to write one profile in several formats
+    /// Output file; its extension picks the format (.html .pb.gz .jfr .speedscope.json
+    /// .collapsed .txt). Give it several times to write one profile in several formats
     #[arg(short, long)]
     output: Vec<PathBuf>,
-    /// Output format: text, summary, traces, flat, collapsed, html, pprof, speedscope (for
+    /// Output format: text, summary, traces, flat, collapsed, html, pprof, jfr, speedscope (for
     /// stdout, and for output files whose extension names no format)
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
@@ -159,6 +161,28 @@ struct OutputArgs {
     /// Java frames per source line (Class.method:line), not per method
     #[arg(long)]
     lines: bool,
+}
+
+impl OutputArgs {
+    /// The format of each output (stdout: `--format`, else text).
+    fn formats(&self) -> Vec<Format> {
+        if self.output.is_empty() {
+            return vec![self.format.unwrap_or(Format::Text)];
+        }
+        self.output
+            .iter()
+            .map(|path| {
+                Format::from_path(path)
+                    .or(self.format)
+                    .unwrap_or(Format::Text)
+            })
+            .collect()
+    }
+
+    /// Whether a format asked for needs each sample's time and thread (JFR).
+    fn needs_timeline(&self) -> bool {
+        self.formats().contains(&Format::Jfr)
+    }
 }
 
 /// The events `jtap profile` samples.
@@ -292,7 +316,7 @@ fn check_format(path: &Path, format: Option<Format>) -> anyhow::Result<()> {
     if Format::from_path(path).is_none() && format.is_none() {
         return Err(exit::usage(format!(
             "cannot tell the format of {} from its extension (.html .pb.gz .speedscope.json \
-             .collapsed .txt); add one, or give --format",
+             .jfr .collapsed .txt); add one, or give --format",
             path.display()
         )));
     }
@@ -353,6 +377,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
+        timeline: args.timeline,
         alloc: added(Event::Alloc, main, &events, args.alloc_interval),
         exact: args.exact,
         live: args.live,
@@ -412,6 +437,7 @@ fn collect(
     let received = Received::default();
     let mut options = start_options(sampling)?;
     options.duration = Some(duration);
+    options.timeline |= output.needs_timeline();
     let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
     COLLECTING.store(true, Ordering::SeqCst);
     let progress = Progress::new(pid, &options.events(), Some(duration));
@@ -511,6 +537,7 @@ fn launched(
     let received = Received::default();
     let mut options = start_options(sampling)?;
     options.duration = duration;
+    options.timeline |= output.needs_timeline();
     COLLECTING.store(true, Ordering::SeqCst);
     let code = launch::run_with(
         &options,

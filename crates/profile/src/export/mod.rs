@@ -3,6 +3,7 @@
 
 mod collapsed;
 mod html;
+mod jfr;
 mod pprof;
 mod set;
 mod speedscope;
@@ -36,6 +37,8 @@ pub enum Format {
     Pprof,
     /// speedscope JSON.
     Speedscope,
+    /// A JFR recording (`jfr`, JDK Mission Control, IntelliJ).
+    Jfr,
 }
 
 /// How to render.
@@ -85,6 +88,7 @@ impl Format {
         ("html", Format::Html),
         ("pprof", Format::Pprof),
         ("speedscope", Format::Speedscope),
+        ("jfr", Format::Jfr),
     ];
 
     /// Parses a `--format` name.
@@ -106,6 +110,7 @@ impl Format {
             (".collapsed", Format::Collapsed),
             (".folded", Format::Collapsed),
             (".txt", Format::Text),
+            (".jfr", Format::Jfr),
         ];
         by_suffix
             .iter()
@@ -113,11 +118,13 @@ impl Format {
             .map(|(_, f)| *f)
     }
 
-    /// Renders the profile in this format: pprof with every fact of each frame, the others
-    /// with frames as [`Profile::labelled`] shows them.
+    /// Renders the profile in this format: pprof and JFR with every fact of each frame,
+    /// the others with frames as [`Profile::labelled`] shows them.
     pub fn render(self, profile: &Profile, options: &ExportOptions) -> Vec<u8> {
-        if self == Format::Pprof {
-            return pprof::render(&[profile]);
+        match self {
+            Format::Pprof => return pprof::render(&[profile]),
+            Format::Jfr => return jfr::render(&[profile]),
+            _ => {}
         }
         let profile = &profile.labelled(options.lines);
         match self {
@@ -128,6 +135,7 @@ impl Format {
             Format::Flat => text::flat(profile, options).into_bytes(),
             Format::Html => html::render(&[profile], options).into_bytes(),
             Format::Pprof => pprof::render(&[profile]),
+            Format::Jfr => jfr::render(&[profile]),
             Format::Speedscope => speedscope::render(&[profile], options).into_bytes(),
         }
     }

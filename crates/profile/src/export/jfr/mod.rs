@@ -1,0 +1,462 @@
+//! JFR (Java Flight Recorder) recordings, as the JDK's `jfr` tool, JDK Mission Control and
+//! IntelliJ read them: one chunk holding the events of every profile of a session.
+//!
+//! Each logged sample (see [`Profile::logged`]) becomes one event: cpu, itimer and ctimer
+//! samples `jdk.ExecutionSample`, wall-clock samples `profiler.WallClockSample` (as
+//! async-profiler names them), allocation samples `jdk.ObjectAllocationSample` with their
+//! weight in bytes, lock waits `jdk.JavaMonitorEnter` or, when the stack parks,
+//! `jdk.ThreadPark`, with their duration. A profile without an event log (read from a format
+//! without times) gives its stacks' samples at the recording's start.
+//!
+//! Threads are known by their kernel id, which is also written as the Java thread id.
+
+mod chunk;
+mod encoding;
+mod types;
+
+use std::collections::HashMap;
+
+use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId};
+use chunk::{Chunk, Pool};
+use encoding::Out;
+use types::id;
+
+/// The recording of `profiles` (one per event of a session).
+pub fn render(profiles: &[&Profile]) -> Vec<u8> {
+    let start_ns = profiles
+        .iter()
+        .map(|p| p.metadata.start_time_ns)
+        .filter(|&t| t > 0)
+        .min()
+        .unwrap_or(0);
+    let mut recording = Recording::new(start_ns);
+    for (index, profile) in profiles.iter().enumerate() {
+        recording.settings(profile);
+        recording.events(index, profile);
+    }
+    recording.finish()
+}
+
+/// The chunk being written and its constant pools.
+struct Recording {
+    chunk: Chunk,
+    pools: Pools,
+    start_ns: u64,
+}
+
+/// Constant pools, with the keys already given out.
+#[derive(Default)]
+struct Pools {
+    threads: Pool,
+    thread_keys: HashMap<u32, u64>,
+    symbols: Pool,
+    symbol_keys: HashMap<String, u64>,
+    packages: Pool,
+    package_keys: HashMap<String, u64>,
+    classes: Pool,
+    class_keys: HashMap<String, u64>,
+    methods: Pool,
+    method_keys: HashMap<(String, String, String), u64>,
+    stack_traces: Pool,
+    /// By (profile index, stack id).
+    stack_keys: HashMap<(usize, StackId), u64>,
+    frame_types: Pool,
+    thread_states: Pool,
+}
+
+/// Frame types, by the key of their pool entry.
+const FRAME_TYPES: [&str; 6] = [
+    "Interpreted",
+    "JIT compiled",
+    "Inlined",
+    "Native",
+    "C++",
+    "Kernel",
+];
+
+/// Thread states, by the key of their pool entry.
+const THREAD_STATES: [&str; 2] = ["STATE_RUNNABLE", "STATE_SLEEPING"];
+
+/// What kind of event a profile's samples are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Execution,
+    Wall,
+    Allocation,
+    Lock,
+}
+
+impl Kind {
+    fn of(profile: &Profile) -> Option<Kind> {
+        match profile.metadata.event.as_str() {
+            "cpu" | "itimer" | "ctimer" => Some(Kind::Execution),
+            "wall" => Some(Kind::Wall),
+            "alloc" => Some(Kind::Allocation),
+            "lock" => Some(Kind::Lock),
+            _ => None,
+        }
+    }
+}
+
+impl Recording {
+    fn new(start_ns: u64) -> Recording {
+        let mut pools = Pools::default();
+        for name in FRAME_TYPES {
+            let mut entry = Out::default();
+            entry.string(name);
+            pools.frame_types.push(entry);
+        }
+        for name in THREAD_STATES {
+            let mut entry = Out::default();
+            entry.string(name);
+            pools.thread_states.push(entry);
+        }
+        Recording {
+            chunk: Chunk::new(start_ns),
+            pools,
+            start_ns,
+        }
+    }
+
+    /// `jdk.ActiveSetting` events saying how the profile was recorded.
+    fn settings(&mut self, profile: &Profile) {
+        let Some(kind) = Kind::of(profile) else {
+            return;
+        };
+        let event = match kind {
+            Kind::Execution => id::EXECUTION_SAMPLE,
+            Kind::Wall => id::WALL_CLOCK_SAMPLE,
+            Kind::Allocation => id::ALLOCATION_SAMPLE,
+            Kind::Lock => id::MONITOR_ENTER,
+        };
+        let metadata = &profile.metadata;
+        let interval = match kind {
+            Kind::Allocation => format!("{} bytes", metadata.interval),
+            _ => format!("{} ns", metadata.interval),
+        };
+        let settings = [
+            ("enabled", "true".to_string()),
+            ("engine", metadata.engine.clone()),
+            (
+                if kind == Kind::Lock {
+                    "threshold"
+                } else {
+                    "period"
+                },
+                interval,
+            ),
+        ];
+        for (name, value) in settings {
+            let mut fields = Out::default();
+            fields.long(self.start_ns as i64);
+            fields.long(event as i64);
+            fields.string(name);
+            fields.string(&value);
+            self.chunk.event(id::ACTIVE_SETTING, self.start_ns, &fields);
+        }
+    }
+
+    /// The profile's samples as events.
+    fn events(&mut self, index: usize, profile: &Profile) {
+        let Some(kind) = Kind::of(profile) else {
+            return;
+        };
+        if profile.logged().is_empty() {
+            let stacks: Vec<(StackId, StackCounts)> = profile
+                .stacks_by_id()
+                .enumerate()
+                .map(|(id, (_, counts))| (id as StackId, counts))
+                .collect();
+            for (stack, counts) in stacks {
+                for _ in 0..counts.samples {
+                    let one = StackCounts {
+                        samples: 1,
+                        weight: counts.weight / counts.samples.max(1),
+                        events: counts.events / counts.samples.max(1),
+                    };
+                    self.event(kind, index, profile, self.start_ns, 0, stack, one);
+                }
+            }
+            return;
+        }
+        for sample in profile.logged() {
+            let times = if kind == Kind::Execution {
+                sample.counts.samples.max(1)
+            } else {
+                1
+            };
+            for _ in 0..times {
+                self.event(
+                    kind,
+                    index,
+                    profile,
+                    sample.time_ns,
+                    sample.tid,
+                    sample.stack,
+                    sample.counts,
+                );
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &mut self,
+        kind: Kind,
+        index: usize,
+        profile: &Profile,
+        time_ns: u64,
+        tid: u32,
+        stack: StackId,
+        counts: StackCounts,
+    ) {
+        let frames: Vec<&Frame> = profile
+            .stack(stack)
+            .iter()
+            .map(|&f| profile.frame(f))
+            .collect();
+        let state = frames
+            .iter()
+            .rev()
+            .find(|f| f.kind == FrameKind::Thread && f.name == "[sleeping]")
+            .map_or(0, |_| 1);
+        let leaf_class = frames
+            .last()
+            .filter(|f| f.kind == FrameKind::Class)
+            .map(|f| f.name.clone());
+        let thread = self.pools.thread(tid, profile);
+        let trace = self.pools.stack_trace(index, stack, &frames);
+        let mut fields = Out::default();
+        let type_id = match kind {
+            Kind::Execution | Kind::Wall => {
+                fields.long(time_ns as i64);
+                fields.varint(thread);
+                fields.varint(trace);
+                fields.varint(state);
+                if kind == Kind::Wall {
+                    fields.long(counts.samples as i64);
+                    id::WALL_CLOCK_SAMPLE
+                } else {
+                    id::EXECUTION_SAMPLE
+                }
+            }
+            Kind::Allocation => {
+                let class = self
+                    .pools
+                    .class(leaf_class.as_deref().unwrap_or("[unknown]"));
+                fields.long(time_ns as i64);
+                fields.varint(thread);
+                fields.varint(trace);
+                fields.varint(class);
+                fields.long(counts.weight as i64);
+                id::ALLOCATION_SAMPLE
+            }
+            Kind::Lock => {
+                let class = self
+                    .pools
+                    .class(leaf_class.as_deref().unwrap_or("[unknown]"));
+                let parks = frames.iter().any(|f| {
+                    f.name.ends_with("LockSupport.park")
+                        || f.name.ends_with("LockSupport.parkNanos")
+                        || f.name.ends_with("Unsafe.park")
+                });
+                // The wait is recorded when it ends.
+                fields.long(time_ns.saturating_sub(counts.weight) as i64);
+                fields.long(counts.weight as i64);
+                fields.varint(thread);
+                fields.varint(trace);
+                fields.varint(class);
+                if parks {
+                    id::THREAD_PARK
+                } else {
+                    id::MONITOR_ENTER
+                }
+            }
+        };
+        self.chunk.event(type_id, time_ns, &fields);
+    }
+
+    fn finish(self) -> Vec<u8> {
+        let p = &self.pools;
+        self.chunk.finish(&[
+            (id::THREAD, &p.threads),
+            (id::SYMBOL, &p.symbols),
+            (id::PACKAGE, &p.packages),
+            (id::CLASS, &p.classes),
+            (id::METHOD, &p.methods),
+            (id::STACK_TRACE, &p.stack_traces),
+            (id::FRAME_TYPE, &p.frame_types),
+            (id::THREAD_STATE, &p.thread_states),
+        ])
+    }
+}
+
+impl Pools {
+    fn symbol(&mut self, s: &str) -> u64 {
+        if let Some(&key) = self.symbol_keys.get(s) {
+            return key;
+        }
+        let mut entry = Out::default();
+        entry.string(s);
+        let key = self.symbols.push(entry);
+        self.symbol_keys.insert(s.to_string(), key);
+        key
+    }
+
+    fn thread(&mut self, tid: u32, profile: &Profile) -> u64 {
+        if let Some(&key) = self.thread_keys.get(&tid) {
+            return key;
+        }
+        let name = profile
+            .thread_names()
+            .get(&tid)
+            .cloned()
+            .unwrap_or_else(|| format!("tid={tid}"));
+        let mut entry = Out::default();
+        entry.string(&name);
+        entry.long(i64::from(tid));
+        entry.string(&name);
+        entry.long(i64::from(tid));
+        let key = self.threads.push(entry);
+        self.thread_keys.insert(tid, key);
+        key
+    }
+
+    fn package(&mut self, internal: &str) -> u64 {
+        if let Some(&key) = self.package_keys.get(internal) {
+            return key;
+        }
+        let name = self.symbol(internal);
+        let mut entry = Out::default();
+        entry.varint(name);
+        let key = self.packages.push(entry);
+        self.package_keys.insert(internal.to_string(), key);
+        key
+    }
+
+    /// A class by its Java name (`java.lang.String`, `int[]`), written in the JVM's
+    /// internal form (`java/lang/String`, `[I`).
+    fn class(&mut self, java_name: &str) -> u64 {
+        if let Some(&key) = self.class_keys.get(java_name) {
+            return key;
+        }
+        let internal = internal_name(java_name);
+        let package = internal
+            .rsplit_once('/')
+            .filter(|_| !internal.starts_with('['))
+            .map_or("", |(package, _)| package)
+            .to_string();
+        let name = self.symbol(&internal);
+        let package = self.package(&package);
+        let mut entry = Out::default();
+        entry.varint(name);
+        entry.varint(package);
+        entry.long(1); // public
+        entry.boolean(false);
+        let key = self.classes.push(entry);
+        self.class_keys.insert(java_name.to_string(), key);
+        key
+    }
+
+    fn method(&mut self, class: &str, name: &str, descriptor: &str) -> u64 {
+        let k = (class.to_string(), name.to_string(), descriptor.to_string());
+        if let Some(&key) = self.method_keys.get(&k) {
+            return key;
+        }
+        let class = self.class(class);
+        let name = self.symbol(name);
+        let descriptor = self.symbol(descriptor);
+        let mut entry = Out::default();
+        entry.varint(class);
+        entry.varint(name);
+        entry.varint(descriptor);
+        entry.long(1); // public
+        entry.boolean(false);
+        let key = self.methods.push(entry);
+        self.method_keys.insert(k, key);
+        key
+    }
+
+    /// The stack trace of stack `stack` of profile `index` (`frames` root first; thread,
+    /// state and class frames are not code and are left out).
+    fn stack_trace(&mut self, index: usize, stack: StackId, frames: &[&Frame]) -> u64 {
+        if let Some(&key) = self.stack_keys.get(&(index, stack)) {
+            return key;
+        }
+        let code: Vec<&&Frame> = frames
+            .iter()
+            .rev()
+            .filter(|f| !matches!(f.kind, FrameKind::Thread | FrameKind::Class))
+            .collect();
+        let mut entry = Out::default();
+        entry.boolean(false);
+        entry.varint(code.len() as u64);
+        for frame in code {
+            let (class, method) = match (frame.class(), frame.method()) {
+                (Some(class), Some(method)) if frame.kind.is_java() => (class, method),
+                _ => ("", frame.name.as_str()),
+            };
+            // Readers parse the descriptor: one they can read when the frame has none.
+            let descriptor = frame.signature.as_deref().unwrap_or("()V");
+            let method = self.method(class, method, descriptor);
+            let frame_type = match frame.kind {
+                FrameKind::Interpreted => 0,
+                FrameKind::Compiled => 1,
+                FrameKind::Inlined => 2,
+                FrameKind::Native | FrameKind::Error => 3,
+                FrameKind::Cpp => 4,
+                FrameKind::Kernel => 5,
+                FrameKind::Thread | FrameKind::Class => unreachable!("filtered out above"),
+            };
+            entry.varint(method);
+            entry.long(frame.line.map_or(-1, i64::from));
+            entry.long(-1); // bytecode index: not kept
+            entry.varint(frame_type);
+        }
+        let key = self.stack_traces.push(entry);
+        self.stack_keys.insert((index, stack), key);
+        key
+    }
+}
+
+/// `java.lang.String` → `java/lang/String`; `int[]` → `[I`; `java.lang.String[][]` →
+/// `[[Ljava/lang/String;`.
+fn internal_name(java_name: &str) -> String {
+    let mut name = java_name;
+    let mut dimensions = 0;
+    while let Some(element) = name.strip_suffix("[]") {
+        name = element;
+        dimensions += 1;
+    }
+    if dimensions == 0 {
+        return name.replace('.', "/");
+    }
+    let element = match name {
+        "boolean" => "Z".to_string(),
+        "byte" => "B".to_string(),
+        "char" => "C".to_string(),
+        "short" => "S".to_string(),
+        "int" => "I".to_string(),
+        "long" => "J".to_string(),
+        "float" => "F".to_string(),
+        "double" => "D".to_string(),
+        class => format!("L{};", class.replace('.', "/")),
+    };
+    format!("{}{element}", "[".repeat(dimensions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_names_take_the_jvms_internal_form() {
+        assert_eq!(internal_name("java.lang.String"), "java/lang/String");
+        assert_eq!(internal_name("int[]"), "[I");
+        assert_eq!(
+            internal_name("java.lang.String[][]"),
+            "[[Ljava/lang/String;"
+        );
+        assert_eq!(internal_name("Main$Inner"), "Main$Inner");
+    }
+}
