@@ -1,0 +1,228 @@
+//! JFR output, read by the JDK's own `jfr` tool of every JDK of the matrix: one session of
+//! cpu, alloc, lock and wall on the 1:2:4 workload written as JFR and as collapsed stacks;
+//! the recording holds as many events of each kind as jtap reported samples, and the same
+//! samples per method (cpu, wall), bytes per class (alloc) and time waited per method (lock)
+//! as the collapsed files of the same session.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{agent_library, jtap};
+use jtap_testkit::{jdks, JavaProcess, Jdk};
+
+/// The events of `types` in `recording`, as `jfr print --json` of the JDK gives them.
+fn jfr_events(jdk: &Jdk, recording: &Path, types: &str) -> Vec<serde_json::Value> {
+    let output = Command::new(jdk.home.join("bin/jfr"))
+        .args(["print", "--json", "--stack-depth", "64", "--events", types])
+        .arg(recording)
+        .output()
+        .expect("run jfr");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "JDK {}: jfr print failed: {}",
+        jdk.version,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("JDK {}: {e}: {text}", jdk.version));
+    json["recording"]["events"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `pkg.Class.method` of each frame of an event's stack, top first.
+fn methods(event: &serde_json::Value) -> Vec<String> {
+    event["values"]["stackTrace"]["frames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|frame| {
+            let method = &frame["method"];
+            let class = method["type"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .replace('/', ".");
+            format!("{class}.{}", method["name"].as_str().unwrap_or(""))
+        })
+        .collect()
+}
+
+/// For each name, the sum of `value` over events whose stack has a frame containing it.
+fn jfr_sums(
+    events: &[serde_json::Value],
+    names: &[&str],
+    value: impl Fn(&serde_json::Value) -> u64,
+) -> Vec<u64> {
+    names
+        .iter()
+        .map(|name| {
+            events
+                .iter()
+                .filter(|e| methods(e).iter().any(|m| m.contains(name)))
+                .map(&value)
+                .sum()
+        })
+        .collect()
+}
+
+/// For each name, the sum of the counts of collapsed stacks with a frame containing it.
+fn collapsed_sums(path: &Path, names: &[&str]) -> Vec<u64> {
+    let stacks = common::collapsed_file(path);
+    names
+        .iter()
+        .map(|name| {
+            stacks
+                .iter()
+                .filter(|(frames, _)| frames.iter().any(|f| f.contains(name)))
+                .map(|(_, n)| n)
+                .sum()
+        })
+        .collect()
+}
+
+/// `jtap: cpu: 321 samples (...)` lines of a run's stderr, by event.
+fn reported_samples(stderr: &str) -> BTreeMap<String, u64> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("jtap: ")?;
+            let (event, rest) = rest.split_once(": ")?;
+            let samples = rest.strip_suffix(')')?.split(" samples").next()?;
+            Some((event.to_string(), samples.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Nanoseconds of an ISO-8601 duration as `jfr print --json` writes them (`PT0.001234S`).
+fn duration_ns(value: &serde_json::Value) -> u64 {
+    let text = value.as_str().unwrap_or("");
+    let seconds: f64 = text
+        .strip_prefix("PT")
+        .and_then(|t| t.strip_suffix('S'))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("not a PT…S duration: {text}"));
+    (seconds * 1e9).round() as u64
+}
+
+#[test]
+fn a_session_as_jfr_holds_what_its_collapsed_files_hold() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    let burn = ["Burn.burnOne", "Burn.burnTwo", "Burn.burnFour"];
+    let waits = ["Mixed.waitOne", "Mixed.waitTwo", "Mixed.waitFour"];
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
+        let pid = jvm.pid().to_string();
+        std::thread::sleep(Duration::from_millis(1000));
+        let recording = dir.path().join(format!("{}.jfr", jdk.version));
+        let collapsed = dir.path().join(format!("{}.collapsed", jdk.version));
+        let run = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "cpu,alloc,lock",
+            "--wall",
+            "20ms",
+            "-d",
+            "3s",
+            "--timeout",
+            "30s",
+            "-o",
+            recording.to_str().unwrap(),
+            "-o",
+            collapsed.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, 0, "JDK {}: {run:?}", jdk.version);
+        let reported = reported_samples(&run.stderr);
+        let file = |event: &str| {
+            dir.path()
+                .join(format!("{}.{event}.collapsed", jdk.version))
+        };
+
+        let cpu = jfr_events(jdk, &recording, "jdk.ExecutionSample");
+        assert_eq!(
+            Some(&(cpu.len() as u64)),
+            reported.get("cpu"),
+            "JDK {}: {run:?}",
+            jdk.version
+        );
+        assert_eq!(
+            jfr_sums(&cpu, &burn, |_| 1),
+            collapsed_sums(&file("cpu"), &burn),
+            "JDK {}: cpu samples per method",
+            jdk.version
+        );
+        assert!(
+            cpu.iter()
+                .all(|e| e["values"]["sampledThread"]["osThreadId"].as_u64() > Some(0)),
+            "JDK {}: every sample has its thread",
+            jdk.version
+        );
+
+        let wall = jfr_events(jdk, &recording, "profiler.WallClockSample");
+        let wall_samples = |e: &serde_json::Value| e["values"]["samples"].as_u64().unwrap_or(0);
+        assert_eq!(
+            Some(&wall.iter().map(wall_samples).sum::<u64>()),
+            reported.get("wall"),
+            "JDK {}",
+            jdk.version
+        );
+        assert_eq!(
+            jfr_sums(&wall, &burn, wall_samples),
+            collapsed_sums(&file("wall"), &burn),
+            "JDK {}: wall samples per method",
+            jdk.version
+        );
+
+        // Bytes per class: the class is the collapsed stacks' leaf and the event's objectClass.
+        let alloc = jfr_events(jdk, &recording, "jdk.ObjectAllocationSample");
+        assert_eq!(
+            Some(&(alloc.len() as u64)),
+            reported.get("alloc"),
+            "JDK {}",
+            jdk.version
+        );
+        let mut jfr_bytes = BTreeMap::<String, u64>::new();
+        for event in &alloc {
+            let class = event["values"]["objectClass"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            *jfr_bytes.entry(class).or_default() += event["values"]["weight"].as_u64().unwrap();
+        }
+        let mut collapsed_bytes = BTreeMap::<String, u64>::new();
+        for (frames, bytes) in common::collapsed_file(&file("alloc")) {
+            let class = frames.last().cloned().unwrap_or_default();
+            *collapsed_bytes.entry(class).or_default() += bytes;
+        }
+        for (internal, java) in [("[I", "int[]"), ("[J", "long[]"), ("[B", "byte[]")] {
+            let (from_jfr, from_collapsed) = (jfr_bytes.get(internal), collapsed_bytes.get(java));
+            assert!(
+                from_jfr.is_some() && from_jfr == from_collapsed,
+                "JDK {}: {java}: {from_jfr:?} bytes in the JFR, {from_collapsed:?} collapsed",
+                jdk.version
+            );
+        }
+
+        let lock = jfr_events(jdk, &recording, "jdk.JavaMonitorEnter,jdk.ThreadPark");
+        assert_eq!(
+            Some(&(lock.len() as u64)),
+            reported.get("lock"),
+            "JDK {}",
+            jdk.version
+        );
+        assert_eq!(
+            jfr_sums(&lock, &waits, |e| duration_ns(&e["values"]["duration"])),
+            collapsed_sums(&file("lock"), &waits),
+            "JDK {}: time waited per method",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
