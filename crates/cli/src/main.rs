@@ -130,14 +130,23 @@ enum Command {
                             jtap profile 1234 -e cpu,alloc,lock --wall 20ms -o app.html   (several events in one page)\n  \
                             jtap profile start 1234 -e itimer; jtap profile dump 1234 -o now.pb.gz; jtap profile stop 1234\n  \
                             jtap profile -o app.html -- java -jar app.jar\n\n\
-                            Output format: --format, else the -o file's extension (.html .pb.gz .speedscope.json \
-                            .collapsed .txt), else a text report on stdout."
+                            Output format: --format, else the -o file's extension (.html .pb.gz .jfr \
+                            .speedscope.json .collapsed .txt), else a text report on stdout."
     )]
     Profile {
         #[command(flatten)]
         profile: Box<commands::profile::ProfileArgs>,
         #[command(flatten)]
         attach: AttachArgs,
+    },
+    /// Convert a recording (JFR from jtap, the JDK or async-profiler; collapsed stacks) into
+    /// flame graphs, pprof, JFR, ...
+    #[command(after_help = "Examples:\n  jtap convert app.jfr -o app.html\n  \
+                            jtap convert app.jfr -e alloc --from 30s --to 60s -o alloc.pb.gz\n  \
+                            jtap convert app.jfr --threads -I 'com\\.acme\\.' -o acme.collapsed")]
+    Convert {
+        #[command(flatten)]
+        args: Box<commands::convert::ConvertArgs>,
     },
     /// Allocation sites ranked by live bytes (HPROF-style SITES report from heap sampling)
     #[command(
@@ -173,7 +182,7 @@ enum Command {
     /// For each call of an entry method, a tree of the calls inside it with their times
     #[command(
         after_help = "Each node: <offset ms from entry start> [<total ms> (<self ms>), <% of parent>, <% of root>] - <method>.\n\
-                            Examples:\n  jtap calltree 1234 com.acme.Api::handle -n 3\n  \
+                            Examples:\n  jtap calltree 1234 com.acme.Api::handle --depth 3 -n 5\n  \
                             jtap calltree 1234 com.acme.Api::handle --inner 'com.acme.*::*' --threshold 50ms"
     )]
     Calltree {
@@ -247,6 +256,7 @@ fn main() {
         } => commands::heap::run(pid, live, top, json, attach.timeout),
         Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
+        Command::Convert { args } => commands::convert::run(&args),
         Command::Profile { profile, attach } => commands::profile::run(*profile, attach.timeout),
         Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),
         Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),

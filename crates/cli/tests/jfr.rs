@@ -1,8 +1,11 @@
-//! JFR output, read by the JDK's own `jfr` tool of every JDK of the matrix: one session of
-//! cpu, alloc, lock and wall on the 1:2:4 workload written as JFR and as collapsed stacks;
-//! the recording holds as many events of each kind as jtap reported samples, and the same
-//! samples per method (cpu, wall), bytes per class (alloc) and time waited per method (lock)
-//! as the collapsed files of the same session.
+//! JFR in and out on every JDK of the matrix.
+//! - Out: one session of cpu, alloc, lock and wall on the 1:2:4 workload written as JFR and
+//!   as collapsed stacks; the JDK's own `jfr` tool reads as many events of each kind as jtap
+//!   reported samples, and the same samples per method (cpu, wall), bytes per class (alloc)
+//!   and time waited per method (lock) as the collapsed files of the same session.
+//! - In: `jtap convert` of the JDK's own recording (`-XX:StartFlightRecording`) and of
+//!   async-profiler's gives the samples per method and bytes per class that `jfr print` reads
+//!   in them; filters by event and time range.
 
 mod common;
 
@@ -225,4 +228,157 @@ fn a_session_as_jfr_holds_what_its_collapsed_files_hold() {
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
+}
+
+/// Checks that `jtap convert` of `recording` gives, for cpu and alloc, what the JDK's `jfr`
+/// reads in it: samples per Burn method and bytes per array class.
+fn convert_agrees_with_jfr_print(jdk: &Jdk, recording: &Path, dir: &Path, what: &str) {
+    let burn = ["Burn.burnOne", "Burn.burnTwo", "Burn.burnFour"];
+    let out = dir.join(format!("{what}.collapsed"));
+    let run = jtap([
+        "convert",
+        recording.to_str().unwrap(),
+        "-e",
+        "cpu,alloc",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{what}: {run:?}");
+    let cpu = jfr_events(jdk, recording, "jdk.ExecutionSample");
+    let from_jfr = jfr_sums(&cpu, &burn, |_| 1);
+    assert!(
+        from_jfr[2] > 0,
+        "{what}: no samples in burnFour: {from_jfr:?}"
+    );
+    assert_eq!(
+        collapsed_sums(&dir.join(format!("{what}.cpu.collapsed")), &burn),
+        from_jfr,
+        "{what}: cpu samples per method"
+    );
+    let alloc = jfr_events(
+        jdk,
+        recording,
+        "jdk.ObjectAllocationSample,jdk.ObjectAllocationInNewTLAB,jdk.ObjectAllocationOutsideTLAB",
+    );
+    let mut from_jfr = BTreeMap::<String, u64>::new();
+    for event in &alloc {
+        let values = &event["values"];
+        let bytes = ["weight", "tlabSize", "allocationSize"]
+            .iter()
+            .find_map(|f| values[*f].as_u64())
+            .unwrap_or(0);
+        let class = values["objectClass"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        *from_jfr.entry(class).or_default() += bytes;
+    }
+    let mut converted = BTreeMap::<String, u64>::new();
+    for (frames, bytes) in common::collapsed_file(&dir.join(format!("{what}.alloc.collapsed"))) {
+        *converted
+            .entry(frames.last().cloned().unwrap_or_default())
+            .or_default() += bytes;
+    }
+    for (internal, java) in [("[I", "int[]"), ("[J", "long[]"), ("[B", "byte[]")] {
+        assert!(
+            from_jfr.contains_key(internal) && from_jfr.get(internal) == converted.get(java),
+            "{what}: {java}: {:?} bytes by jfr print, {:?} converted",
+            from_jfr.get(internal),
+            converted.get(java)
+        );
+    }
+    // A time range keeps fewer samples, an event choice only that event.
+    let first_second = jtap([
+        "convert",
+        recording.to_str().unwrap(),
+        "-e",
+        "cpu",
+        "--to",
+        "1s",
+        "--format",
+        "collapsed",
+    ]);
+    let kept: u64 = common::collapsed(&first_second.stdout)
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        first_second.code == 0 && kept > 0 && kept < cpu.len() as u64,
+        "{what}: --to 1s kept {kept} of {}: {first_second:?}",
+        cpu.len()
+    );
+}
+
+#[test]
+fn convert_reads_the_jdks_own_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let recording = dir.path().join(format!("jdk{}.jfr", jdk.version));
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Mixed")
+            .jvm_arg(format!(
+                "-XX:StartFlightRecording=duration=4s,settings=profile,filename={}",
+                recording.display()
+            ))
+            .start();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        // The JVM writes the file when the recording ends; `jfr summary` reads it once whole.
+        let readable = || {
+            Command::new(jdk.home.join("bin/jfr"))
+                .arg("summary")
+                .arg(&recording)
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        while !recording.exists() || !readable() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "JDK {}: no recording",
+                jdk.version
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        convert_agrees_with_jfr_print(jdk, &recording, dir.path(), &format!("jdk{}", jdk.version));
+        let missing = jtap(["convert", recording.to_str().unwrap(), "-e", "wall"]);
+        assert!(
+            missing.code == 2 && missing.stderr.contains("holds no wall samples"),
+            "JDK {}: {missing:?}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+/// async-profiler's asprof, from `ASPROF` or the anchor beside the repository.
+fn asprof() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("ASPROF")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            jtap_testkit::repo_root().join("../shared/anchors/async-profiler/bin/asprof")
+        });
+    path.exists().then_some(path)
+}
+
+#[test]
+fn convert_reads_async_profilers_recordings() {
+    let Some(asprof) = asprof() else {
+        eprintln!("SKIPPED: no async-profiler (set ASPROF to its bin/asprof)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let jdk = jdks()
+        .iter()
+        .find(|j| j.version == 17)
+        .unwrap_or(&jdks()[0]);
+    let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
+    std::thread::sleep(Duration::from_millis(1000));
+    let recording = dir.path().join("async-profiler.jfr");
+    let status = Command::new(&asprof)
+        .args(["-e", "cpu,alloc,lock", "-d", "3", "-f"])
+        .arg(&recording)
+        .arg(jvm.pid().to_string())
+        .output()
+        .expect("run asprof");
+    assert!(status.status.success(), "{status:?}");
+    convert_agrees_with_jfr_print(jdk, &recording, dir.path(), "async-profiler");
+    assert!(jvm.is_running());
 }

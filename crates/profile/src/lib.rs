@@ -10,10 +10,14 @@
 #![deny(missing_docs)]
 
 pub mod export;
+pub mod import;
+mod jfr;
 mod model;
+mod select;
 
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
 pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
     MAX_LOGGED,
 };
+pub use select::Selection;

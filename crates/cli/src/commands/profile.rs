@@ -139,7 +139,7 @@ struct SamplingArgs {
 
 /// Where and how the profiles are written.
 #[derive(clap::Args)]
-struct OutputArgs {
+pub struct OutputArgs {
     /// Output file; its extension picks the format (.html .pb.gz .jfr .speedscope.json
     /// .collapsed .txt). Give it several times to write one profile in several formats
     #[arg(short, long)]
@@ -177,6 +177,11 @@ impl OutputArgs {
                     .unwrap_or(Format::Text)
             })
             .collect()
+    }
+
+    /// Refuses an output whose format neither its extension nor `--format` says.
+    pub fn check(&self) -> anyhow::Result<()> {
+        check_output(self)
     }
 
     /// Whether a format asked for needs each sample's time and thread (JFR).
@@ -557,7 +562,7 @@ fn launched(
 /// Renders the profiles (one per event) as asked and writes them: atomically to each `-o`
 /// file (printing the paths; formats that hold one event get a file per event), else to
 /// stdout.
-fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<()> {
+pub fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<()> {
     let options = ExportOptions {
         annotate: args.annotate,
         counter: args.counter,
@@ -595,7 +600,7 @@ fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<()>
             metadata.engine,
             metadata.duration_ns as f64 / 1e9
         );
-        if metadata.event == "cpu" && !metadata.engine.is_empty() && metadata.engine != "cpu" {
+        if metadata.event == "cpu" && matches!(metadata.engine.as_str(), "itimer" | "ctimer") {
             eprintln!(
                 "jtap: perf_event_open is not allowed in the JVM's process (a container's seccomp profile, or kernel.perf_event_paranoid): -e cpu fell back to {}, without native or kernel frames",
                 metadata.engine

@@ -3,7 +3,6 @@
 
 mod collapsed;
 mod html;
-mod jfr;
 mod pprof;
 mod set;
 mod speedscope;
@@ -123,7 +122,7 @@ impl Format {
     pub fn render(self, profile: &Profile, options: &ExportOptions) -> Vec<u8> {
         match self {
             Format::Pprof => return pprof::render(&[profile]),
-            Format::Jfr => return jfr::render(&[profile]),
+            Format::Jfr => return crate::jfr::write(&[profile]),
             _ => {}
         }
         let profile = &profile.labelled(options.lines);
@@ -135,7 +134,7 @@ impl Format {
             Format::Flat => text::flat(profile, options).into_bytes(),
             Format::Html => html::render(&[profile], options).into_bytes(),
             Format::Pprof => pprof::render(&[profile]),
-            Format::Jfr => jfr::render(&[profile]),
+            Format::Jfr => crate::jfr::write(&[profile]),
             Format::Speedscope => speedscope::render(&[profile], options).into_bytes(),
         }
     }

@@ -70,11 +70,6 @@ impl Out {
     }
 
     /// See [`Out::fixed_u16`].
-    pub fn fixed_u32(&mut self, value: u32) {
-        self.bytes.extend_from_slice(&value.to_be_bytes());
-    }
-
-    /// See [`Out::fixed_u16`].
     pub fn fixed_u64(&mut self, value: u64) {
         self.bytes.extend_from_slice(&value.to_be_bytes());
     }

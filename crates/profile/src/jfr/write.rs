@@ -1,5 +1,4 @@
-//! JFR (Java Flight Recorder) recordings, as the JDK's `jfr` tool, JDK Mission Control and
-//! IntelliJ read them: one chunk holding the events of every profile of a session.
+//! Profiles as a JFR recording: one chunk holding the events of every profile of a session.
 //!
 //! Each logged sample (see [`Profile::logged`]) becomes one event: cpu, itimer and ctimer
 //! samples `jdk.ExecutionSample`, wall-clock samples `profiler.WallClockSample` (as
@@ -10,16 +9,12 @@
 //!
 //! Threads are known by their kernel id, which is also written as the Java thread id.
 
-mod chunk;
-mod encoding;
-mod types;
-
 use std::collections::HashMap;
 
+use super::chunk::{Chunk, Pool};
+use super::encoding::Out;
+use super::types::id;
 use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId};
-use chunk::{Chunk, Pool};
-use encoding::Out;
-use types::id;
 
 /// The recording of `profiles` (one per event of a session).
 pub fn render(profiles: &[&Profile]) -> Vec<u8> {

@@ -1,0 +1,109 @@
+//! Profiles read back from files: JFR recordings (jtap's, the JDK's, async-profiler's) and
+//! collapsed stacks (jtap's, async-profiler's, FlameGraph's), for `jtap convert` and
+//! `jtap diff`.
+
+use std::path::Path;
+
+use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
+
+/// The profiles in `bytes` (one per event), read as the content says: a JFR recording by its
+/// magic, else collapsed stacks, whose event the file name may say (`out.alloc.collapsed`).
+pub fn read(bytes: &[u8], path: &Path) -> Result<Vec<Profile>, String> {
+    if crate::jfr::is_recording(bytes) {
+        return crate::jfr::read(bytes);
+    }
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        return Err("pprof input is not read yet; convert from JFR or collapsed stacks".into());
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| "neither a JFR recording nor collapsed stacks (not text)".to_string())?;
+    collapsed(text, &event_of(path))
+}
+
+/// `out.alloc.collapsed` → `alloc`; any other name → `cpu`.
+fn event_of(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    ["cpu", "wall", "alloc", "lock", "itimer", "ctimer", "live"]
+        .into_iter()
+        .find(|event| name.contains(&format!(".{event}.")))
+        .unwrap_or("cpu")
+        .to_string()
+}
+
+/// `frame;frame;frame count` lines; a frame's `_[j]`-style suffix gives its kind.
+fn collapsed(text: &str, event: &str) -> Result<Vec<Profile>, String> {
+    let mut profile = Profile::new(Metadata {
+        event: event.to_string(),
+        engine: "collapsed".into(),
+        weight_unit: match event {
+            "alloc" | "live" => "bytes",
+            _ => "nanoseconds",
+        }
+        .into(),
+        ..Metadata::default()
+    });
+    let weighted = matches!(event, "alloc" | "live" | "lock");
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() {
+            continue;
+        }
+        let (stack, count) = line
+            .rsplit_once(' ')
+            .and_then(|(stack, count)| Some((stack, count.parse::<u64>().ok()?)))
+            .ok_or_else(|| format!("line {}: not `frame;frame count`: {line}", number + 1))?;
+        let frames: Vec<Frame> = stack.split(';').map(frame).collect();
+        // Collapsed files hold one number: samples, or bytes and time for alloc and lock.
+        let counts = match weighted {
+            true => StackCounts {
+                samples: 1,
+                weight: count,
+                events: 1,
+            },
+            false => StackCounts::sampled(count, 0),
+        };
+        profile.add_frame_counts(&frames, counts);
+    }
+    Ok(vec![profile])
+}
+
+/// A collapsed frame: async-profiler's suffixes name the kind (`_[j]` compiled, `_[i]`
+/// inlined, `_[0]` interpreted, `_[k]` kernel, `_[n]` native).
+fn frame(text: &str) -> Frame {
+    let suffixes = [
+        ("_[j]", FrameKind::Compiled),
+        ("_[i]", FrameKind::Inlined),
+        ("_[0]", FrameKind::Interpreted),
+        ("_[k]", FrameKind::Kernel),
+        ("_[n]", FrameKind::Native),
+    ];
+    for (suffix, kind) in suffixes {
+        if let Some(name) = text.strip_suffix(suffix) {
+            return Frame::new(name, kind);
+        }
+    }
+    let kind = if text.contains('.') && !text.contains(".so") {
+        FrameKind::Compiled
+    } else {
+        FrameKind::Native
+    };
+    Frame::new(text, kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapsed_stacks_read_back_with_kinds_and_event() {
+        let text = "a.Main.main_[0];a.Main.work_[j] 3\na.Main.main_[0] 1\n";
+        let profiles = read(text.as_bytes(), Path::new("x.wall.collapsed")).unwrap();
+        let profile = &profiles[0];
+        assert_eq!(profile.metadata.event, "wall");
+        assert_eq!(profile.total_samples(), 4);
+        assert_eq!(profile.frame(1).kind, FrameKind::Compiled);
+        assert_eq!(profile.frame(0).name, "a.Main.main");
+        let err = read(b"no count here\n", Path::new("x.collapsed")).unwrap_err();
+        assert!(err.starts_with("line 1:"), "{err}");
+    }
+}

@@ -1,0 +1,106 @@
+//! JFR (Java Flight Recorder) recordings, the format the JDK's `jfr` tool, JDK Mission
+//! Control, IntelliJ and async-profiler share: jtap writes them ([`write`]) and reads its own,
+//! the JDK's and async-profiler's ([`read`]).
+//!
+//! - [`encoding`]: varints and strings.
+//! - [`types`]: the types jtap declares in the recordings it writes.
+//! - [`chunk`]: a chunk's header, constant pools and metadata, written.
+
+mod chunk;
+mod encoding;
+mod read;
+mod types;
+mod write;
+
+pub use read::{is_recording, read};
+pub use write::render as write;
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
+
+    fn profile(event: &str, leaf: Option<&str>) -> Profile {
+        let mut profile = Profile::new(Metadata {
+            event: event.into(),
+            engine: event.into(),
+            interval: 1_000_000,
+            start_time_ns: 1_700_000_000_000_000_000,
+            ..Metadata::default()
+        });
+        let main = Frame::java(
+            "app.Main.main",
+            FrameKind::Interpreted,
+            Some("([Ljava/lang/String;)V".into()),
+            Some(3),
+        );
+        let work = Frame::java(
+            "app.Main.work",
+            FrameKind::Inlined,
+            Some("()V".into()),
+            Some(9),
+        );
+        let mut stack = vec![main, work, Frame::new("memcpy", FrameKind::Native)];
+        if let Some(class) = leaf {
+            stack.pop();
+            stack.push(Frame::new(class, FrameKind::Class));
+        }
+        let ids: Vec<u32> = stack.into_iter().map(|f| profile.intern(f)).collect();
+        profile.log(
+            &ids,
+            StackCounts::sampled(1, 64),
+            1_700_000_000_100_000_000,
+            42,
+        );
+        profile.log(
+            &ids[..2],
+            StackCounts::sampled(1, 32),
+            1_700_000_000_200_000_000,
+            43,
+        );
+        profile.name_thread(42, "worker");
+        profile
+    }
+
+    #[test]
+    fn a_written_recording_reads_back_with_its_frames_times_and_threads() {
+        let cpu = profile("cpu", None);
+        let alloc = profile("alloc", Some("java.lang.String[]"));
+        let lock = profile("lock", Some("java.lang.Object"));
+        let bytes = super::write(&[&cpu, &alloc, &lock]);
+        let back = super::read(&bytes).unwrap();
+        let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
+        assert_eq!(events, ["cpu", "alloc", "lock"]);
+        for (read, written) in back.iter().zip([&cpu, &alloc, &lock]) {
+            assert_eq!(read.logged().len(), 2);
+            assert_eq!(
+                read.logged()
+                    .iter()
+                    .map(|s| (s.time_ns, s.tid))
+                    .collect::<Vec<_>>(),
+                written
+                    .logged()
+                    .iter()
+                    .map(|s| (s.time_ns, s.tid))
+                    .collect::<Vec<_>>()
+            );
+            assert_eq!(read.thread_names()[&42], "worker");
+            let frames: Vec<&Frame> = read
+                .stack(read.logged()[0].stack)
+                .iter()
+                .map(|&f| read.frame(f))
+                .collect();
+            let written_frames: Vec<&Frame> = written
+                .stack(written.logged()[0].stack)
+                .iter()
+                .map(|&f| written.frame(f))
+                .collect();
+            assert_eq!(frames, written_frames, "{}", read.metadata.event);
+        }
+        assert_eq!(
+            back[0].metadata.interval, 1_000_000,
+            "the period, from the settings"
+        );
+        assert_eq!(back[1].total_weight(), 96, "bytes");
+        assert_eq!(back[2].total_weight(), 96, "time waited");
+    }
+}

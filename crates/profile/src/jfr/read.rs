@@ -1,0 +1,799 @@
+//! Recordings as profiles: every chunk's metadata says how its records are laid out, so one
+//! generic decoder reads jtap's recordings, the JDK's (`JFR.start`,
+//! `-XX:StartFlightRecording`, JDK 11 to 25) and async-profiler's. The samples of the events
+//! profiles are made of become one profile per kind, each sample logged with its time and
+//! thread:
+//!
+//! | events | profile |
+//! |---|---|
+//! | `jdk.ExecutionSample` | `cpu` |
+//! | `profiler.WallClockSample` | `wall` |
+//! | `jdk.NativeMethodSample` | `native` |
+//! | `jdk.ObjectAllocationSample`, `jdk.ObjectAllocationInNewTLAB`/`OutsideTLAB` | `alloc` (bytes) |
+//! | `jdk.JavaMonitorEnter`, `jdk.ThreadPark` | `lock` (time waited) |
+//!
+//! Every other event is skipped by its size.
+
+use std::collections::HashMap;
+
+use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
+use super::encoding::{string, In, Malformed};
+use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
+
+/// Whether `bytes` start like a JFR recording.
+pub fn is_recording(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// The profiles of a recording, one per kind of sample it holds (in the order of the table
+/// of the module doc).
+pub fn read(bytes: &[u8]) -> Result<Vec<Profile>, String> {
+    let mut profiles = Profiles::default();
+    let mut at = 0;
+    while at < bytes.len() {
+        let size = read_chunk(bytes, at, &mut profiles).map_err(|Malformed(why)| {
+            format!("not a readable JFR recording: {why} (chunk at byte {at})")
+        })?;
+        at += size;
+    }
+    Ok(profiles.finish())
+}
+
+/// A decoded value.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Null,
+    Long(i64),
+    Double(f64),
+    Bool(bool),
+    Str(String),
+    /// A constant-pool reference: type id and key.
+    Ref(u64, u64),
+    /// An object of a type: its fields in the metadata's order.
+    Object(u64, Vec<Value>),
+    Array(Vec<Value>),
+}
+
+/// A type of the chunk's metadata.
+#[derive(Debug, Default)]
+struct Class {
+    name: String,
+    fields: Vec<Field>,
+    /// A primitive (or `java.lang.String`), read by name.
+    primitive: Option<Primitive>,
+}
+
+#[derive(Debug)]
+struct Field {
+    name: String,
+    type_id: u64,
+    pooled: bool,
+    array: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Primitive {
+    Boolean,
+    Byte,
+    Char,
+    Integer,
+    Float,
+    Double,
+    String,
+}
+
+impl Primitive {
+    fn of(name: &str) -> Option<Primitive> {
+        Some(match name {
+            "boolean" => Primitive::Boolean,
+            "byte" => Primitive::Byte,
+            "char" => Primitive::Char,
+            "short" | "int" | "long" => Primitive::Integer,
+            "float" => Primitive::Float,
+            "double" => Primitive::Double,
+            "java.lang.String" => Primitive::String,
+            _ => return None,
+        })
+    }
+}
+
+/// One chunk's types and constant pools.
+struct Chunk {
+    compressed: bool,
+    types: HashMap<u64, Class>,
+    string_type: Option<u64>,
+    pools: HashMap<(u64, u64), Value>,
+    start_ns: i64,
+    start_ticks: i64,
+    ticks_per_second: i64,
+}
+
+/// Guards against malformed nesting.
+const MAX_DEPTH: usize = 32;
+
+impl Chunk {
+    fn int(&self, input: &mut In) -> Result<i64, Malformed> {
+        if self.compressed {
+            input.long()
+        } else {
+            Ok(input.fixed_u64()? as i64)
+        }
+    }
+
+    fn read_string(&self, input: &mut In) -> Result<Value, Malformed> {
+        Ok(match input.byte()? {
+            string::NULL => Value::Null,
+            string::EMPTY => Value::Str(String::new()),
+            string::CONSTANT => Value::Ref(
+                self.string_type.unwrap_or(u64::MAX),
+                self.int(input)? as u64,
+            ),
+            string::UTF8 => {
+                let n = input.count()?;
+                Value::Str(String::from_utf8_lossy(input.take(n)?).into_owned())
+            }
+            string::CHARS => {
+                let n = input.count()?;
+                let mut units = Vec::with_capacity(n);
+                for _ in 0..n {
+                    units.push(self.int(input)? as u16);
+                }
+                Value::Str(String::from_utf16_lossy(&units))
+            }
+            string::LATIN1 => {
+                let n = input.count()?;
+                Value::Str(input.take(n)?.iter().map(|&b| char::from(b)).collect())
+            }
+            other => return Err(Malformed(format!("string encoding {other}"))),
+        })
+    }
+
+    /// A value of type `type_id` (a constant-pool reference when `pooled`).
+    fn read_value(
+        &self,
+        input: &mut In,
+        type_id: u64,
+        pooled: bool,
+        depth: usize,
+    ) -> Result<Value, Malformed> {
+        if depth > MAX_DEPTH {
+            return Err(Malformed("values nested too deep".into()));
+        }
+        if pooled {
+            return Ok(Value::Ref(type_id, self.int(input)? as u64));
+        }
+        let class = self
+            .types
+            .get(&type_id)
+            .ok_or_else(|| Malformed(format!("unknown type {type_id}")))?;
+        Ok(match class.primitive {
+            Some(Primitive::Boolean) => Value::Bool(input.byte()? != 0),
+            Some(Primitive::Byte) => Value::Long(i64::from(input.byte()? as i8)),
+            Some(Primitive::Char | Primitive::Integer) => Value::Long(self.int(input)?),
+            Some(Primitive::Float) => Value::Double(f64::from(f32::from_bits(input.fixed_u32()?))),
+            Some(Primitive::Double) => Value::Double(f64::from_bits(input.fixed_u64()?)),
+            Some(Primitive::String) => self.read_string(input)?,
+            None => {
+                let mut fields = Vec::with_capacity(class.fields.len());
+                for field in &class.fields {
+                    fields.push(self.read_field(input, field, depth + 1)?);
+                }
+                Value::Object(type_id, fields)
+            }
+        })
+    }
+
+    fn read_field(&self, input: &mut In, field: &Field, depth: usize) -> Result<Value, Malformed> {
+        if !field.array {
+            return self.read_value(input, field.type_id, field.pooled, depth);
+        }
+        let n = self.int(input)?;
+        let n = usize::try_from(n).map_err(|_| Malformed(format!("array of {n}")))?;
+        let mut values = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            values.push(self.read_value(input, field.type_id, field.pooled, depth)?);
+        }
+        Ok(Value::Array(values))
+    }
+
+    /// Follows constant-pool references (a missing entry reads as null).
+    fn deref<'v>(&'v self, mut value: &'v Value) -> &'v Value {
+        for _ in 0..MAX_DEPTH {
+            match value {
+                Value::Ref(type_id, key) => match self.pools.get(&(*type_id, *key)) {
+                    Some(next) => value = next,
+                    None => return &Value::Null,
+                },
+                _ => return value,
+            }
+        }
+        &Value::Null
+    }
+
+    /// Field `name` of an object (after references).
+    fn get<'v>(&'v self, value: &'v Value, name: &str) -> &'v Value {
+        match self.deref(value) {
+            Value::Object(type_id, fields) => self
+                .types
+                .get(type_id)
+                .and_then(|class| class.fields.iter().position(|f| f.name == name))
+                .and_then(|i| fields.get(i))
+                .map_or(&Value::Null, |v| self.deref(v)),
+            _ => &Value::Null,
+        }
+    }
+
+    /// A string, also through a one-field object (a symbol).
+    fn text(&self, value: &Value) -> Option<String> {
+        match self.deref(value) {
+            Value::Str(s) => Some(s.clone()),
+            Value::Object(_, fields) if fields.len() == 1 => self.text(&fields[0]),
+            _ => None,
+        }
+    }
+
+    fn long(&self, value: &Value) -> Option<i64> {
+        match self.deref(value) {
+            Value::Long(n) => Some(*n),
+            Value::Double(d) => Some(*d as i64),
+            _ => None,
+        }
+    }
+
+    /// Nanoseconds since the epoch of a tick count.
+    fn time_ns(&self, ticks: i64) -> u64 {
+        let elapsed = (ticks - self.start_ticks) as i128 * 1_000_000_000
+            / i128::from(self.ticks_per_second.max(1));
+        (i128::from(self.start_ns) + elapsed).max(0) as u64
+    }
+
+    /// Nanoseconds of a duration in ticks.
+    fn duration_ns(&self, ticks: i64) -> u64 {
+        (ticks.max(0) as i128 * 1_000_000_000 / i128::from(self.ticks_per_second.max(1))) as u64
+    }
+}
+
+/// Reads the chunk at `at`; returns its size.
+fn read_chunk(bytes: &[u8], at: usize, profiles: &mut Profiles) -> Result<usize, Malformed> {
+    let mut header = In::new(bytes, at);
+    if header.take(4)? != MAGIC {
+        return Err(Malformed("no FLR magic".into()));
+    }
+    let major = header.fixed_u16()?;
+    let _minor = header.fixed_u16()?;
+    if !(1..=2).contains(&major) {
+        return Err(Malformed(format!("version {major} is not one jtap reads")));
+    }
+    let size = header.fixed_u64()? as usize;
+    let _constant_pools = header.fixed_u64()?;
+    let metadata_at = header.fixed_u64()? as usize;
+    let start_ns = header.fixed_u64()? as i64;
+    let duration_ns = header.fixed_u64()?;
+    let start_ticks = header.fixed_u64()? as i64;
+    let ticks_per_second = header.fixed_u64()? as i64;
+    let flags = header.fixed_u32()?;
+    let end = at
+        .checked_add(size)
+        .filter(|&end| end <= bytes.len() && size >= HEADER_SIZE)
+        .ok_or_else(|| Malformed(format!("chunk size {size} past the end of the file")))?;
+    let bytes = &bytes[..end];
+    let mut chunk = Chunk {
+        // JDK 11's chunks say nothing and compress; later ones set the flag.
+        compressed: major == 2 && (flags & u32::from(COMPRESSED_INTS) != 0 || flags == 0),
+        types: HashMap::new(),
+        string_type: None,
+        pools: HashMap::new(),
+        start_ns,
+        start_ticks,
+        ticks_per_second,
+    };
+    read_metadata(&mut chunk, &mut In::new(bytes, at + metadata_at))?;
+    // Every record in order: checkpoints first (events refer to any of them), then events.
+    let mut records = Vec::new();
+    let mut input = In::new(bytes, at + HEADER_SIZE);
+    while input.at < end {
+        let start = input.at;
+        let record_size = chunk.int(&mut input)? as usize;
+        if record_size == 0 || start + record_size > end {
+            return Err(Malformed(format!(
+                "record size {record_size} at byte {start}"
+            )));
+        }
+        let type_id = chunk.int(&mut input)? as u64;
+        records.push((start, type_id, input.at));
+        input.at = start + record_size;
+    }
+    for &(_, type_id, body) in &records {
+        if type_id == CHECKPOINT {
+            read_checkpoint(&mut chunk, &mut In::new(bytes, body))?;
+        }
+    }
+    let settings = Settings::of(&chunk, bytes, &records)?;
+    profiles.stacks.clear(); // keys are the chunk's own
+    for &(_, type_id, body) in &records {
+        if let Some(kind) = chunk.types.get(&type_id).and_then(|c| Kind::of(&c.name)) {
+            let class = &chunk.types[&type_id];
+            let mut input = In::new(bytes, body);
+            let mut fields = Vec::with_capacity(class.fields.len());
+            for field in &class.fields {
+                fields.push(chunk.read_field(&mut input, field, 0)?);
+            }
+            profiles.add(&chunk, kind, &Value::Object(type_id, fields), &settings);
+        }
+    }
+    profiles.covered(start_ns.max(0) as u64, duration_ns);
+    Ok(size)
+}
+
+/// The metadata record: the string table, then the element tree.
+fn read_metadata(chunk: &mut Chunk, input: &mut In) -> Result<(), Malformed> {
+    let _size = chunk.int(input)?;
+    if chunk.int(input)? as u64 != METADATA {
+        return Err(Malformed("the metadata offset holds no metadata".into()));
+    }
+    for _ in 0..3 {
+        chunk.int(input)?; // start, duration, metadata id
+    }
+    let count = input.count()?;
+    let mut strings = Vec::with_capacity(count);
+    for _ in 0..count {
+        strings.push(match chunk.read_string(input)? {
+            Value::Str(s) => s,
+            _ => String::new(),
+        });
+    }
+    let root = read_element(chunk, input, &strings, 0)?;
+    for metadata in root.children.iter().filter(|e| e.name == "metadata") {
+        for class in metadata.children.iter().filter(|e| e.name == "class") {
+            let id: u64 = class
+                .attribute("id")
+                .and_then(|id| id.parse().ok())
+                .ok_or_else(|| Malformed("a class without id".into()))?;
+            let name = class.attribute("name").unwrap_or_default().to_string();
+            let fields = class
+                .children
+                .iter()
+                .filter(|e| e.name == "field")
+                .map(|f| Field {
+                    name: f.attribute("name").unwrap_or_default().to_string(),
+                    type_id: f
+                        .attribute("class")
+                        .and_then(|c| c.parse().ok())
+                        .unwrap_or(u64::MAX),
+                    pooled: f.attribute("constantPool") == Some("true"),
+                    array: f.attribute("dimension") == Some("1"),
+                })
+                .collect();
+            if name == "java.lang.String" {
+                chunk.string_type = Some(id);
+            }
+            let primitive = Primitive::of(&name);
+            chunk.types.insert(
+                id,
+                Class {
+                    name,
+                    fields,
+                    primitive,
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// An element of the metadata tree.
+struct Element<'s> {
+    name: &'s str,
+    attributes: Vec<(&'s str, &'s str)>,
+    children: Vec<Element<'s>>,
+}
+
+impl<'s> Element<'s> {
+    fn attribute(&self, key: &str) -> Option<&'s str> {
+        self.attributes
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+}
+
+fn read_element<'s>(
+    chunk: &Chunk,
+    input: &mut In,
+    strings: &'s [String],
+    depth: usize,
+) -> Result<Element<'s>, Malformed> {
+    if depth > MAX_DEPTH {
+        return Err(Malformed("metadata nested too deep".into()));
+    }
+    let string = |input: &mut In| -> Result<&'s str, Malformed> {
+        let i = chunk.int(input)? as usize;
+        strings
+            .get(i)
+            .map(String::as_str)
+            .ok_or_else(|| Malformed(format!("metadata string {i} out of range")))
+    };
+    let name = string(input)?;
+    let count = input.count()?;
+    let mut attributes = Vec::with_capacity(count);
+    for _ in 0..count {
+        attributes.push((string(input)?, string(input)?));
+    }
+    let count = input.count()?;
+    let mut children = Vec::with_capacity(count);
+    for _ in 0..count {
+        children.push(read_element(chunk, input, strings, depth + 1)?);
+    }
+    Ok(Element {
+        name,
+        attributes,
+        children,
+    })
+}
+
+/// A checkpoint: start, duration, delta to the previous one, its kind, then the pools.
+fn read_checkpoint(chunk: &mut Chunk, input: &mut In) -> Result<(), Malformed> {
+    for _ in 0..3 {
+        chunk.int(input)?;
+    }
+    input.byte()?; // flush / checkpoint kind
+    let pools = chunk.int(input)?;
+    for _ in 0..pools {
+        let type_id = chunk.int(input)? as u64;
+        let count = chunk.int(input)?;
+        for _ in 0..count {
+            let key = chunk.int(input)? as u64;
+            let value = chunk.read_value(input, type_id, false, 0)?;
+            chunk.pools.insert((type_id, key), value);
+        }
+    }
+    Ok(())
+}
+
+/// What kind of profile an event type feeds.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+enum Kind {
+    Cpu,
+    Wall,
+    Native,
+    Alloc,
+    Lock,
+}
+
+impl Kind {
+    fn of(event: &str) -> Option<Kind> {
+        Some(match event {
+            "jdk.ExecutionSample" => Kind::Cpu,
+            "profiler.WallClockSample" => Kind::Wall,
+            "jdk.NativeMethodSample" => Kind::Native,
+            "jdk.ObjectAllocationSample"
+            | "jdk.ObjectAllocationInNewTLAB"
+            | "jdk.ObjectAllocationOutsideTLAB" => Kind::Alloc,
+            "jdk.JavaMonitorEnter" | "jdk.ThreadPark" => Kind::Lock,
+            _ => return None,
+        })
+    }
+
+    fn event(self) -> &'static str {
+        match self {
+            Kind::Cpu => "cpu",
+            Kind::Wall => "wall",
+            Kind::Native => "native",
+            Kind::Alloc => "alloc",
+            Kind::Lock => "lock",
+        }
+    }
+
+    fn weight_unit(self) -> &'static str {
+        match self {
+            Kind::Alloc => "bytes",
+            _ => "nanoseconds",
+        }
+    }
+}
+
+/// What the recording's `jdk.ActiveSetting` events state, by kind: sampling periods (ns) and,
+/// in jtap's recordings, the engine that ran.
+#[derive(Default)]
+struct Settings {
+    periods: HashMap<Kind, u64>,
+    engines: HashMap<Kind, String>,
+}
+
+impl Settings {
+    fn of(
+        chunk: &Chunk,
+        bytes: &[u8],
+        records: &[(usize, u64, usize)],
+    ) -> Result<Settings, Malformed> {
+        let mut settings = Settings::default();
+        for &(_, type_id, body) in records {
+            let Some(class) = chunk.types.get(&type_id) else {
+                continue;
+            };
+            if class.name != "jdk.ActiveSetting" {
+                continue;
+            }
+            let mut input = In::new(bytes, body);
+            let mut fields = Vec::new();
+            for field in &class.fields {
+                fields.push(chunk.read_field(&mut input, field, 0)?);
+            }
+            let setting = Value::Object(type_id, fields);
+            let event = chunk.long(chunk.get(&setting, "id")).unwrap_or(-1) as u64;
+            let name = chunk.text(chunk.get(&setting, "name")).unwrap_or_default();
+            let value = chunk.text(chunk.get(&setting, "value")).unwrap_or_default();
+            let kind = chunk.types.get(&event).and_then(|c| Kind::of(&c.name));
+            let Some(kind) = kind else { continue };
+            match (name.as_str(), period_ns(&value)) {
+                ("period" | "interval" | "threshold", Some(ns)) => {
+                    settings.periods.insert(kind, ns);
+                }
+                ("engine", _) => {
+                    settings.engines.insert(kind, value);
+                }
+                _ => {}
+            }
+        }
+        Ok(settings)
+    }
+}
+
+/// `20 ms`, `10000000 ns`, `1 s`, `10ms` as nanoseconds.
+fn period_ns(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return None,
+    };
+    Some((number * scale) as u64)
+}
+
+/// The profiles being built, and per chunk the stacks already converted.
+#[derive(Default)]
+struct Profiles {
+    by_kind: Vec<(Kind, Profile)>,
+    start_ns: Option<u64>,
+    end_ns: u64,
+    /// The chunk's stacks already converted: (kind, stack trace key) → frames root first.
+    stacks: HashMap<(Kind, u64), Vec<FrameId>>,
+}
+
+impl Profiles {
+    fn profile(&mut self, kind: Kind, settings: &Settings) -> &mut Profile {
+        let i = match self.by_kind.iter().position(|(k, _)| *k == kind) {
+            Some(i) => i,
+            None => {
+                let metadata = Metadata {
+                    event: kind.event().into(),
+                    engine: settings
+                        .engines
+                        .get(&kind)
+                        .cloned()
+                        .unwrap_or_else(|| kind.event().into()),
+                    interval: settings.periods.get(&kind).copied().unwrap_or(0),
+                    weight_unit: kind.weight_unit().into(),
+                    ..Metadata::default()
+                };
+                self.by_kind.push((kind, Profile::new(metadata)));
+                self.by_kind.len() - 1
+            }
+        };
+        &mut self.by_kind[i].1
+    }
+
+    fn add(&mut self, chunk: &Chunk, kind: Kind, event: &Value, settings: &Settings) {
+        let time = chunk.time_ns(
+            chunk
+                .long(chunk.get(event, "startTime"))
+                .unwrap_or(chunk.start_ticks),
+        );
+        let thread = ["sampledThread", "eventThread"]
+            .iter()
+            .map(|name| chunk.get(event, name))
+            .find(|v| **v != Value::Null)
+            .unwrap_or(&Value::Null);
+        let tid = chunk.long(chunk.get(thread, "osThreadId")).unwrap_or(0) as u32;
+        let thread_name = chunk
+            .text(chunk.get(thread, "javaName"))
+            .filter(|n| !n.is_empty())
+            .or_else(|| chunk.text(chunk.get(thread, "osName")));
+        let duration = chunk.duration_ns(chunk.long(chunk.get(event, "duration")).unwrap_or(0));
+        // A wait is logged when it ends, as the lock engine records it.
+        let time = time + duration;
+        let period = settings.periods.get(&kind).copied().unwrap_or(0);
+        let (counts, class) = match kind {
+            Kind::Cpu | Kind::Native => (StackCounts::sampled(1, period), None),
+            Kind::Wall => {
+                let samples = chunk.long(chunk.get(event, "samples")).unwrap_or(1).max(1) as u64;
+                (StackCounts::sampled(samples, samples * period), None)
+            }
+            Kind::Alloc => {
+                let bytes = ["weight", "tlabSize", "allocationSize"]
+                    .iter()
+                    .find_map(|name| chunk.long(chunk.get(event, name)))
+                    .unwrap_or(0)
+                    .max(0) as u64;
+                (StackCounts::sampled(1, bytes), Some("objectClass"))
+            }
+            Kind::Lock => {
+                let class = if chunk.get(event, "monitorClass") != &Value::Null {
+                    "monitorClass"
+                } else {
+                    "parkedClass"
+                };
+                (StackCounts::sampled(1, duration), Some(class))
+            }
+        };
+        let class_name = class.map(|field| {
+            let class = chunk.get(event, field);
+            chunk
+                .text(chunk.get(class, "name"))
+                .map_or_else(|| "[unknown]".to_string(), |n| java_name(&n))
+        });
+        let trace_ref = match event {
+            Value::Object(type_id, fields) => chunk
+                .types
+                .get(type_id)
+                .and_then(|c| c.fields.iter().position(|f| f.name == "stackTrace"))
+                .and_then(|i| fields.get(i))
+                .cloned(),
+            _ => None,
+        };
+        let key = match &trace_ref {
+            Some(Value::Ref(_, key)) => Some(*key),
+            _ => None,
+        };
+        let mut stack = match key.and_then(|key| self.stacks.get(&(kind, key))) {
+            Some(stack) => stack.clone(),
+            None => {
+                let frames = frames(chunk, trace_ref.as_ref().unwrap_or(&Value::Null));
+                let profile = self.profile(kind, settings);
+                let ids: Vec<FrameId> = frames.into_iter().map(|f| profile.intern(f)).collect();
+                if let Some(key) = key {
+                    self.stacks.insert((kind, key), ids.clone());
+                }
+                ids
+            }
+        };
+        let profile = self.profile(kind, settings);
+        if let Some(class) = class_name {
+            stack.push(profile.intern(Frame::new(class, FrameKind::Class)));
+        }
+        if let Some(name) = thread_name {
+            if !profile.thread_names().contains_key(&tid) {
+                profile.name_thread(tid, name);
+            }
+        }
+        profile.log(&stack, counts, time, tid);
+        self.start_ns = Some(self.start_ns.map_or(time, |s| s.min(time)));
+        self.end_ns = self.end_ns.max(time);
+    }
+
+    fn covered(&mut self, start_ns: u64, duration_ns: u64) {
+        self.start_ns = Some(self.start_ns.map_or(start_ns, |s| s.min(start_ns)));
+        self.end_ns = self.end_ns.max(start_ns + duration_ns);
+    }
+
+    fn finish(mut self) -> Vec<Profile> {
+        self.by_kind.sort_by_key(|(kind, _)| *kind);
+        let start = self.start_ns.unwrap_or(0);
+        self.by_kind
+            .into_iter()
+            .map(|(_, mut profile)| {
+                profile.metadata.start_time_ns = start;
+                profile.metadata.duration_ns = self.end_ns.saturating_sub(start);
+                profile
+            })
+            .collect()
+    }
+}
+
+/// A stack trace's frames, root first.
+fn frames(chunk: &Chunk, trace: &Value) -> Vec<Frame> {
+    let Value::Array(frames) = chunk.get(trace, "frames") else {
+        return Vec::new();
+    };
+    let mut stack: Vec<Frame> = frames
+        .iter()
+        .map(|frame| {
+            let method = chunk.get(frame, "method");
+            let class = chunk
+                .text(chunk.get(chunk.get(method, "type"), "name"))
+                .unwrap_or_default();
+            let name = chunk.text(chunk.get(method, "name")).unwrap_or_default();
+            let descriptor = chunk
+                .text(chunk.get(method, "descriptor"))
+                .filter(|d| !d.is_empty());
+            let line = chunk
+                .long(chunk.get(frame, "lineNumber"))
+                .filter(|&l| l > 0)
+                .map(|l| l as u32);
+            let kind = match chunk.text(chunk.get(frame, "type")).as_deref() {
+                Some("Interpreted") => FrameKind::Interpreted,
+                Some("Inlined") => FrameKind::Inlined,
+                Some("Native") => FrameKind::Native,
+                Some("C++") => FrameKind::Cpp,
+                Some("Kernel") => FrameKind::Kernel,
+                _ => FrameKind::Compiled,
+            };
+            if class.is_empty() || !kind.is_java() {
+                return Frame::new(
+                    if class.is_empty() {
+                        name
+                    } else {
+                        format!("{}.{name}", java_name(&class))
+                    },
+                    kind,
+                );
+            }
+            Frame::java(
+                format!("{}.{name}", java_name(&class)),
+                kind,
+                descriptor,
+                line,
+            )
+        })
+        .collect();
+    stack.reverse();
+    stack
+}
+
+/// `java/lang/String` → `java.lang.String`; `[I` → `int[]`; `[Ljava/lang/Object;` →
+/// `java.lang.Object[]`.
+fn java_name(internal: &str) -> String {
+    let dimensions = internal.bytes().take_while(|&b| b == b'[').count();
+    if dimensions == 0 {
+        return internal.replace('/', ".");
+    }
+    let element = &internal[dimensions..];
+    let element = match element {
+        "Z" => "boolean".to_string(),
+        "B" => "byte".to_string(),
+        "C" => "char".to_string(),
+        "S" => "short".to_string(),
+        "I" => "int".to_string(),
+        "J" => "long".to_string(),
+        "F" => "float".to_string(),
+        "D" => "double".to_string(),
+        class => class
+            .strip_prefix('L')
+            .and_then(|c| c.strip_suffix(';'))
+            .unwrap_or(class)
+            .replace('/', "."),
+    };
+    format!("{element}{}", "[]".repeat(dimensions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_and_names_read_as_settings_and_pools_write_them() {
+        assert_eq!(period_ns("20 ms"), Some(20_000_000));
+        assert_eq!(period_ns("10000000 ns"), Some(10_000_000));
+        assert_eq!(period_ns("1 s"), Some(1_000_000_000));
+        assert_eq!(period_ns("off"), None);
+        assert_eq!(java_name("[I"), "int[]");
+        assert_eq!(java_name("[[Ljava/lang/String;"), "java.lang.String[][]");
+        assert_eq!(
+            java_name("java/util/HashMap$Node"),
+            "java.util.HashMap$Node"
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(read(b"FLR\0\x00\x02\x00\x00").is_err());
+        let mut bytes = b"FLR\0\x00\x02\x00\x00".to_vec();
+        bytes.extend_from_slice(&[0xff; 80]);
+        assert!(read(&bytes).is_err());
+    }
+}

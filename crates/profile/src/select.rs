@@ -1,0 +1,143 @@
+//! Choosing part of a profile: a time range, stacks with (or without) a frame matching a
+//! pattern, and thread names as root frames: what `jtap convert` filters by.
+
+use regex::Regex;
+
+use crate::model::{Frame, FrameId, FrameKind, Profile};
+
+/// Which samples to keep, and whether each stack gets its thread as root frame.
+#[derive(Debug, Default, Clone)]
+pub struct Selection {
+    /// Keep samples taken at least this long after the profile's start (ns).
+    pub from_ns: Option<u64>,
+    /// Keep samples taken before this long after the profile's start (ns).
+    pub to_ns: Option<u64>,
+    /// Keep only stacks with a frame matching this.
+    pub include: Option<Regex>,
+    /// Drop stacks with a frame matching this.
+    pub exclude: Option<Regex>,
+    /// Put each sample's thread (`[name tid=N]`) at the root of its stack.
+    pub threads: bool,
+}
+
+impl Selection {
+    /// Whether it needs each sample's time and thread.
+    fn needs_log(&self) -> bool {
+        self.from_ns.is_some() || self.to_ns.is_some() || self.threads
+    }
+
+    fn keeps(&self, frames: &[&Frame]) -> bool {
+        let any = |re: &Regex| frames.iter().any(|f| re.is_match(&f.name));
+        self.include.as_ref().is_none_or(any) && !self.exclude.as_ref().is_some_and(any)
+    }
+}
+
+impl Profile {
+    /// The part of the profile `selection` keeps. A time range or threads need the event
+    /// log; a profile without one (read from collapsed stacks) cannot give them.
+    pub fn select(&self, selection: &Selection) -> Result<Profile, String> {
+        let frames_of =
+            |stack: &[FrameId]| -> Vec<&Frame> { stack.iter().map(|&id| self.frame(id)).collect() };
+        let mut selected = Profile::new(self.metadata.clone());
+        if self.logged().is_empty() {
+            if selection.needs_log() {
+                return Err(format!(
+                    "the {} profile has no sample times or threads (a JFR recording has them)",
+                    self.metadata.event
+                ));
+            }
+            for (stack, counts) in self.stacks_by_id() {
+                let frames = frames_of(stack);
+                if selection.keeps(&frames) {
+                    let frames: Vec<Frame> = frames.into_iter().cloned().collect();
+                    selected.add_frame_counts(&frames, counts);
+                }
+            }
+            return Ok(selected);
+        }
+        let start = self.metadata.start_time_ns;
+        let from = start.saturating_add(selection.from_ns.unwrap_or(0));
+        let to = selection
+            .to_ns
+            .map_or(u64::MAX, |to| start.saturating_add(to));
+        for sample in self.logged() {
+            if sample.time_ns < from || sample.time_ns >= to {
+                continue;
+            }
+            let frames = frames_of(self.stack(sample.stack));
+            if !selection.keeps(&frames) {
+                continue;
+            }
+            let mut stack: Vec<Frame> = Vec::with_capacity(frames.len() + 1);
+            let name = self.thread_names().get(&sample.tid);
+            if selection.threads {
+                let label = match name {
+                    Some(name) if !name.is_empty() => format!("[{name} tid={}]", sample.tid),
+                    _ => format!("[tid={}]", sample.tid),
+                };
+                stack.push(Frame::new(label, FrameKind::Thread));
+            }
+            stack.extend(frames.into_iter().cloned());
+            selected.log_frames(&stack, sample.counts, sample.time_ns, sample.tid);
+            if let Some(name) = name {
+                selected.name_thread(sample.tid, name.clone());
+            }
+        }
+        if selection.from_ns.is_some() || selection.to_ns.is_some() {
+            let end = start.saturating_add(self.metadata.duration_ns).min(to);
+            selected.metadata.start_time_ns = from;
+            selected.metadata.duration_ns = end.saturating_sub(from);
+        }
+        Ok(selected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Metadata, StackCounts};
+
+    #[test]
+    fn selects_by_time_pattern_and_thread() {
+        let mut p = Profile::new(Metadata {
+            event: "cpu".into(),
+            start_time_ns: 1_000,
+            duration_ns: 100,
+            ..Metadata::default()
+        });
+        let a = [p.intern(Frame::new("app.A.run", FrameKind::Compiled))];
+        let b = [p.intern(Frame::new("app.B.run", FrameKind::Compiled))];
+        p.log(&a, StackCounts::sampled(1, 1), 1_010, 1);
+        p.log(&b, StackCounts::sampled(1, 1), 1_050, 2);
+        p.log(&a, StackCounts::sampled(1, 1), 1_090, 1);
+        p.name_thread(1, "main");
+        let late = p
+            .select(&Selection {
+                from_ns: Some(40),
+                ..Selection::default()
+            })
+            .unwrap();
+        assert_eq!(late.total_samples(), 2);
+        assert_eq!(
+            (late.metadata.start_time_ns, late.metadata.duration_ns),
+            (1_040, 60)
+        );
+        let only_a = p
+            .select(&Selection {
+                include: Some(Regex::new("A\\.run").unwrap()),
+                threads: true,
+                ..Selection::default()
+            })
+            .unwrap();
+        assert_eq!(only_a.total_samples(), 2);
+        assert_eq!(only_a.frame(only_a.stack(0)[0]).name, "[main tid=1]");
+        let mut counted = Profile::default();
+        counted.add_frames(&[Frame::new("x", FrameKind::Native)], 3, 3);
+        assert!(counted
+            .select(&Selection {
+                threads: true,
+                ..Selection::default()
+            })
+            .is_err());
+    }
+}
