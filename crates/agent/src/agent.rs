@@ -19,6 +19,7 @@ use jtap_protocol::{
 
 use crate::channel::Channel;
 use crate::engine::{self, Context, Engine, Report, Resource};
+use crate::rotation::Rotation;
 use crate::sampling;
 use crate::session::{self, Session};
 use crate::thread::Vm;
@@ -70,6 +71,31 @@ struct Recording {
     deadline: Option<Instant>,
     owner: Option<Arc<Session>>,
     file: Option<String>,
+    /// `loop=`: the files of its periods.
+    rotation: Option<Rotation>,
+}
+
+impl Recording {
+    /// Where its results go now: `file=`, or with `loop=` the next file of its pattern.
+    fn next_file(&mut self) -> Option<String> {
+        match &mut self.rotation {
+            Some(rotation) => Some(rotation.next_file()),
+            None => self.file.clone(),
+        }
+    }
+
+    /// Writes results to `file` (rendered by its extension); with `loop=`, older files
+    /// beyond `keep=` are deleted. Failures go to the agent's log: nobody waits for them.
+    fn write(&mut self, file: &str, reports: &[Report]) {
+        match write_reports(file, reports) {
+            Ok(written) => {
+                if let Some(rotation) = &mut self.rotation {
+                    rotation.written(&written).iter().for_each(|e| log!("{e}"));
+                }
+            }
+            Err(e) => log!("recording {}: {e}", self.id),
+        }
+    }
 }
 
 /// One engine of a recording.
@@ -402,7 +428,14 @@ impl Agent {
             deadline: options.duration.map(|d| Instant::now() + d),
             owner: owner.clone(),
             file: options.file.clone(),
+            rotation: options
+                .rotate
+                .zip(options.file.as_deref())
+                .map(|(period, pattern)| Rotation::new(period, pattern, options.keep)),
         });
+        if options.rotate.is_some() {
+            self.rotate_every_period(id);
+        }
         if let Some(session) = owner {
             session.send_frame(Frame::Started(names.clone()));
             if phase_live {
@@ -512,21 +545,82 @@ impl Agent {
     fn stop_recording(
         &self,
         state: &State,
-        recording: Recording,
+        mut recording: Recording,
     ) -> (Vec<Report>, Option<Arc<Session>>) {
-        let mut engines = recording.engines;
+        let file = recording.next_file();
+        let mut engines = std::mem::take(&mut recording.engines);
         let mut reports = Vec::new();
         while let Some(running) = engines.pop() {
             reports.push(self.retire(state, &engines, running));
         }
         reports.reverse();
-        if let Some(file) = &recording.file {
-            if let Err(e) = write_reports(file, &reports) {
-                log!("{e}");
-            }
+        if let Some(file) = &file {
+            recording.write(file, &reports);
         }
         log!("stopped recording {}", recording.id);
         (reports, recording.owner)
+    }
+
+    /// `loop=`: a thread that, every period of recording `id`, has the agent's thread (which
+    /// the JVM knows: engines call JVMTI) write the results to the period's file and start
+    /// the engines afresh; it ends with the recording.
+    fn rotate_every_period(&'static self, id: u64) {
+        let spawned = std::thread::Builder::new()
+            .name(format!("jtap-loop-{id}"))
+            .spawn(move || loop {
+                std::thread::sleep(Duration::from_millis(20));
+                let mut state = self.state();
+                let Some(recording) = state.recordings.iter_mut().find(|r| r.id == id) else {
+                    return;
+                };
+                let Some(rotation) = recording.rotation.as_mut() else {
+                    return;
+                };
+                if Instant::now() < rotation.due {
+                    continue;
+                }
+                // Not again until the job has run (it sets the next period's end).
+                rotation.due = Instant::now() + Duration::from_secs(3600);
+                drop(state);
+                self.on_agent_thread(Box::new(move || {
+                    let mut state = self.state();
+                    let Some(at) = state.recordings.iter().position(|r| r.id == id) else {
+                        return;
+                    };
+                    if !self.rotate(&mut state, at) {
+                        let recording = state.recordings.remove(at);
+                        self.stop_recording(&state, recording);
+                    }
+                }));
+            });
+        if let Err(e) = spawned {
+            log!("recording {id}: cannot start its loop thread: {e}");
+        }
+    }
+
+    /// Ends the period of the recording at `at`: each engine stopped (its results to the
+    /// period's file) and started again. False when an engine could not start again.
+    fn rotate(&self, state: &mut State, at: usize) -> bool {
+        let context = self.context();
+        let recording = &mut state.recordings[at];
+        let file = recording.next_file();
+        let mut reports = Vec::new();
+        let mut restarted = true;
+        for running in recording.engines.iter_mut().filter(|r| r.live) {
+            reports.push(running.engine.stop(&context));
+            if let Err(e) = running.engine.start(&context, &recording.options) {
+                log!(
+                    "recording {}: {} did not start again: {e}",
+                    recording.id,
+                    running.event
+                );
+                restarted = false;
+            }
+        }
+        if let Some(file) = &file {
+            recording.write(file, &reports);
+        }
+        restarted
     }
 
     /// Stops the recording `session` owns, if it still runs, and sends the results to it;

@@ -33,6 +33,7 @@ mod entry;
 mod gate;
 mod heap;
 mod libjvm;
+mod rotation;
 mod sampling;
 mod session;
 mod thread;

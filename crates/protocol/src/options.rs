@@ -160,6 +160,12 @@ pub struct Options {
     /// the client that started it, whether or not that client asks (a stuck client cannot
     /// keep the application paying for an engine longer than the user asked).
     pub duration: Option<Duration>,
+    /// `start` with `file=`: every this long, the recording's results so far go to a new file
+    /// (`file=`'s `%t`, `%p`, `%n` expanded) and the engines start afresh (continuous
+    /// profiling).
+    pub rotate: Option<Duration>,
+    /// With `loop=`: how many of the newest files to keep (older ones are deleted).
+    pub keep: Option<u32>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
     /// `event=wall`: sample every thread of the process, not only Java threads.
@@ -246,6 +252,12 @@ pub enum ParseError {
     /// An event that records on its own, given with others.
     #[error("event={0} records alone: it does not go with other events")]
     Alone(&'static str),
+    /// `loop=` without a file to write each period to.
+    #[error("loop= writes each period to a file: give file= too (e.g. file=/tmp/app-%t.jfr)")]
+    LoopNeedsFile,
+    /// `keep=` without `loop=`.
+    #[error("keep= counts the files of loop=: give loop= too")]
+    KeepNeedsLoop,
     /// `exact` and `alloc=` together: one records everything, the other samples.
     #[error("exact records every allocation: it does not go with alloc=")]
     ExactWithInterval,
@@ -323,6 +335,8 @@ pub const KEYS: &[Key] = &[
     Key { name: "alloc", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record allocations too, one sample every this many bytes on average (default 512k; suffixes k, m, g)" },
     Key { name: "lock", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "record contended locks too, waits of at least this long (default 10us)" },
     Key { name: "wall", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "sample wall-clock time too, at this interval (default 50ms)" },
+    Key { name: "loop", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "continuous profiling: every this long, write the results to a new file= (%t time, %p pid, %n sequence) and start afresh" },
+    Key { name: "keep", takes: Takes::Value("count"), goes_with: GoesWith::Start, help: "with loop=: keep the newest this many files, delete older ones" },
     Key { name: "duration", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "the agent ends the recording after this long and sends its results" },
     Key { name: "threads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "each stack's root frame is its thread's name" },
     Key { name: "allthreads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "wall: sample every thread (GC, compiler, VM and native threads too), not only Java threads" },
@@ -444,6 +458,18 @@ impl Options {
         if self.sites && events.len() > 1 {
             return Err(ParseError::Alone("alloc,sites"));
         }
+        if self.rotate.is_some() && self.file.is_none() {
+            return Err(ParseError::LoopNeedsFile);
+        }
+        if self.keep.is_some() && self.rotate.is_none() {
+            return Err(ParseError::KeepNeedsLoop);
+        }
+        if self.rotate.is_some() && events.contains(&Event::Trace) {
+            return Err(ParseError::WrongEvent(
+                "loop=",
+                "cpu, itimer, ctimer, wall, alloc, lock or gc",
+            ));
+        }
         Ok(())
     }
 
@@ -548,6 +574,15 @@ impl Options {
             }
             "interval" => put(&mut self.interval, parse_duration(name, value)?),
             "duration" => put(&mut self.duration, parse_duration(name, value)?),
+            "loop" => put(&mut self.rotate, parse_duration(name, value)?),
+            "keep" => {
+                let keep = value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()))
+                    .ok_or_else(|| bad(name, value, "expected a count of files, at least 1"))?;
+                put(&mut self.keep, keep)
+            }
             "alloc" => put(&mut self.alloc, Some(parse_bytes(name, value)?)),
             "lock" => put(&mut self.lock, Some(parse_duration(name, value)?)),
             "wall" => put(&mut self.wall, Some(parse_duration(name, value)?)),
@@ -616,6 +651,12 @@ impl fmt::Display for Options {
         }
         if let Some(duration) = self.duration {
             items.push(format!("duration={}", format_duration(duration)));
+        }
+        if let Some(period) = self.rotate {
+            items.push(format!("loop={}", format_duration(period)));
+        }
+        if let Some(keep) = self.keep {
+            items.push(format!("keep={keep}"));
         }
         if self.threads {
             items.push("threads".into());
@@ -1099,6 +1140,8 @@ mod tests {
                     detach: detach && starts,
                     alluser: alluser && starts,
                     timeline: detach && sampled,
+                    rotate: None,
+                    keep: None,
                     include: include.filter(|_| starts),
                     exclude: exclude.filter(|_| starts),
                     jstackdepth: jstackdepth.filter(|_| starts),

@@ -68,9 +68,14 @@ enum ProfileAction {
         /// End the recording after this long (the agent does; default: until `stop`)
         #[arg(short, long, value_parser = crate::units::parse_duration)]
         duration: Option<Duration>,
-        /// File the agent writes when the recording ends; its extension picks the format
+        /// File the agent writes when the recording ends; its extension picks the format.
+        /// With --loop, a pattern: %t time, %p pid, %n sequence
         #[arg(short, long)]
         output: Option<PathBuf>,
+        #[arg(long = "loop", value_name = "PERIOD", help = help_of("loop"), value_parser = crate::units::parse_duration, requires = "output")]
+        rotate: Option<Duration>,
+        #[arg(long, value_name = "N", help = help_of("keep"), requires = "rotate", value_parser = clap::value_parser!(u32).range(1..))]
+        keep: Option<u32>,
     },
     /// Stop the running profiles (those of -e when given) and write what they recorded
     Stop {
@@ -190,6 +195,12 @@ impl OutputArgs {
     }
 }
 
+/// `--loop` and `--keep` of `profile start`.
+struct Continuous {
+    every: Option<Duration>,
+    keep: Option<u32>,
+}
+
 /// The events `jtap profile` samples.
 fn profiled(event: &Event) -> bool {
     event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock)
@@ -247,12 +258,24 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
         Ok(0)
     };
     match (args.action, args.pid, args.java.is_empty()) {
-        (Some(ProfileAction::Start { pid, sampling, duration, output }), _, _) => {
+        (
+            Some(ProfileAction::Start {
+                pid,
+                sampling,
+                duration,
+                output,
+                rotate,
+                keep,
+            }),
+            _,
+            _,
+        ) => {
             check_sampling(&sampling)?;
             if let Some(path) = &output {
                 check_format(path, None)?;
             }
-            start_detached(&sampling, duration, output, parse_pid(&pid)?, timeout)
+            let rotation = Continuous { every: rotate, keep };
+            start_detached(&sampling, duration, output, rotation, parse_pid(&pid)?, timeout)
         }
         (Some(ProfileAction::Stop { pid, event, output }), _, _) => {
             check_output(&output)?;
@@ -491,6 +514,7 @@ fn start_detached(
     sampling: &SamplingArgs,
     duration: Option<Duration>,
     output: Option<PathBuf>,
+    rotation: Continuous,
     pid: u32,
     timeout: Duration,
 ) -> anyhow::Result<i32> {
@@ -498,6 +522,8 @@ fn start_detached(
     options.detach = true;
     options.duration = duration;
     options.file = output.map(|p| p.display().to_string());
+    options.rotate = rotation.every;
+    options.keep = rotation.keep;
     agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }
