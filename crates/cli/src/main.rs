@@ -148,6 +148,16 @@ enum Command {
         #[command(flatten)]
         args: Box<commands::convert::ConvertArgs>,
     },
+    /// Compare two profiles (JFR, collapsed): a differential flame graph, or the frames whose
+    /// share changed most
+    #[command(
+        after_help = "Examples:\n  jtap diff before.jfr after.jfr                 (table on stdout)\n  \
+                            jtap diff before.jfr after.jfr -e alloc -o diff.html"
+    )]
+    Diff {
+        #[command(flatten)]
+        args: Box<commands::diff::DiffArgs>,
+    },
     /// Allocation sites ranked by live bytes (HPROF-style SITES report from heap sampling)
     #[command(
         after_help = "Samples allocations for the duration (JVMTI SampledObjectAlloc, every --alloc-interval \
@@ -257,6 +267,7 @@ fn main() {
         Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Convert { args } => commands::convert::run(&args),
+        Command::Diff { args } => commands::diff::run(&args),
         Command::Profile { profile, attach } => commands::profile::run(*profile, attach.timeout),
         Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),
         Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),

@@ -133,3 +133,75 @@ fn a_closed_stdout_ends_jtap_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(out.status.code(), Some(101), "{stderr}");
 }
+
+#[test]
+fn diff_and_convert_read_files_without_a_jvm() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.collapsed");
+    let new = dir.path().join("new.collapsed");
+    std::fs::write(&base, "Main.main;Main.a 50\nMain.main;Main.b 50\n").unwrap();
+    std::fs::write(&new, "Main.main;Main.a 10\nMain.main;Main.b 90\n").unwrap();
+    let table = jtap(["diff", base.to_str().unwrap(), new.to_str().unwrap()]).ok();
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert!(
+        rows[0].contains("-40.00") && rows[0].ends_with("Main.a"),
+        "{table}"
+    );
+    let page = dir.path().join("diff.html");
+    let written = jtap([
+        "diff",
+        base.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(written.code, 0, "{written:?}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("\"deltas\""), "a differential page");
+    // Collapsed stacks to JFR and back.
+    let recording = dir.path().join("new.jfr");
+    let to_jfr = jtap([
+        "convert",
+        new.to_str().unwrap(),
+        "-o",
+        recording.to_str().unwrap(),
+    ]);
+    assert_eq!(to_jfr.code, 0, "{to_jfr:?}");
+    let back = jtap([
+        "convert",
+        recording.to_str().unwrap(),
+        "--format",
+        "collapsed",
+    ])
+    .ok();
+    let mut lines: Vec<&str> = back.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["Main.main;Main.a 10", "Main.main;Main.b 90"]);
+    // Bad input: one line, exit 2 or 1, no panic.
+    for (args, message) in [
+        (
+            vec![
+                "diff",
+                base.to_str().unwrap(),
+                new.to_str().unwrap(),
+                "-o",
+                "x.png",
+            ],
+            "name the file .html",
+        ),
+        (
+            vec!["convert", base.to_str().unwrap(), "--from", "1s"],
+            "has no sample times",
+        ),
+        (
+            vec!["convert", "/nonexistent.jfr"],
+            "reading /nonexistent.jfr",
+        ),
+    ] {
+        let run = jtap(&args);
+        assert!(
+            run.code != 0 && run.stderr.contains(message) && !run.stderr.contains("panicked"),
+            "{args:?}: {run:?}"
+        );
+    }
+}

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod attach;
 pub mod bytecode;
 pub mod convert;
+pub mod diff;
 pub mod heap;
 pub mod profile;
 pub mod ps;

@@ -217,7 +217,7 @@ fn parse_event(text: &str) -> Result<Event, String> {
     })
 }
 
-fn parse_counter(text: &str) -> Result<Counter, String> {
+pub fn parse_counter(text: &str) -> Result<Counter, String> {
     Counter::from_name(text).ok_or_else(|| {
         let known: Vec<&str> = Counter::NAMES.iter().map(|(n, _)| *n).collect();
         format!("unknown counter {text:?} (known: {})", known.join(", "))

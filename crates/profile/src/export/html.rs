@@ -4,6 +4,12 @@
 //! depth (`[x, width, frame, kind]` quadruples, sorted by x), so the page only draws what is
 //! visible and stays fast with hundreds of thousands of distinct stacks. The page itself
 //! (canvas drawing, search, zoom, icicle toggle, tooltips) is `assets/flamegraph.html`.
+//!
+//! A differential flame graph ([`render_diff`]) draws the newer profile, each frame coloured
+//! by how its share of the total changed from the base profile (red grew, blue shrank),
+//! matching frames by name along the path from the root.
+
+use std::collections::HashMap;
 
 use serde_json::json;
 
@@ -29,8 +35,65 @@ fn kind_index(kind: FrameKind) -> u64 {
     KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u64
 }
 
+/// Totals of a profile per path from the root (frames by name), to compare another with.
+struct PathTotals {
+    /// (parent node, frame name) → node; node 0 is the root.
+    children: HashMap<(usize, String), usize>,
+    totals: Vec<u64>,
+}
+
+impl PathTotals {
+    fn of(profile: &Profile, counter: Counter) -> PathTotals {
+        let mut paths = PathTotals {
+            children: HashMap::new(),
+            totals: vec![0],
+        };
+        for (stack, counts) in profile.stacks() {
+            let count = counts.get(counter);
+            paths.totals[0] += count;
+            let mut node = 0;
+            for &id in stack {
+                let next = paths.totals.len();
+                node = *paths
+                    .children
+                    .entry((node, profile.frame(id).name.clone()))
+                    .or_insert(next);
+                if node == next {
+                    paths.totals.push(0);
+                }
+                paths.totals[node] += count;
+            }
+        }
+        paths
+    }
+
+    /// The node under `parent` (None: no such path) named `name`.
+    fn child(&self, parent: Option<usize>, name: &str) -> Option<usize> {
+        self.children.get(&(parent?, name.to_string())).copied()
+    }
+
+    /// Share of the total at `node`, in percent.
+    fn share(&self, node: Option<usize>) -> f64 {
+        match (node, self.totals[0]) {
+            (Some(node), total) if total > 0 => 100.0 * self.totals[node] as f64 / total as f64,
+            _ => 0.0,
+        }
+    }
+}
+
 /// Merges stacks into per-depth rows of `[x, width, frame, kind]`; row 0 is the root.
 fn flame_rows(profile: &Profile, counter: Counter) -> (Vec<Vec<u64>>, u64) {
+    let (rows, _, total) = flame_rows_against(profile, counter, None);
+    (rows, total)
+}
+
+/// [`flame_rows`], and with a `base` the change of each node's share from the base's, in
+/// thousandths of a percentage point, per row in the rows' order.
+fn flame_rows_against(
+    profile: &Profile,
+    counter: Counter,
+    base: Option<&PathTotals>,
+) -> (Vec<Vec<u64>>, Vec<Vec<i64>>, u64) {
     let mut stacks: Vec<(&[FrameId], u64)> = profile
         .stacks()
         .into_iter()
@@ -41,36 +104,56 @@ fn flame_rows(profile: &Profile, counter: Counter) -> (Vec<Vec<u64>>, u64) {
     // sharing a prefix are adjacent and alphabetical siblings read left to right.
     let key = |id: &FrameId| (profile.frame(*id).name.as_str(), *id);
     stacks.sort_by(|a, b| a.0.iter().map(key).cmp(b.0.iter().map(key)));
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let share = |width: u64| {
+        if total == 0 {
+            0.0
+        } else {
+            100.0 * width as f64 / total as f64
+        }
+    };
     let mut rows: Vec<Vec<u64>> = vec![Vec::new()];
-    let mut open: Vec<(FrameId, u64)> = Vec::new();
+    let mut deltas: Vec<Vec<i64>> = vec![Vec::new()];
+    // Open frames: id, start, and the base's node on the same path.
+    let mut open: Vec<(FrameId, u64, Option<usize>)> = Vec::new();
     let mut x = 0u64;
-    let close =
-        |rows: &mut Vec<Vec<u64>>, depth: usize, (frame, start): (FrameId, u64), end: u64| {
+    let mut close =
+        |depth: usize, (frame, start, node): (FrameId, u64, Option<usize>), end: u64| {
             if rows.len() <= depth + 1 {
                 rows.resize(depth + 2, Vec::new());
+                deltas.resize(depth + 2, Vec::new());
             }
             let kind = kind_index(profile.frame(frame).kind);
             rows[depth + 1].extend([start, end - start, frame as u64 + 1, kind]);
+            if let Some(base) = base {
+                let change = share(end - start) - base.share(node);
+                deltas[depth + 1].push((change * 1000.0).round() as i64);
+            }
         };
     for (stack, count) in stacks {
         let common = open
             .iter()
             .zip(stack)
-            .take_while(|((open_frame, _), frame)| open_frame == *frame)
+            .take_while(|((open_frame, _, _), frame)| open_frame == *frame)
             .count();
         while open.len() > common {
             let depth = open.len() - 1;
             let node = open.pop().expect("non-empty");
-            close(&mut rows, depth, node, x);
+            close(depth, node, x);
         }
-        open.extend(stack[common..].iter().map(|&f| (f, x)));
+        for &frame in &stack[common..] {
+            let parent = open.last().map_or(Some(0), |(_, _, node)| *node);
+            let node = base.and_then(|b| b.child(parent, &profile.frame(frame).name));
+            open.push((frame, x, node));
+        }
         x += count;
     }
     while let Some(node) = open.pop() {
-        close(&mut rows, open.len(), node, x);
+        close(open.len(), node, x);
     }
     rows[0] = vec![0, x, 0, kind_index(FrameKind::Thread)];
-    (rows, x)
+    deltas[0] = vec![0];
+    (rows, if base.is_some() { deltas } else { Vec::new() }, x)
 }
 
 /// Renders the flame graph page of one or more profiles (one per event of a session); with
@@ -83,10 +166,35 @@ pub fn render(profiles: &[&Profile], options: &ExportOptions) -> String {
     TEMPLATE.replace("/*DATA*/null", &data)
 }
 
+/// A differential flame graph: `new`'s frames, coloured by the change of their share of the
+/// total from `base` (both already labelled alike).
+pub fn render_diff(base: &Profile, new: &Profile, options: &ExportOptions) -> String {
+    let counter = options.counter_for(new);
+    let paths = PathTotals::of(base, counter);
+    let (rows, deltas, total) = flame_rows_against(new, counter, Some(&paths));
+    let mut view = view_of(new, counter, rows, total);
+    view["deltas"] = json!(deltas);
+    view["title"] = json!(format!(
+        "{} profile: change of each frame's share from the base (red grew, blue shrank)",
+        new.metadata.event
+    ));
+    let data = json!({ "inverted": options.inverted, "views": [view] });
+    TEMPLATE.replace("/*DATA*/null", &data.to_string().replace("</", "<\\/"))
+}
+
 /// One profile's flame graph: its rows, frame names, total and unit.
 fn view(profile: &Profile, options: &ExportOptions) -> serde_json::Value {
     let counter = options.counter_for(profile);
     let (rows, total) = flame_rows(profile, counter);
+    view_of(profile, counter, rows, total)
+}
+
+fn view_of(
+    profile: &Profile,
+    counter: Counter,
+    rows: Vec<Vec<u64>>,
+    total: u64,
+) -> serde_json::Value {
     let m = &profile.metadata;
     let mut names = vec!["all".to_string()];
     names.extend(profile.frames().iter().map(|f| f.name.clone()));

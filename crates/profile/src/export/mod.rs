@@ -2,6 +2,7 @@
 //! profiles of several events of one session.
 
 mod collapsed;
+pub mod diff;
 mod html;
 mod pprof;
 mod set;
