@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::records::Record;
@@ -19,6 +19,7 @@ use jtap_protocol::{
 
 use crate::channel::Channel;
 use crate::engine::{self, Context, Engine, Report, Resource};
+use crate::push::{Endpoint, Period, Pusher};
 use crate::rotation::Rotation;
 use crate::sampling;
 use crate::session::{self, Session};
@@ -73,27 +74,44 @@ struct Recording {
     file: Option<String>,
     /// `loop=`: the files of its periods.
     rotation: Option<Rotation>,
+    /// `push=`: where its periods go.
+    pusher: Option<Pusher>,
 }
 
 impl Recording {
-    /// Where its results go now: `file=`, or with `loop=` the next file of its pattern.
-    fn next_file(&mut self) -> Option<String> {
+    /// Where its results go now, and since when they were recorded: `file=`, or with
+    /// `loop=` the period's file (if any) and start; the next period starts now.
+    fn end_period(&mut self) -> (Option<String>, SystemTime) {
         match &mut self.rotation {
-            Some(rotation) => Some(rotation.next_file()),
-            None => self.file.clone(),
+            Some(rotation) => rotation.end_period(),
+            None => (
+                self.file.clone(),
+                SystemTime::now() - self.started.elapsed(),
+            ),
         }
     }
 
-    /// Writes results to `file` (rendered by its extension); with `loop=`, older files
-    /// beyond `keep=` are deleted. Failures go to the agent's log: nobody waits for them.
-    fn write(&mut self, file: &str, reports: &[Report]) {
-        match write_reports(file, reports) {
-            Ok(written) => {
-                if let Some(rotation) = &mut self.rotation {
-                    rotation.written(&written).iter().for_each(|e| log!("{e}"));
+    /// Delivers results: to `file` (rendered by its extension; with `loop=`, older files
+    /// beyond `keep=` are deleted) and with `push=` as JFR to the endpoint. Failures go to
+    /// the agent's log: nobody waits for them.
+    fn deliver(&mut self, (file, began): (Option<String>, SystemTime), reports: &[Report]) {
+        if let Some(file) = &file {
+            match write_reports(file, reports) {
+                Ok(written) => {
+                    if let Some(rotation) = &mut self.rotation {
+                        rotation.written(&written).iter().for_each(|e| log!("{e}"));
+                    }
                 }
+                Err(e) => log!("recording {}: {e}", self.id),
             }
-            Err(e) => log!("recording {}: {e}", self.id),
+        }
+        if let Some(pusher) = &self.pusher {
+            let seconds = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            pusher.push(Period {
+                from: seconds(began),
+                until: seconds(SystemTime::now()).max(seconds(began) + 1),
+                jfr: Report::render_jfr(reports),
+            });
         }
     }
 }
@@ -418,6 +436,20 @@ impl Agent {
             .map(|r| r.engine.name())
             .collect::<Vec<_>>()
             .join(",");
+        let pusher = match &options.push {
+            Some(url) => {
+                let app = options.app.as_deref().unwrap_or("jtap");
+                let endpoint = Endpoint::parse(url, app, &options.label_pairs());
+                match endpoint.and_then(Pusher::start) {
+                    Ok(pusher) => Some(pusher),
+                    Err(e) => {
+                        self.retire_all(&state, engines);
+                        return Err(failed(e));
+                    }
+                }
+            }
+            None => None,
+        };
         state.started += 1;
         let id = state.started;
         state.recordings.push(Recording {
@@ -430,8 +462,8 @@ impl Agent {
             file: options.file.clone(),
             rotation: options
                 .rotate
-                .zip(options.file.as_deref())
-                .map(|(period, pattern)| Rotation::new(period, pattern, options.keep)),
+                .map(|period| Rotation::new(period, options.file.as_deref(), options.keep)),
+            pusher,
         });
         if options.rotate.is_some() {
             self.rotate_every_period(id);
@@ -547,15 +579,16 @@ impl Agent {
         state: &State,
         mut recording: Recording,
     ) -> (Vec<Report>, Option<Arc<Session>>) {
-        let file = recording.next_file();
+        let ending = recording.end_period();
         let mut engines = std::mem::take(&mut recording.engines);
         let mut reports = Vec::new();
         while let Some(running) = engines.pop() {
             reports.push(self.retire(state, &engines, running));
         }
         reports.reverse();
-        if let Some(file) = &file {
-            recording.write(file, &reports);
+        recording.deliver(ending, &reports);
+        if let Some(pusher) = &recording.pusher {
+            log!("recording {}: {}", recording.id, pusher.summary());
         }
         log!("stopped recording {}", recording.id);
         (reports, recording.owner)
@@ -603,7 +636,7 @@ impl Agent {
     fn rotate(&self, state: &mut State, at: usize) -> bool {
         let context = self.context();
         let recording = &mut state.recordings[at];
-        let file = recording.next_file();
+        let ending = recording.end_period();
         let mut reports = Vec::new();
         let mut restarted = true;
         for running in recording.engines.iter_mut().filter(|r| r.live) {
@@ -617,9 +650,7 @@ impl Agent {
                 restarted = false;
             }
         }
-        if let Some(file) = &file {
-            recording.write(file, &reports);
-        }
+        recording.deliver(ending, &reports);
         restarted
     }
 
@@ -711,6 +742,9 @@ impl Agent {
                 recording.started.elapsed().as_secs_f64(),
                 recording.owner_text(),
             ));
+            if let Some(pusher) = &recording.pusher {
+                text.push_str(&format!("  {}\n", pusher.summary()));
+            }
             for report in recording.reports() {
                 text.push_str(&report.summary());
                 text.push('\n');

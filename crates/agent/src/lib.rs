@@ -33,6 +33,7 @@ mod entry;
 mod gate;
 mod heap;
 mod libjvm;
+mod push;
 mod rotation;
 mod sampling;
 mod session;

@@ -11,35 +11,41 @@ pub struct Rotation {
     pub period: Duration,
     /// When the current period ends.
     pub due: Instant,
-    pattern: String,
+    /// When the current period began.
+    pub began: SystemTime,
+    pattern: Option<String>,
     keep: Option<usize>,
     sequence: u64,
     written: VecDeque<PathBuf>,
 }
 
 impl Rotation {
-    /// A rotation of `period` writing to `pattern`, keeping `keep` files (all when None).
-    pub fn new(period: Duration, pattern: &str, keep: Option<u32>) -> Rotation {
+    /// A rotation of `period` writing to `pattern` (None: no files, the periods are only
+    /// pushed), keeping `keep` files (all when None).
+    pub fn new(period: Duration, pattern: Option<&str>, keep: Option<u32>) -> Rotation {
         Rotation {
             period,
             due: Instant::now() + period,
-            pattern: pattern.to_string(),
+            began: SystemTime::now(),
+            pattern: pattern.map(str::to_string),
             keep: keep.map(|k| k as usize),
             sequence: 0,
             written: VecDeque::new(),
         }
     }
 
-    /// The next file's name; the period after it starts now.
-    pub fn next_file(&mut self) -> String {
+    /// Ends the current period: its file's name (when there are files) and when it began;
+    /// the next period begins now.
+    pub fn end_period(&mut self) -> (Option<String>, SystemTime) {
         self.sequence += 1;
         self.due = Instant::now() + self.period;
-        expand(
-            &self.pattern,
-            self.sequence,
-            SystemTime::now(),
-            std::process::id(),
-        )
+        let now = SystemTime::now();
+        let began = std::mem::replace(&mut self.began, now);
+        let file = self
+            .pattern
+            .as_deref()
+            .map(|p| expand(p, self.sequence, now, std::process::id()));
+        (file, began)
     }
 
     /// Notes files written for a period; deletes the oldest beyond `keep`. Returns what it
@@ -132,10 +138,9 @@ mod tests {
     fn only_the_newest_files_are_kept() {
         let dir = tempfile::tempdir().unwrap();
         let pattern = dir.path().join("p-%n.txt");
-        let mut rotation =
-            Rotation::new(Duration::from_secs(1), pattern.to_str().unwrap(), Some(2));
+        let mut rotation = Rotation::new(Duration::from_secs(1), pattern.to_str(), Some(2));
         for _ in 0..4 {
-            let file = rotation.next_file();
+            let file = rotation.end_period().0.unwrap();
             std::fs::write(&file, b"x").unwrap();
             assert!(rotation.written(&[file]).is_empty());
         }

@@ -221,3 +221,138 @@ fn a_thousand_rotations_leave_memory_flat() {
     );
     assert!(jvm.is_running());
 }
+
+/// What the local ingest receiver got: the query string and the JFR part of each POST.
+struct Ingest {
+    query: String,
+    jfr: Vec<u8>,
+}
+
+/// A Pyroscope-like `/ingest` receiver on a free local port: answers 200 to each POST and
+/// keeps what came.
+fn receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Ingest>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store = received.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buffer = [0u8; 65536];
+            // Headers, then Content-Length bytes of body.
+            let (head_end, length) = loop {
+                let n = stream.read(&mut buffer).unwrap_or(0);
+                if n == 0 {
+                    break (0, 0);
+                }
+                request.extend_from_slice(&buffer[..n]);
+                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                    let length = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length: "))
+                        .and_then(|n| n.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    break (end + 4, length);
+                }
+            };
+            while request.len() < head_end + length {
+                let n = stream.read(&mut buffer).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buffer[..n]);
+            }
+            let head = String::from_utf8_lossy(&request[..head_end]).to_string();
+            let query = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|target| target.split_once('?'))
+                .map(|(_, q)| q.to_string())
+                .unwrap_or_default();
+            // The multipart body: the part's headers end with a blank line; the part ends at
+            // the closing boundary.
+            let body = &request[head_end..];
+            let start = body
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(0, |i| i + 4);
+            let end = body
+                .windows(4)
+                .rposition(|w| w == b"\r\n--")
+                .unwrap_or(body.len());
+            store.lock().unwrap().push(Ingest {
+                query,
+                jfr: body[start..end.max(start)].to_vec(),
+            });
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    (port, received)
+}
+
+#[test]
+fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
+    agent_library();
+    let (port, received) = receiver();
+    let jdk = jdks()
+        .iter()
+        .find(|j| j.version == 17)
+        .unwrap_or(&jdks()[0]);
+    let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
+    let pid = jvm.pid().to_string();
+    let start = jtap([
+        "profile",
+        "start",
+        &pid,
+        "-e",
+        "cpu,alloc",
+        "--loop",
+        "1s",
+        "--push",
+        &format!("http://127.0.0.1:{port}"),
+        "--app",
+        "shop",
+        "--label",
+        "env=test",
+    ]);
+    assert_eq!(start.code, 0, "{start:?}");
+    std::thread::sleep(Duration::from_millis(6500));
+    let status = jtap(["status", &pid]).ok();
+    let stop = jtap(["profile", "stop", &pid, "--format", "summary"]);
+    assert_eq!(stop.code, 0, "{stop:?}");
+    std::thread::sleep(Duration::from_millis(1000)); // the last period's push
+    let received = received.lock().unwrap();
+    assert!(received.len() >= 6, "{} periods: {status}", received.len());
+    assert!(status.contains("dropped 0"), "{status}");
+    let mut previous_until = 0u64;
+    for (i, ingest) in received.iter().enumerate() {
+        let param = |key: &str| -> String {
+            ingest
+                .query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+                .unwrap_or("")
+                .to_string()
+        };
+        assert_eq!(param("name"), "shop%7Benv%3Dtest%7D");
+        assert_eq!(param("format"), "jfr");
+        let (from, until): (u64, u64) = (
+            param("from").parse().unwrap(),
+            param("until").parse().unwrap(),
+        );
+        assert!(
+            from < until && from + 1 >= previous_until,
+            "period {i}: {from}..{until} after {previous_until}"
+        );
+        previous_until = until;
+        let profiles = jtap_profile::import::read(&ingest.jfr, Path::new("push.jfr"))
+            .unwrap_or_else(|e| panic!("period {i}: {e}"));
+        let events: Vec<&str> = profiles.iter().map(|p| p.metadata.event.as_str()).collect();
+        assert_eq!(events, ["cpu", "alloc"], "period {i}");
+        assert!(profiles[0].total_samples() > 0, "period {i}");
+    }
+    assert!(jvm.is_running());
+}

@@ -166,6 +166,12 @@ pub struct Options {
     pub rotate: Option<Duration>,
     /// With `loop=`: how many of the newest files to keep (older ones are deleted).
     pub keep: Option<u32>,
+    /// With `loop=`: each period also goes, as JFR, to this Pyroscope-compatible endpoint.
+    pub push: Option<String>,
+    /// With `push=`: the application's name (default `jtap`).
+    pub app: Option<String>,
+    /// With `push=`: labels, `k=v;k=v`.
+    pub labels: Option<String>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
     /// `event=wall`: sample every thread of the process, not only Java threads.
@@ -253,8 +259,11 @@ pub enum ParseError {
     #[error("event={0} records alone: it does not go with other events")]
     Alone(&'static str),
     /// `loop=` without a file to write each period to.
-    #[error("loop= writes each period to a file: give file= too (e.g. file=/tmp/app-%t.jfr)")]
+    #[error("loop= writes each period to a file or pushes it: give file= (e.g. file=/tmp/app-%t.jfr) or push=")]
     LoopNeedsFile,
+    /// `push=` without `loop=`.
+    #[error("push= sends each period of loop=: give loop= too (e.g. loop=10s)")]
+    PushNeedsLoop,
     /// `keep=` without `loop=`.
     #[error("keep= counts the files of loop=: give loop= too")]
     KeepNeedsLoop,
@@ -337,6 +346,9 @@ pub const KEYS: &[Key] = &[
     Key { name: "wall", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "sample wall-clock time too, at this interval (default 50ms)" },
     Key { name: "loop", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "continuous profiling: every this long, write the results to a new file= (%t time, %p pid, %n sequence) and start afresh" },
     Key { name: "keep", takes: Takes::Value("count"), goes_with: GoesWith::Start, help: "with loop=: keep the newest this many files, delete older ones" },
+    Key { name: "push", takes: Takes::Value("url"), goes_with: GoesWith::Start, help: "with loop=: send each period as JFR to this Grafana Pyroscope-compatible ingest endpoint (http://host:port)" },
+    Key { name: "app", takes: Takes::Value("name"), goes_with: GoesWith::Start, help: "with push=: the application's name (default jtap)" },
+    Key { name: "labels", takes: Takes::Value("k=v;k=v"), goes_with: GoesWith::Start, help: "with push=: labels of the pushed profiles" },
     Key { name: "duration", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "the agent ends the recording after this long and sends its results" },
     Key { name: "threads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "each stack's root frame is its thread's name" },
     Key { name: "allthreads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "wall: sample every thread (GC, compiler, VM and native threads too), not only Java threads" },
@@ -369,9 +381,30 @@ pub fn help_of(name: &str) -> &'static str {
 }
 
 impl Options {
-    /// Whether engines keep the event log: asked for, or needed by the file's format (JFR).
+    /// Whether engines keep the event log: asked for, or needed by the file's format (JFR) or
+    /// by `push=` (which sends JFR).
     pub fn keeps_timeline(&self) -> bool {
-        self.timeline || self.file.as_deref().is_some_and(|f| f.ends_with(".jfr"))
+        self.timeline
+            || self.push.is_some()
+            || self.file.as_deref().is_some_and(|f| f.ends_with(".jfr"))
+    }
+
+    /// `labels=`'s pairs (empty when not given).
+    pub fn label_pairs(&self) -> Vec<(String, String)> {
+        self.labels
+            .as_deref()
+            .and_then(|l| self.label_pairs_of(l))
+            .unwrap_or_default()
+    }
+
+    fn label_pairs_of(&self, text: &str) -> Option<Vec<(String, String)>> {
+        text.split(';')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                (!k.is_empty()).then(|| (k.to_string(), v.to_string()))
+            })
+            .collect()
     }
 
     /// Parses an option string. Never panics, whatever the input.
@@ -458,8 +491,11 @@ impl Options {
         if self.sites && events.len() > 1 {
             return Err(ParseError::Alone("alloc,sites"));
         }
-        if self.rotate.is_some() && self.file.is_none() {
+        if self.rotate.is_some() && self.file.is_none() && self.push.is_none() {
             return Err(ParseError::LoopNeedsFile);
+        }
+        if self.push.is_some() && self.rotate.is_none() {
+            return Err(ParseError::PushNeedsLoop);
         }
         if self.keep.is_some() && self.rotate.is_none() {
             return Err(ParseError::KeepNeedsLoop);
@@ -575,6 +611,14 @@ impl Options {
             "interval" => put(&mut self.interval, parse_duration(name, value)?),
             "duration" => put(&mut self.duration, parse_duration(name, value)?),
             "loop" => put(&mut self.rotate, parse_duration(name, value)?),
+            "push" => put(&mut self.push, non_empty(name, value)?),
+            "app" => put(&mut self.app, non_empty(name, value)?),
+            "labels" => {
+                if self.label_pairs_of(value).is_none() {
+                    return Err(bad(name, value, "expected k=v;k=v"));
+                }
+                put(&mut self.labels, value.to_string())
+            }
             "keep" => {
                 let keep = value
                     .parse::<u32>()
@@ -657,6 +701,15 @@ impl fmt::Display for Options {
         }
         if let Some(keep) = self.keep {
             items.push(format!("keep={keep}"));
+        }
+        for (key, value) in [
+            ("push", &self.push),
+            ("app", &self.app),
+            ("labels", &self.labels),
+        ] {
+            if let Some(value) = value {
+                items.push(format!("{key}={}", escape(value)));
+            }
         }
         if self.threads {
             items.push("threads".into());
@@ -1142,6 +1195,9 @@ mod tests {
                     timeline: detach && sampled,
                     rotate: None,
                     keep: None,
+                    push: None,
+                    app: None,
+                    labels: None,
                     include: include.filter(|_| starts),
                     exclude: exclude.filter(|_| starts),
                     jstackdepth: jstackdepth.filter(|_| starts),

@@ -85,6 +85,22 @@ impl Report {
         }
     }
 
+    /// The profiles of a recording's engines as one JFR recording (`push=`).
+    pub fn render_jfr(reports: &[Report]) -> Vec<u8> {
+        let profiles: Vec<Profile> = reports
+            .iter()
+            .filter_map(|r| match r {
+                Report::Profile(profile) => Some(profile.as_ref().clone()),
+                _ => None,
+            })
+            .collect();
+        jtap_profile::render_set(Format::Jfr, &profiles, &ExportOptions::default(), None)
+            .into_iter()
+            .next()
+            .map(|(_, bytes)| bytes)
+            .unwrap_or_default()
+    }
+
     /// The files of `file=<path>` for the results of a recording's engines: profiles
     /// rendered in the format the extension names (text when it names none; one file for
     /// formats that hold several events, else one per event), text reports as they are.

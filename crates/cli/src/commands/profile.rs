@@ -72,10 +72,8 @@ enum ProfileAction {
         /// With --loop, a pattern: %t time, %p pid, %n sequence
         #[arg(short, long)]
         output: Option<PathBuf>,
-        #[arg(long = "loop", value_name = "PERIOD", help = help_of("loop"), value_parser = crate::units::parse_duration, requires = "output")]
-        rotate: Option<Duration>,
-        #[arg(long, value_name = "N", help = help_of("keep"), requires = "rotate", value_parser = clap::value_parser!(u32).range(1..))]
-        keep: Option<u32>,
+        #[command(flatten)]
+        continuous: Box<Continuous>,
     },
     /// Stop the running profiles (those of -e when given) and write what they recorded
     Stop {
@@ -195,10 +193,28 @@ impl OutputArgs {
     }
 }
 
-/// `--loop` and `--keep` of `profile start`.
+/// Continuous profiling: `--loop`, `--keep` and `--push` of `profile start`.
+#[derive(clap::Args)]
 struct Continuous {
-    every: Option<Duration>,
+    #[arg(long = "loop", value_name = "PERIOD", help = help_of("loop"), value_parser = crate::units::parse_duration)]
+    rotate: Option<Duration>,
+    #[arg(long, value_name = "N", help = help_of("keep"), requires = "rotate", value_parser = clap::value_parser!(u32).range(1..))]
     keep: Option<u32>,
+    #[arg(long, value_name = "URL", help = help_of("push"), requires = "rotate")]
+    push: Option<String>,
+    #[arg(long, value_name = "NAME", help = help_of("app"), requires = "push")]
+    app: Option<String>,
+    /// With --push: a label of the pushed profiles (repeatable)
+    #[arg(long = "label", value_name = "K=V", requires = "push", value_parser = parse_label)]
+    labels: Vec<String>,
+}
+
+/// `--label k=v`.
+fn parse_label(text: &str) -> Result<String, String> {
+    match text.split_once('=') {
+        Some((k, _)) if !k.is_empty() && !text.contains([';', ',']) => Ok(text.to_string()),
+        _ => Err(format!("expected k=v (no ; or ,), got {text:?}")),
+    }
 }
 
 /// The events `jtap profile` samples.
@@ -264,8 +280,7 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
                 sampling,
                 duration,
                 output,
-                rotate,
-                keep,
+                continuous,
             }),
             _,
             _,
@@ -274,8 +289,12 @@ pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
             if let Some(path) = &output {
                 check_format(path, None)?;
             }
-            let rotation = Continuous { every: rotate, keep };
-            start_detached(&sampling, duration, output, rotation, parse_pid(&pid)?, timeout)
+            if continuous.rotate.is_some() && output.is_none() && continuous.push.is_none() {
+                return Err(exit::usage(
+                    "--loop writes each period to -o's file pattern or sends it to --push's endpoint: give one",
+                ));
+            }
+            start_detached(&sampling, duration, output, *continuous, parse_pid(&pid)?, timeout)
         }
         (Some(ProfileAction::Stop { pid, event, output }), _, _) => {
             check_output(&output)?;
@@ -522,8 +541,11 @@ fn start_detached(
     options.detach = true;
     options.duration = duration;
     options.file = output.map(|p| p.display().to_string());
-    options.rotate = rotation.every;
+    options.rotate = rotation.rotate;
     options.keep = rotation.keep;
+    options.push = rotation.push;
+    options.app = rotation.app;
+    options.labels = (!rotation.labels.is_empty()).then(|| rotation.labels.join(";"));
     agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }
