@@ -6,11 +6,12 @@ use std::path::Path;
 
 use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
 
-/// The profiles in `bytes` (one per event), read as the content says: a JFR recording by its
-/// magic, else collapsed stacks, whose event the file name may say (`out.alloc.collapsed`).
-pub fn read(bytes: &[u8], path: &Path) -> Result<Vec<Profile>, String> {
+/// The profiles in `bytes` (one per event; with `only`, those events), read as the content
+/// says: a JFR recording by its magic, else collapsed stacks, whose event the file name may
+/// say (`out.alloc.collapsed`).
+pub fn read(bytes: &[u8], path: &Path, only: &[String]) -> Result<Vec<Profile>, String> {
     if crate::jfr::is_recording(bytes) {
-        return crate::jfr::read(bytes);
+        return crate::jfr::read(bytes, only);
     }
     if bytes.starts_with(&[0x1f, 0x8b]) {
         return Err("pprof input is not read yet; convert from JFR or collapsed stacks".into());
@@ -97,13 +98,13 @@ mod tests {
     #[test]
     fn collapsed_stacks_read_back_with_kinds_and_event() {
         let text = "a.Main.main_[0];a.Main.work_[j] 3\na.Main.main_[0] 1\n";
-        let profiles = read(text.as_bytes(), Path::new("x.wall.collapsed")).unwrap();
+        let profiles = read(text.as_bytes(), Path::new("x.wall.collapsed"), &[]).unwrap();
         let profile = &profiles[0];
         assert_eq!(profile.metadata.event, "wall");
         assert_eq!(profile.total_samples(), 4);
         assert_eq!(profile.frame(1).kind, FrameKind::Compiled);
         assert_eq!(profile.frame(0).name, "a.Main.main");
-        let err = read(b"no count here\n", Path::new("x.collapsed")).unwrap_err();
+        let err = read(b"no count here\n", Path::new("x.collapsed"), &[]).unwrap_err();
         assert!(err.starts_with("line 1:"), "{err}");
     }
 }

@@ -339,6 +339,17 @@ impl Profile {
         });
     }
 
+    /// [`Profile::log`] for a stack already in the profile.
+    pub fn log_id(&mut self, stack: StackId, counts: StackCounts, time_ns: u64, tid: u32) {
+        self.stacks[stack as usize].1.add(counts);
+        self.append_logged(LoggedSample {
+            time_ns,
+            tid,
+            stack,
+            counts,
+        });
+    }
+
     /// [`Profile::log`] with the stack given as frames, root first.
     pub fn log_frames(
         &mut self,

@@ -59,10 +59,21 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
     args.output.check()?;
     let bytes =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
-    let profiles = jtap_profile::import::read(&bytes, &args.input)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
-    let available: Vec<String> = profiles.iter().map(|p| p.metadata.event.clone()).collect();
-    if let Some(missing) = args.event.iter().find(|e| !available.contains(e)) {
+    let read = |only: &[String]| {
+        jtap_profile::import::read(&bytes, &args.input, only)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))
+    };
+    // Only the events asked for are decoded.
+    let profiles = read(&args.event)?;
+    let events_of = |profiles: &[Profile]| -> Vec<String> {
+        profiles.iter().map(|p| p.metadata.event.clone()).collect()
+    };
+    if let Some(missing) = args
+        .event
+        .iter()
+        .find(|e| !events_of(&profiles).contains(e))
+    {
+        let available = events_of(&read(&[])?);
         return Err(exit::usage(format!(
             "{} holds no {missing} samples (it holds: {})",
             args.input.display(),

@@ -1,6 +1,6 @@
 //! One JFR chunk: the header, the events, one checkpoint with every constant pool, and the
 //! metadata describing [`super::types::TYPES`]. Times are in ticks of one nanosecond since the
-//! Unix epoch, so a tick count is a time.
+//! recording's start (the header's start ticks are 0).
 
 use std::collections::HashMap;
 
@@ -67,7 +67,7 @@ impl Chunk {
         let checkpoint_at = self.out.bytes.len();
         let mut body = Out::default();
         body.varint(CHECKPOINT);
-        body.long(self.start_ns as i64); // start
+        body.long(0); // start, in ticks
         body.long(0); // duration
         body.long(0); // no earlier checkpoint
         body.boolean(false); // not a flush
@@ -86,7 +86,7 @@ impl Chunk {
         }
         self.out.record(&body.bytes);
         let metadata_at = self.out.bytes.len();
-        self.out.record(&metadata(self.start_ns));
+        self.out.record(&metadata());
         let size = self.out.bytes.len();
         let mut header = Out::default();
         header.bytes.extend_from_slice(MAGIC);
@@ -97,7 +97,7 @@ impl Chunk {
         header.fixed_u64(metadata_at as u64);
         header.fixed_u64(self.start_ns);
         header.fixed_u64(self.end_ns.saturating_sub(self.start_ns));
-        header.fixed_u64(self.start_ns); // start ticks
+        header.fixed_u64(0); // start ticks
         header.fixed_u64(1_000_000_000); // ticks per second
         header.bytes.extend_from_slice(&[0, 0, 0, COMPRESSED_INTS]); // finished; flags
         debug_assert_eq!(header.bytes.len(), HEADER_SIZE);
@@ -188,7 +188,7 @@ fn class_element(t: &Type) -> Element {
 
 /// The metadata record's body: the string table, then the element tree (root → metadata →
 /// classes, and the region).
-fn metadata(start_ns: u64) -> Vec<u8> {
+fn metadata() -> Vec<u8> {
     let root = Element::new("root")
         .child(
             TYPES
@@ -205,7 +205,7 @@ fn metadata(start_ns: u64) -> Vec<u8> {
     write_element(&root, &mut strings, &mut tree);
     let mut body = Out::default();
     body.varint(METADATA);
-    body.long(start_ns as i64);
+    body.long(0); // start, in ticks
     body.long(0); // duration
     body.long(1); // metadata id
     body.varint(strings.list.len() as u64);

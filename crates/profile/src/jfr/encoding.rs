@@ -75,14 +75,13 @@ impl Out {
     }
 
     /// Appends `body` as one record (event, metadata, checkpoint): its total size first, as
-    /// a varint padded to 4 bytes so the size can be known before it is written.
+    /// a varint, which counts its own bytes.
     pub fn record(&mut self, body: &[u8]) {
-        let size = body.len() + 4;
-        assert!(size < 1 << 28, "a JFR record over 256 MiB");
-        for shift in [0, 7, 14] {
-            self.bytes.push(((size >> shift) as u8 & 0x7f) | 0x80);
+        let mut width = 1;
+        while body.len() + width >= 1 << (7 * width) {
+            width += 1;
         }
-        self.bytes.push((size >> 21) as u8 & 0x7f);
+        self.varint((body.len() + width) as u64);
         self.bytes.extend_from_slice(body);
     }
 }
@@ -208,12 +207,12 @@ mod tests {
     }
 
     #[test]
-    fn records_carry_their_padded_size() {
-        let mut out = Out::default();
-        out.record(&[7, 8, 9]);
-        let mut input = In::new(&out.bytes, 0);
-        assert_eq!(input.varint(), Ok(7));
-        assert_eq!(input.at, 4);
-        assert_eq!(input.take(3), Ok(&[7u8, 8, 9][..]));
+    fn records_carry_their_size_with_its_own_bytes() {
+        for len in [3, 125, 126, 127, 128, 16_380, 16_381, 16_382, 20_000] {
+            let mut out = Out::default();
+            out.record(&vec![7; len]);
+            let mut input = In::new(&out.bytes, 0);
+            assert_eq!(input.varint(), Ok(out.bytes.len() as u64), "body of {len}");
+        }
     }
 }

@@ -67,7 +67,7 @@ mod tests {
         let alloc = profile("alloc", Some("java.lang.String[]"));
         let lock = profile("lock", Some("java.lang.Object"));
         let bytes = super::write(&[&cpu, &alloc, &lock]);
-        let back = super::read(&bytes).unwrap();
+        let back = super::read(&bytes, &[]).unwrap();
         let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
         assert_eq!(events, ["cpu", "alloc", "lock"]);
         for (read, written) in back.iter().zip([&cpu, &alloc, &lock]) {

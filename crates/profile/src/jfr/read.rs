@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
-use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
+use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId};
 
 /// Whether `bytes` start like a JFR recording.
 pub fn is_recording(bytes: &[u8]) -> bool {
@@ -26,12 +26,13 @@ pub fn is_recording(bytes: &[u8]) -> bool {
 }
 
 /// The profiles of a recording, one per kind of sample it holds (in the order of the table
-/// of the module doc).
-pub fn read(bytes: &[u8]) -> Result<Vec<Profile>, String> {
+/// of the module doc); with `only`, just those events (`cpu`, `alloc`, ...): the others are
+/// skipped without decoding.
+pub fn read(bytes: &[u8], only: &[String]) -> Result<Vec<Profile>, String> {
     let mut profiles = Profiles::default();
     let mut at = 0;
     while at < bytes.len() {
-        let size = read_chunk(bytes, at, &mut profiles).map_err(|Malformed(why)| {
+        let size = read_chunk(bytes, at, only, &mut profiles).map_err(|Malformed(why)| {
             format!("not a readable JFR recording: {why} (chunk at byte {at})")
         })?;
         at += size;
@@ -254,7 +255,12 @@ impl Chunk {
 }
 
 /// Reads the chunk at `at`; returns its size.
-fn read_chunk(bytes: &[u8], at: usize, profiles: &mut Profiles) -> Result<usize, Malformed> {
+fn read_chunk(
+    bytes: &[u8],
+    at: usize,
+    only: &[String],
+    profiles: &mut Profiles,
+) -> Result<usize, Malformed> {
     let mut header = In::new(bytes, at);
     if header.take(4)? != MAGIC {
         return Err(Malformed("no FLR magic".into()));
@@ -309,16 +315,24 @@ fn read_chunk(bytes: &[u8], at: usize, profiles: &mut Profiles) -> Result<usize,
         }
     }
     let settings = Settings::of(&chunk, bytes, &records)?;
-    profiles.stacks.clear(); // keys are the chunk's own
+    // Keys are the chunk's own.
+    profiles.stacks.clear();
+    profiles.threads.clear();
+    let layouts: HashMap<u64, Layout> = chunk
+        .types
+        .iter()
+        .filter_map(|(&id, class)| Some((id, Layout::of(class)?)))
+        .filter(|(_, layout)| only.is_empty() || only.iter().any(|e| e == layout.kind.event()))
+        .collect();
+    let mut fields = Vec::new();
     for &(_, type_id, body) in &records {
-        if let Some(kind) = chunk.types.get(&type_id).and_then(|c| Kind::of(&c.name)) {
-            let class = &chunk.types[&type_id];
+        if let Some(layout) = layouts.get(&type_id) {
             let mut input = In::new(bytes, body);
-            let mut fields = Vec::with_capacity(class.fields.len());
-            for field in &class.fields {
+            fields.clear();
+            for field in &chunk.types[&type_id].fields {
                 fields.push(chunk.read_field(&mut input, field, 0)?);
             }
-            profiles.add(&chunk, kind, &Value::Object(type_id, fields), &settings);
+            profiles.add(&chunk, layout, &fields, &settings);
         }
     }
     profiles.covered(start_ns.max(0) as u64, duration_ns);
@@ -561,8 +575,43 @@ struct Profiles {
     by_kind: Vec<(Kind, Profile)>,
     start_ns: Option<u64>,
     end_ns: u64,
-    /// The chunk's stacks already converted: (kind, stack trace key) → frames root first.
-    stacks: HashMap<(Kind, u64), Vec<FrameId>>,
+    /// The chunk's stacks already converted: (kind, stack trace key, class key) → stack.
+    stacks: HashMap<(Kind, Option<u64>, Option<u64>), StackId>,
+    /// The chunk's threads already seen: (kind, thread key) → kernel id.
+    threads: HashMap<(Kind, u64), u32>,
+}
+
+/// Where an event type's fields are.
+struct Layout {
+    kind: Kind,
+    start: Option<usize>,
+    duration: Option<usize>,
+    thread: Option<usize>,
+    stack: Option<usize>,
+    class: Option<usize>,
+    weight: Option<usize>,
+    samples: Option<usize>,
+}
+
+impl Layout {
+    fn of(class: &Class) -> Option<Layout> {
+        let kind = Kind::of(&class.name)?;
+        let at = |names: &[&str]| {
+            names
+                .iter()
+                .find_map(|n| class.fields.iter().position(|f| f.name == *n))
+        };
+        Some(Layout {
+            kind,
+            start: at(&["startTime"]),
+            duration: at(&["duration"]),
+            thread: at(&["sampledThread", "eventThread"]),
+            stack: at(&["stackTrace"]),
+            class: at(&["objectClass", "monitorClass", "parkedClass"]),
+            weight: at(&["weight", "tlabSize", "allocationSize"]),
+            samples: at(&["samples"]),
+        })
+    }
 }
 
 impl Profiles {
@@ -588,92 +637,80 @@ impl Profiles {
         &mut self.by_kind[i].1
     }
 
-    fn add(&mut self, chunk: &Chunk, kind: Kind, event: &Value, settings: &Settings) {
-        let time = chunk.time_ns(
-            chunk
-                .long(chunk.get(event, "startTime"))
-                .unwrap_or(chunk.start_ticks),
-        );
-        let thread = ["sampledThread", "eventThread"]
-            .iter()
-            .map(|name| chunk.get(event, name))
-            .find(|v| **v != Value::Null)
-            .unwrap_or(&Value::Null);
+    /// Adds one event, its fields (in its type's order) where `layout` says.
+    fn add(&mut self, chunk: &Chunk, layout: &Layout, fields: &[Value], settings: &Settings) {
+        let kind = layout.kind;
+        let field = |at: Option<usize>| at.and_then(|i| fields.get(i)).unwrap_or(&Value::Null);
+        let long = |at: Option<usize>| chunk.long(field(at));
+        let mut time = chunk.time_ns(long(layout.start).unwrap_or(chunk.start_ticks));
+        let duration = chunk.duration_ns(long(layout.duration).unwrap_or(0));
+        // A wait is logged when it ends, as the lock engine records it.
+        time += duration;
+        let tid = self.thread(chunk, kind, field(layout.thread), settings);
+        let period = settings.periods.get(&kind).copied().unwrap_or(0);
+        let counts = match kind {
+            Kind::Cpu | Kind::Native => StackCounts::sampled(1, period),
+            Kind::Wall => {
+                let samples = long(layout.samples).unwrap_or(1).max(1) as u64;
+                StackCounts::sampled(samples, samples * period)
+            }
+            Kind::Alloc => StackCounts::sampled(1, long(layout.weight).unwrap_or(0).max(0) as u64),
+            Kind::Lock => StackCounts::sampled(1, duration),
+        };
+        let key_of = |value: &Value| match value {
+            Value::Ref(_, key) => Some(*key),
+            _ => None,
+        };
+        let trace = field(layout.stack);
+        let class = field(layout.class);
+        let key = (kind, key_of(trace), key_of(class));
+        let stack = match self.stacks.get(&key).filter(|_| key.1.is_some()) {
+            Some(&stack) => stack,
+            None => {
+                let mut frames = frames(chunk, trace);
+                if layout.class.is_some() {
+                    let name = chunk
+                        .text(chunk.get(class, "name"))
+                        .map_or_else(|| "[unknown]".to_string(), |n| java_name(&n));
+                    frames.push(Frame::new(name, FrameKind::Class));
+                }
+                let profile = self.profile(kind, settings);
+                let ids: Vec<FrameId> = frames.into_iter().map(|f| profile.intern(f)).collect();
+                let stack = profile.add_counts(&ids, StackCounts::default());
+                self.stacks.insert(key, stack);
+                stack
+            }
+        };
+        self.profile(kind, settings)
+            .log_id(stack, counts, time, tid);
+        self.start_ns = Some(self.start_ns.map_or(time, |s| s.min(time)));
+        self.end_ns = self.end_ns.max(time);
+    }
+
+    /// The kernel id of an event's thread, naming it in the profile the first time.
+    fn thread(&mut self, chunk: &Chunk, kind: Kind, thread: &Value, settings: &Settings) -> u32 {
+        let key = match thread {
+            Value::Ref(_, key) => Some(*key),
+            _ => None,
+        };
+        if let Some(&tid) = key.and_then(|key| self.threads.get(&(kind, key))) {
+            return tid;
+        }
         let tid = chunk.long(chunk.get(thread, "osThreadId")).unwrap_or(0) as u32;
-        let thread_name = chunk
+        let name = chunk
             .text(chunk.get(thread, "javaName"))
             .filter(|n| !n.is_empty())
             .or_else(|| chunk.text(chunk.get(thread, "osName")));
-        let duration = chunk.duration_ns(chunk.long(chunk.get(event, "duration")).unwrap_or(0));
-        // A wait is logged when it ends, as the lock engine records it.
-        let time = time + duration;
-        let period = settings.periods.get(&kind).copied().unwrap_or(0);
-        let (counts, class) = match kind {
-            Kind::Cpu | Kind::Native => (StackCounts::sampled(1, period), None),
-            Kind::Wall => {
-                let samples = chunk.long(chunk.get(event, "samples")).unwrap_or(1).max(1) as u64;
-                (StackCounts::sampled(samples, samples * period), None)
-            }
-            Kind::Alloc => {
-                let bytes = ["weight", "tlabSize", "allocationSize"]
-                    .iter()
-                    .find_map(|name| chunk.long(chunk.get(event, name)))
-                    .unwrap_or(0)
-                    .max(0) as u64;
-                (StackCounts::sampled(1, bytes), Some("objectClass"))
-            }
-            Kind::Lock => {
-                let class = if chunk.get(event, "monitorClass") != &Value::Null {
-                    "monitorClass"
-                } else {
-                    "parkedClass"
-                };
-                (StackCounts::sampled(1, duration), Some(class))
-            }
-        };
-        let class_name = class.map(|field| {
-            let class = chunk.get(event, field);
-            chunk
-                .text(chunk.get(class, "name"))
-                .map_or_else(|| "[unknown]".to_string(), |n| java_name(&n))
-        });
-        let trace_ref = match event {
-            Value::Object(type_id, fields) => chunk
-                .types
-                .get(type_id)
-                .and_then(|c| c.fields.iter().position(|f| f.name == "stackTrace"))
-                .and_then(|i| fields.get(i))
-                .cloned(),
-            _ => None,
-        };
-        let key = match &trace_ref {
-            Some(Value::Ref(_, key)) => Some(*key),
-            _ => None,
-        };
-        let mut stack = match key.and_then(|key| self.stacks.get(&(kind, key))) {
-            Some(stack) => stack.clone(),
-            None => {
-                let frames = frames(chunk, trace_ref.as_ref().unwrap_or(&Value::Null));
-                let profile = self.profile(kind, settings);
-                let ids: Vec<FrameId> = frames.into_iter().map(|f| profile.intern(f)).collect();
-                if let Some(key) = key {
-                    self.stacks.insert((kind, key), ids.clone());
-                }
-                ids
-            }
-        };
         let profile = self.profile(kind, settings);
-        if let Some(class) = class_name {
-            stack.push(profile.intern(Frame::new(class, FrameKind::Class)));
-        }
-        if let Some(name) = thread_name {
+        if let Some(name) = name {
             if !profile.thread_names().contains_key(&tid) {
                 profile.name_thread(tid, name);
             }
         }
-        profile.log(&stack, counts, time, tid);
-        self.start_ns = Some(self.start_ns.map_or(time, |s| s.min(time)));
-        self.end_ns = self.end_ns.max(time);
+        if let Some(key) = key {
+            self.threads.insert((kind, key), tid);
+        }
+        tid
     }
 
     fn covered(&mut self, start_ns: u64, duration_ns: u64) {
@@ -791,9 +828,9 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(read(b"FLR\0\x00\x02\x00\x00").is_err());
+        assert!(read(b"FLR\0\x00\x02\x00\x00", &[]).is_err());
         let mut bytes = b"FLR\0\x00\x02\x00\x00".to_vec();
         bytes.extend_from_slice(&[0xff; 80]);
-        assert!(read(&bytes).is_err());
+        assert!(read(&bytes, &[]).is_err());
     }
 }

@@ -143,7 +143,7 @@ impl Recording {
         ];
         for (name, value) in settings {
             let mut fields = Out::default();
-            fields.long(self.start_ns as i64);
+            fields.long(0); // the recording's start, in ticks
             fields.long(event as i64);
             fields.string(name);
             fields.string(&value);
@@ -219,12 +219,14 @@ impl Recording {
             .last()
             .filter(|f| f.kind == FrameKind::Class)
             .map(|f| f.name.clone());
+        // Ticks are nanoseconds since the recording's start: small numbers, short varints.
+        let ticks = time_ns.saturating_sub(self.start_ns) as i64;
         let thread = self.pools.thread(tid, profile);
         let trace = self.pools.stack_trace(index, stack, &frames);
         let mut fields = Out::default();
         let type_id = match kind {
             Kind::Execution | Kind::Wall => {
-                fields.long(time_ns as i64);
+                fields.long(ticks);
                 fields.varint(thread);
                 fields.varint(trace);
                 fields.varint(state);
@@ -239,7 +241,7 @@ impl Recording {
                 let class = self
                     .pools
                     .class(leaf_class.as_deref().unwrap_or("[unknown]"));
-                fields.long(time_ns as i64);
+                fields.long(ticks);
                 fields.varint(thread);
                 fields.varint(trace);
                 fields.varint(class);
@@ -256,7 +258,7 @@ impl Recording {
                         || f.name.ends_with("Unsafe.park")
                 });
                 // The wait is recorded when it ends.
-                fields.long(time_ns.saturating_sub(counts.weight) as i64);
+                fields.long(ticks - counts.weight.min(ticks as u64) as i64);
                 fields.long(counts.weight as i64);
                 fields.varint(thread);
                 fields.varint(trace);
