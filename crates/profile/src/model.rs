@@ -1,7 +1,10 @@
 //! The profile model: interned frames, stacks and their counts, and what was measured.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Fx hashing: frames and stacks are hashed once per sample, and nobody picks them to collide.
+use rustc_hash::FxHashMap as HashMap;
 
 /// What kind of code a frame stands for; exporters colour and annotate by it.
 #[derive(

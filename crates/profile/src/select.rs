@@ -39,21 +39,39 @@ impl Profile {
         let frames_of =
             |stack: &[FrameId]| -> Vec<&Frame> { stack.iter().map(|&id| self.frame(id)).collect() };
         let mut selected = Profile::new(self.metadata.clone());
-        if self.logged().is_empty() {
-            if selection.needs_log() {
-                return Err(format!(
-                    "the {} profile has no sample times or threads (a JFR recording has them)",
-                    self.metadata.event
-                ));
-            }
+        if !selection.needs_log() {
+            // By stack: every count kept, and the logged samples of the stacks kept.
+            let mut kept = Vec::new();
             for (stack, counts) in self.stacks_by_id() {
                 let frames = frames_of(stack);
-                if selection.keeps(&frames) {
+                kept.push(selection.keeps(&frames).then(|| {
                     let frames: Vec<Frame> = frames.into_iter().cloned().collect();
-                    selected.add_frame_counts(&frames, counts);
+                    selected.add_frame_counts(&frames, counts)
+                }));
+            }
+            for sample in self.logged() {
+                if let Some(stack) = kept[sample.stack as usize] {
+                    selected.append_logged(crate::LoggedSample { stack, ..*sample });
                 }
             }
+            for (&tid, name) in self.thread_names() {
+                selected.name_thread(tid, name.clone());
+            }
             return Ok(selected);
+        }
+        if self.logged().is_empty() {
+            return Err(format!(
+                "the {} profile has no sample times or threads (a JFR recording has them)",
+                self.metadata.event
+            ));
+        }
+        if self.metadata.unlogged > 0 {
+            return Err(format!(
+                "the {} profile keeps times for its first {} samples only, {} more would be missed",
+                self.metadata.event,
+                self.logged().len(),
+                self.metadata.unlogged
+            ));
         }
         let start = self.metadata.start_time_ns;
         let from = start.saturating_add(selection.from_ns.unwrap_or(0));

@@ -14,7 +14,7 @@
 //!
 //! Every other event is skipped by its size.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
@@ -241,16 +241,26 @@ impl Chunk {
         }
     }
 
+    /// Nanoseconds of `ticks` ticks (exact when ticks are nanoseconds; else to a fraction
+    /// of a nanosecond over days, without a 128-bit division per event).
+    fn ns_of_ticks(&self, ticks: i64) -> i64 {
+        if self.ticks_per_second == 1_000_000_000 {
+            ticks
+        } else {
+            (ticks as f64 * 1e9 / self.ticks_per_second.max(1) as f64) as i64
+        }
+    }
+
     /// Nanoseconds since the epoch of a tick count.
     fn time_ns(&self, ticks: i64) -> u64 {
-        let elapsed = (ticks - self.start_ticks) as i128 * 1_000_000_000
-            / i128::from(self.ticks_per_second.max(1));
-        (i128::from(self.start_ns) + elapsed).max(0) as u64
+        self.start_ns
+            .saturating_add(self.ns_of_ticks(ticks - self.start_ticks))
+            .max(0) as u64
     }
 
     /// Nanoseconds of a duration in ticks.
     fn duration_ns(&self, ticks: i64) -> u64 {
-        (ticks.max(0) as i128 * 1_000_000_000 / i128::from(self.ticks_per_second.max(1))) as u64
+        self.ns_of_ticks(ticks).max(0) as u64
     }
 }
 
@@ -286,9 +296,9 @@ fn read_chunk(
     let mut chunk = Chunk {
         // JDK 11's chunks say nothing and compress; later ones set the flag.
         compressed: major == 2 && (flags & u32::from(COMPRESSED_INTS) != 0 || flags == 0),
-        types: HashMap::new(),
+        types: HashMap::default(),
         string_type: None,
-        pools: HashMap::new(),
+        pools: HashMap::default(),
         start_ns,
         start_ticks,
         ticks_per_second,
@@ -318,6 +328,7 @@ fn read_chunk(
     // Keys are the chunk's own.
     profiles.stacks.clear();
     profiles.threads.clear();
+    profiles.frames.clear();
     let layouts: HashMap<u64, Layout> = chunk
         .types
         .iter()
@@ -579,6 +590,8 @@ struct Profiles {
     stacks: HashMap<(Kind, Option<u64>, Option<u64>), StackId>,
     /// The chunk's threads already seen: (kind, thread key) → kernel id.
     threads: HashMap<(Kind, u64), u32>,
+    /// The chunk's stack frames already resolved: (kind, frame's fields) → frame.
+    frames: HashMap<(Kind, [u64; 4]), FrameId>,
 }
 
 /// Where an event type's fields are.
@@ -667,15 +680,15 @@ impl Profiles {
         let stack = match self.stacks.get(&key).filter(|_| key.1.is_some()) {
             Some(&stack) => stack,
             None => {
-                let mut frames = frames(chunk, trace);
+                let mut ids = self.frame_ids(chunk, kind, trace, settings);
                 if layout.class.is_some() {
                     let name = chunk
                         .text(chunk.get(class, "name"))
                         .map_or_else(|| "[unknown]".to_string(), |n| java_name(&n));
-                    frames.push(Frame::new(name, FrameKind::Class));
+                    let profile = self.profile(kind, settings);
+                    ids.push(profile.intern(Frame::new(name, FrameKind::Class)));
                 }
                 let profile = self.profile(kind, settings);
-                let ids: Vec<FrameId> = frames.into_iter().map(|f| profile.intern(f)).collect();
                 let stack = profile.add_counts(&ids, StackCounts::default());
                 self.stacks.insert(key, stack);
                 stack
@@ -685,6 +698,51 @@ impl Profiles {
             .log_id(stack, counts, time, tid);
         self.start_ns = Some(self.start_ns.map_or(time, |s| s.min(time)));
         self.end_ns = self.end_ns.max(time);
+    }
+
+    /// A stack trace's frames as ids of `kind`'s profile, root first; each frame (method,
+    /// line and type of the chunk's pools) is resolved once per chunk.
+    fn frame_ids(
+        &mut self,
+        chunk: &Chunk,
+        kind: Kind,
+        trace: &Value,
+        settings: &Settings,
+    ) -> Vec<FrameId> {
+        let Value::Array(frames) = chunk.get(trace, "frames") else {
+            return Vec::new();
+        };
+        let mut ids = Vec::with_capacity(frames.len());
+        for value in frames.iter().rev() {
+            // A frame is its (up to four) fields: method, line, bytecode index, type.
+            let key = match value {
+                Value::Object(_, fields) if fields.len() <= 4 => {
+                    let mut key = [u64::MAX; 4];
+                    for (slot, field) in key.iter_mut().zip(fields) {
+                        *slot = match field {
+                            Value::Ref(_, key) => *key,
+                            Value::Long(n) => *n as u64,
+                            _ => u64::MAX - 1,
+                        };
+                    }
+                    Some(key)
+                }
+                _ => None,
+            };
+            let cached = key.and_then(|key| self.frames.get(&(kind, key)).copied());
+            let id = match cached {
+                Some(id) => id,
+                None => {
+                    let id = self.profile(kind, settings).intern(frame(chunk, value));
+                    if let Some(key) = key {
+                        self.frames.insert((kind, key), id);
+                    }
+                    id
+                }
+            };
+            ids.push(id);
+        }
+        ids
     }
 
     /// The kernel id of an event's thread, naming it in the profile the first time.
@@ -732,54 +790,38 @@ impl Profiles {
     }
 }
 
-/// A stack trace's frames, root first.
-fn frames(chunk: &Chunk, trace: &Value) -> Vec<Frame> {
-    let Value::Array(frames) = chunk.get(trace, "frames") else {
-        return Vec::new();
+/// A stack frame of a stack trace.
+fn frame(chunk: &Chunk, frame: &Value) -> Frame {
+    let method = chunk.get(frame, "method");
+    let class = chunk
+        .text(chunk.get(chunk.get(method, "type"), "name"))
+        .unwrap_or_default();
+    let name = chunk.text(chunk.get(method, "name")).unwrap_or_default();
+    let descriptor = chunk
+        .text(chunk.get(method, "descriptor"))
+        .filter(|d| !d.is_empty());
+    let line = chunk
+        .long(chunk.get(frame, "lineNumber"))
+        .filter(|&l| l > 0)
+        .map(|l| l as u32);
+    let kind = match chunk.text(chunk.get(frame, "type")).as_deref() {
+        Some("Interpreted") => FrameKind::Interpreted,
+        Some("Inlined") => FrameKind::Inlined,
+        Some("Native") => FrameKind::Native,
+        Some("C++") => FrameKind::Cpp,
+        Some("Kernel") => FrameKind::Kernel,
+        _ => FrameKind::Compiled,
     };
-    let mut stack: Vec<Frame> = frames
-        .iter()
-        .map(|frame| {
-            let method = chunk.get(frame, "method");
-            let class = chunk
-                .text(chunk.get(chunk.get(method, "type"), "name"))
-                .unwrap_or_default();
-            let name = chunk.text(chunk.get(method, "name")).unwrap_or_default();
-            let descriptor = chunk
-                .text(chunk.get(method, "descriptor"))
-                .filter(|d| !d.is_empty());
-            let line = chunk
-                .long(chunk.get(frame, "lineNumber"))
-                .filter(|&l| l > 0)
-                .map(|l| l as u32);
-            let kind = match chunk.text(chunk.get(frame, "type")).as_deref() {
-                Some("Interpreted") => FrameKind::Interpreted,
-                Some("Inlined") => FrameKind::Inlined,
-                Some("Native") => FrameKind::Native,
-                Some("C++") => FrameKind::Cpp,
-                Some("Kernel") => FrameKind::Kernel,
-                _ => FrameKind::Compiled,
-            };
-            if class.is_empty() || !kind.is_java() {
-                return Frame::new(
-                    if class.is_empty() {
-                        name
-                    } else {
-                        format!("{}.{name}", java_name(&class))
-                    },
-                    kind,
-                );
-            }
-            Frame::java(
-                format!("{}.{name}", java_name(&class)),
-                kind,
-                descriptor,
-                line,
-            )
-        })
-        .collect();
-    stack.reverse();
-    stack
+    match (class.is_empty(), kind.is_java()) {
+        (true, _) => Frame::new(name, kind),
+        (false, false) => Frame::new(format!("{}.{name}", java_name(&class)), kind),
+        (false, true) => Frame::java(
+            format!("{}.{name}", java_name(&class)),
+            kind,
+            descriptor,
+            line,
+        ),
+    }
 }
 
 /// `java/lang/String` → `java.lang.String`; `[I` → `int[]`; `[Ljava/lang/Object;` →
