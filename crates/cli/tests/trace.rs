@@ -525,6 +525,62 @@ fn n_counts_results_and_depth_cuts_stacks() {
 }
 
 #[test]
+fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let out = dir.path().join("slow.collapsed");
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "--threshold",
+                "5ms",
+                "--profile",
+                "wall",
+                "-o",
+                out.to_str().unwrap(),
+                "-n",
+                "80",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, stdout, err) = trace.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        assert!(
+            err.contains("80 calls reported"),
+            "JDK {}: {err}",
+            jdk.version
+        );
+        let stacks = common::collapsed_file(&out);
+        let samples: u64 = stacks.iter().map(|(_, n)| n).sum();
+        // 80 calls of 20 ms, sampled every 10 ms: about 160 samples, every one in sleepy.
+        assert!(
+            samples >= 40,
+            "JDK {}: {samples} samples: {stdout}",
+            jdk.version
+        );
+        let outside: Vec<&Vec<String>> = stacks
+            .iter()
+            .map(|(frames, _)| frames)
+            .filter(|frames| !frames.iter().any(|f| f == "workloads.Traced.sleepy"))
+            .collect();
+        assert!(
+            outside.is_empty(),
+            "JDK {}: stacks outside the calls: {outside:?}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
 fn monitor_counts_calls_and_their_durations() {
     agent_library();
     for jdk in jdks() {

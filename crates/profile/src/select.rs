@@ -110,6 +110,49 @@ impl Profile {
     }
 }
 
+impl Profile {
+    /// The samples taken on a thread while it was inside one of `calls` (kernel thread id,
+    /// start and end in nanoseconds since the Unix epoch): a profile of just those calls.
+    /// Needs the event log.
+    pub fn during(&self, calls: &[(u32, u64, u64)]) -> Result<Profile, String> {
+        if self.logged().is_empty() && self.total_samples() > 0 {
+            return Err(format!(
+                "the {} profile has no sample times to match calls with",
+                self.metadata.event
+            ));
+        }
+        let mut by_thread: std::collections::HashMap<u32, Vec<(u64, u64)>> =
+            std::collections::HashMap::new();
+        for &(tid, start, end) in calls {
+            by_thread.entry(tid).or_default().push((start, end));
+        }
+        for spans in by_thread.values_mut() {
+            spans.sort_unstable();
+        }
+        let inside = |tid: u32, time: u64| {
+            by_thread.get(&tid).is_some_and(|spans| {
+                // The last call starting at or before `time`, or an earlier one still open.
+                let after = spans.partition_point(|&(start, _)| start <= time);
+                spans[..after].iter().rev().any(|&(_, end)| time <= end)
+            })
+        };
+        let mut selected = Profile::new(self.metadata.clone());
+        selected.metadata.unlogged = 0;
+        for sample in self.logged().iter().filter(|s| inside(s.tid, s.time_ns)) {
+            let frames: Vec<Frame> = self
+                .stack(sample.stack)
+                .iter()
+                .map(|&id| self.frame(id).clone())
+                .collect();
+            selected.log_frames(&frames, sample.counts, sample.time_ns, sample.tid);
+            if let Some(name) = self.thread_names().get(&sample.tid) {
+                selected.name_thread(sample.tid, name.clone());
+            }
+        }
+        Ok(selected)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +192,13 @@ mod tests {
             .unwrap();
         assert_eq!(only_a.total_samples(), 2);
         assert_eq!(only_a.frame(only_a.stack(0)[0]).name, "[main tid=1]");
+        // Only samples inside a call of their own thread.
+        let calls = p.during(&[(1, 1_005, 1_020), (2, 1_000, 1_040)]).unwrap();
+        assert_eq!(
+            calls.total_samples(),
+            1,
+            "thread 2's sample came after its call"
+        );
         let mut counted = Profile::default();
         counted.add_frames(&[Frame::new("x", FrameKind::Native)], 3, 3);
         assert!(counted

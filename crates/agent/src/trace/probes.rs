@@ -119,6 +119,8 @@ pub enum Record {
         generation: u32,
         /// Thread name.
         thread: Arc<str>,
+        /// Kernel id of the thread.
+        tid: u32,
         /// Method id.
         method: u32,
         /// Start and duration in ticks.
@@ -694,6 +696,7 @@ fn report_call(
     send(Record::Call {
         generation: hot.generation,
         thread,
+        tid: crate::sampling::threads::current_tid() as u32,
         method: id,
         start: frame.start,
         ticks: elapsed,

@@ -180,6 +180,7 @@ impl Reporter {
         let render = |me: &mut Reporter| match record {
             Record::Call {
                 thread,
+                tid,
                 method,
                 start,
                 ticks,
@@ -188,7 +189,7 @@ impl Reporter {
                 stack,
                 ..
             } => Some(records::Record::Call(me.call(
-                thread.to_string(),
+                (thread.to_string(), tid),
                 method,
                 start,
                 ticks,
@@ -251,7 +252,7 @@ impl Reporter {
     #[allow(clippy::too_many_arguments)]
     fn call(
         &mut self,
-        thread: String,
+        (thread, tid): (String, u32),
         method: u32,
         start: u64,
         ticks: u64,
@@ -265,6 +266,7 @@ impl Reporter {
         Call {
             time_ns: c.wall_ns(start),
             thread,
+            tid,
             class,
             method,
             descriptor,

@@ -182,6 +182,11 @@ impl OutputArgs {
             .collect()
     }
 
+    /// No `-o` given.
+    pub fn writes_nothing(&self) -> bool {
+        self.output.is_empty()
+    }
+
     /// Refuses an output whose format neither its extension nor `--format` says.
     pub fn check(&self) -> anyhow::Result<()> {
         check_output(self)

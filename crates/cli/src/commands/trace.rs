@@ -87,6 +87,12 @@ pub struct TraceArgs {
     /// which runs application code; by default they show as Class@hash{fields}
     #[arg(long)]
     to_string: bool,
+    /// Also profile the traced threads (cpu or wall) and keep only the samples taken inside
+    /// reported calls (over --threshold): a flame graph of the slow calls, written to -o
+    #[arg(long, value_name = "EVENT", value_parser = parse_profile_event, requires = "output")]
+    profile: Option<Event>,
+    #[command(flatten)]
+    output: super::profile::OutputArgs,
     /// Print this many calls, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
@@ -194,7 +200,33 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         to_string: args.to_string,
         ..Plan::default()
     };
-    run(target, patterns(&words).map(plan), &args.common, timeout)
+    let slow = match (args.profile, args.output.writes_nothing()) {
+        (Some(event), _) => Some(SlowCalls {
+            event,
+            output: &args.output,
+        }),
+        (None, false) => {
+            return Err(exit::usage(
+                "-o writes the profile of --profile: give --profile cpu or wall",
+            ))
+        }
+        (None, true) => None,
+    };
+    if slow.is_some() {
+        args.output.check()?;
+    }
+    if let (Some(_), Target::Launch) = (&slow, &target) {
+        return Err(exit::usage(
+            "--profile needs a running JVM's pid (not -- java ...)",
+        ));
+    }
+    run(
+        target,
+        patterns(&words).map(plan),
+        &args.common,
+        slow,
+        timeout,
+    )
 }
 
 /// Runs `jtap calltree`.
@@ -220,7 +252,7 @@ pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32
             ..Plan::default()
         })
     })();
-    run(target, plan, &args.common, timeout)
+    run(target, plan, &args.common, None, timeout)
 }
 
 /// Runs `jtap monitor`.
@@ -237,13 +269,20 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         count: args.count,
         ..Plan::default()
     };
-    run(target, patterns(&words).map(plan), &args.common, timeout)
+    run(
+        target,
+        patterns(&words).map(plan),
+        &args.common,
+        None,
+        timeout,
+    )
 }
 
 fn run(
     target: Target,
     plan: Result<Plan, String>,
     common: &Common,
+    slow: Option<SlowCalls>,
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
@@ -266,7 +305,10 @@ fn run(
     };
     TRACING.store(true, Ordering::SeqCst);
     let result = match target {
-        Target::Pid(pid) => attached(pid, &options, common.json, timeout),
+        Target::Pid(pid) => match slow {
+            Some(slow) => profiled(pid, &options, common.json, &slow, timeout),
+            None => attached(pid, &options, common.json, timeout),
+        },
         _ => launched(&options, common),
     };
     TRACING.store(false, Ordering::SeqCst);
@@ -289,6 +331,123 @@ fn attached(pid: u32, options: &Options, json: bool, timeout: Duration) -> anyho
     if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
         eprintln!("jtap: the session ended: {why}");
     }
+    Ok(0)
+}
+
+/// `trace --profile`: what to profile beside the trace and where the profile goes.
+struct SlowCalls<'a> {
+    event: Event,
+    output: &'a super::profile::OutputArgs,
+}
+
+/// `--profile` takes cpu or wall.
+fn parse_profile_event(text: &str) -> Result<Event, String> {
+    match Event::from_name(text) {
+        Some(event @ (Event::Cpu | Event::Wall)) => Ok(event),
+        _ => Err(format!("--profile takes cpu or wall, not {text:?}")),
+    }
+}
+
+/// `jtap trace <pid> ... --profile cpu|wall -o out`: the trace as [`attached`] runs it, and
+/// beside it a profile of the JVM (a recording of this client's own, with each sample's time
+/// and thread); at the end, only the samples taken on a thread while inside one of the
+/// reported calls are kept and written.
+fn profiled(
+    pid: u32,
+    options: &Options,
+    json: bool,
+    slow: &SlowCalls,
+    timeout: Duration,
+) -> anyhow::Result<i32> {
+    // Samples every 10 ms, wall too: slow calls are few, and each should hold several.
+    let profile_options = Options {
+        action: Some(Action::Start),
+        event: Some(slow.event),
+        interval: Some(Duration::from_millis(10)),
+        timeline: true,
+        ..Options::default()
+    };
+    let profile = agent_client::Conversation::open(pid, &profile_options, timeout)?;
+    let stopper = profile.stopper()?;
+    let received = std::sync::Mutex::new(Vec::new());
+    let calls = std::sync::Mutex::new(Vec::new());
+    let profiles = std::thread::scope(|scope| -> anyhow::Result<Vec<jtap_profile::Profile>> {
+        let reader = scope.spawn(|| {
+            profile.finish(
+                &mut io::sink(),
+                Some(&mut |frame| {
+                    if let Frame::Profile(bytes) = frame {
+                        received
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(bytes);
+                    }
+                    Ok(())
+                }),
+            )
+        });
+        let mut print = print_records(json);
+        let traced = (|| -> anyhow::Result<()> {
+            let conversation = agent_client::Conversation::open(pid, options, timeout)?;
+            let (why, asked) = agent_client::supervise(
+                conversation,
+                options.duration,
+                &INTERRUPTED,
+                &|| false,
+                &mut |_| {},
+                |conversation| {
+                    conversation.finish(
+                        &mut io::stdout(),
+                        Some(&mut |frame| {
+                            if let Frame::Record(bytes) = &frame {
+                                if let Ok(Record::Call(call)) = Record::decode(bytes) {
+                                    let end = call.time_ns + call.duration_ns;
+                                    calls.lock().unwrap_or_else(|e| e.into_inner()).push((
+                                        call.tid,
+                                        call.time_ns,
+                                        end,
+                                    ));
+                                }
+                            }
+                            print(frame)
+                        }),
+                    )
+                },
+            )?;
+            if asked == Asked::Nothing
+                && !matches!(why.as_str(), "duration elapsed" | "count reached")
+            {
+                eprintln!("jtap: the session ended: {why}");
+            }
+            Ok(())
+        })();
+        // The profile ends with the trace, whatever ended the trace.
+        let _ = stopper.stop();
+        let ended = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
+        traced?;
+        ended?;
+        let received = std::mem::take(&mut *received.lock().unwrap_or_else(|e| e.into_inner()));
+        received
+            .iter()
+            .map(|bytes| {
+                jtap_protocol::wire::decode_profile(bytes)
+                    .map_err(|e| AgentError::Channel(e).into())
+            })
+            .collect()
+    })?;
+    let calls = calls.into_inner().unwrap_or_else(|e| e.into_inner());
+    let slow_profiles = profiles
+        .iter()
+        .map(|p| p.during(&calls))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    eprintln!(
+        "jtap: {} calls reported; the profile keeps the samples taken inside them",
+        calls.len()
+    );
+    super::profile::write_profiles(slow.output, &slow_profiles)?;
     Ok(0)
 }
 

@@ -16,6 +16,9 @@ pub struct Call {
     pub time_ns: u64,
     /// The thread's name.
     pub thread: String,
+    /// The thread's kernel id (to find its samples in a profile).
+    #[serde(default)]
+    pub tid: u32,
     /// `pkg.Class`.
     pub class: String,
     /// The method's name.
@@ -151,7 +154,7 @@ impl Call {
         };
         json!({
             "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
-            "class": self.class, "method": self.method, "descriptor": self.descriptor,
+            "tid": self.tid, "class": self.class, "method": self.method, "descriptor": self.descriptor,
             "duration_ns": self.duration_ns, "args": self.args, "return": value,
             "threw": threw, "thrown": thrown, "stack": self.stack,
         })
@@ -381,6 +384,7 @@ pub(crate) mod tests {
         Call {
             time_ns: ((13 * 3600 + 5 * 60 + 7) * 1000 + 42) * 1_000_000,
             thread: "main\n".into(),
+            tid: 7,
             class: "app.Cache".into(),
             method: "get".into(),
             descriptor: "(I)J".into(),
