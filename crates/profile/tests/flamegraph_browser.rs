@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use jtap_profile::{ExportOptions, Format, Frame, FrameKind, Metadata, Profile};
+use jtap_profile::{ExportOptions, Format, Frame, FrameKind, Metadata, Profile, StackCounts};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 
@@ -235,4 +235,61 @@ fn a_session_of_several_events_switches_between_them() {
     assert!(dom.contains("data-event=\"alloc\""), "{dom}");
     assert!(dom.contains("4,096 bytes"), "{dom}");
     assert!(dom.contains("Matched: 75.00%"), "{dom}");
+}
+
+#[test]
+fn a_heatmap_range_draws_the_flame_graph_of_that_time_alone() {
+    if !Path::new(CHROMIUM).exists() {
+        eprintln!("SKIPPED: {CHROMIUM} not installed");
+        return;
+    }
+    // Three seconds: Burn.a in the first (10 samples), Burn.b in the second (20), Burn.c in
+    // the third (40).
+    let mut p = Profile::new(Metadata {
+        event: "cpu".into(),
+        engine: "cpu".into(),
+        start_time_ns: 1_000_000_000_000,
+        duration_ns: 3_000_000_000,
+        ..Metadata::default()
+    });
+    let main = Frame::new("Main.main", FrameKind::Interpreted);
+    for (second, (name, n)) in [("Burn.a", 10u64), ("Burn.b", 20), ("Burn.c", 40)]
+        .into_iter()
+        .enumerate()
+    {
+        let stack = [main.clone(), Frame::new(name, FrameKind::Compiled)];
+        for i in 0..n {
+            let at = 1_000_000_000_000 + second as u64 * 1_000_000_000 + i * 1_000_000_000 / n;
+            p.log_frames(&stack, StackCounts::sampled(1, 10_000_000), at, 1);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("heat.html");
+    std::fs::write(&page, Format::Heatmap.render(&p, &ExportOptions::default())).unwrap();
+    let url = format!("file://{}", page.display());
+
+    let dom = dump_dom(&url, &dir.path().join("chrome"));
+    assert_eq!(
+        attribute(&dom, "heatmap", "hidden"),
+        None,
+        "heatmap shown: {dom}"
+    );
+    assert!(dom.contains("70 samples"), "{dom}");
+    assert!(dom.contains("3 s, one column per second"), "{dom}");
+
+    let dom = dump_dom(
+        &format!("{url}#range=1000-2000&search=Burn%5C.b"),
+        &dir.path().join("chrome"),
+    );
+    assert!(dom.contains("20 samples"), "only the second second: {dom}");
+    assert!(dom.contains("Matched: 100.00%"), "{dom}");
+
+    // A plain profile has no heatmap.
+    std::fs::write(
+        &page,
+        Format::Heatmap.render(&profile(0), &ExportOptions::default()),
+    )
+    .unwrap();
+    let dom = dump_dom(&url, &dir.path().join("chrome"));
+    assert!(attribute(&dom, "heatmap", "hidden").is_some(), "{dom}");
 }

@@ -143,11 +143,13 @@ struct SamplingArgs {
 /// Where and how the profiles are written.
 #[derive(clap::Args)]
 pub struct OutputArgs {
-    /// Output file; its extension picks the format (.html .pb.gz .jfr .speedscope.json
-    /// .collapsed .txt). Give it several times to write one profile in several formats
+    /// Output file; its extension picks the format (.html .heatmap.html .pb.gz .jfr
+    /// .speedscope.json .collapsed .txt). Give it several times to write one profile in
+    /// several formats
     #[arg(short, long)]
     output: Vec<PathBuf>,
-    /// Output format: text, summary, traces, flat, collapsed, html, pprof, jfr, speedscope (for
+    /// Output format: text, summary, traces, flat, collapsed, html, heatmap, pprof, jfr,
+    /// speedscope (for
     /// stdout, and for output files whose extension names no format)
     #[arg(long, value_parser = parse_format)]
     format: Option<Format>,
@@ -192,9 +194,11 @@ impl OutputArgs {
         check_output(self)
     }
 
-    /// Whether a format asked for needs each sample's time and thread (JFR).
+    /// Whether a format asked for needs each sample's time and thread (JFR, heatmap).
     fn needs_timeline(&self) -> bool {
-        self.formats().contains(&Format::Jfr)
+        self.formats()
+            .iter()
+            .any(|f| matches!(f, Format::Jfr | Format::Heatmap))
     }
 }
 

@@ -182,6 +182,64 @@ pub fn render_diff(base: &Profile, new: &Profile, options: &ExportOptions) -> St
     TEMPLATE.replace("/*DATA*/null", &data.to_string().replace("</", "<\\/"))
 }
 
+/// The flame graph page with a heatmap above each profile that has an event log: one column
+/// per second, and the flame graph of the time range dragged over.
+pub fn render_heatmap(profiles: &[&Profile], options: &ExportOptions) -> String {
+    let views: Vec<_> = profiles
+        .iter()
+        .map(|profile| {
+            let mut view = view(profile, options);
+            if !profile.logged().is_empty() {
+                view["timeline"] = timeline(profile, options);
+            }
+            view
+        })
+        .collect();
+    let data = json!({ "inverted": options.inverted, "views": views });
+    TEMPLATE.replace("/*DATA*/null", &data.to_string().replace("</", "<\\/"))
+}
+
+/// A profile's event log for the page: its stacks (frame ids, root first), each frame's kind,
+/// and the samples as `[ms since the start, stack, count]` triples.
+fn timeline(profile: &Profile, options: &ExportOptions) -> serde_json::Value {
+    let counter = options.counter_for(profile);
+    // From the recording's start when it is known, so that the columns are its seconds.
+    let first = profile
+        .logged()
+        .iter()
+        .map(|s| s.time_ns)
+        .min()
+        .unwrap_or(0);
+    let start = match profile.metadata.start_time_ns {
+        0 => first,
+        known => known.min(first),
+    };
+    let mut stacks: Vec<&[FrameId]> = Vec::new();
+    let mut index: HashMap<u32, usize> = HashMap::new();
+    let mut samples = Vec::with_capacity(profile.logged().len() * 3);
+    let mut end = 0;
+    for sample in profile.logged() {
+        let stack = *index.entry(sample.stack).or_insert_with(|| {
+            stacks.push(profile.stack(sample.stack));
+            stacks.len() - 1
+        });
+        let ms = sample.time_ns.saturating_sub(start) / 1_000_000;
+        end = end.max(ms);
+        samples.extend([ms, stack as u64, sample.counts.get(counter)]);
+    }
+    let kinds: Vec<u64> = profile
+        .frames()
+        .iter()
+        .map(|f| kind_index(f.kind))
+        .collect();
+    json!({
+        "stacks": stacks,
+        "kinds": kinds,
+        "samples": samples,
+        "duration_ms": (end + 1).max(profile.metadata.duration_ns / 1_000_000),
+    })
+}
+
 /// One profile's flame graph: its rows, frame names, total and unit.
 fn view(profile: &Profile, options: &ExportOptions) -> serde_json::Value {
     let counter = options.counter_for(profile);
@@ -212,6 +270,7 @@ fn view_of(
 mod tests {
     use super::*;
     use crate::export::tests::sample_profile;
+    use crate::model::StackCounts;
 
     #[test]
     fn rows_merge_common_prefixes() {
@@ -228,6 +287,32 @@ mod tests {
             .chunks(4)
             .zip(rows[2].chunks(4).skip(1))
             .all(|(a, b)| a[0] + a[1] <= b[0]));
+    }
+
+    #[test]
+    fn heatmap_pages_carry_the_event_log_from_the_recordings_start() {
+        let mut p = sample_profile();
+        p.metadata.start_time_ns = 5_000_000_000;
+        let (a, b) = (
+            crate::Frame::new("Main.a", FrameKind::Compiled),
+            crate::Frame::new("Main.b", FrameKind::Compiled),
+        );
+        p.log_frames(&[a], StackCounts::sampled(1, 10), 5_250_000_000, 7);
+        p.log_frames(std::slice::from_ref(&b), StackCounts::sampled(2, 20), 6_500_000_000, 7);
+        p.log_frames(&[b], StackCounts::sampled(1, 10), 6_600_000_000, 8);
+        let timeline = timeline(&p, &ExportOptions::default());
+        // [ms since the start, stack, samples]: Main.b's two samples share one stack.
+        assert_eq!(
+            timeline["samples"],
+            json!([250, 0, 1, 1500, 1, 2, 1600, 1, 1])
+        );
+        assert_eq!(timeline["stacks"].as_array().unwrap().len(), 2);
+        assert_eq!(timeline["duration_ms"], json!(1601));
+        let page = render_heatmap(&[&p], &ExportOptions::default());
+        assert!(page.contains("\"timeline\""));
+        // A profile without an event log gets the plain flame graph.
+        let plain = render_heatmap(&[&sample_profile()], &ExportOptions::default());
+        assert!(!plain.contains("\"timeline\""));
     }
 
     #[test]

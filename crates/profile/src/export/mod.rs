@@ -39,6 +39,8 @@ pub enum Format {
     Speedscope,
     /// A JFR recording (`jfr`, JDK Mission Control, IntelliJ).
     Jfr,
+    /// The HTML flame graph with a heatmap of samples over time above it.
+    Heatmap,
 }
 
 /// How to render.
@@ -89,6 +91,7 @@ impl Format {
         ("pprof", Format::Pprof),
         ("speedscope", Format::Speedscope),
         ("jfr", Format::Jfr),
+        ("heatmap", Format::Heatmap),
     ];
 
     /// Parses a `--format` name.
@@ -106,6 +109,7 @@ impl Format {
             (".speedscope.json", Format::Speedscope),
             (".pb.gz", Format::Pprof),
             (".pprof", Format::Pprof),
+            (".heatmap.html", Format::Heatmap),
             (".html", Format::Html),
             (".collapsed", Format::Collapsed),
             (".folded", Format::Collapsed),
@@ -134,6 +138,7 @@ impl Format {
             Format::Traces => text::traces(profile, options).into_bytes(),
             Format::Flat => text::flat(profile, options).into_bytes(),
             Format::Html => html::render(&[profile], options).into_bytes(),
+            Format::Heatmap => html::render_heatmap(&[profile], options).into_bytes(),
             Format::Pprof => pprof::render(&[profile]),
             Format::Jfr => crate::jfr::write(&[profile]),
             Format::Speedscope => speedscope::render(&[profile], options).into_bytes(),

@@ -26,6 +26,7 @@ pub fn render_set(
     let labelled: Vec<&Profile> = labelled.iter().collect();
     let together = match format {
         Format::Html => html::render(&labelled, options).into_bytes(),
+        Format::Heatmap => html::render_heatmap(&labelled, options).into_bytes(),
         Format::Speedscope => speedscope::render(&labelled, options).into_bytes(),
         Format::Pprof => pprof::render(&profiles.iter().collect::<Vec<_>>()),
         Format::Jfr => crate::jfr::write(&profiles.iter().collect::<Vec<_>>()),
