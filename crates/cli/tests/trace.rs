@@ -531,6 +531,7 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
         let out = dir.path().join("slow.collapsed");
+        let recording = dir.path().join("slow.jfr");
         let mut trace = Background::start(
             &[
                 "trace",
@@ -542,6 +543,8 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
                 "wall",
                 "-o",
                 out.to_str().unwrap(),
+                "-o",
+                recording.to_str().unwrap(),
                 "-n",
                 "80",
                 "-d",
@@ -574,6 +577,50 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
         assert!(
             outside.is_empty(),
             "JDK {}: stacks outside the calls: {outside:?}",
+            jdk.version
+        );
+        // The JFR holds the calls as jdk.MethodTrace events, which the JDK's jfr reads and
+        // `convert --latency` selects by.
+        let printed = run(Command::new(jdk.home.join("bin/jfr"))
+            .args(["summary"])
+            .arg(&recording));
+        let traces = printed
+            .stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("jdk.MethodTrace"))
+            .and_then(|rest| rest.split_whitespace().next()?.parse::<u32>().ok());
+        assert_eq!(traces, Some(80), "JDK {}: {}", jdk.version, printed.stdout);
+        let converted = jtap([
+            "convert",
+            recording.to_str().unwrap(),
+            "--latency",
+            "5ms",
+            "--format",
+            "collapsed",
+        ]);
+        assert_eq!(
+            converted.code, 0,
+            "JDK {}: {}",
+            jdk.version, converted.stderr
+        );
+        let again: u64 = converted
+            .stdout
+            .lines()
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum();
+        assert_eq!(again, samples, "JDK {}", jdk.version);
+        let none = jtap([
+            "convert",
+            recording.to_str().unwrap(),
+            "--latency",
+            "1h",
+            "--format",
+            "collapsed",
+        ]);
+        assert_eq!(
+            none.stdout.trim(),
+            "",
+            "JDK {}: no call took an hour",
             jdk.version
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);

@@ -18,6 +18,6 @@ mod select;
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
 pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
-    MAX_LOGGED,
+    TracedCall, MAX_LOGGED,
 };
 pub use select::Selection;

@@ -262,6 +262,28 @@ pub struct Profile {
     stack_ids: HashMap<Vec<FrameId>, StackId>,
     log: Vec<LoggedSample>,
     thread_names: BTreeMap<u32, String>,
+    calls: Vec<TracedCall>,
+}
+
+/// A method call a trace reported beside the profile (a slow call, for a slow-call profile):
+/// JFR carries it as a `jdk.MethodTrace` event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TracedCall {
+    /// When it started, nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    /// How long it took.
+    pub duration_ns: u64,
+    /// Kernel id of its thread.
+    pub tid: u32,
+    /// The method (a Java frame: `pkg.Class.method` with its signature).
+    pub method: Frame,
+}
+
+impl TracedCall {
+    /// When it ended.
+    pub fn end_ns(&self) -> u64 {
+        self.time_ns.saturating_add(self.duration_ns)
+    }
 }
 
 /// Index of a distinct stack of a [`Profile`].
@@ -444,6 +466,16 @@ impl Profile {
         self.stacks.iter().map(|(s, c)| (s.as_slice(), *c))
     }
 
+    /// The traced calls recorded with the profile, in the order added.
+    pub fn calls(&self) -> &[TracedCall] {
+        &self.calls
+    }
+
+    /// Records a traced call.
+    pub fn add_call(&mut self, call: TracedCall) {
+        self.calls.push(call);
+    }
+
     /// Number of distinct stacks.
     pub fn stack_count(&self) -> usize {
         self.stacks.len()
@@ -499,9 +531,10 @@ impl Profile {
         self.take_log_of(other, &stacks);
     }
 
-    /// Appends `other`'s event log and thread names, its stack ids mapped through `stacks`
-    /// (whose counts are already added).
+    /// Appends `other`'s event log, thread names and traced calls, its stack ids mapped
+    /// through `stacks` (whose counts are already added).
     fn take_log_of(&mut self, other: &Profile, stacks: &[StackId]) {
+        self.calls.extend(other.calls.iter().cloned());
         for sample in &other.log {
             self.append_logged(LoggedSample {
                 stack: stacks[sample.stack as usize],

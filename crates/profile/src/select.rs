@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use crate::model::{Frame, FrameId, FrameKind, Profile};
+use crate::model::{Frame, FrameId, FrameKind, Profile, TracedCall};
 
 /// Which samples to keep, and whether each stack gets its thread as root frame.
 #[derive(Debug, Default, Clone)]
@@ -57,6 +57,9 @@ impl Profile {
             for (&tid, name) in self.thread_names() {
                 selected.name_thread(tid, name.clone());
             }
+            for call in self.calls() {
+                selected.add_call(call.clone());
+            }
             return Ok(selected);
         }
         if self.logged().is_empty() {
@@ -101,6 +104,11 @@ impl Profile {
                 selected.name_thread(sample.tid, name.clone());
             }
         }
+        for call in self.calls() {
+            if call.time_ns < to && call.end_ns() >= from {
+                selected.add_call(call.clone());
+            }
+        }
         if selection.from_ns.is_some() || selection.to_ns.is_some() {
             let end = start.saturating_add(self.metadata.duration_ns).min(to);
             selected.metadata.start_time_ns = from;
@@ -111,10 +119,9 @@ impl Profile {
 }
 
 impl Profile {
-    /// The samples taken on a thread while it was inside one of `calls` (kernel thread id,
-    /// start and end in nanoseconds since the Unix epoch): a profile of just those calls.
-    /// Needs the event log.
-    pub fn during(&self, calls: &[(u32, u64, u64)]) -> Result<Profile, String> {
+    /// The samples taken on a thread while it was inside one of `calls`: a profile of just
+    /// those calls, which it keeps (JFR writes them as events). Needs the event log.
+    pub fn during(&self, calls: &[TracedCall]) -> Result<Profile, String> {
         if self.logged().is_empty() && self.total_samples() > 0 {
             return Err(format!(
                 "the {} profile has no sample times to match calls with",
@@ -123,8 +130,11 @@ impl Profile {
         }
         let mut by_thread: std::collections::HashMap<u32, Vec<(u64, u64)>> =
             std::collections::HashMap::new();
-        for &(tid, start, end) in calls {
-            by_thread.entry(tid).or_default().push((start, end));
+        for call in calls {
+            by_thread
+                .entry(call.tid)
+                .or_default()
+                .push((call.time_ns, call.end_ns()));
         }
         for spans in by_thread.values_mut() {
             spans.sort_unstable();
@@ -149,7 +159,28 @@ impl Profile {
                 selected.name_thread(sample.tid, name.clone());
             }
         }
+        for call in calls {
+            selected.add_call(call.clone());
+        }
         Ok(selected)
+    }
+
+    /// The samples taken inside the profile's own traced calls of at least `threshold_ns`
+    /// (a recording holding both samples and `jdk.MethodTrace` events): `convert --latency`.
+    pub fn during_calls_over(&self, threshold_ns: u64) -> Result<Profile, String> {
+        if self.calls().is_empty() {
+            return Err(format!(
+                "the {} profile has no traced calls (jdk.MethodTrace events) to pick samples by",
+                self.metadata.event
+            ));
+        }
+        let slow: Vec<TracedCall> = self
+            .calls()
+            .iter()
+            .filter(|c| c.duration_ns >= threshold_ns)
+            .cloned()
+            .collect();
+        self.during(&slow)
     }
 }
 
@@ -193,12 +224,26 @@ mod tests {
         assert_eq!(only_a.total_samples(), 2);
         assert_eq!(only_a.frame(only_a.stack(0)[0]).name, "[main tid=1]");
         // Only samples inside a call of their own thread.
-        let calls = p.during(&[(1, 1_005, 1_020), (2, 1_000, 1_040)]).unwrap();
+        let call = |tid, time_ns, duration_ns| TracedCall {
+            time_ns,
+            duration_ns,
+            tid,
+            method: Frame::new("A.run", FrameKind::Compiled),
+        };
+        let calls = [call(1, 1_005, 15), call(2, 1_000, 40)];
+        let inside = p.during(&calls).unwrap();
         assert_eq!(
-            calls.total_samples(),
+            inside.total_samples(),
             1,
             "thread 2's sample came after its call"
         );
+        assert_eq!(inside.calls(), calls);
+        // --latency: the profile's own calls over a threshold.
+        let mut traced = p.clone();
+        calls.iter().for_each(|c| traced.add_call(c.clone()));
+        assert_eq!(traced.during_calls_over(20).unwrap().total_samples(), 0);
+        assert_eq!(traced.during_calls_over(10).unwrap().total_samples(), 1);
+        assert!(p.during_calls_over(10).is_err(), "no calls to pick by");
         let mut counted = Profile::default();
         counted.add_frames(&[Frame::new("x", FrameKind::Native)], 3, 3);
         assert!(counted

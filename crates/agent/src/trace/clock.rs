@@ -19,8 +19,6 @@ pub struct Clock {
     /// Ticks at `origin`.
     origin_ticks: u64,
     origin: Instant,
-    /// Wall-clock time at `origin`, in ns since the Unix epoch.
-    origin_wall_ns: u64,
     /// `CLOCK_MONOTONIC_COARSE` at `origin`, in ns.
     origin_coarse_ns: u64,
 }
@@ -74,20 +72,37 @@ impl Clock {
             ns_per_tick: 1.0,
             origin_ticks: 0,
             origin,
-            origin_wall_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
             origin_coarse_ns: super::ffi::monotonic_coarse_ns(),
         };
         clock.origin_ticks = clock.read();
         if tsc {
-            let (t0, i0) = (clock.read(), Instant::now());
+            let (t0, i0) = clock.paired_reading();
             std::thread::sleep(Duration::from_millis(20));
-            let (t1, i1) = (clock.read(), Instant::now());
+            let (t1, i1) = clock.paired_reading();
             let ticks = t1.saturating_sub(t0).max(1) as f64;
             clock.ns_per_tick = (i1 - i0).as_nanos() as f64 / ticks;
         }
         clock
+    }
+
+    /// A tick count and the monotonic clock read together: of a few tries, the one whose
+    /// ticks bracket the monotonic read most tightly (a thread preempted between the two
+    /// reads would otherwise skew the rate by the time it waited).
+    fn paired_reading(&self) -> (u64, Instant) {
+        (0..5)
+            .map(|_| {
+                let before = self.read();
+                let instant = Instant::now();
+                let after = self.read();
+                (
+                    after.saturating_sub(before),
+                    before + (after - before) / 2,
+                    instant,
+                )
+            })
+            .min_by_key(|&(width, _, _)| width)
+            .map(|(_, ticks, instant)| (ticks, instant))
+            .expect("five tries")
     }
 
     /// The current tick count of this clock.
@@ -111,10 +126,17 @@ impl Clock {
         (ns as f64 / self.ns_per_tick).round() as u64
     }
 
-    /// Wall-clock time of a tick reading, in ns since the Unix epoch.
+    /// Wall-clock time of a recent tick reading, in ns since the Unix epoch: counted back
+    /// from now, so that the measured rate's error scales the reading's age (milliseconds
+    /// on the report thread) rather than the time since calibration (the JVM's uptime),
+    /// and the times line up with the profilers' samples.
     pub fn wall_ns(&self, ticks: u64) -> u64 {
-        let since = ticks as i128 - self.origin_ticks as i128;
-        (self.origin_wall_ns as i128 + (since as f64 * self.ns_per_tick) as i128).max(0) as u64
+        let now_ticks = self.read();
+        let now_wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        let age = now_ticks as i128 - ticks as i128;
+        (now_wall - (age as f64 * self.ns_per_tick) as i128).max(0) as u64
     }
 
     /// Which clock the probes read.
@@ -172,6 +194,25 @@ mod tests {
                 assert!(back.abs_diff(ns) <= bound, "{ns} ns -> {back} ns");
             }
         }
+    }
+
+    #[test]
+    fn tick_readings_map_to_the_wall_clock_time_they_were_taken() {
+        let c = clock();
+        let wall = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        };
+        let (before, ticks, after) = (wall(), c.read(), wall());
+        std::thread::sleep(Duration::from_millis(30));
+        let at = c.wall_ns(ticks);
+        // Read 30 ms ago: within a millisecond of when (the rate's error over 30 ms).
+        assert!(
+            (before - 1_000_000..=after + 1_000_000).contains(&at),
+            "{at} not in {before}..{after}"
+        );
     }
 
     #[test]

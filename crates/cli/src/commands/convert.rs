@@ -1,7 +1,7 @@
 //! `jtap convert IN -o OUT [filters]`: a recording or profile file into any of jtap's
 //! formats. Reads JFR (jtap's, the JDK's `JFR.start` / `-XX:StartFlightRecording`,
-//! async-profiler's) and collapsed stacks; keeps the events, time range, threads and stacks
-//! asked for.
+//! async-profiler's) and collapsed stacks; keeps the events, time range, threads, stacks
+//! and (`--latency`) slow calls asked for.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +36,10 @@ pub struct ConvertArgs {
     /// Drop stacks with a frame matching this regular expression
     #[arg(short = 'X', long)]
     exclude: Option<String>,
+    /// Keep only the samples a thread took inside a traced call (jdk.MethodTrace: jtap's
+    /// `trace --profile`, JDK 25's method tracing) of at least this long
+    #[arg(long, value_parser = crate::units::parse_duration)]
+    latency: Option<Duration>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -87,7 +91,12 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
     let profiles: Vec<Profile> = profiles
         .iter()
         .filter(|p| args.event.is_empty() || args.event.contains(&p.metadata.event))
-        .map(|p| p.select(&selection))
+        .map(|p| match args.latency {
+            Some(threshold) => p
+                .during_calls_over(threshold.as_nanos() as u64)
+                .and_then(|slow| slow.select(&selection)),
+            None => p.select(&selection),
+        })
         .collect::<Result<_, _>>()
         .map_err(exit::usage)?;
     if profiles.is_empty() {

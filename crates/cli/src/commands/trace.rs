@@ -13,7 +13,8 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use jtap_protocol::records::Record;
+use jtap_profile::{FrameKind, TracedCall};
+use jtap_protocol::records::{Call, Record};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
 
@@ -401,12 +402,10 @@ fn profiled(
                         Some(&mut |frame| {
                             if let Frame::Record(bytes) = &frame {
                                 if let Ok(Record::Call(call)) = Record::decode(bytes) {
-                                    let end = call.time_ns + call.duration_ns;
-                                    calls.lock().unwrap_or_else(|e| e.into_inner()).push((
-                                        call.tid,
-                                        call.time_ns,
-                                        end,
-                                    ));
+                                    calls
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .push(traced_call(&call));
                                 }
                             }
                             print(frame)
@@ -449,6 +448,21 @@ fn profiled(
     );
     super::profile::write_profiles(slow.output, &slow_profiles)?;
     Ok(0)
+}
+
+/// A reported call as the profile model keeps it.
+fn traced_call(call: &Call) -> TracedCall {
+    TracedCall {
+        time_ns: call.time_ns,
+        duration_ns: call.duration_ns,
+        tid: call.tid,
+        method: jtap_profile::Frame::java(
+            format!("{}.{}", call.class, call.method),
+            FrameKind::Compiled,
+            Some(call.descriptor.clone()),
+            None,
+        ),
+    }
 }
 
 /// `jtap trace ... -- java ...`: the agent traces from the JVM's start; it ends the session at

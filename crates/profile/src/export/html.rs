@@ -298,7 +298,12 @@ mod tests {
             crate::Frame::new("Main.b", FrameKind::Compiled),
         );
         p.log_frames(&[a], StackCounts::sampled(1, 10), 5_250_000_000, 7);
-        p.log_frames(std::slice::from_ref(&b), StackCounts::sampled(2, 20), 6_500_000_000, 7);
+        p.log_frames(
+            std::slice::from_ref(&b),
+            StackCounts::sampled(2, 20),
+            6_500_000_000,
+            7,
+        );
         p.log_frames(&[b], StackCounts::sampled(1, 10), 6_600_000_000, 8);
         let timeline = timeline(&p, &ExportOptions::default());
         // [ms since the start, stack, samples]: Main.b's two samples share one stack.

@@ -17,7 +17,7 @@ pub use write::render as write;
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
+    use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts, TracedCall};
 
     fn profile(event: &str, leaf: Option<&str>) -> Profile {
         let mut profile = Profile::new(Metadata {
@@ -102,5 +102,43 @@ mod tests {
         );
         assert_eq!(back[1].total_weight(), 96, "bytes");
         assert_eq!(back[2].total_weight(), 96, "time waited");
+    }
+
+    #[test]
+    fn traced_calls_go_as_method_trace_events_once_per_recording() {
+        let mut cpu = profile("cpu", None);
+        let call = TracedCall {
+            time_ns: 1_700_000_000_050_000_000,
+            duration_ns: 200_000_000,
+            tid: 42,
+            method: Frame::java(
+                "app.Main.work",
+                FrameKind::Compiled,
+                Some("()V".into()),
+                None,
+            ),
+        };
+        cpu.add_call(call.clone());
+        let mut wall = profile("wall", None);
+        wall.add_call(call.clone());
+        let back = super::read(&super::write(&[&cpu, &wall]), &[]).unwrap();
+        assert_eq!(back.len(), 2);
+        for profile in &back {
+            assert_eq!(
+                profile.calls(),
+                std::slice::from_ref(&call),
+                "one call, with both profiles"
+            );
+        }
+        // --latency: the samples inside calls of at least 100 ms (thread 42's first).
+        let slow = back[0].during_calls_over(100_000_000).unwrap();
+        assert_eq!(slow.total_samples(), 1);
+        assert_eq!(
+            back[0]
+                .during_calls_over(300_000_000)
+                .unwrap()
+                .total_samples(),
+            0
+        );
     }
 }

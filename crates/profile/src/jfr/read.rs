@@ -12,13 +12,17 @@
 //! | `jdk.ObjectAllocationSample`, `jdk.ObjectAllocationInNewTLAB`/`OutsideTLAB` | `alloc` (bytes) |
 //! | `jdk.JavaMonitorEnter`, `jdk.ThreadPark` | `lock` (time waited) |
 //!
-//! Every other event is skipped by its size.
+//! Traced calls (`jdk.MethodTrace`: jtap's slow-call profiles, JDK 25's method tracing) go
+//! with every profile of the recording, for `convert --latency`. Every other event is
+//! skipped by its size.
 
 use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
-use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId};
+use crate::model::{
+    Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId, TracedCall,
+};
 
 /// Whether `bytes` start like a JFR recording.
 pub fn is_recording(bytes: &[u8]) -> bool {
@@ -335,9 +339,22 @@ fn read_chunk(
         .filter_map(|(&id, class)| Some((id, Layout::of(class)?)))
         .filter(|(_, layout)| only.is_empty() || only.iter().any(|e| e == layout.kind.event()))
         .collect();
+    let traced_call = chunk
+        .types
+        .iter()
+        .find(|(_, class)| class.name == "jdk.MethodTrace")
+        .map(|(&id, _)| id);
     let mut fields = Vec::new();
     for &(_, type_id, body) in &records {
-        if let Some(layout) = layouts.get(&type_id) {
+        if Some(type_id) == traced_call {
+            let mut input = In::new(bytes, body);
+            let class = &chunk.types[&type_id];
+            fields.clear();
+            for field in &class.fields {
+                fields.push(chunk.read_field(&mut input, field, 0)?);
+            }
+            profiles.add_call(&chunk, class, &fields);
+        } else if let Some(layout) = layouts.get(&type_id) {
             let mut input = In::new(bytes, body);
             fields.clear();
             for field in &chunk.types[&type_id].fields {
@@ -592,6 +609,9 @@ struct Profiles {
     threads: HashMap<(Kind, u64), u32>,
     /// The chunk's stack frames already resolved: (kind, frame's fields) → frame.
     frames: HashMap<(Kind, [u64; 4]), FrameId>,
+    /// Traced calls, and the names of their threads.
+    calls: Vec<TracedCall>,
+    call_threads: Vec<(u32, String)>,
 }
 
 /// Where an event type's fields are.
@@ -771,6 +791,41 @@ impl Profiles {
         tid
     }
 
+    /// Adds a `jdk.MethodTrace` event (fields in `class`'s order).
+    fn add_call(&mut self, chunk: &Chunk, class: &Class, fields: &[Value]) {
+        let field = |name: &str| {
+            class
+                .fields
+                .iter()
+                .position(|f| f.name == name)
+                .and_then(|i| fields.get(i))
+                .unwrap_or(&Value::Null)
+        };
+        let Some(start) = chunk.long(field("startTime")) else {
+            return;
+        };
+        let thread = field("eventThread");
+        let tid = chunk.long(chunk.get(thread, "osThreadId")).unwrap_or(0) as u32;
+        if let Some(name) = chunk
+            .text(chunk.get(thread, "javaName"))
+            .filter(|n| !n.is_empty())
+        {
+            self.call_threads.push((tid, name));
+        }
+        let (class_name, method, descriptor) = method_of(chunk, field("method"));
+        self.calls.push(TracedCall {
+            time_ns: chunk.time_ns(start),
+            duration_ns: chunk.duration_ns(chunk.long(field("duration")).unwrap_or(0)),
+            tid,
+            method: Frame::java(
+                format!("{class_name}.{method}"),
+                FrameKind::Compiled,
+                descriptor,
+                None,
+            ),
+        });
+    }
+
     fn covered(&mut self, start_ns: u64, duration_ns: u64) {
         self.start_ns = Some(self.start_ns.map_or(start_ns, |s| s.min(start_ns)));
         self.end_ns = self.end_ns.max(start_ns + duration_ns);
@@ -784,6 +839,14 @@ impl Profiles {
             .map(|(_, mut profile)| {
                 profile.metadata.start_time_ns = start;
                 profile.metadata.duration_ns = self.end_ns.saturating_sub(start);
+                for call in &self.calls {
+                    profile.add_call(call.clone());
+                }
+                for (tid, name) in &self.call_threads {
+                    if !profile.thread_names().contains_key(tid) {
+                        profile.name_thread(*tid, name.clone());
+                    }
+                }
                 profile
             })
             .collect()
@@ -792,14 +855,7 @@ impl Profiles {
 
 /// A stack frame of a stack trace.
 fn frame(chunk: &Chunk, frame: &Value) -> Frame {
-    let method = chunk.get(frame, "method");
-    let class = chunk
-        .text(chunk.get(chunk.get(method, "type"), "name"))
-        .unwrap_or_default();
-    let name = chunk.text(chunk.get(method, "name")).unwrap_or_default();
-    let descriptor = chunk
-        .text(chunk.get(method, "descriptor"))
-        .filter(|d| !d.is_empty());
+    let (class, name, descriptor) = method_of(chunk, chunk.get(frame, "method"));
     let line = chunk
         .long(chunk.get(frame, "lineNumber"))
         .filter(|&l| l > 0)
@@ -814,14 +870,22 @@ fn frame(chunk: &Chunk, frame: &Value) -> Frame {
     };
     match (class.is_empty(), kind.is_java()) {
         (true, _) => Frame::new(name, kind),
-        (false, false) => Frame::new(format!("{}.{name}", java_name(&class)), kind),
-        (false, true) => Frame::java(
-            format!("{}.{name}", java_name(&class)),
-            kind,
-            descriptor,
-            line,
-        ),
+        (false, false) => Frame::new(format!("{class}.{name}"), kind),
+        (false, true) => Frame::java(format!("{class}.{name}"), kind, descriptor, line),
     }
+}
+
+/// A `jdk.types.Method`'s class (Java name, empty when none), name and descriptor.
+fn method_of(chunk: &Chunk, method: &Value) -> (String, String, Option<String>) {
+    let class = chunk
+        .text(chunk.get(chunk.get(method, "type"), "name"))
+        .map(|internal| java_name(&internal))
+        .unwrap_or_default();
+    let name = chunk.text(chunk.get(method, "name")).unwrap_or_default();
+    let descriptor = chunk
+        .text(chunk.get(method, "descriptor"))
+        .filter(|d| !d.is_empty());
+    (class, name, descriptor)
 }
 
 /// `java/lang/String` → `java.lang.String`; `[I` → `int[]`; `[Ljava/lang/Object;` →

@@ -45,6 +45,8 @@ pub mod id {
     pub const THREAD_PARK: u64 = 24;
     /// `jdk.ActiveSetting`.
     pub const ACTIVE_SETTING: u64 = 25;
+    /// `jdk.MethodTrace` (a traced call, as JDK 25's method tracing records it).
+    pub const METHOD_TRACE: u64 = 26;
     /// `jdk.jfr.Label`.
     pub const LABEL: u64 = 40;
     /// `jdk.jfr.Timestamp`.
@@ -331,6 +333,18 @@ pub const TYPES: &[Type] = &[
             EVENT_THREAD,
             STACK_TRACE,
             pooled("parkedClass", id::CLASS, "Class Parked On"),
+        ],
+    ),
+    event(
+        id::METHOD_TRACE,
+        "jdk.MethodTrace",
+        "Method Trace",
+        &["Java Virtual Machine", "Method Tracing"],
+        &[
+            START_TIME,
+            DURATION,
+            EVENT_THREAD,
+            pooled("method", id::METHOD, "Method"),
         ],
     ),
     event(

@@ -4,17 +4,18 @@
 //! samples `jdk.ExecutionSample`, wall-clock samples `profiler.WallClockSample` (as
 //! async-profiler names them), allocation samples `jdk.ObjectAllocationSample` with their
 //! weight in bytes, lock waits `jdk.JavaMonitorEnter` or, when the stack parks,
-//! `jdk.ThreadPark`, with their duration. A profile without an event log (read from a format
+//! `jdk.ThreadPark`, with their duration. Traced calls kept with a profile (a slow-call
+//! profile's calls) become `jdk.MethodTrace` events. A profile without an event log (read from a format
 //! without times) gives its stacks' samples at the recording's start.
 //!
 //! Threads are known by their kernel id, which is also written as the Java thread id.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::chunk::{Chunk, Pool};
 use super::encoding::Out;
 use super::types::id;
-use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId};
+use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId, TracedCall};
 
 /// The recording of `profiles` (one per event of a session).
 pub fn render(profiles: &[&Profile]) -> Vec<u8> {
@@ -28,6 +29,15 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
     for (index, profile) in profiles.iter().enumerate() {
         recording.settings(profile);
         recording.events(index, profile);
+    }
+    // The profiles of one session share its traced calls: each written once.
+    let mut written = HashSet::new();
+    for profile in profiles {
+        for call in profile.calls() {
+            if written.insert(call) {
+                recording.call(profile, call);
+            }
+        }
     }
     recording.finish()
 }
@@ -271,6 +281,25 @@ impl Recording {
             }
         };
         self.chunk.event(type_id, time_ns, &fields);
+    }
+
+    /// A traced call as a `jdk.MethodTrace` event.
+    fn call(&mut self, profile: &Profile, call: &TracedCall) {
+        let thread = self.pools.thread(call.tid, profile);
+        let frame = &call.method;
+        let (class, name) = match (frame.class(), frame.method()) {
+            (Some(class), Some(name)) => (class, name),
+            _ => ("", frame.name.as_str()),
+        };
+        let method = self
+            .pools
+            .method(class, name, frame.signature.as_deref().unwrap_or("()V"));
+        let mut fields = Out::default();
+        fields.long(call.time_ns.saturating_sub(self.start_ns) as i64);
+        fields.long(call.duration_ns as i64);
+        fields.varint(thread);
+        fields.varint(method);
+        self.chunk.event(id::METHOD_TRACE, call.end_ns(), &fields);
     }
 
     fn finish(self) -> Vec<u8> {
