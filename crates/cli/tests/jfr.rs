@@ -314,9 +314,15 @@ fn convert_reads_the_jdks_own_recordings() {
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
         let recording = dir.path().join(format!("jdk{}.jfr", jdk.version));
+        // JDK 25 also traces one method (JEP 520's jdk.MethodTrace), for --latency.
+        let traced = if jdk.version >= 25 {
+            ",+jdk.MethodTrace#enabled=true,+jdk.MethodTrace#filter=workloads.Burn::burnFour"
+        } else {
+            ""
+        };
         let mut jvm = JavaProcess::builder(jdk, "workloads.Mixed")
             .jvm_arg(format!(
-                "-XX:StartFlightRecording=duration=4s,settings=profile,filename={}",
+                "-XX:StartFlightRecording=duration=4s,settings=profile,filename={}{traced}",
                 recording.display()
             ))
             .start();
@@ -338,6 +344,29 @@ fn convert_reads_the_jdks_own_recordings() {
             std::thread::sleep(Duration::from_millis(500));
         }
         convert_agrees_with_jfr_print(jdk, &recording, dir.path(), &format!("jdk{}", jdk.version));
+        if !traced.is_empty() {
+            // Only cpu samples taken inside the traced calls: all in burnFour.
+            let slow = jtap([
+                "convert",
+                recording.to_str().unwrap(),
+                "-e",
+                "cpu",
+                "--latency",
+                "1us",
+                "--format",
+                "collapsed",
+            ]);
+            let stacks = common::collapsed(&slow.stdout);
+            assert!(!stacks.is_empty(), "JDK {}: {slow:?}", jdk.version);
+            assert!(
+                stacks
+                    .iter()
+                    .all(|(frames, _)| frames.iter().any(|f| f == "workloads.Burn.burnFour")),
+                "JDK {}: samples outside the traced calls: {}",
+                jdk.version,
+                slow.stdout
+            );
+        }
         let missing = jtap(["convert", recording.to_str().unwrap(), "-e", "wall"]);
         assert!(
             missing.code == 2 && missing.stderr.contains("holds no wall samples"),
