@@ -20,7 +20,7 @@ use jtap_protocol::{
 use crate::channel::Channel;
 use crate::engine::{self, Context, Engine, Report, Resource};
 use crate::push::{Endpoint, Period, Pusher};
-use crate::rotation::Rotation;
+use crate::rotation::{Ended, Rotation};
 use crate::sampling;
 use crate::session::{self, Session};
 use crate::thread::Vm;
@@ -81,21 +81,25 @@ struct Recording {
 impl Recording {
     /// Where its results go now, and since when they were recorded: `file=`, or with
     /// `loop=` the period's file (if any) and start; the next period starts now.
-    fn end_period(&mut self) -> (Option<String>, SystemTime) {
+    fn end_period(&mut self) -> Ended {
         match &mut self.rotation {
             Some(rotation) => rotation.end_period(),
-            None => (
-                self.file.clone(),
-                SystemTime::now() - self.started.elapsed(),
-            ),
+            None => {
+                let ended = SystemTime::now();
+                Ended {
+                    file: self.file.clone(),
+                    began: ended - self.started.elapsed(),
+                    ended,
+                }
+            }
         }
     }
 
     /// Delivers results: to `file` (rendered by its extension; with `loop=`, older files
     /// beyond `keep=` are deleted) and with `push=` as JFR to the endpoint. Failures go to
     /// the agent's log: nobody waits for them.
-    fn deliver(&mut self, (file, began): (Option<String>, SystemTime), reports: &[Report]) {
-        if let Some(file) = &file {
+    fn deliver(&mut self, period: Ended, reports: &[Report]) {
+        if let Some(file) = &period.file {
             match write_reports(file, reports) {
                 Ok(written) => {
                     if let Some(rotation) = &mut self.rotation {
@@ -108,8 +112,8 @@ impl Recording {
         if let Some(pusher) = &self.pusher {
             let seconds = |t: SystemTime| t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
             pusher.push(Period {
-                from: seconds(began),
-                until: seconds(SystemTime::now()).max(seconds(began) + 1),
+                from: seconds(period.began),
+                until: seconds(period.ended).max(seconds(period.began) + 1),
                 jfr: Report::render_jfr(reports),
             });
         }

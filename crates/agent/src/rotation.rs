@@ -5,6 +5,16 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// A recording's period that ended: where its results go and the time it spans.
+pub struct Ended {
+    /// Its file (`file=`, with `loop=` the pattern expanded), if any.
+    pub file: Option<String>,
+    /// When it began.
+    pub began: SystemTime,
+    /// When it ended.
+    pub ended: SystemTime,
+}
+
 /// The files of one looping recording.
 pub struct Rotation {
     /// The period.
@@ -34,9 +44,9 @@ impl Rotation {
         }
     }
 
-    /// Ends the current period: its file's name (when there are files) and when it began;
-    /// the next period begins now.
-    pub fn end_period(&mut self) -> (Option<String>, SystemTime) {
+    /// Ends the current period: its file's name (when there are files) and its span; the
+    /// next period begins when this one ended, so that their spans meet.
+    pub fn end_period(&mut self) -> Ended {
         self.sequence += 1;
         self.due = Instant::now() + self.period;
         let now = SystemTime::now();
@@ -45,7 +55,11 @@ impl Rotation {
             .pattern
             .as_deref()
             .map(|p| expand(p, self.sequence, now, std::process::id()));
-        (file, began)
+        Ended {
+            file,
+            began,
+            ended: now,
+        }
     }
 
     /// Notes files written for a period; deletes the oldest beyond `keep`. Returns what it
@@ -140,7 +154,7 @@ mod tests {
         let pattern = dir.path().join("p-%n.txt");
         let mut rotation = Rotation::new(Duration::from_secs(1), pattern.to_str(), Some(2));
         for _ in 0..4 {
-            let file = rotation.end_period().0.unwrap();
+            let file = rotation.end_period().file.unwrap();
             std::fs::write(&file, b"x").unwrap();
             assert!(rotation.written(&[file]).is_empty());
         }

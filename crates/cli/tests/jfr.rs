@@ -4,7 +4,7 @@
 //!   reported samples, and the same samples per method (cpu, wall), bytes per class (alloc)
 //!   and time waited per method (lock) as the collapsed files of the same session.
 //! - In: `jtap convert` of the JDK's own recording (`-XX:StartFlightRecording`) and of
-//!   async-profiler's gives the samples per method and bytes per class that `jfr print` reads
+//!   async-profiler's (and of its pprof) gives the samples per method and bytes per class that `jfr print` reads
 //!   in them; filters by event and time range.
 
 mod common;
@@ -409,5 +409,40 @@ fn convert_reads_async_profilers_recordings() {
         .expect("run asprof");
     assert!(status.status.success(), "{status:?}");
     convert_agrees_with_jfr_print(jdk, &recording, dir.path(), "async-profiler");
+    // Its pprof (jfrconv's, plain protobuf named .pb.gz) reads as the same samples per
+    // method as the recording it came from.
+    let pprof = dir.path().join("async-profiler.pb.gz");
+    let converted = Command::new(asprof.with_file_name("jfrconv"))
+        .args(["--cpu", "-o", "pprof"])
+        .arg(&recording)
+        .arg(&pprof)
+        .output()
+        .expect("run jfrconv");
+    assert!(converted.status.success(), "{converted:?}");
+    let by_method = |input: &Path| {
+        let run = jtap([
+            "convert",
+            input.to_str().unwrap(),
+            "-e",
+            "cpu",
+            "--format",
+            "collapsed",
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let mut leaves = BTreeMap::new();
+        for (frames, n) in common::collapsed(&run.stdout) {
+            let leaf = frames.last().cloned().unwrap_or_default();
+            // Java methods: pprof has no library for native frames, which JFR names
+            // `libc.so.6.memcpy`.
+            if ["workloads.", "java.", "jdk."]
+                .iter()
+                .any(|p| leaf.starts_with(p))
+            {
+                *leaves.entry(leaf).or_insert(0) += n;
+            }
+        }
+        leaves
+    };
+    assert_eq!(by_method(&pprof), by_method(&recording));
     assert!(jvm.is_running());
 }

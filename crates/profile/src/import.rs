@@ -1,20 +1,26 @@
-//! Profiles read back from files: JFR recordings (jtap's, the JDK's, async-profiler's) and
-//! collapsed stacks (jtap's, async-profiler's, FlameGraph's), for `jtap convert` and
-//! `jtap diff`.
+//! Profiles read back from files: JFR recordings (jtap's, the JDK's, async-profiler's),
+//! gzipped pprof (jtap's, Go's, Pyroscope's) and collapsed stacks (jtap's,
+//! async-profiler's, FlameGraph's), for `jtap convert` and `jtap diff`.
 
 use std::path::Path;
 
 use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
 
 /// The profiles in `bytes` (one per event; with `only`, those events), read as the content
-/// says: a JFR recording by its magic, else collapsed stacks, whose event the file name may
+/// says: a JFR recording by its magic, gzip or a pprof name (`.pb.gz`, `.pb`, `.pprof`) as
+/// pprof, else collapsed stacks, whose event the file name may
 /// say (`out.alloc.collapsed`).
 pub fn read(bytes: &[u8], path: &Path, only: &[String]) -> Result<Vec<Profile>, String> {
     if crate::jfr::is_recording(bytes) {
         return crate::jfr::read(bytes, only);
     }
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        return Err("pprof input is not read yet; convert from JFR or collapsed stacks".into());
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let pprof_name = [".pb.gz", ".pb", ".pprof"]
+        .iter()
+        .any(|s| name.ends_with(s));
+    // async-profiler's `.pb.gz` files are plain protobuf: the name says what they are.
+    if bytes.starts_with(&[0x1f, 0x8b]) || pprof_name {
+        return crate::export::pprof::read(bytes, only);
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| "neither a JFR recording nor collapsed stacks (not text)".to_string())?;

@@ -4,7 +4,7 @@
 mod collapsed;
 pub mod diff;
 mod html;
-mod pprof;
+pub(crate) mod pprof;
 mod set;
 mod speedscope;
 mod text;
@@ -60,10 +60,15 @@ pub struct ExportOptions {
 }
 
 impl ExportOptions {
-    /// The counter these options count `profile`'s stacks by.
+    /// The counter these options count `profile`'s stacks by: the one asked for, else the
+    /// event's default, or samples where the profile has no totals (a file that kept only
+    /// counts).
     pub fn counter_for(&self, profile: &Profile) -> Counter {
         self.counter
-            .unwrap_or_else(|| profile.metadata.default_counter())
+            .unwrap_or_else(|| match profile.metadata.default_counter() {
+                Counter::Total if profile.total_weight() == 0 => Counter::Samples,
+                counter => counter,
+            })
     }
 }
 

@@ -1,4 +1,5 @@
-//! pprof: gzipped `profile.proto`, read by `go tool pprof`, Pyroscope and many UIs.
+//! pprof: gzipped `profile.proto`, read by `go tool pprof`, Pyroscope and many UIs; written
+//! by [`render`] and read back (jtap's, Go's, Pyroscope's) by [`read`].
 //! The messages are hand-written prost structs (no protoc on the build machines); only the
 //! fields jtap fills are declared, with their official tag numbers.
 
@@ -10,7 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use crate::model::{Frame, FrameId, Profile};
+use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
 
 #[derive(Clone, PartialEq, Message)]
 struct PprofProfile {
@@ -228,6 +229,196 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
     gz.finish().expect("writing to a Vec cannot fail")
 }
 
+/// The profiles of a pprof file (gzipped or not), one per event its value columns hold:
+/// jtap's column pairs, Go's and Pyroscope's names (`samples`/`cpu`, `alloc_objects`/
+/// `alloc_space`, `inuse_*`, `contentions`/`delay`); other columns are skipped. Frames are
+/// the location's lines (inlined ones first), Java methods by their `system_name`
+/// descriptor.
+pub fn read(bytes: &[u8], only: &[String]) -> Result<Vec<Profile>, String> {
+    let mut raw = Vec::new();
+    let bytes = if bytes.starts_with(&[0x1f, 0x8b]) {
+        GzDecoder::new(bytes)
+            .read_to_end(&mut raw)
+            .map_err(|e| format!("not a readable pprof file: gunzip: {e}"))?;
+        raw.as_slice()
+    } else {
+        bytes
+    };
+    let p = PprofProfile::decode(bytes).map_err(|e| format!("not a readable pprof file: {e}"))?;
+    let s = |i: i64| p.string_table.get(i as usize).map_or("", String::as_str);
+    let columns: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (s(t.r#type), s(t.unit)))
+        .collect();
+    let functions: HashMap<u64, &Function> = p.function.iter().map(|f| (f.id, f)).collect();
+    // Each location's frames, caller first (pprof lists a location's inlined lines callee
+    // first).
+    let locations: HashMap<u64, Vec<Frame>> = p
+        .location
+        .iter()
+        .map(|location| {
+            let last = location.line.len().saturating_sub(1);
+            let frames = location
+                .line
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, line)| {
+                    let (name, system_name) = functions
+                        .get(&line.function_id)
+                        .map_or(("[unknown]", ""), |f| (s(f.name), s(f.system_name)));
+                    pprof_frame(name, system_name, line.line, i < last)
+                })
+                .collect();
+            (location.id, frames)
+        })
+        .collect();
+    let mut profiles = Vec::new();
+    for (event, counts_of) in pprof_events(&columns, p.period.max(0) as u64) {
+        if !only.is_empty() && !only.iter().any(|e| e == event) {
+            continue;
+        }
+        let mut profile = Profile::new(Metadata {
+            event: event.to_string(),
+            engine: event.to_string(),
+            // The period is the first column pair's: a time-based event's sampling interval.
+            interval: match (profiles.is_empty(), event) {
+                (true, "cpu" | "wall" | "itimer" | "ctimer") => p.period.max(0) as u64,
+                _ => 0,
+            },
+            weight_unit: match event {
+                "alloc" | "live" => "bytes",
+                _ => "nanoseconds",
+            }
+            .into(),
+            duration_ns: p.duration_nanos.max(0) as u64,
+            start_time_ns: p.time_nanos.max(0) as u64,
+            ..Metadata::default()
+        });
+        for sample in &p.sample {
+            let counts = counts_of(&sample.value);
+            if counts == StackCounts::default() {
+                continue;
+            }
+            let mut stack: Vec<Frame> = sample
+                .location_id
+                .iter()
+                .rev()
+                .flat_map(|id| locations.get(id).into_iter().flatten().cloned())
+                .collect();
+            if matches!(event, "alloc" | "live" | "lock") {
+                if let Some(leaf) = stack.last_mut().filter(|f| is_class_leaf(f)) {
+                    *leaf = Frame::new(std::mem::take(&mut leaf.name), FrameKind::Class);
+                }
+            }
+            profile.add_frame_counts(&stack, counts);
+        }
+        profiles.push(profile);
+    }
+    if profiles.is_empty() && only.is_empty() {
+        let names: Vec<&str> = columns.iter().map(|(t, _)| *t).collect();
+        return Err(format!(
+            "no sample type jtap reads in this pprof file (it has: {})",
+            names.join(", ")
+        ));
+    }
+    Ok(profiles)
+}
+
+/// How a value column pair (or single column) of a pprof file reads as one of jtap's events.
+type CountsOf = Box<dyn Fn(&[i64]) -> StackCounts>;
+
+/// The events a pprof file's columns hold, each with how to read a sample's counts.
+/// `period` (the file's) turns a column of sample counts into time.
+fn pprof_events(columns: &[(&str, &str)], period: u64) -> Vec<(&'static str, CountsOf)> {
+    let at = |names: &[&str]| columns.iter().position(|(t, _)| names.contains(t));
+    let counts = |i: usize| matches!(columns[i].1, "count" | "samples" | "");
+    let value = |values: &[i64], i: usize| values.get(i).copied().unwrap_or(0).max(0) as u64;
+    let mut events: Vec<(&'static str, CountsOf)> = Vec::new();
+    // Time-based events: a nanoseconds column named by the event and a count column
+    // ("samples", or jtap's "<event>_samples" in a session); async-profiler writes the
+    // event's column as sample counts.
+    for event in ["cpu", "wall", "itimer", "ctimer"] {
+        let Some(time) = at(&[event]) else {
+            continue;
+        };
+        let own = format!("{event}_samples");
+        let count = columns
+            .iter()
+            .position(|(t, _)| *t == own)
+            .or_else(|| at(&["samples"]).filter(|_| events.is_empty()));
+        let time_counts = counts(time);
+        events.push((
+            event,
+            Box::new(move |v| match (count, time_counts) {
+                (_, true) => StackCounts::sampled(value(v, time), value(v, time) * period),
+                (Some(count), false) => StackCounts::sampled(value(v, count), value(v, time)),
+                (None, false) => {
+                    StackCounts::sampled(u64::from(value(v, time) > 0), value(v, time))
+                }
+            }),
+        ));
+    }
+    for (event, objects, weight) in [
+        (
+            "alloc",
+            &["alloc_objects", "allocations"][..],
+            &["alloc_space"][..],
+        ),
+        ("live", &["inuse_objects", "live"][..], &["inuse_space"][..]),
+        ("lock", &["contentions", "locks"][..], &["delay"][..]),
+    ] {
+        let (objects, weight) = (at(objects), at(weight));
+        if objects.is_none() && weight.is_none() {
+            continue;
+        }
+        events.push((
+            event,
+            Box::new(move |v| {
+                let events = objects.map_or(0, |i| value(v, i));
+                StackCounts {
+                    samples: events,
+                    weight: weight.map_or(0, |i| value(v, i)),
+                    events,
+                }
+            }),
+        ));
+    }
+    events
+}
+
+/// A frame of a pprof location: a Java method when the function's system name is its name
+/// followed by a descriptor (as jtap writes them) or its name is dotted (async-profiler
+/// writes classes in their internal form, `java/lang/String.hashCode`), else native code.
+/// The leaf of an allocation or lock stack whose last part is capitalised is the class.
+fn pprof_frame(name: &str, system_name: &str, line: i64, inlined: bool) -> Frame {
+    let signature = system_name
+        .strip_prefix(name)
+        .filter(|rest| rest.starts_with('('))
+        .map(str::to_string);
+    let line = u32::try_from(line).ok().filter(|&l| l > 0);
+    let java =
+        signature.is_some() || (name.contains('.') && !name.contains(".so") && !name.contains(' '));
+    let name = if java {
+        name.replace('/', ".")
+    } else {
+        name.to_string()
+    };
+    match (java, inlined) {
+        (true, true) => Frame::java(name, FrameKind::Inlined, signature, line),
+        (true, false) => Frame::java(name, FrameKind::Compiled, signature, line),
+        (false, _) => Frame::new(name, FrameKind::Native),
+    }
+}
+
+/// Whether a frame read as a method is the class an allocation or lock stack ends with
+/// (`java.lang.String`, `byte[]`).
+fn is_class_leaf(frame: &Frame) -> bool {
+    let last = frame.name.rsplit('.').next().unwrap_or("");
+    frame.name.ends_with("[]") || last.starts_with(|c: char| c.is_ascii_uppercase())
+}
+
 /// What a decoded pprof file holds, for checks: sample types and per-type totals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PprofTotals {
@@ -290,6 +481,70 @@ mod tests {
         );
         assert_eq!(decoded.samples, p.stack_count());
         assert!(decoded.functions.contains(&"Main.c".to_string()));
+    }
+
+    #[test]
+    fn jtaps_pprof_reads_back_with_every_event_frame_and_count() {
+        let cpu = sample_profile();
+        let mut alloc = Profile::new(crate::Metadata {
+            event: "alloc".into(),
+            weight_unit: "bytes".into(),
+            ..Default::default()
+        });
+        let main = Frame::java(
+            "app.Main.main",
+            FrameKind::Interpreted,
+            Some("([Ljava/lang/String;)V".into()),
+            Some(7),
+        );
+        alloc.add_frame_counts(
+            &[main.clone(), Frame::new("byte[]", FrameKind::Class)],
+            crate::StackCounts {
+                samples: 2,
+                weight: 4096,
+                events: 9,
+            },
+        );
+        let back = read(&render(&[&cpu, &alloc]), &[]).unwrap();
+        let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
+        assert_eq!(events, ["cpu", "alloc"]);
+        assert_eq!(back[0].total_samples(), cpu.total_samples());
+        assert_eq!(back[0].total_weight(), cpu.total_weight());
+        assert_eq!(back[0].stack_count(), cpu.stack_count());
+        assert_eq!(
+            (
+                back[1].total_weight(),
+                back[1].total(crate::Counter::Events)
+            ),
+            (4096, 9)
+        );
+        // The Java frame keeps its method, descriptor and line.
+        let frame = back[1].frame(back[1].stack(0)[0]);
+        assert_eq!(
+            (frame.name.as_str(), frame.signature.as_deref(), frame.line),
+            ("app.Main.main", Some("([Ljava/lang/String;)V"), Some(7))
+        );
+        // Only the events asked for; a file with nothing jtap reads says what it has.
+        assert_eq!(
+            read(&render(&[&cpu, &alloc]), &["alloc".into()])
+                .unwrap()
+                .len(),
+            1
+        );
+        let mut strings = Strings::new();
+        let odd = PprofProfile {
+            sample_type: vec![ValueType {
+                r#type: strings.id("goroutine"),
+                unit: strings.id("count"),
+            }],
+            string_table: strings.table,
+            ..PprofProfile::default()
+        };
+        let err = read(&odd.encode_to_vec(), &[]).unwrap_err();
+        assert!(err.contains("it has: goroutine"), "{err}");
+        assert!(read(b"\x1f\x8bgarbage", &[])
+            .unwrap_err()
+            .starts_with("not a readable pprof file"));
     }
 
     #[test]
