@@ -16,7 +16,7 @@
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
-//!          | "args" | "return" | "exceptions" | "stack" | "to-string"
+//!          | "args" | "values" | "return" | "exceptions" | "stack" | "to-string"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -278,6 +278,8 @@ pub struct Plan {
     pub interval: Option<Duration>,
     /// Capture the arguments (and `this`).
     pub args: bool,
+    /// Capture `this` and the arguments as separate values (for scripts), not as one text.
+    pub values: bool,
     /// Capture the return value.
     pub returns: bool,
     /// Report calls that end by throwing, with the exception.
@@ -327,6 +329,7 @@ impl Plan {
                 }
                 "interval" => plan.interval = Some(Duration::from_nanos(number(value)?)),
                 "args" => plan.args = true,
+                "values" => plan.values = true,
                 "return" => plan.returns = true,
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
@@ -365,6 +368,7 @@ impl fmt::Display for Plan {
         }
         for (on, word) in [
             (self.args, "args"),
+            (self.values, "values"),
             (self.returns, "return"),
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
@@ -449,6 +453,7 @@ mod tests {
             count: Some(3),
             interval: None,
             args: true,
+            values: true,
             returns: true,
             exceptions: false,
             stack: true,

@@ -14,6 +14,7 @@ use crate::session::Session;
 use crate::trace::instrument::Tracing;
 use crate::trace::probes::{
     self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN, CAPTURE_TO_STRING,
+    CAPTURE_VALUES,
 };
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
@@ -72,7 +73,8 @@ impl Engine for TraceEngine {
             .ok_or("event=trace needs trace=<plan>")?;
         let mut capture = 0;
         for (on, flag) in [
-            (plan.args, CAPTURE_ARGS),
+            (plan.args || plan.values, CAPTURE_ARGS),
+            (plan.values, CAPTURE_VALUES),
             (plan.returns, CAPTURE_RETURN),
             (plan.exceptions, CAPTURE_THROWN),
             (plan.stack, CAPTURE_STACK),

@@ -597,7 +597,7 @@ impl Tracing {
                     probes.extend(call_sites);
                 }
             }
-            (Mode::Trace, Role::Target) if plan.args => {
+            (Mode::Trace, Role::Target) if plan.args || plan.values => {
                 probes.push(probe(Point::Entry, "enterArgs", vec![MethodId, This, Args]))
             }
             _ => probes.push(probe(Point::Entry, "enter", vec![MethodId])),

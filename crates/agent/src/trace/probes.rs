@@ -59,6 +59,9 @@ pub const CAPTURE_THROWN: u8 = 4;
 pub const CAPTURE_STACK: u8 = 8;
 /// Describe application objects by their `toString()` (`--to-string`).
 pub const CAPTURE_TO_STRING: u8 = 16;
+/// With [`CAPTURE_ARGS`]: `this` and each argument as a value of its own (for scripts),
+/// joined by [`super::values::SEPARATOR`].
+pub const CAPTURE_VALUES: u8 = 32;
 
 /// What a session does with calls.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -509,7 +512,13 @@ pub extern "system" fn enter_args(
         let jni = unsafe { Jni::from_raw(env) };
         let text = jni
             .with_local_frame(32, || {
-                Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| d.call(this, args))
+                Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| {
+                    if captures(CAPTURE_VALUES) {
+                        d.values(this, args)
+                    } else {
+                        d.call(this, args)
+                    }
+                })
             })
             .flatten();
         if let (Some(index), Some(text)) = (hot.push(id as u32, u32::MAX, now()), text) {

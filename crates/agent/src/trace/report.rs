@@ -20,6 +20,7 @@ use super::ffi::Jni;
 use super::instrument::Tracing;
 use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
+use super::values::SEPARATOR;
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
@@ -263,6 +264,11 @@ impl Reporter {
         let c = clock();
         let (class, method, descriptor) = self.method_name(method);
         let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
+        // Values (scripts) come joined, text (`--args`) as it is shown.
+        let (args, values) = match (self.tracing.plan.values, args) {
+            (true, Some(joined)) => (None, joined.split(SEPARATOR).map(str::to_string).collect()),
+            (_, args) => (args, Vec::new()),
+        };
         Call {
             time_ns: c.wall_ns(start),
             thread,
@@ -273,6 +279,7 @@ impl Reporter {
             duration_ns: c.ns(ticks),
             coarse: probes::coarse(),
             args,
+            values,
             outcome: match outcome {
                 Outcome::Returned(value) => records::Outcome::Returned(value),
                 Outcome::Threw(thrown) => records::Outcome::Threw(thrown),

@@ -23,6 +23,8 @@ use super::ffi::{java_name, Jni, Known, Value};
 
 /// Longest text of one value.
 pub const VALUE_CAP: usize = 256;
+/// Between the values of [`Describer::values`]: the ASCII unit separator.
+pub const SEPARATOR: char = '\u{1f}';
 /// Longest text of `this` and the arguments together.
 pub const ARGS_CAP: usize = VALUE_CAP * 4;
 /// Elements shown of an array or collection.
@@ -161,6 +163,21 @@ impl Describer {
         }
         out.push(']');
         cut(out, ARGS_CAP)
+    }
+
+    /// `this` (`null` for static methods and constructors' callers) and each argument, each
+    /// capped, joined by [`SEPARATOR`] (which no description holds: control characters are
+    /// escaped).
+    pub fn values(&self, this: sys::jobject, args: sys::jobject) -> String {
+        let mut values = vec![self.value(this)];
+        if !args.is_null() {
+            for i in 0..self.jni.array_length(args) {
+                let item = self.jni.object_element(args, i);
+                values.push(self.value(item));
+                self.jni.delete_local(item);
+            }
+        }
+        values.join(&SEPARATOR.to_string())
     }
 
     fn describe(&self, object: sys::jobject, cap: usize, depth: u32, out: &mut String) {

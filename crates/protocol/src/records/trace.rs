@@ -31,6 +31,10 @@ pub struct Call {
     pub coarse: bool,
     /// `this` and the arguments, described (with `--args`).
     pub args: Option<String>,
+    /// `this` (`null` when static) and each argument, described one by one (plans with
+    /// `values`: scripts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// How it ended.
     pub outcome: Outcome,
     /// Its Java stack, `Class.method(File.java:line)` from the caller down (with `--stack`).
@@ -391,6 +395,7 @@ pub(crate) mod tests {
             duration_ns: 1_250_000,
             coarse: false,
             args: Some("[42]".into()),
+            values: Vec::new(),
             outcome: Outcome::Returned(Some("7".into())),
             stack: vec!["app.Main.main(Main.java:3)".into()],
         }

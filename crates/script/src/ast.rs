@@ -1,0 +1,207 @@
+//! A compiled script: its state, its handlers and what triggers them, and the statements and
+//! expressions of their bodies.
+
+use crate::value::Value;
+
+/// A checked script, ready to run.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// The class's simple name.
+    pub name: String,
+    /// Static fields (the script's state), in declaration order.
+    pub fields: Vec<Field>,
+    /// Statements of `static {}` blocks, run once before any handler.
+    pub static_init: Vec<Stmt>,
+    /// Methods that handle events.
+    pub handlers: Vec<Handler>,
+    /// The script's other methods, which handlers may call.
+    pub methods: Vec<Method>,
+}
+
+/// A static field.
+#[derive(Debug, Clone)]
+pub struct Field {
+    /// Its name.
+    pub name: String,
+    /// Its declared type.
+    pub ty: Type,
+    /// Its initial value.
+    pub init: Option<Expr>,
+    /// `@TLS`: one value per application thread.
+    pub thread_local: bool,
+}
+
+/// A method of the script.
+#[derive(Debug, Clone)]
+pub struct Method {
+    /// Its name.
+    pub name: String,
+    /// Its parameters.
+    pub params: Vec<Param>,
+    /// Its body.
+    pub body: Vec<Stmt>,
+    /// Where it is declared (`line:col`), for errors at run time.
+    pub at: Pos,
+}
+
+/// A parameter and what a probe passes in it.
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// Its name.
+    pub name: String,
+    /// Its declared type.
+    pub ty: Type,
+    /// What it receives.
+    pub role: Role,
+}
+
+/// What a handler parameter receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// `@ProbeClassName`: the probed method's class.
+    ClassName,
+    /// `@ProbeMethodName`: the probed method's name (`fqn`: `Class.method`).
+    MethodName {
+        /// `@ProbeMethodName(fqn = true)`.
+        fqn: bool,
+    },
+    /// `@Duration`: nanoseconds the call took.
+    Duration,
+    /// `@Return`: the value returned.
+    Return,
+    /// `@Self`: `this`.
+    This,
+    /// An argument of the probed method, by position.
+    Arg(usize),
+    /// `AnyType[]`: all the arguments.
+    AllArgs,
+    /// The exception thrown (a `Throwable` parameter at `Kind.ERROR`).
+    Thrown,
+    /// A parameter of a method that is not a handler.
+    Plain,
+}
+
+/// A handler: a method and what triggers it.
+#[derive(Debug, Clone)]
+pub struct Handler {
+    /// What triggers it.
+    pub trigger: Trigger,
+    /// The method run.
+    pub method: Method,
+    /// It calls `jstack()`: its probe captures stacks.
+    pub uses_stack: bool,
+}
+
+/// What triggers a handler.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Trigger {
+    /// `@OnMethod`.
+    Probe(Probe),
+    /// `@OnTimer(ms)`.
+    Timer(u64),
+    /// `@OnExit`: the script ends (`exit()`, Ctrl-C, the session's end).
+    Exit,
+}
+
+/// Which methods an `@OnMethod` handler probes, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probe {
+    /// `clazz`: a class name, `/regex/` or `+Supertype`.
+    pub class: String,
+    /// `method`: a name or `/regex/`.
+    pub method: String,
+    /// `type`: a method descriptor, or empty.
+    pub descriptor: String,
+    /// `location`.
+    pub location: Location,
+}
+
+/// Where in a probed method the handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// `Kind.ENTRY` (the default).
+    Entry,
+    /// `Kind.RETURN`.
+    Return,
+    /// `Kind.ERROR`: the method ends by throwing.
+    Error,
+}
+
+/// A declared type, as far as running the script needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Type {
+    /// `boolean`.
+    Boolean,
+    /// `byte`, `short`, `char`, `int`, `long`.
+    Integral(&'static str),
+    /// `float`, `double`.
+    Floating(&'static str),
+    /// `String`.
+    String,
+    /// Any other class or array type, by its name as written.
+    Object(String),
+}
+
+/// A position in the script: 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    /// Line.
+    pub line: usize,
+    /// Column.
+    pub col: usize,
+}
+
+/// A statement.
+#[derive(Debug, Clone)]
+pub enum Stmt {
+    /// `T x = e;` (several declarators give several).
+    Local(String, Type, Option<Expr>),
+    /// `e;`
+    Expr(Expr),
+    /// `if (c) a else b`.
+    If(Expr, Vec<Stmt>, Vec<Stmt>),
+    /// `return e;`
+    Return(Option<Expr>),
+    /// `{ ... }`
+    Block(Vec<Stmt>),
+}
+
+/// An expression, with where it starts.
+#[derive(Debug, Clone)]
+pub struct Expr {
+    /// What it is.
+    pub kind: ExprKind,
+    /// Where.
+    pub at: Pos,
+}
+
+/// What an expression is.
+#[derive(Debug, Clone)]
+pub enum ExprKind {
+    /// A literal.
+    Literal(Value),
+    /// A local, parameter or static field.
+    Name(String),
+    /// An enum constant or class literal the runtime knows (`AggregationFunction.COUNT`).
+    Constant(String),
+    /// `a op b`.
+    Binary(String, Box<Expr>, Box<Expr>),
+    /// `op a` (`!`, `-`, `+`, `~`).
+    Unary(String, Box<Expr>),
+    /// `x op= e` (`=` included): the variable, the operator (`=`, `+=`, …), the value.
+    Assign(String, String, Box<Expr>),
+    /// `++x`, `x--`, …: the variable, +1 or -1, whether the old value is the result.
+    Step(String, i64, bool),
+    /// `c ? a : b`.
+    Conditional(Box<Expr>, Box<Expr>, Box<Expr>),
+    /// `(T) e`.
+    Cast(Type, Box<Expr>),
+    /// `e instanceof T`.
+    InstanceOf(Box<Expr>, String),
+    /// `a[i]`.
+    Index(Box<Expr>, Box<Expr>),
+    /// A `BTraceUtils` function (by its unqualified name).
+    Builtin(String, Vec<Expr>),
+    /// One of the script's own methods.
+    Own(String, Vec<Expr>),
+}

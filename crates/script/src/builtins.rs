@@ -1,0 +1,349 @@
+//! The `BTraceUtils` functions scripts call (by their unqualified names, as the static
+//! import and the nested classes `Strings`, `Threads`, `Time`, `Collections`, `Atomic`,
+//! `Aggregations`, `Sys` give them), run in the client on values the probes captured.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::machine::Fired;
+use crate::value::{Aggregation, Value};
+
+/// Every function [`call`] runs.
+const NAMES: &[&str] = &[
+    // Output.
+    "print",
+    "println",
+    "printArray",
+    "printNumberMap",
+    "printMap",
+    "printAggregation",
+    // Strings.
+    "str",
+    "strcat",
+    "strlen",
+    "length",
+    "substr",
+    "indexOf",
+    "lastIndexOf",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "toUpperCase",
+    "toLowerCase",
+    "compareTo",
+    "concat",
+    // Stacks, threads, time.
+    "jstack",
+    "jstackStr",
+    "currentThread",
+    "name",
+    "threadId",
+    "timeMillis",
+    "timeNanos",
+    // Numbers.
+    "parseInt",
+    "parseLong",
+    "box",
+    "unbox",
+    // Maps and atomics.
+    "newHashMap",
+    "newWeakMap",
+    "put",
+    "get",
+    "containsKey",
+    "remove",
+    "size",
+    "isEmpty",
+    "clear",
+    "newAtomicInteger",
+    "newAtomicLong",
+    "incrementAndGet",
+    "decrementAndGet",
+    "getAndIncrement",
+    "getAndDecrement",
+    "addAndGet",
+    "getAndAdd",
+    "set",
+    // Aggregations.
+    "newAggregation",
+    "newAggregationKey",
+    "addToAggregation",
+    "clearAggregation",
+    // The session.
+    "exit",
+    "$",
+    "$length",
+];
+
+/// Whether `name` is a function [`call`] runs.
+pub fn exists(name: &str) -> bool {
+    NAMES.contains(&name)
+}
+
+/// What functions see of the running script.
+pub struct Context<'a> {
+    /// The probe being handled, if any.
+    pub probe: Option<&'a Fired>,
+    /// Text printed so far.
+    pub out: &'a mut String,
+    /// `exit(code)` was called.
+    pub exit: &'a mut Option<i32>,
+    /// The script's arguments (`$(n)`).
+    pub args: &'a [String],
+}
+
+/// Runs a function.
+pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, String> {
+    let arg = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
+    let int = |i: usize| {
+        arg(i)
+            .as_int()
+            .ok_or_else(|| format!("{name}: argument {} is not a number", i + 1))
+    };
+    let text = |i: usize| arg(i).to_string();
+    let s = Value::str;
+    Ok(match (name, args.len()) {
+        ("print", 1) => {
+            cx.out.push_str(&text(0));
+            Value::Null
+        }
+        ("println", 0) => {
+            cx.out.push('\n');
+            Value::Null
+        }
+        ("println", 1) => {
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            Value::Null
+        }
+        ("printArray", 1) => {
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            Value::Null
+        }
+        ("printNumberMap" | "printMap", 2) => {
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            if let Value::Map(map) = arg(1) {
+                for (k, v) in map.borrow().iter() {
+                    cx.out.push_str(&format!("{k} = {v}\n"));
+                }
+            }
+            Value::Null
+        }
+        ("printAggregation", 2) => {
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            if let Value::Aggregation(agg) = arg(1) {
+                print_aggregation(&agg.borrow(), cx.out);
+            }
+            Value::Null
+        }
+        ("str", 1) => s(&text(0)),
+        ("strcat" | "concat", 2) => s(&(text(0) + &text(1))),
+        ("strlen" | "length", 1) => Value::Int(text(0).chars().count() as i64),
+        ("substr", 2 | 3) => {
+            let chars: Vec<char> = text(0).chars().collect();
+            let start = int(1)?.clamp(0, chars.len() as i64) as usize;
+            let end = if args.len() == 3 { int(2)?.clamp(start as i64, chars.len() as i64) as usize } else { chars.len() };
+            s(&chars[start..end].iter().collect::<String>())
+        }
+        ("indexOf", 2) => Value::Int(char_index(&text(0), text(0).find(&text(1)))),
+        ("lastIndexOf", 2) => Value::Int(char_index(&text(0), text(0).rfind(&text(1)))),
+        ("startsWith", 2) => Value::Bool(text(0).starts_with(&text(1))),
+        ("endsWith", 2) => Value::Bool(text(0).ends_with(&text(1))),
+        ("matches", 2) => {
+            // BTrace: matches(regex, string).
+            let re = regex::Regex::new(&format!("^(?:{})$", text(0))).map_err(|e| format!("matches: bad regular expression: {e}"))?;
+            Value::Bool(re.is_match(&text(1)))
+        }
+        ("toUpperCase", 1) => s(&text(0).to_uppercase()),
+        ("toLowerCase", 1) => s(&text(0).to_lowercase()),
+        ("compareTo", 2) => Value::Int(match text(0).cmp(&text(1)) {
+            std::cmp::Ordering::Less => -1,
+            std::cmp::Ordering::Equal => 0,
+            std::cmp::Ordering::Greater => 1,
+        }),
+        ("jstack" | "jstackStr", 0 | 1) => {
+            let limit = if args.len() == 1 { int(0)?.max(0) as usize } else { usize::MAX };
+            let frames = cx.probe.map(|p| p.stack.as_slice()).unwrap_or_default();
+            let mut stack = String::new();
+            for frame in frames.iter().take(limit) {
+                stack.push_str(frame);
+                stack.push('\n');
+            }
+            if name == "jstackStr" {
+                return Ok(s(&stack));
+            }
+            cx.out.push_str(&stack);
+            Value::Null
+        }
+        ("currentThread", 0) => match cx.probe {
+            Some(p) => Value::Thread { name: Rc::from(p.thread.as_str()), tid: p.tid },
+            None => Value::Thread { name: Rc::from("jtap"), tid: 0 },
+        },
+        ("name", 1) => match arg(0) {
+            Value::Thread { name, .. } => Value::Str(name),
+            other => s(&other.to_string()),
+        },
+        ("threadId", 1) => match arg(0) {
+            Value::Thread { tid, .. } => Value::Int(i64::from(tid)),
+            _ => Value::Int(0),
+        },
+        ("timeMillis", 0) => Value::Int(now_ns() / 1_000_000),
+        ("timeNanos", 0) => Value::Int(now_ns()),
+        ("parseInt" | "parseLong", 1) => Value::Int(text(0).trim().parse().map_err(|_| format!("{name}: {:?} is not a number", text(0)))?),
+        ("box" | "unbox", 1) => arg(0),
+        ("newHashMap" | "newWeakMap", 0) => Value::Map(Rc::new(RefCell::new(Vec::new()))),
+        ("put", 3) => map_op(&arg(0), name, |m| {
+            let key = arg(1);
+            match m.iter_mut().find(|(k, _)| k.same(&key)) {
+                Some((_, v)) => std::mem::replace(v, arg(2)),
+                None => {
+                    m.push((key, arg(2)));
+                    Value::Null
+                }
+            }
+        })?,
+        ("get", 2) => map_op(&arg(0), name, |m| {
+            m.iter().find(|(k, _)| k.same(&arg(1))).map_or(Value::Null, |(_, v)| v.clone())
+        })?,
+        ("containsKey", 2) => map_op(&arg(0), name, |m| Value::Bool(m.iter().any(|(k, _)| k.same(&arg(1)))))?,
+        ("remove", 2) => map_op(&arg(0), name, |m| match m.iter().position(|(k, _)| k.same(&arg(1))) {
+            Some(i) => m.remove(i).1,
+            None => Value::Null,
+        })?,
+        ("size", 1) => map_op(&arg(0), name, |m| Value::Int(m.len() as i64))?,
+        ("isEmpty", 1) => map_op(&arg(0), name, |m| Value::Bool(m.is_empty()))?,
+        ("clear", 1) => map_op(&arg(0), name, |m| {
+            m.clear();
+            Value::Null
+        })?,
+        ("newAtomicInteger" | "newAtomicLong", 1) => Value::Atomic(Rc::new(RefCell::new(int(0)?))),
+        ("get", 1) => match arg(0) {
+            Value::Atomic(a) => Value::Int(*a.borrow()),
+            other => return Err(format!("get: {other} is not an atomic")),
+        },
+        ("set", 2) => atomic(&arg(0), name, |a| {
+            *a = int(1).unwrap_or(0);
+            Value::Null
+        })?,
+        ("incrementAndGet", 1) => atomic(&arg(0), name, |a| {
+            *a += 1;
+            Value::Int(*a)
+        })?,
+        ("decrementAndGet", 1) => atomic(&arg(0), name, |a| {
+            *a -= 1;
+            Value::Int(*a)
+        })?,
+        ("getAndIncrement", 1) => atomic(&arg(0), name, |a| {
+            *a += 1;
+            Value::Int(*a - 1)
+        })?,
+        ("getAndDecrement", 1) => atomic(&arg(0), name, |a| {
+            *a -= 1;
+            Value::Int(*a + 1)
+        })?,
+        ("addAndGet", 2) => {
+            let d = int(1)?;
+            atomic(&arg(0), name, |a| {
+                *a += d;
+                Value::Int(*a)
+            })?
+        }
+        ("getAndAdd", 2) => {
+            let d = int(1)?;
+            atomic(&arg(0), name, |a| {
+                *a += d;
+                Value::Int(*a - d)
+            })?
+        }
+        ("newAggregation", 1) => match arg(0) {
+            Value::Constant(f) if matches!(&*f, "COUNT" | "SUM" | "MINIMUM" | "MAXIMUM" | "AVERAGE") => {
+                Value::Aggregation(Rc::new(RefCell::new(Aggregation::new(&f))))
+            }
+            other => return Err(format!("newAggregation: {other} is not an aggregation function jtap has (COUNT, SUM, MINIMUM, MAXIMUM, AVERAGE)")),
+        },
+        ("newAggregationKey", _) => Value::Key(args.into()),
+        ("addToAggregation", 2 | 3) => {
+            let (key, value) = match args.len() {
+                3 => (match arg(1) {
+                    Value::Key(k) => k.to_vec(),
+                    other => vec![other],
+                }, int(2)?),
+                _ => (Vec::new(), int(1)?),
+            };
+            match arg(0) {
+                Value::Aggregation(agg) => agg.borrow_mut().add(key, value),
+                other => return Err(format!("addToAggregation: {other} is not an aggregation")),
+            }
+            Value::Null
+        }
+        ("clearAggregation", 1) => {
+            if let Value::Aggregation(agg) = arg(0) {
+                agg.borrow_mut().rows.clear();
+            }
+            Value::Null
+        }
+        ("exit", 0 | 1) => {
+            *cx.exit = Some(if args.is_empty() { 0 } else { int(0)? as i32 });
+            Value::Null
+        }
+        ("$", 1) => cx.args.get(int(0)?.max(0) as usize).map_or(Value::Null, |a| s(a)),
+        ("$length", 0) => Value::Int(cx.args.len() as i64),
+        _ => return Err(format!("{name} does not take {} arguments", args.len())),
+    })
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+fn char_index(text: &str, byte: Option<usize>) -> i64 {
+    byte.map_or(-1, |b| text[..b].chars().count() as i64)
+}
+
+fn map_op(
+    map: &Value,
+    name: &str,
+    f: impl FnOnce(&mut Vec<(Value, Value)>) -> Value,
+) -> Result<Value, String> {
+    match map {
+        Value::Map(m) => Ok(f(&mut m.borrow_mut())),
+        other => Err(format!("{name}: {other} is not a map")),
+    }
+}
+
+fn atomic(value: &Value, name: &str, f: impl FnOnce(&mut i64) -> Value) -> Result<Value, String> {
+    match value {
+        Value::Atomic(a) => Ok(f(&mut a.borrow_mut())),
+        other => Err(format!("{name}: {other} is not an atomic")),
+    }
+}
+
+/// An aggregation as BTrace prints it: one row per key, the key's elements and the value
+/// right-aligned, in ascending order of value.
+fn print_aggregation(agg: &Aggregation, out: &mut String) {
+    let mut rows: Vec<(String, i64)> = agg
+        .rows
+        .iter()
+        .map(|(key, row)| {
+            let key: Vec<String> = key.iter().map(Value::to_string).collect();
+            (key.join(" "), agg.result(row))
+        })
+        .collect();
+    rows.sort_by_key(|(_, v)| *v);
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    for (key, value) in rows {
+        out.push_str(&format!("  {key:<width$} {value:>10}\n"));
+    }
+    out.push('\n');
+}

@@ -1,0 +1,671 @@
+//! Runs a script's handlers in the client: static state, `@TLS` state per application
+//! thread, locals, and the values a probe captured. Scripts have no loops and no recursion
+//! (the compiler refuses them), so every handler ends; a failing handler (a division by zero,
+//! a function given the wrong value) reports its error and the script goes on, as BTrace's do.
+
+use std::collections::HashMap;
+
+use crate::ast::{Expr, ExprKind, Method, Pos, Role, Script, Stmt, Trigger, Type};
+use crate::builtins::{self, Context};
+use crate::value::Value;
+
+/// What one probe firing captured (from a traced call).
+#[derive(Debug, Clone, Default)]
+pub struct Fired {
+    /// The probed method's class (`pkg.Class`).
+    pub class: String,
+    /// The probed method's name.
+    pub method: String,
+    /// How long the call took, in nanoseconds.
+    pub duration_ns: u64,
+    /// `this` (`null` when static) and each argument, as the agent described them.
+    pub values: Vec<String>,
+    /// The value returned, described (RETURN probes of non-void methods).
+    pub returned: Option<String>,
+    /// The exception thrown, described (ERROR probes).
+    pub thrown: Option<String>,
+    /// The Java stack, `Class.method(File.java:line)` per frame, innermost first.
+    pub stack: Vec<String>,
+    /// The thread's name.
+    pub thread: String,
+    /// The thread's kernel id.
+    pub tid: u32,
+}
+
+/// A running script.
+pub struct Machine<'s> {
+    script: &'s Script,
+    file: String,
+    statics: HashMap<String, Value>,
+    thread_locals: HashMap<(u32, String), Value>,
+    out: String,
+    errors: Vec<String>,
+    exit: Option<i32>,
+    args: Vec<String>,
+}
+
+/// Where a handler failed, and why.
+type Fault = (Pos, String);
+
+/// How a statement ended.
+enum Flow {
+    Next,
+    Return(Value),
+}
+
+/// One handler's run: its locals and the probe it handles.
+struct Frame<'p> {
+    locals: Vec<(String, Value)>,
+    probe: Option<&'p Fired>,
+    depth: usize,
+}
+
+/// Deepest nesting of the script's own method calls (they cannot recurse; this bounds
+/// chains of them).
+const MAX_DEPTH: usize = 64;
+
+impl<'s> Machine<'s> {
+    /// Starts a script: its fields get their initial values and its `static {}` blocks run.
+    /// `file` names it in errors; `args` are what `$(n)` reads.
+    pub fn new(script: &'s Script, file: &str, args: Vec<String>) -> Machine<'s> {
+        let mut machine = Machine {
+            script,
+            file: file.to_string(),
+            statics: HashMap::new(),
+            thread_locals: HashMap::new(),
+            out: String::new(),
+            errors: Vec::new(),
+            exit: None,
+            args,
+        };
+        for field in &script.fields {
+            let value = match &field.init {
+                Some(init) => machine
+                    .eval(
+                        init,
+                        &mut Frame {
+                            locals: Vec::new(),
+                            probe: None,
+                            depth: 0,
+                        },
+                    )
+                    .unwrap_or_else(|(at, message)| {
+                        let file = &machine.file;
+                        machine.errors.push(format!(
+                            "{file}:{}:{}: {message} (in {})",
+                            at.line, at.col, field.name
+                        ));
+                        Value::Null
+                    }),
+                None => default_of(&field.ty),
+            };
+            machine.statics.insert(field.name.clone(), value);
+        }
+        let init = &script.static_init;
+        machine.run_body(
+            init,
+            &mut Frame {
+                locals: Vec::new(),
+                probe: None,
+                depth: 0,
+            },
+            "static initialiser",
+        );
+        machine
+    }
+
+    /// Runs handler `index` for a probe firing.
+    pub fn fire(&mut self, index: usize, probe: &Fired) {
+        let handler = &self.script.handlers[index];
+        let mut locals = Vec::new();
+        let mut arg_values = probe
+            .values
+            .iter()
+            .skip(1)
+            .map(|v| Value::from_described(v));
+        for param in &handler.method.params {
+            let value = match &param.role {
+                Role::ClassName => Value::str(&probe.class),
+                Role::MethodName { fqn: false } => Value::str(&probe.method),
+                Role::MethodName { fqn: true } => {
+                    Value::str(&format!("{}.{}", probe.class, probe.method))
+                }
+                Role::Duration => Value::Int(probe.duration_ns as i64),
+                Role::Return => probe
+                    .returned
+                    .as_deref()
+                    .map_or(Value::Null, Value::from_described),
+                Role::Thrown => probe
+                    .thrown
+                    .as_deref()
+                    .map_or(Value::Null, Value::from_described),
+                Role::This => probe
+                    .values
+                    .first()
+                    .map_or(Value::Null, |v| Value::from_described(v)),
+                Role::Arg(i) => probe
+                    .values
+                    .get(i + 1)
+                    .map_or(Value::Null, |v| Value::from_described(v)),
+                Role::AllArgs => Value::Array(arg_values.by_ref().collect::<Vec<_>>().into()),
+                Role::Plain => Value::Null,
+            };
+            locals.push((param.name.clone(), coerce(&param.ty, value)));
+        }
+        let mut frame = Frame {
+            locals,
+            probe: Some(probe),
+            depth: 0,
+        };
+        let name = handler.method.name.clone();
+        self.run_body(&handler.method.body, &mut frame, &name);
+    }
+
+    /// Runs the handlers of a trigger that takes no probe (`@OnTimer` of this period,
+    /// `@OnExit`).
+    pub fn run(&mut self, index: usize) {
+        let method = &self.script.handlers[index].method;
+        let name = method.name.clone();
+        let locals = method
+            .params
+            .iter()
+            .map(|p| (p.name.clone(), default_of(&p.ty)))
+            .collect();
+        self.run_body(
+            &method.body,
+            &mut Frame {
+                locals,
+                probe: None,
+                depth: 0,
+            },
+            &name,
+        );
+    }
+
+    /// Indices of the `@OnExit` handlers.
+    pub fn exit_handlers(&self) -> Vec<usize> {
+        (0..self.script.handlers.len())
+            .filter(|&i| self.script.handlers[i].trigger == Trigger::Exit)
+            .collect()
+    }
+
+    /// Text printed since the last call.
+    pub fn take_output(&mut self) -> String {
+        std::mem::take(&mut self.out)
+    }
+
+    /// Errors of failing handlers since the last call, one line each.
+    pub fn take_errors(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.errors)
+    }
+
+    /// The code `exit()` was called with, once it was.
+    pub fn exit_code(&self) -> Option<i32> {
+        self.exit
+    }
+
+    fn run_body(&mut self, body: &[Stmt], frame: &mut Frame, what: &str) {
+        if let Err((at, message)) = self.stmts(body, frame) {
+            self.errors.push(format!(
+                "{}:{}:{}: {message} (in {what})",
+                self.file, at.line, at.col
+            ));
+        }
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt], frame: &mut Frame) -> Result<Flow, Fault> {
+        let mark = frame.locals.len();
+        for s in stmts {
+            if self.exit.is_some() {
+                break;
+            }
+            if let Flow::Return(v) = self.stmt(s, frame)? {
+                frame.locals.truncate(mark);
+                return Ok(Flow::Return(v));
+            }
+        }
+        frame.locals.truncate(mark);
+        Ok(Flow::Next)
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, frame: &mut Frame) -> Result<Flow, Fault> {
+        match stmt {
+            Stmt::Local(name, ty, init) => {
+                let value = match init {
+                    Some(e) => coerce(ty, self.eval(e, frame)?),
+                    None => default_of(ty),
+                };
+                frame.locals.push((name.clone(), value));
+            }
+            Stmt::Expr(e) => {
+                self.eval(e, frame)?;
+            }
+            Stmt::If(c, then, otherwise) => {
+                let branch = if self.eval(c, frame)?.truthy() {
+                    then
+                } else {
+                    otherwise
+                };
+                return self.stmts(branch, frame);
+            }
+            Stmt::Return(e) => {
+                let value = match e {
+                    Some(e) => self.eval(e, frame)?,
+                    None => Value::Null,
+                };
+                return Ok(Flow::Return(value));
+            }
+            Stmt::Block(b) => return self.stmts(b, frame),
+        }
+        Ok(Flow::Next)
+    }
+
+    fn field(&self, name: &str) -> Option<&crate::ast::Field> {
+        self.script.fields.iter().find(|f| f.name == name)
+    }
+
+    fn read(&self, name: &str, frame: &Frame) -> Value {
+        if let Some((_, v)) = frame.locals.iter().rev().find(|(n, _)| n == name) {
+            return v.clone();
+        }
+        match self.field(name) {
+            Some(f) if f.thread_local => {
+                let tid = frame.probe.map_or(0, |p| p.tid);
+                self.thread_locals
+                    .get(&(tid, name.to_string()))
+                    .cloned()
+                    .unwrap_or_else(|| self.statics.get(name).cloned().unwrap_or_default())
+            }
+            _ => self.statics.get(name).cloned().unwrap_or_default(),
+        }
+    }
+
+    fn write(&mut self, name: &str, value: Value, frame: &mut Frame) {
+        if let Some((_, v)) = frame.locals.iter_mut().rev().find(|(n, _)| n == name) {
+            *v = value;
+            return;
+        }
+        let Some(field) = self.field(name) else {
+            return;
+        };
+        let value = coerce(&field.ty, value);
+        if field.thread_local {
+            let tid = frame.probe.map_or(0, |p| p.tid);
+            self.thread_locals.insert((tid, name.to_string()), value);
+        } else {
+            self.statics.insert(name.to_string(), value);
+        }
+    }
+
+    fn eval(&mut self, e: &Expr, frame: &mut Frame) -> Result<Value, Fault> {
+        let at = |message: String| (e.at, message);
+        Ok(match &e.kind {
+            ExprKind::Literal(v) => v.clone(),
+            ExprKind::Name(n) => self.read(n, frame),
+            ExprKind::Constant(c) => Value::Constant(c.as_str().into()),
+            ExprKind::Binary(op, a, b) => {
+                // && and || short-circuit.
+                if op == "&&" || op == "||" {
+                    let left = self.eval(a, frame)?.truthy();
+                    if (op == "&&") != left {
+                        return Ok(Value::Bool(left));
+                    }
+                    return Ok(Value::Bool(self.eval(b, frame)?.truthy()));
+                }
+                let (x, y) = (self.eval(a, frame)?, self.eval(b, frame)?);
+                binary(op, &x, &y).map_err(at)?
+            }
+            ExprKind::Unary(op, a) => {
+                let x = self.eval(a, frame)?;
+                match (op.as_str(), &x) {
+                    ("!", Value::Bool(b)) => Value::Bool(!b),
+                    ("-", Value::Int(n)) => Value::Int(n.wrapping_neg()),
+                    ("-", Value::Float(f)) => Value::Float(-f),
+                    ("+", Value::Int(_) | Value::Float(_)) => x,
+                    ("~", Value::Int(n)) => Value::Int(!n),
+                    _ => return Err(at(format!("{op} does not apply to {x}"))),
+                }
+            }
+            ExprKind::Assign(name, op, value) => {
+                let v = self.eval(value, frame)?;
+                let v = match op.as_str() {
+                    "=" => v,
+                    compound => {
+                        let old = self.read(name, frame);
+                        binary(compound.trim_end_matches('='), &old, &v).map_err(at)?
+                    }
+                };
+                self.write(name, v.clone(), frame);
+                v
+            }
+            ExprKind::Step(name, step, postfix) => {
+                let old = self.read(name, frame);
+                let new = binary("+", &old, &Value::Int(*step)).map_err(at)?;
+                self.write(name, new.clone(), frame);
+                if *postfix {
+                    old
+                } else {
+                    new
+                }
+            }
+            ExprKind::Conditional(c, a, b) => {
+                if self.eval(c, frame)?.truthy() {
+                    self.eval(a, frame)?
+                } else {
+                    self.eval(b, frame)?
+                }
+            }
+            ExprKind::Cast(ty, a) => coerce(ty, self.eval(a, frame)?),
+            ExprKind::InstanceOf(a, ty) => {
+                let v = self.eval(a, frame)?;
+                Value::Bool(match &v {
+                    Value::Null => false,
+                    Value::Str(_) => matches!(
+                        ty.as_str(),
+                        "String" | "java.lang.String" | "Object" | "CharSequence"
+                    ),
+                    Value::Object(d) => d.starts_with(ty.as_str()) || ty == "Object",
+                    _ => ty == "Object",
+                })
+            }
+            ExprKind::Index(a, i) => {
+                let array = self.eval(a, frame)?;
+                let index = self
+                    .eval(i, frame)?
+                    .as_int()
+                    .ok_or_else(|| at("array index is not a number".into()))?;
+                match array {
+                    Value::Array(items) | Value::Key(items) => items
+                        .get(
+                            usize::try_from(index)
+                                .map_err(|_| at(format!("index {index} out of bounds")))?,
+                        )
+                        .cloned()
+                        .ok_or_else(|| {
+                            at(format!(
+                                "index {index} out of bounds for length {}",
+                                items.len()
+                            ))
+                        })?,
+                    other => return Err(at(format!("{other} is not an array"))),
+                }
+            }
+            ExprKind::Builtin(name, args) => self.builtin(name, args, e, frame)?,
+            ExprKind::Own(name, args) => match self.script.methods.iter().find(|m| &m.name == name)
+            {
+                Some(method) => self.own(method, args, e, frame)?,
+                None => self.builtin(name, args, e, frame)?,
+            },
+        })
+    }
+
+    fn builtin(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        call: &Expr,
+        frame: &mut Frame,
+    ) -> Result<Value, Fault> {
+        let values = args
+            .iter()
+            .map(|a| self.eval(a, frame))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cx = Context {
+            probe: frame.probe,
+            out: &mut self.out,
+            exit: &mut self.exit,
+            args: &self.args,
+        };
+        builtins::call(name, values, &mut cx).map_err(|m| (call.at, m))
+    }
+
+    fn own(
+        &mut self,
+        method: &Method,
+        args: &[Expr],
+        call: &Expr,
+        frame: &mut Frame,
+    ) -> Result<Value, Fault> {
+        if frame.depth >= MAX_DEPTH {
+            return Err((call.at, format!("calls nested deeper than {MAX_DEPTH}")));
+        }
+        if args.len() != method.params.len() {
+            return Err((
+                call.at,
+                format!(
+                    "{} takes {} arguments, not {}",
+                    method.name,
+                    method.params.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let mut locals = Vec::new();
+        for (param, arg) in method.params.iter().zip(args) {
+            locals.push((
+                param.name.clone(),
+                coerce(&param.ty, self.eval(arg, frame)?),
+            ));
+        }
+        let mut inner = Frame {
+            locals,
+            probe: frame.probe,
+            depth: frame.depth + 1,
+        };
+        Ok(match self.stmts(&method.body, &mut inner)? {
+            Flow::Return(v) => v,
+            Flow::Next => Value::Null,
+        })
+    }
+}
+
+/// The value a field or local of `ty` starts with.
+fn default_of(ty: &Type) -> Value {
+    match ty {
+        Type::Boolean => Value::Bool(false),
+        Type::Integral(_) => Value::Int(0),
+        Type::Floating(_) => Value::Float(0.0),
+        Type::String | Type::Object(_) => Value::Null,
+    }
+}
+
+/// A value as a variable of `ty` holds it (`(int) 2.5` is 2, a `long` from an `int`, …).
+fn coerce(ty: &Type, value: Value) -> Value {
+    match (ty, value) {
+        (Type::Integral(width), v @ (Value::Int(_) | Value::Float(_))) => {
+            let n = v.as_int().unwrap_or(0);
+            Value::Int(match *width {
+                "byte" => n as i8 as i64,
+                "short" => n as i16 as i64,
+                "char" => n as u16 as i64,
+                "int" => n as i32 as i64,
+                _ => n,
+            })
+        }
+        (Type::Floating(_), Value::Int(n)) => Value::Float(n as f64),
+        (Type::String, v @ Value::Object(_)) => Value::str(&v.to_string()),
+        (_, v) => v,
+    }
+}
+
+/// `x op y` for Java's binary operators.
+fn binary(op: &str, x: &Value, y: &Value) -> Result<Value, String> {
+    use Value::{Bool, Float, Int};
+    let fail = || format!("{op} does not apply to {x} and {y}");
+    Ok(match (op, x, y) {
+        ("+", Value::Str(_), _) | ("+", _, Value::Str(_)) => Value::str(&format!("{x}{y}")),
+        ("==", ..) => Bool(x.same(y)),
+        ("!=", ..) => Bool(!x.same(y)),
+        (_, Int(a), Int(b)) => match op {
+            "+" => Int(a.wrapping_add(*b)),
+            "-" => Int(a.wrapping_sub(*b)),
+            "*" => Int(a.wrapping_mul(*b)),
+            "/" | "%" if *b == 0 => return Err("division by zero".into()),
+            "/" => Int(a.wrapping_div(*b)),
+            "%" => Int(a.wrapping_rem(*b)),
+            "<" => Bool(a < b),
+            "<=" => Bool(a <= b),
+            ">" => Bool(a > b),
+            ">=" => Bool(a >= b),
+            "&" => Int(a & b),
+            "|" => Int(a | b),
+            "^" => Int(a ^ b),
+            "<<" => Int(a.wrapping_shl(*b as u32)),
+            ">>" => Int(a.wrapping_shr(*b as u32)),
+            ">>>" => Int(((*a as u64) >> (*b as u32 & 63)) as i64),
+            _ => return Err(fail()),
+        },
+        (_, Int(_) | Float(_), Int(_) | Float(_)) => {
+            let (a, b) = (x.as_float().unwrap_or(0.0), y.as_float().unwrap_or(0.0));
+            match op {
+                "+" => Float(a + b),
+                "-" => Float(a - b),
+                "*" => Float(a * b),
+                "/" => Float(a / b),
+                "%" => Float(a % b),
+                "<" => Bool(a < b),
+                "<=" => Bool(a <= b),
+                ">" => Bool(a > b),
+                ">=" => Bool(a >= b),
+                _ => return Err(fail()),
+            }
+        }
+        (_, Bool(a), Bool(b)) => match op {
+            "&" => Bool(a & b),
+            "|" => Bool(a | b),
+            "^" => Bool(a ^ b),
+            _ => return Err(fail()),
+        },
+        _ => return Err(fail()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile;
+
+    fn script(body: &str) -> Script {
+        let source = format!(
+            "import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {{\n{body}\n}}\n"
+        );
+        compile(&source, "S.java").unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_issues_tracker_prints_what_btrace_prints() {
+        let s = script(
+            r##"@OnMethod(clazz = "/me\\.kisimple\\.just4fun\\..*/", method = "/.*/", location = @Location(Kind.RETURN))
+    public static void trace(@ProbeClassName String pcn, @ProbeMethodName String pmn, @Duration long duration) {
+        if (duration > 3000000000l) {
+            print(Strings.strcat("#Duration of ", Strings.strcat(Strings.strcat(pcn, "."), pmn)));
+            print(" is "); print(duration); println("#");
+            jstack();
+        }
+    }"##,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut probe = Fired {
+            class: "me.kisimple.just4fun.Main".into(),
+            method: "bar".into(),
+            duration_ns: 5_000_179_210,
+            stack: vec![
+                "me.kisimple.just4fun.Main.bar(Main.java:17)".into(),
+                "me.kisimple.just4fun.Main.main(Main.java:9)".into(),
+            ],
+            ..Fired::default()
+        };
+        m.fire(0, &probe);
+        assert_eq!(
+            m.take_output(),
+            "#Duration of me.kisimple.just4fun.Main.bar is 5000179210#\nme.kisimple.just4fun.Main.bar(Main.java:17)\nme.kisimple.just4fun.Main.main(Main.java:9)\n"
+        );
+        probe.duration_ns = 1_000;
+        m.fire(0, &probe);
+        assert_eq!(m.take_output(), "", "under the threshold");
+    }
+
+    #[test]
+    fn state_locals_thread_locals_own_methods_and_arguments() {
+        let s = script(
+            r#"private static long calls;
+    @TLS private static int mine;
+    private static Map<String, AtomicInteger> perMethod = Collections.newHashMap();
+    static { calls = 100; }
+    static String twice(String s) { return s + s; }
+    @OnMethod(clazz = "a.B", method = "put")
+    public static void h(@ProbeMethodName String pmn, @Self Object self, String key, int n, AnyType[] all) {
+        calls++;
+        mine += n;
+        AtomicInteger c = Collections.get(perMethod, pmn);
+        if (c == null) { c = Atomic.newAtomicInteger(0); Collections.put(perMethod, pmn, c); }
+        Atomic.incrementAndGet(c);
+        long half = n / 2;
+        println(twice(key) + " " + half + " " + (n > 3 ? "big" : "small") + " " + all[1] + " " + self);
+    }
+    @OnExit
+    public static void done() { println(calls); println(mine); printNumberMap("calls", perMethod); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let probe = |tid, n: i32| Fired {
+            class: "a.B".into(),
+            method: "put".into(),
+            values: vec!["a.B@1f".into(), "\"k\"".into(), n.to_string()],
+            tid,
+            ..Fired::default()
+        };
+        m.fire(0, &probe(1, 5));
+        m.fire(0, &probe(2, 3));
+        m.fire(0, &probe(1, 7));
+        assert_eq!(
+            m.take_output(),
+            "kk 2 big 5 a.B@1f\nkk 1 small 3 a.B@1f\nkk 3 big 7 a.B@1f\n"
+        );
+        for i in m.exit_handlers() {
+            m.run(i);
+        }
+        // @TLS outside a probe is the field's own value (0); calls counted from 100.
+        assert_eq!(m.take_output(), "103\n0\ncalls\nput = 3\n");
+        assert!(m.take_errors().is_empty());
+    }
+
+    #[test]
+    fn a_failing_handler_reports_and_the_script_goes_on() {
+        let s = script(
+            r#"private static int zero;
+    @OnTimer(1000) public static void t() { println(1 / zero); }
+    @OnTimer(2000) public static void u() { println("still here"); exit(3); println("not printed"); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new());
+        m.run(0);
+        assert_eq!(m.take_errors(), ["S.java:5:53: division by zero (in t)"]);
+        m.run(1);
+        assert_eq!(m.take_output(), "still here\n");
+        assert_eq!(m.exit_code(), Some(3));
+    }
+
+    #[test]
+    fn aggregations_count_and_average_per_key() {
+        let s = script(
+            r#"private static Aggregation avg = Aggregations.newAggregation(AggregationFunction.AVERAGE);
+    @OnMethod(clazz = "a.B", method = "run", location = @Location(Kind.RETURN))
+    public static void h(@ProbeMethodName String pmn, @Duration long d) {
+        Aggregations.addToAggregation(avg, Aggregations.newAggregationKey(pmn), d);
+    }
+    @OnExit public static void done() { Aggregations.printAggregation("Average", avg); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new());
+        for d in [10, 20, 30] {
+            m.fire(
+                0,
+                &Fired {
+                    method: "run".into(),
+                    duration_ns: d,
+                    ..Fired::default()
+                },
+            );
+        }
+        m.run(1);
+        assert_eq!(m.take_output(), "Average\n  run         20\n\n");
+    }
+}

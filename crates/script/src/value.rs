@@ -1,0 +1,291 @@
+//! Values while a script runs, and how BTrace prints them (`str()`: Java's `toString()` for
+//! primitives and strings; other objects as the agent described them, never by running their
+//! `toString()`).
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+/// A value.
+#[derive(Debug, Clone, Default)]
+pub enum Value {
+    /// `null`, and what a `void` method returns.
+    #[default]
+    Null,
+    /// `boolean`.
+    Bool(bool),
+    /// `byte` … `long` (and `char` as its code).
+    Int(i64),
+    /// `float`, `double`.
+    Float(f64),
+    /// A string.
+    Str(Rc<str>),
+    /// An object of the application, as the agent described it (`Class@hash{...}`).
+    Object(Rc<str>),
+    /// A thread (`currentThread()`).
+    Thread {
+        /// Its name.
+        name: Rc<str>,
+        /// Its kernel id.
+        tid: u32,
+    },
+    /// The arguments of a call (`AnyType[]`), or any array.
+    Array(Rc<[Value]>),
+    /// `Collections.newHashMap()`: insertion order kept.
+    Map(Rc<RefCell<Vec<(Value, Value)>>>),
+    /// `Atomic.newAtomicInteger/Long`.
+    Atomic(Rc<RefCell<i64>>),
+    /// `Aggregations.newAggregation(...)`.
+    Aggregation(Rc<RefCell<Aggregation>>),
+    /// `Aggregations.newAggregationKey(...)`.
+    Key(Rc<[Value]>),
+    /// An enum constant of BTrace's API (`AggregationFunction.COUNT`).
+    Constant(Rc<str>),
+}
+
+impl Value {
+    /// A string value.
+    pub fn str(text: &str) -> Value {
+        Value::Str(Rc::from(text))
+    }
+
+    /// Reads back a value the agent described: `null`, booleans, numbers, quoted strings
+    /// (with their escapes); anything else stays the object's description.
+    pub fn from_described(text: &str) -> Value {
+        match text {
+            "null" => return Value::Null,
+            "true" => return Value::Bool(true),
+            "false" => return Value::Bool(false),
+            _ => {}
+        }
+        if let Ok(n) = text.parse::<i64>() {
+            return Value::Int(n);
+        }
+        if text.contains(['.', 'E', 'N', 'I']) {
+            if let Ok(x) = text.parse::<f64>() {
+                return Value::Float(x);
+            }
+        }
+        if let Some(inner) = text
+            .strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"').or_else(|| t.strip_suffix("\"...")))
+        {
+            return Value::Str(Rc::from(unescape(inner).as_str()));
+        }
+        Value::Object(Rc::from(text))
+    }
+
+    /// Java truthiness is only for booleans; other values are false.
+    pub fn truthy(&self) -> bool {
+        matches!(self, Value::Bool(true))
+    }
+
+    /// The value as an integer, when it is a number.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Value::Int(n) => Some(*n),
+            Value::Float(x) => Some(*x as i64),
+            Value::Atomic(a) => Some(*a.borrow()),
+            _ => None,
+        }
+    }
+
+    /// The value as a float, when it is a number.
+    pub fn as_float(&self) -> Option<f64> {
+        match self {
+            Value::Int(n) => Some(*n as f64),
+            Value::Float(x) => Some(*x),
+            _ => None,
+        }
+    }
+
+    /// Equality as `==` and map keys see it: numbers by value, text by content.
+    pub fn same(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (a @ (Value::Int(_) | Value::Float(_)), b @ (Value::Int(_) | Value::Float(_))) => {
+                a.as_float() == b.as_float()
+            }
+            (Value::Str(a), Value::Str(b)) | (Value::Object(a), Value::Object(b)) => a == b,
+            (Value::Constant(a), Value::Constant(b)) => a == b,
+            (Value::Thread { tid: a, .. }, Value::Thread { tid: b, .. }) => a == b,
+            (Value::Key(a), Value::Key(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same(y))
+            }
+            (Value::Map(a), Value::Map(b)) => Rc::ptr_eq(a, b),
+            (Value::Atomic(a), Value::Atomic(b)) => Rc::ptr_eq(a, b),
+            (Value::Aggregation(a), Value::Aggregation(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    /// `str(value)`: as Java's `String.valueOf` shows primitives, strings and BTrace's own
+    /// objects.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("null"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Float(x) => f.write_str(&java_double(*x)),
+            Value::Str(s) | Value::Object(s) | Value::Constant(s) => f.write_str(s),
+            Value::Thread { name, .. } => write!(f, "Thread[{name}]"),
+            Value::Array(items) | Value::Key(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Map(map) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in map.borrow().iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k}={v}")?;
+                }
+                f.write_str("}")
+            }
+            Value::Atomic(a) => write!(f, "{}", a.borrow()),
+            Value::Aggregation(_) => f.write_str("Aggregation"),
+        }
+    }
+}
+
+/// Java's `Double.toString`: a decimal point always, scientific notation outside
+/// 10^-3..10^7.
+fn java_double(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let magnitude = x.abs();
+    if magnitude == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let text = format!("{x}");
+        return if text.contains('.') {
+            text
+        } else {
+            format!("{text}.0")
+        };
+    }
+    let text = format!("{x:e}");
+    let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+    let mantissa = if mantissa.contains('.') {
+        mantissa.to_string()
+    } else {
+        format!("{mantissa}.0")
+    };
+    format!("{mantissa}E{exponent}")
+}
+
+/// Undoes the agent's escapes (`\n`, `\t`, `\"`, `\\`, `\u0001`).
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(c) => out.push(c),
+                    None => out.push_str(&hex),
+                }
+            }
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// An aggregation: values folded per key by one function.
+#[derive(Debug, Clone)]
+pub struct Aggregation {
+    /// The function (`COUNT`, `SUM`, `MINIMUM`, `MAXIMUM`, `AVERAGE`).
+    pub function: String,
+    /// Per key (empty key when none given): count, sum, min, max.
+    pub rows: Vec<(Vec<Value>, [i64; 4])>,
+}
+
+impl Aggregation {
+    /// An empty aggregation of `function`.
+    pub fn new(function: &str) -> Aggregation {
+        Aggregation {
+            function: function.to_string(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a value under a key.
+    pub fn add(&mut self, key: Vec<Value>, value: i64) {
+        let row =
+            match self.rows.iter().position(|(k, _)| {
+                k.len() == key.len() && k.iter().zip(&key).all(|(a, b)| a.same(b))
+            }) {
+                Some(i) => &mut self.rows[i].1,
+                None => {
+                    self.rows.push((key, [0, 0, i64::MAX, i64::MIN]));
+                    &mut self.rows.last_mut().expect("just pushed").1
+                }
+            };
+        row[0] += 1;
+        row[1] += value;
+        row[2] = row[2].min(value);
+        row[3] = row[3].max(value);
+    }
+
+    /// A row's value under this aggregation's function.
+    pub fn result(&self, row: &[i64; 4]) -> i64 {
+        match self.function.as_str() {
+            "COUNT" => row[0],
+            "SUM" => row[1],
+            "MINIMUM" => row[2],
+            "MAXIMUM" => row[3],
+            _ => row[1] / row[0].max(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn described_values_read_back_typed() {
+        assert!(matches!(Value::from_described("42"), Value::Int(42)));
+        assert!(matches!(Value::from_described("-7"), Value::Int(-7)));
+        assert!(matches!(Value::from_described("true"), Value::Bool(true)));
+        assert!(matches!(Value::from_described("null"), Value::Null));
+        assert!(matches!(Value::from_described("2.5"), Value::Float(x) if x == 2.5));
+        let s = Value::from_described("\"a \\\"b\\\"\\n\"");
+        assert_eq!(s.to_string(), "a \"b\"\n");
+        let o = Value::from_described("app.Order@1f2e{id=3}");
+        assert!(matches!(o, Value::Object(_)));
+        assert_eq!(o.to_string(), "app.Order@1f2e{id=3}");
+    }
+
+    #[test]
+    fn doubles_print_as_java_prints_them() {
+        assert_eq!(java_double(1.0), "1.0");
+        assert_eq!(java_double(2.5), "2.5");
+        assert_eq!(java_double(1e7), "1.0E7");
+        assert_eq!(java_double(1.5e-4), "1.5E-4");
+        assert_eq!(java_double(0.0), "0.0");
+    }
+}
