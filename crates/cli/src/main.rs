@@ -208,6 +208,22 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Run a BTrace script unchanged, with no javac: jtap compiles and checks it, traces
+    /// what its @OnMethod handlers probe and runs the handlers on the captured values
+    #[command(
+        after_help = "The script's code never runs in the JVM: the agent captures the values the handlers' \
+                            parameters ask for (class and method names, duration, arguments, this, return value, \
+                            exception, stack) and jtap runs the handlers. Ending the script (exit(), Ctrl-C, -d, the \
+                            JVM's exit) restores every class; @OnExit handlers run last.\n\
+                            Examples:\n  jtap btrace 1234 Tracker.java\n  jtap btrace 1234 Histogram.java 100 -d 30s\n  \
+                            jtap btrace --check Tracker.java"
+    )]
+    Btrace {
+        #[command(flatten)]
+        args: commands::btrace::BtraceArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -227,7 +243,10 @@ fn main() {
     // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
     let _ = ctrlc::set_handler(|| {
         // A profile being collected stops early and is still written.
-        if commands::profile::take_interrupt() || commands::trace::take_interrupt() {
+        if commands::profile::take_interrupt()
+            || commands::trace::take_interrupt()
+            || commands::btrace::take_interrupt()
+        {
             return;
         }
         jtap_attach::remove_pending_trigger_files();
@@ -272,6 +291,7 @@ fn main() {
         Command::Trace { args, attach } => commands::trace::trace(args, attach.timeout),
         Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),
         Command::Monitor { args, attach } => commands::trace::monitor(args, attach.timeout),
+        Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

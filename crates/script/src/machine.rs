@@ -182,11 +182,15 @@ impl<'s> Machine<'s> {
         );
     }
 
-    /// Indices of the `@OnExit` handlers.
-    pub fn exit_handlers(&self) -> Vec<usize> {
-        (0..self.script.handlers.len())
-            .filter(|&i| self.script.handlers[i].trigger == Trigger::Exit)
-            .collect()
+    /// Ends the script: runs its `@OnExit` handlers (also after `exit()`, as BTrace does).
+    pub fn finish(&mut self) {
+        let code = self.exit.take();
+        for index in 0..self.script.handlers.len() {
+            if self.script.handlers[index].trigger == Trigger::Exit {
+                self.run(index);
+            }
+        }
+        self.exit = self.exit.or(code);
     }
 
     /// Text printed since the last call.
@@ -621,9 +625,7 @@ mod tests {
             m.take_output(),
             "kk 2 big 5 a.B@1f\nkk 1 small 3 a.B@1f\nkk 3 big 7 a.B@1f\n"
         );
-        for i in m.exit_handlers() {
-            m.run(i);
-        }
+        m.finish();
         // @TLS outside a probe is the field's own value (0); calls counted from 100.
         assert_eq!(m.take_output(), "103\n0\ncalls\nput = 3\n");
         assert!(m.take_errors().is_empty());

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod attach;
+pub mod btrace;
 pub mod bytecode;
 pub mod convert;
 pub mod diff;

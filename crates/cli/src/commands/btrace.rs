@@ -1,0 +1,500 @@
+//! `jtap btrace <pid> Script.java [ARGS]...`: runs a BTrace script unchanged, with no javac:
+//! jtap compiles and checks it (`jtap-script`), traces the methods of each `@OnMethod`
+//! handler in a tracing session of its own (the agent captures the values the handler's
+//! parameters ask for), and runs the handlers here, in the client, on those values, with the
+//! script's timers and `@OnExit` handlers. `--check` only compiles and checks.
+
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use jtap_protocol::records::{Call, Outcome, Record};
+use jtap_protocol::trace::{MethodPattern, Mode, Plan};
+use jtap_protocol::{Action, Event, Frame, Options};
+use jtap_script::ast::{ExprKind, Handler, Role, Stmt, Trigger};
+use jtap_script::value::Value;
+use jtap_script::{compile, Fired, Location, Machine, Probe, Script};
+
+use crate::agent_client::Conversation;
+use crate::exit;
+
+/// Set while a script runs: Ctrl-C then ends it (its `@OnExit` handlers run, the classes
+/// are restored) instead of exiting.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// Ctrl-C was pressed while a script ran.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// For the Ctrl-C handler: true when a running script takes the interrupt.
+pub fn take_interrupt() -> bool {
+    RUNNING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
+}
+
+/// `jtap btrace` arguments.
+#[derive(clap::Args)]
+pub struct BtraceArgs {
+    /// Only compile and check the script (no JVM needed): errors as `file:line:col: message`
+    #[arg(long)]
+    check: bool,
+    /// `<pid> SCRIPT [ARGS]...` (the arguments are what `$(n)` reads; after `--` when they
+    /// start with `-`), or `SCRIPT` with --check
+    #[arg(required = true)]
+    words: Vec<String>,
+    /// Stop after this long (default: until the script calls exit(), Ctrl-C or the JVM's
+    /// exit)
+    #[arg(short, long, value_parser = crate::units::parse_duration)]
+    duration: Option<Duration>,
+}
+
+/// Runs `jtap btrace`.
+pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
+    let (pid, file, script_args) = match (args.check, args.words.as_slice()) {
+        (true, [file]) => (None, file, &[][..]),
+        (true, _) => return Err(exit::usage("--check takes one script and no pid")),
+        (false, [pid, file, rest @ ..]) => {
+            let pid = pid
+                .parse::<u32>()
+                .map_err(|_| exit::usage(format!("\"{pid}\" is not a pid")))?;
+            (Some(pid), file, rest)
+        }
+        (false, _) => return Err(exit::usage("give a pid and a script (or --check SCRIPT)")),
+    };
+    let source =
+        std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
+    let script = compile(&source, file).map_err(|e| exit::usage(e.to_string()))?;
+    let probes = probes(&script, file)?;
+    let Some(pid) = pid else {
+        println!("{}", summary(&script, file));
+        return Ok(0);
+    };
+    RUNNING.store(true, Ordering::SeqCst);
+    let result = Session::run(
+        &script,
+        file,
+        script_args,
+        &probes,
+        pid,
+        args.duration,
+        timeout,
+    );
+    RUNNING.store(false, Ordering::SeqCst);
+    result
+}
+
+/// What `--check` says of a script that compiles.
+fn summary(script: &Script, file: &str) -> String {
+    let count =
+        |f: &dyn Fn(&Trigger) -> bool| script.handlers.iter().filter(|h| f(&h.trigger)).count();
+    format!(
+        "{file}: ok: {} probe handlers, {} timers, {} exit handlers, {} fields, {} methods",
+        count(&|t| matches!(t, Trigger::Probe(_))),
+        count(&|t| matches!(t, Trigger::Timer(_))),
+        count(&|t| matches!(t, Trigger::Exit)),
+        script.fields.len(),
+        script.methods.len()
+    )
+}
+
+/// The `@OnMethod` handlers: which calls each takes, and the one tracing plan that captures
+/// what all of them need (the agent runs one tracing session per JVM).
+struct Probes {
+    /// Per handler (by index): its methods, location and threshold.
+    handlers: Vec<(usize, Selector)>,
+    /// What the agent traces and captures.
+    plan: Plan,
+}
+
+/// Which traced calls a handler takes.
+struct Selector {
+    class: Option<regex::Regex>,
+    method: Option<regex::Regex>,
+    descriptor: Option<String>,
+    location: Location,
+    threshold: Option<Duration>,
+}
+
+impl Selector {
+    fn takes(&self, call: &Call) -> bool {
+        let threw = matches!(call.outcome, Outcome::Threw(_));
+        let location = match self.location {
+            Location::Entry => true,
+            Location::Return => !threw,
+            Location::Error => threw,
+        };
+        location
+            && self
+                .class
+                .as_ref()
+                .is_none_or(|re| re.is_match(&call.class))
+            && self
+                .method
+                .as_ref()
+                .is_none_or(|re| re.is_match(&call.method))
+            && self
+                .descriptor
+                .as_ref()
+                .is_none_or(|d| d == &call.descriptor)
+            && self
+                .threshold
+                .is_none_or(|t| call.duration_ns >= t.as_nanos() as u64)
+    }
+}
+
+fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
+    let mut probes = Probes {
+        handlers: Vec::new(),
+        plan: Plan {
+            mode: Mode::Trace,
+            ..Plan::default()
+        },
+    };
+    let mut thresholds = Vec::new();
+    for (index, handler) in script.handlers.iter().enumerate() {
+        let Trigger::Probe(probe) = &handler.trigger else {
+            continue;
+        };
+        let at = handler.method.at;
+        let pattern = method_pattern(probe)
+            .map_err(|e| exit::usage(format!("{file}:{}:{}: {e}", at.line, at.col)))?;
+        let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
+        let plan = &mut probes.plan;
+        plan.values |= roles
+            .iter()
+            .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::This));
+        plan.returns |= roles.contains(&&Role::Return);
+        // Entry handlers run for every call, however it ends.
+        plan.exceptions |= probe.location != Location::Return;
+        plan.stack |= handler.uses_stack;
+        let threshold = threshold(handler);
+        thresholds.push(threshold);
+        let regex = |p: &jtap_protocol::trace::NamePattern| regex::Regex::new(&p.to_regex()).ok();
+        probes.handlers.push((
+            index,
+            Selector {
+                // A `+Super` pattern's classes are known to the agent only.
+                class: (!pattern.subtypes).then(|| regex(&pattern.class)).flatten(),
+                method: pattern.method.as_ref().and_then(regex),
+                descriptor: pattern.descriptor.clone(),
+                location: probe.location,
+                threshold,
+            },
+        ));
+        plan.targets.push(pattern);
+    }
+    // The agent keeps calls over the smallest threshold, when every handler has one.
+    probes.plan.threshold = thresholds
+        .iter()
+        .copied()
+        .collect::<Option<Vec<_>>>()
+        .and_then(|t| t.into_iter().min());
+    Ok(probes)
+}
+
+/// A probe's methods as a trace pattern: BTrace's `clazz` (name, `/regex/`, `+Super`),
+/// `method` and `type` (a JVM descriptor or Java's `void (java.lang.String, int)`).
+fn method_pattern(probe: &Probe) -> Result<MethodPattern, String> {
+    let descriptor = match probe.descriptor.trim() {
+        "" => String::new(),
+        d if d.starts_with('(') => d.to_string(),
+        java => jvm_descriptor(java).ok_or_else(|| format!("type {java:?} is neither a JVM descriptor nor like \"void (java.lang.String, int)\""))?,
+    };
+    MethodPattern::parse(&format!("{}::{}{descriptor}", probe.class, probe.method))
+}
+
+/// `void (java.lang.String, int[])` → `(Ljava/lang/String;[I)V`.
+fn jvm_descriptor(java: &str) -> Option<String> {
+    let (ret, params) = java.split_once('(')?;
+    let params = params.trim().strip_suffix(')')?;
+    let one = |t: &str| -> Option<String> {
+        let t = t.trim();
+        let (mut base, mut dims) = (t, 0);
+        while let Some(inner) = base.strip_suffix("[]") {
+            base = inner.trim_end();
+            dims += 1;
+        }
+        let code = match base {
+            "void" => "V".to_string(),
+            "boolean" => "Z".into(),
+            "byte" => "B".into(),
+            "char" => "C".into(),
+            "short" => "S".into(),
+            "int" => "I".into(),
+            "long" => "J".into(),
+            "float" => "F".into(),
+            "double" => "D".into(),
+            "" => return None,
+            class => format!("L{};", class.replace('.', "/")),
+        };
+        Some(format!("{}{code}", "[".repeat(dims)))
+    };
+    let params: Option<Vec<String>> = params
+        .split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(one)
+        .collect();
+    Some(format!("({}){}", params?.concat(), one(ret)?))
+}
+
+/// A threshold the agent can apply for the handler: its whole body is `if (d > N) ...` (or
+/// `>=`) on its `@Duration` parameter, with no `else`. Calls under it would do nothing.
+fn threshold(handler: &Handler) -> Option<Duration> {
+    let duration = handler
+        .method
+        .params
+        .iter()
+        .find(|p| p.role == Role::Duration)?;
+    let [Stmt::If(condition, _, otherwise)] = handler.method.body.as_slice() else {
+        return None;
+    };
+    if !otherwise.is_empty() {
+        return None;
+    }
+    let ExprKind::Binary(op, left, right) = &condition.kind else {
+        return None;
+    };
+    let (ExprKind::Name(name), ExprKind::Literal(Value::Int(n))) = (&left.kind, &right.kind) else {
+        return None;
+    };
+    let n = u64::try_from(*n).ok()?;
+    match op.as_str() {
+        _ if name != &duration.name => None,
+        ">" => Some(Duration::from_nanos(n + 1)),
+        ">=" => Some(Duration::from_nanos(n)),
+        _ => None,
+    }
+}
+
+/// What the readers of the tracing sessions tell the script's loop.
+enum Happened {
+    /// A traced call for handler `usize`.
+    Fired(usize, Box<Fired>),
+    /// A session ended (the agent's reason, or the error).
+    Ended(Result<String, String>),
+}
+
+/// A script running against a JVM.
+struct Session;
+
+impl Session {
+    fn run(
+        script: &Script,
+        file: &str,
+        script_args: &[String],
+        probes: &Probes,
+        pid: u32,
+        duration: Option<Duration>,
+        timeout: Duration,
+    ) -> anyhow::Result<i32> {
+        let mut machine = Machine::new(script, file, script_args.to_vec());
+        flush(&mut machine);
+        let conversation = match probes.handlers.is_empty() {
+            true => None,
+            false => {
+                let options = Options {
+                    action: Some(Action::Start),
+                    event: Some(Event::Trace),
+                    trace: Some(probes.plan.clone()),
+                    ..Options::default()
+                };
+                Some(Conversation::open(pid, &options, timeout)?)
+            }
+        };
+        let stopper = conversation
+            .as_ref()
+            .map(Conversation::stopper)
+            .transpose()?;
+        let started = Instant::now();
+        let (sender, events) = mpsc::channel();
+        let mut timers: Vec<(usize, Duration, Instant)> = script
+            .handlers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| match h.trigger {
+                Trigger::Timer(ms) => {
+                    let period = Duration::from_millis(ms);
+                    Some((i, period, started + period))
+                }
+                _ => None,
+            })
+            .collect();
+        std::thread::scope(|scope| -> anyhow::Result<i32> {
+            let reader = conversation.map(|conversation| {
+                let sender = sender.clone();
+                scope.spawn(move || {
+                    let ended = conversation.finish(
+                        &mut io::stderr(),
+                        Some(&mut |frame| {
+                            if let Frame::Record(bytes) = frame {
+                                if let Ok(Record::Call(call)) = Record::decode(&bytes) {
+                                    for (index, selector) in &probes.handlers {
+                                        if selector.takes(&call) {
+                                            let fired = Box::new(fired(call.clone()));
+                                            let _ = sender.send(Happened::Fired(*index, fired));
+                                        }
+                                    }
+                                }
+                            }
+                            Ok(())
+                        }),
+                    );
+                    let _ = sender.send(Happened::Ended(ended.map_err(|e| e.to_string())));
+                })
+            });
+            drop(sender);
+            let mut ended = false;
+            let mut failure = None;
+            loop {
+                let stop = INTERRUPTED.load(Ordering::SeqCst)
+                    || machine.exit_code().is_some()
+                    || ended
+                    || duration.is_some_and(|d| started.elapsed() >= d);
+                if stop {
+                    break;
+                }
+                let next_timer = timers.iter().map(|(_, _, due)| *due).min();
+                let wait = next_timer
+                    .map_or(Duration::from_millis(100), |due| {
+                        due.saturating_duration_since(Instant::now())
+                    })
+                    .min(Duration::from_millis(100));
+                match events.recv_timeout(wait) {
+                    Ok(Happened::Fired(index, fired)) => machine.fire(index, &fired),
+                    Ok(Happened::Ended(result)) => {
+                        ended = true;
+                        if let Err(e) = result {
+                            failure.get_or_insert(e);
+                        }
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        if timers.is_empty() {
+                            break;
+                        }
+                        std::thread::sleep(wait);
+                    }
+                }
+                let now = Instant::now();
+                for (index, period, due) in &mut timers {
+                    if *due <= now {
+                        machine.run(*index);
+                        *due += *period;
+                    }
+                }
+                flush(&mut machine);
+            }
+            // The probes end (classes restored); calls already traced still reach the handlers.
+            if let Some(stopper) = &stopper {
+                let _ = stopper.stop();
+            }
+            if let Some(reader) = reader {
+                let _ = reader.join();
+            }
+            while let Ok(event) = events.try_recv() {
+                match event {
+                    Happened::Fired(index, fired) if machine.exit_code().is_none() => {
+                        machine.fire(index, &fired)
+                    }
+                    Happened::Ended(Err(e)) => {
+                        failure.get_or_insert(e);
+                    }
+                    _ => {}
+                }
+            }
+            machine.finish();
+            flush(&mut machine);
+            if let Some(e) = failure {
+                return Err(anyhow::anyhow!(e));
+            }
+            Ok(machine.exit_code().unwrap_or(0))
+        })
+    }
+}
+
+/// A traced call as a probe firing.
+fn fired(call: Call) -> Fired {
+    let (returned, thrown) = match call.outcome {
+        Outcome::Returned(value) => (value, None),
+        Outcome::Threw(exception) => (None, exception),
+    };
+    Fired {
+        class: call.class,
+        method: call.method,
+        duration_ns: call.duration_ns,
+        values: call.values,
+        returned,
+        thrown,
+        stack: call.stack,
+        thread: call.thread,
+        tid: call.tid,
+    }
+}
+
+/// Prints what the handlers printed (stdout) and their errors (stderr).
+fn flush(machine: &mut Machine) {
+    let out = machine.take_output();
+    if !out.is_empty() {
+        let mut stdout = io::stdout().lock();
+        let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.flush();
+    }
+    for error in machine.take_errors() {
+        eprintln!("jtap: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(super) fn call() -> Call {
+        Call {
+            time_ns: 0,
+            thread: "main".into(),
+            tid: 1,
+            class: String::new(),
+            method: String::new(),
+            descriptor: String::new(),
+            duration_ns: 0,
+            coarse: false,
+            args: None,
+            values: Vec::new(),
+            outcome: Outcome::Returned(None),
+            stack: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn java_types_become_jvm_descriptors() {
+        assert_eq!(
+            jvm_descriptor("void (java.lang.String, int[])").as_deref(),
+            Some("(Ljava/lang/String;[I)V")
+        );
+        assert_eq!(jvm_descriptor("long ()").as_deref(), Some("()J"));
+        assert_eq!(jvm_descriptor("nonsense"), None);
+    }
+
+    #[test]
+    fn a_duration_guard_becomes_the_agents_threshold() {
+        let source = "import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.RETURN))\npublic static void h(@Duration long d) { if (d > 1000) { println(d); } }\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.RETURN))\npublic static void g(@Duration long d) { println(d); }\n}";
+        let script = compile(source, "S.java").unwrap();
+        assert_eq!(
+            threshold(&script.handlers[0]),
+            Some(Duration::from_nanos(1001))
+        );
+        assert_eq!(threshold(&script.handlers[1]), None);
+        // g takes every call: the agent cannot drop the short ones.
+        let probes = probes(&script, "S.java").unwrap();
+        assert_eq!(probes.plan.to_string(), "mode:trace p:a.B::run p:a.B::run");
+        let call = |duration_ns| Call {
+            class: "a.B".into(),
+            method: "run".into(),
+            descriptor: "()V".into(),
+            duration_ns,
+            outcome: Outcome::Returned(None),
+            ..call()
+        };
+        let takers = |c: &Call| probes.handlers.iter().filter(|(_, s)| s.takes(c)).count();
+        assert_eq!((takers(&call(500)), takers(&call(5000))), (1, 2));
+    }
+}

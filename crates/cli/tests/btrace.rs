@@ -1,0 +1,189 @@
+//! BTrace scripts, unchanged, on every JDK of the matrix: the issue's `Tracker` (duration
+//! threshold, `strcat`, `jstack`) prints what BTrace prints, entry handlers see typed
+//! arguments and `this`, timers and `@OnExit` run, `exit()` ends the script with its code,
+//! and the classes come back as they were. `--check` needs no JVM.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{agent_library, jtap, Background};
+use jtap_testkit::{jdks, JavaProcess};
+
+/// The issue's script, aimed at the test workload: sleepy() takes 20 ms.
+const TRACKER: &str = r##"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+
+@BTrace
+public class Tracker {
+    @OnMethod(clazz = "/workloads\\.Traced/", method = "/sleep.*/", location = @Location(Kind.RETURN))
+    public static void trace(@ProbeClassName String pcn, @ProbeMethodName String pmn, @Duration long duration) {
+        if (duration > 5000000l) {
+            print(Strings.strcat("#Duration of ", Strings.strcat(Strings.strcat(pcn, "."), pmn)));
+            print(" is "); print(duration); println("#");
+            jstack();
+        }
+    }
+}
+"##;
+
+/// Arguments, `this`, state, a timer, `@OnExit` and `exit()`.
+const COUNTER: &str = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+
+@BTrace
+public class Counter {
+    private static long calls;
+    private static long sum;
+
+    @OnMethod(clazz = "workloads.Traced", method = "sleepy")
+    public static void entry(@ProbeMethodName(fqn = true) String m, int i) {
+        calls++;
+        sum += i;
+        if (calls == 80) {
+            println("80 calls of " + m + ", arguments summing to " + sum);
+            exit(7);
+        }
+    }
+
+    @OnTimer(100)
+    public static void tick() { }
+
+    @OnExit
+    public static void done() { println("exit after " + calls); }
+}
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Starts round `n` of the workload and waits for its DONE line.
+fn round(jvm: &JavaProcess, dir: &Path, n: u32) {
+    std::fs::write(dir.join(format!("go{n}")), b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !jvm.stdout.text().contains(&format!("DONE {n} ")) {
+        assert!(Instant::now() < deadline, "round {n} did not finish");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_issues_tracker_prints_what_btrace_prints() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(dir.path(), "Tracker.java", TRACKER);
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        // Ctrl-C ends the script: the classes are restored.
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let lines: Vec<&str> = out.lines().collect();
+        let reports: Vec<usize> = (0..lines.len())
+            .filter(|&i| lines[i].starts_with("#Duration of workloads.Traced.sleepy is "))
+            .collect();
+        assert_eq!(reports.len(), 80, "JDK {}: {out}", jdk.version);
+        for &i in &reports {
+            let ns: u64 = lines[i]
+                .trim_start_matches("#Duration of workloads.Traced.sleepy is ")
+                .trim_end_matches('#')
+                .parse()
+                .unwrap_or_else(|_| panic!("JDK {}: {}", jdk.version, lines[i]));
+            assert!(ns >= 20_000_000, "JDK {}: {}", jdk.version, lines[i]);
+            // jstack(): the probed method first, with its line, then its callers.
+            assert_eq!(
+                lines[i + 1],
+                "workloads.Traced.sleepy(Traced.java:35)",
+                "JDK {}",
+                jdk.version
+            );
+            assert!(
+                lines[i + 2].starts_with("workloads.Traced.lambda$round$"),
+                "JDK {}: {}",
+                jdk.version,
+                lines[i + 2]
+            );
+        }
+        assert!(
+            err.contains("restored 1 classes"),
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn arguments_state_and_exit_reach_the_script() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(dir.path(), "Counter.java", COUNTER);
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        // Eight threads call sleepy(0..9): 80 calls, arguments summing to 8 * 45.
+        assert_eq!(code, 7, "JDK {}: exit(7) {out} {err}", jdk.version);
+        assert_eq!(
+            out, "80 calls of workloads.Traced.sleepy, arguments summing to 360\nexit after 80\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(
+            err.contains("restored 1 classes"),
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn check_compiles_without_a_jvm_and_refuses_what_btrace_forbids() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(dir.path(), "Tracker.java", TRACKER);
+    let ok = jtap(["btrace", "--check", &good]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(
+        ok.stdout.contains("Tracker.java: ok: 1 probe handlers"),
+        "{ok:?}"
+    );
+    let looping = TRACKER.replace("jstack();", "for (int i = 0; i < 3; i++) { jstack(); }");
+    let bad = write(dir.path(), "Loop.java", &looping);
+    let refused = jtap(["btrace", "--check", &bad]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert_eq!(
+        refused.stderr.trim(),
+        format!("jtap: {bad}:11:13: loops are not allowed in BTrace scripts")
+    );
+    let calling = TRACKER.replace("jstack();", "System.gc();");
+    let bad = write(dir.path(), "Call.java", &calling);
+    let refused = jtap(["btrace", "--check", &bad]);
+    assert!(
+        refused.code == 2
+            && refused
+                .stderr
+                .contains("calls to application methods (System.gc)"),
+        "{refused:?}"
+    );
+    let missing = jtap(["btrace", "--check", "/nonexistent/S.java"]);
+    assert!(
+        missing.code != 0 && missing.stderr.lines().count() == 1,
+        "{missing:?}"
+    );
+}
