@@ -1,6 +1,6 @@
 //! BTrace scripts, unchanged, on every JDK of the matrix: the issue's `Tracker` (duration
 //! threshold, `strcat`, `jstack`) prints what BTrace prints, entry handlers see typed
-//! arguments and `this`, timers and `@OnExit` run, `exit()` ends the script with its code,
+//! arguments, aggregations count per thread as the workload does, timers and `@OnExit` run, `exit()` ends the script with its code,
 //! and the classes come back as they were. `--check` needs no JVM.
 
 mod common;
@@ -36,11 +36,13 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 public class Counter {
     private static long calls;
     private static long sum;
+    private static Aggregation perThread = Aggregations.newAggregation(AggregationFunction.COUNT);
 
     @OnMethod(clazz = "workloads.Traced", method = "sleepy")
     public static void entry(@ProbeMethodName(fqn = true) String m, int i) {
         calls++;
         sum += i;
+        Aggregations.addToAggregation(perThread, Aggregations.newAggregationKey(Threads.name(Threads.currentThread())), 1);
         if (calls == 80) {
             println("80 calls of " + m + ", arguments summing to " + sum);
             exit(7);
@@ -51,7 +53,10 @@ public class Counter {
     public static void tick() { }
 
     @OnExit
-    public static void done() { println("exit after " + calls); }
+    public static void done() {
+        println("exit after " + calls);
+        Aggregations.printAggregation("Calls per thread", perThread);
+    }
 }
 "#;
 
@@ -139,11 +144,22 @@ fn arguments_state_and_exit_reach_the_script() {
         let (code, out, err) = run.finish(Duration::from_secs(60));
         // Eight threads call sleepy(0..9): 80 calls, arguments summing to 8 * 45.
         assert_eq!(code, 7, "JDK {}: exit(7) {out} {err}", jdk.version);
+        let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
-            out, "80 calls of workloads.Traced.sleepy, arguments summing to 360\nexit after 80\n",
+            lines[..3],
+            [
+                "80 calls of workloads.Traced.sleepy, arguments summing to 360",
+                "exit after 80",
+                "Calls per thread"
+            ],
             "JDK {}: {err}",
             jdk.version
         );
+        // The workload's own count: each of its eight threads calls sleepy ten times.
+        let mut rows: Vec<&str> = lines[3..].to_vec();
+        rows.sort();
+        let expected: Vec<String> = (0..8).map(|t| format!("  sleepy-{t}  10")).collect();
+        assert_eq!(rows, expected, "JDK {}: {out}", jdk.version);
         assert!(
             err.contains("restored 1 classes"),
             "JDK {}: {err}",

@@ -324,26 +324,45 @@ fn atomic(value: &Value, name: &str, f: impl FnOnce(&mut i64) -> Value) -> Resul
     }
 }
 
-/// An aggregation as BTrace prints it: one row per key, the key's elements and the value
-/// right-aligned, in ascending order of value.
+/// An aggregation as BTrace prints it (its grid): a row per key in ascending order of value,
+/// each cell after two spaces, strings left- and numbers right-aligned to their column's
+/// widest value.
 fn print_aggregation(agg: &Aggregation, out: &mut String) {
-    let mut rows: Vec<(String, i64)> = agg
+    let mut rows: Vec<(Vec<Value>, i64)> = agg
         .rows
         .iter()
-        .map(|(key, row)| {
-            let key: Vec<String> = key.iter().map(Value::to_string).collect();
-            (key.join(" "), agg.result(row))
-        })
+        .map(|(key, row)| (key.clone(), agg.result(row)))
         .collect();
     rows.sort_by_key(|(_, v)| *v);
-    let width = rows
-        .iter()
-        .map(|(k, _)| k.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    for (key, value) in rows {
-        out.push_str(&format!("  {key:<width$} {value:>10}\n"));
+    let cells: Vec<Vec<(String, bool)>> = rows
+        .into_iter()
+        .map(|(key, value)| {
+            key.iter()
+                .map(|k| (k.to_string(), matches!(k, Value::Int(_) | Value::Float(_))))
+                .chain([(value.to_string(), true)])
+                .collect()
+        })
+        .collect();
+    let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            cells
+                .iter()
+                .filter_map(|row| row.get(c))
+                .map(|(text, _)| text.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(1)
+        })
+        .collect();
+    for row in &cells {
+        for (c, (text, number)) in row.iter().enumerate() {
+            let width = widths[c];
+            match number {
+                true => out.push_str(&format!("  {text:>width$}")),
+                false => out.push_str(&format!("  {text:<width$}")),
+            }
+        }
+        out.push('\n');
     }
-    out.push('\n');
 }

@@ -668,6 +668,6 @@ mod tests {
             );
         }
         m.run(1);
-        assert_eq!(m.take_output(), "Average\n  run         20\n\n");
+        assert_eq!(m.take_output(), "Average\n  run  20\n");
     }
 }
