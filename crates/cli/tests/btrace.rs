@@ -203,3 +203,55 @@ fn check_compiles_without_a_jvm_and_refuses_what_btrace_forbids() {
         "{missing:?}"
     );
 }
+
+#[test]
+fn events_sent_with_btrace_event_run_their_handlers() {
+    agent_library();
+    let jdk = &jdks()[0];
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(
+        dir.path(),
+        "Events.java",
+        r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Events {
+    private static long calls;
+    @OnMethod(clazz = "workloads.Traced", method = "sleepy")
+    public static void entry() { calls++; }
+    @OnEvent("dump") public static void dump() { println("calls " + calls); }
+    @OnEvent public static void unnamed() { println("unnamed event"); }
+}
+"#,
+    );
+    let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+        .cwd(dir.path())
+        .start();
+    let pid = jvm.pid().to_string();
+    let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+    run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    round(&jvm, dir.path(), 1);
+    // The calls reach the script before the event does.
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = jtap(["btrace", "event", &pid, "dump"]);
+    assert_eq!(sent.code, 0, "{sent:?}");
+    let unnamed = jtap(["btrace", "event", &pid]);
+    assert_eq!(unnamed.code, 0, "{unnamed:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !run.stdout.lock().unwrap().contains("unnamed event") {
+        assert!(Instant::now() < deadline, "{}", run.stdout.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.interrupt();
+    let (code, out, err) = run.finish(Duration::from_secs(60));
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "calls 80\nunnamed event\n"),
+        "{err}"
+    );
+    let nobody = jtap(["btrace", "event", &pid, "dump"]);
+    assert!(
+        nobody.code != 0 && nobody.stderr.contains("no BTrace script"),
+        "{nobody:?}"
+    );
+    assert!(jvm.is_running());
+}

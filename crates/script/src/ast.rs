@@ -101,6 +101,8 @@ pub enum Trigger {
     Timer(u64),
     /// `@OnExit`: the script ends (`exit()`, Ctrl-C, the session's end).
     Exit,
+    /// `@OnEvent` (None) or `@OnEvent("name")`: `jtap btrace event <pid> [name]` sent it.
+    Event(Option<String>),
 }
 
 /// Which methods an `@OnMethod` handler probes, and where.

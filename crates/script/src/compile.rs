@@ -424,7 +424,13 @@ impl<'s> Compiler<'s> {
                     return Ok(Some(Trigger::Timer(ms)));
                 }
                 "OnExit" => return Ok(Some(Trigger::Exit)),
-                "OnEvent" | "OnError" | "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
+                "OnEvent" => {
+                    let name = argument("value")
+                        .map(|v| self.string_constant(v))
+                        .transpose()?;
+                    return Ok(Some(Trigger::Event(name)));
+                }
+                "OnError" | "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
                     return fail(
                         a.node,
                         format!("@{} handlers are not supported yet", a.name),

@@ -182,6 +182,21 @@ impl<'s> Machine<'s> {
         );
     }
 
+    /// Runs the `@OnEvent` handlers of an event: named ones for `Some(name)`, unnamed ones
+    /// for `None`. Returns how many ran.
+    pub fn event(&mut self, name: Option<&str>) -> usize {
+        let takers: Vec<usize> = (0..self.script.handlers.len())
+            .filter(|&i| match &self.script.handlers[i].trigger {
+                Trigger::Event(handled) => handled.as_deref() == name,
+                _ => false,
+            })
+            .collect();
+        for &index in &takers {
+            self.run(index);
+        }
+        takers.len()
+    }
+
     /// Ends the script: runs its `@OnExit` handlers (also after `exit()`, as BTrace does).
     pub fn finish(&mut self) {
         let code = self.exit.take();

@@ -38,7 +38,8 @@ pub struct BtraceArgs {
     #[arg(long)]
     check: bool,
     /// `<pid> SCRIPT [ARGS]...` (the arguments are what `$(n)` reads; after `--` when they
-    /// start with `-`), or `SCRIPT` with --check
+    /// start with `-`), `SCRIPT` with --check, or `event <pid> [NAME]` to run the @OnEvent
+    /// handlers of the scripts running against that JVM
     #[arg(required = true)]
     words: Vec<String>,
     /// Stop after this long (default: until the script calls exit(), Ctrl-C or the JVM's
@@ -49,6 +50,11 @@ pub struct BtraceArgs {
 
 /// Runs `jtap btrace`.
 pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
+    if let [event, rest @ ..] = args.words.as_slice() {
+        if event == "event" && !args.check {
+            return send_event(rest);
+        }
+    }
     let (pid, file, script_args) = match (args.check, args.words.as_slice()) {
         (true, [file]) => (None, file, &[][..]),
         (true, _) => return Err(exit::usage("--check takes one script and no pid")),
@@ -87,9 +93,10 @@ fn summary(script: &Script, file: &str) -> String {
     let count =
         |f: &dyn Fn(&Trigger) -> bool| script.handlers.iter().filter(|h| f(&h.trigger)).count();
     format!(
-        "{file}: ok: {} probe handlers, {} timers, {} exit handlers, {} fields, {} methods",
+        "{file}: ok: {} probe handlers, {} timers, {} event handlers, {} exit handlers, {} fields, {} methods",
         count(&|t| matches!(t, Trigger::Probe(_))),
         count(&|t| matches!(t, Trigger::Timer(_))),
+        count(&|t| matches!(t, Trigger::Event(_))),
         count(&|t| matches!(t, Trigger::Exit)),
         script.fields.len(),
         script.methods.len()
@@ -288,6 +295,11 @@ impl Session {
     ) -> anyhow::Result<i32> {
         let mut machine = Machine::new(script, file, script_args.to_vec());
         flush(&mut machine);
+        let events_in = EventSocket::bind(pid)?;
+        let listens = script
+            .handlers
+            .iter()
+            .any(|h| matches!(h.trigger, Trigger::Event(_)));
         let conversation = match probes.handlers.is_empty() {
             true => None,
             false => {
@@ -348,7 +360,8 @@ impl Session {
                 let stop = INTERRUPTED.load(Ordering::SeqCst)
                     || machine.exit_code().is_some()
                     || ended
-                    || duration.is_some_and(|d| started.elapsed() >= d);
+                    || duration.is_some_and(|d| started.elapsed() >= d)
+                    || !std::path::Path::new(&format!("/proc/{pid}")).exists();
                 if stop {
                     break;
                 }
@@ -368,10 +381,17 @@ impl Session {
                     }
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        if timers.is_empty() {
+                        // No probes (or their session ended): timers and events go on.
+                        if timers.is_empty() && !listens {
                             break;
                         }
                         std::thread::sleep(wait);
+                    }
+                }
+                for name in events_in.received() {
+                    if machine.event(name.as_deref()) == 0 {
+                        let shown = name.as_deref().unwrap_or("(unnamed)");
+                        eprintln!("jtap: no @OnEvent handler takes the event {shown}");
                     }
                 }
                 let now = Instant::now();
@@ -409,6 +429,95 @@ impl Session {
             Ok(machine.exit_code().unwrap_or(0))
         })
     }
+}
+
+/// Where a running script hears `jtap btrace event <pid> [NAME]`: a Unix socket in the
+/// temporary directory named by the JVM's pid and this process's, removed at the end.
+struct EventSocket {
+    listener: std::os::unix::net::UnixListener,
+    path: std::path::PathBuf,
+}
+
+/// Event sockets of JVM `pid` start with this.
+fn event_socket_prefix(pid: u32) -> String {
+    format!(".jtap-btrace-{pid}-")
+}
+
+impl EventSocket {
+    fn bind(pid: u32) -> anyhow::Result<EventSocket> {
+        let path = std::env::temp_dir().join(format!(
+            "{}{}",
+            event_socket_prefix(pid),
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path)
+            .with_context(|| format!("listening for events on {}", path.display()))?;
+        listener.set_nonblocking(true)?;
+        Ok(EventSocket { listener, path })
+    }
+
+    /// The events sent since the last call: a name, or None for an unnamed event.
+    fn received(&self) -> Vec<Option<String>> {
+        use std::io::Read;
+        let mut events = Vec::new();
+        while let Ok((stream, _)) = self.listener.accept() {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut text = String::new();
+            let _ = stream.take(1024).read_to_string(&mut text);
+            let name = text.trim();
+            events.push((!name.is_empty()).then(|| name.to_string()));
+        }
+        events
+    }
+}
+
+impl Drop for EventSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `jtap btrace event <pid> [NAME]`: sends the event to every script running against the JVM.
+fn send_event(words: &[String]) -> anyhow::Result<i32> {
+    let (pid, name) = match words {
+        [pid] => (pid, ""),
+        [pid, name] => (pid, name.as_str()),
+        _ => {
+            return Err(exit::usage(
+                "give the JVM's pid and at most one event name: jtap btrace event <pid> [NAME]",
+            ))
+        }
+    };
+    let pid: u32 = pid
+        .parse()
+        .map_err(|_| exit::usage(format!("\"{pid}\" is not a pid")))?;
+    let prefix = event_socket_prefix(pid);
+    let mut sent = 0;
+    for entry in std::fs::read_dir(std::env::temp_dir())?.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        match std::os::unix::net::UnixStream::connect(entry.path()) {
+            Ok(mut stream) => {
+                stream.write_all(name.as_bytes())?;
+                sent += 1;
+            }
+            // Its script is gone.
+            Err(_) => {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    if sent == 0 {
+        anyhow::bail!("no BTrace script of this user runs against JVM {pid}");
+    }
+    eprintln!(
+        "jtap: sent the event to {sent} script{}",
+        if sent == 1 { "" } else { "s" }
+    );
+    Ok(0)
 }
 
 /// A traced call as a probe firing.
