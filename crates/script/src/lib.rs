@@ -1,4 +1,4 @@
-//! BTrace scripts, unchanged, with no javac: [`compile`] parses a script's Java source (the
+//! BTrace scripts, unchanged, with no javac: [`compile()`] parses a script's Java source (the
 //! `com.sun.btrace` and `org.openjdk.btrace` annotations and `BTraceUtils`), checks it by
 //! rules at least as strict as BTrace's verifier, and gives a [`Script`]: its probes, which
 //! become tracing plans for the agent, and its handlers, which a [`Machine`] runs in the
@@ -6,9 +6,9 @@
 //! probe cannot change what the application computes.
 //!
 //! - [`ast`]: what a script is made of (handlers, probes, statements, expressions).
-//! - [`compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
+//! - [`mod@compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
 //! - [`value`]: values at run time and how BTrace prints them.
-//! - [`machine`]: runs handlers; [`builtins`]: the `BTraceUtils` functions scripts call.
+//! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call.
 
 #![deny(missing_docs)]
 
