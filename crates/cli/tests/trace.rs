@@ -1192,3 +1192,61 @@ fn a_stuck_client_cannot_keep_the_probes_past_its_duration() {
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
+
+#[test]
+fn if_and_print_keep_and_project_calls() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "workloads.Traced::describe",
+                "--if",
+                "method == \"describe\" || args[0] >= 8 && duration > 10ms",
+                "--print",
+                "method == \"sleepy\" ? args[0] : args[1].n, startsWith(thread, \"sleepy-\")",
+                "-n",
+                "17",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        let (code, out, err) = trace.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 17, "JDK {}: {out}", jdk.version);
+        // Eight threads' calls with arguments 8 and 9, then describe(..., new Chatty(3), ...)
+        // with the Chatty's field n read from its description (its toString() never runs).
+        let sleepy: Vec<&&str> = lines
+            .iter()
+            .filter(|l| l.contains("workloads.Traced.sleepy"))
+            .collect();
+        assert_eq!(sleepy.len(), 16, "JDK {}: {out}", jdk.version);
+        assert!(
+            sleepy
+                .iter()
+                .all(|l| l.ends_with("  8, true") || l.ends_with("  9, true")),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(
+            lines[16].contains("workloads.Traced.describe") && lines[16].ends_with("  3, false"),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+    let bad = jtap(["trace", "1", "a.B::c", "--if", "args[0] >"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert_eq!(
+        bad.stderr.trim(),
+        "jtap: --if: column 10: syntax error: missing identifier"
+    );
+}

@@ -1,8 +1,6 @@
 //! A compiled script: its state, its handlers and what triggers them, and the statements and
 //! expressions of their bodies.
 
-use crate::value::Value;
-
 /// A checked script, ready to run.
 #[derive(Debug, Clone)]
 pub struct Script {
@@ -144,6 +142,22 @@ pub enum Type {
     Object(String),
 }
 
+/// A literal's value (the AST holds no run-time objects, so a compiled script can be shared
+/// between threads).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// `null`.
+    Null,
+    /// `true`, `false`.
+    Bool(bool),
+    /// An integer or character literal.
+    Int(i64),
+    /// A floating-point literal.
+    Float(f64),
+    /// A string literal.
+    Str(String),
+}
+
 /// A position in the script: 1-based line and column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {
@@ -181,7 +195,7 @@ pub struct Expr {
 #[derive(Debug, Clone)]
 pub enum ExprKind {
     /// A literal.
-    Literal(Value),
+    Literal(Literal),
     /// A local, parameter or static field.
     Name(String),
     /// An enum constant or class literal the runtime knows (`AggregationFunction.COUNT`).
@@ -202,6 +216,9 @@ pub enum ExprKind {
     InstanceOf(Box<Expr>, String),
     /// `a[i]`.
     Index(Box<Expr>, Box<Expr>),
+    /// `o.f`: a field of an application object, read from the agent's description of it
+    /// (no getter runs).
+    FieldOf(Box<Expr>, String),
     /// A `BTraceUtils` function (by its unqualified name).
     Builtin(String, Vec<Expr>),
     /// One of the script's own methods.

@@ -72,6 +72,8 @@ const NAMES: &[&str] = &[
     "clearAggregation",
     // The session.
     "exit",
+    // One-liners' projection (`jtap trace --print`).
+    "__print",
     "$",
     "$length",
 ];
@@ -138,6 +140,12 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             if let Value::Aggregation(agg) = arg(1) {
                 print_aggregation(&agg.borrow(), cx.out);
             }
+            Value::Null
+        }
+        ("__print", _) => {
+            let values: Vec<String> = args.iter().map(Value::to_string).collect();
+            cx.out.push_str(&values.join(", "));
+            cx.out.push('\n');
             Value::Null
         }
         ("str", 1) => s(&text(0)),

@@ -12,11 +12,10 @@ use std::fmt;
 use tree_sitter::{Node, Parser};
 
 use crate::ast::{
-    Expr, ExprKind, Field, Handler, Location, Method, Param, Pos, Probe, Role, Script, Stmt,
-    Trigger, Type,
+    Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role, Script,
+    Stmt, Trigger, Type,
 };
 use crate::builtins;
-use crate::value::Value;
 
 /// A compile error: where and what, printed as javac prints errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -597,27 +596,27 @@ impl<'s> Compiler<'s> {
                 return self.expr(inner);
             }
             "identifier" => ExprKind::Name(self.text(node).to_string()),
-            "true" => ExprKind::Literal(Value::Bool(true)),
-            "false" => ExprKind::Literal(Value::Bool(false)),
-            "null_literal" => ExprKind::Literal(Value::Null),
+            "true" => ExprKind::Literal(Literal::Bool(true)),
+            "false" => ExprKind::Literal(Literal::Bool(false)),
+            "null_literal" => ExprKind::Literal(Literal::Null),
             "decimal_integer_literal"
             | "hex_integer_literal"
             | "octal_integer_literal"
-            | "binary_integer_literal" => ExprKind::Literal(Value::Int(
+            | "binary_integer_literal" => ExprKind::Literal(Literal::Int(
                 integer(self.text(node)).ok_or((at, "bad integer literal".to_string()))?,
             )),
             "decimal_floating_point_literal" | "hex_floating_point_literal" => {
                 let t = self.text(node).replace('_', "");
                 let t = t.trim_end_matches(['f', 'F', 'd', 'D']);
-                ExprKind::Literal(Value::Float(
+                ExprKind::Literal(Literal::Float(
                     t.parse()
                         .map_err(|_| (at, "bad floating-point literal".to_string()))?,
                 ))
             }
-            "string_literal" => ExprKind::Literal(Value::str(&unquote(self.text(node)))),
+            "string_literal" => ExprKind::Literal(Literal::Str(unquote(self.text(node)))),
             "character_literal" => {
                 let c = unquote(self.text(node));
-                ExprKind::Literal(Value::Int(c.chars().next().map_or(0, |c| c as i64)))
+                ExprKind::Literal(Literal::Int(c.chars().next().map_or(0, |c| c as i64)))
             }
             "binary_expression" => {
                 let op = self.text(child("operator")?).to_string();
@@ -662,7 +661,8 @@ impl<'s> Compiler<'s> {
                 {
                     ExprKind::Constant(whole.rsplit('.').next().unwrap_or(whole).to_string())
                 } else {
-                    return fail(node, format!("reading fields of application objects ({whole}) is not allowed: use BTraceUtils' Reflective functions"));
+                    let field = self.text(child("field")?).to_string();
+                    ExprKind::FieldOf(boxed("object")?, field)
                 }
             }
             "method_invocation" => self.call(node)?,
@@ -848,7 +848,8 @@ fn visit_expr(e: &Expr, f: &mut dyn FnMut(&Expr)) {
         ExprKind::Unary(_, a)
         | ExprKind::Assign(_, _, a)
         | ExprKind::Cast(_, a)
-        | ExprKind::InstanceOf(a, _) => visit_expr(a, f),
+        | ExprKind::InstanceOf(a, _)
+        | ExprKind::FieldOf(a, _) => visit_expr(a, f),
         ExprKind::Conditional(a, b, c) => {
             visit_expr(a, f);
             visit_expr(b, f);

@@ -9,6 +9,7 @@
 //! - [`mod@compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
 //! - [`value`]: values at run time and how BTrace prints them.
 //! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call.
+//! - [`one_liner()`]: `jtap trace --if/--print` expressions, compiled as a one-handler script.
 
 #![deny(missing_docs)]
 
@@ -16,8 +17,10 @@ pub mod ast;
 mod builtins;
 pub mod compile;
 pub mod machine;
+mod one_liner;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};
 pub use compile::{compile, CompileError};
 pub use machine::{Fired, Machine};
+pub use one_liner::one_liner;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use crate::ast::{Expr, ExprKind, Method, Pos, Role, Script, Stmt, Trigger, Type};
+use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
 use crate::builtins::{self, Context};
 use crate::value::Value;
 
@@ -319,7 +319,13 @@ impl<'s> Machine<'s> {
     fn eval(&mut self, e: &Expr, frame: &mut Frame) -> Result<Value, Fault> {
         let at = |message: String| (e.at, message);
         Ok(match &e.kind {
-            ExprKind::Literal(v) => v.clone(),
+            ExprKind::Literal(literal) => match literal {
+                Literal::Null => Value::Null,
+                Literal::Bool(b) => Value::Bool(*b),
+                Literal::Int(n) => Value::Int(*n),
+                Literal::Float(x) => Value::Float(*x),
+                Literal::Str(s) => Value::str(s),
+            },
             ExprKind::Name(n) => self.read(n, frame),
             ExprKind::Constant(c) => Value::Constant(c.as_str().into()),
             ExprKind::Binary(op, a, b) => {
@@ -409,6 +415,16 @@ impl<'s> Machine<'s> {
                     other => return Err(at(format!("{other} is not an array"))),
                 }
             }
+            ExprKind::FieldOf(object, field) => {
+                let object = self.eval(object, frame)?;
+                match &object {
+                    Value::Object(description) => field_of(description, field)
+                        .ok_or_else(|| at(format!("{object} shows no field {field}")))?,
+                    Value::Str(s) if field == "length" => Value::Int(s.chars().count() as i64),
+                    Value::Array(items) if field == "length" => Value::Int(items.len() as i64),
+                    _ => return Err(at(format!("{object} has no field {field}"))),
+                }
+            }
             ExprKind::Builtin(name, args) => self.builtin(name, args, e, frame)?,
             ExprKind::Own(name, args) => match self.script.methods.iter().find(|m| &m.name == name)
             {
@@ -476,6 +492,34 @@ impl<'s> Machine<'s> {
             Flow::Next => Value::Null,
         })
     }
+}
+
+/// A field of an object as the agent described it, `pkg.Class@hash{name="x", id=3}`: the
+/// description lists the first primitive, string, boxed and enum fields.
+fn field_of(description: &str, field: &str) -> Option<Value> {
+    let inner = description.split_once('{')?.1.strip_suffix('}')?;
+    // Split at top-level commas (strings may hold commas and braces).
+    let (mut depth, mut quoted, mut escaped, mut start) = (0i32, false, false, 0);
+    let mut parts = Vec::new();
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '{' | '[' if !quoted => depth += 1,
+            '}' | ']' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts.into_iter().find_map(|part| {
+        let (name, value) = part.trim().split_once('=')?;
+        (name == field).then(|| Value::from_described(value))
+    })
 }
 
 /// The value a field or local of `ty` starts with.

@@ -13,8 +13,7 @@ use anyhow::Context;
 use jtap_protocol::records::{Call, Outcome, Record};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
-use jtap_script::ast::{ExprKind, Handler, Role, Stmt, Trigger};
-use jtap_script::value::Value;
+use jtap_script::ast::{ExprKind, Handler, Literal, Role, Stmt, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Probe, Script};
 
 use crate::agent_client::Conversation;
@@ -260,7 +259,8 @@ fn threshold(handler: &Handler) -> Option<Duration> {
     let ExprKind::Binary(op, left, right) = &condition.kind else {
         return None;
     };
-    let (ExprKind::Name(name), ExprKind::Literal(Value::Int(n))) = (&left.kind, &right.kind) else {
+    let (ExprKind::Name(name), ExprKind::Literal(Literal::Int(n))) = (&left.kind, &right.kind)
+    else {
         return None;
     };
     let n = u64::try_from(*n).ok()?;
@@ -521,7 +521,7 @@ fn send_event(words: &[String]) -> anyhow::Result<i32> {
 }
 
 /// A traced call as a probe firing.
-fn fired(call: Call) -> Fired {
+pub(crate) fn fired(call: Call) -> Fired {
     let (returned, thrown) = match call.outcome {
         Outcome::Returned(value) => (value, None),
         Outcome::Threw(exception) => (None, exception),

@@ -10,13 +10,14 @@
 //! restores the classes on its own.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use jtap_profile::{FrameKind, TracedCall};
 use jtap_protocol::records::{Call, Record};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
+use jtap_script::Script;
 
 use crate::agent_client::{self, AgentError, Asked};
 use crate::exit;
@@ -97,6 +98,13 @@ pub struct TraceArgs {
     /// Print this many calls, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
+    /// Show only the calls for which this Java expression holds: args[i], this, return,
+    /// duration (10ms, 2s), method, clazz, thread; fields of objects as `this.size`
+    #[arg(long = "if", value_name = "EXPR")]
+    condition: Option<String>,
+    /// Show these comma-separated Java expressions after each call (same names as --if)
+    #[arg(long, value_name = "EXPRS")]
+    print: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -188,13 +196,36 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         &args.words,
         !args.common.java.is_empty(),
     )?;
+    let one_liner = match (&args.condition, &args.print) {
+        (None, None) => None,
+        (condition, print) => Some(
+            jtap_script::one_liner(condition.as_deref(), print.as_deref()).map_err(exit::usage)?,
+        ),
+    };
+    let uses = |word: &str| {
+        [&args.condition, &args.print]
+            .iter()
+            .filter_map(|e| e.as_deref())
+            .any(|e| regex::Regex::new(&format!(r"\b{word}\b")).is_ok_and(|re| re.is_match(e)))
+    };
+    let show = Show {
+        json: args.common.json,
+        one_liner: one_liner.as_ref(),
+        // With a condition, the client counts the calls it keeps.
+        limit: one_liner.as_ref().and(args.count),
+    };
     let plan = |targets| Plan {
         mode: Mode::Trace,
         targets,
         threshold: args.threshold,
-        count: args.count,
+        count: if one_liner.is_some() {
+            None
+        } else {
+            args.count
+        },
+        values: uses("args") || uses("this"),
+        returns: args.returns || uses("return"),
         args: args.args,
-        returns: args.returns,
         exceptions: args.exceptions,
         stack: args.stack,
         depth: args.depth,
@@ -202,6 +233,9 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         ..Plan::default()
     };
     let slow = match (args.profile, args.output.writes_nothing()) {
+        (Some(_), _) if one_liner.is_some() => {
+            return Err(exit::usage("--profile does not take --if or --print yet"))
+        }
         (Some(event), _) => Some(SlowCalls {
             event,
             output: &args.output,
@@ -225,7 +259,7 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         target,
         patterns(&words).map(plan),
         &args.common,
-        slow,
+        (slow, show),
         timeout,
     )
 }
@@ -253,7 +287,13 @@ pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32
             ..Plan::default()
         })
     })();
-    run(target, plan, &args.common, None, timeout)
+    run(
+        target,
+        plan,
+        &args.common,
+        (None, Show::plain(args.common.json)),
+        timeout,
+    )
 }
 
 /// Runs `jtap monitor`.
@@ -274,7 +314,7 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         target,
         patterns(&words).map(plan),
         &args.common,
-        None,
+        (None, Show::plain(args.common.json)),
         timeout,
     )
 }
@@ -283,7 +323,7 @@ fn run(
     target: Target,
     plan: Result<Plan, String>,
     common: &Common,
-    slow: Option<SlowCalls>,
+    (slow, show): (Option<SlowCalls>, Show),
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
@@ -308,9 +348,9 @@ fn run(
     let result = match target {
         Target::Pid(pid) => match slow {
             Some(slow) => profiled(pid, &options, common.json, &slow, timeout),
-            None => attached(pid, &options, common.json, timeout),
+            None => attached(pid, &options, show, timeout),
         },
-        _ => launched(&options, common),
+        _ => launched(&options, common, show),
     };
     TRACING.store(false, Ordering::SeqCst);
     result
@@ -319,16 +359,22 @@ fn run(
 /// `jtap trace|calltree|monitor <pid> ...`: a session owned by this client. The agent ends it
 /// by itself at `-n` or `-d` (and sends the restore check); Ctrl-C asks it to end early. The
 /// results stream to stdout, the agent's notes to stderr.
-fn attached(pid: u32, options: &Options, json: bool, timeout: Duration) -> anyhow::Result<i32> {
+fn attached(pid: u32, options: &Options, show: Show, timeout: Duration) -> anyhow::Result<i32> {
     let conversation = agent_client::Conversation::open(pid, options, timeout)?;
     let (why, asked) = agent_client::supervise(
         conversation,
         options.duration,
         &INTERRUPTED,
-        &|| false,
+        &|| {
+            show.limit
+                .is_some_and(|n| SHOWN.load(Ordering::SeqCst) >= n)
+        },
         &mut |_| {},
-        |conversation| conversation.finish(&mut io::stdout(), Some(&mut print_records(json))),
+        |conversation| conversation.finish(&mut io::stdout(), Some(&mut print_records(show))),
     )?;
+    if asked == Asked::Told {
+        return Ok(0);
+    }
     if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
         eprintln!("jtap: the session ended: {why}");
     }
@@ -387,7 +433,6 @@ fn profiled(
                 }),
             )
         });
-        let mut print = print_records(json);
         let traced = (|| -> anyhow::Result<()> {
             let conversation = agent_client::Conversation::open(pid, options, timeout)?;
             let (why, asked) = agent_client::supervise(
@@ -397,6 +442,7 @@ fn profiled(
                 &|| false,
                 &mut |_| {},
                 |conversation| {
+                    let mut print = print_records(Show::plain(json));
                     conversation.finish(
                         &mut io::stdout(),
                         Some(&mut |frame| {
@@ -467,30 +513,89 @@ fn traced_call(call: &Call) -> TracedCall {
 
 /// `jtap trace ... -- java ...`: the agent traces from the JVM's start; it ends the session at
 /// `-n` or `-d` by itself, and Ctrl-C reaches the JVM too.
-fn launched(options: &Options, common: &Common) -> anyhow::Result<i32> {
+fn launched(options: &Options, common: &Common, show: Show) -> anyhow::Result<i32> {
     launch::run_with(
         options,
         &common.java,
         &mut io::stdout(),
-        Some(&mut print_records(common.json)),
+        Some(&mut print_records(show)),
     )
 }
 
-/// Prints the agent's records as they come, as text or (`--json`) as JSON lines.
-fn print_records(json: bool) -> impl FnMut(Frame) -> anyhow::Result<()> {
-    move |frame| {
-        if let Frame::Record(bytes) = frame {
-            let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
-            let mut out = io::stdout().lock();
-            let text = match json {
-                true => record.to_json_lines(),
-                false => record.to_text(),
-            };
-            if !text.is_empty() {
-                writeln!(out, "{text}")?;
-            }
-            out.flush()?;
+/// How records are shown: text or JSON, and with `trace --if/--print` only the calls the
+/// one-liner keeps, each followed by what it prints.
+#[derive(Clone, Copy)]
+struct Show<'s> {
+    json: bool,
+    one_liner: Option<&'s Script>,
+    /// With a one-liner: show this many calls, then stop.
+    limit: Option<u64>,
+}
+
+impl Show<'_> {
+    fn plain(json: bool) -> Show<'static> {
+        Show {
+            json,
+            one_liner: None,
+            limit: None,
         }
+    }
+}
+
+/// Calls shown so far by a one-liner session.
+static SHOWN: AtomicU64 = AtomicU64::new(0);
+
+/// Prints the agent's records as they come, as text or (`--json`) as JSON lines; with a
+/// one-liner, only the calls it keeps.
+fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_ {
+    let mut machine = show
+        .one_liner
+        .map(|script| jtap_script::Machine::new(script, "one-liner", Vec::new()));
+    let mut reported = std::collections::HashSet::new();
+    move |frame| {
+        let Frame::Record(bytes) = frame else {
+            return Ok(());
+        };
+        let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
+        let mut out = io::stdout().lock();
+        let text = match (&mut machine, &record) {
+            (Some(machine), Record::Call(call)) => {
+                if show
+                    .limit
+                    .is_some_and(|n| SHOWN.load(Ordering::SeqCst) >= n)
+                {
+                    return Ok(());
+                }
+                machine.fire(0, &super::btrace::fired(call.clone()));
+                for error in machine.take_errors() {
+                    // Once each: the same expression fails the same way call after call.
+                    if reported.insert(error.clone()) {
+                        eprintln!("jtap: {error}");
+                    }
+                }
+                let printed = machine.take_output();
+                if printed.is_empty() {
+                    return Ok(());
+                }
+                SHOWN.fetch_add(1, Ordering::SeqCst);
+                let printed = printed.trim_end_matches('\n');
+                match (show.json, printed.is_empty()) {
+                    (true, _) => {
+                        let mut json = call.to_json();
+                        json["print"] = serde_json::Value::String(printed.to_string());
+                        json.to_string()
+                    }
+                    (false, true) => record.to_text(),
+                    (false, false) => format!("{}  {printed}", record.to_text()),
+                }
+            }
+            _ if show.json => record.to_json_lines(),
+            _ => record.to_text(),
+        };
+        if !text.is_empty() {
+            writeln!(out, "{text}")?;
+        }
+        out.flush()?;
         Ok(())
     }
 }
