@@ -1250,3 +1250,60 @@ fn if_and_print_keep_and_project_calls() {
         "jtap: --if: column 10: syntax error: missing identifier"
     );
 }
+
+#[test]
+fn threads_exceptions_and_class_loading_can_be_traced() {
+    agent_library();
+    for jdk in jdks() {
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let (untraced, _, _) = round(&jvm, dir.path(), 1);
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "java.lang.Thread::start",
+                "java.lang.Throwable::<init>",
+                "java.lang.ClassLoader::defineClass",
+                "java.lang.ClassLoader::loadClass",
+                "--exceptions",
+                "--json",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let (result, calls, _) = round(&jvm, dir.path(), 2);
+        trace.interrupt();
+        let (code, out, err) = trace.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        // The round's eight worker threads, and the exceptions Shapes.deepThrow throws.
+        let methods: Vec<String> = json_lines(&out)
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}.{}",
+                    c["class"].as_str().unwrap_or(""),
+                    c["method"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        let count = |m: &str| methods.iter().filter(|x| *x == m).count();
+        assert_eq!(
+            count("java.lang.Thread.start"),
+            8,
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(
+            count("java.lang.Throwable.<init>") >= 1,
+            "JDK {}: {out}",
+            jdk.version
+        );
+        // Nothing the application computes changed.
+        assert_eq!((result, calls), (untraced, 80), "JDK {}", jdk.version);
+        assert!(err.contains("restored"), "JDK {}: {err}", jdk.version);
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}

@@ -150,10 +150,18 @@ impl Selector {
     }
 }
 
-/// Why jtap never instruments a class (internal name), if it does not.
+/// Why jtap never instruments a class (internal name), if it does not. The list is kept to
+/// what is unsafe, as BTrace's is: classes the probes themselves run (boxing, strings, class
+/// and thread-local machinery, method handles, references, reflection, stack walking), the
+/// JVM's own packages, and generated classes. Other `java.lang` classes (`Thread`,
+/// `Throwable`, `ClassLoader`, `Runtime`, ...) can be traced: a probe re-entered on its own
+/// thread (an exception created inside a probe) returns at once.
 pub fn refusal(internal: &str) -> Option<&'static str> {
-    const CORE: [(&str, &str); 7] = [
-        ("java/lang/", "core java.lang classes (Object, String, Thread, invoke, ref, reflect...) cannot be instrumented safely"),
+    const PREFIXES: [(&str, &str); 10] = [
+        ("java/lang/invoke/", "method handles and lambdas run the JVM's own machinery and cannot be instrumented safely"),
+        ("java/lang/ref/", "reference handling runs the JVM's own machinery and cannot be instrumented safely"),
+        ("java/lang/reflect/", "reflection runs the probes' own machinery and cannot be instrumented safely"),
+        ("java/lang/ThreadLocal", "thread-locals run the probes' own machinery and cannot be instrumented safely"),
         ("jdk/internal/", "jdk.internal classes run the JVM's own machinery and cannot be instrumented safely"),
         ("sun/", "sun.* classes run the JVM's own machinery and cannot be instrumented safely"),
         ("jdk/jfr/", "JFR classes cannot be instrumented safely"),
@@ -161,8 +169,41 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
         ("com/sun/proxy/", "dynamic proxies are generated classes"),
         ("java/util/concurrent/locks/", "lock classes the probes' own machinery may use cannot be instrumented safely"),
     ];
-    if let Some((_, why)) = CORE.iter().find(|(prefix, _)| internal.starts_with(prefix)) {
+    /// Single `java.lang` classes the probes, boxing and class loading themselves run.
+    const CLASSES: [&str; 22] = [
+        "java/lang/Object",
+        "java/lang/Class",
+        "java/lang/ClassValue",
+        "java/lang/String",
+        "java/lang/StringLatin1",
+        "java/lang/StringUTF16",
+        "java/lang/StringCoding",
+        "java/lang/AbstractStringBuilder",
+        "java/lang/StringBuilder",
+        "java/lang/System",
+        "java/lang/Module",
+        "java/lang/StackTraceElement",
+        "java/lang/StackWalker",
+        "java/lang/StackStreamFactory",
+        "java/lang/Boolean",
+        "java/lang/Byte",
+        "java/lang/Character",
+        "java/lang/Short",
+        "java/lang/Integer",
+        "java/lang/Long",
+        "java/lang/Float",
+        "java/lang/Double",
+    ];
+    if let Some((_, why)) = PREFIXES
+        .iter()
+        .find(|(prefix, _)| internal.starts_with(prefix))
+    {
         return Some(why);
+    }
+    // The class or one of its nested classes (`java/lang/Integer$IntegerCache`).
+    let outer = internal.split('$').next().unwrap_or(internal);
+    if CLASSES.contains(&outer) {
+        return Some("core java.lang classes the probes themselves run (Object, Class, String, boxing, System, stack walking) cannot be instrumented safely");
     }
     if is_generated(internal) {
         return Some("lambda, hidden and generated classes cannot be retransformed");
@@ -251,6 +292,7 @@ mod tests {
     fn core_and_generated_classes_are_refused() {
         for name in [
             "java/lang/String",
+            "java/lang/Integer$IntegerCache",
             "java/lang/invoke/MethodHandle",
             "jdk/internal/misc/Unsafe",
             "jtap/runtime/Probes",
@@ -265,6 +307,9 @@ mod tests {
             "java/util/HashMap",
             "com/example/Foo$Inner",
             "workloads/Traced",
+            "java/lang/Thread",
+            "java/lang/Throwable",
+            "java/lang/ClassLoader",
         ] {
             assert!(refusal(name).is_none(), "{name}");
         }
