@@ -349,8 +349,9 @@ fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
             "period {i}: {from}..{until} after {previous_until}"
         );
         previous_until = until;
-        let profiles = jtap_profile::import::read(&ingest.jfr, Path::new("push.jfr"), &[])
-            .unwrap_or_else(|e| panic!("period {i}: {e}"));
+        let profiles =
+            jtap_profile::import::read(&ingest.jfr, Path::new("push.jfr"), &Default::default())
+                .unwrap_or_else(|e| panic!("period {i}: {e}"));
         let events: Vec<&str> = profiles.iter().map(|p| p.metadata.event.as_str()).collect();
         assert_eq!(events, ["cpu", "alloc"], "period {i}");
         assert!(profiles[0].total_samples() > 0, "period {i}");

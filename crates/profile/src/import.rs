@@ -6,13 +6,25 @@ use std::path::Path;
 
 use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
 
+/// What to read of a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wanted<'a> {
+    /// Only these events (`cpu`, `alloc`, ...); all when empty. The others are skipped
+    /// without decoding.
+    pub events: &'a [String],
+    /// Each sample's time and thread (the event log: time ranges, threads, JFR and heatmap
+    /// output, slow calls). Without it, a recording reads as counts per stack, faster.
+    pub times: bool,
+}
+
 /// The profiles in `bytes` (one per event; with `only`, those events), read as the content
 /// says: a JFR recording by its magic, gzip or a pprof name (`.pb.gz`, `.pb`, `.pprof`) as
 /// pprof, else collapsed stacks, whose event the file name may
 /// say (`out.alloc.collapsed`).
-pub fn read(bytes: &[u8], path: &Path, only: &[String]) -> Result<Vec<Profile>, String> {
+pub fn read(bytes: &[u8], path: &Path, wanted: &Wanted) -> Result<Vec<Profile>, String> {
+    let only = wanted.events;
     if crate::jfr::is_recording(bytes) {
-        return crate::jfr::read(bytes, only);
+        return crate::jfr::read(bytes, wanted);
     }
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let pprof_name = [".pb.gz", ".pb", ".pprof"]
@@ -104,13 +116,23 @@ mod tests {
     #[test]
     fn collapsed_stacks_read_back_with_kinds_and_event() {
         let text = "a.Main.main_[0];a.Main.work_[j] 3\na.Main.main_[0] 1\n";
-        let profiles = read(text.as_bytes(), Path::new("x.wall.collapsed"), &[]).unwrap();
+        let profiles = read(
+            text.as_bytes(),
+            Path::new("x.wall.collapsed"),
+            &Wanted::default(),
+        )
+        .unwrap();
         let profile = &profiles[0];
         assert_eq!(profile.metadata.event, "wall");
         assert_eq!(profile.total_samples(), 4);
         assert_eq!(profile.frame(1).kind, FrameKind::Compiled);
         assert_eq!(profile.frame(0).name, "a.Main.main");
-        let err = read(b"no count here\n", Path::new("x.collapsed"), &[]).unwrap_err();
+        let err = read(
+            b"no count here\n",
+            Path::new("x.collapsed"),
+            &Wanted::default(),
+        )
+        .unwrap_err();
         assert!(err.starts_with("line 1:"), "{err}");
     }
 }

@@ -364,6 +364,11 @@ impl Profile {
         });
     }
 
+    /// Adds counts to a stack already in the profile.
+    pub fn add_to(&mut self, stack: StackId, counts: StackCounts) {
+        self.stacks[stack as usize].1.add(counts);
+    }
+
     /// [`Profile::log`] for a stack already in the profile.
     pub fn log_id(&mut self, stack: StackId, counts: StackCounts, time_ns: u64, tid: u32) {
         self.stacks[stack as usize].1.add(counts);

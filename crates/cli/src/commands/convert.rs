@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use jtap_profile::import::Wanted;
 use jtap_profile::{Profile, Selection};
 use regex::Regex;
 
@@ -63,8 +64,15 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
     args.output.check()?;
     let bytes =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
-    let read = |only: &[String]| {
-        jtap_profile::import::read(&bytes, &args.input, only)
+    // Sample times and threads only when something uses them: reading counts per stack
+    // alone is faster.
+    let times = args.from.is_some()
+        || args.to.is_some()
+        || args.threads
+        || args.latency.is_some()
+        || args.output.needs_timeline();
+    let read = |events: &[String]| {
+        jtap_profile::import::read(&bytes, &args.input, &Wanted { events, times })
             .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))
     };
     // Only the events asked for are decoded.

@@ -47,7 +47,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
     }
     let read = |path: &PathBuf| -> anyhow::Result<Vec<Profile>> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        jtap_profile::import::read(&bytes, path, &[])
+        jtap_profile::import::read(&bytes, path, &Default::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     };
     let (base, new) = (read(&args.base)?, read(&args.new)?);

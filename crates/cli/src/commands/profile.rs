@@ -195,7 +195,7 @@ impl OutputArgs {
     }
 
     /// Whether a format asked for needs each sample's time and thread (JFR, heatmap).
-    fn needs_timeline(&self) -> bool {
+    pub(crate) fn needs_timeline(&self) -> bool {
         self.formats()
             .iter()
             .any(|f| matches!(f, Format::Jfr | Format::Heatmap))

@@ -17,7 +17,13 @@ pub use write::render as write;
 
 #[cfg(test)]
 mod tests {
+    use crate::import::Wanted;
     use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts, TracedCall};
+
+    const TIMES: Wanted = Wanted {
+        events: &[],
+        times: true,
+    };
 
     fn profile(event: &str, leaf: Option<&str>) -> Profile {
         let mut profile = Profile::new(Metadata {
@@ -67,7 +73,7 @@ mod tests {
         let alloc = profile("alloc", Some("java.lang.String[]"));
         let lock = profile("lock", Some("java.lang.Object"));
         let bytes = super::write(&[&cpu, &alloc, &lock]);
-        let back = super::read(&bytes, &[]).unwrap();
+        let back = super::read(&bytes, &TIMES).unwrap();
         let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
         assert_eq!(events, ["cpu", "alloc", "lock"]);
         for (read, written) in back.iter().zip([&cpu, &alloc, &lock]) {
@@ -102,6 +108,13 @@ mod tests {
         );
         assert_eq!(back[1].total_weight(), 96, "bytes");
         assert_eq!(back[2].total_weight(), 96, "time waited");
+        // Without times: the same counts per stack, no event log.
+        let counted = super::read(&bytes, &Wanted::default()).unwrap();
+        for (counted, timed) in counted.iter().zip(&back) {
+            assert!(counted.logged().is_empty());
+            assert_eq!(counted.stacks(), timed.stacks());
+            assert_eq!(counted.total_weight(), timed.total_weight());
+        }
     }
 
     #[test]
@@ -121,7 +134,7 @@ mod tests {
         cpu.add_call(call.clone());
         let mut wall = profile("wall", None);
         wall.add_call(call.clone());
-        let back = super::read(&super::write(&[&cpu, &wall]), &[]).unwrap();
+        let back = super::read(&super::write(&[&cpu, &wall]), &TIMES).unwrap();
         assert_eq!(back.len(), 2);
         for profile in &back {
             assert_eq!(

@@ -20,6 +20,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
+use crate::import::Wanted;
 use crate::model::{
     Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId, TracedCall,
 };
@@ -32,8 +33,12 @@ pub fn is_recording(bytes: &[u8]) -> bool {
 /// The profiles of a recording, one per kind of sample it holds (in the order of the table
 /// of the module doc); with `only`, just those events (`cpu`, `alloc`, ...): the others are
 /// skipped without decoding.
-pub fn read(bytes: &[u8], only: &[String]) -> Result<Vec<Profile>, String> {
-    let mut profiles = Profiles::default();
+pub fn read(bytes: &[u8], wanted: &Wanted) -> Result<Vec<Profile>, String> {
+    let only = wanted.events;
+    let mut profiles = Profiles {
+        times: wanted.times,
+        ..Profiles::default()
+    };
     let mut at = 0;
     while at < bytes.len() {
         let size = read_chunk(bytes, at, only, &mut profiles).map_err(|Malformed(why)| {
@@ -346,7 +351,7 @@ fn read_chunk(
         .map(|(&id, _)| id);
     let mut fields = Vec::new();
     for &(_, type_id, body) in &records {
-        if Some(type_id) == traced_call {
+        if Some(type_id) == traced_call && profiles.times {
             let mut input = In::new(bytes, body);
             let class = &chunk.types[&type_id];
             fields.clear();
@@ -601,6 +606,8 @@ fn period_ns(text: &str) -> Option<u64> {
 #[derive(Default)]
 struct Profiles {
     by_kind: Vec<(Kind, Profile)>,
+    /// Log each sample with its time and thread (else only counts per stack).
+    times: bool,
     start_ns: Option<u64>,
     end_ns: u64,
     /// The chunk's stacks already converted: (kind, stack trace key, class key) → stack.
@@ -679,7 +686,10 @@ impl Profiles {
         let duration = chunk.duration_ns(long(layout.duration).unwrap_or(0));
         // A wait is logged when it ends, as the lock engine records it.
         time += duration;
-        let tid = self.thread(chunk, kind, field(layout.thread), settings);
+        let tid = match self.times {
+            true => self.thread(chunk, kind, field(layout.thread), settings),
+            false => 0,
+        };
         let period = settings.periods.get(&kind).copied().unwrap_or(0);
         let counts = match kind {
             Kind::Cpu | Kind::Native => StackCounts::sampled(1, period),
@@ -714,8 +724,12 @@ impl Profiles {
                 stack
             }
         };
-        self.profile(kind, settings)
-            .log_id(stack, counts, time, tid);
+        let times = self.times;
+        let profile = self.profile(kind, settings);
+        match times {
+            true => profile.log_id(stack, counts, time, tid),
+            false => profile.add_to(stack, counts),
+        }
         self.start_ns = Some(self.start_ns.map_or(time, |s| s.min(time)));
         self.end_ns = self.end_ns.max(time);
     }
@@ -934,9 +948,9 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(read(b"FLR\0\x00\x02\x00\x00", &[]).is_err());
+        assert!(read(b"FLR\0\x00\x02\x00\x00", &Wanted::default()).is_err());
         let mut bytes = b"FLR\0\x00\x02\x00\x00".to_vec();
         bytes.extend_from_slice(&[0xff; 80]);
-        assert!(read(&bytes, &[]).is_err());
+        assert!(read(&bytes, &Wanted::default()).is_err());
     }
 }
