@@ -255,3 +255,72 @@ import static com.sun.btrace.BTraceUtils.*;
     );
     assert!(jvm.is_running());
 }
+
+#[test]
+fn a_hostile_script_leaves_the_application_as_it_was() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        // Endless string growth, every argument of every call (a Hostile whose toString()
+        // throws, a Chatty whose toString() is itself traced, collections, arrays), and a
+        // handler that fails on every call.
+        let script = write(
+            dir.path(),
+            "Hostile.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Hostile {
+    private static String grown = "x";
+    private static long calls;
+    @OnMethod(clazz = "/workloads\\.(Traced|Shapes|Traced\\$.*)/", method = "/.*/")
+    public static void every(@Self Object self, AnyType[] args) {
+        calls++;
+        grown = grown + grown + str(args.length) + str(self);
+        int zero = 0;
+        println(1 / zero);
+    }
+    @OnExit public static void done() { println("calls seen: " + (calls > 100)); }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        round(&jvm, dir.path(), 1);
+        let untraced = done_line(&jvm, 1);
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 2);
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        assert_eq!(out, "calls seen: true\n", "JDK {}", jdk.version);
+        assert!(
+            err.contains("division by zero") && err.contains("capped at 1 MiB"),
+            "JDK {}: {err}",
+            jdk.version
+        );
+        round(&jvm, dir.path(), 3);
+        // The rounds' results (and the workload's own timings' presence) are as before.
+        assert_eq!(done_line(&jvm, 2), untraced, "JDK {}", jdk.version);
+        assert_eq!(done_line(&jvm, 3), untraced, "JDK {}", jdk.version);
+        assert!(
+            !jvm.stderr.text().contains("no toString for you"),
+            "JDK {}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+/// Round `n`'s result and call count, from its `DONE n <result> sleepy <calls> ...` line.
+fn done_line(jvm: &JavaProcess, n: u32) -> (String, String) {
+    let text = jvm.stdout.text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("DONE {n} ")))
+        .unwrap_or_default();
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    (fields[2].to_string(), fields[4].to_string())
+}

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::machine::Fired;
-use crate::value::{Aggregation, Value};
+use crate::value::{Aggregation, Value, MAX_ENTRIES};
 
 /// Every function [`call`] runs.
 const NAMES: &[&str] = &[
@@ -149,7 +149,7 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             Value::Null
         }
         ("str", 1) => s(&text(0)),
-        ("strcat" | "concat", 2) => s(&(text(0) + &text(1))),
+        ("strcat" | "concat", 2) => Value::built(text(0) + &text(1))?,
         ("strlen" | "length", 1) => Value::Int(text(0).chars().count() as i64),
         ("substr", 2 | 3) => {
             let chars: Vec<char> = text(0).chars().collect();
@@ -206,14 +206,16 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         ("newHashMap" | "newWeakMap", 0) => Value::Map(Rc::new(RefCell::new(Vec::new()))),
         ("put", 3) => map_op(&arg(0), name, |m| {
             let key = arg(1);
+            let full = m.len() >= MAX_ENTRIES;
             match m.iter_mut().find(|(k, _)| k.same(&key)) {
-                Some((_, v)) => std::mem::replace(v, arg(2)),
+                Some((_, v)) => Ok(std::mem::replace(v, arg(2))),
+                None if full => Err(format!("put: maps are capped at {MAX_ENTRIES} entries")),
                 None => {
                     m.push((key, arg(2)));
-                    Value::Null
+                    Ok(Value::Null)
                 }
             }
-        })?,
+        })??,
         ("get", 2) => map_op(&arg(0), name, |m| {
             m.iter().find(|(k, _)| k.same(&arg(1))).map_or(Value::Null, |(_, v)| v.clone())
         })?,
@@ -283,7 +285,11 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
                 _ => (Vec::new(), int(1)?),
             };
             match arg(0) {
-                Value::Aggregation(agg) => agg.borrow_mut().add(key, value),
+                Value::Aggregation(agg) => {
+                    if !agg.borrow_mut().add(key, value) {
+                        return Err(format!("addToAggregation: aggregations are capped at {MAX_ENTRIES} keys"));
+                    }
+                }
                 other => return Err(format!("addToAggregation: {other} is not an aggregation")),
             }
             Value::Null
@@ -314,11 +320,11 @@ fn char_index(text: &str, byte: Option<usize>) -> i64 {
     byte.map_or(-1, |b| text[..b].chars().count() as i64)
 }
 
-fn map_op(
+fn map_op<T>(
     map: &Value,
     name: &str,
-    f: impl FnOnce(&mut Vec<(Value, Value)>) -> Value,
-) -> Result<Value, String> {
+    f: impl FnOnce(&mut Vec<(Value, Value)>) -> T,
+) -> Result<T, String> {
     match map {
         Value::Map(m) => Ok(f(&mut m.borrow_mut())),
         other => Err(format!("{name}: {other} is not a map")),

@@ -556,7 +556,7 @@ fn binary(op: &str, x: &Value, y: &Value) -> Result<Value, String> {
     use Value::{Bool, Float, Int};
     let fail = || format!("{op} does not apply to {x} and {y}");
     Ok(match (op, x, y) {
-        ("+", Value::Str(_), _) | ("+", _, Value::Str(_)) => Value::str(&format!("{x}{y}")),
+        ("+", Value::Str(_), _) | ("+", _, Value::Str(_)) => Value::built(format!("{x}{y}"))?,
         ("==", ..) => Bool(x.same(y)),
         ("!=", ..) => Bool(!x.same(y)),
         (_, Int(a), Int(b)) => match op {
@@ -703,6 +703,29 @@ mod tests {
         m.run(1);
         assert_eq!(m.take_output(), "still here\n");
         assert_eq!(m.exit_code(), Some(3));
+    }
+
+    #[test]
+    fn a_script_that_grows_without_end_fails_its_handler_not_the_client() {
+        let s = script(
+            r#"private static String s = "x";
+    private static Map<String, String> m = Collections.newHashMap();
+    @OnTimer(10) public static void grow() { s = s + s; }
+    @OnTimer(20) public static void fill() { Collections.put(m, str(Collections.size(m)), s); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new());
+        for _ in 0..25 {
+            m.run(0);
+            m.run(1);
+        }
+        // 2^20 bytes is the cap: the 21st doubling fails, and so does every later one.
+        let errors = m.take_errors();
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert!(
+            errors[0].contains("scripts' strings are capped at 1 MiB"),
+            "{errors:?}"
+        );
+        assert!(m.take_output().is_empty());
     }
 
     #[test]

@@ -43,10 +43,29 @@ pub enum Value {
     Constant(Rc<str>),
 }
 
+/// Longest string a script builds (bytes): a handler growing one without end fails instead
+/// of filling the client's memory.
+pub const MAX_TEXT: usize = 1 << 20;
+
+/// Most entries of a map or rows of an aggregation.
+pub const MAX_ENTRIES: usize = 1_000_000;
+
 impl Value {
     /// A string value.
     pub fn str(text: &str) -> Value {
         Value::Str(Rc::from(text))
+    }
+
+    /// A string the script built, refused beyond [`MAX_TEXT`].
+    pub fn built(text: String) -> Result<Value, String> {
+        if text.len() > MAX_TEXT {
+            return Err(format!(
+                "a string of {} bytes: scripts' strings are capped at {} MiB",
+                text.len(),
+                MAX_TEXT >> 20
+            ));
+        }
+        Ok(Value::Str(Rc::from(text.as_str())))
     }
 
     /// Reads back a value the agent described: `null`, booleans, numbers, quoted strings
@@ -232,22 +251,26 @@ impl Aggregation {
         }
     }
 
-    /// Adds a value under a key.
-    pub fn add(&mut self, key: Vec<Value>, value: i64) {
-        let row =
-            match self.rows.iter().position(|(k, _)| {
-                k.len() == key.len() && k.iter().zip(&key).all(|(a, b)| a.same(b))
-            }) {
-                Some(i) => &mut self.rows[i].1,
-                None => {
-                    self.rows.push((key, [0, 0, i64::MAX, i64::MIN]));
-                    &mut self.rows.last_mut().expect("just pushed").1
-                }
-            };
+    /// Adds a value under a key; false when the key is new and the aggregation holds
+    /// [`MAX_ENTRIES`] keys already.
+    pub fn add(&mut self, key: Vec<Value>, value: i64) -> bool {
+        let known = self
+            .rows
+            .iter()
+            .position(|(k, _)| k.len() == key.len() && k.iter().zip(&key).all(|(a, b)| a.same(b)));
+        let row = match known {
+            Some(i) => &mut self.rows[i].1,
+            None if self.rows.len() >= MAX_ENTRIES => return false,
+            None => {
+                self.rows.push((key, [0, 0, i64::MAX, i64::MIN]));
+                &mut self.rows.last_mut().expect("just pushed").1
+            }
+        };
         row[0] += 1;
         row[1] += value;
         row[2] = row[2].min(value);
         row[3] = row[3].max(value);
+        true
     }
 
     /// A row's value under this aggregation's function.

@@ -294,7 +294,8 @@ impl Session {
         timeout: Duration,
     ) -> anyhow::Result<i32> {
         let mut machine = Machine::new(script, file, script_args.to_vec());
-        flush(&mut machine);
+        let mut failures = Vec::new();
+        flush(&mut machine, &mut failures);
         let events_in = EventSocket::bind(pid)?;
         let listens = script
             .handlers
@@ -401,7 +402,7 @@ impl Session {
                         *due += *period;
                     }
                 }
-                flush(&mut machine);
+                flush(&mut machine, &mut failures);
             }
             // The probes end (classes restored); calls already traced still reach the handlers.
             if let Some(stopper) = &stopper {
@@ -422,7 +423,10 @@ impl Session {
                 }
             }
             machine.finish();
-            flush(&mut machine);
+            flush(&mut machine, &mut failures);
+            for (error, times) in failures.iter().filter(|(_, n)| *n > 1) {
+                eprintln!("jtap: {times} times: {error}");
+            }
             if let Some(e) = failure {
                 return Err(anyhow::anyhow!(e));
             }
@@ -539,8 +543,9 @@ pub(crate) fn fired(call: Call) -> Fired {
     }
 }
 
-/// Prints what the handlers printed (stdout) and their errors (stderr).
-fn flush(machine: &mut Machine) {
+/// Prints what the handlers printed (stdout) and their errors (stderr: each error once, and
+/// how often it recurred at the end).
+fn flush(machine: &mut Machine, failures: &mut Vec<(String, u64)>) {
     let out = machine.take_output();
     if !out.is_empty() {
         let mut stdout = io::stdout().lock();
@@ -548,7 +553,13 @@ fn flush(machine: &mut Machine) {
         let _ = stdout.flush();
     }
     for error in machine.take_errors() {
-        eprintln!("jtap: {error}");
+        match failures.iter_mut().find(|(e, _)| *e == error) {
+            Some((_, n)) => *n += 1,
+            None => {
+                eprintln!("jtap: {error}");
+                failures.push((error, 1));
+            }
+        }
     }
 }
 
