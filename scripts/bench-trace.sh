@@ -10,7 +10,10 @@
 #   - the cost per call when every call is reported (records the printing thread cannot
 #     keep up with are dropped and counted; the table says how many got through);
 #   - the time to instrument and to restore 1,000 loaded classes (from Guava's jar:
-#     `jtap trace <pid> 'com.google.common.*'`, every method of every class).
+#     `jtap trace <pid> 'com.google.common.*'`, every method of every class);
+#   - BTrace scripts on the tiny method (`jtap btrace`): the issue's Tracker shape (a
+#     10 ms @Duration guard, which becomes the agent's threshold) and a guard on an argument
+#     that is never true (evaluated in the client, so every call is captured and sent).
 # Prints one table next to async-profiler 4.x's figures quoted in issue #7.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +57,33 @@ for JAVA in $JAVAS; do
     wait_lines "$log" 10
     quiet_tsc=$(quiet_run 10ms)
 
+    # BTrace scripts: a duration guard, and a guard on the argument that never holds.
+    btrace_run() {
+        "$JTAP" btrace "$pid" "$1" -d 600s >"$work/btrace.out" 2>"$work/btrace.err" & jt=$!
+        until grep -q "jtap: tracing" "$work/btrace.err"; do sleep 0.05; done
+        wait_lines "$log" 2; start=$(lines "$log"); wait_lines "$log" 6
+        median_ns "$log" "$start" "$(lines "$log")"
+        kill -INT $jt; wait $jt || true
+    }
+    for guard in duration arg; do
+        case $guard in
+            duration) params='@Duration long d'; condition='d > 10000000l' ;;
+            arg) params='int x'; condition='x == -1' ;;
+        esac
+        cat >"$work/Guard$guard.java" <<EOF
+import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Guard$guard {
+    @OnMethod(clazz = "workloads.TraceBench", method = "tiny", location = @Location(Kind.RETURN))
+    public static void h($params) { if ($condition) { println("slow"); } }
+}
+EOF
+    done
+    wait_lines "$log" 10
+    btrace_duration=$(btrace_run "$work/Guardduration.java")
+    wait_lines "$log" 10
+    btrace_arg=$(btrace_run "$work/Guardarg.java")
+
     # After restoring: the method's original speed.
     wait_lines "$log" 20; start=$(lines "$log"); wait_lines "$log" 20
     after=$(median_ns "$log" "$start" "$(lines "$log")")
@@ -79,7 +109,7 @@ for JAVA in $JAVAS; do
     kill "$cpid"
 
     per_call() { awk -v a="$1" -v b="$base" 'BEGIN {printf "%.1f", a - b}'; }
-    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$quiet_tsc")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$nanotime|$instrumented|$restored|$check")
+    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$quiet_tsc")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$nanotime|$instrumented|$restored|$check|$(per_call "$btrace_duration")|$(per_call "$btrace_arg")")
 done
 
 echo
@@ -90,6 +120,15 @@ printf '|------|------------|----------------|----------------------|-----------
 for row in "${rows[@]}"; do
     IFS='|' read -r v base quiet quiet_tsc after all records nanotime _ <<<"$row"
     printf '| %-4s | %-10s | %-14s | %-20s | %-21s | %-14s | %-20s | %-34s |\n' "$v" "$(printf %.2f "$base") ns" "${nanotime} ns" "+${quiet} ns (coarse)" "+${quiet_tsc} ns (TSC)" "+${after} ns" "+${all} ns" "$records"
+done
+echo
+echo "BTrace scripts on the same method (ns per call, beside --threshold 10ms above):"
+echo
+echo "| JDK | if (duration > 10ms): the agent's threshold | if (x == -1): evaluated in the client |"
+echo "|---|---|---|"
+for row in "${rows[@]}"; do
+    IFS='|' read -r v _ _ _ _ _ _ _ _ _ _ btrace_duration btrace_arg <<<"$row"
+    echo "| $v | +$btrace_duration ns | +$btrace_arg ns |"
 done
 echo
 echo "Instrumenting and restoring 1,000 loaded classes (every method of 1,000 Guava classes):"
