@@ -324,3 +324,45 @@ fn done_line(jvm: &JavaProcess, n: u32) -> (String, String) {
     let fields: Vec<&str> = line.split_whitespace().collect();
     (fields[2].to_string(), fields[4].to_string())
 }
+
+#[test]
+fn sys_functions_read_the_jvm_without_running_code_in_it() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "SysInfo.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class SysInfo {
+    @OnTimer(100)
+    public static void once() {
+        println(Sys.Env.property("java.vm.specification.version"));
+        println(Sys.VM.vmUptime() > 0);
+        println(Sys.Env.getenv("PATH") != null);
+        println(Sys.Memory.usedMemory() >= 0);
+        println(Sys.VM.availableProcessors() > 0);
+        exit(0);
+    }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let run = common::jtap(["btrace", &pid, &script, "-d", "60s"]);
+        assert_eq!(
+            (run.code, run.stdout.as_str()),
+            (
+                0,
+                format!("{}\ntrue\ntrue\ntrue\ntrue\n", jdk.version).as_str()
+            ),
+            "JDK {}: {}",
+            jdk.version,
+            run.stderr
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}

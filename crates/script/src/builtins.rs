@@ -72,6 +72,17 @@ const NAMES: &[&str] = &[
     "clearAggregation",
     // The session.
     "exit",
+    // The JVM (`Sys.Env`, `Sys.VM`, `Sys.Memory`): facts the client reads without running
+    // code in it.
+    "property",
+    "getenv",
+    "vmUptime",
+    "vmStartTime",
+    "availableProcessors",
+    "usedMemory",
+    "totalMemory",
+    // Objects as the agent described them.
+    "printFields",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -81,6 +92,22 @@ const NAMES: &[&str] = &[
 /// Whether `name` is a function [`call`] runs.
 pub fn exists(name: &str) -> bool {
     NAMES.contains(&name)
+}
+
+/// What the client can tell of the JVM for `Sys.*` functions, read without running code in
+/// it (system properties over the attach protocol, the environment from `/proc`, the GC's
+/// perf counters).
+pub trait Facts {
+    /// A system property.
+    fn property(&self, name: &str) -> Option<String>;
+    /// An environment variable of the JVM's process.
+    fn getenv(&self, name: &str) -> Option<String>;
+    /// When the JVM started, milliseconds since the Unix epoch.
+    fn start_time_ms(&self) -> Option<i64>;
+    /// Processors the JVM may use.
+    fn processors(&self) -> Option<i64>;
+    /// Java heap bytes used and committed, from the GC's perf counters.
+    fn heap(&self) -> Option<(i64, i64)>;
 }
 
 /// What functions see of the running script.
@@ -93,6 +120,8 @@ pub struct Context<'a> {
     pub exit: &'a mut Option<i32>,
     /// The script's arguments (`$(n)`).
     pub args: &'a [String],
+    /// The JVM's facts, when the script runs against one.
+    pub facts: Option<&'a dyn Facts>,
 }
 
 /// Runs a function.
@@ -300,6 +329,30 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             }
             Value::Null
         }
+        ("property" | "getenv", 1) => {
+            let facts = facts(cx, name)?;
+            let found = match name {
+                "property" => facts.property(&text(0)),
+                _ => facts.getenv(&text(0)),
+            };
+            found.map_or(Value::Null, |v| s(&v))
+        }
+        ("vmStartTime", 0) => Value::Int(facts(cx, name)?.start_time_ms().unwrap_or(0)),
+        ("vmUptime", 0) => Value::Int(
+            facts(cx, name)?
+                .start_time_ms()
+                .map_or(0, |start| now_ns() / 1_000_000 - start),
+        ),
+        ("availableProcessors", 0) => Value::Int(facts(cx, name)?.processors().unwrap_or(0)),
+        ("usedMemory" | "totalMemory", 0) => {
+            let (used, committed) = facts(cx, name)?.heap().unwrap_or((0, 0));
+            Value::Int(if name == "usedMemory" { used } else { committed })
+        }
+        ("printFields", 1) => {
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            Value::Null
+        }
         ("exit", 0 | 1) => {
             *cx.exit = Some(if args.is_empty() { 0 } else { int(0)? as i32 });
             Value::Null
@@ -308,6 +361,11 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         ("$length", 0) => Value::Int(cx.args.len() as i64),
         _ => return Err(format!("{name} does not take {} arguments", args.len())),
     })
+}
+
+fn facts<'a>(cx: &Context<'a>, name: &str) -> Result<&'a dyn Facts, String> {
+    cx.facts
+        .ok_or_else(|| format!("{name}: no JVM to ask (the script runs without one)"))
 }
 
 fn now_ns() -> i64 {

@@ -21,6 +21,7 @@ mod one_liner;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};
+pub use builtins::Facts;
 pub use compile::{compile, CompileError};
 pub use machine::{Fired, Machine};
 pub use one_liner::one_liner;

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
-use crate::builtins::{self, Context};
+use crate::builtins::{self, Context, Facts};
 use crate::value::Value;
 
 /// What one probe firing captured (from a traced call).
@@ -42,6 +42,7 @@ pub struct Machine<'s> {
     errors: Vec<String>,
     exit: Option<i32>,
     args: Vec<String>,
+    facts: Option<Box<dyn Facts + 's>>,
 }
 
 /// Where a handler failed, and why.
@@ -66,8 +67,13 @@ const MAX_DEPTH: usize = 64;
 
 impl<'s> Machine<'s> {
     /// Starts a script: its fields get their initial values and its `static {}` blocks run.
-    /// `file` names it in errors; `args` are what `$(n)` reads.
-    pub fn new(script: &'s Script, file: &str, args: Vec<String>) -> Machine<'s> {
+    /// `file` names it in errors; `args` are what `$(n)` reads; `facts` answer `Sys.*`.
+    pub fn new(
+        script: &'s Script,
+        file: &str,
+        args: Vec<String>,
+        facts: Option<Box<dyn Facts + 's>>,
+    ) -> Machine<'s> {
         let mut machine = Machine {
             script,
             file: file.to_string(),
@@ -77,6 +83,7 @@ impl<'s> Machine<'s> {
             errors: Vec::new(),
             exit: None,
             args,
+            facts,
         };
         for field in &script.fields {
             let value = match &field.init {
@@ -450,6 +457,7 @@ impl<'s> Machine<'s> {
             out: &mut self.out,
             exit: &mut self.exit,
             args: &self.args,
+            facts: self.facts.as_deref(),
         };
         builtins::call(name, values, &mut cx).map_err(|m| (call.at, m))
     }
@@ -627,7 +635,7 @@ mod tests {
         }
     }"##,
         );
-        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
         let mut probe = Fired {
             class: "me.kisimple.just4fun.Main".into(),
             method: "bar".into(),
@@ -669,7 +677,7 @@ mod tests {
     @OnExit
     public static void done() { println(calls); println(mine); printNumberMap("calls", perMethod); }"#,
         );
-        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
         let probe = |tid, n: i32| Fired {
             class: "a.B".into(),
             method: "put".into(),
@@ -697,7 +705,7 @@ mod tests {
     @OnTimer(1000) public static void t() { println(1 / zero); }
     @OnTimer(2000) public static void u() { println("still here"); exit(3); println("not printed"); }"#,
         );
-        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
         m.run(0);
         assert_eq!(m.take_errors(), ["S.java:5:53: division by zero (in t)"]);
         m.run(1);
@@ -713,7 +721,7 @@ mod tests {
     @OnTimer(10) public static void grow() { s = s + s; }
     @OnTimer(20) public static void fill() { Collections.put(m, str(Collections.size(m)), s); }"#,
         );
-        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
         for _ in 0..25 {
             m.run(0);
             m.run(1);
@@ -738,7 +746,7 @@ mod tests {
     }
     @OnExit public static void done() { Aggregations.printAggregation("Average", avg); }"#,
         );
-        let mut m = Machine::new(&s, "S.java", Vec::new());
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
         for d in [10, 20, 30] {
             m.fire(
                 0,

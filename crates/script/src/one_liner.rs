@@ -79,7 +79,7 @@ mod tests {
 
     fn run(condition: Option<&str>, print: Option<&str>, call: &Fired) -> String {
         let script = one_liner(condition, print).unwrap_or_else(|e| panic!("{e}"));
-        let mut machine = Machine::new(&script, "one-liner", Vec::new());
+        let mut machine = Machine::new(&script, "one-liner", Vec::new(), None);
         machine.fire(0, call);
         let errors = machine.take_errors();
         assert!(errors.is_empty(), "{errors:?}");

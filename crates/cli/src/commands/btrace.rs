@@ -293,7 +293,13 @@ impl Session {
         duration: Option<Duration>,
         timeout: Duration,
     ) -> anyhow::Result<i32> {
-        let mut machine = Machine::new(script, file, script_args.to_vec());
+        let facts = JvmFacts {
+            pid,
+            timeout,
+            properties: std::cell::OnceCell::new(),
+            environment: std::cell::OnceCell::new(),
+        };
+        let mut machine = Machine::new(script, file, script_args.to_vec(), Some(Box::new(facts)));
         let mut failures = Vec::new();
         flush(&mut machine, &mut failures);
         let events_in = EventSocket::bind(pid)?;
@@ -433,6 +439,130 @@ impl Session {
             Ok(machine.exit_code().unwrap_or(0))
         })
     }
+}
+
+/// The JVM's facts for `Sys.*`: system properties over the attach protocol (asked once, on
+/// first use), the environment from `/proc`, the start time, CPUs and heap from `/proc` and
+/// the GC's perf counters. Nothing runs in the JVM but the attach listener's own
+/// `properties` operation.
+struct JvmFacts {
+    pid: u32,
+    timeout: Duration,
+    properties: std::cell::OnceCell<Vec<(String, String)>>,
+    environment: std::cell::OnceCell<Vec<(String, String)>>,
+}
+
+impl jtap_script::Facts for JvmFacts {
+    fn property(&self, name: &str) -> Option<String> {
+        let properties = self.properties.get_or_init(|| {
+            let text = (|| -> anyhow::Result<String> {
+                let mut vm = jtap_attach::VirtualMachine::attach(
+                    self.pid,
+                    &jtap_attach::AttachOptions {
+                        timeout: self.timeout,
+                    },
+                )?;
+                let mut reply = vm.execute(&jtap_attach::Request::new(
+                    "properties",
+                    Vec::<String>::new(),
+                ))?;
+                Ok(reply.output_to_string()?)
+            })()
+            .unwrap_or_default();
+            text.lines().filter_map(java_property).collect()
+        });
+        properties
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn getenv(&self, name: &str) -> Option<String> {
+        let environment = self.environment.get_or_init(|| {
+            std::fs::read(format!("/proc/{}/environ", self.pid))
+                .unwrap_or_default()
+                .split(|&b| b == 0)
+                .filter_map(|entry| {
+                    let entry = String::from_utf8_lossy(entry);
+                    let (k, v) = entry.split_once('=')?;
+                    Some((k.to_string(), v.to_string()))
+                })
+                .collect()
+        });
+        environment
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn start_time_ms(&self) -> Option<i64> {
+        let uptime = jtap_attach::process::Process::open(self.pid)
+            .ok()?
+            .uptime_secs()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis() as i64;
+        Some(now - (uptime * 1000.0) as i64)
+    }
+
+    fn processors(&self) -> Option<i64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+            .trim();
+        // `0-3,6,8-9`.
+        let count = list.split(',').try_fold(0i64, |n, range| {
+            let (a, b) = range.split_once('-').unwrap_or((range, range));
+            Some(n + b.trim().parse::<i64>().ok()? - a.trim().parse::<i64>().ok()? + 1)
+        })?;
+        Some(count)
+    }
+
+    fn heap(&self) -> Option<(i64, i64)> {
+        let info = jtap_attach::JvmInfo::inspect(self.pid).ok()?;
+        Some((info.heap_used? as i64, info.heap_committed? as i64))
+    }
+}
+
+/// One line of Java's properties format (`key=value`, with `\:`, `\=`, `\\` and `\uXXXX`
+/// escapes), as the attach listener's `properties` prints them.
+fn java_property(line: &str) -> Option<(String, String)> {
+    if line.starts_with('#') {
+        return None;
+    }
+    let unescape = |text: &str| {
+        let mut out = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            match (c, c == '\\') {
+                (_, false) => out.push(c),
+                (_, true) => match chars.next() {
+                    Some('n') => out.push('\n'),
+                    Some('t') => out.push('\t'),
+                    Some('u') => {
+                        let hex: String = chars.by_ref().take(4).collect();
+                        if let Some(c) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32)
+                        {
+                            out.push(c);
+                        }
+                    }
+                    Some(other) => out.push(other),
+                    None => {}
+                },
+            }
+        }
+        out
+    };
+    // The key ends at the first `=` not escaped.
+    let mut escaped = false;
+    let at = line.char_indices().find_map(|(i, c)| {
+        let end = c == '=' && !escaped;
+        escaped = c == '\\' && !escaped;
+        end.then_some(i)
+    })?;
+    Some((unescape(&line[..at]), unescape(&line[at + 1..])))
 }
 
 /// Where a running script hears `jtap btrace event <pid> [NAME]`: a Unix socket in the
@@ -582,6 +712,23 @@ mod tests {
             outcome: Outcome::Returned(None),
             stack: Vec::new(),
         }
+    }
+
+    #[test]
+    fn properties_read_as_java_writes_them() {
+        assert_eq!(
+            java_property("java.home=/usr/lib/jvm/java-17"),
+            Some(("java.home".into(), "/usr/lib/jvm/java-17".into()))
+        );
+        assert_eq!(
+            java_property("line.separator=\\n"),
+            Some(("line.separator".into(), "\n".into()))
+        );
+        assert_eq!(
+            java_property("odd\\=key=C\\:\\\\x \\u00e9"),
+            Some(("odd=key".into(), "C:\\x é".into()))
+        );
+        assert_eq!(java_property("#Tue Nov 24"), None);
     }
 
     #[test]

@@ -550,7 +550,7 @@ static SHOWN: AtomicU64 = AtomicU64::new(0);
 fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_ {
     let mut machine = show
         .one_liner
-        .map(|script| jtap_script::Machine::new(script, "one-liner", Vec::new()));
+        .map(|script| jtap_script::Machine::new(script, "one-liner", Vec::new(), None));
     let mut reported = std::collections::HashSet::new();
     move |frame| {
         let Frame::Record(bytes) = frame else {
