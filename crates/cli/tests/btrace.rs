@@ -366,3 +366,65 @@ import static com.sun.btrace.BTraceUtils.*;
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
+
+#[test]
+fn every_location_and_parameter_kind_reaches_its_handler() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "Kinds.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Kinds {
+    private static long errors;
+    private static long depths;
+    private static String thrown;
+    private static long returned;
+    private static long argSum;
+    private static long selfMatches;
+
+    @OnMethod(clazz = "workloads.Shapes", method = "deepThrow", location = @Location(Kind.ERROR))
+    public static void error(Throwable t, int depth) { errors++; depths += depth; thrown = str(t); }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "control", location = @Location(Kind.RETURN))
+    public static void ret(@Return int r, AnyType[] args) { returned += r; argSum += (int) args[0]; }
+
+    @OnMethod(clazz = "workloads.Shapes$IntBox", method = "get", location = @Location(Kind.RETURN))
+    public static void self(@Self Object box, @Return Object value) {
+        if (box.v == value) { selfMatches++; }
+    }
+
+    @OnExit
+    public static void done() {
+        println("errors " + errors + " depths " + depths);
+        println(thrown);
+        println("returned " + returned + " args " + argSum);
+        println("self " + (selfMatches > 0));
+    }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(300));
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        // deepThrow(5) throws through six frames (depths 0..5); control(0..5) returns
+        // 113, 121, 105, 94, 113 and 123; IntBox.get() returns its own v.
+        assert_eq!(
+            out,
+            "errors 6 depths 15\njava.lang.UnsupportedOperationException: deep\nreturned 669 args 15\nself true\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
