@@ -90,6 +90,57 @@ pub struct Handler {
     pub uses_stack: bool,
 }
 
+impl Handler {
+    /// The shortest call the handler can act on, in nanoseconds, when its body is locals and
+    /// one `if` (no `else`) whose condition requires its `@Duration` parameter to exceed a
+    /// constant (`d > N`, `d >= N`, also inside `&&`, and on both sides of `||`): shorter
+    /// calls do nothing, so the agent need not report them.
+    pub fn duration_floor(&self) -> Option<u64> {
+        let duration = &self
+            .method
+            .params
+            .iter()
+            .find(|p| p.role == Role::Duration)?
+            .name;
+        let mut body = self
+            .method
+            .body
+            .iter()
+            .skip_while(|s| matches!(s, Stmt::Local(..)));
+        let (Some(Stmt::If(condition, _, otherwise)), None) = (body.next(), body.next()) else {
+            return None;
+        };
+        if !otherwise.is_empty() {
+            return None;
+        }
+        floor(condition, duration)
+    }
+}
+
+/// The least duration a condition requires of the variable `duration`.
+fn floor(condition: &Expr, duration: &str) -> Option<u64> {
+    let ExprKind::Binary(op, left, right) = &condition.kind else {
+        return None;
+    };
+    match op.as_str() {
+        "&&" => match (floor(left, duration), floor(right, duration)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        },
+        "||" => Some(floor(left, duration)?.min(floor(right, duration)?)),
+        ">" | ">=" => {
+            let (ExprKind::Name(name), ExprKind::Literal(Literal::Int(n))) =
+                (&left.kind, &right.kind)
+            else {
+                return None;
+            };
+            let n = u64::try_from(*n).ok()?;
+            (name == duration).then_some(if op == ">" { n + 1 } else { n })
+        }
+        _ => None,
+    }
+}
+
 /// What triggers a handler.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Trigger {

@@ -24,4 +24,4 @@ pub use ast::{Location, Probe, Script};
 pub use builtins::Facts;
 pub use compile::{compile, CompileError};
 pub use machine::{Fired, Machine};
-pub use one_liner::one_liner;
+pub use one_liner::{one_liner, one_liner_error};

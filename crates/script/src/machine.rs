@@ -425,8 +425,13 @@ impl<'s> Machine<'s> {
             ExprKind::FieldOf(object, field) => {
                 let object = self.eval(object, frame)?;
                 match &object {
-                    Value::Object(description) => field_of(description, field)
-                        .ok_or_else(|| at(format!("{object} shows no field {field}")))?,
+                    Value::Object(description) => field_of(description, field).ok_or_else(|| {
+                        // The class, not the whole description: the same error each call.
+                        let class = description.split(['@', '{']).next().unwrap_or("");
+                        at(format!(
+                            "{class} shows no field {field} (an object's description holds its first primitive, string, boxed and enum fields)"
+                        ))
+                    })?,
                     Value::Str(s) if field == "length" => Value::Int(s.chars().count() as i64),
                     Value::Array(items) if field == "length" => Value::Int(items.len() as i64),
                     _ => return Err(at(format!("{object} has no field {field}"))),

@@ -44,6 +44,24 @@ pub fn one_liner(condition: Option<&str>, print: Option<&str>) -> Result<Script,
     })
 }
 
+/// A run-time error of a one-liner's handler (`one-liner:LINE:COL: message (in call)`) as
+/// the option and column it comes from.
+pub fn one_liner_error(error: &str) -> String {
+    let condition_line = HEAD.lines().count() + 1;
+    let parsed = error.strip_prefix("one-liner:").and_then(|rest| {
+        let (line, rest) = rest.split_once(':')?;
+        let (col, message) = rest.split_once(": ")?;
+        let option = match line.parse::<usize>().ok()? {
+            l if l == condition_line => "--if",
+            l if l == condition_line + 2 => "--print",
+            _ => return None,
+        };
+        let message = message.strip_suffix(" (in call)").unwrap_or(message);
+        Some(format!("{option}: column {col}: {message}"))
+    });
+    parsed.unwrap_or_else(|| error.to_string())
+}
+
 /// The one-liner's words as Java: `this` and `return` (keywords) become the handler's
 /// `self` and `retval`; `10ms` becomes nanoseconds. String literals are left alone.
 fn rewrite(text: &str) -> String {
@@ -121,6 +139,48 @@ mod tests {
             ),
             "",
             "words inside strings stay as written"
+        );
+    }
+
+    #[test]
+    fn a_duration_condition_becomes_a_floor_the_agent_applies() {
+        let floor = |c: &str| one_liner(Some(c), None).unwrap().handlers[0].duration_floor();
+        assert_eq!(floor("args[0] > 1 && duration > 10ms"), Some(10_000_001));
+        assert_eq!(
+            floor("duration >= 2ms && (duration > 5ms || args[0] == 1)"),
+            Some(2_000_000)
+        );
+        assert_eq!(floor("duration > 1ms || args[0] > 1"), None);
+        assert_eq!(floor("duration > 1ms || duration >= 3ms"), Some(1_000_001));
+        assert_eq!(floor("args[0] > 1"), None);
+    }
+
+    #[test]
+    fn run_time_errors_name_the_option_too() {
+        let script = one_liner(Some("args[0] / 0 > 1"), Some("this.missing")).unwrap();
+        let mut machine = Machine::new(&script, "one-liner", Vec::new(), None);
+        let call = Fired {
+            values: vec!["a.B@1{x=1}".into(), "5".into()],
+            ..Fired::default()
+        };
+        machine.fire(0, &call);
+        let errors: Vec<String> = machine
+            .take_errors()
+            .iter()
+            .map(|e| one_liner_error(e))
+            .collect();
+        assert_eq!(errors, ["--if: column 1: division by zero"]);
+        let script = one_liner(None, Some("this.missing")).unwrap();
+        let mut machine = Machine::new(&script, "one-liner", Vec::new(), None);
+        machine.fire(0, &call);
+        let errors: Vec<String> = machine
+            .take_errors()
+            .iter()
+            .map(|e| one_liner_error(e))
+            .collect();
+        assert!(
+            errors[0].starts_with("--print: column 1: a.B shows no field missing"),
+            "{errors:?}"
         );
     }
 

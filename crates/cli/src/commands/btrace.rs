@@ -13,7 +13,7 @@ use anyhow::Context;
 use jtap_protocol::records::{Call, Outcome, Record};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
-use jtap_script::ast::{ExprKind, Handler, Literal, Role, Stmt, Trigger};
+use jtap_script::ast::{Handler, Role, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Probe, Script};
 
 use crate::agent_client::Conversation;
@@ -242,34 +242,9 @@ fn jvm_descriptor(java: &str) -> Option<String> {
     Some(format!("({}){}", params?.concat(), one(ret)?))
 }
 
-/// A threshold the agent can apply for the handler: its whole body is `if (d > N) ...` (or
-/// `>=`) on its `@Duration` parameter, with no `else`. Calls under it would do nothing.
+/// A threshold the agent can apply for the handler (see [`Handler::duration_floor`]).
 fn threshold(handler: &Handler) -> Option<Duration> {
-    let duration = handler
-        .method
-        .params
-        .iter()
-        .find(|p| p.role == Role::Duration)?;
-    let [Stmt::If(condition, _, otherwise)] = handler.method.body.as_slice() else {
-        return None;
-    };
-    if !otherwise.is_empty() {
-        return None;
-    }
-    let ExprKind::Binary(op, left, right) = &condition.kind else {
-        return None;
-    };
-    let (ExprKind::Name(name), ExprKind::Literal(Literal::Int(n))) = (&left.kind, &right.kind)
-    else {
-        return None;
-    };
-    let n = u64::try_from(*n).ok()?;
-    match op.as_str() {
-        _ if name != &duration.name => None,
-        ">" => Some(Duration::from_nanos(n + 1)),
-        ">=" => Some(Duration::from_nanos(n)),
-        _ => None,
-    }
+    handler.duration_floor().map(Duration::from_nanos)
 }
 
 /// What the readers of the tracing sessions tell the script's loop.

@@ -214,10 +214,15 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         // With a condition, the client counts the calls it keeps.
         limit: one_liner.as_ref().and(args.count),
     };
+    // A condition's `duration > N` becomes the agent's threshold: shorter calls are not sent.
+    let floor = one_liner
+        .as_ref()
+        .and_then(|s| s.handlers[0].duration_floor())
+        .map(Duration::from_nanos);
     let plan = |targets| Plan {
         mode: Mode::Trace,
         targets,
-        threshold: args.threshold,
+        threshold: args.threshold.max(floor),
         count: if one_liner.is_some() {
             None
         } else {
@@ -570,7 +575,7 @@ fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_
                 for error in machine.take_errors() {
                     // Once each: the same expression fails the same way call after call.
                     if reported.insert(error.clone()) {
-                        eprintln!("jtap: {error}");
+                        eprintln!("jtap: {}", jtap_script::one_liner_error(&error));
                     }
                 }
                 let printed = machine.take_output();
