@@ -133,7 +133,7 @@ done
 echo
 echo "Instrumenting and restoring 1,000 loaded classes (every method of 1,000 Guava classes):"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v _ _ _ _ _ _ _ instrumented restored check <<<"$row"
+    IFS="|" read -r v _ _ _ _ _ _ _ instrumented restored check _ _ <<<"$row"
     echo "  JDK $v: $instrumented; $restored; $check"
 done
 echo

@@ -98,7 +98,7 @@ pub struct TraceArgs {
     /// Print this many calls, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
-    /// Show only the calls for which this Java expression holds: args[i], this, return,
+    /// Show only the calls for which this Java expression holds: `args[i]`, `this`, `return`,
     /// duration (10ms, 2s), method, clazz, thread; fields of objects as `this.size`
     #[arg(long = "if", value_name = "EXPR")]
     condition: Option<String>,
