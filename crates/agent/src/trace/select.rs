@@ -169,8 +169,12 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
         ("com/sun/proxy/", "dynamic proxies are generated classes"),
         ("java/util/concurrent/locks/", "lock classes the probes' own machinery may use cannot be instrumented safely"),
     ];
-    /// Single `java.lang` classes the probes, boxing and class loading themselves run.
-    const CLASSES: [&str; 22] = [
+    /// Single `java.lang` classes the probes, boxing and class loading themselves run, and
+    /// the module system's read edges, which the JVM updates (`Modules.transformedByAgent`)
+    /// when it accepts a transformed class: a transformed `WeakPairMap` loaded while
+    /// `Module$ReflectionData` initialises re-enters that update and the JVM recurses until
+    /// its stack overflows.
+    const CLASSES: [&str; 23] = [
         "java/lang/Object",
         "java/lang/Class",
         "java/lang/ClassValue",
@@ -182,6 +186,7 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
         "java/lang/StringBuilder",
         "java/lang/System",
         "java/lang/Module",
+        "java/lang/WeakPairMap",
         "java/lang/StackTraceElement",
         "java/lang/StackWalker",
         "java/lang/StackStreamFactory",
@@ -203,7 +208,7 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
     // The class or one of its nested classes (`java/lang/Integer$IntegerCache`).
     let outer = internal.split('$').next().unwrap_or(internal);
     if CLASSES.contains(&outer) {
-        return Some("core java.lang classes the probes themselves run (Object, Class, String, boxing, System, stack walking) cannot be instrumented safely");
+        return Some("core java.lang classes the probes themselves run (Object, Class, String, boxing, System, stack walking, module reads) cannot be instrumented safely");
     }
     if is_generated(internal) {
         return Some("lambda, hidden and generated classes cannot be retransformed");
@@ -293,6 +298,8 @@ mod tests {
         for name in [
             "java/lang/String",
             "java/lang/Integer$IntegerCache",
+            "java/lang/Module$ReflectionData",
+            "java/lang/WeakPairMap$Pair$Weak",
             "java/lang/invoke/MethodHandle",
             "jdk/internal/misc/Unsafe",
             "jtap/runtime/Probes",
