@@ -3,8 +3,8 @@
 # 25 where installed; JAVAS overrides), measures on tests/java/workloads/TraceBench.java:
 #   - the cost per call of a traced tiny method whose calls all fall under --threshold
 #     (nothing printed): ns per loop iteration while traced minus before (median of windows
-#     of 20 M calls), with --threshold 1s (probes read the kernel's coarse clock) and with
-#     --threshold 10ms (probes read the TSC); System.nanoTime()'s cost is shown for scale;
+#     of 20 M calls), with --threshold 1ms, 10ms and 1s (the probes compare a clock field the
+#     jtap-clock thread advances); System.nanoTime()'s cost is shown for scale;
 #   - the same once the trace stopped and the classes were restored (back to the JIT's
 #     original speed?);
 #   - the cost per call when every call is reported (records the printing thread cannot
@@ -14,7 +14,11 @@
 #   - BTrace scripts on the tiny method (`jtap btrace`): the issue's Tracker shape (a
 #     10 ms @Duration guard, which becomes the agent's threshold) and a guard on an argument
 #     that is never true (evaluated in the client, so every call is captured and sent).
-# Prints one table next to async-profiler 4.x's figures quoted in issue #7.
+#   - the CPU the field clock's `jtap-clock` thread takes (thresholds of 1 ms and more);
+#   - with ASPROF set (../shared/anchors/async-profiler/bin/asprof), async-profiler's method
+#     tracing of the same method in the same JVM run, after jtap's windows: `--trace
+#     workloads.TraceBench.tiny:10ms`, `:1s` and every call.
+# Prints the tables, async-profiler's beside jtap's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JAVAS=${JAVAS:-"/usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java"}
@@ -46,16 +50,33 @@ for JAVA in $JAVAS; do
 
     nanotime=$(awk '/^NANOTIME/ {printf "%.1f", $2}' "$log")
     # Under the threshold: nothing printed.
+    # On-CPU nanoseconds of the JVM's jtap-clock thread so far (0 when there is none).
+    clock_cpu() {
+        local task
+        for task in /proc/"$pid"/task/*; do
+            if [ "$(cat "$task/comm" 2>/dev/null)" = jtap-clock ]; then
+                cut -d' ' -f1 "$task/schedstat"; return
+            fi
+        done
+        echo 0
+    }
+    # Prints "median-ns clock-thread-percent-of-a-core".
     quiet_run() {
         "$JTAP" trace "$pid" workloads.TraceBench::tiny --threshold "$1" -d 600s >"$work/quiet.out" 2>"$work/quiet.err" & jt=$!
         until grep -q "jtap: tracing" "$work/quiet.err"; do sleep 0.05; done
-        wait_lines "$log" 2; start=$(lines "$log"); wait_lines "$log" 6
-        median_ns "$log" "$start" "$(lines "$log")"
+        wait_lines "$log" 2; start=$(lines "$log")
+        local cpu0 t0 cpu1 t1
+        cpu0=$(clock_cpu); t0=$(date +%s%N)
+        wait_lines "$log" 6
+        cpu1=$(clock_cpu); t1=$(date +%s%N)
+        echo "$(median_ns "$log" "$start" "$(lines "$log")") $(awk -v c=$((cpu1 - cpu0)) -v t=$((t1 - t0)) 'BEGIN {printf "%.2f", 100 * c / t}')"
         kill -INT $jt; wait $jt || true
     }
-    quiet=$(quiet_run 1s)
+    read -r quiet quiet_clock <<<"$(quiet_run 1s)"
     wait_lines "$log" 10
-    quiet_tsc=$(quiet_run 10ms)
+    read -r quiet_tsc tsc_clock <<<"$(quiet_run 10ms)"
+    wait_lines "$log" 10
+    read -r quiet_1ms ms_clock <<<"$(quiet_run 1ms)"
 
     # BTrace scripts: a duration guard, and a guard on the argument that never holds.
     btrace_run() {
@@ -96,6 +117,24 @@ EOF
     kill -INT $jt; wait $jt || true
     printed=$(grep -c 'TraceBench.tiny' "$work/all.out" || true)
     dropped=$(grep -o '[0-9]* dropped' "$work/all.err" | grep -o '[0-9]*' || echo "?")
+
+    # async-profiler's method tracing, last (its instrumentation may outlive its stop).
+    ap_run() {
+        "$ASPROF" start --trace "workloads.TraceBench.tiny$1" "$pid" >/dev/null
+        wait_lines "$log" 2; start=$(lines "$log"); wait_lines "$log" "$2"
+        median_ns "$log" "$start" "$(lines "$log")"
+        "$ASPROF" stop "$pid" >/dev/null
+    }
+    ap="nan|nan|nan|nan"
+    if [ -n "${ASPROF:-}" ]; then
+        wait_lines "$log" 10
+        ap_tsc=$(ap_run :10ms 6)
+        wait_lines "$log" 6; start=$(lines "$log"); wait_lines "$log" 6
+        ap_after=$(median_ns "$log" "$start" "$(lines "$log")")
+        ap_1s=$(ap_run :1s 6)
+        ap_all=$(ap_run "" 3)
+        ap="$ap_tsc|$ap_1s|$ap_all|$ap_after"
+    fi
     kill "$pid"
 
     # 1,000 loaded classes.
@@ -109,17 +148,33 @@ EOF
     kill "$cpid"
 
     per_call() { awk -v a="$1" -v b="$base" 'BEGIN {printf "%.1f", a - b}'; }
-    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$quiet_tsc")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$nanotime|$instrumented|$restored|$check|$(per_call "$btrace_duration")|$(per_call "$btrace_arg")")
+    IFS='|' read -r ap_tsc ap_1s ap_all ap_after <<<"$ap"
+    rows+=("$version|$base|$(per_call "$quiet")|$(per_call "$quiet_tsc")|$(per_call "$after")|$(per_call "$all")|$printed printed, $dropped dropped|$nanotime|$instrumented|$restored|$check|$(per_call "$btrace_duration")|$(per_call "$btrace_arg")|$(per_call "$quiet_1ms")|$quiet_clock|$tsc_clock|$ms_clock|$(per_call "$ap_tsc")|$(per_call "$ap_1s")|$(per_call "$ap_all")|$(per_call "$ap_after")")
 done
 
 echo
 echo "Method tracing cost (ns per call of a tiny method; 20 M-call windows, medians; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-printf '| %-4s | %-10s | %-14s | %-20s | %-21s | %-14s | %-20s | %-34s |\n' JDK "untraced" "nanoTime()" "--threshold 1s" "--threshold 10ms" "after restore" "every call reported" "records"
-printf '|------|------------|----------------|----------------------|-----------------------|----------------|----------------------|------------------------------------|\n'
+echo "Under a threshold (nothing printed; the field clock, and the CPU its jtap-clock thread takes):"
+echo
+echo "| JDK | untraced | nanoTime() | --threshold 1ms | --threshold 10ms | --threshold 1s | after restore |"
+echo "|---|---|---|---|---|---|---|"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v base quiet quiet_tsc after all records nanotime _ <<<"$row"
-    printf '| %-4s | %-10s | %-14s | %-20s | %-21s | %-14s | %-20s | %-34s |\n' "$v" "$(printf %.2f "$base") ns" "${nanotime} ns" "+${quiet} ns (coarse)" "+${quiet_tsc} ns (TSC)" "+${after} ns" "+${all} ns" "$records"
+    IFS='|' read -r v base quiet quiet_tsc after _ _ nanotime _ _ _ _ _ quiet_1ms quiet_clock tsc_clock ms_clock _ <<<"$row"
+    printf '| %s | %.2f ns | %s ns | +%s ns (clock %s%%) | +%s ns (clock %s%%) | +%s ns (clock %s%%) | +%s ns |\n' \
+        "$v" "$base" "$nanotime" "$quiet_1ms" "$ms_clock" "$quiet_tsc" "$tsc_clock" "$quiet" "$quiet_clock" "$after"
+done
+echo
+echo "Beside async-profiler (--trace workloads.TraceBench.tiny[:threshold], same JVM run, after jtap's windows):"
+echo
+echo "| JDK | what | jtap | async-profiler |"
+echo "|---|---|---|---|"
+for row in "${rows[@]}"; do
+    IFS='|' read -r v _ quiet quiet_tsc after all records _ _ _ _ _ _ _ _ _ _ ap_tsc ap_1s ap_all ap_after <<<"$row"
+    echo "| $v | under a 10 ms threshold | +$quiet_tsc ns | +$ap_tsc ns |"
+    echo "| $v | under a 1 s threshold | +$quiet ns | +$ap_1s ns |"
+    echo "| $v | every call recorded | +$all ns ($records) | +$ap_all ns |"
+    echo "| $v | after the trace stops | +$after ns | +$ap_after ns |"
 done
 echo
 echo "BTrace scripts on the same method (ns per call, beside --threshold 10ms above):"
@@ -127,15 +182,13 @@ echo
 echo "| JDK | if (duration > 10ms): the agent's threshold | if (x == -1): evaluated in the client |"
 echo "|---|---|---|"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v _ _ _ _ _ _ _ _ _ _ btrace_duration btrace_arg <<<"$row"
+    IFS='|' read -r v _ _ _ _ _ _ _ _ _ _ btrace_duration btrace_arg _ <<<"$row"
     echo "| $v | +$btrace_duration ns | +$btrace_arg ns |"
 done
 echo
 echo "Instrumenting and restoring 1,000 loaded classes (every method of 1,000 Guava classes):"
 for row in "${rows[@]}"; do
-    IFS="|" read -r v _ _ _ _ _ _ _ instrumented restored check _ _ <<<"$row"
+    IFS="|" read -r v _ _ _ _ _ _ _ instrumented restored check _ <<<"$row"
     echo "  JDK $v: $instrumented; $restored; $check"
 done
-echo
-echo "async-profiler 4.x (issue #7, tiny method, JDK 17 and 25): ~50 ns per call under the threshold,"
-echo "~750 ns per call recording every call, ~575 ns per call counting with stacks, 100-200 ms to apply."
+[ -n "${ASPROF:-}" ] || echo "(ASPROF unset: async-profiler's columns are empty; set it to ../shared/anchors/async-profiler/bin/asprof)"

@@ -200,6 +200,9 @@ pub struct Frames<'a> {
     pub frames: &'a [Frame],
     /// Frame after conditional branch `i` when it falls through (needed when it is widened).
     pub fallthrough: &'a mut dyn FnMut(usize) -> Result<Frame>,
+    /// A local the prologue sets and the inserted code reads anywhere later (slot at or beyond
+    /// the method's own locals, type): added to every frame.
+    pub kept_local: Option<(u16, VType)>,
 }
 
 /// Maps original offsets to instruction indices (`n` for the end of the code).
@@ -568,6 +571,24 @@ fn remap<'v>(v: &'v [VType], map: &[u32], layout: &Layout) -> Result<Cow<'v, [VT
     Ok(Cow::Owned(out))
 }
 
+/// Frame locals `v` (slot form) with local `slot` of type `t` added, the slots between them `Top`.
+fn with_local(v: &[VType], slot: u16, t: VType) -> Result<Vec<VType>> {
+    let slot = slot as usize;
+    if v.len() > slot {
+        return Err(Error::BadStackMap(
+            "a frame uses the slot of an added local",
+        ));
+    }
+    let mut out = Vec::with_capacity(slot + 2);
+    out.extend_from_slice(v);
+    out.resize(slot, VType::Top);
+    out.push(t);
+    if t.is_wide() {
+        out.push(VType::Top);
+    }
+    Ok(out)
+}
+
 /// A stack map frame at its offset in the new code: (offset, locals, stack).
 type PlacedFrame<'a> = (u32, Cow<'a, [VType]>, Cow<'a, [VType]>);
 
@@ -580,7 +601,20 @@ fn encode_frames(
     wide: &[bool],
 ) -> Result<Vec<u8>> {
     let n = insns.len();
-    let remap_all = |v| remap(v, map, layout);
+    let kept = f.kept_local;
+    fn placed<'v>(
+        v: &'v [VType],
+        map: &[u32],
+        layout: &Layout,
+        kept: Option<(u16, VType)>,
+    ) -> Result<Cow<'v, [VType]>> {
+        let v = remap(v, map, layout)?;
+        match kept {
+            None => Ok(v),
+            Some((slot, t)) => with_local(&v, slot, t).map(Cow::Owned),
+        }
+    }
+    let remap_locals = |v| placed(v, map, layout, kept);
     let mut has_frame = vec![false; n + 1];
     let mut out: Vec<PlacedFrame<'_>> = Vec::with_capacity(f.frames.len() + edit.blocks.len());
     let frames: &[Frame] = f.frames;
@@ -592,8 +626,8 @@ fn encode_frames(
         has_frame[i] = true;
         out.push((
             layout.start[i],
-            remap_all(&fr.locals)?,
-            remap_all(&fr.stack)?,
+            remap_locals(&fr.locals)?,
+            remap(&fr.stack, map, layout)?,
         ));
     }
     for (i, insn) in insns.iter().enumerate() {
@@ -602,7 +636,7 @@ fn encode_frames(
             && !(edit.after[i].is_empty() && has_frame.get(i + 1) == Some(&true))
         {
             let fr = (f.fallthrough)(i)?;
-            let l = Cow::Owned(remap(&fr.locals, map, layout)?.into_owned());
+            let l = Cow::Owned(placed(&fr.locals, map, layout, kept)?.into_owned());
             let s = Cow::Owned(remap(&fr.stack, map, layout)?.into_owned());
             out.push((layout.at[i] + 8, l, s));
         }
@@ -611,8 +645,8 @@ fn encode_frames(
         if let Some(fr) = &b.frame {
             out.push((
                 layout.block[k],
-                remap_all(&fr.locals)?,
-                remap_all(&fr.stack)?,
+                remap_locals(&fr.locals)?,
+                remap(&fr.stack, map, layout)?,
             ));
         }
     }

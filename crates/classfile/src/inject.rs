@@ -13,7 +13,7 @@ use crate::constant_pool::{Constant, ConstantPool};
 use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, return_type, FieldType};
 use crate::error::{Error, Result};
 use crate::instruction::{self, emit_cp, emit_ldc, emit_local, op, Insn, Operand};
-use crate::plan::{Point, Probe, Registry, Value};
+use crate::plan::{InjectionPlan, Point, Probe, Registry, Value};
 use crate::stackmap::{self, Frame, VType};
 use crate::typeflow::{self, MethodInfo, State};
 
@@ -125,6 +125,7 @@ pub(crate) struct Refs {
     boxing: [Option<u16>; 8],
     object: Option<u16>,
     throwable: Option<u16>,
+    clock: Option<u16>,
 }
 
 impl Refs {
@@ -135,6 +136,7 @@ impl Refs {
             boxing: [None; 8],
             object: None,
             throwable: None,
+            clock: None,
         }
     }
 
@@ -160,6 +162,19 @@ impl Refs {
             Some(c) => Ok(c),
             None => Ok(*self.object.insert(cp.add_class("java/lang/Object")?)),
         }
+    }
+
+    /// The plan's clock field (see [`InjectionPlan::clock`]).
+    fn clock(&mut self, cp: &mut ConstantPool, plan: &InjectionPlan) -> Result<u16> {
+        if let Some(f) = self.clock {
+            return Ok(f);
+        }
+        let name = plan.clock.as_deref().ok_or(Error::Unsupported(
+            "a probe takes the entry mark but the plan names no clock field",
+        ))?;
+        Ok(*self
+            .clock
+            .insert(cp.add_field_ref(&plan.runtime_class, name, "J")?))
     }
 
     fn throwable(&mut self, cp: &mut ConstantPool) -> Result<u16> {
@@ -211,6 +226,8 @@ struct Method<'a> {
     is_static: bool,
     params: Vec<FieldType<'a>>,
     stash: u16,
+    /// The local holding [`Value::Mark`] (two slots), when a probe takes it.
+    mark: Option<u16>,
     runtime_class: &'a str,
 }
 
@@ -245,6 +262,10 @@ impl Method<'_> {
                         slot += p.slots();
                     }
                 }
+                Value::Mark => match self.mark {
+                    Some(slot) => s.local(op::LLOAD, slot, 2),
+                    None => s.emit(&[op::LCONST_0], 2),
+                },
                 v if site.stashed == Some(v) => s.local(op::ALOAD, self.stash, 1),
                 _ => s.emit(&[op::ACONST_NULL], 1),
             }
@@ -253,7 +274,7 @@ impl Method<'_> {
         s.cp_insn(
             op::INVOKESTATIC,
             m,
-            -(probe.values.iter().map(|_| 1).sum::<i32>()),
+            -(probe.values.iter().map(|v| v.slots()).sum::<i32>()),
         );
         Ok(())
     }
@@ -315,7 +336,7 @@ pub(crate) fn instrument_method(
     class_name: &str,
     name: &str,
     desc: &str,
-    runtime_class: &str,
+    plan: &InjectionPlan,
     probes: &[(usize, &Probe)],
     refs: &mut Refs,
     registry: &mut Registry,
@@ -392,16 +413,24 @@ pub(crate) fn instrument_method(
     let states = typeflow::states(cp, &info, &want)?;
 
     let method_id = registry.add_method(class_name, name, desc);
+    let marked = probes.iter().any(|(_, p)| wants(p, Value::Mark));
     let m = Method {
         method_id,
         is_static,
         params: md.params.clone(),
-        stash: code.max_locals,
-        runtime_class,
+        stash: code.max_locals + if marked { 2 } else { 0 },
+        mark: marked.then_some(code.max_locals),
+        runtime_class: &plan.runtime_class,
     };
     let mut edit = Edit::new(n);
     let mut peak = 0i32;
     let mut used_stash = false;
+    if let Some(slot) = m.mark {
+        let mut s = Snippet::new(0);
+        s.cp_insn(op::GETSTATIC, refs.clock(cp, plan)?, 2);
+        s.local(op::LSTORE, slot, -2);
+        finish(s, &mut edit.prologue, &mut peak);
+    }
 
     // Exception-exit handlers may only cover code where `this` is initialized (in constructors:
     // after the super/this call, on every path).
@@ -800,7 +829,8 @@ pub(crate) fn instrument_method(
         return Ok(false);
     }
     edit.extra_stack = u16::try_from(peak).map_err(|_| Error::TooLarge("max_stack"))?;
-    edit.extra_locals = u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some());
+    edit.extra_locals = u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some())
+        + if marked { 2 } else { 0 };
 
     // States after conditional branches, for frames at branches that get widened.
     let inserted: usize = edit.prologue.len()
@@ -850,6 +880,7 @@ pub(crate) fn instrument_method(
         initial_locals: &initial,
         frames: &frames,
         fallthrough: &mut fallthrough,
+        kept_local: m.mark.map(|slot| (slot, VType::Long)),
     });
     let new_code = relayout(&code, &insns, &edit, cp, frames_arg)?;
     cf.methods[mi].attributes[code_pos].info = new_code.write();

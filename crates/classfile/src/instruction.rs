@@ -11,6 +11,7 @@ pub mod op {
     pub const ACONST_NULL: u8 = 0x01;
     pub const ICONST_M1: u8 = 0x02;
     pub const ICONST_0: u8 = 0x03;
+    pub const LCONST_0: u8 = 0x09;
     pub const BIPUSH: u8 = 0x10;
     pub const SIPUSH: u8 = 0x11;
     pub const LDC: u8 = 0x12;
@@ -23,6 +24,7 @@ pub mod op {
     pub const ALOAD: u8 = 0x19;
     pub const ALOAD_0: u8 = 0x2a;
     pub const ISTORE: u8 = 0x36;
+    pub const LSTORE: u8 = 0x37;
     pub const ASTORE: u8 = 0x3a;
     pub const AASTORE: u8 = 0x53;
     pub const POP: u8 = 0x57;
@@ -31,7 +33,10 @@ pub mod op {
     pub const DUP2: u8 = 0x5c;
     pub const SWAP: u8 = 0x5f;
     pub const IINC: u8 = 0x84;
+    pub const LSUB: u8 = 0x65;
+    pub const LCMP: u8 = 0x94;
     pub const IFEQ: u8 = 0x99;
+    pub const IFLT: u8 = 0x9b;
     pub const IF_ACMPNE: u8 = 0xa6;
     pub const GOTO: u8 = 0xa7;
     pub const JSR: u8 = 0xa8;

@@ -103,6 +103,9 @@ pub enum Value {
     Lock,
     /// `Object`: the field value read or about to be written, boxed.
     FieldValue,
+    /// `long`: the plan's [`InjectionPlan::clock`] field as read at method entry (kept in a
+    /// local of its own for the whole method).
+    Mark,
 }
 
 impl Value {
@@ -110,9 +113,19 @@ impl Value {
     pub fn descriptor(self) -> &'static str {
         match self {
             Value::MethodId | Value::SiteId | Value::LineNumber => "I",
+            Value::Mark => "J",
             Value::Args => "[Ljava/lang/Object;",
             Value::Thrown => "Ljava/lang/Throwable;",
             _ => "Ljava/lang/Object;",
+        }
+    }
+
+    /// Operand stack slots the value takes.
+    pub fn slots(self) -> i32 {
+        if self == Value::Mark {
+            2
+        } else {
+            1
         }
     }
 }
@@ -150,12 +163,18 @@ pub struct InjectionPlan {
     pub runtime_class: String,
     /// The probes.
     pub probes: Vec<Probe>,
+    /// A `static long` field of the runtime class that methods with a probe taking
+    /// [`Value::Mark`] read once at entry, e.g. a clock advanced by another thread: with it a
+    /// probe can compare start and end without a call at entry.
+    pub clock: Option<String>,
 }
 
 impl InjectionPlan {
     /// A plan calling every kind of probe on every method: `entry(I,Object,Object[])`,
-    /// `exit(I,Object)`, `thrown(I,Throwable)`, `beforeCall(I,I)`, `afterCall(I,I,Object,Throwable)`,
-    /// `alloc(I,I,Object)`, `monitor(I,I,Object)`, `field(I,I,Object)`, `line(I,I)`.
+    /// `exit(I,Object)`, `thrown(I,Throwable)`, `leave(J,I)` and `leaveThrown(J,I,Throwable)`
+    /// with the entry's reading of `static long clock`, `beforeCall(I,I)`,
+    /// `afterCall(I,I,Object,Throwable)`, `alloc(I,I,Object)`, `monitor(I,I,Object)`,
+    /// `field(I,I,Object)`, `line(I,I)`.
     pub fn everything(runtime_class: &str) -> Self {
         use Value::*;
         let p = |point, method: &str, values: Vec<Value>| Probe {
@@ -166,10 +185,17 @@ impl InjectionPlan {
         };
         InjectionPlan {
             runtime_class: runtime_class.into(),
+            clock: Some("clock".into()),
             probes: vec![
                 p(Point::Entry, "entry", vec![MethodId, This, Args]),
                 p(Point::Return, "exit", vec![MethodId, ReturnValue]),
                 p(Point::ExceptionExit, "thrown", vec![MethodId, Thrown]),
+                p(Point::Return, "leave", vec![Mark, MethodId]),
+                p(
+                    Point::ExceptionExit,
+                    "leaveThrown",
+                    vec![Mark, MethodId, Thrown],
+                ),
                 p(
                     Point::BeforeCall(MemberFilter::any()),
                     "beforeCall",
@@ -327,7 +353,7 @@ pub fn instrument_class(
             &class_name,
             &name,
             &desc,
-            &plan.runtime_class,
+            plan,
             &probes,
             &mut refs,
             registry,
@@ -392,7 +418,7 @@ mod tests {
     fn patterns_and_descriptors() {
         assert!(Pattern::Prefix("java/".into()).matches("java/lang/Object"));
         assert!(!Pattern::Exact("a".into()).matches("ab"));
-        let p = &InjectionPlan::everything("P").probes[4];
+        let p = &InjectionPlan::everything("P").probes[6];
         assert_eq!(
             p.descriptor(),
             "(IILjava/lang/Object;Ljava/lang/Throwable;)V"

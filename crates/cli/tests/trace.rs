@@ -191,6 +191,74 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
     }
 }
 
+#[test]
+fn under_a_threshold_the_field_clock_misses_no_call_and_times_each_within_a_period() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, dir) = traced(jdk);
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.Traced::sleepy",
+                "--threshold",
+                "15ms",
+                "--json",
+                "--stack",
+                "-n",
+                "80",
+                "-d",
+                "60s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let (_, calls, nanos) = round(&jvm, dir.path(), 1);
+        let (code, out, err) = trace.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        // A tenth of the threshold: the probes compare a field, no native call per call.
+        assert!(err.contains("field clock every 1500 µs"), "JDK {v}: {err}");
+        let records = json_lines(&out);
+        assert_eq!(calls, 80);
+        assert_eq!(
+            records.len(),
+            80,
+            "JDK {v}: every 20 ms call is over 15 ms: {out}"
+        );
+        for r in &records {
+            assert!(
+                r["duration_ns"].as_u64().unwrap() >= 15_000_000,
+                "JDK {v}: {r}"
+            );
+            let top = r["stack"][0].as_str().unwrap_or_default();
+            assert!(
+                top.starts_with("workloads.Traced.sleepy(Traced.java:"),
+                "JDK {v}: the stack starts at the call, not in the probes: {r}"
+            );
+        }
+        let traced_mean = records
+            .iter()
+            .map(|r| r["duration_ns"].as_u64().unwrap())
+            .sum::<u64>() as f64
+            / 80.0;
+        let own_mean = nanos as f64 / calls as f64;
+        eprintln!(
+            "JDK {v}: field clock, mean {:.3} ms traced vs {:.3} ms measured by the workload",
+            traced_mean / 1e6,
+            own_mean / 1e6
+        );
+        // Each start is at most one period (1.5 ms) early, more when the clock thread waits
+        // for a core; the end is exact.
+        assert!(
+            traced_mean >= own_mean - 1e6 && traced_mean <= own_mean + 5e6,
+            "JDK {v}: {traced_mean} vs {own_mean}"
+        );
+        assert_restored(&err, &format!("JDK {v}"));
+    }
+}
+
 /// The tree's node named `method` among `node`'s children.
 fn child<'a>(node: &'a serde_json::Value, method: &str) -> &'a serde_json::Value {
     node["children"]
@@ -1008,14 +1076,19 @@ fn broad_patterns_skip_unlinkable_and_hidden_classes_in_one_line_each() {
 }
 
 #[test]
-fn a_long_threshold_names_the_coarse_clock_and_prints_whole_milliseconds() {
+fn a_long_threshold_names_its_clock_and_prints_whole_milliseconds() {
     agent_library();
     for jdk in jdks() {
         let v = jdk.version;
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
-            &[
+        // Without values the probes compare the field clock (advancing every 10 ms under a
+        // 100 ms threshold); with arguments they time calls with the coarse clock.
+        for (n, extra, clock) in [
+            (1, None, "field clock every 10000 µs"),
+            (2, Some("--args"), "coarse clock"),
+        ] {
+            let mut args = vec![
                 "trace",
                 &pid,
                 "workloads.Traced::round",
@@ -1025,28 +1098,32 @@ fn a_long_threshold_names_the_coarse_clock_and_prints_whole_milliseconds() {
                 "1",
                 "-d",
                 "60s",
-            ],
-            dir.path(),
-        );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, out, err) = trace.finish(Duration::from_secs(30));
-        assert_eq!(code, 0, "JDK {v}: {err}");
-        assert!(err.contains("coarse clock"), "JDK {v}: {err}");
-        assert!(!err.contains("tsc clock"), "JDK {v}: {err}");
-        let line = out
-            .lines()
-            .next()
-            .unwrap_or_else(|| panic!("JDK {v}: {out}"));
-        let duration = line.rsplit(' ').next().unwrap();
-        let ms = duration
-            .strip_suffix("ms")
-            .map(|n| n.replace(',', ""))
-            .and_then(|n| n.parse::<u64>().ok());
-        assert!(
-            ms.is_some_and(|ms| ms >= 100),
-            "JDK {v}: not whole milliseconds: {line}"
-        );
+            ];
+            args.extend(extra);
+            let mut trace = Background::start(&args, dir.path());
+            trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+            round(&jvm, dir.path(), n);
+            let (code, out, err) = trace.finish(Duration::from_secs(30));
+            assert_eq!(code, 0, "JDK {v}: {err}");
+            assert!(err.contains(clock), "JDK {v} {extra:?}: {err}");
+            assert!(!err.contains("tsc clock"), "JDK {v}: {err}");
+            let line = out
+                .lines()
+                .next()
+                .unwrap_or_else(|| panic!("JDK {v}: {out}"));
+            let duration = line
+                .split(' ')
+                .find(|word| word.ends_with("ms"))
+                .unwrap_or_else(|| panic!("JDK {v}: no duration in {line}"));
+            let ms = duration
+                .strip_suffix("ms")
+                .map(|n| n.replace(',', ""))
+                .and_then(|n| n.parse::<u64>().ok());
+            assert!(
+                ms.is_some_and(|ms| ms >= 100),
+                "JDK {v} {extra:?}: not whole milliseconds: {line}"
+            );
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use crate::trace::probes::{
 };
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
+use crate::trace::ticker;
 
 /// The engine: the session's instrumentation and its reporting thread.
 #[derive(Default)]
@@ -26,6 +27,8 @@ pub struct TraceEngine {
     output: Arc<Output>,
     classes: usize,
     calls_at_start: u64,
+    /// The clock the probes read, as the summary names it.
+    clock: String,
 }
 
 impl TraceEngine {
@@ -37,7 +40,7 @@ impl TraceEngine {
         let mut text = format!(
             "trace ({}, {}): {} classes instrumented at start, {} methods instrumented, {} {} reported, {} dropped (queue full)",
             tracing.plan.mode.name(),
-            probes::clock_name(),
+            self.clock,
             self.classes,
             registry.methods.len(),
             self.output.reported.load(std::sync::atomic::Ordering::Relaxed),
@@ -105,11 +108,22 @@ impl Engine for TraceEngine {
             tracing.uninstall();
             return Err(e);
         }
+        if let Some((fields, period)) = tracing.field_clock() {
+            if let Err(e) = ticker::start(context.vm, fields, period, settings.threshold_ns) {
+                probes::deactivate();
+                self.output.finish(Duration::from_secs(1));
+                tracing.restore();
+                tracing.uninstall();
+                return Err(e);
+            }
+        }
+        self.clock = probes::clock_name();
         let started = std::time::Instant::now();
         self.classes = match tracing.instrument_loaded() {
             Ok(n) => n,
             Err(e) => {
                 probes::deactivate();
+                ticker::stop();
                 self.output.finish(Duration::from_secs(1));
                 tracing.restore();
                 tracing.uninstall();
@@ -126,7 +140,7 @@ impl Engine for TraceEngine {
             "tracing: {} loaded classes instrumented ({methods} methods) in {} ms ({}); classes loaded from now on are instrumented as they load",
             self.classes,
             started.elapsed().as_millis(),
-            probes::clock_name()
+            self.clock
         ));
         for note in tracing.skipped().notes() {
             self.output.note(note);
@@ -152,6 +166,7 @@ impl Engine for TraceEngine {
 
     fn stop(&mut self, _context: &Context) -> Report {
         probes::deactivate();
+        ticker::stop();
         let Some(tracing) = self.tracing.take() else {
             return Report::Notes(self.summary());
         };
@@ -164,9 +179,14 @@ impl Engine for TraceEngine {
         let before = probes::calls();
         std::thread::sleep(Duration::from_millis(50));
         let after = probes::calls();
+        let field_clock = if tracing.field_clock().is_some() {
+            " (with the field clock only calls near the threshold call the agent)"
+        } else {
+            ""
+        };
         self.tracing = Some(tracing);
         let text = format!(
-            "{}\n{}\nprobe calls: {} during the session, {} in the 50 ms from 50 ms after restoring",
+            "{}\n{}\nprobe calls: {} during the session, {} in the 50 ms from 50 ms after restoring{field_clock}",
             self.summary(),
             restored.summary(),
             before.saturating_sub(self.calls_at_start),

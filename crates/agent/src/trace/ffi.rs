@@ -53,6 +53,19 @@ unsafe impl Send for Global {}
 // SAFETY: as above.
 unsafe impl Sync for Global {}
 
+/// A `static long` field of a class held by a [`Global`]: usable from any attached thread.
+#[derive(Clone, Copy)]
+pub struct StaticLong {
+    class: Global,
+    id: sys::jfieldID,
+}
+
+// SAFETY: field ids are valid on every thread while their class is loaded (the class is held
+// by a global reference).
+unsafe impl Send for StaticLong {}
+// SAFETY: as above.
+unsafe impl Sync for StaticLong {}
+
 impl Global {
     /// The reference, for JNI and JVMTI calls.
     pub fn raw(self) -> sys::jobject {
@@ -286,6 +299,30 @@ impl Jni {
         let id = unsafe { jni!(self.0, GetFieldID(class, name.as_ptr(), signature.as_ptr())) }
             .unwrap_or(ptr::null_mut());
         (!self.clear_exception() && !id.is_null()).then_some(id)
+    }
+
+    /// Static field `name` of type `long` of `class` (initialising the class).
+    pub fn static_long(self, class: Global, name: &CStr) -> Option<StaticLong> {
+        // SAFETY: valid env and class; NUL-terminated strings.
+        let id = unsafe {
+            jni!(
+                self.0,
+                GetStaticFieldID(class.raw(), name.as_ptr(), c"J".as_ptr())
+            )
+        }
+        .unwrap_or(ptr::null_mut());
+        (!self.clear_exception() && !id.is_null()).then_some(StaticLong { class, id })
+    }
+
+    /// Sets a static `long` field.
+    pub fn set_static_long(self, field: StaticLong, value: i64) {
+        // SAFETY: valid env; the id belongs to the class, which holds a long field by that id.
+        unsafe {
+            jni!(
+                self.0,
+                SetStaticLongField(field.class.raw(), field.id, value)
+            )
+        };
     }
 
     /// The value of field `id` of `object`, of JVM type `signature`: a plain read, no Java code.

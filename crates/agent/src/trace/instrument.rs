@@ -26,8 +26,9 @@ use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::trace::{Mode, Plan};
 
 use super::ffi::{self, Jni};
-use super::runtime::{self, Runtime};
+use super::runtime::{self, FieldClock, Runtime};
 use super::select::{self, Role, Selector};
+use super::ticker;
 use crate::gate::Gate;
 use crate::thread::Vm;
 
@@ -504,6 +505,7 @@ impl Tracing {
             self.note(format!("not instrumenting {dotted}: {why}"));
             return None;
         }
+
         let mut probes = Vec::new();
         for m in &cf.methods {
             let (Ok(mname), Ok(desc)) = (
@@ -536,6 +538,7 @@ impl Tracing {
         self.let_module_read_runtime(jni, redefined, loader, name);
         let plan = InjectionPlan {
             runtime_class: runtime::CLASS.into(),
+            clock: self.field_clock().map(|_| runtime::CLOCK_FIELD.to_string()),
             probes,
         };
         let result = {
@@ -561,6 +564,14 @@ impl Tracing {
                 None
             }
         }
+    }
+
+    /// The session's field clock (its fields and period), when its probes use one.
+    pub fn field_clock(&self) -> Option<(FieldClock, Duration)> {
+        if self.allocations {
+            return None;
+        }
+        self.runtime.clock.zip(ticker::period(&self.plan))
     }
 
     /// The probes for one selected method.
@@ -589,6 +600,17 @@ impl Tracing {
                 vec![MethodId, SiteId],
             ),
         ];
+        if self.field_clock().is_some() {
+            // Exit probes only: the entry reads the clock field (see `ticker`).
+            return vec![
+                probe(Point::Return, "leave", vec![Mark, MethodId]),
+                probe(
+                    Point::ExceptionExit,
+                    "leaveThrown",
+                    vec![Mark, MethodId, Thrown],
+                ),
+            ];
+        }
         match (plan.mode, role) {
             (_, Role::Host) => return call_sites.to_vec(),
             (Mode::Calltree, Role::Target) => {

@@ -6,6 +6,7 @@
 //! - `probes`: those native methods: per-thread call stacks, the threshold, and records for
 //!   the reporting thread; they never throw, block or re-enter.
 //! - `clock`: the probes' clock (the invariant TSC where there is one).
+//! - `ticker`: the field clock that traces under a threshold read without a native call.
 //! - `select`: which classes and methods a [`jtap_protocol::trace::Plan`] selects, and which
 //!   classes are never touched.
 //! - `instrument`: the session's JVMTI environment and ClassFileLoadHook, retransformation of
@@ -23,4 +24,5 @@ pub mod report;
 mod runtime;
 mod select;
 pub mod stats;
+pub mod ticker;
 mod values;

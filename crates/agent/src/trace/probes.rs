@@ -180,6 +180,20 @@ pub fn receiver() -> &'static Mutex<Receiver<Record>> {
     &queue().receiver
 }
 
+/// A record of a newer session that an older session's `jtap-trace` thread received while
+/// finishing: it leaves the record here for the newer session's thread and ends.
+static CARRIED: Mutex<Option<Record>> = Mutex::new(None);
+
+/// Leaves `record` for the next `jtap-trace` thread.
+pub fn carry(record: Record) {
+    *CARRIED.lock().unwrap_or_else(|e| e.into_inner()) = Some(record);
+}
+
+/// The record an older session's thread left, if any.
+pub fn take_carried() -> Option<Record> {
+    CARRIED.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
 /// Settings of a session, applied by [`activate`].
 pub struct Settings {
     /// What happens with calls.
@@ -218,8 +232,22 @@ pub fn coarse() -> bool {
     COARSE.load(Relaxed)
 }
 
+/// Whether the session's durations are good to a millisecond or worse (the coarse clock, or
+/// a field clock advancing every millisecond or more): they print in whole milliseconds.
+pub fn whole_milliseconds() -> bool {
+    coarse()
+        || super::ticker::running_period()
+            .is_some_and(|period| period >= std::time::Duration::from_millis(1))
+}
+
 /// The clock the session's probes read, as the summary names it.
 pub fn clock_name() -> String {
+    if let Some(period) = super::ticker::running_period() {
+        return format!(
+            "field clock every {} µs, exact at the end of calls it lets through",
+            period.as_micros()
+        );
+    }
     if coarse() {
         let resolution = super::ffi::monotonic_coarse_resolution_ns();
         format!(
@@ -550,6 +578,59 @@ pub extern "system" fn thrown(
     exception: sys::jthrowable,
 ) {
     with_state(|hot| finish(hot, env, id as u32, true, exception));
+}
+
+/// `slow(long start, int id)`: a method of a field-clock session returned at least the
+/// threshold minus one clock period after `start`, its entry's reading of the field clock
+/// (see [`super::ticker`]).
+pub extern "system" fn slow(env: *mut sys::JNIEnv, _class: sys::jclass, start: i64, id: sys::jint) {
+    with_state(|hot| {
+        finish_marked(
+            hot,
+            env,
+            id as u32,
+            start as u64,
+            false,
+            std::ptr::null_mut(),
+        )
+    });
+}
+
+/// `slowThrown(long start, int id, Throwable)`: as [`slow`], for a method ending by throwing.
+pub extern "system" fn slow_thrown(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    start: i64,
+    id: sys::jint,
+    exception: sys::jthrowable,
+) {
+    with_state(|hot| finish_marked(hot, env, id as u32, start as u64, true, exception));
+}
+
+/// A call of a field-clock session that may have lasted the threshold: timed with the exact
+/// clock at its end and reported if it did.
+#[cold]
+fn finish_marked(
+    hot: &mut Hot,
+    env: *mut sys::JNIEnv,
+    id: u32,
+    start: u64,
+    threw: bool,
+    value: sys::jobject,
+) {
+    let elapsed = ticks().saturating_sub(start);
+    if mode() != Mode::Trace
+        || !super::ticker::is_current(start)
+        || elapsed < THRESHOLD.load(Relaxed)
+    {
+        return;
+    }
+    let frame = Frame {
+        id,
+        node: u32::MAX,
+        start,
+    };
+    report_call(hot, env, id, u32::MAX, frame, elapsed, threw, value);
 }
 
 /// `root(int)`: entry of the calltree entry method.

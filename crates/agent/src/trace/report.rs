@@ -136,6 +136,7 @@ impl Reporter {
 
     fn run(&mut self) {
         let receiver = probes::receiver().lock().unwrap_or_else(|e| e.into_inner());
+        let mut carried = probes::take_carried();
         let count = self.tracing.plan.count.unwrap_or(u64::MAX);
         let interval = self.tracing.plan.interval.unwrap_or(MONITOR_INTERVAL);
         let mut count_sent = false;
@@ -156,8 +157,17 @@ impl Reporter {
             } else {
                 Duration::from_millis(20)
             };
-            match receiver.recv_timeout(wait) {
+            let next = match carried.take() {
+                Some(record) => Ok(record),
+                None => receiver.recv_timeout(wait),
+            };
+            match next {
                 Ok(record) => {
+                    if record.generation() > self.generation {
+                        // A newer session runs: every record of this one came before it.
+                        probes::carry(record);
+                        break;
+                    }
                     if record.generation() != self.generation
                         || self.output.reported.load(Ordering::Relaxed) >= count
                     {
@@ -277,7 +287,7 @@ impl Reporter {
             method,
             descriptor,
             duration_ns: c.ns(ticks),
-            coarse: probes::coarse(),
+            coarse: probes::whole_milliseconds(),
             args,
             values,
             outcome: match outcome {

@@ -27,7 +27,8 @@ pub struct Call {
     pub descriptor: String,
     /// How long it took.
     pub duration_ns: u64,
-    /// The duration comes from the coarse clock: good to a few milliseconds.
+    /// The duration is good to a millisecond or worse (the coarse clock, or a field clock
+    /// advancing every millisecond or more): shown in whole milliseconds.
     pub coarse: bool,
     /// `this` and the arguments, described (with `--args`).
     pub args: Option<String>,

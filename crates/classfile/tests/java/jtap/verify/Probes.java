@@ -10,6 +10,8 @@ import java.util.List;
  */
 public final class Probes {
     public static long calls;
+    /** The plans' clock field: advanced by every probe call. */
+    public static long clock;
     static final boolean LOG = System.getProperty("jtap.probes.log") != null;
 
     static {
@@ -39,6 +41,7 @@ public final class Probes {
 
     static void log(String kind, int method, Object a, Object b, Object c) {
         calls++;
+        clock++;
         if (LOG) {
             System.err.println("probe " + kind + " " + method + " " + show(a) + " " + show(b) + " " + show(c));
         }
@@ -47,6 +50,8 @@ public final class Probes {
     public static void entry(int method, Object self, Object[] args) { log("entry", method, self, args, null); }
     public static void exit(int method, Object value) { log("exit", method, value, null, null); }
     public static void thrown(int method, Throwable t) { log("thrown", method, t, null, null); }
+    public static void leave(long mark, int method) { log("leave", method, clock - mark, null, null); }
+    public static void leaveThrown(long mark, int method, Throwable t) { log("leaveThrown", method, clock - mark, t, null); }
     public static void beforeCall(int method, int site) { log("beforeCall", method, site, null, null); }
     public static void afterCall(int method, int site, Object value, Throwable t) { log("afterCall", method, site, value, t); }
     public static void alloc(int method, int site, Object o) { log("alloc", method, site, o, null); }
