@@ -24,7 +24,7 @@ JTAP=$PWD/target/release/jtap
 export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
 work=$(mktemp -d)
 pid=
-trap '[[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap '{ [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
     tests/java/workloads/AllocThroughput.java tests/java/workloads/OpsReport.java
 "$JAVA" -Xms512m -Xmx512m -cp "$work/classes" workloads.AllocThroughput 2 0 >"$work/ops.log" &

@@ -20,7 +20,7 @@ JTAP=$PWD/target/release/jtap
 export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
 work=$(mktemp -d)
 pid=
-trap '[[ -n "$pid" ]] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+trap '{ [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
 "$JDK/bin/javac" --release 11 -d "$work/classes" tests/java/workloads/Mixed.java \
     tests/java/workloads/Burn.java tests/java/workloads/AllocSites.java
 "$JDK/bin/java" -cp "$work/classes" workloads.Mixed >"$work/out.log" 2>&1 &

@@ -25,7 +25,7 @@ work=$(mktemp -d)
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/Throughput.java tests/java/workloads/OpsReport.java
 "$JAVA" -cp "$work/classes" workloads.Throughput 2 >"$work/ops.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 until grep -q READY "$work/ops.log"; do sleep 0.1; done
 now_ms() { date +%s%3N; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }

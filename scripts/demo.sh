@@ -12,7 +12,7 @@ mkdir -p "$out/classes"
 "$JDK/bin/javac" --release 11 -d "$out/classes" tests/java/workloads/Busy.java
 "$JDK/bin/java" -cp "$out/classes" workloads.Busy 60 >/dev/null &
 pid=$!
-trap 'kill $pid 2>/dev/null' EXIT
+trap 'kill $pid 2>/dev/null || true' EXIT
 sleep 1
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }

@@ -18,7 +18,7 @@ JTAP=$PWD/target/release/jtap
 export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
 work=$(mktemp -d)
 pid= receiver=
-trap '[[ -n "$pid" ]] && kill "$pid" 2>/dev/null; [[ -n "$receiver" ]] && kill "$receiver" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'for p in $pid $receiver; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 mkdir "$work/bodies"
 cat >"$work/receiver.py" <<'EOF'

@@ -12,7 +12,7 @@ import java.util.jar.JarFile;
  * <ul>
  *   <li>{@code calls}: calls {@link #tiny} in a loop (in another class, so that retransforming
  *       this one does not leave the loop running old code) and prints
- *       {@code NS <ns per iteration>} for every 20 M iterations, so the cost a probe adds to a
+ *       {@code NS <ns per iteration>} for every window of at least 200 ms, so the cost a probe adds to a
  *       call can be read off (after printing {@code NANOTIME <ns>}, the cost of one
  *       {@code System.nanoTime()} call, for scale);</li>
  *   <li>{@code classes <jar> <n>}: loads the first n classes of a jar (not initialised) and
@@ -60,11 +60,16 @@ public class TraceBench {
         System.out.println("NANOTIME " + (double) (System.nanoTime() - t0) / 20_000_000);
         System.out.println("READY");
         System.out.flush();
-        final int n = 20_000_000;
         while (true) {
             long start = System.nanoTime();
-            sink += Loop.window(n);
-            System.out.println("NS " + (double) (System.nanoTime() - start) / n);
+            long calls = 0;
+            long elapsed;
+            do {
+                sink += Loop.window(1_000_000);
+                calls += 1_000_000;
+                elapsed = System.nanoTime() - start;
+            } while (elapsed < 200_000_000L);
+            System.out.println("NS " + (double) elapsed / calls);
             System.out.flush();
         }
     }
