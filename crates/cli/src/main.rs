@@ -97,10 +97,13 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
-    /// Class histogram: instances and bytes per class, largest first (JVMTI heap walk in jtap's agent)
+    /// Class histogram: instances and bytes per class, largest first (the JVM's heap inspection)
     #[command(
-        after_help = "The heap walk pauses the JVM while it runs (like jcmd GC.class_histogram). \
-                            Without --live, unreachable objects not yet collected are counted too."
+        after_help = "The JVM computes the histogram (the attach operation inspectheap, as jcmd \
+                            GC.class_histogram does) and pauses while it runs. Without --live, \
+                            unreachable objects not yet collected are counted too. --walk: jtap's \
+                            agent walks the heap with JVMTI instead (a longer pause; the full GC's \
+                            and the walk's pauses reported apart)."
     )]
     Heap {
         /// Pid of the target JVM
@@ -114,6 +117,9 @@ enum Command {
         /// Print JSON instead of a table
         #[arg(long)]
         json: bool,
+        /// Walk the heap with jtap's agent (JVMTI) instead of the JVM's heap inspection
+        #[arg(long)]
+        walk: bool,
         #[command(flatten)]
         attach: AttachArgs,
     },
@@ -281,8 +287,9 @@ fn main() {
             live,
             top,
             json,
+            walk,
             attach,
-        } => commands::heap::run(pid, live, top, json, attach.timeout),
+        } => commands::heap::run(pid, live, top, json, walk, attach.timeout),
         Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Convert { args } => commands::convert::run(&args),

@@ -76,65 +76,80 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
     for jdk in jdks() {
         let mut jvm = JavaProcess::start(jdk, "workloads.HeapShapes");
         let pid = jvm.pid().to_string();
-        let ours = histogram_json(&pid, &["--live", "-n", "0"]);
         let theirs = jcmd_histogram(&jtap(["jcmd", &pid, "GC.class_histogram"]).ok());
-        assert!(
-            theirs.len() >= 10,
-            "JDK {}: jcmd histogram too short: {theirs:?}",
-            jdk.version
-        );
-        for (name, expected) in &theirs[..10] {
-            let got = instances_of(&ours, name)
-                .unwrap_or_else(|| panic!("JDK {}: {name} missing from jtap heap", jdk.version));
-            let off = (got as f64 - *expected as f64).abs() / *expected as f64;
+        // The JVM's own heap inspection (the default), then jtap's agent's JVMTI walk.
+        for walk in [false, true] {
+            let mut args = vec!["--live", "-n", "0"];
+            if walk {
+                args.push("--walk");
+            }
+            let ours = histogram_json(&pid, &args);
             assert!(
-                off <= 0.05,
-                "JDK {}: {name}: jtap {got} vs jcmd {expected} instances",
+                theirs.len() >= 10,
+                "JDK {}: jcmd histogram too short: {theirs:?}",
+                jdk.version
+            );
+            for (name, expected) in &theirs[..10] {
+                let got = instances_of(&ours, name).unwrap_or_else(|| {
+                    panic!("JDK {}: {name} missing from jtap heap", jdk.version)
+                });
+                let off = (got as f64 - *expected as f64).abs() / *expected as f64;
+                assert!(
+                    off <= 0.05,
+                    "JDK {}: {name}: jtap {got} vs jcmd {expected} instances",
+                    jdk.version
+                );
+            }
+            // The workload's own classes, by their Java names and exact counts.
+            assert_eq!(
+                instances_of(&ours, "workloads.HeapShapes$Inner"),
+                Some(20_000),
+                "JDK {}",
+                jdk.version
+            );
+            assert_eq!(
+                instances_of(&ours, "int[][]"),
+                Some(3_000),
+                "JDK {}",
+                jdk.version
+            );
+            assert!(
+                instances_of(&ours, "java.lang.String[]").unwrap_or(0) >= 5_000,
+                "JDK {}",
+                jdk.version
+            );
+            // The agent tells the GC's pause from the walk's; the JVM's inspection is one pause.
+            assert_eq!(
+                ours["gc_ms"].as_f64().is_some(),
+                walk,
+                "JDK {}: {ours}",
+                jdk.version
+            );
+            assert!(
+                ours["walk_ms"].as_f64().is_some(),
+                "JDK {}: {ours}",
+                jdk.version
+            );
+            let classes = ours["classes"].as_array().unwrap();
+            assert!(
+                classes
+                    .windows(2)
+                    .all(|w| w[0]["bytes"].as_u64() >= w[1]["bytes"].as_u64()),
+                "JDK {}: not sorted by bytes",
+                jdk.version
+            );
+            let total: u64 = classes.iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
+            assert_eq!(
+                ours["total_bytes"].as_u64(),
+                Some(total),
+                "JDK {}: -n 0 shows every class",
                 jdk.version
             );
         }
-        // The workload's own classes, by their Java names and exact counts.
-        assert_eq!(
-            instances_of(&ours, "workloads.HeapShapes$Inner"),
-            Some(20_000),
-            "JDK {}",
-            jdk.version
-        );
-        assert_eq!(
-            instances_of(&ours, "int[][]"),
-            Some(3_000),
-            "JDK {}",
-            jdk.version
-        );
-        assert!(
-            instances_of(&ours, "java.lang.String[]").unwrap_or(0) >= 5_000,
-            "JDK {}",
-            jdk.version
-        );
-        assert!(
-            ours["gc_ms"].as_f64().is_some() && ours["walk_ms"].as_f64().is_some(),
-            "JDK {}: {ours}",
-            jdk.version
-        );
-        let classes = ours["classes"].as_array().unwrap();
-        assert!(
-            classes
-                .windows(2)
-                .all(|w| w[0]["bytes"].as_u64() >= w[1]["bytes"].as_u64()),
-            "JDK {}: not sorted by bytes",
-            jdk.version
-        );
-        let total: u64 = classes.iter().map(|c| c["bytes"].as_u64().unwrap()).sum();
-        assert_eq!(
-            ours["total_bytes"].as_u64(),
-            Some(total),
-            "JDK {}: -n 0 shows every class",
-            jdk.version
-        );
 
         // A second histogram (no GC first) sees the same retained objects: the first one's
         // tags are gone and its capability was given back.
-        let again = histogram_json(&pid, &[]);
+        let again = histogram_json(&pid, &["--walk"]);
         assert_eq!(
             again["classes"].as_array().map(Vec::len),
             Some(30),
@@ -147,7 +162,7 @@ fn live_histogram_agrees_with_jcmd_and_names_classes_the_java_way() {
             "JDK {}: no GC without --live",
             jdk.version
         );
-        let all = histogram_json(&pid, &["-n", "0"]);
+        let all = histogram_json(&pid, &["-n", "0", "--walk"]);
         assert_eq!(
             instances_of(&all, "workloads.HeapShapes$Inner"),
             Some(20_000),
