@@ -263,7 +263,9 @@ fn code_around(pc: usize) -> [u8; 24] {
 ///   or, without bang:
 /// sub rsp, n              48 81 ec i32      <- at: [sp]
 /// mov [rsp+n-8], rbp      48 89 6c 24 d8    <- at: [sp + n]
-/// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n + 8] (JDK 21+ entry barrier after sub)
+/// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n] (JDK 21+ entry barrier after the mov)
+///   with a bang, the barrier follows `sub rsp, n`:
+/// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n + 8]
 /// …
 /// add rsp, n              48 83 c4 i8 | 48 81 c4 i32
 /// pop rbp                 5d                <- at: [sp + 8] (after add rsp)
@@ -313,8 +315,12 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
     {
         return Some(8);
     }
-    // JDK 21+ nmethod entry barrier right after `push rbp; sub rsp, n`.
+    // JDK 21+ nmethod entry barrier right after `push rbp; sub rsp, n`, or after `sub rsp, n;
+    // mov [rsp + n - 8], rbp` (C2 frames without a bang).
     if at.starts_with(&[0x41, 0x81, 0x7f]) {
+        if before_is(5, &[0x48, 0x89, 0x6c, 0x24]) {
+            return Some(usize::from(before[7]) + 8);
+        }
         if before_is(5, &[0x55, 0x48, 0x83, 0xec]) {
             return Some(usize::from(before[7]) + 8);
         }
@@ -417,6 +423,12 @@ mod tests {
             0x8b, 0xc2,
         ];
         assert_eq!(slots(&small, &[2, 9, 14]), [Some(0), Some(0x18), None]);
+        // JDK 21: sub rsp, 0x18; mov [rsp+0x10], rbp; cmp [r15+0x20], 1; lea eax, [rdx+4]
+        let barrier = [
+            0x48, 0x81, 0xec, 0x18, 0x00, 0x00, 0x00, 0x48, 0x89, 0x6c, 0x24, 0x10, 0x41, 0x81,
+            0x7f, 0x20, 0x01, 0x00, 0x00, 0x00, 0x8d, 0x42, 0x04,
+        ];
+        assert_eq!(slots(&barrier, &[12, 20]), [Some(0x18), None]);
         // JDK 11: pop rbp; mov r10, [r15+0x108]; test [r10], eax; ret
         let jdk11 = [
             0x5d, 0x4d, 0x8b, 0x97, 0x08, 0x01, 0x00, 0x00, 0x41, 0x85, 0x02, 0xc3,
