@@ -16,7 +16,7 @@
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
-//!          | "args" | "values" | "return" | "exceptions" | "stack" | "to-string"
+//!          | "args" | "values" | "return" | "exceptions" | "stack" | "to-string" | "exact"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -289,6 +289,10 @@ pub struct Plan {
     /// Describe application objects by calling their `toString()` (runs application code;
     /// by default they are shown as `Class@hash{fields}`).
     pub to_string: bool,
+    /// Time every call from its exact start, as a slow-call profile needs to match samples to
+    /// calls (without it, a threshold of 1 ms or more leaves the start to the field clock,
+    /// up to one of its periods early).
+    pub exact: bool,
 }
 
 impl Plan {
@@ -334,6 +338,7 @@ impl Plan {
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
                 "to-string" => plan.to_string = true,
+                "exact" => plan.exact = true,
                 _ => return Err(format!("unknown trace plan item {token:?}")),
             }
         }
@@ -373,6 +378,7 @@ impl fmt::Display for Plan {
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
             (self.to_string, "to-string"),
+            (self.exact, "exact"),
         ] {
             if on {
                 tokens.push(word.into());
@@ -458,6 +464,7 @@ mod tests {
             exceptions: false,
             stack: true,
             to_string: true,
+            exact: true,
         };
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         assert!(Plan::parse("p:a.B").unwrap_err().contains("no mode"));

@@ -20,6 +20,10 @@ use crate::trace::report::{self, Output};
 use crate::trace::stats;
 use crate::trace::ticker;
 
+/// How long a stopping session waits for its `jtap-trace` thread to send the calls still
+/// queued; what is left then is not sent, so that the next session's calls are not held up.
+const FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 /// The engine: the session's instrumentation and its reporting thread.
 #[derive(Default)]
 pub struct TraceEngine {
@@ -51,6 +55,12 @@ impl TraceEngine {
             },
             probes::dropped()
         );
+        if self.output.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+            text.push_str(&format!(
+                "; calls still queued {} s after the end were not sent",
+                FLUSH_WAIT.as_secs()
+            ));
+        }
         for note in tracing.skipped().notes() {
             text.push_str("; ");
             text.push_str(&note);
@@ -170,7 +180,7 @@ impl Engine for TraceEngine {
         let Some(tracing) = self.tracing.take() else {
             return Report::Notes(self.summary());
         };
-        self.output.finish(Duration::from_secs(2));
+        self.output.finish(FLUSH_WAIT);
         let restored = tracing.restore();
         tracing.uninstall();
         // Calls that entered instrumented code before the restore still end in a probe; no

@@ -35,6 +35,9 @@ pub struct Output {
     early: Mutex<Vec<Frame>>,
     stop: AtomicBool,
     finished: AtomicBool,
+    /// The thread did not flush in time: it ends without rendering what is still queued
+    /// (the next session's thread skips those records).
+    pub abandoned: AtomicBool,
     /// Records reported so far.
     pub reported: AtomicU64,
     /// `-n` records went out: the session is done.
@@ -78,11 +81,16 @@ impl Output {
         }
     }
 
-    /// Asks the thread to flush what is queued and end; waits up to `wait` for it.
+    /// Asks the thread to flush what is queued and end; waits up to `wait` for it, then
+    /// tells it to end at once.
     pub fn finish(&self, wait: Duration) {
         self.stop.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + wait;
-        while !self.finished.load(Ordering::SeqCst) && Instant::now() < deadline {
+        while !self.finished.load(Ordering::SeqCst) {
+            if Instant::now() >= deadline {
+                self.abandoned.store(true, Ordering::SeqCst);
+                return;
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
@@ -140,7 +148,7 @@ impl Reporter {
         let count = self.tracing.plan.count.unwrap_or(u64::MAX);
         let interval = self.tracing.plan.interval.unwrap_or(MONITOR_INTERVAL);
         let mut count_sent = false;
-        loop {
+        while !self.output.abandoned.load(Ordering::SeqCst) {
             for note in self.tracing.take_notes() {
                 self.output.note(note);
             }

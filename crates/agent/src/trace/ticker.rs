@@ -41,9 +41,10 @@ static FIELDS: Mutex<()> = Mutex::new(());
 
 /// The field clock's period for a session, or None when its probes need the native ones:
 /// trace mode under a threshold of at least [`MIN_THRESHOLD`], capturing neither arguments nor
-/// return values (the field clock's probes pass no values but the exception).
+/// return values (the field clock's probes pass no values but the exception), with no need
+/// for exact starts.
 pub fn period(plan: &Plan) -> Option<Duration> {
-    if plan.mode != Mode::Trace || plan.args || plan.values || plan.returns {
+    if plan.mode != Mode::Trace || plan.args || plan.values || plan.returns || plan.exact {
         return None;
     }
     let threshold = plan.threshold.filter(|t| *t >= MIN_THRESHOLD)?;

@@ -235,6 +235,8 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         stack: args.stack,
         depth: args.depth,
         to_string: args.to_string,
+        // A slow-call profile keeps the samples between each call's start and end.
+        exact: args.profile.is_some(),
         ..Plan::default()
     };
     let slow = match (args.profile, args.output.writes_nothing()) {
