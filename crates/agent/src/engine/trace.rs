@@ -55,7 +55,11 @@ impl TraceEngine {
             },
             probes::dropped()
         );
-        if self.output.abandoned.load(std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .output
+            .abandoned
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
             text.push_str(&format!(
                 "; calls still queued {} s after the end were not sent",
                 FLUSH_WAIT.as_secs()
