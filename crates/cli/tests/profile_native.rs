@@ -161,6 +161,94 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
     }
 }
 
+/// Samples whose stack goes from the JNI method `Deflater.deflateBytes*` through its C
+/// function in libzip into zlib's `deflate` (in `libz`, or in libzip where Temurin links zlib
+/// in), i.e. native frames with all their callers.
+fn deflate_with_callers(stacks: &[(Vec<String>, u64)]) -> u64 {
+    stacks
+        .iter()
+        .filter(|(frames, _)| {
+            frames.windows(3).any(|w| {
+                w[0].starts_with("java.util.zip.Deflater.deflateBytes")
+                    && w[1].starts_with("libzip.so!Java_java_util_zip_Deflater_deflateBytes")
+                    && w[2].starts_with("lib")
+                    && w[2].ends_with("!deflate")
+            })
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[test]
+fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.NativeWork");
+        let pid = jvm.pid().to_string();
+        std::thread::sleep(Duration::from_millis(500));
+        let profile = |cstack: &str| {
+            let out = dir
+                .path()
+                .join(format!("{}-{cstack}.collapsed", jdk.version));
+            let mut args = vec![
+                "profile",
+                &pid,
+                "-d",
+                "3s",
+                "-i",
+                "5ms",
+                "-o",
+                out.to_str().unwrap(),
+            ];
+            if cstack != "default" {
+                args.extend(["--cstack", cstack]);
+            }
+            jtap(args).ok();
+            collapsed_file(&out)
+        };
+        // DWARF is the default.
+        let stacks = profile("default");
+        let under_deflater = deflate_into_native(&stacks);
+        let complete = deflate_with_callers(&stacks);
+        eprintln!(
+            "JDK {}: {under_deflater} samples in native code under Deflater, {complete} with the JNI function and deflate",
+            jdk.version
+        );
+        let example = stacks
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(s, _)| s.join(";"))
+            .unwrap_or_default();
+        assert!(
+            complete >= 20 && complete * 10 >= under_deflater * 9,
+            "JDK {}: {complete} of {under_deflater} zlib samples keep their callers; heaviest stack: {example}",
+            jdk.version
+        );
+        // With frame pointers only, Debian's zlib (built without them) hides its callers; a
+        // zlib with frame pointers (Temurin's, inside libzip) keeps them either way.
+        let stacks = profile("fp");
+        eprintln!(
+            "JDK {} --cstack fp: {} samples in native code under Deflater, {} with the JNI function and deflate",
+            jdk.version,
+            deflate_into_native(&stacks),
+            deflate_with_callers(&stacks)
+        );
+        let stacks = profile("no");
+        let native: Vec<&String> = stacks
+            .iter()
+            .flat_map(|(f, _)| f)
+            .filter(|f| f.contains(".so"))
+            .collect();
+        assert!(
+            native.is_empty() && !stacks.is_empty(),
+            "JDK {}: native frames with --cstack no: {native:?}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+    }
+}
+
 /// The last "finished N" count `workloads.NativeThreads` printed.
 fn native_threads_finished(jvm: &JavaProcess) -> u64 {
     jvm.stdout

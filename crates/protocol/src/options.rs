@@ -147,6 +147,38 @@ impl fmt::Display for Event {
     }
 }
 
+/// How the `cpu` engine walks native frames (`cstack=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NativeStacks {
+    /// With each library's DWARF call-frame information (`.eh_frame`), from a copy of the
+    /// thread's stack the kernel takes with the sample; along frame pointers where that
+    /// finds fewer frames.
+    #[default]
+    Dwarf,
+    /// Along frame pointers only (the kernel's walk).
+    FramePointers,
+    /// None: Java and kernel frames only.
+    No,
+}
+
+impl NativeStacks {
+    /// Every choice, in the order help lists them.
+    pub const ALL: [NativeStacks; 3] = [
+        NativeStacks::Dwarf,
+        NativeStacks::FramePointers,
+        NativeStacks::No,
+    ];
+
+    /// The choice's word in option strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            NativeStacks::Dwarf => "dwarf",
+            NativeStacks::FramePointers => "fp",
+            NativeStacks::No => "no",
+        }
+    }
+}
+
 /// A parsed option string. [`Options::parse`] and [`Display`](fmt::Display) are inverses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Options {
@@ -180,6 +212,8 @@ pub struct Options {
     pub detach: bool,
     /// `event=cpu`: sample user-mode CPU time only; stacks have no kernel frames.
     pub alluser: bool,
+    /// `event=cpu`: how native frames are walked (default DWARF).
+    pub cstack: Option<NativeStacks>,
     /// Engines: keep each sample's time and thread (the event log JFR and timelines need).
     pub timeline: bool,
     /// Sampling engines: keep only stacks with a frame matching this regular expression.
@@ -357,6 +391,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
     Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
+    Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "cpu: native frames by DWARF unwinding of a copy of the stack (default), frame pointers only, or none" },
     Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
     Key { name: "exact", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc: record every allocation instead of sampling (exact counts; slow)" },
@@ -634,6 +669,13 @@ impl Options {
                 let plan = crate::trace::Plan::parse(value).map_err(|e| bad(name, value, &e))?;
                 put(&mut self.trace, plan)
             }
+            "cstack" => {
+                let choice = NativeStacks::ALL
+                    .into_iter()
+                    .find(|c| c.name() == value)
+                    .ok_or_else(|| bad(name, value, "dwarf, fp or no"))?;
+                put(&mut self.cstack, choice)
+            }
             "include" => put(&mut self.include, pattern(name, value)?),
             "exclude" => put(&mut self.exclude, pattern(name, value)?),
             "jstackdepth" => {
@@ -722,6 +764,9 @@ impl fmt::Display for Options {
         }
         if self.alluser {
             items.push("alluser".into());
+        }
+        if let Some(cstack) = self.cstack {
+            items.push(format!("cstack={}", cstack.name()));
         }
         if self.timeline {
             items.push("timeline".into());
@@ -1192,6 +1237,7 @@ mod tests {
                     allthreads: alluser && has(Event::Wall, wall.is_some()),
                     detach: detach && starts,
                     alluser: alluser && starts,
+                    cstack: (alluser && sampled).then_some(NativeStacks::FramePointers),
                     timeline: detach && sampled,
                     rotate: None,
                     keep: None,

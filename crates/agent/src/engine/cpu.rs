@@ -10,7 +10,12 @@
 //! [`crate::sampling::perf`]). With `alluser` the counters count user-mode CPU time only
 //! (`exclude_kernel`, as async-profiler's `--all-user`), so no sample has kernel frames;
 //! that also works where `perf_event_paranoid` 2 forbids unprivileged users to sample the
-//! kernel.
+//! kernel. `cstack=` chooses how native frames are walked: `dwarf` (the default) also has
+//! the kernel copy the user registers and the top of the stack with each sample, for the
+//! processing thread to unwind with the libraries' call-frame information (see
+//! [`crate::sampling::perf`]); `fp` keeps the kernel's frame-pointer walk alone; `no` asks
+//! for no call chain (Java frames only). Where a thread's larger DWARF ring cannot be mapped
+//! (the locked-memory limit), that thread falls back to `fp`.
 //!
 //! Where `perf_event_open` fails (a container's seccomp profile, `perf_event_paranoid` 3),
 //! the engine falls back to `ctimer`, then to `itimer`, and the profile's metadata names
@@ -22,7 +27,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use jtap_jvmti::Capabilities;
-use jtap_protocol::Options;
+use jtap_protocol::{NativeStacks, Options};
 use perf_event_open_sys as perf;
 
 use super::ctimer::CtimerEngine;
@@ -55,34 +60,53 @@ pub struct CpuEngine {
     fallback: Option<Box<dyn Engine>>,
 }
 
-/// One perf_event counter per thread, with the ring its call chains go to (none where it
-/// could not be mapped).
+/// One perf_event counter per thread, with the ring its call chains (and stack copies) go
+/// to (none where it could not be mapped).
 struct PerfCounters {
     period: Duration,
     user_only: bool,
+    native: NativeStacks,
     fds: HashMap<i32, (RawFd, Option<Ring>)>,
     /// Threads whose ring could not be mapped (logged once).
     ringless: u64,
+    /// Threads that fell back from `dwarf` to `fp` (logged once).
+    without_stacks: u64,
 }
 
 impl PerfCounters {
-    fn new(period: Duration, user_only: bool) -> PerfCounters {
+    fn new(period: Duration, user_only: bool, native: NativeStacks) -> PerfCounters {
         PerfCounters {
             period,
             user_only,
+            native,
             fds: HashMap::new(),
             ringless: 0,
+            without_stacks: 0,
         }
     }
 
-    fn open(&self, tid: i32) -> io::Result<RawFd> {
+    fn open(&self, tid: i32, native: NativeStacks) -> io::Result<RawFd> {
+        use perf::bindings::{
+            PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER,
+        };
+        let sample_type = match native {
+            NativeStacks::Dwarf => {
+                PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER
+            }
+            NativeStacks::FramePointers => PERF_SAMPLE_CALLCHAIN,
+            NativeStacks::No => 0,
+        };
         let mut attr = perf::bindings::perf_event_attr {
             type_: perf::bindings::PERF_TYPE_SOFTWARE,
             size: std::mem::size_of::<perf::bindings::perf_event_attr>() as u32,
             config: u64::from(perf::bindings::PERF_COUNT_SW_CPU_CLOCK),
-            sample_type: u64::from(perf::bindings::PERF_SAMPLE_CALLCHAIN),
+            sample_type: u64::from(sample_type),
             ..Default::default()
         };
+        if native == NativeStacks::Dwarf {
+            attr.sample_regs_user = perf_fds::USER_REGS;
+            attr.sample_stack_user = perf_fds::STACK_BYTES as u32;
+        }
         attr.__bindgen_anon_1.sample_period = (self.period.as_nanos() as u64).max(1);
         attr.__bindgen_anon_2.wakeup_events = 1;
         attr.set_disabled(1);
@@ -104,6 +128,42 @@ impl PerfCounters {
             return Err(io::Error::last_os_error());
         }
         Ok(fd)
+    }
+
+    /// Opens the counter of thread `tid` and maps its ring, falling back from `dwarf` to `fp`
+    /// where the larger ring cannot be mapped.
+    fn open_with_ring(&mut self, tid: i32) -> io::Result<(RawFd, Option<Ring>)> {
+        let fd = self.open(tid, self.native)?;
+        if self.native == NativeStacks::No {
+            return Ok((fd, None));
+        }
+        let with_stack = self.native == NativeStacks::Dwarf;
+        let e = match Ring::map(fd, with_stack) {
+            Ok(ring) => return Ok((fd, Some(ring))),
+            Err(e) => e,
+        };
+        let fd = if with_stack {
+            if self.without_stacks == 0 {
+                log!("cpu: no stack-copy ring for thread {tid} ({e}); its native frames come from frame pointers");
+            }
+            self.without_stacks += 1;
+            // SAFETY: our own descriptor, not yet registered anywhere.
+            unsafe { libc::close(fd) };
+            let fd = self.open(tid, NativeStacks::FramePointers)?;
+            match Ring::map(fd, false) {
+                Ok(ring) => return Ok((fd, Some(ring))),
+                Err(_) => fd,
+            }
+        } else {
+            fd
+        };
+        if self.ringless == 0 {
+            log!(
+                "cpu: no call-chain ring for thread {tid} ({e}); its samples have Java frames only"
+            );
+        }
+        self.ringless += 1;
+        Ok((fd, None))
     }
 
     /// Routes the descriptor's overflow signal to thread `tid` and starts the counter.
@@ -129,8 +189,8 @@ impl PerfCounters {
 
     /// Checks that counters work here (on the calling thread).
     fn probe(period: Duration, user_only: bool) -> io::Result<()> {
-        let counters = PerfCounters::new(period, user_only);
-        let fd = counters.open(threads::current_tid())?;
+        let counters = PerfCounters::new(period, user_only, NativeStacks::FramePointers);
+        let fd = counters.open(threads::current_tid(), NativeStacks::FramePointers)?;
         // SAFETY: closing the descriptor we just opened.
         unsafe { libc::close(fd) };
         Ok(())
@@ -139,17 +199,7 @@ impl PerfCounters {
 
 impl ThreadTimer for PerfCounters {
     fn arm(&mut self, tid: i32) -> io::Result<()> {
-        let fd = self.open(tid)?;
-        let ring = match Ring::map(fd) {
-            Ok(ring) => Some(ring),
-            Err(e) => {
-                if self.ringless == 0 {
-                    log!("cpu: no call-chain ring for thread {tid} ({e}); its samples have Java frames only");
-                }
-                self.ringless += 1;
-                None
-            }
-        };
+        let (fd, ring) = self.open_with_ring(tid)?;
         if !perf_fds::register(fd, ring.as_ref()) {
             drop(ring);
             // SAFETY: our own descriptor.
@@ -208,7 +258,11 @@ impl Engine for CpuEngine {
         }
         let settings = Settings::from_options(options, "cpu", "cpu", period, Source::PerfEvent)?;
         let sampler = Sampler::start(context.env, context.vm, settings)?;
-        match threads::arm_all(Box::new(PerfCounters::new(period, options.alluser))) {
+        match threads::arm_all(Box::new(PerfCounters::new(
+            period,
+            options.alluser,
+            options.cstack.unwrap_or_default(),
+        ))) {
             Ok(armed) => log!("cpu: perf_event counters on {armed} threads"),
             Err(e) => {
                 sampler.stop();

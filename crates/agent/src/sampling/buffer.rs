@@ -8,7 +8,8 @@
 //! Samples are summed into a profile, so their order does not matter.
 //!
 //! Besides `AsyncGetCallTrace`'s Java frames, a slot has room for a perf_event call chain
-//! (native and kernel return addresses, see [`super::perf`]) when the engine provides one.
+//! (native and kernel return addresses, see [`super::perf`]) when the engine provides one,
+//! and for a copy of the top of the user stack when it unwinds native frames with DWARF.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -49,6 +50,10 @@ pub struct SampleHeader {
     pub recovered: u8,
     /// For a recovered sample, the return address the walk started from (0 otherwise).
     pub caller_pc: u64,
+    /// User registers bp, sp, ip when the sample carries a stack copy.
+    pub user_regs: [u64; 3],
+    /// Bytes of the user stack copied next to the frames (0: none).
+    pub stack: u16,
 }
 
 struct Slot {
@@ -63,6 +68,8 @@ pub struct SampleBuffer {
     depth: usize,
     chains: Box<[UnsafeCell<u64>]>,
     chain_depth: usize,
+    stacks: Box<[UnsafeCell<u8>]>,
+    stack_bytes: usize,
     next: AtomicU64,
     dropped: AtomicU64,
 }
@@ -81,9 +88,10 @@ pub struct Claim<'a> {
 }
 
 impl SampleBuffer {
-    /// A buffer of `slots` samples of up to `depth` frames and `chain_depth` call-chain
-    /// entries each (memory is committed by the kernel only where samples get written).
-    pub fn new(slots: usize, depth: usize, chain_depth: usize) -> SampleBuffer {
+    /// A buffer of `slots` samples of up to `depth` frames, `chain_depth` call-chain entries
+    /// and `stack_bytes` bytes of user stack each (memory is committed by the kernel only
+    /// where samples get written).
+    pub fn new(slots: usize, depth: usize, chain_depth: usize, stack_bytes: usize) -> SampleBuffer {
         // Zeroed memory comes straight from the kernel, untouched until samples land there.
         let frames = Box::<[UnsafeCell<CallFrame>]>::new_zeroed_slice(depth * slots);
         // SAFETY: all-zero bytes are a valid CallFrame (bci 0, null method).
@@ -91,6 +99,9 @@ impl SampleBuffer {
         let chains = Box::<[UnsafeCell<u64>]>::new_zeroed_slice(chain_depth * slots);
         // SAFETY: all-zero bytes are a valid u64.
         let chains = unsafe { chains.assume_init() };
+        let stacks = Box::<[UnsafeCell<u8>]>::new_zeroed_slice(stack_bytes * slots);
+        // SAFETY: all-zero bytes are valid u8s.
+        let stacks = unsafe { stacks.assume_init() };
         let slots = (0..slots)
             .map(|_| Slot {
                 state: AtomicU32::new(FREE),
@@ -103,6 +114,8 @@ impl SampleBuffer {
             depth,
             chains,
             chain_depth,
+            stacks,
+            stack_bytes,
             next: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         }
@@ -139,11 +152,13 @@ impl SampleBuffer {
     }
 
     /// Hands every ready sample to `sink` (header, its frames top first, its call chain leaf
-    /// first) and frees its slot. Returns how many there were. Called by one thread at a time.
-    pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame], &[u64])) -> usize {
+    /// first, its user stack copy) and frees its slot. Returns how many there were. Called by
+    /// one thread at a time.
+    pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame], &[u64], &[u8])) -> usize {
         let mut count = 0;
         let mut frames = Vec::with_capacity(self.depth);
         let mut chain = Vec::with_capacity(self.chain_depth);
+        let mut stack = Vec::with_capacity(self.stack_bytes);
         for (index, slot) in self.slots.iter().enumerate() {
             if slot.state.load(Ordering::Acquire) != READY {
                 continue;
@@ -166,8 +181,16 @@ impl SampleBuffer {
                     .iter()
                     .map(|cell| unsafe { *cell.get() }),
             );
+            let stacked = usize::from(header.stack).min(self.stack_bytes);
+            stack.clear();
+            // SAFETY: as above, for the slot's stack copy.
+            stack.extend(
+                self.slot_stack(index)[..stacked]
+                    .iter()
+                    .map(|cell| unsafe { *cell.get() }),
+            );
             slot.state.store(FREE, Ordering::Release);
-            sink(&header, &frames, &chain);
+            sink(&header, &frames, &chain, &stack);
             count += 1;
         }
         count
@@ -180,6 +203,10 @@ impl SampleBuffer {
     fn slot_chain(&self, index: usize) -> &[UnsafeCell<u64>] {
         &self.chains[index * self.chain_depth..(index + 1) * self.chain_depth]
     }
+
+    fn slot_stack(&self, index: usize) -> &[UnsafeCell<u8>] {
+        &self.stacks[index * self.stack_bytes..(index + 1) * self.stack_bytes]
+    }
 }
 
 impl Claim<'_> {
@@ -190,13 +217,20 @@ impl Claim<'_> {
         self.buffer.slot_frames(self.index).as_ptr() as *mut CallFrame
     }
 
-    /// Where the slot's call chain goes: room for the buffer's `chain_depth` entries,
-    /// owned by this claim until commit.
-    pub fn chain(&mut self) -> &mut [u64] {
-        let cells = self.buffer.slot_chain(self.index);
-        // SAFETY: UnsafeCell<u64> has the layout of u64; the claim owns these cells (WRITING)
-        // until commit, and `&mut self` keeps this the only view of them.
-        unsafe { std::slice::from_raw_parts_mut(cells.as_ptr() as *mut u64, cells.len()) }
+    /// Where the slot's call chain and user stack copy go: room for the buffer's
+    /// `chain_depth` entries and `stack_bytes` bytes, owned by this claim until commit.
+    pub fn chain_and_stack(&mut self) -> (&mut [u64], &mut [u8]) {
+        let chain = self.buffer.slot_chain(self.index);
+        let stack = self.buffer.slot_stack(self.index);
+        // SAFETY: UnsafeCell<T> has the layout of T; the claim owns these cells (WRITING)
+        // until commit, the two areas are disjoint, and `&mut self` keeps these the only
+        // views of them.
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(chain.as_ptr() as *mut u64, chain.len()),
+                std::slice::from_raw_parts_mut(stack.as_ptr() as *mut u8, stack.len()),
+            )
+        }
     }
 
     /// Publishes the sample. Async-signal-safe.
@@ -215,7 +249,7 @@ mod tests {
 
     #[test]
     fn samples_round_trip_and_a_full_buffer_drops() {
-        let buffer = SampleBuffer::new(4, 3, 2);
+        let buffer = SampleBuffer::new(4, 3, 2, 16);
         for tid in 1..=6 {
             match buffer.claim() {
                 Some(mut claim) => {
@@ -226,8 +260,10 @@ mod tests {
                             method: std::ptr::null_mut(),
                         }
                     };
-                    assert_eq!(claim.chain().len(), 2);
-                    claim.chain()[0] = tid as u64 * 100;
+                    let (chain, stack) = claim.chain_and_stack();
+                    assert_eq!((chain.len(), stack.len()), (2, 16));
+                    chain[0] = tid as u64 * 100;
+                    stack[..2].copy_from_slice(&[tid as u8, 7]);
                     claim.commit(SampleHeader {
                         tid,
                         time_ns: 1,
@@ -239,6 +275,8 @@ mod tests {
                         pc: 0,
                         recovered: 0,
                         caller_pc: 0,
+                        user_regs: [0; 3],
+                        stack: 2,
                     });
                 }
                 None => assert!(tid > 4),
@@ -247,26 +285,26 @@ mod tests {
         assert_eq!(buffer.dropped(), 2);
         let mut seen = Vec::new();
         assert_eq!(
-            buffer.drain(|h, f, c| seen.push((h.tid, f[0].bci, c.to_vec()))),
+            buffer.drain(|h, f, c, s| seen.push((h.tid, f[0].bci, c.to_vec(), s.to_vec()))),
             4
         );
         seen.sort();
         assert_eq!(
             seen,
             [
-                (1, 1, vec![100]),
-                (2, 2, vec![200]),
-                (3, 3, vec![300]),
-                (4, 4, vec![400])
+                (1, 1, vec![100], vec![1, 7]),
+                (2, 2, vec![200], vec![2, 7]),
+                (3, 3, vec![300], vec![3, 7]),
+                (4, 4, vec![400], vec![4, 7])
             ]
         );
-        assert_eq!(buffer.drain(|_, _, _| panic!("drained twice")), 0);
+        assert_eq!(buffer.drain(|_, _, _, _| panic!("drained twice")), 0);
         assert!(buffer.claim().is_some(), "slots are free again");
     }
 
     #[test]
     fn concurrent_writers_lose_nothing_but_counted_drops() {
-        let buffer = Arc::new(SampleBuffer::new(64, 2, 0));
+        let buffer = Arc::new(SampleBuffer::new(64, 2, 0, 0));
         let writers: Vec<_> = (0..4)
             .map(|t| {
                 let buffer = buffer.clone();
@@ -284,6 +322,7 @@ mod tests {
                                 pc: 0,
                                 recovered: 0,
                                 caller_pc: 0,
+                                ..SampleHeader::default()
                             });
                         }
                     }
@@ -292,11 +331,11 @@ mod tests {
             .collect();
         let mut drained = 0u64;
         while writers.iter().any(|w| !w.is_finished()) {
-            drained += buffer
-                .drain(|h, f, c| assert!(h.num_frames == -2 && f.is_empty() && c.is_empty()))
-                as u64;
+            drained += buffer.drain(|h, f, c, s| {
+                assert!(h.num_frames == -2 && f.is_empty() && c.is_empty() && s.is_empty())
+            }) as u64;
         }
-        drained += buffer.drain(|_, _, _| {}) as u64;
+        drained += buffer.drain(|_, _, _, _| {}) as u64;
         assert_eq!(drained + buffer.dropped(), 40_000);
     }
 }

@@ -8,6 +8,8 @@
 //!   kernel writes each sample's call chain into, read by the handler.
 //! - `native`: native and kernel frames from those call chains, symbolised by the
 //!   processing thread.
+//! - `unwind`: DWARF unwinding of the user stack copies perf_events takes with `cstack=dwarf`,
+//!   into such call chains.
 //! - `methods`: jmethodIDs for every loaded class (at start and on ClassPrepare), and their
 //!   resolution to `pkg.Class.method:line`.
 //! - `code`: the code map (the interpreter, installed nmethods and what they inlined, from
@@ -44,6 +46,7 @@ pub mod perf;
 mod recover;
 pub mod signal;
 pub mod threads;
+mod unwind;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -52,6 +55,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_protocol::NativeStacks;
 use regex::Regex;
 
 use self::buffer::{SampleBuffer, SampleHeader};
@@ -98,13 +102,15 @@ pub struct Settings {
     pub depth: usize,
     /// Leave kernel frames out (`alluser`).
     pub user_only: bool,
+    /// How the `cpu` engine walks native frames (`cstack`).
+    pub native: NativeStacks,
     /// Keep the event log: each sample's time and thread (`timeline`).
     pub timeline: bool,
 }
 
 impl Settings {
     /// Settings from the `start` options: `threads`, `include`, `exclude`, `jstackdepth`,
-    /// `alluser`.
+    /// `alluser`, `cstack`.
     pub fn from_options(
         options: &jtap_protocol::Options,
         event: &'static str,
@@ -129,6 +135,7 @@ impl Settings {
             exclude: pattern(&options.exclude, "exclude")?,
             depth: options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
             user_only: options.alluser,
+            native: options.cstack.unwrap_or_default(),
             timeline: options.keeps_timeline(),
         })
     }
@@ -216,16 +223,16 @@ impl Sampler {
             }
         };
         let target = Arc::new(Target {
-            // Only perf_event counters deliver call chains.
-            buffer: SampleBuffer::new(
-                SLOTS,
-                settings.depth,
-                if settings.source == Source::PerfEvent {
-                    perf::MAX_CHAIN
-                } else {
-                    0
-                },
-            ),
+            // Only perf_event counters deliver call chains and stack copies.
+            buffer: match (settings.source, settings.native) {
+                (Source::PerfEvent, NativeStacks::Dwarf) => {
+                    SampleBuffer::new(SLOTS, settings.depth, perf::MAX_CHAIN, perf::STACK_BYTES)
+                }
+                (Source::PerfEvent, NativeStacks::FramePointers) => {
+                    SampleBuffer::new(SLOTS, settings.depth, perf::MAX_CHAIN, 0)
+                }
+                _ => SampleBuffer::new(SLOTS, settings.depth, 0, 0),
+            },
             asgct,
             vm: vm.0,
             vm_threads,
@@ -278,6 +285,7 @@ impl Sampler {
             env,
             vm,
             symbolizer,
+            unwinder: unwind::DwarfUnwinder::default(),
         };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
             release_core(&env);
@@ -441,15 +449,17 @@ struct Worker {
     env: Env,
     vm: Vm,
     symbolizer: native::Symbolizer,
+    unwinder: unwind::DwarfUnwinder,
 }
 
 impl Worker {
     fn run(mut self, done: mpsc::Sender<()>) {
         let mut resolver = methods::Resolver::new(self.env, self.vm);
         let mut symbolizer = std::mem::take(&mut self.symbolizer);
+        let mut unwinder = std::mem::take(&mut self.unwinder);
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
-            self.drain(&mut resolver, &mut symbolizer);
+            self.drain(&mut resolver, &mut symbolizer, &mut unwinder);
             if last {
                 break;
             }
@@ -458,11 +468,21 @@ impl Worker {
         let _ = done.send(());
     }
 
-    fn drain(&self, resolver: &mut methods::Resolver, symbolizer: &mut native::Symbolizer) {
+    fn drain(
+        &self,
+        resolver: &mut methods::Resolver,
+        symbolizer: &mut native::Symbolizer,
+        unwinder: &mut unwind::DwarfUnwinder,
+    ) {
         let mut stacks: Vec<Drained> = Vec::new();
         let mut kinds = Vec::new();
-        self.target.buffer.drain(|header, frames, chain| {
-            let native = symbolizer.frames(chain, self.settings.user_only);
+        self.target.buffer.drain(|header, frames, chain, stack| {
+            let native = if stack.is_empty() {
+                symbolizer.frames(chain, self.settings.user_only)
+            } else {
+                let chain = unwinder.chain(symbolizer, chain, header.user_regs, stack);
+                symbolizer.frames(&chain, self.settings.user_only)
+            };
             let mut top = None;
             match code::map().as_ref() {
                 Some(map) => {

@@ -69,6 +69,17 @@ struct Mapping {
     path: Option<String>,
 }
 
+/// An executable mapping of a file, for the DWARF unwinder (see [`super::unwind`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeMapping {
+    pub start: u64,
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub offset: u64,
+    pub inode: u64,
+    pub path: String,
+}
+
 /// Function symbols of one ELF file.
 struct Library {
     /// The file's name (`libjvm.so`).
@@ -207,20 +218,36 @@ impl Symbolizer {
         frame
     }
 
+    /// The executable mapping of a file that holds `address` (the mappings re-read at most
+    /// once a second for an address in none of them).
+    pub fn code_mapping(&mut self, address: u64) -> Option<CodeMapping> {
+        let index = self.mapping_refreshed(address)?;
+        let mapping = &self.maps[index];
+        Some(CodeMapping {
+            start: mapping.start,
+            end: mapping.end,
+            offset: mapping.offset,
+            inode: mapping.inode,
+            path: mapping.path.clone().filter(|p| p.starts_with('/'))?,
+        })
+    }
+
+    fn mapping_refreshed(&mut self, address: u64) -> Option<usize> {
+        if let Some(index) = self.mapping(address) {
+            return Some(index);
+        }
+        let stale = self
+            .maps_read
+            .is_none_or(|read| read.elapsed() >= MAPS_REFRESH);
+        if !stale {
+            return None;
+        }
+        self.read_maps();
+        self.mapping(address)
+    }
+
     fn resolve_user(&mut self, address: u64) -> Option<Frame> {
-        let index = match self.mapping(address) {
-            Some(index) => index,
-            None => {
-                let stale = self
-                    .maps_read
-                    .is_none_or(|read| read.elapsed() >= MAPS_REFRESH);
-                if !stale {
-                    return None;
-                }
-                self.read_maps();
-                self.mapping(address)?
-            }
-        };
+        let index = self.mapping_refreshed(address)?;
         let mapping = &self.maps[index];
         let path = mapping.path.clone()?;
         let file_offset = address - mapping.start + mapping.offset;

@@ -23,6 +23,16 @@
 //!
 //! Where the ring cannot be mapped (the locked-memory limit of an unprivileged user) the
 //! descriptor still samples, without native frames.
+//!
+//! # DWARF unwinding
+//!
+//! Frame pointers lose the callers of code built without them (Debian's zlib). With
+//! `cstack=dwarf` the counter also asks for the user registers the unwinder starts from
+//! (`PERF_SAMPLE_REGS_USER`: bp, sp, ip) and a copy of the top [`STACK_BYTES`] of the user
+//! stack (`PERF_SAMPLE_STACK_USER`), which the kernel takes with its own fault-safe reads. The
+//! handler copies both into the sample slot; the processing thread unwinds that copy with the
+//! libraries' call-frame information (see [`super::unwind`]). The ring then has
+//! [`DWARF_DATA_PAGES`] data pages, room for one such record.
 
 use std::ffi::c_int;
 use std::io;
@@ -34,12 +44,23 @@ use perf_event_open_sys::bindings::perf_event_mmap_page;
 /// default `perf_event_max_stack` (127) plus its context markers.
 pub const MAX_CHAIN: usize = 136;
 
+/// Bytes of the user stack copied with each sample under `cstack=dwarf` (perf's own
+/// default for `--call-graph dwarf`).
+pub const STACK_BYTES: usize = 8192;
+/// `sample_regs_user` under `cstack=dwarf`: bp, sp and ip (bits 6, 7, 8 of the x86-64
+/// `perf_event_x86_regs` numbering); a record lists them in that order.
+pub const USER_REGS: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+/// Data pages of a ring whose records carry a stack copy.
+pub const DWARF_DATA_PAGES: usize = 4;
+
 /// Descriptor numbers the table covers (higher ones cannot be used for sampling).
 const MAX_FDS: usize = 65536;
 
-/// Descriptor → ring: 0 not ours, [`NO_RING`] ours without a ring, else the ring's address.
+/// Descriptor → ring: 0 not ours, [`NO_RING`] ours without a ring, else the ring's address
+/// (page-aligned) with [`WITH_STACK`] set for a ring of stack-carrying records.
 static RINGS: [AtomicUsize; MAX_FDS] = [const { AtomicUsize::new(0) }; MAX_FDS];
 const NO_RING: usize = 1;
+const WITH_STACK: usize = 2;
 
 /// `PERF_RECORD_SAMPLE`.
 const RECORD_SAMPLE: u32 = 9;
@@ -48,15 +69,19 @@ const RECORD_SAMPLE: u32 = 9;
 pub struct Ring {
     base: *mut u8,
     len: usize,
+    /// Its records carry user registers and a stack copy (`cstack=dwarf`).
+    with_stack: bool,
 }
 
 // SAFETY: the mapping is plain shared memory; only its owner's thread's handler reads it.
 unsafe impl Send for Ring {}
 
 impl Ring {
-    /// Maps the ring of `fd` (one metadata page and one data page).
-    pub fn map(fd: c_int) -> io::Result<Ring> {
-        let len = 2 * page_size();
+    /// Maps the ring of `fd`: one metadata page and one data page, or [`DWARF_DATA_PAGES`]
+    /// when the descriptor's records carry a stack copy.
+    pub fn map(fd: c_int, with_stack: bool) -> io::Result<Ring> {
+        let data_pages = if with_stack { DWARF_DATA_PAGES } else { 1 };
+        let len = (1 + data_pages) * page_size();
         // SAFETY: a fresh shared mapping of a perf_event descriptor, as perf_event_open(2)
         // describes; nothing else is at the address the kernel picks.
         let base = unsafe {
@@ -75,6 +100,7 @@ impl Ring {
         Ok(Ring {
             base: base.cast(),
             len,
+            with_stack,
         })
     }
 }
@@ -109,7 +135,10 @@ pub fn register(fd: c_int, ring: Option<&Ring>) -> bool {
     let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
         return false;
     };
-    entry.store(ring.map_or(NO_RING, |r| r.base as usize), Ordering::SeqCst);
+    let value = ring.map_or(NO_RING, |r| {
+        r.base as usize | if r.with_stack { WITH_STACK } else { 0 }
+    });
+    entry.store(value, Ordering::SeqCst);
     true
 }
 
@@ -128,23 +157,39 @@ pub fn is_ours(fd: c_int) -> bool {
         .is_some_and(|e| e.load(Ordering::Acquire) != 0)
 }
 
-/// Copies the call chain of the newest sample in `fd`'s ring into `out` (leaf first, with
-/// the kernel's `PERF_CONTEXT_*` markers) and consumes every record in the ring. Returns how
-/// many entries it wrote (0 without a ring or sample). Async-signal-safe; call it only on
-/// the thread the descriptor signals.
-pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
+/// Where the handler copies the newest sample's user registers and stack (`cstack=dwarf`).
+pub struct UserStack<'a> {
+    /// bp, sp, ip.
+    pub regs: &'a mut [u64; 3],
+    /// The stack from sp up.
+    pub bytes: &'a mut [u8],
+}
+
+/// Copies the call chain of the newest sample in `fd`'s ring into `chain` (leaf first, with
+/// the kernel's `PERF_CONTEXT_*` markers) and, when the ring's records carry them, its user
+/// registers and as much of its stack as `user` has room for; then consumes every record in
+/// the ring. Returns
+/// the chain entries and stack bytes written (0 without a ring or sample).
+/// Async-signal-safe; call it only on the thread the descriptor signals.
+pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (usize, usize) {
     let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
-        return 0;
+        return (0, 0);
     };
-    let base = entry.load(Ordering::Acquire);
-    if base == 0 || base == NO_RING {
-        return 0;
+    let value = entry.load(Ordering::Acquire);
+    if value == 0 || value == NO_RING {
+        return (0, 0);
     }
+    let (base, with_stack) = (value & !WITH_STACK, value & WITH_STACK != 0);
     // Set by `Ring::map` before any ring was registered.
-    let data_size = PAGE_SIZE.load(Ordering::Relaxed) as u64;
-    if data_size == 0 {
-        return 0;
+    let page = PAGE_SIZE.load(Ordering::Relaxed) as u64;
+    if page == 0 {
+        return (0, 0);
     }
+    let data_size = if with_stack {
+        page * DWARF_DATA_PAGES as u64
+    } else {
+        page
+    };
     let meta = base as *mut perf_event_mmap_page;
     // SAFETY: the ring stays mapped while its descriptor is registered (unregistering comes
     // first, on this same thread or after sampling stopped); the metadata page is ours to
@@ -157,14 +202,14 @@ pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
     };
     // Pairs with the kernel's barrier after writing records and before publishing data_head.
     fence(Ordering::Acquire);
-    let data = (base + data_size as usize) as *const u8;
-    // SAFETY: offsets are reduced modulo the data page; records are 8-byte aligned.
+    let data = (base + page as usize) as *const u8;
+    // SAFETY: offsets are reduced modulo the data area; records are 8-byte aligned.
     let word = |offset: u64| unsafe {
         std::ptr::read_volatile(data.add((offset % data_size) as usize).cast::<u64>())
     };
-    let mut written = 0;
+    let mut written = (0, 0);
     let mut at = tail;
-    // A ring that is inconsistent (head behind tail, or more than one page of records) is
+    // A ring that is inconsistent (head behind tail, or more records than it holds) is
     // skipped whole.
     if head >= tail && head - tail <= data_size {
         while at + 8 <= head {
@@ -173,15 +218,19 @@ pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
             if size < 8 || at + size > head {
                 break;
             }
+            let end = at + size;
             if kind == RECORD_SAMPLE && size >= 16 {
-                let nr = word(at + 8).min((size - 16) / 8) as usize;
-                let n = nr.min(out.len());
-                for (i, slot) in out[..n].iter_mut().enumerate() {
+                let nr = word(at + 8).min((size - 16) / 8);
+                let n = (nr as usize).min(chain.len());
+                for (i, slot) in chain[..n].iter_mut().enumerate() {
                     *slot = word(at + 16 + 8 * i as u64);
                 }
-                written = n;
+                written = (n, 0);
+                if with_stack {
+                    written.1 = copy_user_stack(&word, at + 16 + 8 * nr, end, &mut user);
+                }
             }
-            at += size;
+            at = end;
         }
     }
     // Everything up to head is consumed, whatever was in it.
@@ -189,4 +238,39 @@ pub fn take_callchain(fd: c_int, out: &mut [u64]) -> usize {
     // SAFETY: as above; data_tail tells the kernel the space is free again.
     unsafe { std::ptr::write_volatile(&mut (*meta).data_tail, head) };
     written
+}
+
+/// Copies a sample record's `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` parts,
+/// which start at `at` and end before `end`, into `user`; returns the stack bytes copied (0
+/// when the sample has no user registers, e.g. a kernel thread's).
+fn copy_user_stack(
+    word: &impl Fn(u64) -> u64,
+    mut at: u64,
+    end: u64,
+    user: &mut UserStack<'_>,
+) -> usize {
+    let field = |at: u64| (at + 8 <= end).then(|| word(at));
+    // The ABI word: 0 (PERF_SAMPLE_REGS_ABI_NONE) when there are no user registers.
+    let Some(abi) = field(at) else { return 0 };
+    at += 8;
+    if abi == 0 {
+        return 0;
+    }
+    for reg in user.regs.iter_mut() {
+        let Some(value) = field(at) else { return 0 };
+        *reg = value;
+        at += 8;
+    }
+    let Some(size) = field(at) else { return 0 };
+    at += 8;
+    // The dump is `size` bytes, of which the `dyn_size` word after it says how many are real.
+    let Some(dynamic) = size.checked_add(at).and_then(field) else {
+        return 0;
+    };
+    let n = dynamic.min(size).min(user.bytes.len() as u64) as usize;
+    for (i, chunk) in user.bytes[..n].chunks_mut(8).enumerate() {
+        let bytes = word(at + 8 * i as u64).to_ne_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+    n
 }

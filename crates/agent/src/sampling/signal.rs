@@ -382,8 +382,18 @@ unsafe fn record(
     } else {
         0
     };
-    let chain = perf_fd.map_or(0, |fd| perf::take_callchain(fd, claim.chain()));
-    let chain = u16::try_from(chain).unwrap_or(u16::MAX);
+    let mut user_regs = [0u64; 3];
+    let (chain, stack) = match perf_fd {
+        Some(fd) => {
+            let (chain, bytes) = claim.chain_and_stack();
+            let user = perf::UserStack {
+                regs: &mut user_regs,
+                bytes,
+            };
+            perf::take_sample(fd, chain, user)
+        }
+        None => (0, 0),
+    };
     claim.commit(SampleHeader {
         tid,
         time_ns,
@@ -391,11 +401,13 @@ unsafe fn record(
         weight: target.weight.load(Ordering::Relaxed),
         count,
         state,
-        chain,
         // SAFETY: the caller's contract.
         pc: unsafe { interrupted_pc(context) },
         recovered,
         caller_pc,
+        user_regs,
+        chain: u16::try_from(chain).unwrap_or(u16::MAX),
+        stack: u16::try_from(stack).unwrap_or(0),
     });
 }
 

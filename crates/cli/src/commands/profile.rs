@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::options::help_of;
-use jtap_protocol::{wire, Action, Event, Frame, Options, ParseError};
+use jtap_protocol::{wire, Action, Event, Frame, NativeStacks, Options, ParseError};
 
 use crate::agent_client::{self, AgentError, Asked};
 use crate::{exit, launch};
@@ -128,6 +128,8 @@ struct SamplingArgs {
     jstackdepth: Option<u32>,
     #[arg(long, help = help_of("alluser"))]
     all_user: bool,
+    #[arg(long, help = help_of("cstack"), value_name = "HOW", value_parser = parse_cstack)]
+    cstack: Option<NativeStacks>,
     #[arg(long, help = help_of("timeline"))]
     timeline: bool,
     #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
@@ -240,6 +242,13 @@ fn parse_event(text: &str) -> Result<Event, String> {
             .collect();
         format!("unknown event {text:?} (known: {})", known.join(", "))
     })
+}
+
+fn parse_cstack(text: &str) -> Result<NativeStacks, String> {
+    NativeStacks::ALL
+        .into_iter()
+        .find(|c| c.name() == text)
+        .ok_or_else(|| format!("--cstack takes dwarf, fp or no, not {text:?}"))
 }
 
 pub fn parse_counter(text: &str) -> Result<Counter, String> {
@@ -433,6 +442,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         exclude: args.exclude.clone(),
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
+        cstack: args.cstack,
         timeline: args.timeline,
         alloc: added(Event::Alloc, main, &events, args.alloc_interval),
         exact: args.exact,
