@@ -2,7 +2,8 @@
 # Profiler overhead benchmark. Builds jtap and its agent in release mode, runs a CPU-bound
 # workload (tests/java/workloads/Throughput.java, two threads hashing arrays, reporting its
 # operations every 100 ms) and, in the same JVM run, alternates unprofiled windows with
-# profiled ones for cpu, itimer and wall at 10 ms and 1 ms. Prints:
+# profiled ones for cpu (native frames by DWARF unwinding, the default, and by frame pointers
+# only: cpu-fp), itimer and wall at 10 ms and 1 ms. Prints:
 #   - throughput with and without profiling per engine and interval, as operations per
 #     second and per CPU second of the whole JVM (agent threads and signal handlers
 #     included), and the overhead: the loss in operations per CPU second, which stays
@@ -45,13 +46,14 @@ baseline() {
     windows+=("base $start $(now_ms) $cpu $(cpu_ticks)")
 }
 profiled() {
-    local engine=$1 interval=$2 start cpu
+    local engine=$1 interval=$2 start cpu events=(-e "$1")
+    [[ $engine == cpu-fp ]] && events=(-e cpu --cstack fp)
     start=$(now_ms); cpu=$(cpu_ticks)
-    "$JTAP" profile "$pid" -e "$engine" -i "$interval" -d "${WINDOW}s" --format summary >"$work/$engine-$interval.txt"
+    "$JTAP" profile "$pid" "${events[@]}" -i "$interval" -d "${WINDOW}s" --format summary >"$work/$engine-$interval.txt"
     windows+=("$engine@$interval $start $(now_ms) $cpu $(cpu_ticks)")
 }
 baseline
-for engine in cpu itimer wall; do
+for engine in cpu cpu-fp itimer wall; do
     for interval in 10ms 1ms; do
         profiled "$engine" "$interval"
         baseline
