@@ -158,7 +158,6 @@ impl SampleBuffer {
         let mut count = 0;
         let mut frames = Vec::with_capacity(self.depth);
         let mut chain = Vec::with_capacity(self.chain_depth);
-        let mut stack = Vec::with_capacity(self.stack_bytes);
         for (index, slot) in self.slots.iter().enumerate() {
             if slot.state.load(Ordering::Acquire) != READY {
                 continue;
@@ -182,15 +181,12 @@ impl SampleBuffer {
                     .map(|cell| unsafe { *cell.get() }),
             );
             let stacked = usize::from(header.stack).min(self.stack_bytes);
-            stack.clear();
-            // SAFETY: as above, for the slot's stack copy.
-            stack.extend(
-                self.slot_stack(index)[..stacked]
-                    .iter()
-                    .map(|cell| unsafe { *cell.get() }),
-            );
+            let cells = &self.slot_stack(index)[..stacked];
+            // SAFETY: as above, for the slot's stack copy, read in place (UnsafeCell<u8> has
+            // the layout of u8) until the slot is freed after the sink returns.
+            let stack = unsafe { std::slice::from_raw_parts(cells.as_ptr() as *const u8, stacked) };
+            sink(&header, &frames, &chain, stack);
             slot.state.store(FREE, Ordering::Release);
-            sink(&header, &frames, &chain, &stack);
             count += 1;
         }
         count

@@ -218,8 +218,20 @@ impl Symbolizer {
         frame
     }
 
-    /// The executable mapping of a file that holds `address` (the mappings re-read at most
-    /// once a second for an address in none of them).
+    /// Where the executable mapping of a file that holds `address` starts (the mappings
+    /// re-read at most once a second for an address in none of them).
+    pub fn code_mapping_start(&mut self, address: u64) -> Option<u64> {
+        let index = self.mapping_refreshed(address)?;
+        let mapping = &self.maps[index];
+        mapping
+            .path
+            .as_deref()
+            .is_some_and(|p| p.starts_with('/'))
+            .then_some(mapping.start)
+    }
+
+    /// The executable mapping of a file that holds `address`, as [`Self::code_mapping_start`]
+    /// finds it.
     pub fn code_mapping(&mut self, address: u64) -> Option<CodeMapping> {
         let index = self.mapping_refreshed(address)?;
         let mapping = &self.maps[index];

@@ -202,11 +202,11 @@ pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (us
     };
     // Pairs with the kernel's barrier after writing records and before publishing data_head.
     fence(Ordering::Acquire);
-    let data = (base + page as usize) as *const u8;
-    // SAFETY: offsets are reduced modulo the data area; records are 8-byte aligned.
-    let word = |offset: u64| unsafe {
-        std::ptr::read_volatile(data.add((offset % data_size) as usize).cast::<u64>())
+    let ring = RingData {
+        data: (base + page as usize) as *const u8,
+        size: data_size,
     };
+    let word = |offset: u64| ring.word(offset);
     let mut written = (0, 0);
     let mut at = tail;
     // A ring that is inconsistent (head behind tail, or more records than it holds) is
@@ -227,7 +227,7 @@ pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (us
                 }
                 written = (n, 0);
                 if with_stack {
-                    written.1 = copy_user_stack(&word, at + 16 + 8 * nr, end, &mut user);
+                    written.1 = copy_user_stack(&ring, at + 16 + 8 * nr, end, &mut user);
                 }
             }
             at = end;
@@ -243,13 +243,8 @@ pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (us
 /// Copies a sample record's `PERF_SAMPLE_REGS_USER` and `PERF_SAMPLE_STACK_USER` parts,
 /// which start at `at` and end before `end`, into `user`; returns the stack bytes copied (0
 /// when the sample has no user registers, e.g. a kernel thread's).
-fn copy_user_stack(
-    word: &impl Fn(u64) -> u64,
-    mut at: u64,
-    end: u64,
-    user: &mut UserStack<'_>,
-) -> usize {
-    let field = |at: u64| (at + 8 <= end).then(|| word(at));
+fn copy_user_stack(ring: &RingData, mut at: u64, end: u64, user: &mut UserStack<'_>) -> usize {
+    let field = |at: u64| (at + 8 <= end).then(|| ring.word(at));
     // The ABI word: 0 (PERF_SAMPLE_REGS_ABI_NONE) when there are no user registers.
     let Some(abi) = field(at) else { return 0 };
     at += 8;
@@ -268,9 +263,41 @@ fn copy_user_stack(
         return 0;
     };
     let n = dynamic.min(size).min(user.bytes.len() as u64) as usize;
-    for (i, chunk) in user.bytes[..n].chunks_mut(8).enumerate() {
-        let bytes = word(at + 8 * i as u64).to_ne_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
+    ring.copy(at, &mut user.bytes[..n]);
     n
+}
+
+/// The data area of a mapped ring: `size` bytes (a power of two) at `data`, which records
+/// wrap around.
+struct RingData {
+    data: *const u8,
+    size: u64,
+}
+
+impl RingData {
+    /// The 8-byte word at `offset` (records are 8-byte aligned).
+    fn word(&self, offset: u64) -> u64 {
+        // SAFETY: the offset is reduced modulo the data area, which stays mapped while the
+        // ring is registered (see `take_sample`).
+        unsafe {
+            std::ptr::read_volatile(self.data.add((offset % self.size) as usize).cast::<u64>())
+        }
+    }
+
+    /// Copies the bytes from `offset` on into `out`, in at most two pieces where they wrap.
+    fn copy(&self, offset: u64, out: &mut [u8]) {
+        let len = out.len().min(self.size as usize);
+        let out = &mut out[..len];
+        let start = (offset % self.size) as usize;
+        let first = out.len().min(self.size as usize - start);
+        let (head, tail) = out.split_at_mut(first);
+        // SAFETY: both pieces lie inside the data area (`start + first <= size`, and the
+        // rest from 0, at most `len <= size` bytes in all), which does not overlap
+        // `out`; the kernel wrote them before publishing data_head, which the caller read
+        // with an acquire fence.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.data.add(start), head.as_mut_ptr(), head.len());
+            std::ptr::copy_nonoverlapping(self.data, tail.as_mut_ptr(), tail.len());
+        }
+    }
 }

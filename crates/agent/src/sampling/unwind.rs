@@ -13,6 +13,7 @@
 //! A library's tables are read when one of its addresses first shows up, once per process
 //! (like its symbols): `.eh_frame` and `.eh_frame_hdr`, about 1.8 MiB for libjvm.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -47,6 +48,8 @@ pub struct DwarfUnwinder {
     cache: CacheX86_64,
     /// Mapping starts whose tables the unwinder has (or which have none).
     known: HashSet<u64>,
+    /// The last unwind's addresses.
+    addresses: Vec<u64>,
 }
 
 impl Default for DwarfUnwinder {
@@ -55,6 +58,7 @@ impl Default for DwarfUnwinder {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             known: HashSet::new(),
+            addresses: Vec::with_capacity(MAX_FRAMES),
         }
     }
 }
@@ -62,15 +66,19 @@ impl Default for DwarfUnwinder {
 impl DwarfUnwinder {
     /// The call chain of a sample with a stack copy: the kernel part of `chain` and the user
     /// part DWARF unwinding finds from `regs` (bp, sp, ip) over `stack` (the bytes from sp
-    /// up), or `chain` itself when its frame-pointer walk found more library frames.
-    pub fn chain(
+    /// up), or `chain` itself when its frame-pointer walk found as many library frames (as
+    /// always when the thread was in JIT-compiled code).
+    pub fn chain<'c>(
         &mut self,
         symbolizer: &mut Symbolizer,
-        chain: &[u64],
+        chain: &'c [u64],
         regs: [u64; 3],
         stack: &[u8],
-    ) -> Vec<u64> {
-        let unwound = self.unwind(symbolizer, regs, stack);
+    ) -> Cow<'c, [u64]> {
+        if symbolizer.code_mapping_start(regs[2]).is_none() {
+            return Cow::Borrowed(chain);
+        }
+        self.unwind(symbolizer, regs, stack);
         let user_start = chain
             .iter()
             .position(|&e| e == CONTEXT_USER)
@@ -78,30 +86,26 @@ impl DwarfUnwinder {
         let walked = chain[user_start..]
             .iter()
             .filter(|&&e| e < CONTEXT_MAX)
-            .take_while(|&&a| symbolizer.code_mapping(a).is_some())
+            .take_while(|&&a| symbolizer.code_mapping_start(a).is_some())
             .count();
-        if unwound.len() <= walked {
-            return chain.to_vec();
+        if self.addresses.len() <= walked {
+            return Cow::Borrowed(chain);
         }
         let mut merged = chain[..user_start].to_vec();
         merged.push(CONTEXT_USER);
-        merged.extend(unwound);
-        merged
+        merged.extend_from_slice(&self.addresses);
+        Cow::Owned(merged)
     }
 
-    /// Leaf address first, then return addresses, while they lie in mapped files.
-    fn unwind(
-        &mut self,
-        symbolizer: &mut Symbolizer,
-        [bp, sp, ip]: [u64; 3],
-        stack: &[u8],
-    ) -> Vec<u64> {
+    /// Fills `addresses`: the leaf address first, then return addresses, while they lie in
+    /// mapped files.
+    fn unwind(&mut self, symbolizer: &mut Symbolizer, [bp, sp, ip]: [u64; 3], stack: &[u8]) {
         let mut read_stack = |address: u64| -> Result<u64, ()> {
             let at = usize::try_from(address.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
             let bytes = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let mut addresses = Vec::new();
+        let addresses = &mut self.addresses;
         for _ in 0..=MAX_NEW_MODULES {
             addresses.clear();
             let missing = {
@@ -117,38 +121,39 @@ impl DwarfUnwinder {
                         break;
                     };
                     let address = frame.address();
-                    let Some(mapping) = symbolizer.code_mapping(address) else {
+                    let Some(start) = symbolizer.code_mapping_start(address) else {
                         break;
                     };
                     addresses.push(address);
-                    if !self.known.contains(&mapping.start) {
+                    if !self.known.contains(&start) {
                         // Unwinding past this frame needs its library's tables.
-                        missing = Some(mapping);
+                        missing = symbolizer.code_mapping(address);
                         break;
                     }
                 }
                 missing
             };
             match missing {
-                Some(mapping) => self.add(&mapping),
+                Some(mapping) => {
+                    self.known.insert(mapping.start);
+                    if let Some(tables) = tables_of(&mapping) {
+                        self.unwinder.add_module(tables);
+                    }
+                }
                 None => break,
             }
         }
-        addresses
     }
+}
 
-    fn add(&mut self, mapping: &CodeMapping) {
-        self.known.insert(mapping.start);
-        let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
-        let tables = modules
-            .get_or_insert_with(HashMap::new)
-            .entry((mapping.path.clone(), mapping.inode, mapping.start))
-            .or_insert_with(|| tables(mapping))
-            .clone();
-        if let Some(tables) = tables {
-            self.unwinder.add_module(tables);
-        }
-    }
+/// The unwinding tables of a mapping, read once per process.
+fn tables_of(mapping: &CodeMapping) -> Option<Tables> {
+    let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
+    modules
+        .get_or_insert_with(HashMap::new)
+        .entry((mapping.path.clone(), mapping.inode, mapping.start))
+        .or_insert_with(|| tables(mapping))
+        .clone()
 }
 
 /// Reads the unwinding tables of the file mapped by `mapping` (which must still be the
