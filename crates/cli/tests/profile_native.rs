@@ -179,6 +179,8 @@ fn deflate_with_callers(stacks: &[(Vec<String>, u64)]) -> u64 {
         .sum()
 }
 
+/// DWARF unwinding in every sampling engine: the perf_events `cpu` engine (the kernel copies
+/// the stack) and the timer and wall-clock engines (the handler copies it).
 #[test]
 fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
     agent_library();
@@ -187,13 +189,15 @@ fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
         let mut jvm = JavaProcess::start(jdk, "workloads.NativeWork");
         let pid = jvm.pid().to_string();
         std::thread::sleep(Duration::from_millis(500));
-        let profile = |cstack: &str| {
+        let profile_with = |event: &str, cstack: &str| {
             let out = dir
                 .path()
-                .join(format!("{}-{cstack}.collapsed", jdk.version));
+                .join(format!("{}-{event}-{cstack}.collapsed", jdk.version));
             let mut args = vec![
                 "profile",
                 &pid,
+                "-e",
+                event,
                 "-d",
                 "3s",
                 "-i",
@@ -207,6 +211,7 @@ fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
             jtap(args).ok();
             collapsed_file(&out)
         };
+        let profile = |cstack: &str| profile_with("cpu", cstack);
         // DWARF is the default.
         let stacks = profile("default");
         let under_deflater = deflate_into_native(&stacks);
@@ -234,6 +239,20 @@ fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
             deflate_into_native(&stacks),
             deflate_with_callers(&stacks)
         );
+        // The timer and wall-clock engines copy the stack in their signal handler.
+        for event in ["itimer", "wall"] {
+            let stacks = profile_with(event, "default");
+            let complete = deflate_with_callers(&stacks);
+            eprintln!(
+                "JDK {} -e {event}: {complete} samples with the JNI function and deflate",
+                jdk.version
+            );
+            assert!(
+                complete >= 10,
+                "JDK {}: -e {event} lost zlib's callers: {complete} samples",
+                jdk.version
+            );
+        }
         let stacks = profile("no");
         let native: Vec<&String> = stacks
             .iter()

@@ -155,7 +155,8 @@ pub enum NativeStacks {
     /// finds fewer frames.
     #[default]
     Dwarf,
-    /// Along frame pointers only (the kernel's walk).
+    /// Along frame pointers only (the kernel's walk, `cpu` only; the other engines then have
+    /// no native frames).
     FramePointers,
     /// None: Java and kernel frames only.
     No,
@@ -212,7 +213,8 @@ pub struct Options {
     pub detach: bool,
     /// `event=cpu`: sample user-mode CPU time only; stacks have no kernel frames.
     pub alluser: bool,
-    /// `event=cpu`: how native frames are walked (default DWARF).
+    /// Sampling engines: how native frames are walked (default DWARF; frame pointers are the
+    /// `cpu` engine's only).
     pub cstack: Option<NativeStacks>,
     /// Engines: keep each sample's time and thread (the event log JFR and timelines need).
     pub timeline: bool,
@@ -391,7 +393,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
     Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
-    Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "cpu: native frames by DWARF unwinding of a copy of the stack (default), frame pointers only, or none" },
+    Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "native frames by DWARF unwinding of a copy of the stack (default), frame pointers only (cpu), or none" },
     Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
     Key { name: "exact", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc: record every allocation instead of sampling (exact counts; slow)" },

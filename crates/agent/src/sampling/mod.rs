@@ -223,7 +223,8 @@ impl Sampler {
             }
         };
         let target = Arc::new(Target {
-            // Only perf_event counters deliver call chains and stack copies.
+            // Only perf_event counters deliver call chains; stack copies come from the kernel
+            // with them, and the handler takes its own for the other sources.
             buffer: match (settings.source, settings.native) {
                 (Source::PerfEvent, NativeStacks::Dwarf) => {
                     SampleBuffer::new(SLOTS, settings.depth, perf::MAX_CHAIN, perf::STACK_BYTES)
@@ -231,12 +232,17 @@ impl Sampler {
                 (Source::PerfEvent, NativeStacks::FramePointers) => {
                     SampleBuffer::new(SLOTS, settings.depth, perf::MAX_CHAIN, 0)
                 }
+                (_, NativeStacks::Dwarf) => {
+                    SampleBuffer::new(SLOTS, settings.depth, 0, perf::STACK_BYTES)
+                }
                 _ => SampleBuffer::new(SLOTS, settings.depth, 0, 0),
             },
             asgct,
             vm: vm.0,
             vm_threads,
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
+            copies_stacks: settings.source != Source::PerfEvent
+                && settings.native == NativeStacks::Dwarf,
         });
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -270,12 +276,12 @@ impl Sampler {
         let (done, finished) = mpsc::channel();
         let source = settings.source;
         let mut symbolizer = native::Symbolizer::default();
-        if source == Source::PerfEvent {
+        if source == Source::PerfEvent || target.copies_stacks {
             // Before samples arrive: the first time in a process this reads symbol tables
             // (tens of milliseconds), which the processing thread must not spend while the
-            // buffer fills.
+            // buffer fills. Only perf_events samples have kernel frames.
             let started = Instant::now();
-            symbolizer.preload(settings.user_only);
+            symbolizer.preload(settings.user_only || source != Source::PerfEvent);
             log!("sampler: symbol tables ready in {:?}", started.elapsed());
         }
         let worker = Worker {

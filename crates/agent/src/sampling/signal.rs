@@ -65,6 +65,9 @@ pub struct Target {
     pub vm_threads: VmThreadKey,
     /// Weight of each sample (nanoseconds); the wall engine adjusts it as it goes.
     pub weight: AtomicU64,
+    /// Timer and `tgkill` samples: copy the top of the user stack into the slot (for DWARF
+    /// unwinding), as perf_events does for the `cpu` engine.
+    pub copies_stacks: bool,
 }
 
 // SAFETY: the VM pointer is process-global and thread safe; the buffer is Sync.
@@ -392,6 +395,11 @@ unsafe fn record(
             };
             perf::take_sample(fd, chain, user)
         }
+        None if target.copies_stacks => {
+            let (_, bytes) = claim.chain_and_stack();
+            // SAFETY: the caller's contract.
+            (0, unsafe { copy_own_stack(context, &mut user_regs, bytes) })
+        }
         None => (0, 0),
     };
     claim.commit(SampleHeader {
@@ -457,6 +465,70 @@ unsafe fn interrupted_pc(context: *mut c_void) -> u64 {
 /// None needed; kept `unsafe` for the same signature as on x86_64.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 unsafe fn interrupted_pc(_context: *mut c_void) -> u64 {
+    0
+}
+
+/// Copies the interrupted user registers (bp, sp, ip) into `regs` and the user stack from sp
+/// up into `out` with `process_vm_readv` on this very process: a system call (so
+/// async-signal-safe) that returns an error instead of faulting where the stack ends. The
+/// range is split at page boundaries so that a read reaching past the top of the stack keeps
+/// the pages before it. Returns the bytes copied (0 where the call is refused, e.g. by a
+/// container's seccomp profile).
+///
+/// # Safety
+/// `context` is the handler's ucontext.
+#[cfg(target_arch = "x86_64")]
+unsafe fn copy_own_stack(context: *mut c_void, regs: &mut [u64; 3], out: &mut [u8]) -> usize {
+    if context.is_null() || out.is_empty() {
+        return 0;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    let registers = unsafe { &(*(context as *const libc::ucontext_t)).uc_mcontext.gregs };
+    let sp = registers[libc::REG_RSP as usize] as usize;
+    *regs = [
+        registers[libc::REG_RBP as usize] as u64,
+        sp as u64,
+        registers[libc::REG_RIP as usize] as u64,
+    ];
+    const PAGE: usize = 4096;
+    let mut remote = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 4];
+    let (mut at, end, mut pieces) = (sp, sp.saturating_add(out.len()), 0);
+    while at < end && pieces < remote.len() {
+        let next = ((at / PAGE) + 1).saturating_mul(PAGE).min(end);
+        remote[pieces] = libc::iovec {
+            iov_base: at as *mut c_void,
+            iov_len: next - at,
+        };
+        (at, pieces) = (next, pieces + 1);
+    }
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: at - sp,
+    };
+    // SAFETY: the local buffer is `out` (at least `at - sp` bytes); the remote ranges are
+    // only read, by the kernel, which reports an unmapped one as an error.
+    let copied = unsafe {
+        libc::process_vm_readv(
+            libc::getpid(),
+            &local,
+            1,
+            remote.as_ptr(),
+            pieces as libc::c_ulong,
+            0,
+        )
+    };
+    usize::try_from(copied).unwrap_or(0)
+}
+
+/// No stack copies on other architectures.
+///
+/// # Safety
+/// None needed; kept `unsafe` for the same signature as on x86_64.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn copy_own_stack(_context: *mut c_void, _regs: &mut [u64; 3], _out: &mut [u8]) -> usize {
     0
 }
 
