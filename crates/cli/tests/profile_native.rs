@@ -19,24 +19,25 @@ fn deflate_into_native(stacks: &[(Vec<String>, u64)]) -> u64 {
             .iter()
             .any(|lib| frame.starts_with(lib))
     };
-    stacks
-        .iter()
-        .filter(|(frames, _)| {
-            frames.windows(2).any(|pair| {
-                pair[0].starts_with("java.util.zip.Deflater.deflateBytes") && native(&pair[1])
-            })
+    samples_where(stacks, |frames| {
+        frames.windows(2).any(|pair| {
+            pair[0].starts_with("java.util.zip.Deflater.deflateBytes") && native(&pair[1])
         })
-        .map(|(_, n)| n)
-        .sum()
+    })
 }
 
 /// Samples of stacks with the given frame and a kernel frame (`_[k]` with `--annotate`).
 fn kernel_under(stacks: &[(Vec<String>, u64)], name: &str) -> u64 {
+    samples_where(stacks, |frames| {
+        frames.iter().any(|f| f.starts_with(name)) && frames.iter().any(|f| f.ends_with("_[k]"))
+    })
+}
+
+/// Samples of the stacks `keep` accepts.
+fn samples_where(stacks: &[(Vec<String>, u64)], keep: impl Fn(&[String]) -> bool) -> u64 {
     stacks
         .iter()
-        .filter(|(frames, _)| {
-            frames.iter().any(|f| f.starts_with(name)) && frames.iter().any(|f| f.ends_with("_[k]"))
-        })
+        .filter(|(frames, _)| keep(frames))
         .map(|(_, n)| n)
         .sum()
 }
@@ -165,18 +166,14 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
 /// function in libzip into zlib's `deflate` (in `libz`, or in libzip where Temurin links zlib
 /// in), i.e. native frames with all their callers.
 fn deflate_with_callers(stacks: &[(Vec<String>, u64)]) -> u64 {
-    stacks
-        .iter()
-        .filter(|(frames, _)| {
-            frames.windows(3).any(|w| {
-                w[0].starts_with("java.util.zip.Deflater.deflateBytes")
-                    && w[1].starts_with("libzip.so!Java_java_util_zip_Deflater_deflateBytes")
-                    && w[2].starts_with("lib")
-                    && w[2].ends_with("!deflate")
-            })
+    samples_where(stacks, |frames| {
+        frames.windows(3).any(|w| {
+            w[0].starts_with("java.util.zip.Deflater.deflateBytes")
+                && w[1].starts_with("libzip.so!Java_java_util_zip_Deflater_deflateBytes")
+                && w[2].starts_with("lib")
+                && w[2].ends_with("!deflate")
         })
-        .map(|(_, n)| n)
-        .sum()
+    })
 }
 
 /// DWARF unwinding in every sampling engine: the perf_events `cpu` engine (the kernel copies
