@@ -198,9 +198,12 @@ fn a_thousand_rotations_leave_memory_flat() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    reached(100);
+    // The first few hundred rotations warm up (the JIT, the allocator's arenas, the unwinding
+    // tables of libraries as their addresses show up: +3.9 MiB from 100 to 500 rotations in
+    // one run, then +0.7, +0.3, +0.5, +0.0 MiB per 500); flat means flat after that.
+    reached(500);
     let before = jvm.rss_kib();
-    reached(1000);
+    reached(1500);
     let after = jvm.rss_kib();
     let stop = jtap([
         "profile",
@@ -210,10 +213,10 @@ fn a_thousand_rotations_leave_memory_flat() {
         dir.path().join("last.txt").to_str().unwrap(),
     ]);
     assert_eq!(stop.code, 0, "{stop:?}");
-    eprintln!("RSS after 100 rotations {before} KiB, after 1000 {after} KiB");
+    eprintln!("RSS after 500 rotations {before} KiB, after 1500 {after} KiB");
     assert!(
         after <= before + 5 * 1024,
-        "RSS grew {} KiB over 900 rotations",
+        "RSS grew {} KiB over 1000 rotations",
         after.saturating_sub(before)
     );
     assert!(

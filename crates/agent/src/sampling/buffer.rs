@@ -64,11 +64,11 @@ struct Slot {
 /// The preallocated buffer.
 pub struct SampleBuffer {
     slots: Box<[Slot]>,
-    frames: Box<[UnsafeCell<CallFrame>]>,
+    frames: Zeroed<CallFrame>,
     depth: usize,
-    chains: Box<[UnsafeCell<u64>]>,
+    chains: Zeroed<u64>,
     chain_depth: usize,
-    stacks: Box<[UnsafeCell<u8>]>,
+    stacks: Zeroed<u8>,
     stack_bytes: usize,
     next: AtomicU64,
     dropped: AtomicU64,
@@ -92,16 +92,14 @@ impl SampleBuffer {
     /// and `stack_bytes` bytes of user stack each (memory is committed by the kernel only
     /// where samples get written).
     pub fn new(slots: usize, depth: usize, chain_depth: usize, stack_bytes: usize) -> SampleBuffer {
-        // Zeroed memory comes straight from the kernel, untouched until samples land there.
-        let frames = Box::<[UnsafeCell<CallFrame>]>::new_zeroed_slice(depth * slots);
-        // SAFETY: all-zero bytes are a valid CallFrame (bci 0, null method).
-        let frames = unsafe { frames.assume_init() };
-        let chains = Box::<[UnsafeCell<u64>]>::new_zeroed_slice(chain_depth * slots);
-        // SAFETY: all-zero bytes are a valid u64.
-        let chains = unsafe { chains.assume_init() };
-        let stacks = Box::<[UnsafeCell<u8>]>::new_zeroed_slice(stack_bytes * slots);
-        // SAFETY: all-zero bytes are valid u8s.
-        let stacks = unsafe { stacks.assume_init() };
+        // SAFETY: all-zero bytes are a valid CallFrame (bci 0, null method), u64 and u8.
+        let (frames, chains, stacks) = unsafe {
+            (
+                Zeroed::new(depth * slots),
+                Zeroed::new(chain_depth * slots),
+                Zeroed::new(stack_bytes * slots),
+            )
+        };
         let slots = (0..slots)
             .map(|_| Slot {
                 state: AtomicU32::new(FREE),
@@ -235,6 +233,80 @@ impl Claim<'_> {
         // SAFETY: WRITING gives the slot to this claim until it stores READY.
         unsafe { *slot.header.get() = header };
         slot.state.store(READY, Ordering::Release);
+    }
+}
+
+/// An array of zero-filled cells straight from the kernel (an anonymous mapping): pages are
+/// committed only where samples get written, and the whole array goes back at drop. A heap
+/// allocation would not do: after the first large block is freed, glibc serves blocks of
+/// this size from its heap, where `calloc` zeroes a reused block by writing it, committing all
+/// of it (8 MiB of stack copies per session, which 1,000 rotations of a continuous profile
+/// grew the JVM's RSS by).
+struct Zeroed<T> {
+    cells: *mut UnsafeCell<T>,
+    len: usize,
+    /// Where the mapping failed: an ordinary allocation.
+    fallback: Option<Box<[UnsafeCell<T>]>>,
+}
+
+impl<T> Zeroed<T> {
+    /// # Safety
+    /// All-zero bytes must be a valid `T`.
+    unsafe fn new(len: usize) -> Zeroed<T> {
+        let bytes = len.saturating_mul(std::mem::size_of::<T>());
+        if bytes == 0 {
+            return Zeroed {
+                cells: std::ptr::NonNull::dangling().as_ptr(),
+                len,
+                fallback: None,
+            };
+        }
+        // SAFETY: a fresh private anonymous mapping at an address the kernel picks; its
+        // pages read as zero and are page-aligned, enough for any T here.
+        let mapped = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if mapped == libc::MAP_FAILED {
+            let boxed = Box::<[UnsafeCell<T>]>::new_zeroed_slice(len);
+            // SAFETY: the caller's contract: zeroed memory is a valid T.
+            let mut boxed = unsafe { boxed.assume_init() };
+            return Zeroed {
+                cells: boxed.as_mut_ptr(),
+                len,
+                fallback: Some(boxed),
+            };
+        }
+        Zeroed {
+            cells: mapped.cast(),
+            len,
+            fallback: None,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Zeroed<T> {
+    type Target = [UnsafeCell<T>];
+
+    fn deref(&self) -> &[UnsafeCell<T>] {
+        // SAFETY: `cells` points to `len` initialised cells (mapped, boxed, or none).
+        unsafe { std::slice::from_raw_parts(self.cells, self.len) }
+    }
+}
+
+impl<T> Drop for Zeroed<T> {
+    fn drop(&mut self) {
+        let bytes = self.len * std::mem::size_of::<T>();
+        if self.fallback.is_none() && bytes != 0 {
+            // SAFETY: unmaps exactly the mapping `new` made; the buffer is no longer used.
+            unsafe { libc::munmap(self.cells.cast(), bytes) };
+        }
     }
 }
 

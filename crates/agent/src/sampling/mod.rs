@@ -282,6 +282,9 @@ impl Sampler {
             // buffer fills. Only perf_events samples have kernel frames.
             let started = Instant::now();
             symbolizer.preload(settings.user_only || source != Source::PerfEvent);
+            if settings.native == NativeStacks::Dwarf {
+                unwind::preload(&mut symbolizer);
+            }
             log!("sampler: symbol tables ready in {:?}", started.elapsed());
         }
         let worker = Worker {

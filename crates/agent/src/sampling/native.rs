@@ -36,8 +36,8 @@ use object::{Object, ObjectSection, ObjectSegment};
 /// Call-chain context markers (`PERF_CONTEXT_*` in `<linux/perf_event.h>`): entries at or
 /// above [`CONTEXT_MAX`] are markers, not addresses.
 const CONTEXT_KERNEL: u64 = -128i64 as u64;
-const CONTEXT_USER: u64 = -512i64 as u64;
-const CONTEXT_MAX: u64 = -4095i64 as u64;
+pub(super) const CONTEXT_USER: u64 = -512i64 as u64;
+pub(super) const CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// How often the mappings may be re-read for an address in none of them.
 const MAPS_REFRESH: Duration = Duration::from_secs(1);
@@ -228,6 +228,20 @@ impl Symbolizer {
             .as_deref()
             .is_some_and(|p| p.starts_with('/'))
             .then_some(mapping.start)
+    }
+
+    /// The executable mapping of the library called `file_name` (`libjvm.so`), if mapped.
+    pub fn library_mapping(&mut self, file_name: &str) -> Option<CodeMapping> {
+        if self.maps_read.is_none() {
+            self.read_maps();
+        }
+        let suffix = format!("/{file_name}");
+        let address = self
+            .maps
+            .iter()
+            .find(|m| m.path.as_deref().is_some_and(|p| p.ends_with(&suffix)))?
+            .start;
+        self.code_mapping(address)
     }
 
     /// The executable mapping of a file that holds `address`, as [`Self::code_mapping_start`]

@@ -2,8 +2,10 @@
 //! the handler once, recognising which signals are ours, and the handler itself.
 //!
 //! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (only on threads
-//! the VM knows, see [`super::jvm::VmThreadKey`]), `gettid`/`ioctl` system calls, reading the thread's own perf_event ring
-//! buffer (see [`super::perf`]) and the interrupted registers in its signal context; no
+//! the VM knows, see [`super::jvm::VmThreadKey`]), `gettid`/`ioctl`/`process_vm_readv`
+//! system calls (the last copies the top of the stack for DWARF unwinding, failing rather than
+//! faulting where the stack ends), reading the thread's own perf_event ring buffer (see
+//! [`super::perf`]) and the interrupted registers in its signal context; no
 //! allocation, no lock, no formatting. It saves and restores `errno`. A SIGPROF that is not
 //! ours (wrong origin, or no engine running) goes to the handler that was installed before
 //! ours, if that was a function; the default action (terminating the JVM) is never taken.

@@ -1,7 +1,8 @@
 //! DWARF unwinding of native frames (`cstack=dwarf`), on the processing thread.
 //!
 //! With each `cpu` sample the kernel copies the thread's user registers and the top of its
-//! stack (see [`super::perf`]); here that copy is unwound with the call-frame information
+//! stack (see [`super::perf`]), and the timer and wall-clock handlers take the same copy
+//! themselves (`process_vm_readv`, see [`super::signal`]); here that copy is unwound with the call-frame information
 //! (`.eh_frame`) of the libraries the addresses fall in, through `framehop`, into a
 //! perf-style call chain that [`Symbolizer::frames`] reads like the kernel's. Unwinding only
 //! reads the copy, never the thread's live stack, so a wrong rule ends the chain early but
@@ -22,12 +23,8 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
 
-use super::native::{CodeMapping, Symbolizer};
+use super::native::{CodeMapping, Symbolizer, CONTEXT_MAX, CONTEXT_USER};
 
-/// `PERF_CONTEXT_USER`: the marker before a chain's user addresses.
-const CONTEXT_USER: u64 = -512i64 as u64;
-/// Markers are at or above this.
-const CONTEXT_MAX: u64 = -4095i64 as u64;
 /// Deepest native chain unwound.
 const MAX_FRAMES: usize = 128;
 /// Libraries a single unwind may still need to read before it gives up (each one restarts
@@ -42,23 +39,26 @@ type MappingKey = (String, u64, u64);
 /// life of the process.
 static MODULES: Mutex<Option<HashMap<MappingKey, Option<Tables>>>> = Mutex::new(None);
 
-/// Unwinds stack copies for one sampling session.
+/// Unwinds stack copies for one sampling session; allocates nothing until a sample needs
+/// unwinding (most leaves are JIT-compiled code, and a continuous profile starts a session
+/// every period).
+#[derive(Default)]
 pub struct DwarfUnwinder {
-    unwinder: UnwinderX86_64<Arc<[u8]>>,
-    cache: CacheX86_64,
+    /// The unwinder and its rule cache, made at the first unwind.
+    state: Option<Box<(UnwinderX86_64<Arc<[u8]>>, CacheX86_64)>>,
     /// Mapping starts whose tables the unwinder has (or which have none).
     known: HashSet<u64>,
     /// The last unwind's addresses.
     addresses: Vec<u64>,
 }
 
-impl Default for DwarfUnwinder {
-    fn default() -> Self {
-        DwarfUnwinder {
-            unwinder: UnwinderX86_64::new(),
-            cache: CacheX86_64::new(),
-            known: HashSet::new(),
-            addresses: Vec::with_capacity(MAX_FRAMES),
+/// Reads the unwinding tables nearly every profile needs, the JVM's and the C library's,
+/// before samples arrive: the first time in a process that is about 2 MiB the agent then
+/// keeps, so its memory settles with its first profile.
+pub fn preload(symbolizer: &mut Symbolizer) {
+    for library in ["libjvm.so", "libc.so.6"] {
+        if let Some(mapping) = symbolizer.library_mapping(library) {
+            tables_of(&mapping);
         }
     }
 }
@@ -105,18 +105,20 @@ impl DwarfUnwinder {
             let bytes = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let addresses = &mut self.addresses;
         for _ in 0..=MAX_NEW_MODULES {
-            addresses.clear();
+            self.addresses.clear();
             let missing = {
-                let mut frames = self.unwinder.iter_frames(
+                let (unwinder, cache) = &mut **self
+                    .state
+                    .get_or_insert_with(|| Box::new((UnwinderX86_64::new(), CacheX86_64::new())));
+                let mut frames = unwinder.iter_frames(
                     ip,
                     UnwindRegsX86_64::new(ip, sp, bp),
-                    &mut self.cache,
+                    cache,
                     &mut read_stack,
                 );
                 let mut missing = None;
-                while addresses.len() < MAX_FRAMES {
+                while self.addresses.len() < MAX_FRAMES {
                     let Ok(Some(frame)) = frames.next() else {
                         break;
                     };
@@ -124,7 +126,7 @@ impl DwarfUnwinder {
                     let Some(start) = symbolizer.code_mapping_start(address) else {
                         break;
                     };
-                    addresses.push(address);
+                    self.addresses.push(address);
                     if !self.known.contains(&start) {
                         // Unwinding past this frame needs its library's tables.
                         missing = symbolizer.code_mapping(address);
@@ -134,13 +136,17 @@ impl DwarfUnwinder {
                 missing
             };
             match missing {
-                Some(mapping) => {
-                    self.known.insert(mapping.start);
-                    if let Some(tables) = tables_of(&mapping) {
-                        self.unwinder.add_module(tables);
-                    }
-                }
+                Some(mapping) => self.add(&mapping),
                 None => break,
+            }
+        }
+    }
+
+    /// Gives the unwinder the tables of `mapping` (if it has any).
+    fn add(&mut self, mapping: &CodeMapping) {
+        if self.known.insert(mapping.start) {
+            if let (Some(tables), Some(state)) = (tables_of(mapping), self.state.as_mut()) {
+                state.0.add_module(tables);
             }
         }
     }
