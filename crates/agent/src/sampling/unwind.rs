@@ -32,6 +32,8 @@ const MAX_FRAMES: usize = 128;
 const MAX_NEW_MODULES: usize = 8;
 
 type Tables = Module<Arc<[u8]>>;
+/// An unwinder with its rule cache.
+type Unwinding = (UnwinderX86_64<Arc<[u8]>>, CacheX86_64);
 /// Path, inode and address of a file's executable mapping.
 type MappingKey = (String, u64, u64);
 
@@ -45,7 +47,7 @@ static MODULES: Mutex<Option<HashMap<MappingKey, Option<Tables>>>> = Mutex::new(
 #[derive(Default)]
 pub struct DwarfUnwinder {
     /// The unwinder and its rule cache, made at the first unwind.
-    state: Option<Box<(UnwinderX86_64<Arc<[u8]>>, CacheX86_64)>>,
+    state: Option<Box<Unwinding>>,
     /// Mapping starts whose tables the unwinder has (or which have none).
     known: HashSet<u64>,
     /// The last unwind's addresses.
