@@ -33,6 +33,14 @@ fn kernel_under(stacks: &[(Vec<String>, u64)], name: &str) -> u64 {
     })
 }
 
+/// `workloads.NativeWork` running, with its pid, past its start.
+fn native_work(jdk: &jtap_testkit::Jdk) -> (JavaProcess, String) {
+    let mut jvm = JavaProcess::start(jdk, "workloads.NativeWork");
+    let pid = jvm.pid().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    (jvm, pid)
+}
+
 /// Samples of the stacks `keep` accepts.
 fn samples_where(stacks: &[(Vec<String>, u64)], keep: impl Fn(&[String]) -> bool) -> u64 {
     stacks
@@ -47,9 +55,7 @@ fn cpu_profiles_show_native_frames_under_java_and_kernel_frames_at_the_leaf() {
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::start(jdk, "workloads.NativeWork");
-        let pid = jvm.pid().to_string();
-        std::thread::sleep(Duration::from_millis(500));
+        let (mut jvm, pid) = native_work(jdk);
 
         let out = dir.path().join(format!("{}-native.collapsed", jdk.version));
         jtap([
@@ -183,9 +189,7 @@ fn dwarf_unwinding_keeps_the_callers_that_frame_pointers_lose() {
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks() {
-        let mut jvm = JavaProcess::start(jdk, "workloads.NativeWork");
-        let pid = jvm.pid().to_string();
-        std::thread::sleep(Duration::from_millis(500));
+        let (mut jvm, pid) = native_work(jdk);
         let profile_with = |event: &str, cstack: &str| {
             let out = dir
                 .path()
