@@ -9,6 +9,9 @@
 #     trace's last 15 s (its first seconds instrument the loaded classes);
 #   - after: the seconds from the restore until a 1-s window is back to 90 % of the baseline,
 #     and the speed over the 10 s after the restore.
+# On JDKs before 23 each program also runs with jtap's agent loaded at start-up: the first
+# retransformation of a JVM that has not recorded its compiled code's dependencies on classes
+# (JDK 11–22, attached late) discards all compiled code, not only the traced classes' callers.
 # Prints one table. Needs Debian's h2 and ecj packages (scripts/setup-system.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,45 +39,51 @@ rows=()
 for JAVA in $JAVAS; do
     [ -x "$JAVA" ] || { echo "skipping $JAVA (not installed)"; continue; }
     version=$("$JAVA" -version 2>&1 | head -1 | sed 's/.*version "\([0-9]*\).*/\1/')
-    for program in h2 javac; do
-        case $program in
-            h2) args=(real.H2Load 2); package='/org\.h2\..*/::/.*/' ;;
-            javac) args=(real.JavacLoop javac tests/java/workloads 2); package='/com\.sun\.tools\.javac\.comp\..*/::/.*/' ;;
-        esac
-        log=$work/$program-$version.log
-        "$JAVA" -cp "$work/classes:$cp" "${args[@]}" >"$log" 2>"$work/$program.err" & pid=$!; pids+=("$pid")
-        until grep -q READY "$log"; do sleep 0.2; done
-        sleep 20
-        base=$(rate "$log" 10)
-        "$JTAP" trace "$pid" "$package" --threshold 500ms -d 20s >/dev/null 2>"$work/trace.err" & jt=$!
-        sleep 5
-        during=$(rate "$log" 15)
-        wait $jt || true
-        methods=$(grep -o 'instrumented ([0-9]* methods)' "$work/trace.err" | grep -o '[0-9]*' || echo "?")
-        clock=$(grep -o '(field clock[^,)]*\|(tsc clock\|(coarse clock[^)]*' "$work/trace.err" | head -1 | tr -d '(' || echo "?")
-        # Recovery: 1-s windows until one reaches 90 % of the baseline (give up after 60 s).
-        recovered="> 60"
-        start=$(date +%s%N)
-        for _ in $(seq 60); do
-            r=$(rate "$log" 1)
-            if awk -v r="$r" -v b="$base" 'BEGIN {exit !(r >= 0.9 * b)}'; then
-                recovered=$(awk -v s="$start" -v n="$(date +%s%N)" 'BEGIN {printf "%.0f", (n - s) / 1e9}')
-                break
-            fi
+    loads=(attached)
+    [ "$version" -lt 23 ] && loads+=(start-up)
+    for load in "${loads[@]}"; do
+        for program in h2 javac; do
+            case $program in
+                h2) args=(real.H2Load 2); package='/org\.h2\..*/::/.*/' ;;
+                javac) args=(real.JavacLoop javac tests/java/workloads 2); package='/com\.sun\.tools\.javac\.comp\..*/::/.*/' ;;
+            esac
+            log=$work/$program-$version-$load.log
+            agent=()
+            [ "$load" = start-up ] && agent=("-agentpath:$JTAP_AGENT")
+            "$JAVA" "${agent[@]}" -cp "$work/classes:$cp" "${args[@]}" >"$log" 2>"$work/$program.err" & pid=$!; pids+=("$pid")
+            until grep -q READY "$log"; do sleep 0.2; done
+            sleep 20
+            base=$(rate "$log" 10)
+            "$JTAP" trace "$pid" "$package" --threshold 500ms -d 20s >/dev/null 2>"$work/trace.err" & jt=$!
+            sleep 5
+            during=$(rate "$log" 15)
+            wait $jt || true
+            methods=$(grep -o 'instrumented ([0-9]* methods)' "$work/trace.err" | grep -o '[0-9]*' || echo "?")
+            clock=$(grep -o '(field clock[^,)]*\|(tsc clock\|(coarse clock[^)]*' "$work/trace.err" | head -1 | tr -d '(' || echo "?")
+            # Recovery: 1-s windows until one reaches 90 % of the baseline (give up after 60 s).
+            recovered="> 60"
+            start=$(date +%s%N)
+            for _ in $(seq 60); do
+                r=$(rate "$log" 1)
+                if awk -v r="$r" -v b="$base" 'BEGIN {exit !(r >= 0.9 * b)}'; then
+                    recovered=$(awk -v s="$start" -v n="$(date +%s%N)" 'BEGIN {printf "%.0f", (n - s) / 1e9}')
+                    break
+                fi
+            done
+            after=$(rate "$log" 10)
+            kill "$pid"; wait "$pid" 2>/dev/null || true
+            rows+=("$version|$load|$program|$methods|$clock|$base|$during|$recovered|$after")
         done
-        after=$(rate "$log" 10)
-        kill "$pid"; wait "$pid" 2>/dev/null || true
-        rows+=("$version|$program|$methods|$clock|$base|$during|$recovered|$after")
     done
 done
 
 echo
 echo "Broad traces on real programs (units of work per second; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "| JDK | program | methods traced | clock | baseline | during the trace | slowdown | back to 90 % after | speed after |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| JDK | jtap's agent | program | methods traced | clock | baseline | during the trace | slowdown | back to 90 % after | speed after |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v program methods clock base during recovered after <<<"$row"
+    IFS='|' read -r v load program methods clock base during recovered after <<<"$row"
     slowdown=$(awk -v b="$base" -v d="$during" 'BEGIN {printf "%.2f×", (d > 0 ? b / d : 0)}')
-    echo "| $v | $program | $methods | $clock | $base/s | $during/s | $slowdown | ${recovered} s | $after/s |"
+    echo "| $v | $load | $program | $methods | $clock | $base/s | $during/s | $slowdown | ${recovered} s | $after/s |"
 done

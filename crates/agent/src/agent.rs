@@ -172,6 +172,13 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     if at_startup {
         env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, true)
             .map_err(init_failed)?;
+        // HotSpot records the compiled code's dependencies on classes only once a JVMTI
+        // environment can retransform; when one could from start-up, retransforming a class
+        // later discards only the code that depends on it, not all compiled code.
+        let retransform = Capabilities::of(&["can_retransform_classes"]);
+        if let Err(e) = env.add_capabilities(&retransform) {
+            log!("cannot keep can_retransform_classes from start-up: {e}");
+        }
     }
     env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, true)
         .map_err(init_failed)?;

@@ -1,5 +1,5 @@
-//! Addresses of functions `libjvm.so` does not export: looked up by name in the library's
-//! full symbol table (`.symtab`, which HotSpot builds keep unless stripped) and placed at the
+//! Addresses of functions and variables `libjvm.so` does not export: looked up by name in the
+//! library's full symbol table (`.symtab`, which HotSpot builds keep unless stripped) and placed at the
 //! library's load address in this process.
 //!
 //! The load address comes from an exported function (`JNI_CreateJavaVM`, found with `dlsym`)
@@ -26,6 +26,38 @@ const SYMBOL_SIZE: usize = 24;
 /// The address in this process of `name`, a function of the `libjvm.so` that runs `vm`, or
 /// why it cannot be found (e.g. a stripped library).
 pub fn local_function(vm: Vm, name: &str) -> Result<usize, String> {
+    local_symbol(vm, name, SymbolKind::Function)
+}
+
+/// A C++ `bool` variable of the `libjvm.so` that runs the JVM.
+#[derive(Clone, Copy, Debug)]
+pub struct Flag(usize);
+
+impl Flag {
+    /// The variable named `name` (mangled), or why it cannot be found.
+    pub fn find(vm: Vm, name: &str) -> Result<Flag, String> {
+        local_symbol(vm, name, SymbolKind::Variable).map(Flag)
+    }
+
+    /// Its value now.
+    pub fn get(self) -> bool {
+        // SAFETY: the address is a variable of the loaded libjvm.so (checked by local_symbol),
+        // whose data stays mapped for the life of the process; a one-byte read of a bool the
+        // VM may be writing at the same time sees either value.
+        unsafe { std::ptr::read_volatile(self.0 as *const u8) != 0 }
+    }
+}
+
+/// What a symbol names (its ELF `STT_*` type).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SymbolKind {
+    /// `STT_OBJECT`.
+    Variable = 1,
+    /// `STT_FUNC`.
+    Function = 2,
+}
+
+fn local_symbol(vm: Vm, name: &str, kind: SymbolKind) -> Result<usize, String> {
     let library = loaded_library(vm)?;
     let path = library.path.to_string_lossy().into_owned();
     let names = [
@@ -33,7 +65,8 @@ pub fn local_function(vm: Vm, name: &str) -> Result<usize, String> {
         CHECK.to_str().unwrap_or_default(),
         name,
     ];
-    let values = function_values(&path, &names)?;
+    let kinds = [SymbolKind::Function, SymbolKind::Function, kind];
+    let values = symbol_values(&path, &names, &kinds)?;
     let [Some(anchor), Some(check), found] = values[..] else {
         return Err(format!("{path} has no symbols for the JNI entry points"));
     };
@@ -108,10 +141,14 @@ fn object_base(address: usize) -> Option<usize> {
         .then_some(info.dli_fbase as usize)
 }
 
-/// The values (addresses in the file) of the defined functions named `names` in the
-/// `.symtab` of the ELF64 little-endian file at `path`, in the order asked; None for a name
-/// not found.
-fn function_values(path: &str, names: &[&str]) -> Result<Vec<Option<usize>>, String> {
+/// The values (addresses in the file) of the defined symbols named `names`, each of its kind
+/// in `kinds`, in the `.symtab` of the ELF64 little-endian file at `path`, in the order
+/// asked; None for a name not found.
+fn symbol_values(
+    path: &str,
+    names: &[&str],
+    kinds: &[SymbolKind],
+) -> Result<Vec<Option<usize>>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("opening {path}: {e}"))?;
     let (symbols, strings) = {
         let data = object::ReadCache::new(&file);
@@ -133,11 +170,17 @@ fn function_values(path: &str, names: &[&str]) -> Result<Vec<Option<usize>>, Str
             .map_err(|e| format!("reading {path}: {e}"))
     };
     let (symbols, strings) = (read(symbols)?, read(strings)?);
-    Ok(find_functions(&symbols, &strings, names))
+    Ok(find_symbols(&symbols, &strings, names, kinds))
 }
 
-/// Looks `names` up in an ELF64 little-endian symbol table and its string table.
-fn find_functions(symbols: &[u8], strings: &[u8], names: &[&str]) -> Vec<Option<usize>> {
+/// Looks `names` (each of its kind in `kinds`) up in an ELF64 little-endian symbol table and
+/// its string table.
+fn find_symbols(
+    symbols: &[u8],
+    strings: &[u8],
+    names: &[&str],
+    kinds: &[SymbolKind],
+) -> Vec<Option<usize>> {
     let mut found = vec![None; names.len()];
     for raw in symbols.chunks_exact(SYMBOL_SIZE) {
         let field = |range: std::ops::Range<usize>| {
@@ -147,13 +190,14 @@ fn find_functions(symbols: &[u8], strings: &[u8], names: &[&str]) -> Vec<Option<
                 .fold(0u64, |v, &b| v << 8 | u64::from(b))
         };
         let (name, kind, section, value) = (field(0..4), raw[4] & 0xf, field(6..8), field(8..16));
-        // STT_FUNC, defined (not SHN_UNDEF), with an address.
-        if kind != 2 || section == 0 || value == 0 {
+        // Defined (not SHN_UNDEF), with an address.
+        if section == 0 || value == 0 {
             continue;
         }
         let rest = strings.get(name as usize..).unwrap_or_default();
         let symbol = &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())];
-        if let Some(index) = names.iter().position(|n| n.as_bytes() == symbol) {
+        let wanted = |(n, k): (&&str, &SymbolKind)| n.as_bytes() == symbol && *k as u8 == kind;
+        if let Some(index) = names.iter().zip(kinds).position(wanted) {
             found[index].get_or_insert(value as usize);
         }
     }
@@ -175,23 +219,25 @@ mod tests {
     }
 
     #[test]
-    fn finds_defined_functions_by_whole_name() {
+    fn finds_defined_symbols_by_whole_name_and_kind() {
         let strings = b"\0JVM_Unsafe_Park\0Other\0";
         // "Unsafe_Park" shares the tail of "JVM_Unsafe_Park" (offset 5).
         let symbols = [
             symbol(1, 0x12, 12, 0x1000),  // JVM_Unsafe_Park, global function
             symbol(5, 0x02, 12, 0x2000),  // Unsafe_Park, local function
-            symbol(17, 0x01, 12, 0x3000), // Other, an object: skipped
+            symbol(17, 0x01, 12, 0x3000), // Other, a variable: not a function
             symbol(17, 0x02, 0, 0x4000),  // Other, undefined: skipped
         ]
         .concat();
+        let function = SymbolKind::Function;
         assert_eq!(
-            find_functions(
+            find_symbols(
                 &symbols,
                 strings,
-                &["Unsafe_Park", "JVM_Unsafe_Park", "Other", "Park"]
+                &["Unsafe_Park", "JVM_Unsafe_Park", "Other", "Park", "Other"],
+                &[function, function, function, function, SymbolKind::Variable]
             ),
-            [Some(0x2000), Some(0x1000), None, None]
+            [Some(0x2000), Some(0x1000), None, None, Some(0x3000)]
         );
     }
 
@@ -201,8 +247,8 @@ mod tests {
         if !std::path::Path::new(path).exists() {
             return;
         }
-        let values =
-            function_values(path, &["Unsafe_Park", "JNI_CreateJavaVM", "no_such_fn"]).unwrap();
+        let names = ["Unsafe_Park", "JNI_CreateJavaVM", "no_such_fn"];
+        let values = symbol_values(path, &names, &[SymbolKind::Function; 3]).unwrap();
         assert!(values[0].is_some() && values[1].is_some(), "{values:?}");
         assert_eq!(values[2], None);
     }

@@ -228,7 +228,7 @@ const CHECKS: &[Check] = &[
         run: heap,
     },
     Check {
-        name: "trace <hot method> -n 300 -d 10s",
+        name: "trace <hot method> -n 300 -d 60s",
         run: trace_count,
     },
     Check {
@@ -684,11 +684,13 @@ fn trace_count(p: &mut Running, dir: &Path) {
             p.program.hot_method,
             "-n",
             "300",
+            // Long enough for the first trace of a JVM on JDK 11–22, which discards all
+            // compiled code: Jetty on JDK 11 then serves ~30 requests/s for seconds.
             "-d",
-            "10s",
+            "60s",
         ],
         dir,
-        Duration::from_secs(30),
+        Duration::from_secs(90),
         None,
     );
     outcome.assert_ok();

@@ -1384,3 +1384,78 @@ fn threads_exceptions_and_class_loading_can_be_traced() {
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
+
+/// Compile ids of the nmethods the JVM runs now (`Compiler.codelist`, state 0: in use).
+fn nmethods_in_use(pid: &str) -> std::collections::HashSet<u64> {
+    jtap(["jcmd", pid, "Compiler.codelist"])
+        .ok()
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let id = fields.next()?.parse().ok()?;
+            let _level = fields.next()?;
+            (fields.next()? == "0").then_some(id)
+        })
+        .collect()
+}
+
+/// Traces `workloads.Busy::mix` for a second; returns the client's stderr and the share of
+/// the nmethods in use before that are still in use after.
+fn trace_and_count_survivors(pid: &str, dir: &Path) -> (String, f64) {
+    let before = nmethods_in_use(pid);
+    let traced = run(Command::new(jtap_bin()).current_dir(dir).args([
+        "trace",
+        pid,
+        "workloads.Busy::mix",
+        "-d",
+        "1s",
+    ]));
+    assert_eq!(traced.code, 0, "{traced:?}");
+    let after = nmethods_in_use(pid);
+    let kept = before.intersection(&after).count();
+    (traced.stderr, kept as f64 / before.len().max(1) as f64)
+}
+
+/// HotSpot discards all compiled code at the first retransformation of a JVM that has not
+/// recorded the compiled code's dependencies on classes (JDK 11–22 when no agent that could
+/// retransform was loaded at start-up): the first trace says so, and jtap loaded at start-up
+/// avoids it.
+#[test]
+fn the_first_retransformation_of_a_late_attach_is_announced_and_avoided_from_start_up() {
+    let library = agent_library();
+    const NOTE: &str = "discards all of this JVM's compiled code";
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut late = JavaProcess::start(jdk, "workloads.Busy");
+        let pid = late.pid().to_string();
+        std::thread::sleep(Duration::from_secs(2));
+        let (first, first_kept) = trace_and_count_survivors(&pid, dir.path());
+        let (second, second_kept) = trace_and_count_survivors(&pid, dir.path());
+        let mut early = JavaProcess::builder(jdk, "workloads.Busy")
+            .jvm_arg(format!("-agentpath:{}", library.display()))
+            .start();
+        let pid = early.pid().to_string();
+        std::thread::sleep(Duration::from_secs(2));
+        let (from_start, start_kept) = trace_and_count_survivors(&pid, dir.path());
+        eprintln!(
+            "JDK {}: nmethods kept by a trace: {:.0} % (first after attach), {:.0} % (second), \
+             {:.0} % (agent loaded at start-up)",
+            jdk.version,
+            first_kept * 100.0,
+            second_kept * 100.0,
+            start_kept * 100.0
+        );
+        let context = format!("JDK {}", jdk.version);
+        // JDK 23+ records the dependencies from start-up anyway (AlwaysRecordEvolDependencies).
+        assert_eq!(first.contains(NOTE), jdk.version < 23, "{context}: {first}");
+        assert_eq!(
+            first_kept < 0.6,
+            jdk.version < 23,
+            "{context}: {first_kept}"
+        );
+        assert!(!second.contains(NOTE), "{context}: {second}");
+        assert!(!from_start.contains(NOTE), "{context}: {from_start}");
+        assert!(second_kept > 0.8, "{context}: {second_kept}");
+        assert!(start_kept > 0.8, "{context}: {start_kept}");
+    }
+}

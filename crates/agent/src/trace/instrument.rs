@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::ffi::c_char;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use jtap_classfile::plan::{
@@ -30,6 +30,7 @@ use super::runtime::{self, FieldClock, Runtime};
 use super::select::{self, Role, Selector};
 use super::ticker;
 use crate::gate::Gate;
+use crate::libjvm::Flag;
 use crate::thread::Vm;
 
 /// Calltree levels of call sites timed when neither `--inner` nor `--depth` is given.
@@ -152,6 +153,18 @@ fn hash(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     bytes.hash(&mut h);
     h.finish()
+}
+
+/// Whether HotSpot records the compiled code's dependencies on classes, so that retransforming
+/// a class discards only the code that depends on it. It does from start-up when an agent
+/// there could retransform (jtap's own at start-up, a `-javaagent`), and after the first
+/// retransformation; before that, the first one discards all compiled code
+/// (`JvmtiExport::_all_dependencies_are_recorded`). True when the flag cannot be read.
+fn compile_dependencies_recorded(vm: Vm) -> bool {
+    const NAME: &str = "_ZN11JvmtiExport30_all_dependencies_are_recordedE";
+    static FLAG: OnceLock<Option<Flag>> = OnceLock::new();
+    FLAG.get_or_init(|| Flag::find(vm, NAME).ok())
+        .is_none_or(|flag| flag.get())
 }
 
 impl Tracing {
@@ -305,6 +318,14 @@ impl Tracing {
                 .or_default()
                 .bytecodes_before = before;
             chosen.push((*class, internal.clone()));
+        }
+        if !chosen.is_empty() && !compile_dependencies_recorded(self.vm) {
+            self.note(
+                "HotSpot discards all of this JVM's compiled code at its first class \
+                 retransformation (no agent that could retransform was loaded at start-up): \
+                 expect a few seconds of slower running while it recompiles"
+                    .into(),
+            );
         }
         self.instrument(&chosen);
         // Calltree: the call sites of the methods called from the entry, level by level.
