@@ -37,6 +37,8 @@ pub struct Agent {
     vm: Vm,
     env: Env,
     at_startup: bool,
+    /// Capabilities added at start-up and kept for the JVM's life, whatever runs.
+    kept: Capabilities,
     loaded: Instant,
     commands: AtomicU64,
     sessions: AtomicU64,
@@ -169,15 +171,16 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         ..Default::default()
     };
     env.set_event_callbacks(&callbacks).map_err(init_failed)?;
+    let mut kept = Capabilities::default();
     if at_startup {
         env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, true)
             .map_err(init_failed)?;
         // HotSpot records the compiled code's dependencies on classes only once a JVMTI
         // environment can retransform; when one could from start-up, retransforming a class
         // later discards only the code that depends on it, not all compiled code.
-        let retransform = Capabilities::of(&["can_retransform_classes"]);
-        if let Err(e) = env.add_capabilities(&retransform) {
-            log!("cannot keep can_retransform_classes from start-up: {e}");
+        match env.add_capabilities(&Capabilities::of(&["can_retransform_classes"])) {
+            Ok(report) => kept = report.granted,
+            Err(e) => log!("cannot keep can_retransform_classes from start-up: {e}"),
         }
     }
     env.set_event_enabled(sys::JVMTI_EVENT_VM_DEATH, true)
@@ -186,6 +189,7 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         vm,
         env,
         at_startup,
+        kept,
         loaded: Instant::now(),
         commands: AtomicU64::new(0),
         sessions: AtomicU64::new(0),
@@ -736,12 +740,18 @@ impl Agent {
         let held = self
             .env
             .capabilities()
-            .map(|c| c.names().join(", "))
+            .map(|c| c.difference(&self.kept).names().join(", "))
             .unwrap_or_else(|e| e.to_string());
         text.push_str(&format!(
             "capabilities held: {}\n",
             if held.is_empty() { "none" } else { &held }
         ));
+        if !self.kept.is_empty() {
+            text.push_str(&format!(
+                "capabilities kept from start-up: {}\n",
+                self.kept.names().join(", ")
+            ));
+        }
         if state.recordings.is_empty() {
             text.push_str("recordings: none");
         }
