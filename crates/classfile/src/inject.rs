@@ -499,8 +499,13 @@ pub(crate) fn instrument_method(
                         ..plain
                     };
                     if wants(probe, Value::SiteId) {
-                        site.site_id =
-                            registry.add_site(method_id, insn.offset, "return", String::new());
+                        site.site_id = registry.add_site(
+                            method_id,
+                            insn.offset,
+                            insn.opcode,
+                            "return",
+                            String::new(),
+                        );
                     }
                     if md.ret != FieldType::Void && wants(probe, Value::ReturnValue) {
                         s.capture(cp, refs, md.ret, m.stash)?;
@@ -575,6 +580,7 @@ pub(crate) fn instrument_method(
                             let id = registry.add_site(
                                 method_id,
                                 insn.offset,
+                                insn.opcode,
                                 "call",
                                 format!("{owner}.{mname}{mdesc}"),
                             );
@@ -660,7 +666,8 @@ pub(crate) fn instrument_method(
                         _ => continue,
                     };
                     let Some(j) = at else { continue };
-                    let site_id = registry.add_site(method_id, insn.offset, "alloc", detail);
+                    let site_id =
+                        registry.add_site(method_id, insn.offset, insn.opcode, "alloc", detail);
                     let mut s = Snippet::on(std::mem::take(&mut edit.after[j]), 0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
@@ -694,7 +701,8 @@ pub(crate) fn instrument_method(
                     } else {
                         "monitorexit"
                     };
-                    let site_id = registry.add_site(method_id, insn.offset, kind, String::new());
+                    let site_id =
+                        registry.add_site(method_id, insn.offset, insn.opcode, kind, String::new());
                     let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                     s.capture(cp, refs, FieldType::Reference(b"java/lang/Object"), m.stash)?;
                     used_stash = true;
@@ -735,8 +743,13 @@ pub(crate) fn instrument_method(
                     }
                     let t = parse_field_descriptor(&fdesc)?;
                     let kind = if read { "field-read" } else { "field-write" };
-                    let site_id =
-                        registry.add_site(method_id, insn.offset, kind, format!("{owner}.{fname}"));
+                    let site_id = registry.add_site(
+                        method_id,
+                        insn.offset,
+                        insn.opcode,
+                        kind,
+                        format!("{owner}.{fname}"),
+                    );
                     let dest = if read {
                         &mut edit.after[i]
                     } else {
@@ -771,8 +784,13 @@ pub(crate) fn instrument_method(
             Point::Line => {
                 for (i, line) in at_line.iter().enumerate() {
                     let Some(line) = *line else { continue };
-                    let site_id =
-                        registry.add_site(method_id, insns[i].offset, "line", String::new());
+                    let site_id = registry.add_site(
+                        method_id,
+                        insns[i].offset,
+                        insns[i].opcode,
+                        "line",
+                        String::new(),
+                    );
                     let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                     m.call(
                         cp,

@@ -14,6 +14,8 @@ pub enum Pattern {
     Exact(String),
     /// Matches text starting with this prefix.
     Prefix(String),
+    /// Matches any of these texts exactly.
+    OneOf(Vec<String>),
 }
 
 impl Pattern {
@@ -23,6 +25,7 @@ impl Pattern {
             Pattern::Any => true,
             Pattern::Exact(s) => s == text,
             Pattern::Prefix(p) => text.starts_with(p.as_str()),
+            Pattern::OneOf(texts) => texts.iter().any(|t| t == text),
         }
     }
 }
@@ -249,6 +252,8 @@ pub struct SiteEntry {
     pub bci: u32,
     /// What the site is (`call`, `alloc`, `monitor`, `field`, `line`, `return`).
     pub kind: &'static str,
+    /// The opcode of the site's instruction (which `invoke…` a call is).
+    pub opcode: u8,
     /// Details (the called member, the allocated type, the line number…).
     pub detail: String,
 }
@@ -276,6 +281,7 @@ impl Registry {
         &mut self,
         method_id: i32,
         bci: u32,
+        opcode: u8,
         kind: &'static str,
         detail: String,
     ) -> i32 {
@@ -283,6 +289,7 @@ impl Registry {
             method_id,
             bci,
             kind,
+            opcode,
             detail,
         });
         self.sites.len() as i32 - 1
@@ -418,6 +425,8 @@ mod tests {
     fn patterns_and_descriptors() {
         assert!(Pattern::Prefix("java/".into()).matches("java/lang/Object"));
         assert!(!Pattern::Exact("a".into()).matches("ab"));
+        let one_of = Pattern::OneOf(vec!["a".into(), "b".into()]);
+        assert!(one_of.matches("b") && !one_of.matches("ab"));
         let p = &InjectionPlan::everything("P").probes[6];
         assert_eq!(
             p.descriptor(),

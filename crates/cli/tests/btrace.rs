@@ -1,6 +1,7 @@
 //! BTrace scripts, unchanged, on every JDK of the matrix: the issue's `Tracker` (duration
 //! threshold, `strcat`, `jstack`) prints what BTrace prints, entry handlers see typed
-//! arguments, aggregations count per thread as the workload does, timers and `@OnExit` run, `exit()` ends the script with its code,
+//! arguments, aggregations count per thread as the workload does, `Kind.CALL` handlers time the
+//! calls a method makes, timers and `@OnExit` run, `exit()` ends the script with its code,
 //! and the classes come back as they were. `--check` needs no JVM.
 
 mod common;
@@ -422,6 +423,77 @@ import static com.sun.btrace.BTraceUtils.*;
         assert_eq!(
             out,
             "errors 6 depths 15\njava.lang.UnsupportedOperationException: deep\nreturned 669 args 15\nself true\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn call_locations_time_the_calls_a_method_makes() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "Calls.java",
+            r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Calls {
+    @OnMethod(clazz = "workloads.Traced", method = "a",
+              location = @Location(value = Kind.CALL, clazz = "workloads.Traced", method = "/[bc]/", where = Where.AFTER))
+    public static void after(@ProbeMethodName(fqn = true) String pmn, @TargetMethodOrField(fqn = true) String target,
+                             @TargetMethodOrField String name, @Duration long d) {
+        println(pmn + " called " + target + " (" + name + ") in " + (d / 1000000) + " ms");
+    }
+
+    @OnMethod(clazz = "workloads.Traced", method = "/[ac]/",
+              location = @Location(value = Kind.CALL, clazz = "java.lang.Thread", method = "sleep"))
+    public static void before(@ProbeMethodName String pmn, @TargetMethodOrField String name) {
+        println(pmn + " calls " + name);
+    }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(300));
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        // a() sleeps 5 ms, calls b() (sleeps 20 ms) and c() (sleeps 10 ms, then d() 40 ms);
+        // the handlers run in the order the calls end.
+        let lines: Vec<&str> = out.lines().collect();
+        let ms = |line: &str| -> u64 {
+            let text = line.rsplit(" in ").next().unwrap().trim_end_matches(" ms");
+            text.parse()
+                .unwrap_or_else(|_| panic!("JDK {}: {line}", jdk.version))
+        };
+        assert_eq!(lines.len(), 4, "JDK {}: {out}", jdk.version);
+        assert_eq!(lines[0], "a calls sleep", "JDK {}: {out}", jdk.version);
+        assert!(
+            lines[1]
+                .starts_with("workloads.Traced.a called static void workloads.Traced#b (b) in ")
+                && (20..1000).contains(&ms(lines[1])),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert_eq!(lines[2], "c calls sleep", "JDK {}: {out}", jdk.version);
+        assert!(
+            lines[3]
+                .starts_with("workloads.Traced.a called static void workloads.Traced#c (c) in ")
+                && (50..1000).contains(&ms(lines[3])),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(
+            err.contains("class bytes identical to before for 1/1"),
             "JDK {}: {err}",
             jdk.version
         );

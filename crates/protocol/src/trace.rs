@@ -11,6 +11,9 @@
 //! token   := "mode:" ("trace" | "calltree" | "monitor")
 //!          | "p:" pattern          a method to trace (calltree: the entry method)
 //!          | "i:" pattern          calltree: a method to time inside the entry
+//!          | "c:" pattern "to:" pattern
+//!                                  trace: calls the first methods make to the second,
+//!                                  each timed and reported as a call of its own
 //!          | "depth:" n            calltree: levels of call sites below the entry; trace:
 //!                                  frames of each stack (at most 64)
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
@@ -258,6 +261,18 @@ impl Mode {
     }
 }
 
+/// Calls made from some methods to others, traced at the call site (BTrace's `Kind.CALL`):
+/// each call from a `host` method to a `callee` is timed and reported, with the callee,
+/// whether or not the callee itself can be instrumented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSites {
+    /// The methods whose calls are traced.
+    pub host: MethodPattern,
+    /// The called methods (a `+Supertype` pattern is not accepted: the call site names the
+    /// method as the caller's code refers to it).
+    pub callee: MethodPattern,
+}
+
 /// Everything a tracing session does.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
@@ -267,6 +282,8 @@ pub struct Plan {
     pub targets: Vec<MethodPattern>,
     /// Calltree: methods timed inside an entry call.
     pub inner: Vec<MethodPattern>,
+    /// Trace: calls traced where they are made.
+    pub call_sites: Vec<CallSites>,
     /// How deep: calltree, levels of call sites timed below the entry (1: the entry's own
     /// calls); trace, frames of each stack.
     pub depth: Option<u32>,
@@ -300,6 +317,7 @@ impl Plan {
     pub fn parse(text: &str) -> Result<Plan, String> {
         let mut plan = Plan::default();
         let mut mode = None;
+        let mut host = None;
         for token in text.split(' ').filter(|t| !t.is_empty()) {
             let (key, value) = token.split_once(':').unwrap_or((token, ""));
             let number = |v: &str| {
@@ -317,6 +335,17 @@ impl Plan {
                 }
                 "p" => plan.targets.push(MethodPattern::parse(value)?),
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
+                "c" => host = Some(MethodPattern::parse(value)?),
+                "to" => {
+                    let callee = MethodPattern::parse(value)?;
+                    if callee.subtypes {
+                        return Err(format!("called methods cannot be +{}: a call site names the method as its code refers to it", callee.class));
+                    }
+                    plan.call_sites.push(CallSites {
+                        host: host.take().ok_or("to: without the c: before it")?,
+                        callee,
+                    });
+                }
                 "depth" => {
                     plan.depth = Some(
                         u32::try_from(number(value)?)
@@ -343,8 +372,14 @@ impl Plan {
             }
         }
         plan.mode = mode.ok_or("the trace plan names no mode")?;
-        if plan.targets.is_empty() {
+        if host.is_some() {
+            return Err("c: without the to: after it".into());
+        }
+        if plan.targets.is_empty() && plan.call_sites.is_empty() {
             return Err("no method pattern given".into());
+        }
+        if plan.mode != Mode::Trace && !plan.call_sites.is_empty() {
+            return Err("only trace mode traces call sites".into());
         }
         if plan.mode == Mode::Calltree && plan.targets.len() != 1 {
             return Err("calltree takes exactly one entry pattern".into());
@@ -359,6 +394,10 @@ impl fmt::Display for Plan {
         let mut tokens = vec![format!("mode:{}", self.mode.name())];
         tokens.extend(self.targets.iter().map(|p| format!("p:{p}")));
         tokens.extend(self.inner.iter().map(|p| format!("i:{p}")));
+        for sites in &self.call_sites {
+            tokens.push(format!("c:{}", sites.host));
+            tokens.push(format!("to:{}", sites.callee));
+        }
         if let Some(d) = self.depth {
             tokens.push(format!("depth:{d}"));
         }
@@ -454,6 +493,7 @@ mod tests {
                 MethodPattern::parse("a.*::x").unwrap(),
                 MethodPattern::parse("/q/").unwrap(),
             ],
+            call_sites: Vec::new(),
             depth: Some(2),
             threshold: Some(Duration::from_millis(100)),
             count: Some(3),
@@ -474,5 +514,23 @@ mod tests {
         assert!(Plan::parse("mode:trace p:a.B bogus")
             .unwrap_err()
             .contains("bogus"));
+    }
+
+    #[test]
+    fn call_sites_pair_a_host_with_a_callee() {
+        let plan = Plan::parse("mode:trace c:a.B::run to:/java\\.io\\..*/::write").unwrap();
+        assert!(plan.targets.is_empty());
+        assert_eq!(plan.call_sites.len(), 1);
+        assert_eq!(plan.call_sites[0].host.to_string(), "a.B::run");
+        assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
+        for (text, needle) in [
+            ("mode:trace c:a.B", "c: without the to:"),
+            ("mode:trace to:a.B", "to: without the c:"),
+            ("mode:trace c:a.B to:+a.I", "cannot be +a.I"),
+            ("mode:calltree p:a.B c:a.B to:a.C", "only trace mode"),
+        ] {
+            let e = Plan::parse(text).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
     }
 }

@@ -67,8 +67,14 @@ pub enum Role {
     Duration,
     /// `@Return`: the value returned.
     Return,
-    /// `@Self`: `this`.
+    /// `@Self`: `this` (of the caller, at `Kind.CALL`).
     This,
+    /// `@TargetMethodOrField`: at `Kind.CALL`, the called method's name (`fqn`: BTrace's
+    /// `virtual void pkg.Class#method(int)`).
+    TargetMethod {
+        /// `@TargetMethodOrField(fqn = true)`.
+        fqn: bool,
+    },
     /// An argument of the probed method, by position.
     Arg(usize),
     /// `AnyType[]`: all the arguments.
@@ -165,6 +171,19 @@ pub struct Probe {
     pub descriptor: String,
     /// `location`.
     pub location: Location,
+    /// At `Kind.CALL`: which calls, by the `@Location`'s `clazz`, `method` and `type`.
+    pub callee: Option<Callee>,
+}
+
+/// The called methods of a `Kind.CALL` location, as BTrace's `@Location` names them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Callee {
+    /// `clazz`: a class name or `/regex/`.
+    pub class: String,
+    /// `method`: a name or `/regex/`.
+    pub method: String,
+    /// `type`: a method descriptor, or empty.
+    pub descriptor: String,
 }
 
 /// Where in a probed method the handler runs.
@@ -176,6 +195,12 @@ pub enum Location {
     Return,
     /// `Kind.ERROR`: the method ends by throwing.
     Error,
+    /// `Kind.CALL`: calls the probed method makes (to the [`Probe::callee`] methods), before
+    /// (`Where.BEFORE`, the default) or after them (`Where.AFTER`).
+    Call {
+        /// `where = Where.AFTER`.
+        after: bool,
+    },
 }
 
 /// A declared type, as far as running the script needs it.

@@ -12,8 +12,8 @@ use std::fmt;
 use tree_sitter::{Node, Parser};
 
 use crate::ast::{
-    Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role, Script,
-    Stmt, Trigger, Type,
+    Callee, Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role,
+    Script, Stmt, Trigger, Type,
 };
 use crate::builtins;
 
@@ -333,6 +333,12 @@ impl<'s> Compiler<'s> {
     fn role(&self, p: Node, ty: &Type, location: Location, arg: &mut usize) -> Result<Role> {
         let annotations = self.annotations(p)?;
         let Some(a) = annotations.first() else {
+            if matches!(location, Location::Call { .. }) {
+                return fail(
+                    p,
+                    "the called method's arguments are not captured at Kind.CALL yet: give the parameter an annotation (@ProbeClassName, @ProbeMethodName, @Self, @TargetMethodOrField, @Duration, @Return)",
+                );
+            }
             if matches!(ty, Type::Object(t) if t == "AnyType[]") {
                 return Ok(Role::AllArgs);
             }
@@ -355,23 +361,41 @@ impl<'s> Compiler<'s> {
             "Duration" => Role::Duration,
             "Return" => Role::Return,
             "Self" => Role::This,
+            "TargetMethodOrField" if matches!(location, Location::Call { .. }) => {
+                Role::TargetMethod {
+                    fqn: a
+                        .arguments
+                        .iter()
+                        .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
+                }
+            }
+            "TargetMethodOrField" | "TargetInstance" if !matches!(location, Location::Call { .. }) => {
+                return fail(
+                    a.node,
+                    format!("@{} needs location = @Location(value = Kind.CALL, ...)", a.name),
+                )
+            }
             other => {
                 return fail(
                     a.node,
-                    format!("@{other} parameters are not supported (yet): @ProbeClassName, @ProbeMethodName, @Duration, @Return, @Self and the arguments are"),
+                    format!("@{other} parameters are not supported (yet): @ProbeClassName, @ProbeMethodName, @Duration, @Return, @Self, @TargetMethodOrField and the arguments are"),
                 )
             }
         };
-        if matches!(role, Role::Duration | Role::Return) && location == Location::Entry {
-            return fail(
+        match (&role, location) {
+            (Role::Duration | Role::Return, Location::Entry) => fail(
                 a.node,
                 format!(
                     "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR)",
                     a.name
                 ),
-            );
+            ),
+            (Role::Duration | Role::Return, Location::Call { after: false }) => fail(
+                a.node,
+                format!("@{} at Kind.CALL needs where = Where.AFTER", a.name),
+            ),
+            _ => Ok(role),
         }
-        Ok(role)
     }
 
     /// A handler's trigger, from its annotations; None for plain methods.
@@ -394,15 +418,16 @@ impl<'s> Compiler<'s> {
                         m if m.is_empty() => "/.*/".to_string(),
                         m => m,
                     };
-                    let location = match argument("location") {
+                    let (location, callee) = match argument("location") {
                         Some(v) => self.location(v)?,
-                        None => Location::Entry,
+                        None => (Location::Entry, None),
                     };
                     return Ok(Some(Trigger::Probe(Probe {
                         class,
                         method,
                         descriptor: string("type")?,
                         location,
+                        callee,
                     })));
                 }
                 "OnTimer" => {
@@ -442,34 +467,64 @@ impl<'s> Compiler<'s> {
         Ok(None)
     }
 
-    /// `@Location(Kind.RETURN)` or `@Location(value = Kind.RETURN, ...)`.
-    fn location(&self, node: Node) -> Result<Location> {
-        let annotations_args = node.child_by_field_name("arguments");
-        let kind = annotations_args
+    /// `@Location(Kind.RETURN)`, `@Location(value = Kind.RETURN, ...)`, and for `Kind.CALL`
+    /// the called methods (`clazz`, `method`, `type`) and `where`.
+    fn location(&self, node: Node) -> Result<(Location, Option<Callee>)> {
+        let mut kind = None;
+        let mut keyed = Vec::new();
+        for arg in node
+            .child_by_field_name("arguments")
             .map(named_children)
             .unwrap_or_default()
-            .into_iter()
-            .find_map(|arg| match arg.kind() {
+        {
+            match arg.kind() {
                 "element_value_pair" => {
                     let key = arg.child_by_field_name("key").map(|k| self.text(k));
-                    (key == Some("value"))
-                        .then(|| arg.child_by_field_name("value"))
-                        .flatten()
+                    let value = arg.child_by_field_name("value");
+                    match (key, value) {
+                        (Some("value"), Some(v)) => kind = Some(v),
+                        (Some(key), Some(v)) => keyed.push((key, v)),
+                        _ => {}
+                    }
                 }
-                _ => Some(arg),
-            });
-        let Some(kind) = kind else {
-            return Ok(Location::Entry);
-        };
-        match self.text(kind).rsplit('.').next().unwrap_or("") {
-            "ENTRY" => Ok(Location::Entry),
-            "RETURN" => Ok(Location::Return),
-            "ERROR" => Ok(Location::Error),
-            other => fail(
-                kind,
-                format!("location Kind.{other} is not supported yet (ENTRY, RETURN and ERROR are)"),
-            ),
+                k if k.ends_with("comment") => {}
+                _ => kind = Some(arg),
+            }
         }
+        let Some(kind) = kind else {
+            return Ok((Location::Entry, None));
+        };
+        let last = |n: Node| self.text(n).rsplit('.').next().unwrap_or("").to_string();
+        let location = match last(kind).as_str() {
+            "ENTRY" => Location::Entry,
+            "RETURN" => Location::Return,
+            "ERROR" => Location::Error,
+            "CALL" => {
+                let mut after = false;
+                let mut callee = Callee {
+                    class: "/.*/".into(),
+                    method: "/.*/".into(),
+                    descriptor: String::new(),
+                };
+                for (key, value) in keyed {
+                    match key {
+                        "clazz" => callee.class = self.string_constant(value)?,
+                        "method" => callee.method = self.string_constant(value)?,
+                        "type" => callee.descriptor = self.string_constant(value)?,
+                        "where" => after = last(value) == "AFTER",
+                        _ => {}
+                    }
+                }
+                return Ok((Location::Call { after }, Some(callee)));
+            }
+            other => {
+                return fail(
+                    kind,
+                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR and CALL are)"),
+                )
+            }
+        };
+        Ok((location, None))
     }
 
     fn string_constant(&self, node: Node) -> Result<String> {
@@ -1028,6 +1083,7 @@ public class Tracker {
                 method: "/.*/".into(),
                 descriptor: String::new(),
                 location: Location::Return,
+                callee: None,
             })
         );
         assert!(handler.uses_stack);
@@ -1045,6 +1101,39 @@ public class Tracker {
     fn error(source: &str) -> String {
         let script = format!("import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {{\n{source}\n}}\n");
         compile(&script, "S.java").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn call_locations_take_what_a_call_site_offers() {
+        let call = |where_: &str, params: &str| {
+            error(&format!(
+                "@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/.*/\", method=\"/.*/\"{where_}))\npublic static void h({params}) {{}}"
+            ))
+        };
+        assert!(
+            call("", "@Duration long d")
+                .contains("S.java:5:22: @Duration at Kind.CALL needs where = Where.AFTER"),
+            "{}",
+            call("", "@Duration long d")
+        );
+        assert!(call(", where=Where.AFTER", "String s")
+            .contains("the called method's arguments are not captured at Kind.CALL yet"));
+        assert!(call(", where=Where.AFTER", "@TargetInstance Object o")
+            .contains("@TargetInstance parameters are not supported (yet)"));
+        let entry = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@TargetMethodOrField String m) {}");
+        assert!(
+            entry.contains(
+                "@TargetMethodOrField needs location = @Location(value = Kind.CALL, ...)"
+            ),
+            "{entry}"
+        );
+        let line = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.LINE))\npublic static void h() {}");
+        assert!(
+            line.contains(
+                "location Kind.LINE is not supported yet (ENTRY, RETURN, ERROR and CALL are)"
+            ),
+            "{line}"
+        );
     }
 
     #[test]

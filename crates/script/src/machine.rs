@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+use jtap_protocol::records::Callee;
+
 use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
 use crate::builtins::{self, Context, Facts};
 use crate::value::Value;
@@ -30,6 +32,8 @@ pub struct Fired {
     pub thread: String,
     /// The thread's kernel id.
     pub tid: u32,
+    /// At `Kind.CALL`: the method called.
+    pub callee: Option<Callee>,
 }
 
 /// A running script.
@@ -59,6 +63,63 @@ struct Frame<'p> {
     locals: Vec<(String, Value)>,
     probe: Option<&'p Fired>,
     depth: usize,
+}
+
+/// `@TargetMethodOrField`: the called method's name, or with `fqn` as BTrace writes it:
+/// how it is called, its return type, `Class#name` and its parameter types when it has
+/// some (`virtual java.lang.String java.lang.String#toUpperCase`,
+/// `static void app.Db#query(java.lang.String, int[])`).
+fn target_method(callee: &Callee, fqn: bool) -> String {
+    if !fqn {
+        return callee.method.clone();
+    }
+    let (params, ret) = java_types(&callee.descriptor);
+    let mut text = format!("{} {ret} {}#{}", callee.invoke, callee.class, callee.method);
+    if !params.is_empty() {
+        text.push_str(&format!("({})", params.join(", ")));
+    }
+    text
+}
+
+/// A method descriptor's parameter and return types as Java writes them.
+fn java_types(descriptor: &str) -> (Vec<String>, String) {
+    let mut types = Vec::new();
+    let mut rest = descriptor.trim_start_matches('(');
+    let mut params = None;
+    while let Some(c) = rest.chars().next() {
+        if c == ')' {
+            params = Some(std::mem::take(&mut types));
+            rest = &rest[1..];
+            continue;
+        }
+        let dims = rest.len() - rest.trim_start_matches('[').len();
+        rest = &rest[dims..];
+        let (base, len) = match rest.as_bytes().first() {
+            Some(b'L') => {
+                let end = rest.find(';').unwrap_or(rest.len() - 1);
+                (rest[1..end].replace('/', "."), end + 1)
+            }
+            Some(code) => {
+                let name = match code {
+                    b'Z' => "boolean",
+                    b'B' => "byte",
+                    b'C' => "char",
+                    b'S' => "short",
+                    b'I' => "int",
+                    b'J' => "long",
+                    b'F' => "float",
+                    b'D' => "double",
+                    _ => "void",
+                };
+                (name.to_string(), 1)
+            }
+            None => break,
+        };
+        types.push(format!("{base}{}", "[]".repeat(dims)));
+        rest = &rest[len.min(rest.len())..];
+    }
+    let ret = types.pop().unwrap_or_else(|| "void".into());
+    (params.unwrap_or_default(), ret)
 }
 
 /// Deepest nesting of the script's own method calls (they cannot recurse; this bounds
@@ -137,6 +198,10 @@ impl<'s> Machine<'s> {
                 Role::MethodName { fqn: true } => {
                     Value::str(&format!("{}.{}", probe.class, probe.method))
                 }
+                Role::TargetMethod { fqn } => probe
+                    .callee
+                    .as_ref()
+                    .map_or(Value::Null, |c| Value::str(&target_method(c, *fqn))),
                 Role::Duration => Value::Int(probe.duration_ns as i64),
                 Role::Return => probe
                     .returned
@@ -659,6 +724,56 @@ mod tests {
         probe.duration_ns = 1_000;
         m.fire(0, &probe);
         assert_eq!(m.take_output(), "", "under the threshold");
+    }
+
+    #[test]
+    fn call_handlers_see_the_called_method_as_btrace_names_it() {
+        let s = script(
+            r#"@OnMethod(clazz = "app.App", method = "add", location = @Location(value = Kind.CALL, clazz = "java.lang.String", method = "/to.*Case/", where = Where.AFTER))
+    public static void h(@ProbeMethodName(fqn = true) String pmn, @TargetMethodOrField(fqn = true) String fqn, @TargetMethodOrField String name, @Duration long d) {
+        println(pmn + " -> " + fqn + " / " + name + " " + d);
+    }"#,
+        );
+        let Trigger::Probe(probe) = &s.handlers[0].trigger else {
+            panic!("a probe handler");
+        };
+        assert_eq!(probe.location, crate::ast::Location::Call { after: true });
+        let callee = probe.callee.as_ref().expect("CALL names its callees");
+        assert_eq!(
+            (&*callee.class, &*callee.method),
+            ("java.lang.String", "/to.*Case/")
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        let fired = |class: &str, method: &str, descriptor: &str, invoke: &str| Fired {
+            class: "app.App".into(),
+            method: "add".into(),
+            duration_ns: 1200,
+            callee: Some(Callee {
+                class: class.into(),
+                method: method.into(),
+                descriptor: descriptor.into(),
+                invoke: invoke.into(),
+            }),
+            ..Fired::default()
+        };
+        m.fire(
+            0,
+            &fired(
+                "java.lang.String",
+                "toUpperCase",
+                "()Ljava/lang/String;",
+                "virtual",
+            ),
+        );
+        m.fire(
+            0,
+            &fired("app.Db", "query", "(Ljava/lang/String;[[I)V", "static"),
+        );
+        assert_eq!(
+            m.take_output(),
+            "app.App.add -> virtual java.lang.String java.lang.String#toUpperCase / toUpperCase 1200\n\
+             app.App.add -> static void app.Db#query(java.lang.String, int[][]) / query 1200\n"
+        );
     }
 
     #[test]

@@ -149,6 +149,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Selects one method of a class (internal name).
+fn exactly(class: &str, name: &str, descriptor: &str) -> MemberFilter {
+    MemberFilter {
+        owner: Pattern::Exact(class.to_string()),
+        name: Pattern::Exact(name.to_string()),
+        descriptor: Pattern::Exact(descriptor.to_string()),
+    }
+}
+
 fn hash(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     bytes.hash(&mut h);
@@ -545,12 +554,13 @@ impl Tracing {
                 .method_role(&dotted, &supers, &mname, &desc)
                 .or_else(host)
             {
-                let filter = MemberFilter {
-                    owner: Pattern::Exact(name.to_string()),
-                    name: Pattern::Exact(mname.into_owned()),
-                    descriptor: Pattern::Exact(desc.into_owned()),
-                };
-                probes.extend(self.probes_for(role, filter));
+                probes.extend(self.probes_for(role, exactly(name, &mname, &desc)));
+            }
+            if let Some(callees) = self
+                .selector
+                .callee_filter(&cf, &dotted, &supers, &mname, &desc)
+            {
+                probes.extend(self.call_site_probes(exactly(name, &mname, &desc), callees));
             }
         }
         if probes.is_empty() {
@@ -660,6 +670,36 @@ impl Tracing {
             vec![MethodId, Thrown],
         ));
         probes
+    }
+
+    /// The probes of a [`Role::Caller`] method: its calls that `callees` takes, timed and
+    /// reported as calls of their own (with the caller's `this` for scripts).
+    fn call_site_probes(&self, methods: MemberFilter, callees: MemberFilter) -> Vec<Probe> {
+        use Value::*;
+        let probe = |point: Point, method: &str, values: Vec<Value>| Probe {
+            methods: methods.clone(),
+            point,
+            method: method.into(),
+            values,
+        };
+        let enter = match self.plan.values {
+            true => probe(
+                Point::BeforeCall(callees.clone()),
+                "siteEnterSelf",
+                vec![MethodId, SiteId, This],
+            ),
+            false => probe(
+                Point::BeforeCall(callees.clone()),
+                "siteEnter",
+                vec![MethodId, SiteId],
+            ),
+        };
+        let exit = probe(
+            Point::AfterCall(callees),
+            "siteExit",
+            vec![MethodId, SiteId, ReturnValue, Thrown],
+        );
+        vec![enter, exit]
     }
 
     /// Classes of named modules do not read the bootstrap loader's unnamed module, where the

@@ -77,6 +77,8 @@ pub enum Mode {
     Allocations = 3,
 }
 
+/// Marks the ids of call sites on a thread's stack of open calls (method ids never reach it).
+const SITE: u32 = 1 << 31;
 /// Deepest stack of open calls kept per thread; deeper calls are not timed.
 const MAX_DEPTH: usize = 256;
 /// Most nodes of one call tree; later calls inside the same entry call are not recorded.
@@ -124,8 +126,10 @@ pub enum Record {
         thread: Arc<str>,
         /// Kernel id of the thread.
         tid: u32,
-        /// Method id.
+        /// Method id (of the caller, for a call traced at its call site).
         method: u32,
+        /// The call site, for a call traced where it is made.
+        site: Option<u32>,
         /// Start and duration in ticks.
         start: u64,
         /// Duration in ticks.
@@ -557,7 +561,15 @@ pub extern "system" fn enter_args(
 
 /// `exit(int)`: normal return.
 pub extern "system" fn exit(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
-    with_state(|hot| finish(hot, env, id as u32, false, std::ptr::null_mut()));
+    with_state(|hot| {
+        finish(
+            hot,
+            env,
+            (id as u32, id as u32),
+            false,
+            std::ptr::null_mut(),
+        )
+    });
 }
 
 /// `exitValue(int, Object)`: normal return with the (boxed) value.
@@ -567,7 +579,7 @@ pub extern "system" fn exit_value(
     id: sys::jint,
     value: sys::jobject,
 ) {
-    with_state(|hot| finish(hot, env, id as u32, false, value));
+    with_state(|hot| finish(hot, env, (id as u32, id as u32), false, value));
 }
 
 /// `thrown(int, Throwable)`: the method ends by throwing.
@@ -577,7 +589,7 @@ pub extern "system" fn thrown(
     id: sys::jint,
     exception: sys::jthrowable,
 ) {
-    with_state(|hot| finish(hot, env, id as u32, true, exception));
+    with_state(|hot| finish(hot, env, (id as u32, id as u32), true, exception));
 }
 
 /// `slow(long start, int id)`: a method of a field-clock session returned at least the
@@ -700,9 +712,70 @@ pub extern "system" fn called(
     });
 }
 
+/// `siteEnter(int method, int site)`: before a call traced where it is made.
+pub extern "system" fn site_enter(
+    _env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    _method: sys::jint,
+    site: sys::jint,
+) {
+    with_state(|hot| {
+        hot.push(site as u32 | SITE, u32::MAX, now());
+    });
+}
+
+/// `siteEnterSelf(int method, int site, Object this)`: as [`site_enter`], describing the
+/// caller's `this` (scripts' `@Self`).
+pub extern "system" fn site_enter_self(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    _method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+) {
+    with_state(|hot| {
+        // SAFETY: the VM passes this thread's JNIEnv to native methods.
+        let jni = unsafe { Jni::from_raw(env) };
+        let text = jni
+            .with_local_frame(16, || {
+                Describer::new(jni, captures(CAPTURE_TO_STRING))
+                    .map(|d| d.values(this, std::ptr::null_mut()))
+            })
+            .flatten();
+        if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
+            with_cold(hot, |cold| cold.args.push((index, text)));
+        }
+    });
+}
+
+/// `siteExit(int method, int site, Object returned, Throwable thrown)`: after a call traced
+/// where it is made returned (with its boxed value, null for void) or threw.
+pub extern "system" fn site_exit(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    returned: sys::jobject,
+    thrown: sys::jthrowable,
+) {
+    with_state(|hot| {
+        let threw = !thrown.is_null();
+        let value = if threw { thrown } else { returned };
+        finish(hot, env, (site as u32 | SITE, method as u32), threw, value)
+    });
+}
+
 /// A method ended (returned or threw): time it, and report it as the mode says.
+/// `(id, method)`: the frame's id on the stack of open calls and the method reported (the
+/// same, or a call site marked with [`SITE`] and its caller).
 #[inline(always)]
-fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys::jobject) {
+fn finish(
+    hot: &mut Hot,
+    env: *mut sys::JNIEnv,
+    (id, method): (u32, u32),
+    threw: bool,
+    value: sys::jobject,
+) {
     let now = now();
     let Some((index, frame)) = hot.pop(id) else {
         return;
@@ -714,7 +787,7 @@ fn finish(hot: &mut Hot, env: *mut sys::JNIEnv, id: u32, threw: bool, value: sys
                 with_cold(hot, |cold| cold.take_args(index));
             }
         }
-        Mode::Trace => report_call(hot, env, id, index, frame, elapsed, threw, value),
+        Mode::Trace => report_call(hot, env, method, index, frame, elapsed, threw, value),
         Mode::Monitor => stats::record(id, clock::clock().ns(elapsed), threw),
         // No entry or exit probes in this mode.
         Mode::Allocations => {}
@@ -788,6 +861,7 @@ fn report_call(
         thread,
         tid: crate::sampling::threads::current_tid() as u32,
         method: id,
+        site: (frame.id & SITE != 0).then_some(frame.id & !SITE),
         start: frame.start,
         ticks: elapsed,
         args,

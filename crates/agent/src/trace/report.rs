@@ -11,7 +11,12 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jtap_protocol::records::{self, Call, CallTree, MethodStats, MonitorInterval, TreeNode};
+use jtap_classfile::instruction::op::{
+    INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL,
+};
+use jtap_protocol::records::{
+    self, Call, CallTree, Callee, MethodStats, MonitorInterval, TreeNode,
+};
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
 
@@ -201,6 +206,7 @@ impl Reporter {
                 thread,
                 tid,
                 method,
+                site,
                 start,
                 ticks,
                 args,
@@ -209,7 +215,7 @@ impl Reporter {
                 ..
             } => Some(records::Record::Call(me.call(
                 (thread.to_string(), tid),
-                method,
+                (method, site),
                 start,
                 ticks,
                 args,
@@ -272,7 +278,7 @@ impl Reporter {
     fn call(
         &mut self,
         (thread, tid): (String, u32),
-        method: u32,
+        (method, site): (u32, Option<u32>),
         start: u64,
         ticks: u64,
         args: Option<String>,
@@ -307,7 +313,33 @@ impl Reporter {
                 .filter_map(|&(m, loc)| self.frame(m, loc))
                 .take(depth)
                 .collect(),
+            callee: site.and_then(|site| self.callee(site)),
         }
+    }
+
+    /// The method a call site calls.
+    fn callee(&self, site: u32) -> Option<Callee> {
+        let registry = self
+            .tracing
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let site = registry.sites.get(site as usize)?;
+        let (member, descriptor) = site.detail.split_once('(')?;
+        let (owner, name) = member.rsplit_once('.')?;
+        Some(Callee {
+            class: owner.replace('/', "."),
+            method: name.to_string(),
+            descriptor: format!("({descriptor}"),
+            invoke: match site.opcode {
+                INVOKEVIRTUAL => "virtual",
+                INVOKESPECIAL => "special",
+                INVOKESTATIC => "static",
+                INVOKEINTERFACE => "interface",
+                _ => "dynamic",
+            }
+            .to_string(),
+        })
     }
 
     /// `Class.method(File.java:line)` for a stack frame, or None for the probes' own frames.

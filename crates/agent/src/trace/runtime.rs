@@ -87,6 +87,21 @@ pub fn natives() -> Vec<Native> {
             function: probes::called as *mut _,
         },
         Native {
+            name: c"siteEnter",
+            signature: c"(II)V",
+            function: probes::site_enter as *mut _,
+        },
+        Native {
+            name: c"siteEnterSelf",
+            signature: c"(IILjava/lang/Object;)V",
+            function: probes::site_enter_self as *mut _,
+        },
+        Native {
+            name: c"siteExit",
+            signature: c"(IILjava/lang/Object;Ljava/lang/Throwable;)V",
+            function: probes::site_exit as *mut _,
+        },
+        Native {
             name: c"alloc",
             signature: c"(Ljava/lang/Object;)V",
             function: probes::alloc as *mut _,

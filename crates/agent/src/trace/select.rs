@@ -3,6 +3,9 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use jtap_classfile::constant_pool::Constant;
+use jtap_classfile::plan::{MemberFilter, Pattern};
+use jtap_classfile::ClassFile;
 use jtap_protocol::trace::{MethodPattern, Plan};
 use regex::Regex;
 
@@ -16,6 +19,9 @@ pub enum Role {
     /// Calltree: a method called (directly or not) by the entry whose own call sites are
     /// timed, for trees deeper than one level.
     Host,
+    /// Trace: a method whose calls to some methods are traced where they are made (the plan's
+    /// call sites); the method's own calls are not.
+    Caller,
 }
 
 /// One compiled [`MethodPattern`].
@@ -29,6 +35,23 @@ struct Matcher {
     text: String,
     /// `+` patterns: dotted names of the classes and interfaces known to be subtypes.
     known: Mutex<HashSet<String>>,
+    /// [`Role::Caller`]: the methods whose calls are traced.
+    callee: Option<Callee>,
+}
+
+/// The called methods of a plan's call sites.
+struct Callee {
+    class: Regex,
+    method: Option<Regex>,
+    descriptor: Option<String>,
+}
+
+impl Callee {
+    fn matches(&self, owner: &str, name: &str, descriptor: &str) -> bool {
+        self.class.is_match(&dotted(owner))
+            && self.method.as_ref().is_none_or(|re| re.is_match(name))
+            && self.descriptor.as_deref().is_none_or(|d| d == descriptor)
+    }
 }
 
 impl Matcher {
@@ -46,7 +69,14 @@ impl Matcher {
             role,
             text: pattern.to_string(),
             known: Mutex::new(HashSet::new()),
+            callee: None,
         })
+    }
+
+    fn method_matches(&self, dotted: &str, supers: &[String], name: &str, desc: &str) -> bool {
+        self.method.as_ref().is_none_or(|re| re.is_match(name))
+            && self.descriptor.as_deref().is_none_or(|d| d == desc)
+            && self.selects_class(dotted, supers)
     }
 
     /// Whether the class is selected; `supers` are its direct superclass and interfaces.
@@ -87,6 +117,16 @@ impl Selector {
         for p in &plan.inner {
             matchers.push(Matcher::new(p, Role::Inner)?);
         }
+        for sites in &plan.call_sites {
+            let callee = Matcher::new(&sites.callee, Role::Caller)?;
+            let mut caller = Matcher::new(&sites.host, Role::Caller)?;
+            caller.callee = Some(Callee {
+                class: callee.class,
+                method: callee.method,
+                descriptor: callee.descriptor,
+            });
+            matchers.push(caller);
+        }
         Ok(Selector { matchers })
     }
 
@@ -101,7 +141,7 @@ impl Selector {
     pub fn targets_matching_none(&self, classes: &[String]) -> Vec<String> {
         self.matchers
             .iter()
-            .filter(|m| m.role == Role::Target)
+            .filter(|m| matches!(m.role, Role::Target | Role::Caller))
             .filter(|m| !classes.iter().any(|c| m.selects_class(c, &[])))
             .map(|m| m.text.clone())
             .collect()
@@ -136,10 +176,8 @@ impl Selector {
         descriptor: &str,
     ) -> Option<Role> {
         let mut role = None;
-        for m in &self.matchers {
-            let method_ok = m.method.as_ref().is_none_or(|re| re.is_match(name));
-            let descriptor_ok = m.descriptor.as_deref().is_none_or(|d| d == descriptor);
-            if method_ok && descriptor_ok && m.selects_class(dotted, supers) {
+        for m in self.matchers.iter().filter(|m| m.role != Role::Caller) {
+            if m.method_matches(dotted, supers, name, descriptor) {
                 if m.role == Role::Target {
                     return Some(Role::Target);
                 }
@@ -148,6 +186,64 @@ impl Selector {
         }
         role
     }
+
+    /// The calls of a [`Role::Caller`] method to trace, as a filter of the call sites of
+    /// class `class` (one filter for all the plan's callees of the method: it may take a
+    /// few calls more than they do, never fewer). None when the method is no caller or
+    /// calls none of its callees.
+    pub fn callee_filter(
+        &self,
+        class: &ClassFile,
+        dotted: &str,
+        supers: &[String],
+        name: &str,
+        descriptor: &str,
+    ) -> Option<MemberFilter> {
+        let callees: Vec<&Callee> = self
+            .matchers
+            .iter()
+            .filter(|m| m.method_matches(dotted, supers, name, descriptor))
+            .filter_map(|m| m.callee.as_ref())
+            .collect();
+        if callees.is_empty() {
+            return None;
+        }
+        let (mut owners, mut names) = (Vec::new(), Vec::new());
+        for (owner, method, desc) in method_refs(class) {
+            if callees.iter().any(|c| c.matches(&owner, &method, &desc)) {
+                if !owners.contains(&owner) {
+                    owners.push(owner);
+                }
+                if !names.contains(&method) {
+                    names.push(method);
+                }
+            }
+        }
+        (!owners.is_empty()).then_some(MemberFilter {
+            owner: Pattern::OneOf(owners),
+            name: Pattern::OneOf(names),
+            descriptor: Pattern::Any,
+        })
+    }
+}
+
+/// The methods a class refers to (owner as an internal name, name, descriptor): those its
+/// code can call.
+fn method_refs(class: &ClassFile) -> Vec<(String, String, String)> {
+    let pool = &class.constant_pool;
+    (1..pool.count())
+        .filter(|&i| {
+            matches!(
+                pool.get(i),
+                Ok(Constant::Methodref(..) | Constant::InterfaceMethodref(..))
+            )
+        })
+        .filter_map(|i| pool.member_ref(i).ok())
+        .map(|r| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            (text(r.owner), text(r.name), text(r.descriptor))
+        })
+        .collect()
 }
 
 /// Why jtap never instruments a class (internal name), if it does not. The list is kept to

@@ -44,7 +44,13 @@ static FIELDS: Mutex<()> = Mutex::new(());
 /// return values (the field clock's probes pass no values but the exception), with no need
 /// for exact starts.
 pub fn period(plan: &Plan) -> Option<Duration> {
-    if plan.mode != Mode::Trace || plan.args || plan.values || plan.returns || plan.exact {
+    if plan.mode != Mode::Trace
+        || plan.args
+        || plan.values
+        || plan.returns
+        || plan.exact
+        || !plan.call_sites.is_empty()
+    {
         return None;
     }
     let threshold = plan.threshold.filter(|t| *t >= MIN_THRESHOLD)?;

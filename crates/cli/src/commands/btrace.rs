@@ -10,11 +10,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use jtap_protocol::records::{Call, Outcome, Record};
-use jtap_protocol::trace::{MethodPattern, Mode, Plan};
+use jtap_protocol::records::{Call, Callee, Outcome, Record};
+use jtap_protocol::trace::{CallSites, MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
-use jtap_script::{compile, Fired, Location, Machine, Probe, Script};
+use jtap_script::{compile, Fired, Location, Machine, Script};
 
 use crate::agent_client::Conversation;
 use crate::exit;
@@ -117,16 +117,34 @@ struct Selector {
     method: Option<regex::Regex>,
     descriptor: Option<String>,
     location: Location,
+    /// At `Kind.CALL`: the called methods.
+    callee: Option<CalleeSelector>,
     threshold: Option<Duration>,
+}
+
+/// The called methods a `Kind.CALL` handler takes.
+struct CalleeSelector {
+    class: regex::Regex,
+    method: Option<regex::Regex>,
+    descriptor: Option<String>,
 }
 
 impl Selector {
     fn takes(&self, call: &Call) -> bool {
         let threw = matches!(call.outcome, Outcome::Threw(_));
-        let location = match self.location {
-            Location::Entry => true,
-            Location::Return => !threw,
-            Location::Error => threw,
+        let location = match (self.location, &call.callee, &self.callee) {
+            (Location::Entry, None, _) => true,
+            (Location::Return, None, _) => !threw,
+            (Location::Error, None, _) => threw,
+            // Before a call: every call, but constructors (as BTrace, which cannot pass the
+            // object before its constructor ran).
+            (Location::Call { after: false }, Some(callee), Some(wanted)) => {
+                callee.method != "<init>" && wanted.takes(callee)
+            }
+            (Location::Call { after: true }, Some(callee), Some(wanted)) => {
+                !threw && wanted.takes(callee)
+            }
+            _ => false,
         };
         location
             && self
@@ -147,6 +165,20 @@ impl Selector {
     }
 }
 
+impl CalleeSelector {
+    fn takes(&self, callee: &Callee) -> bool {
+        self.class.is_match(&callee.class)
+            && self
+                .method
+                .as_ref()
+                .is_none_or(|re| re.is_match(&callee.method))
+            && self
+                .descriptor
+                .as_ref()
+                .is_none_or(|d| d == &callee.descriptor)
+    }
+}
+
 fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
     let mut probes = Probes {
         handlers: Vec::new(),
@@ -161,16 +193,26 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             continue;
         };
         let at = handler.method.at;
-        let pattern = method_pattern(probe)
-            .map_err(|e| exit::usage(format!("{file}:{}:{}: {e}", at.line, at.col)))?;
+        let located = |e: String| exit::usage(format!("{file}:{}:{}: {e}", at.line, at.col));
+        let pattern =
+            method_pattern(&probe.class, &probe.method, &probe.descriptor).map_err(located)?;
+        let callee = probe
+            .callee
+            .as_ref()
+            .map(|c| method_pattern(&c.class, &c.method, &c.descriptor))
+            .transpose()
+            .map_err(located)?;
         let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
         let plan = &mut probes.plan;
         plan.values |= roles
             .iter()
             .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::This));
         plan.returns |= roles.contains(&&Role::Return);
-        // Entry handlers run for every call, however it ends.
-        plan.exceptions |= probe.location != Location::Return;
+        // Entry and before-call handlers run for every call, however it ends.
+        plan.exceptions |= !matches!(
+            probe.location,
+            Location::Return | Location::Call { after: true }
+        );
         plan.stack |= handler.uses_stack;
         let threshold = threshold(handler);
         thresholds.push(threshold);
@@ -183,10 +225,23 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 method: pattern.method.as_ref().and_then(regex),
                 descriptor: pattern.descriptor.clone(),
                 location: probe.location,
+                callee: callee.as_ref().and_then(|c| {
+                    Some(CalleeSelector {
+                        class: regex(&c.class)?,
+                        method: c.method.as_ref().and_then(regex),
+                        descriptor: c.descriptor.clone(),
+                    })
+                }),
                 threshold,
             },
         ));
-        plan.targets.push(pattern);
+        match callee {
+            Some(callee) => plan.call_sites.push(CallSites {
+                host: pattern,
+                callee,
+            }),
+            None => plan.targets.push(pattern),
+        }
     }
     // The agent keeps calls over the smallest threshold, when every handler has one.
     probes.plan.threshold = thresholds
@@ -197,15 +252,15 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
     Ok(probes)
 }
 
-/// A probe's methods as a trace pattern: BTrace's `clazz` (name, `/regex/`, `+Super`),
+/// Methods as BTrace names them as a trace pattern: `clazz` (name, `/regex/`, `+Super`),
 /// `method` and `type` (a JVM descriptor or Java's `void (java.lang.String, int)`).
-fn method_pattern(probe: &Probe) -> Result<MethodPattern, String> {
-    let descriptor = match probe.descriptor.trim() {
+fn method_pattern(class: &str, method: &str, descriptor: &str) -> Result<MethodPattern, String> {
+    let descriptor = match descriptor.trim() {
         "" => String::new(),
         d if d.starts_with('(') => d.to_string(),
         java => jvm_descriptor(java).ok_or_else(|| format!("type {java:?} is neither a JVM descriptor nor like \"void (java.lang.String, int)\""))?,
     };
-    MethodPattern::parse(&format!("{}::{}{descriptor}", probe.class, probe.method))
+    MethodPattern::parse(&format!("{class}::{method}{descriptor}"))
 }
 
 /// `void (java.lang.String, int[])` → `(Ljava/lang/String;[I)V`.
@@ -645,6 +700,7 @@ pub(crate) fn fired(call: Call) -> Fired {
         stack: call.stack,
         thread: call.thread,
         tid: call.tid,
+        callee: call.callee,
     }
 }
 
@@ -686,6 +742,7 @@ mod tests {
             values: Vec::new(),
             outcome: Outcome::Returned(None),
             stack: Vec::new(),
+            callee: None,
         }
     }
 
@@ -738,5 +795,59 @@ mod tests {
         };
         let takers = |c: &Call| probes.handlers.iter().filter(|(_, s)| s.takes(c)).count();
         assert_eq!((takers(&call(500)), takers(&call(5000))), (1, 2));
+    }
+
+    #[test]
+    fn call_handlers_trace_call_sites_and_take_only_their_calls() {
+        let source = "import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {\n\
+            @OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/java\\\\.io\\\\..*/\", method=\"write\", where=Where.AFTER))\n\
+            public static void after(@TargetMethodOrField String m) { println(m); }\n\
+            @OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"a.C\", method=\"/.*/\"))\n\
+            public static void before(@TargetMethodOrField String m) { println(m); }\n\
+            @OnMethod(clazz=\"a.B\", method=\"run\")\n\
+            public static void entry() { println(1); }\n}";
+        let script = compile(source, "S.java").unwrap();
+        let probes = probes(&script, "S.java").unwrap();
+        assert_eq!(
+            probes.plan.to_string(),
+            "mode:trace p:a.B::run c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ exceptions"
+        );
+        let at_site = |class: &str, method: &str, threw: bool| Call {
+            class: "a.B".into(),
+            method: "run".into(),
+            descriptor: "()V".into(),
+            outcome: match threw {
+                true => Outcome::Threw(None),
+                false => Outcome::Returned(None),
+            },
+            callee: Some(Callee {
+                class: class.into(),
+                method: method.into(),
+                descriptor: "()V".into(),
+                invoke: "virtual".into(),
+            }),
+            ..call()
+        };
+        let takers = |c: &Call| -> Vec<usize> {
+            probes
+                .handlers
+                .iter()
+                .filter(|(_, s)| s.takes(c))
+                .map(|(i, _)| *i)
+                .collect()
+        };
+        assert_eq!(takers(&at_site("java.io.PrintStream", "write", false)), [0]);
+        assert_eq!(
+            takers(&at_site("java.io.PrintStream", "write", true)),
+            [] as [usize; 0]
+        );
+        assert_eq!(takers(&at_site("a.C", "go", true)), [1]);
+        assert_eq!(takers(&at_site("a.C", "<init>", false)), [] as [usize; 0]);
+        let own = Call {
+            class: "a.B".into(),
+            method: "run".into(),
+            ..call()
+        };
+        assert_eq!(takers(&own), [2]);
     }
 }

@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
-pub use trace::{Call, CallStats, CallTree, MethodStats, MonitorInterval, Outcome, TreeNode};
+pub use trace::{
+    Call, CallStats, CallTree, Callee, MethodStats, MonitorInterval, Outcome, TreeNode,
+};
 
 /// One result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -40,6 +40,23 @@ pub struct Call {
     pub outcome: Outcome,
     /// Its Java stack, `Class.method(File.java:line)` from the caller down (with `--stack`).
     pub stack: Vec<String>,
+    /// For a call traced where it is made (a plan's call sites): the method called, while
+    /// `class`, `method` and `descriptor` name the caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<Callee>,
+}
+
+/// A method as a call site names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Callee {
+    /// `pkg.Class` (empty for `invokedynamic`, which names no class).
+    pub class: String,
+    /// The method's name.
+    pub method: String,
+    /// The method's descriptor.
+    pub descriptor: String,
+    /// How it is called: `virtual`, `interface`, `special`, `static` or `dynamic`.
+    pub invoke: String,
 }
 
 /// How a call ended.
@@ -125,8 +142,13 @@ impl Call {
             true => format_coarse(self.duration_ns),
             false => format_duration(self.duration_ns),
         };
+        let callee = self
+            .callee
+            .as_ref()
+            .map(|c| format!(" calls {}.{}", c.class, c.method))
+            .unwrap_or_default();
         let mut line = format!(
-            "{} [{}] {}.{} {duration}",
+            "{} [{}] {}.{}{callee} {duration}",
             time_of_day(self.time_ns),
             escape_controls(&self.thread),
             self.class,
@@ -161,7 +183,7 @@ impl Call {
             "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
             "tid": self.tid, "class": self.class, "method": self.method, "descriptor": self.descriptor,
             "duration_ns": self.duration_ns, "args": self.args, "return": value,
-            "threw": threw, "thrown": thrown, "stack": self.stack,
+            "threw": threw, "thrown": thrown, "stack": self.stack, "callee": self.callee,
         })
     }
 }
@@ -399,6 +421,7 @@ pub(crate) mod tests {
             values: Vec::new(),
             outcome: Outcome::Returned(Some("7".into())),
             stack: vec!["app.Main.main(Main.java:3)".into()],
+            callee: None,
         }
     }
 
@@ -447,6 +470,22 @@ pub(crate) mod tests {
             (json["thread"].as_str(), json["threw"].as_bool()),
             (Some("main\n"), Some(false))
         );
+        let at_call_site = Call {
+            callee: Some(Callee {
+                class: "app.Db".into(),
+                method: "query".into(),
+                descriptor: "()V".into(),
+                invoke: "virtual".into(),
+            }),
+            args: None,
+            stack: Vec::new(),
+            ..call()
+        };
+        assert_eq!(
+            at_call_site.to_text(),
+            "13:05:07.042 [main\\n] app.Cache.get calls app.Db.query 1.25ms -> 7"
+        );
+        assert_eq!(at_call_site.to_json()["callee"]["invoke"], "virtual");
     }
 
     #[test]
