@@ -781,9 +781,12 @@ pub(crate) fn instrument_method(
                     );
                 }
             }
-            Point::Line => {
+            Point::Line(only) => {
                 for (i, line) in at_line.iter().enumerate() {
                     let Some(line) = *line else { continue };
+                    if !only.is_empty() && !only.contains(&u32::from(line)) {
+                        continue;
+                    }
                     let site_id = registry.add_site(
                         method_id,
                         insns[i].offset,

@@ -77,8 +77,9 @@ pub enum Point {
     FieldRead(MemberFilter),
     /// Before writes of matching fields.
     FieldWrite(MemberFilter),
-    /// At the first instruction of each source line (from the LineNumberTable).
-    Line,
+    /// At the first instruction of each source line (from the LineNumberTable); of these
+    /// lines only, when any are given.
+    Line(Vec<u32>),
 }
 
 /// A value passed to the probe method, in parameter order.
@@ -226,7 +227,7 @@ impl InjectionPlan {
                     "field",
                     vec![MethodId, SiteId, FieldValue],
                 ),
-                p(Point::Line, "line", vec![MethodId, LineNumber]),
+                p(Point::Line(Vec::new()), "line", vec![MethodId, LineNumber]),
             ],
         }
     }

@@ -232,7 +232,13 @@ fn fields() {
 
 #[test]
 fn lines() {
-    assert!(run(&probe(Point::Line, "line", &[MethodId, LineNumber])) > 100);
+    assert!(
+        run(&probe(
+            Point::Line(Vec::new()),
+            "line",
+            &[MethodId, LineNumber]
+        )) > 100
+    );
 }
 
 #[test]

@@ -500,3 +500,62 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
+
+#[test]
+fn line_new_and_sync_locations_report_the_points_a_method_reaches() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "Points.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Points {
+    private static long lines;
+    private static String where;
+
+    @OnMethod(clazz = "workloads.Shapes", method = "control", location = @Location(value = Kind.LINE, line = 219))
+    public static void line(@ProbeMethodName String pmn, int line) { lines++; where = pmn + ":" + line; }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEW, clazz = "java.lang.StringBuilder"))
+    public static void alloc(@ProbeMethodName String pmn, String type) { println("new " + type + " in " + pmn); }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(Kind.SYNC_ENTRY))
+    public static void enter(Object lock) { println("enter " + lock); }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(Kind.SYNC_EXIT))
+    public static void leave(Object lock) { println("exit " + lock); }
+
+    @OnExit
+    public static void done() { println(where + " reached " + lines + " times"); }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(300));
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates one
+        // StringBuilder inside its one synchronized block.
+        assert_eq!(
+            out,
+            "enter class workloads.Shapes\nnew java.lang.StringBuilder in run\nexit class workloads.Shapes\ncontrol:219 reached 2 times\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(
+            err.contains("class bytes identical to before for 1/1"),
+            "JDK {}: {err}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}

@@ -90,7 +90,16 @@ fn a_looping_recording_rotates_its_file_and_keeps_the_newest() {
             pattern.to_str().unwrap(),
         ]);
         assert_eq!(start.code, 0, "JDK {}: {start:?}", jdk.version);
-        std::thread::sleep(Duration::from_millis(3600));
+        // Until the loop has ended two periods (a loaded machine may take longer than 2 s).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !periods(dir.path(), "app-").iter().any(|(n, _)| *n >= 2) {
+            assert!(
+                Instant::now() < deadline,
+                "JDK {}: no second period",
+                jdk.version
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let stop = jtap([
             "profile",
             "stop",

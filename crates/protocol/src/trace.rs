@@ -14,6 +14,10 @@
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
 //!                                  each timed and reported as a call of its own
+//!          | ("line:" | "new:" | "sync:") pattern
+//!                                  trace: report each line, object allocation or
+//!                                  monitor enter and exit these methods reach
+//!          | "lines:" n ("," n)*   the only lines "line:" reports
 //!          | "depth:" n            calltree: levels of call sites below the entry; trace:
 //!                                  frames of each stack (at most 64)
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
@@ -273,6 +277,28 @@ pub struct CallSites {
     pub callee: MethodPattern,
 }
 
+/// A point inside a method that a plan can report each time a thread reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointKind {
+    /// The first instruction of a source line.
+    Line,
+    /// An object allocated with `new` (constructed).
+    New,
+    /// A `synchronized` block entered or left.
+    Sync,
+}
+
+impl PointKind {
+    /// Its token in the plan's text.
+    pub fn name(self) -> &'static str {
+        match self {
+            PointKind::Line => "line",
+            PointKind::New => "new",
+            PointKind::Sync => "sync",
+        }
+    }
+}
+
 /// Everything a tracing session does.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
@@ -284,6 +310,10 @@ pub struct Plan {
     pub inner: Vec<MethodPattern>,
     /// Trace: calls traced where they are made.
     pub call_sites: Vec<CallSites>,
+    /// Trace: points reported inside methods.
+    pub points: Vec<(PointKind, MethodPattern)>,
+    /// The only source lines [`PointKind::Line`] points report (all when empty).
+    pub lines: Vec<u32>,
     /// How deep: calltree, levels of call sites timed below the entry (1: the entry's own
     /// calls); trace, frames of each stack.
     pub depth: Option<u32>,
@@ -335,6 +365,20 @@ impl Plan {
                 }
                 "p" => plan.targets.push(MethodPattern::parse(value)?),
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
+                "line" | "new" | "sync" => {
+                    let kind = [PointKind::Line, PointKind::New, PointKind::Sync]
+                        .into_iter()
+                        .find(|k| k.name() == key)
+                        .expect("one of the three");
+                    plan.points.push((kind, MethodPattern::parse(value)?));
+                }
+                "lines" => {
+                    for n in value.split(',') {
+                        plan.lines.push(
+                            u32::try_from(number(n)?).map_err(|_| format!("bad line {n:?}"))?,
+                        );
+                    }
+                }
                 "c" => host = Some(MethodPattern::parse(value)?),
                 "to" => {
                     let callee = MethodPattern::parse(value)?;
@@ -375,11 +419,11 @@ impl Plan {
         if host.is_some() {
             return Err("c: without the to: after it".into());
         }
-        if plan.targets.is_empty() && plan.call_sites.is_empty() {
+        if plan.targets.is_empty() && plan.call_sites.is_empty() && plan.points.is_empty() {
             return Err("no method pattern given".into());
         }
-        if plan.mode != Mode::Trace && !plan.call_sites.is_empty() {
-            return Err("only trace mode traces call sites".into());
+        if plan.mode != Mode::Trace && !(plan.call_sites.is_empty() && plan.points.is_empty()) {
+            return Err("only trace mode traces call sites and points".into());
         }
         if plan.mode == Mode::Calltree && plan.targets.len() != 1 {
             return Err("calltree takes exactly one entry pattern".into());
@@ -397,6 +441,13 @@ impl fmt::Display for Plan {
         for sites in &self.call_sites {
             tokens.push(format!("c:{}", sites.host));
             tokens.push(format!("to:{}", sites.callee));
+        }
+        for (kind, pattern) in &self.points {
+            tokens.push(format!("{}:{pattern}", kind.name()));
+        }
+        if !self.lines.is_empty() {
+            let lines: Vec<String> = self.lines.iter().map(u32::to_string).collect();
+            tokens.push(format!("lines:{}", lines.join(",")));
         }
         if let Some(d) = self.depth {
             tokens.push(format!("depth:{d}"));
@@ -494,6 +545,8 @@ mod tests {
                 MethodPattern::parse("/q/").unwrap(),
             ],
             call_sites: Vec::new(),
+            points: Vec::new(),
+            lines: Vec::new(),
             depth: Some(2),
             threshold: Some(Duration::from_millis(100)),
             count: Some(3),
@@ -523,11 +576,18 @@ mod tests {
         assert_eq!(plan.call_sites.len(), 1);
         assert_eq!(plan.call_sites[0].host.to_string(), "a.B::run");
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
+        let points =
+            Plan::parse("mode:trace line:a.B::run new:a.B sync:/a\\..*/ lines:12,40").unwrap();
+        assert_eq!(points.points.len(), 3);
+        assert_eq!(points.lines, [12, 40]);
+        assert_eq!(Plan::parse(&points.to_string()), Ok(points));
         for (text, needle) in [
             ("mode:trace c:a.B", "c: without the to:"),
             ("mode:trace to:a.B", "to: without the c:"),
             ("mode:trace c:a.B to:+a.I", "cannot be +a.I"),
             ("mode:calltree p:a.B c:a.B to:a.C", "only trace mode"),
+            ("mode:monitor line:a.B", "only trace mode"),
+            ("mode:trace line:a.B lines:3,x", "bad lines"),
         ] {
             let e = Plan::parse(text).unwrap_err();
             assert!(e.contains(needle), "{text}: {e}");

@@ -81,6 +81,12 @@ pub enum Role {
     AllArgs,
     /// The exception thrown (a `Throwable` parameter at `Kind.ERROR`).
     Thrown,
+    /// At `Kind.LINE`: the line number.
+    Line,
+    /// At `Kind.NEW`: the class allocated (`pkg.Class`).
+    NewClass,
+    /// At `Kind.SYNC_ENTRY`/`SYNC_EXIT`: the monitor.
+    Lock,
     /// A parameter of a method that is not a handler.
     Plain,
 }
@@ -171,13 +177,14 @@ pub struct Probe {
     pub descriptor: String,
     /// `location`.
     pub location: Location,
-    /// At `Kind.CALL`: which calls, by the `@Location`'s `clazz`, `method` and `type`.
-    pub callee: Option<Callee>,
+    /// What the `@Location` names with its `clazz`, `method` and `type`: at `Kind.CALL` the
+    /// called methods, at `Kind.NEW` the classes allocated (`method` unused).
+    pub target: Option<Target>,
 }
 
-/// The called methods of a `Kind.CALL` location, as BTrace's `@Location` names them.
+/// Methods or classes a `@Location` names.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Callee {
+pub struct Target {
     /// `clazz`: a class name or `/regex/`.
     pub class: String,
     /// `method`: a name or `/regex/`.
@@ -195,12 +202,39 @@ pub enum Location {
     Return,
     /// `Kind.ERROR`: the method ends by throwing.
     Error,
-    /// `Kind.CALL`: calls the probed method makes (to the [`Probe::callee`] methods), before
+    /// `Kind.CALL`: calls the probed method makes (to the [`Probe::target`] methods), before
     /// (`Where.BEFORE`, the default) or after them (`Where.AFTER`).
     Call {
         /// `where = Where.AFTER`.
         after: bool,
     },
+    /// `Kind.LINE`: a source line reached (`line = N`), or every line (`line = -1`).
+    Line(Option<u32>),
+    /// `Kind.NEW`: an object of a [`Probe::target`] class allocated.
+    New,
+    /// `Kind.SYNC_ENTRY` (false) or `Kind.SYNC_EXIT` (true): a `synchronized` block entered
+    /// or left.
+    Sync {
+        /// `Kind.SYNC_EXIT`.
+        exit: bool,
+    },
+}
+
+impl Location {
+    /// The value the first parameter without an annotation receives at this location.
+    pub fn point_value(self) -> Option<Role> {
+        match self {
+            Location::Line(_) => Some(Role::Line),
+            Location::New => Some(Role::NewClass),
+            Location::Sync { .. } => Some(Role::Lock),
+            _ => None,
+        }
+    }
+
+    /// Whether handlers at this location take the points a method reaches, not its calls.
+    pub fn is_point(self) -> bool {
+        self.point_value().is_some()
+    }
 }
 
 /// A declared type, as far as running the script needs it.

@@ -12,8 +12,8 @@ use std::fmt;
 use tree_sitter::{Node, Parser};
 
 use crate::ast::{
-    Callee, Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role,
-    Script, Stmt, Trigger, Type,
+    Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role, Script,
+    Stmt, Target, Trigger, Type,
 };
 use crate::builtins;
 
@@ -333,6 +333,13 @@ impl<'s> Compiler<'s> {
     fn role(&self, p: Node, ty: &Type, location: Location, arg: &mut usize) -> Result<Role> {
         let annotations = self.annotations(p)?;
         let Some(a) = annotations.first() else {
+            if let Some(role) = location.point_value() {
+                *arg += 1;
+                return match *arg {
+                    1 => Ok(role),
+                    _ => fail(p, "this location passes one value without an annotation (the line, the class allocated or the monitor)"),
+                };
+            }
             if matches!(location, Location::Call { .. }) {
                 return fail(
                     p,
@@ -390,6 +397,13 @@ impl<'s> Compiler<'s> {
                     a.name
                 ),
             ),
+            (Role::Duration | Role::Return, location) if location.is_point() => fail(
+                a.node,
+                format!(
+                    "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR, or Kind.CALL with Where.AFTER)",
+                    a.name
+                ),
+            ),
             (Role::Duration | Role::Return, Location::Call { after: false }) => fail(
                 a.node,
                 format!("@{} at Kind.CALL needs where = Where.AFTER", a.name),
@@ -418,7 +432,7 @@ impl<'s> Compiler<'s> {
                         m if m.is_empty() => "/.*/".to_string(),
                         m => m,
                     };
-                    let (location, callee) = match argument("location") {
+                    let (location, target) = match argument("location") {
                         Some(v) => self.location(v)?,
                         None => (Location::Entry, None),
                     };
@@ -427,7 +441,7 @@ impl<'s> Compiler<'s> {
                         method,
                         descriptor: string("type")?,
                         location,
-                        callee,
+                        target,
                     })));
                 }
                 "OnTimer" => {
@@ -469,7 +483,7 @@ impl<'s> Compiler<'s> {
 
     /// `@Location(Kind.RETURN)`, `@Location(value = Kind.RETURN, ...)`, and for `Kind.CALL`
     /// the called methods (`clazz`, `method`, `type`) and `where`.
-    fn location(&self, node: Node) -> Result<(Location, Option<Callee>)> {
+    fn location(&self, node: Node) -> Result<(Location, Option<Target>)> {
         let mut kind = None;
         let mut keyed = Vec::new();
         for arg in node
@@ -495,32 +509,43 @@ impl<'s> Compiler<'s> {
             return Ok((Location::Entry, None));
         };
         let last = |n: Node| self.text(n).rsplit('.').next().unwrap_or("").to_string();
+        let mut target = Target {
+            class: "/.*/".into(),
+            method: "/.*/".into(),
+            descriptor: String::new(),
+        };
+        let mut after = false;
+        let mut line = None;
+        for (key, value) in keyed {
+            match key {
+                "clazz" => target.class = self.string_constant(value)?,
+                "method" => target.method = self.string_constant(value)?,
+                "type" => target.descriptor = self.string_constant(value)?,
+                "where" => after = last(value) == "AFTER",
+                "line" => {
+                    let text = self.text(value).replace(' ', "");
+                    line = match text.parse::<i64>() {
+                        Ok(-1) => None,
+                        Ok(n) if n > 0 => u32::try_from(n).ok(),
+                        _ => return fail(value, "line takes a line number, or -1 for every line"),
+                    };
+                }
+                _ => {}
+            }
+        }
         let location = match last(kind).as_str() {
             "ENTRY" => Location::Entry,
             "RETURN" => Location::Return,
             "ERROR" => Location::Error,
-            "CALL" => {
-                let mut after = false;
-                let mut callee = Callee {
-                    class: "/.*/".into(),
-                    method: "/.*/".into(),
-                    descriptor: String::new(),
-                };
-                for (key, value) in keyed {
-                    match key {
-                        "clazz" => callee.class = self.string_constant(value)?,
-                        "method" => callee.method = self.string_constant(value)?,
-                        "type" => callee.descriptor = self.string_constant(value)?,
-                        "where" => after = last(value) == "AFTER",
-                        _ => {}
-                    }
-                }
-                return Ok((Location::Call { after }, Some(callee)));
-            }
+            "CALL" => return Ok((Location::Call { after }, Some(target))),
+            "NEW" => return Ok((Location::New, Some(target))),
+            "LINE" => Location::Line(line),
+            "SYNC_ENTRY" => Location::Sync { exit: false },
+            "SYNC_EXIT" => Location::Sync { exit: true },
             other => {
                 return fail(
                     kind,
-                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR and CALL are)"),
+                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, SYNC_ENTRY and SYNC_EXIT are)"),
                 )
             }
         };
@@ -1083,7 +1108,7 @@ public class Tracker {
                 method: "/.*/".into(),
                 descriptor: String::new(),
                 location: Location::Return,
-                callee: None,
+                target: None,
             })
         );
         assert!(handler.uses_stack);
@@ -1127,12 +1152,17 @@ public class Tracker {
             ),
             "{entry}"
         );
-        let line = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.LINE))\npublic static void h() {}");
+        let array = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.NEWARRAY))\npublic static void h() {}");
+        assert!(array.contains("location Kind.NEWARRAY is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, SYNC_ENTRY and SYNC_EXIT are)"), "{array}");
+        let two = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.LINE, line=3))\npublic static void h(int line, int more) {}");
         assert!(
-            line.contains(
-                "location Kind.LINE is not supported yet (ENTRY, RETURN, ERROR and CALL are)"
-            ),
-            "{line}"
+            two.contains("S.java:5:32: this location passes one value"),
+            "{two}"
+        );
+        let duration = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.SYNC_ENTRY))\npublic static void h(@Duration long d) {}");
+        assert!(
+            duration.contains("@Duration needs location = @Location(Kind.RETURN)"),
+            "{duration}"
         );
     }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use jtap_protocol::records::Callee;
+use jtap_protocol::records::{Callee, Point};
 
 use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
 use crate::builtins::{self, Context, Facts};
@@ -34,6 +34,8 @@ pub struct Fired {
     pub tid: u32,
     /// At `Kind.CALL`: the method called.
     pub callee: Option<Callee>,
+    /// At `Kind.LINE`, `NEW` and `SYNC_*`: the point reached.
+    pub point: Option<Point>,
 }
 
 /// A running script.
@@ -202,6 +204,20 @@ impl<'s> Machine<'s> {
                     .callee
                     .as_ref()
                     .map_or(Value::Null, |c| Value::str(&target_method(c, *fqn))),
+                Role::Line => match &probe.point {
+                    Some(Point::Line(line)) => Value::Int(i64::from(*line)),
+                    _ => Value::Int(-1),
+                },
+                Role::NewClass => match &probe.point {
+                    Some(Point::New(class)) => Value::str(class),
+                    _ => Value::Null,
+                },
+                Role::Lock => match &probe.point {
+                    Some(Point::SyncEnter(lock) | Point::SyncExit(lock)) => {
+                        Value::from_described(lock)
+                    }
+                    _ => Value::Null,
+                },
                 Role::Duration => Value::Int(probe.duration_ns as i64),
                 Role::Return => probe
                     .returned
@@ -738,7 +754,7 @@ mod tests {
             panic!("a probe handler");
         };
         assert_eq!(probe.location, crate::ast::Location::Call { after: true });
-        let callee = probe.callee.as_ref().expect("CALL names its callees");
+        let callee = probe.target.as_ref().expect("CALL names its callees");
         assert_eq!(
             (&*callee.class, &*callee.method),
             ("java.lang.String", "/to.*Case/")

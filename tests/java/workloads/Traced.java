@@ -22,7 +22,7 @@ import java.util.function.Supplier;
  *   <li>{@link Shapes#run} exercises constructors (one throwing), static initialisers,
  *       interface default/static methods, bridge/generic methods, lambdas and method
  *       references, recursion, try/catch/finally, switches and exceptions thrown through
- *       several frames, and a method longer than 32 KiB;</li>
+ *       several frames, a synchronized block and a method longer than 32 KiB;</li>
  *   <li>{@link #describe} takes and returns objects whose toString() throws or is traced.</li>
  * </ul>
  */
@@ -277,6 +277,9 @@ final class Shapes {
         Supplier<Integer> ref = Shapes::seven;
         acc += square.applyAsInt(9) + ref.get();
         acc += Long32k.big(3);
+        synchronized (Shapes.class) {
+            acc += new StringBuilder("jtap").length();
+        }
         return acc;
     }
 

@@ -23,7 +23,7 @@ use jtap_classfile::plan::{
 };
 use jtap_classfile::{ClassFile, InjectionPlan};
 use jtap_jvmti::{sys, Capabilities, Env};
-use jtap_protocol::trace::{Mode, Plan};
+use jtap_protocol::trace::{Mode, Plan, PointKind};
 
 use super::ffi::{self, Jni};
 use super::runtime::{self, FieldClock, Runtime};
@@ -155,6 +155,33 @@ fn exactly(class: &str, name: &str, descriptor: &str) -> MemberFilter {
         owner: Pattern::Exact(class.to_string()),
         name: Pattern::Exact(name.to_string()),
         descriptor: Pattern::Exact(descriptor.to_string()),
+    }
+}
+
+/// The probes reporting each time a thread reaches points of one kind in `methods`.
+fn point_probes(methods: MemberFilter, kind: PointKind, lines: &[u32]) -> Vec<Probe> {
+    use Value::*;
+    let probe = |point: Point, method: &str, values: Vec<Value>| Probe {
+        methods: methods.clone(),
+        point,
+        method: method.into(),
+        values,
+    };
+    match kind {
+        PointKind::Line => vec![probe(
+            Point::Line(lines.to_vec()),
+            "lineReached",
+            vec![MethodId, LineNumber, This],
+        )],
+        PointKind::New => vec![probe(
+            Point::Allocation,
+            "newReached",
+            vec![MethodId, SiteId, This],
+        )],
+        PointKind::Sync => [Point::MonitorEnter, Point::MonitorExit]
+            .into_iter()
+            .map(|point| probe(point, "syncReached", vec![MethodId, SiteId, Lock, This]))
+            .collect(),
     }
 }
 
@@ -562,6 +589,13 @@ impl Tracing {
             {
                 probes.extend(self.call_site_probes(exactly(name, &mname, &desc), callees));
             }
+            for kind in self.selector.points(&dotted, &supers, &mname, &desc) {
+                probes.extend(point_probes(
+                    exactly(name, &mname, &desc),
+                    kind,
+                    &self.plan.lines,
+                ));
+            }
         }
         if probes.is_empty() {
             return None;
@@ -672,7 +706,7 @@ impl Tracing {
         probes
     }
 
-    /// The probes of a [`Role::Caller`] method: its calls that `callees` takes, timed and
+    /// The probes of a [`Role::Inside`] method: its calls that `callees` takes, timed and
     /// reported as calls of their own (with the caller's `this` for scripts).
     fn call_site_probes(&self, methods: MemberFilter, callees: MemberFilter) -> Vec<Probe> {
         use Value::*;

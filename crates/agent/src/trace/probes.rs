@@ -141,6 +141,25 @@ pub enum Record {
         /// Java stack (method id as an address, location), when captured.
         stack: Vec<(usize, i64)>,
     },
+    /// A point inside a traced method reached (trace mode).
+    Reached {
+        /// Session generation.
+        generation: u32,
+        /// Thread name.
+        thread: Arc<str>,
+        /// Kernel id of the thread.
+        tid: u32,
+        /// Method id.
+        method: u32,
+        /// When, in ticks.
+        at: u64,
+        /// Where.
+        point: Reached,
+        /// The method's `this`, when captured.
+        this: Option<String>,
+        /// Java stack (method id as an address, location), when captured.
+        stack: Vec<(usize, i64)>,
+    },
     /// One entry call with the calls inside it (calltree mode).
     Tree {
         /// Session generation.
@@ -158,9 +177,22 @@ impl Record {
     /// The session that made the record.
     pub fn generation(&self) -> u32 {
         match self {
-            Record::Call { generation, .. } | Record::Tree { generation, .. } => *generation,
+            Record::Call { generation, .. }
+            | Record::Reached { generation, .. }
+            | Record::Tree { generation, .. } => *generation,
         }
     }
+}
+
+/// What a [`Record::Reached`] reached.
+#[derive(Debug)]
+pub enum Reached {
+    /// A source line.
+    Line(u32),
+    /// An allocation site.
+    New(u32),
+    /// A monitor enter or exit site, and the monitor described.
+    Sync(u32, String),
 }
 
 struct Queue {
@@ -762,6 +794,91 @@ pub extern "system" fn site_exit(
         let threw = !thrown.is_null();
         let value = if threw { thrown } else { returned };
         finish(hot, env, (site as u32 | SITE, method as u32), threw, value)
+    });
+}
+
+/// `lineReached(int method, int line, Object this)`: a line of a method probed inside.
+pub extern "system" fn line_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    line: sys::jint,
+    this: sys::jobject,
+) {
+    with_state(|hot| report_reached(hot, env, method, this, |_| Some(Reached::Line(line as u32))));
+}
+
+/// `newReached(int method, int site, Object this)`: an object allocated and constructed at an
+/// allocation site of a method probed inside.
+pub extern "system" fn new_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+) {
+    with_state(|hot| report_reached(hot, env, method, this, |_| Some(Reached::New(site as u32))));
+}
+
+/// `syncReached(int method, int site, Object lock, Object this)`: a monitor about to be
+/// entered or left in a method probed inside.
+pub extern "system" fn sync_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    lock: sys::jobject,
+    this: sys::jobject,
+) {
+    with_state(|hot| {
+        report_reached(hot, env, method, this, |describer| {
+            Some(Reached::Sync(site as u32, describer?.value(lock)))
+        })
+    });
+}
+
+/// Reports a point reached, with `this` and the stack when the session captures them.
+#[cold]
+fn report_reached(
+    hot: &mut Hot,
+    env: *mut sys::JNIEnv,
+    method: sys::jint,
+    this: sys::jobject,
+    point: impl FnOnce(Option<&Describer>) -> Option<Reached>,
+) {
+    if mode() != Mode::Trace {
+        return;
+    }
+    let at = now();
+    // SAFETY: the VM passes this thread's JNIEnv to native methods.
+    let jni = unsafe { Jni::from_raw(env) };
+    let described = jni
+        .with_local_frame(16, || {
+            let describer = Describer::new(jni, captures(CAPTURE_TO_STRING));
+            let this = captures(CAPTURE_VALUES)
+                .then(|| describer.as_ref().map(|d| d.value(this)))
+                .flatten();
+            point(describer.as_ref()).map(|point| (point, this))
+        })
+        .flatten();
+    let Some((point, this)) = described else {
+        return;
+    };
+    let stack = if captures(CAPTURE_STACK) {
+        current_stack()
+    } else {
+        Vec::new()
+    };
+    let thread = with_cold(hot, |cold| cold.thread_name(jni)).unwrap_or_else(|| "?".into());
+    send(Record::Reached {
+        generation: hot.generation,
+        thread,
+        tid: crate::sampling::threads::current_tid() as u32,
+        method: method as u32,
+        at,
+        point,
+        this,
+        stack,
     });
 }
 

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jtap_classfile::instruction::op::{
-    INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL,
+    INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL, NEW,
 };
 use jtap_protocol::records::{
-    self, Call, CallTree, Callee, MethodStats, MonitorInterval, TreeNode,
+    self, Call, CallTree, Callee, MethodStats, MonitorInterval, Point, Reached, TreeNode,
 };
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
@@ -222,6 +222,18 @@ impl Reporter {
                 outcome,
                 &stack,
             ))),
+            Record::Reached {
+                thread,
+                tid,
+                method,
+                at,
+                point,
+                this,
+                stack,
+                ..
+            } => me
+                .reached((thread.to_string(), tid), method, at, point, this, &stack)
+                .map(records::Record::Reached),
             Record::Tree {
                 thread,
                 nodes,
@@ -315,6 +327,58 @@ impl Reporter {
                 .collect(),
             callee: site.and_then(|site| self.callee(site)),
         }
+    }
+
+    /// A point reached, with what its site says (the class allocated, enter or exit).
+    fn reached(
+        &mut self,
+        (thread, tid): (String, u32),
+        method: u32,
+        at: u64,
+        point: probes::Reached,
+        this: Option<String>,
+        stack: &[(usize, i64)],
+    ) -> Option<Reached> {
+        let (class, method, descriptor) = self.method_name(method);
+        let site = |id: u32| {
+            let registry = self
+                .tracing
+                .registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            registry
+                .sites
+                .get(id as usize)
+                .map(|s| (s.kind, s.opcode, s.detail.replace('/', ".")))
+        };
+        let point = match point {
+            probes::Reached::Line(line) => Point::Line(line),
+            probes::Reached::New(id) => match site(id)? {
+                // Arrays are not objects allocated with `new`.
+                (_, NEW, class) => Point::New(class),
+                _ => return None,
+            },
+            probes::Reached::Sync(id, lock) => match site(id)?.0 {
+                "monitorenter" => Point::SyncEnter(lock),
+                _ => Point::SyncExit(lock),
+            },
+        };
+        let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
+        Some(Reached {
+            time_ns: clock().wall_ns(at),
+            thread,
+            tid,
+            class,
+            method,
+            descriptor,
+            point,
+            this,
+            stack: stack
+                .iter()
+                .filter_map(|&(m, loc)| self.frame(m, loc))
+                .take(depth)
+                .collect(),
+        })
     }
 
     /// The method a call site calls.

@@ -102,6 +102,21 @@ pub fn natives() -> Vec<Native> {
             function: probes::site_exit as *mut _,
         },
         Native {
+            name: c"lineReached",
+            signature: c"(IILjava/lang/Object;)V",
+            function: probes::line_reached as *mut _,
+        },
+        Native {
+            name: c"newReached",
+            signature: c"(IILjava/lang/Object;)V",
+            function: probes::new_reached as *mut _,
+        },
+        Native {
+            name: c"syncReached",
+            signature: c"(IILjava/lang/Object;Ljava/lang/Object;)V",
+            function: probes::sync_reached as *mut _,
+        },
+        Native {
             name: c"alloc",
             signature: c"(Ljava/lang/Object;)V",
             function: probes::alloc as *mut _,

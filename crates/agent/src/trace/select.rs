@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use jtap_classfile::constant_pool::Constant;
 use jtap_classfile::plan::{MemberFilter, Pattern};
 use jtap_classfile::ClassFile;
-use jtap_protocol::trace::{MethodPattern, Plan};
+use jtap_protocol::trace::{MethodPattern, Plan, PointKind};
 use regex::Regex;
 
 /// What a selected method is for.
@@ -19,9 +19,9 @@ pub enum Role {
     /// Calltree: a method called (directly or not) by the entry whose own call sites are
     /// timed, for trees deeper than one level.
     Host,
-    /// Trace: a method whose calls to some methods are traced where they are made (the plan's
-    /// call sites); the method's own calls are not.
-    Caller,
+    /// Trace: a method probed inside, at the plan's call sites or points, not at its own
+    /// entry and exit.
+    Inside,
 }
 
 /// One compiled [`MethodPattern`].
@@ -35,8 +35,16 @@ struct Matcher {
     text: String,
     /// `+` patterns: dotted names of the classes and interfaces known to be subtypes.
     known: Mutex<HashSet<String>>,
-    /// [`Role::Caller`]: the methods whose calls are traced.
-    callee: Option<Callee>,
+    /// [`Role::Inside`]: where.
+    inside: Option<Inside>,
+}
+
+/// Where a [`Role::Inside`] method is probed.
+enum Inside {
+    /// At its calls to these methods.
+    Calls(Callee),
+    /// At these points.
+    Points(PointKind),
 }
 
 /// The called methods of a plan's call sites.
@@ -69,7 +77,7 @@ impl Matcher {
             role,
             text: pattern.to_string(),
             known: Mutex::new(HashSet::new()),
-            callee: None,
+            inside: None,
         })
     }
 
@@ -118,14 +126,19 @@ impl Selector {
             matchers.push(Matcher::new(p, Role::Inner)?);
         }
         for sites in &plan.call_sites {
-            let callee = Matcher::new(&sites.callee, Role::Caller)?;
-            let mut caller = Matcher::new(&sites.host, Role::Caller)?;
-            caller.callee = Some(Callee {
+            let callee = Matcher::new(&sites.callee, Role::Inside)?;
+            let mut caller = Matcher::new(&sites.host, Role::Inside)?;
+            caller.inside = Some(Inside::Calls(Callee {
                 class: callee.class,
                 method: callee.method,
                 descriptor: callee.descriptor,
-            });
+            }));
             matchers.push(caller);
+        }
+        for (kind, pattern) in &plan.points {
+            let mut matcher = Matcher::new(pattern, Role::Inside)?;
+            matcher.inside = Some(Inside::Points(*kind));
+            matchers.push(matcher);
         }
         Ok(Selector { matchers })
     }
@@ -141,7 +154,7 @@ impl Selector {
     pub fn targets_matching_none(&self, classes: &[String]) -> Vec<String> {
         self.matchers
             .iter()
-            .filter(|m| matches!(m.role, Role::Target | Role::Caller))
+            .filter(|m| matches!(m.role, Role::Target | Role::Inside))
             .filter(|m| !classes.iter().any(|c| m.selects_class(c, &[])))
             .map(|m| m.text.clone())
             .collect()
@@ -176,7 +189,7 @@ impl Selector {
         descriptor: &str,
     ) -> Option<Role> {
         let mut role = None;
-        for m in self.matchers.iter().filter(|m| m.role != Role::Caller) {
+        for m in self.matchers.iter().filter(|m| m.role != Role::Inside) {
             if m.method_matches(dotted, supers, name, descriptor) {
                 if m.role == Role::Target {
                     return Some(Role::Target);
@@ -187,7 +200,7 @@ impl Selector {
         role
     }
 
-    /// The calls of a [`Role::Caller`] method to trace, as a filter of the call sites of
+    /// The calls of a [`Role::Inside`] method to trace, as a filter of the call sites of
     /// class `class` (one filter for all the plan's callees of the method: it may take a
     /// few calls more than they do, never fewer). None when the method is no caller or
     /// calls none of its callees.
@@ -203,7 +216,10 @@ impl Selector {
             .matchers
             .iter()
             .filter(|m| m.method_matches(dotted, supers, name, descriptor))
-            .filter_map(|m| m.callee.as_ref())
+            .filter_map(|m| match &m.inside {
+                Some(Inside::Calls(callee)) => Some(callee),
+                _ => None,
+            })
             .collect();
         if callees.is_empty() {
             return None;
@@ -224,6 +240,25 @@ impl Selector {
             name: Pattern::OneOf(names),
             descriptor: Pattern::Any,
         })
+    }
+
+    /// The points at which the plan probes a method (each kind once).
+    pub fn points(
+        &self,
+        dotted: &str,
+        supers: &[String],
+        name: &str,
+        descriptor: &str,
+    ) -> Vec<PointKind> {
+        let mut kinds = Vec::new();
+        for m in &self.matchers {
+            if let Some(Inside::Points(kind)) = m.inside {
+                if !kinds.contains(&kind) && m.method_matches(dotted, supers, name, descriptor) {
+                    kinds.push(kind);
+                }
+            }
+        }
+        kinds
     }
 }
 

@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use jtap_protocol::records::{Call, Callee, Outcome, Record};
-use jtap_protocol::trace::{CallSites, MethodPattern, Mode, Plan};
+use jtap_protocol::records::{Call, Callee, Outcome, Point, Reached, Record};
+use jtap_protocol::trace::{CallSites, MethodPattern, Mode, Plan, PointKind};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Script};
@@ -117,13 +117,13 @@ struct Selector {
     method: Option<regex::Regex>,
     descriptor: Option<String>,
     location: Location,
-    /// At `Kind.CALL`: the called methods.
-    callee: Option<CalleeSelector>,
+    /// At `Kind.CALL`: the called methods; at `Kind.NEW`: the classes allocated.
+    target: Option<TargetSelector>,
     threshold: Option<Duration>,
 }
 
-/// The called methods a `Kind.CALL` handler takes.
-struct CalleeSelector {
+/// The called methods a `Kind.CALL` handler takes, or the classes a `Kind.NEW` one does.
+struct TargetSelector {
     class: regex::Regex,
     method: Option<regex::Regex>,
     descriptor: Option<String>,
@@ -132,7 +132,7 @@ struct CalleeSelector {
 impl Selector {
     fn takes(&self, call: &Call) -> bool {
         let threw = matches!(call.outcome, Outcome::Threw(_));
-        let location = match (self.location, &call.callee, &self.callee) {
+        let location = match (self.location, &call.callee, &self.target) {
             (Location::Entry, None, _) => true,
             (Location::Return, None, _) => !threw,
             (Location::Error, None, _) => threw,
@@ -147,25 +147,35 @@ impl Selector {
             _ => false,
         };
         location
-            && self
-                .class
-                .as_ref()
-                .is_none_or(|re| re.is_match(&call.class))
-            && self
-                .method
-                .as_ref()
-                .is_none_or(|re| re.is_match(&call.method))
-            && self
-                .descriptor
-                .as_ref()
-                .is_none_or(|d| d == &call.descriptor)
+            && self.takes_method(&call.class, &call.method, &call.descriptor)
             && self
                 .threshold
                 .is_none_or(|t| call.duration_ns >= t.as_nanos() as u64)
     }
+
+    /// Whether a `Kind.LINE`, `NEW` or `SYNC_*` handler takes a point reached.
+    fn takes_point(&self, reached: &Reached) -> bool {
+        let location = match (self.location, &reached.point) {
+            (Location::Line(None), Point::Line(_)) => true,
+            (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
+            (Location::New, Point::New(class)) => {
+                self.target.as_ref().is_none_or(|t| t.class.is_match(class))
+            }
+            (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
+            (Location::Sync { exit: true }, Point::SyncExit(_)) => true,
+            _ => false,
+        };
+        location && self.takes_method(&reached.class, &reached.method, &reached.descriptor)
+    }
+
+    fn takes_method(&self, class: &str, method: &str, descriptor: &str) -> bool {
+        self.class.as_ref().is_none_or(|re| re.is_match(class))
+            && self.method.as_ref().is_none_or(|re| re.is_match(method))
+            && self.descriptor.as_deref().is_none_or(|d| d == descriptor)
+    }
 }
 
-impl CalleeSelector {
+impl TargetSelector {
     fn takes(&self, callee: &Callee) -> bool {
         self.class.is_match(&callee.class)
             && self
@@ -188,6 +198,7 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
         },
     };
     let mut thresholds = Vec::new();
+    let (mut lines, mut every_line) = (Vec::new(), false);
     for (index, handler) in script.handlers.iter().enumerate() {
         let Trigger::Probe(probe) = &handler.trigger else {
             continue;
@@ -196,8 +207,8 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
         let located = |e: String| exit::usage(format!("{file}:{}:{}: {e}", at.line, at.col));
         let pattern =
             method_pattern(&probe.class, &probe.method, &probe.descriptor).map_err(located)?;
-        let callee = probe
-            .callee
+        let target = probe
+            .target
             .as_ref()
             .map(|c| method_pattern(&c.class, &c.method, &c.descriptor))
             .transpose()
@@ -225,8 +236,8 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 method: pattern.method.as_ref().and_then(regex),
                 descriptor: pattern.descriptor.clone(),
                 location: probe.location,
-                callee: callee.as_ref().and_then(|c| {
-                    Some(CalleeSelector {
+                target: target.as_ref().and_then(|c| {
+                    Some(TargetSelector {
                         class: regex(&c.class)?,
                         method: c.method.as_ref().and_then(regex),
                         descriptor: c.descriptor.clone(),
@@ -235,13 +246,28 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 threshold,
             },
         ));
-        match callee {
-            Some(callee) => plan.call_sites.push(CallSites {
+        match (probe.location, target) {
+            (Location::Call { .. }, Some(callee)) => plan.call_sites.push(CallSites {
                 host: pattern,
                 callee,
             }),
-            None => plan.targets.push(pattern),
+            (Location::Line(line), _) => {
+                plan.points.push((PointKind::Line, pattern));
+                match line {
+                    Some(line) => lines.push(line),
+                    None => every_line = true,
+                }
+            }
+            (Location::New, _) => plan.points.push((PointKind::New, pattern)),
+            (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
+            _ => plan.targets.push(pattern),
         }
+    }
+    // The agent reports the lines some handler takes, or all of them.
+    if !every_line {
+        lines.sort_unstable();
+        lines.dedup();
+        probes.plan.lines = lines;
     }
     // The agent keeps calls over the smallest threshold, when every handler has one.
     probes.plan.threshold = thresholds
@@ -374,15 +400,26 @@ impl Session {
                     let ended = conversation.finish(
                         &mut io::stderr(),
                         Some(&mut |frame| {
-                            if let Frame::Record(bytes) = frame {
-                                if let Ok(Record::Call(call)) = Record::decode(&bytes) {
-                                    for (index, selector) in &probes.handlers {
-                                        if selector.takes(&call) {
-                                            let fired = Box::new(fired(call.clone()));
-                                            let _ = sender.send(Happened::Fired(*index, fired));
-                                        }
-                                    }
-                                }
+                            let Frame::Record(bytes) = frame else {
+                                return Ok(());
+                            };
+                            let taken: Vec<(usize, Fired)> = match Record::decode(&bytes) {
+                                Ok(Record::Call(call)) => probes
+                                    .handlers
+                                    .iter()
+                                    .filter(|(_, selector)| selector.takes(&call))
+                                    .map(|(index, _)| (*index, fired(call.clone())))
+                                    .collect(),
+                                Ok(Record::Reached(reached)) => probes
+                                    .handlers
+                                    .iter()
+                                    .filter(|(_, selector)| selector.takes_point(&reached))
+                                    .map(|(index, _)| (*index, fired_at(reached.clone())))
+                                    .collect(),
+                                _ => Vec::new(),
+                            };
+                            for (index, fired) in taken {
+                                let _ = sender.send(Happened::Fired(index, Box::new(fired)));
                             }
                             Ok(())
                         }),
@@ -701,6 +738,21 @@ pub(crate) fn fired(call: Call) -> Fired {
         thread: call.thread,
         tid: call.tid,
         callee: call.callee,
+        point: None,
+    }
+}
+
+/// What a `Kind.LINE`, `NEW` or `SYNC_*` handler runs on.
+pub(crate) fn fired_at(reached: Reached) -> Fired {
+    Fired {
+        class: reached.class,
+        method: reached.method,
+        values: reached.this.into_iter().collect(),
+        stack: reached.stack,
+        thread: reached.thread,
+        tid: reached.tid,
+        point: Some(reached.point),
+        ..Fired::default()
     }
 }
 

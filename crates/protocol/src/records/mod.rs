@@ -19,7 +19,8 @@ pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
 pub use trace::{
-    Call, CallStats, CallTree, Callee, MethodStats, MonitorInterval, Outcome, TreeNode,
+    Call, CallStats, CallTree, Callee, MethodStats, MonitorInterval, Outcome, Point, Reached,
+    TreeNode,
 };
 
 /// One result.
@@ -34,6 +35,8 @@ pub enum Record {
     Gc(GcPauses),
     /// One traced call.
     Call(Call),
+    /// A point inside a traced method reached.
+    Reached(Reached),
     /// One entry call's tree.
     Tree(CallTree),
     /// One interval of per-method statistics.
@@ -58,6 +61,7 @@ impl Record {
             Record::Sites(sites) => sites.to_text(),
             Record::Gc(pauses) => pauses.to_text(),
             Record::Call(call) => call.to_text(),
+            Record::Reached(reached) => reached.to_text(),
             Record::Tree(tree) => tree.to_text(),
             Record::Monitor(interval) => interval.to_text(),
         }
@@ -76,6 +80,9 @@ impl Record {
                 serde_json::to_string(pauses).expect("a record always serialises")
             }
             Record::Call(call) => call.to_json().to_string(),
+            Record::Reached(reached) => {
+                serde_json::to_string(reached).expect("a record always serialises")
+            }
             Record::Tree(tree) => tree.to_json().to_string(),
             Record::Monitor(interval) => interval
                 .to_json()

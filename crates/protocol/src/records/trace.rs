@@ -59,6 +59,68 @@ pub struct Callee {
     pub invoke: String,
 }
 
+/// A point a traced method reached (a plan's `line:`, `new:` and `sync:` points).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reached {
+    /// When (wall clock).
+    pub time_ns: u64,
+    /// The thread's name.
+    pub thread: String,
+    /// The thread's kernel id.
+    pub tid: u32,
+    /// `pkg.Class` of the method.
+    pub class: String,
+    /// The method's name.
+    pub method: String,
+    /// The method's descriptor.
+    pub descriptor: String,
+    /// What it reached.
+    pub point: Point,
+    /// The method's `this`, described (plans with `values`; `null` when static).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub this: Option<String>,
+    /// Its Java stack, `Class.method(File.java:line)` from the method down (with `stack`).
+    pub stack: Vec<String>,
+}
+
+/// What a [`Reached`] reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// A source line.
+    Line(u32),
+    /// An object of this class (`pkg.Class`) allocated and constructed.
+    New(String),
+    /// A monitor entered, described.
+    SyncEnter(String),
+    /// A monitor left, described.
+    SyncExit(String),
+}
+
+impl Reached {
+    /// `13:05:07.042 [main] app.Cache.get line 42` (or `new app.Entry`, `enters app.Lock@1f`,
+    /// `exits app.Lock@1f`), then `    at frame` lines.
+    pub fn to_text(&self) -> String {
+        let point = match &self.point {
+            Point::Line(line) => format!("line {line}"),
+            Point::New(class) => format!("new {class}"),
+            Point::SyncEnter(lock) => format!("enters {lock}"),
+            Point::SyncExit(lock) => format!("exits {lock}"),
+        };
+        let mut line = format!(
+            "{} [{}] {}.{} {point}",
+            time_of_day(self.time_ns),
+            escape_controls(&self.thread),
+            self.class,
+            self.method
+        );
+        for frame in &self.stack {
+            let _ = write!(line, "\n    at {frame}");
+        }
+        line
+    }
+}
+
 /// How a call ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -423,6 +485,25 @@ pub(crate) mod tests {
             stack: vec!["app.Main.main(Main.java:3)".into()],
             callee: None,
         }
+    }
+
+    #[test]
+    fn reached_points_read_as_one_line() {
+        let reached = Reached {
+            time_ns: 0,
+            thread: "main".into(),
+            tid: 1,
+            class: "app.Cache".into(),
+            method: "get".into(),
+            descriptor: "()V".into(),
+            point: Point::SyncEnter("app.Lock@1f".into()),
+            this: None,
+            stack: vec!["app.Cache.get(Cache.java:9)".into()],
+        };
+        assert_eq!(
+            reached.to_text(),
+            "00:00:00.000 [main] app.Cache.get enters app.Lock@1f\n    at app.Cache.get(Cache.java:9)"
+        );
     }
 
     pub(crate) fn tree() -> CallTree {
