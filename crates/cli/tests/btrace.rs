@@ -559,3 +559,85 @@ import static com.sun.btrace.BTraceUtils.*;
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
+
+#[test]
+fn profiling_sums_wall_and_self_time_per_block() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "Prof.java",
+            r#"import org.openjdk.btrace.core.annotations.*;
+import org.openjdk.btrace.core.Profiler;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Prof {
+    @Property
+    static Profiler profiler = Profiling.newProfiler();
+
+    @OnMethod(clazz = "workloads.Traced", method = "/[abcd]/")
+    public static void entry(@ProbeMethodName(fqn = true) String pmn) { Profiling.recordEntry(profiler, pmn); }
+
+    @OnMethod(clazz = "workloads.Traced", method = "/[abcd]/", location = @Location(Kind.RETURN))
+    public static void exit(@ProbeMethodName(fqn = true) String pmn, @Duration long d) { Profiling.recordExit(profiler, pmn, d); }
+
+    @OnExit
+    public static void done() { Profiling.printSnapshot("Traced", profiler); }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 1);
+        std::thread::sleep(Duration::from_millis(300));
+        run.interrupt();
+        let (code, out, err) = run.finish(Duration::from_secs(60));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        // a() sleeps 5 ms around b() (20 ms) and c(), which sleeps 10 ms around d() (40 ms):
+        // blocks in the order their first call ended, self time without the blocks inside.
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let blocks: Vec<&str> = rows.iter().skip(2).map(|r| r[0]).collect();
+        assert_eq!(
+            (rows[0].as_slice(), rows[1][0], blocks.as_slice()),
+            (
+                ["Traced"].as_slice(),
+                "Block",
+                [
+                    "workloads.Traced.b",
+                    "workloads.Traced.d",
+                    "workloads.Traced.c",
+                    "workloads.Traced.a"
+                ]
+                .as_slice()
+            ),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        let ms = |block: &str, column: usize| -> u64 {
+            let row = rows.iter().find(|r| r[0] == block).unwrap();
+            row[column].parse::<u64>().unwrap() / 1_000_000
+        };
+        for (block, self_ms, wall_ms) in [
+            ("workloads.Traced.a", 5, 75),
+            ("workloads.Traced.b", 20, 20),
+            ("workloads.Traced.c", 10, 50),
+            ("workloads.Traced.d", 40, 40),
+        ] {
+            let (self_time, wall_time) = (ms(block, 2), ms(block, 6));
+            assert!(
+                (self_ms..self_ms + 30).contains(&self_time)
+                    && (wall_ms..wall_ms + 100).contains(&wall_time),
+                "JDK {}: {block}: self {self_time} ms, wall {wall_time} ms: {out}",
+                jdk.version
+            );
+        }
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}

@@ -1,12 +1,14 @@
 //! The `BTraceUtils` functions scripts call (by their unqualified names, as the static
 //! import and the nested classes `Strings`, `Threads`, `Time`, `Collections`, `Atomic`,
-//! `Aggregations`, `Sys` give them), run in the client on values the probes captured.
+//! `Aggregations`, `Profiling`, `Sys` give them), run in the client on values the probes
+//! captured.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::machine::Fired;
+use crate::profiler::Profiler;
 use crate::value::{Aggregation, Value, MAX_ENTRIES};
 
 /// Every function [`call`] runs.
@@ -70,6 +72,14 @@ const NAMES: &[&str] = &[
     "newAggregationKey",
     "addToAggregation",
     "clearAggregation",
+    // `Profiling`.
+    "newProfiler",
+    "recordEntry",
+    "recordExit",
+    "snapshot",
+    "snapshotAndReset",
+    "reset",
+    "printSnapshot",
     // The session.
     "exit",
     // The JVM (`Sys.Env`, `Sys.VM`, `Sys.Memory`): facts the client reads without running
@@ -169,6 +179,38 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             if let Value::Aggregation(agg) = arg(1) {
                 print_aggregation(&agg.borrow(), cx.out);
             }
+            Value::Null
+        }
+        ("newProfiler", 0 | 1) => Value::Profiler(Rc::default()),
+        // The call's start is known when it ends: recordExit does the work.
+        ("recordEntry", 2) => profiler(&arg(0), name).map(|_| Value::Null)?,
+        ("recordExit", 3) => {
+            let profiler = profiler(&arg(0), name)?;
+            let duration = u64::try_from(int(2)?).unwrap_or(0);
+            let (tid, start) = match cx.probe {
+                Some(probe) => (probe.tid, probe.start_ns),
+                None => (0, (now_ns() as u64).saturating_sub(duration)),
+            };
+            if !profiler.borrow_mut().record(&text(1), tid, start, duration) {
+                return Err(format!("recordExit: a profiler holds at most {MAX_ENTRIES} blocks"));
+            }
+            Value::Null
+        }
+        ("snapshot", 1) => Value::Profiler(Rc::new(RefCell::new(profiler(&arg(0), name)?.borrow().clone()))),
+        ("snapshotAndReset", 1) => {
+            let profiler = profiler(&arg(0), name)?;
+            let snapshot = std::mem::take(&mut *profiler.borrow_mut());
+            Value::Profiler(Rc::new(RefCell::new(snapshot)))
+        }
+        ("reset", 1) => {
+            profiler(&arg(0), name)?.borrow_mut().reset();
+            Value::Null
+        }
+        ("printSnapshot", 2) => {
+            let grid = profiler(&arg(1), name)?.borrow().grid();
+            cx.out.push_str(&text(0));
+            cx.out.push('\n');
+            print_grid(&grid, cx.out);
             Value::Null
         }
         ("__print", _) => {
@@ -399,6 +441,14 @@ fn atomic(value: &Value, name: &str, f: impl FnOnce(&mut i64) -> Value) -> Resul
 /// An aggregation as BTrace prints it (its grid): a row per key in ascending order of value,
 /// each cell after two spaces, strings left- and numbers right-aligned to their column's
 /// widest value.
+/// A profiler argument, or an error naming the function.
+fn profiler(value: &Value, function: &str) -> Result<Rc<RefCell<Profiler>>, String> {
+    match value {
+        Value::Profiler(p) => Ok(p.clone()),
+        other => Err(format!("{function}: {other} is not a profiler")),
+    }
+}
+
 fn print_aggregation(agg: &Aggregation, out: &mut String) {
     let mut rows: Vec<(Vec<Value>, i64)> = agg
         .rows
@@ -415,6 +465,12 @@ fn print_aggregation(agg: &Aggregation, out: &mut String) {
                 .collect()
         })
         .collect();
+    print_grid(&cells, out);
+}
+
+/// Rows of cells as BTrace prints a grid: each cell after two spaces, numbers right-aligned
+/// and text left-aligned to the column's widest cell.
+fn print_grid(cells: &[Vec<(String, bool)>], out: &mut String) {
     let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -427,7 +483,7 @@ fn print_aggregation(agg: &Aggregation, out: &mut String) {
                 .max(1)
         })
         .collect();
-    for row in &cells {
+    for row in cells {
         for (c, (text, number)) in row.iter().enumerate() {
             let width = widths[c];
             match number {

@@ -8,7 +8,8 @@
 //! - [`ast`]: what a script is made of (handlers, probes, statements, expressions).
 //! - [`mod@compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
 //! - [`value`]: values at run time and how BTrace prints them.
-//! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call.
+//! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call (and BTrace's
+//!   profiler, `Profiling.*`).
 //! - [`one_liner()`]: `jtap trace --if/--print` expressions, compiled as a one-handler script.
 
 #![deny(missing_docs)]
@@ -18,6 +19,7 @@ mod builtins;
 pub mod compile;
 pub mod machine;
 mod one_liner;
+mod profiler;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};

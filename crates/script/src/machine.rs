@@ -18,6 +18,8 @@ pub struct Fired {
     pub class: String,
     /// The probed method's name.
     pub method: String,
+    /// When the call started (or the point was reached), nanoseconds since the Unix epoch.
+    pub start_ns: u64,
     /// How long the call took, in nanoseconds.
     pub duration_ns: u64,
     /// `this` (`null` when static) and each argument, as the agent described them.
@@ -789,6 +791,46 @@ mod tests {
             m.take_output(),
             "app.App.add -> virtual java.lang.String java.lang.String#toUpperCase / toUpperCase 1200\n\
              app.App.add -> static void app.Db#query(java.lang.String, int[][]) / query 1200\n"
+        );
+    }
+
+    #[test]
+    fn profiling_prints_btraces_snapshot_grid() {
+        let s = script(
+            r#"@Property static Profiler profiler = Profiling.newProfiler();
+    @OnMethod(clazz = "a.B", method = "/.*/")
+    public static void entry(@ProbeMethodName(fqn = true) String pmn) { Profiling.recordEntry(profiler, pmn); }
+    @OnMethod(clazz = "a.B", method = "/.*/", location = @Location(Kind.RETURN))
+    public static void exit(@ProbeMethodName(fqn = true) String pmn, @Duration long d) { Profiling.recordExit(profiler, pmn, d); }
+    @OnExit public static void done() { Profiling.printSnapshot("Profile", Profiling.snapshotAndReset(profiler)); Profiling.printSnapshot("Again", profiler); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        let call = |method: &str, start_ns, duration_ns| Fired {
+            class: "a.B".into(),
+            method: method.into(),
+            start_ns,
+            duration_ns,
+            tid: 7,
+            ..Fired::default()
+        };
+        // inner runs twice inside outer; each call reaches both handlers.
+        for fired in [
+            call("inner", 110, 20),
+            call("inner", 140, 30),
+            call("outer", 100, 100),
+        ] {
+            m.fire(0, &fired);
+            m.fire(1, &fired);
+        }
+        m.finish();
+        assert_eq!(
+            m.take_output(),
+            "Profile\n\
+             \x20 Block      Invocations  SelfTime.Total  SelfTime.Avg  SelfTime.Min  SelfTime.Max  WallTime.Total  WallTime.Avg  WallTime.Min  WallTime.Max\n\
+             \x20 a.B.inner            2              50            25            20            30              50            25            20            30\n\
+             \x20 a.B.outer            1              50            50            50            50             100           100           100           100\n\
+             Again\n\
+             \x20 Block  Invocations  SelfTime.Total  SelfTime.Avg  SelfTime.Min  SelfTime.Max  WallTime.Total  WallTime.Avg  WallTime.Min  WallTime.Max\n"
         );
     }
 

@@ -6,6 +6,8 @@ use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
 
+use crate::profiler::Profiler;
+
 /// A value.
 #[derive(Debug, Clone, Default)]
 pub enum Value {
@@ -37,6 +39,8 @@ pub enum Value {
     Atomic(Rc<RefCell<i64>>),
     /// `Aggregations.newAggregation(...)`.
     Aggregation(Rc<RefCell<Aggregation>>),
+    /// `Profiling.newProfiler()`, or a snapshot of one.
+    Profiler(Rc<RefCell<Profiler>>),
     /// `Aggregations.newAggregationKey(...)`.
     Key(Rc<[Value]>),
     /// An enum constant of BTrace's API (`AggregationFunction.COUNT`).
@@ -136,6 +140,7 @@ impl Value {
             (Value::Map(a), Value::Map(b)) => Rc::ptr_eq(a, b),
             (Value::Atomic(a), Value::Atomic(b)) => Rc::ptr_eq(a, b),
             (Value::Aggregation(a), Value::Aggregation(b)) => Rc::ptr_eq(a, b),
+            (Value::Profiler(a), Value::Profiler(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -174,6 +179,7 @@ impl fmt::Display for Value {
             }
             Value::Atomic(a) => write!(f, "{}", a.borrow()),
             Value::Aggregation(_) => f.write_str("Aggregation"),
+            Value::Profiler(_) => f.write_str("Profiler"),
         }
     }
 }

@@ -730,6 +730,7 @@ pub(crate) fn fired(call: Call) -> Fired {
     Fired {
         class: call.class,
         method: call.method,
+        start_ns: call.time_ns,
         duration_ns: call.duration_ns,
         values: call.values,
         returned,
@@ -747,6 +748,7 @@ pub(crate) fn fired_at(reached: Reached) -> Fired {
     Fired {
         class: reached.class,
         method: reached.method,
+        start_ns: reached.time_ns,
         values: reached.this.into_iter().collect(),
         stack: reached.stack,
         thread: reached.thread,
