@@ -14,9 +14,9 @@
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
 //!                                  each timed and reported as a call of its own
-//!          | ("line:" | "new:" | "sync:") pattern
-//!                                  trace: report each line, object allocation or
-//!                                  monitor enter and exit these methods reach
+//!          | ("entry:" | "line:" | "new:" | "sync:") pattern
+//!                                  trace: report each entry, line, object allocation
+//!                                  or monitor enter and exit these methods reach
 //!          | "lines:" n ("," n)*   the only lines "line:" reports
 //!          | "depth:" n            calltree: levels of call sites below the entry; trace:
 //!                                  frames of each stack (at most 64)
@@ -280,6 +280,8 @@ pub struct CallSites {
 /// A point inside a method that a plan can report each time a thread reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PointKind {
+    /// The method's entry (with `this` and the arguments, for plans with `values`).
+    Entry,
     /// The first instruction of a source line.
     Line,
     /// An object allocated with `new` (constructed).
@@ -292,6 +294,7 @@ impl PointKind {
     /// Its token in the plan's text.
     pub fn name(self) -> &'static str {
         match self {
+            PointKind::Entry => "entry",
             PointKind::Line => "line",
             PointKind::New => "new",
             PointKind::Sync => "sync",
@@ -365,11 +368,16 @@ impl Plan {
                 }
                 "p" => plan.targets.push(MethodPattern::parse(value)?),
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
-                "line" | "new" | "sync" => {
-                    let kind = [PointKind::Line, PointKind::New, PointKind::Sync]
-                        .into_iter()
-                        .find(|k| k.name() == key)
-                        .expect("one of the three");
+                "entry" | "line" | "new" | "sync" => {
+                    let kind = [
+                        PointKind::Entry,
+                        PointKind::Line,
+                        PointKind::New,
+                        PointKind::Sync,
+                    ]
+                    .into_iter()
+                    .find(|k| k.name() == key)
+                    .expect("one of the three");
                     plan.points.push((kind, MethodPattern::parse(value)?));
                 }
                 "lines" => {

@@ -12,6 +12,9 @@ use crate::value::MAX_ENTRIES;
 /// Calls kept per thread that no later call has been found to contain (yet): a call
 /// containing older ones counts their time as its children's only while they are kept.
 const KEPT_PER_THREAD: usize = 4096;
+/// Slack when comparing times: starts and durations are each rounded from the agent's
+/// clock, so a call inside another may seem to end a few nanoseconds after it.
+const SLACK_NS: u64 = 8;
 
 /// A profiler: per block, calls and times in nanoseconds.
 #[derive(Debug, Clone, Default)]
@@ -73,7 +76,7 @@ impl Profiler {
         let calls = self.outer.entry(tid).or_default();
         let mut inside = 0;
         calls.retain(|&(s, e)| {
-            let contained = s >= start_ns && e <= end;
+            let contained = s + SLACK_NS >= start_ns && e <= end + SLACK_NS;
             if contained {
                 inside += e - s;
             }

@@ -159,7 +159,7 @@ fn exactly(class: &str, name: &str, descriptor: &str) -> MemberFilter {
 }
 
 /// The probes reporting each time a thread reaches points of one kind in `methods`.
-fn point_probes(methods: MemberFilter, kind: PointKind, lines: &[u32]) -> Vec<Probe> {
+fn point_probes(methods: MemberFilter, kind: PointKind, plan: &Plan) -> Vec<Probe> {
     use Value::*;
     let probe = |point: Point, method: &str, values: Vec<Value>| Probe {
         methods: methods.clone(),
@@ -168,8 +168,14 @@ fn point_probes(methods: MemberFilter, kind: PointKind, lines: &[u32]) -> Vec<Pr
         values,
     };
     match kind {
+        PointKind::Entry if plan.values => vec![probe(
+            Point::Entry,
+            "entryReachedValues",
+            vec![MethodId, This, Args],
+        )],
+        PointKind::Entry => vec![probe(Point::Entry, "entryReached", vec![MethodId, This])],
         PointKind::Line => vec![probe(
-            Point::Line(lines.to_vec()),
+            Point::Line(plan.lines.clone()),
             "lineReached",
             vec![MethodId, LineNumber, This],
         )],
@@ -590,11 +596,7 @@ impl Tracing {
                 probes.extend(self.call_site_probes(exactly(name, &mname, &desc), callees));
             }
             for kind in self.selector.points(&dotted, &supers, &mname, &desc) {
-                probes.extend(point_probes(
-                    exactly(name, &mname, &desc),
-                    kind,
-                    &self.plan.lines,
-                ));
+                probes.extend(point_probes(exactly(name, &mname, &desc), kind, &self.plan));
             }
         }
         if probes.is_empty() {

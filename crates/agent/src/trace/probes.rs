@@ -155,8 +155,9 @@ pub enum Record {
         at: u64,
         /// Where.
         point: Reached,
-        /// The method's `this`, when captured.
-        this: Option<String>,
+        /// The method's `this` (and at entry the arguments), joined by
+        /// [`super::values::SEPARATOR`], when captured.
+        values: Option<String>,
         /// Java stack (method id as an address, location), when captured.
         stack: Vec<(usize, i64)>,
     },
@@ -187,6 +188,8 @@ impl Record {
 /// What a [`Record::Reached`] reached.
 #[derive(Debug)]
 pub enum Reached {
+    /// The method's entry.
+    Entry,
     /// A source line.
     Line(u32),
     /// An allocation site.
@@ -797,6 +800,31 @@ pub extern "system" fn site_exit(
     });
 }
 
+/// `entryReached(int method, Object this)`: the entry of a method probed inside.
+pub extern "system" fn entry_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    this: sys::jobject,
+) {
+    with_state(|hot| {
+        let no_args = std::ptr::null_mut();
+        report_reached(hot, env, method, (this, no_args), |_| Some(Reached::Entry))
+    });
+}
+
+/// `entryReachedValues(int method, Object this, Object[] args)`: as [`entry_reached`], with
+/// the arguments (described before the method runs).
+pub extern "system" fn entry_reached_values(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    this: sys::jobject,
+    args: sys::jobjectArray,
+) {
+    with_state(|hot| report_reached(hot, env, method, (this, args), |_| Some(Reached::Entry)));
+}
+
 /// `lineReached(int method, int line, Object this)`: a line of a method probed inside.
 pub extern "system" fn line_reached(
     env: *mut sys::JNIEnv,
@@ -805,7 +833,10 @@ pub extern "system" fn line_reached(
     line: sys::jint,
     this: sys::jobject,
 ) {
-    with_state(|hot| report_reached(hot, env, method, this, |_| Some(Reached::Line(line as u32))));
+    with_state(|hot| {
+        let point = |_: Option<&Describer>| Some(Reached::Line(line as u32));
+        report_reached(hot, env, method, (this, std::ptr::null_mut()), point)
+    });
 }
 
 /// `newReached(int method, int site, Object this)`: an object allocated and constructed at an
@@ -817,7 +848,10 @@ pub extern "system" fn new_reached(
     site: sys::jint,
     this: sys::jobject,
 ) {
-    with_state(|hot| report_reached(hot, env, method, this, |_| Some(Reached::New(site as u32))));
+    with_state(|hot| {
+        let point = |_: Option<&Describer>| Some(Reached::New(site as u32));
+        report_reached(hot, env, method, (this, std::ptr::null_mut()), point)
+    });
 }
 
 /// `syncReached(int method, int site, Object lock, Object this)`: a monitor about to be
@@ -831,19 +865,24 @@ pub extern "system" fn sync_reached(
     this: sys::jobject,
 ) {
     with_state(|hot| {
-        report_reached(hot, env, method, this, |describer| {
-            Some(Reached::Sync(site as u32, describer?.value(lock)))
-        })
+        report_reached(
+            hot,
+            env,
+            method,
+            (this, std::ptr::null_mut()),
+            |describer| Some(Reached::Sync(site as u32, describer?.value(lock))),
+        )
     });
 }
 
-/// Reports a point reached, with `this` and the stack when the session captures them.
+/// Reports a point reached, with `this` (and `args`, when not null) and the stack when the
+/// session captures them.
 #[cold]
 fn report_reached(
     hot: &mut Hot,
     env: *mut sys::JNIEnv,
     method: sys::jint,
-    this: sys::jobject,
+    (this, args): (sys::jobject, sys::jobjectArray),
     point: impl FnOnce(Option<&Describer>) -> Option<Reached>,
 ) {
     if mode() != Mode::Trace {
@@ -855,13 +894,13 @@ fn report_reached(
     let described = jni
         .with_local_frame(16, || {
             let describer = Describer::new(jni, captures(CAPTURE_TO_STRING));
-            let this = captures(CAPTURE_VALUES)
-                .then(|| describer.as_ref().map(|d| d.value(this)))
+            let values = captures(CAPTURE_VALUES)
+                .then(|| describer.as_ref().map(|d| d.values(this, args)))
                 .flatten();
-            point(describer.as_ref()).map(|point| (point, this))
+            point(describer.as_ref()).map(|point| (point, values))
         })
         .flatten();
-    let Some((point, this)) = described else {
+    let Some((point, values)) = described else {
         return;
     };
     let stack = if captures(CAPTURE_STACK) {
@@ -877,7 +916,7 @@ fn report_reached(
         method: method as u32,
         at,
         point,
-        this,
+        values,
         stack,
     });
 }

@@ -228,11 +228,11 @@ impl Reporter {
                 method,
                 at,
                 point,
-                this,
+                values,
                 stack,
                 ..
             } => me
-                .reached((thread.to_string(), tid), method, at, point, this, &stack)
+                .reached((thread.to_string(), tid), method, at, point, values, &stack)
                 .map(records::Record::Reached),
             Record::Tree {
                 thread,
@@ -336,7 +336,7 @@ impl Reporter {
         method: u32,
         at: u64,
         point: probes::Reached,
-        this: Option<String>,
+        values: Option<String>,
         stack: &[(usize, i64)],
     ) -> Option<Reached> {
         let (class, method, descriptor) = self.method_name(method);
@@ -352,6 +352,7 @@ impl Reporter {
                 .map(|s| (s.kind, s.opcode, s.detail.replace('/', ".")))
         };
         let point = match point {
+            probes::Reached::Entry => Point::Entry,
             probes::Reached::Line(line) => Point::Line(line),
             probes::Reached::New(id) => match site(id)? {
                 // Arrays are not objects allocated with `new`.
@@ -372,7 +373,9 @@ impl Reporter {
             method,
             descriptor,
             point,
-            this,
+            values: values
+                .map(|joined| joined.split(SEPARATOR).map(str::to_string).collect())
+                .unwrap_or_default(),
             stack: stack
                 .iter()
                 .filter_map(|&(m, loc)| self.frame(m, loc))

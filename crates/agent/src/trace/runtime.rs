@@ -102,6 +102,16 @@ pub fn natives() -> Vec<Native> {
             function: probes::site_exit as *mut _,
         },
         Native {
+            name: c"entryReached",
+            signature: c"(ILjava/lang/Object;)V",
+            function: probes::entry_reached as *mut _,
+        },
+        Native {
+            name: c"entryReachedValues",
+            signature: c"(ILjava/lang/Object;[Ljava/lang/Object;)V",
+            function: probes::entry_reached_values as *mut _,
+        },
+        Native {
             name: c"lineReached",
             signature: c"(IILjava/lang/Object;)V",
             function: probes::line_reached as *mut _,

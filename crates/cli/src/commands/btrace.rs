@@ -133,7 +133,6 @@ impl Selector {
     fn takes(&self, call: &Call) -> bool {
         let threw = matches!(call.outcome, Outcome::Threw(_));
         let location = match (self.location, &call.callee, &self.target) {
-            (Location::Entry, None, _) => true,
             (Location::Return, None, _) => !threw,
             (Location::Error, None, _) => threw,
             // Before a call: every call, but constructors (as BTrace, which cannot pass the
@@ -153,9 +152,10 @@ impl Selector {
                 .is_none_or(|t| call.duration_ns >= t.as_nanos() as u64)
     }
 
-    /// Whether a `Kind.LINE`, `NEW` or `SYNC_*` handler takes a point reached.
+    /// Whether a `Kind.ENTRY`, `LINE`, `NEW` or `SYNC_*` handler takes a point reached.
     fn takes_point(&self, reached: &Reached) -> bool {
         let location = match (self.location, &reached.point) {
+            (Location::Entry, Point::Entry) => true,
             (Location::Line(None), Point::Line(_)) => true,
             (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
             (Location::New, Point::New(class)) => {
@@ -219,10 +219,10 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             .iter()
             .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::This));
         plan.returns |= roles.contains(&&Role::Return);
-        // Entry and before-call handlers run for every call, however it ends.
-        plan.exceptions |= !matches!(
+        // Error and before-call handlers take calls that throw.
+        plan.exceptions |= matches!(
             probe.location,
-            Location::Return | Location::Call { after: true }
+            Location::Error | Location::Call { after: false }
         );
         plan.stack |= handler.uses_stack;
         let threshold = threshold(handler);
@@ -251,6 +251,7 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 host: pattern,
                 callee,
             }),
+            (Location::Entry, _) => plan.points.push((PointKind::Entry, pattern)),
             (Location::Line(line), _) => {
                 plan.points.push((PointKind::Line, pattern));
                 match line {
@@ -743,13 +744,13 @@ pub(crate) fn fired(call: Call) -> Fired {
     }
 }
 
-/// What a `Kind.LINE`, `NEW` or `SYNC_*` handler runs on.
+/// What a `Kind.ENTRY`, `LINE`, `NEW` or `SYNC_*` handler runs on.
 pub(crate) fn fired_at(reached: Reached) -> Fired {
     Fired {
         class: reached.class,
         method: reached.method,
         start_ns: reached.time_ns,
-        values: reached.this.into_iter().collect(),
+        values: reached.values,
         stack: reached.stack,
         thread: reached.thread,
         tid: reached.tid,
@@ -864,7 +865,7 @@ mod tests {
         let probes = probes(&script, "S.java").unwrap();
         assert_eq!(
             probes.plan.to_string(),
-            "mode:trace p:a.B::run c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ exceptions"
+            "mode:trace c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ entry:a.B::run exceptions"
         );
         let at_site = |class: &str, method: &str, threw: bool| Call {
             class: "a.B".into(),
@@ -902,6 +903,24 @@ mod tests {
             method: "run".into(),
             ..call()
         };
-        assert_eq!(takers(&own), [2]);
+        assert_eq!(takers(&own), [] as [usize; 0]);
+        let entered = Reached {
+            time_ns: 0,
+            thread: "main".into(),
+            tid: 1,
+            class: "a.B".into(),
+            method: "run".into(),
+            descriptor: "()V".into(),
+            point: Point::Entry,
+            values: Vec::new(),
+            stack: Vec::new(),
+        };
+        let entry_takers: Vec<usize> = probes
+            .handlers
+            .iter()
+            .filter(|(_, s)| s.takes_point(&entered))
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(entry_takers, [2]);
     }
 }

@@ -76,9 +76,10 @@ pub struct Reached {
     pub descriptor: String,
     /// What it reached.
     pub point: Point,
-    /// The method's `this`, described (plans with `values`; `null` when static).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub this: Option<String>,
+    /// The method's `this` (`null` when static), then at its entry each argument, described
+    /// one by one (plans with `values`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
     /// Its Java stack, `Class.method(File.java:line)` from the method down (with `stack`).
     pub stack: Vec<String>,
 }
@@ -87,6 +88,8 @@ pub struct Reached {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Point {
+    /// The method's entry.
+    Entry,
     /// A source line.
     Line(u32),
     /// An object of this class (`pkg.Class`) allocated and constructed.
@@ -98,10 +101,11 @@ pub enum Point {
 }
 
 impl Reached {
-    /// `13:05:07.042 [main] app.Cache.get line 42` (or `new app.Entry`, `enters app.Lock@1f`,
-    /// `exits app.Lock@1f`), then `    at frame` lines.
+    /// `13:05:07.042 [main] app.Cache.get line 42` (or `entered`, `new app.Entry`,
+    /// `enters app.Lock@1f`, `exits app.Lock@1f`), then `    at frame` lines.
     pub fn to_text(&self) -> String {
         let point = match &self.point {
+            Point::Entry => "entered".to_string(),
             Point::Line(line) => format!("line {line}"),
             Point::New(class) => format!("new {class}"),
             Point::SyncEnter(lock) => format!("enters {lock}"),
@@ -497,7 +501,7 @@ pub(crate) mod tests {
             method: "get".into(),
             descriptor: "()V".into(),
             point: Point::SyncEnter("app.Lock@1f".into()),
-            this: None,
+            values: Vec::new(),
             stack: vec!["app.Cache.get(Cache.java:9)".into()],
         };
         assert_eq!(
