@@ -1459,3 +1459,42 @@ fn the_first_retransformation_of_a_late_attach_is_announced_and_avoided_from_sta
         assert!(start_kept > 0.8, "{context}: {start_kept}");
     }
 }
+
+#[test]
+fn virtual_threads_are_named_and_timed_under_a_threshold() {
+    agent_library();
+    for jdk in jdks().into_iter().filter(|jdk| jdk.version >= 21) {
+        let v = jdk.version;
+        let mut jvm = JavaProcess::start(jdk, "workloads.VirtualParkers");
+        let pid = jvm.pid().to_string();
+        // Each call parks 2 ms inside step(): its virtual thread leaves the carrier and
+        // comes back, maybe on another one.
+        let run = jtap([
+            "trace",
+            &pid,
+            "workloads.VirtualParkers::step",
+            "--threshold",
+            "1ms",
+            "-n",
+            "500",
+            "-d",
+            "60s",
+        ]);
+        assert_eq!(run.code, 0, "JDK {v}: {}", run.stderr);
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert_eq!(lines.len(), 500, "JDK {v}: {}", run.stderr);
+        for line in &lines {
+            let ms: f64 = line
+                .split(' ')
+                .find_map(|word| word.strip_suffix("ms"))
+                .and_then(|ms| ms.parse().ok())
+                .unwrap_or_else(|| panic!("JDK {v}: no duration in {line}"));
+            assert!(
+                line.contains(" [VirtualThread[#") && ms >= 2.0,
+                "JDK {v}: {line}"
+            );
+        }
+        assert!(!run.stderr.contains("not timed"), "JDK {v}: {}", run.stderr);
+        assert!(jvm.is_running(), "JDK {v}");
+    }
+}

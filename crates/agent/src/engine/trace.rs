@@ -65,6 +65,13 @@ impl TraceEngine {
                 FLUSH_WAIT.as_secs()
             ));
         }
+        let untimed = probes::untimed();
+        if untimed > 0 {
+            text.push_str(&format!(
+                "; {untimed} calls not timed: their thread had {} calls open (deep recursion, or virtual threads blocking inside traced methods, which share their carrier's stack: a threshold of 1 ms or more times calls without one)",
+                probes::MAX_DEPTH
+            ));
+        }
         for note in tracing.skipped().notes() {
             text.push_str("; ");
             text.push_str(&note);

@@ -581,6 +581,12 @@ pub struct Known {
     pub get_key: sys::jmethodID,
     /// `Map.Entry.getValue()`.
     pub get_value: sys::jmethodID,
+    /// `java.lang.VirtualThread` (JDK 19 on).
+    pub virtual_thread: Option<Global>,
+    /// `jdk.internal.misc.CarrierThread`, the threads that run virtual threads (JDK 19 on).
+    pub carrier_thread: Option<Global>,
+    /// `Thread.tid`, the thread's id (read without calling `threadId()`).
+    pub thread_id: sys::jfieldID,
 }
 
 // SAFETY: method and field ids and global references are valid on every thread.
@@ -609,7 +615,11 @@ impl Known {
         let map = jni.find_class(c"java/util/Map")?;
         let iterator = jni.find_class(c"java/util/Iterator")?;
         let entry = jni.find_class(c"java/util/Map$Entry")?;
+        let thread = jni.find_class(c"java/lang/Thread")?;
         Some(Known {
+            virtual_thread: jni.find_class(c"java/lang/VirtualThread"),
+            carrier_thread: jni.find_class(c"jdk/internal/misc/CarrierThread"),
+            thread_id: jni.field_id(thread.0, c"tid", c"J")?,
             to_string: method(object, c"toString", c"()Ljava/lang/String;")?,
             enum_name: jni.field_id(enum_class.0, c"name", c"Ljava/lang/String;")?,
             detail_message: jni.field_id(throwable.0, c"detailMessage", c"Ljava/lang/String;")?,
@@ -626,6 +636,40 @@ impl Known {
             map,
         })
     }
+}
+
+/// The calling thread as traces name it, and whether its OS thread carries virtual threads
+/// (then the name belongs to the virtual thread running now, not to the OS thread). A
+/// virtual thread is named as the JDK writes it, `VirtualThread[#21]` or
+/// `VirtualThread[#21,name]`.
+pub fn current_thread_label(env: Env, jni: Jni) -> Option<(String, bool)> {
+    let name = current_thread_name(env, jni)?;
+    let Some((virtual_thread, carrier, tid_field)) =
+        Known::get(jni).and_then(|k| Some((k.virtual_thread?, k.carrier_thread?, k.thread_id)))
+    else {
+        return Some((name, false));
+    };
+    let mut thread: sys::jthread = ptr::null_mut();
+    // SAFETY: valid env; out-parameter on our stack.
+    if !unsafe { jvmti!(env.raw(), GetCurrentThread(&mut thread)) } || thread.is_null() {
+        return Some((name, false));
+    }
+    let label = if jni.is_instance_of(thread, virtual_thread) {
+        let id = match jni.field_value(thread, tid_field, "J") {
+            Value::Long(id) => id,
+            _ => 0,
+        };
+        let label = match name.as_str() {
+            "" => format!("VirtualThread[#{id}]"),
+            name => format!("VirtualThread[#{id},{name}]"),
+        };
+        (label, true)
+    } else {
+        let carries = jni.is_instance_of(thread, carrier);
+        (name, carries)
+    };
+    jni.delete_local(thread);
+    Some(label)
 }
 
 /// The calling thread's name (JVMTI GetThreadInfo), or `None` when it has no Java thread.

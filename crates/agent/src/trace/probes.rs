@@ -48,6 +48,9 @@ struct Shard(AtomicU64);
 static COARSE: AtomicBool = AtomicBool::new(false);
 /// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Calls of the current session not timed because their thread's stack of open calls was
+/// full.
+static UNTIMED: AtomicU64 = AtomicU64::new(0);
 
 /// Capture `this` and the arguments (entry probes with values).
 pub const CAPTURE_ARGS: u8 = 1;
@@ -80,7 +83,7 @@ pub enum Mode {
 /// Marks the ids of call sites on a thread's stack of open calls (method ids never reach it).
 const SITE: u32 = 1 << 31;
 /// Deepest stack of open calls kept per thread; deeper calls are not timed.
-const MAX_DEPTH: usize = 256;
+pub const MAX_DEPTH: usize = 256;
 /// Most nodes of one call tree; later calls inside the same entry call are not recorded.
 const MAX_NODES: usize = 100_000;
 /// Deepest Java stack captured with `--stack`.
@@ -255,6 +258,7 @@ pub fn activate(settings: &Settings) -> u32 {
         Relaxed,
     );
     DROPPED.store(0, Relaxed);
+    UNTIMED.store(0, Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -306,6 +310,12 @@ pub fn calls() -> u64 {
 /// Records dropped because the queue was full since the session started.
 pub fn dropped() -> u64 {
     DROPPED.load(Relaxed)
+}
+
+/// Calls not timed because their thread's stack of open calls was full, since the session
+/// started.
+pub fn untimed() -> u64 {
+    UNTIMED.load(Relaxed)
 }
 
 /// One open call (16 bytes: the per-thread stack is a fixed array).
@@ -377,6 +387,7 @@ impl Hot {
             }
             None => {
                 self.overflow += 1;
+                UNTIMED.fetch_add(1, Relaxed);
                 None
             }
         }
@@ -427,15 +438,18 @@ impl Cold {
         self
     }
 
+    /// The thread's name, kept for the OS thread's life unless it carries virtual threads.
     fn thread_name(&mut self, jni: Jni) -> Arc<str> {
         if let Some(name) = &self.name {
             return name.clone();
         }
-        let name: Arc<str> = crate::agent::env()
-            .and_then(|env| super::ffi::current_thread_name(env, jni))
-            .unwrap_or_else(|| "?".into())
-            .into();
-        self.name = Some(name.clone());
+        let (name, carries) = crate::agent::env()
+            .and_then(|env| super::ffi::current_thread_label(env, jni))
+            .unwrap_or_else(|| ("?".into(), false));
+        let name: Arc<str> = name.into();
+        if !carries {
+            self.name = Some(name.clone());
+        }
         name
     }
 
