@@ -1463,7 +1463,7 @@ fn the_first_retransformation_of_a_late_attach_is_announced_and_avoided_from_sta
 #[test]
 fn virtual_threads_are_named_and_timed_under_a_threshold() {
     agent_library();
-    for jdk in jdks().into_iter().filter(|jdk| jdk.version >= 21) {
+    for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
         let v = jdk.version;
         let mut jvm = JavaProcess::start(jdk, "workloads.VirtualParkers");
         let pid = jvm.pid().to_string();
