@@ -13,7 +13,7 @@ use crate::constant_pool::{Constant, ConstantPool};
 use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, return_type, FieldType};
 use crate::error::{Error, Result};
 use crate::instruction::{self, emit_cp, emit_ldc, emit_local, op, Insn, Operand};
-use crate::plan::{InjectionPlan, Point, Probe, Registry, Value};
+use crate::plan::{Clock, InjectionPlan, Point, Probe, Registry, Value};
 use crate::stackmap::{self, Frame, VType};
 use crate::typeflow::{self, MethodInfo, State};
 
@@ -164,17 +164,24 @@ impl Refs {
         }
     }
 
-    /// The plan's clock field (see [`InjectionPlan::clock`]).
-    fn clock(&mut self, cp: &mut ConstantPool, plan: &InjectionPlan) -> Result<u16> {
-        if let Some(f) = self.clock {
-            return Ok(f);
-        }
-        let name = plan.clock.as_deref().ok_or(Error::Unsupported(
-            "a probe takes the entry mark but the plan names no clock field",
+    /// The plan's clock (see [`InjectionPlan::clock`]): its field or method reference, and
+    /// the instruction reading it.
+    fn clock(&mut self, cp: &mut ConstantPool, plan: &InjectionPlan) -> Result<(u8, u16)> {
+        let clock = plan.clock.as_ref().ok_or(Error::Unsupported(
+            "a probe takes the entry mark but the plan names no clock",
         ))?;
-        Ok(*self
-            .clock
-            .insert(cp.add_field_ref(&plan.runtime_class, name, "J")?))
+        let opcode = match clock {
+            Clock::Field(_) => op::GETSTATIC,
+            Clock::Method(_) => op::INVOKESTATIC,
+        };
+        if let Some(index) = self.clock {
+            return Ok((opcode, index));
+        }
+        let index = match clock {
+            Clock::Field(name) => cp.add_field_ref(&plan.runtime_class, name, "J")?,
+            Clock::Method(name) => cp.add_method_ref(&plan.runtime_class, name, "()J")?,
+        };
+        Ok((opcode, *self.clock.insert(index)))
     }
 
     fn throwable(&mut self, cp: &mut ConstantPool) -> Result<u16> {
@@ -427,7 +434,8 @@ pub(crate) fn instrument_method(
     let mut used_stash = false;
     if let Some(slot) = m.mark {
         let mut s = Snippet::new(0);
-        s.cp_insn(op::GETSTATIC, refs.clock(cp, plan)?, 2);
+        let (opcode, clock) = refs.clock(cp, plan)?;
+        s.cp_insn(opcode, clock, 2);
         s.local(op::LSTORE, slot, -2);
         finish(s, &mut edit.prologue, &mut peak);
     }

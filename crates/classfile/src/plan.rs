@@ -107,8 +107,8 @@ pub enum Value {
     Lock,
     /// `Object`: the field value read or about to be written, boxed.
     FieldValue,
-    /// `long`: the plan's [`InjectionPlan::clock`] field as read at method entry (kept in a
-    /// local of its own for the whole method).
+    /// `long`: the plan's [`InjectionPlan::clock`] as read at method entry (kept in a local
+    /// of its own for the whole method).
     Mark,
 }
 
@@ -167,10 +167,21 @@ pub struct InjectionPlan {
     pub runtime_class: String,
     /// The probes.
     pub probes: Vec<Probe>,
-    /// A `static long` field of the runtime class that methods with a probe taking
-    /// [`Value::Mark`] read once at entry, e.g. a clock advanced by another thread: with it a
-    /// probe can compare start and end without a call at entry.
-    pub clock: Option<String>,
+    /// What methods with a probe taking [`Value::Mark`] read once at entry and keep in a
+    /// local of their own: the exit probes then know when the call started, whatever ran on
+    /// the thread in between (a virtual thread may even have moved to another carrier).
+    pub clock: Option<Clock>,
+}
+
+/// Where a method's entry reads its [`Value::Mark`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// A `static long` field of the runtime class, e.g. a clock advanced by another thread:
+    /// the entry costs a field read and no call.
+    Field(String),
+    /// A `static long name()` method of the runtime class, e.g. a native reading the exact
+    /// clock.
+    Method(String),
 }
 
 impl InjectionPlan {
@@ -189,7 +200,7 @@ impl InjectionPlan {
         };
         InjectionPlan {
             runtime_class: runtime_class.into(),
-            clock: Some("clock".into()),
+            clock: Some(Clock::Field("clock".into())),
             probes: vec![
                 p(Point::Entry, "entry", vec![MethodId, This, Args]),
                 p(Point::Return, "exit", vec![MethodId, ReturnValue]),

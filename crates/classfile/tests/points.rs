@@ -3,7 +3,7 @@
 
 mod common;
 
-use jtap_classfile::plan::{MemberFilter, Pattern, Point, Probe, Value};
+use jtap_classfile::plan::{Clock, MemberFilter, Pattern, Point, Probe, Value};
 use jtap_classfile::InjectionPlan;
 
 fn probe(point: Point, method: &str, values: &[Value]) -> InjectionPlan {
@@ -249,55 +249,58 @@ fn everything_at_once() {
 #[test]
 fn the_entry_mark_reaches_every_exit() {
     // Probes.clock counts probe calls, so the mark's age at an exit is the number of
-    // instrumented calls that ended inside the method.
-    let plan = InjectionPlan {
-        runtime_class: common::PROBES.into(),
-        clock: Some("clock".into()),
-        probes: vec![
-            Probe {
-                methods: MemberFilter::any(),
-                point: Point::Return,
-                method: "leave".into(),
-                values: vec![Mark, MethodId],
-            },
-            Probe {
-                methods: MemberFilter::any(),
-                point: Point::ExceptionExit,
-                method: "leaveThrown".into(),
-                values: vec![Mark, MethodId, Thrown],
-            },
-        ],
-    };
-    let (_, log) = run_logged(&plan);
-    // fact(10): the outermost call saw the nine inner ones end.
-    for inner in 0..10 {
-        let line = format!("leave Sample.fact {inner} null null");
-        assert_eq!(
-            log.iter().filter(|l| **l == line).count(),
-            1,
-            "{line}: {log:?}"
+    // instrumented calls that ended inside the method; entries read it as a field or call
+    // Probes.clock().
+    for clock in [Clock::Field("clock".into()), Clock::Method("clock".into())] {
+        let plan = InjectionPlan {
+            runtime_class: common::PROBES.into(),
+            clock: Some(clock),
+            probes: vec![
+                Probe {
+                    methods: MemberFilter::any(),
+                    point: Point::Return,
+                    method: "leave".into(),
+                    values: vec![Mark, MethodId],
+                },
+                Probe {
+                    methods: MemberFilter::any(),
+                    point: Point::ExceptionExit,
+                    method: "leaveThrown".into(),
+                    values: vec![Mark, MethodId, Thrown],
+                },
+            ],
+        };
+        let (_, log) = run_logged(&plan);
+        // fact(10): the outermost call saw the nine inner ones end.
+        for inner in 0..10 {
+            let line = format!("leave Sample.fact {inner} null null");
+            assert_eq!(
+                log.iter().filter(|l| **l == line).count(),
+                1,
+                "{line}: {log:?}"
+            );
+        }
+        // thrower(5): six frames left by the exception, each after the ones it called.
+        for inner in 0..6 {
+            let line = format!(
+                "leaveThrown Sample.thrower {inner} java.lang.IllegalStateException: deep null"
+            );
+            assert_eq!(
+                log.iter().filter(|l| **l == line).count(),
+                1,
+                "{line}: {log:?}"
+            );
+        }
+        // Wide parameters below the mark's slots, and a constructor that throws after super().
+        assert!(
+            log.contains(&"leave Sample.wideLocals 0 null null".to_string()),
+            "{log:?}"
+        );
+        assert!(
+            log.iter()
+                .any(|l| l.starts_with("leaveThrown Sample$Sub.<init> ")
+                    && l.ends_with(" java.lang.IllegalArgumentException: unlucky 13 null")),
+            "{log:?}"
         );
     }
-    // thrower(5): six frames left by the exception, each after the ones it called.
-    for inner in 0..6 {
-        let line = format!(
-            "leaveThrown Sample.thrower {inner} java.lang.IllegalStateException: deep null"
-        );
-        assert_eq!(
-            log.iter().filter(|l| **l == line).count(),
-            1,
-            "{line}: {log:?}"
-        );
-    }
-    // Wide parameters below the mark's slots, and a constructor that throws after super().
-    assert!(
-        log.contains(&"leave Sample.wideLocals 0 null null".to_string()),
-        "{log:?}"
-    );
-    assert!(
-        log.iter()
-            .any(|l| l.starts_with("leaveThrown Sample$Sub.<init> ")
-                && l.ends_with(" java.lang.IllegalArgumentException: unlucky 13 null")),
-        "{log:?}"
-    );
 }

@@ -1461,40 +1461,47 @@ fn the_first_retransformation_of_a_late_attach_is_announced_and_avoided_from_sta
 }
 
 #[test]
-fn virtual_threads_are_named_and_timed_under_a_threshold() {
+fn virtual_threads_are_named_and_timed_from_their_frames() {
     agent_library();
     for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
         let v = jdk.version;
         let mut jvm = JavaProcess::start(jdk, "workloads.VirtualParkers");
         let pid = jvm.pid().to_string();
         // Each call parks 2 ms inside step(): its virtual thread leaves the carrier and
-        // comes back, maybe on another one.
-        let run = jtap([
-            "trace",
-            &pid,
-            "workloads.VirtualParkers::step",
-            "--threshold",
-            "1ms",
-            "-n",
-            "500",
-            "-d",
-            "60s",
-        ]);
-        assert_eq!(run.code, 0, "JDK {v}: {}", run.stderr);
-        let lines: Vec<&str> = run.stdout.lines().collect();
-        assert_eq!(lines.len(), 500, "JDK {v}: {}", run.stderr);
-        for line in &lines {
-            let ms: f64 = line
-                .split(' ')
-                .find_map(|word| word.strip_suffix("ms"))
-                .and_then(|ms| ms.parse().ok())
-                .unwrap_or_else(|| panic!("JDK {v}: no duration in {line}"));
+        // comes back, maybe on another one. Timed with the exact clock (every call) and the
+        // field clock (a threshold).
+        for threshold in [None, Some("1ms")] {
+            let mut args = vec![
+                "trace",
+                pid.as_str(),
+                "workloads.VirtualParkers::step",
+                "-n",
+                "500",
+                "-d",
+                "60s",
+            ];
+            args.extend(threshold.iter().flat_map(|t| ["--threshold", t]));
+            let run = jtap(args);
+            assert_eq!(run.code, 0, "JDK {v} {threshold:?}: {}", run.stderr);
+            let lines: Vec<&str> = run.stdout.lines().collect();
+            assert_eq!(lines.len(), 500, "JDK {v} {threshold:?}: {}", run.stderr);
+            for line in &lines {
+                let ms: f64 = line
+                    .split(' ')
+                    .find_map(|word| word.strip_suffix("ms"))
+                    .and_then(|ms| ms.parse().ok())
+                    .unwrap_or_else(|| panic!("JDK {v}: no duration in {line}"));
+                assert!(
+                    line.contains(" [VirtualThread[#") && ms >= 2.0,
+                    "JDK {v} {threshold:?}: {line}"
+                );
+            }
             assert!(
-                line.contains(" [VirtualThread[#") && ms >= 2.0,
-                "JDK {v}: {line}"
+                !run.stderr.contains("not timed"),
+                "JDK {v} {threshold:?}: {}",
+                run.stderr
             );
         }
-        assert!(!run.stderr.contains("not timed"), "JDK {v}: {}", run.stderr);
         assert!(jvm.is_running(), "JDK {v}");
     }
 }

@@ -581,10 +581,6 @@ pub struct Known {
     pub get_key: sys::jmethodID,
     /// `Map.Entry.getValue()`.
     pub get_value: sys::jmethodID,
-    /// `java.lang.VirtualThread` (JDK 19 on).
-    pub virtual_thread: Option<Global>,
-    /// `jdk.internal.misc.CarrierThread`, the threads that run virtual threads (JDK 19 on).
-    pub carrier_thread: Option<Global>,
     /// `Thread.tid`, the thread's id (read without calling `threadId()`).
     pub thread_id: sys::jfieldID,
 }
@@ -617,8 +613,6 @@ impl Known {
         let entry = jni.find_class(c"java/util/Map$Entry")?;
         let thread = jni.find_class(c"java/lang/Thread")?;
         Some(Known {
-            virtual_thread: jni.find_class(c"java/lang/VirtualThread"),
-            carrier_thread: jni.find_class(c"jdk/internal/misc/CarrierThread"),
             thread_id: jni.field_id(thread.0, c"tid", c"J")?,
             to_string: method(object, c"toString", c"()Ljava/lang/String;")?,
             enum_name: jni.field_id(enum_class.0, c"name", c"Ljava/lang/String;")?,
@@ -644,29 +638,30 @@ impl Known {
 /// `VirtualThread[#21,name]`.
 pub fn current_thread_label(env: Env, jni: Jni) -> Option<(String, bool)> {
     let name = current_thread_name(env, jni)?;
-    let Some((virtual_thread, carrier, tid_field)) =
-        Known::get(jni).and_then(|k| Some((k.virtual_thread?, k.carrier_thread?, k.thread_id)))
-    else {
-        return Some((name, false));
-    };
     let mut thread: sys::jthread = ptr::null_mut();
     // SAFETY: valid env; out-parameter on our stack.
     if !unsafe { jvmti!(env.raw(), GetCurrentThread(&mut thread)) } || thread.is_null() {
         return Some((name, false));
     }
-    let label = if jni.is_instance_of(thread, virtual_thread) {
-        let id = match jni.field_value(thread, tid_field, "J") {
-            Value::Long(id) => id,
-            _ => 0,
-        };
-        let label = match name.as_str() {
-            "" => format!("VirtualThread[#{id}]"),
-            name => format!("VirtualThread[#{id},{name}]"),
-        };
-        (label, true)
-    } else {
-        let carries = jni.is_instance_of(thread, carrier);
-        (name, carries)
+    // By class name: looking the classes up could load them (JDK 19 on only, and
+    // `CarrierThread` only once virtual threads ran).
+    let class = jni.object_class(thread);
+    let signature = jni.class_signature(env, class).unwrap_or_default();
+    jni.delete_local(class);
+    let label = match signature.as_str() {
+        "Ljava/lang/VirtualThread;" | "Ljava/lang/ThreadBuilders$BoundVirtualThread;" => {
+            let id = match Known::get(jni).map(|k| jni.field_value(thread, k.thread_id, "J")) {
+                Some(Value::Long(id)) => id,
+                _ => 0,
+            };
+            let label = match name.as_str() {
+                "" => format!("VirtualThread[#{id}]"),
+                name => format!("VirtualThread[#{id},{name}]"),
+            };
+            (label, true)
+        }
+        "Ljdk/internal/misc/CarrierThread;" => (name, true),
+        _ => (name, false),
     };
     jni.delete_local(thread);
     Some(label)

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use jtap_classfile::plan::{
-    instrument_class, MemberFilter, Pattern, Point, Probe, Registry, Value,
+    instrument_class, Clock, MemberFilter, Pattern, Point, Probe, Registry, Value,
 };
 use jtap_classfile::{ClassFile, InjectionPlan};
 use jtap_jvmti::{sys, Capabilities, Env};
@@ -605,7 +605,11 @@ impl Tracing {
         self.let_module_read_runtime(jni, redefined, loader, name);
         let plan = InjectionPlan {
             runtime_class: runtime::CLASS.into(),
-            clock: self.field_clock().map(|_| runtime::CLOCK_FIELD.to_string()),
+            clock: match (self.field_clock(), self.times_from_frames()) {
+                (Some(_), _) => Some(Clock::Field(runtime::CLOCK_FIELD.into())),
+                (None, true) => Some(Clock::Method(runtime::CLOCK_METHOD.into())),
+                (None, false) => None,
+            },
             probes,
         };
         let result = {
@@ -639,6 +643,13 @@ impl Tracing {
             return None;
         }
         self.runtime.clock.zip(ticker::period(&self.plan))
+    }
+
+    /// Whether traced calls are timed from a mark their entry keeps in their own frame (the
+    /// exit probes then need no stack of open calls, and a virtual thread that leaves its
+    /// carrier inside a call is timed right): trace sessions whose entry captures nothing.
+    fn times_from_frames(&self) -> bool {
+        self.plan.mode == Mode::Trace && !self.plan.args && !self.plan.values && !self.allocations
     }
 
     /// The probes for one selected method.
@@ -677,6 +688,22 @@ impl Tracing {
                     vec![Mark, MethodId, Thrown],
                 ),
             ];
+        }
+        if role == Role::Target && self.times_from_frames() {
+            let exit = match plan.returns {
+                true => probe(
+                    Point::Return,
+                    "slowValue",
+                    vec![Mark, MethodId, ReturnValue],
+                ),
+                false => probe(Point::Return, "slow", vec![Mark, MethodId]),
+            };
+            let thrown = probe(
+                Point::ExceptionExit,
+                "slowThrown",
+                vec![Mark, MethodId, Thrown],
+            );
+            return vec![exit, thrown];
         }
         match (plan.mode, role) {
             (_, Role::Host) => return call_sites.to_vec(),

@@ -46,6 +46,9 @@ const SHARDS: usize = 64;
 struct Shard(AtomicU64);
 /// Probes read the coarse clock (long thresholds), else [`ticks`].
 static COARSE: AtomicBool = AtomicBool::new(false);
+/// The probes' clock when the session started: marks older than that belong to an older
+/// session.
+static SESSION_START: AtomicU64 = AtomicU64::new(0);
 /// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Calls of the current session not timed because their thread's stack of open calls was
@@ -259,6 +262,7 @@ pub fn activate(settings: &Settings) -> u32 {
     );
     DROPPED.store(0, Relaxed);
     UNTIMED.store(0, Relaxed);
+    SESSION_START.store(now(), Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
@@ -641,9 +645,16 @@ pub extern "system" fn thrown(
     with_state(|hot| finish(hot, env, (id as u32, id as u32), true, exception));
 }
 
-/// `slow(long start, int id)`: a method of a field-clock session returned at least the
-/// threshold minus one clock period after `start`, its entry's reading of the field clock
-/// (see [`super::ticker`]).
+/// `ticks()`: the probes' clock, which methods timed from their own frame read at entry
+/// (the `Mark` of sessions without a field clock).
+pub extern "system" fn ticks_now(_env: *mut sys::JNIEnv, _class: sys::jclass) -> i64 {
+    now() as i64
+}
+
+/// `slow(long start, int id)`: a method returned that may have lasted the threshold; `start`
+/// is its entry's mark, kept in its own frame: the field clock's reading (the call came
+/// within one clock period of the threshold, see [`super::ticker`]), or in sessions without
+/// one the probes' clock (every call).
 pub extern "system" fn slow(env: *mut sys::JNIEnv, _class: sys::jclass, start: i64, id: sys::jint) {
     with_state(|hot| {
         finish_marked(
@@ -657,6 +668,18 @@ pub extern "system" fn slow(env: *mut sys::JNIEnv, _class: sys::jclass, start: i
     });
 }
 
+/// `slowValue(long start, int id, Object value)`: as [`slow`], with the (boxed) value
+/// returned.
+pub extern "system" fn slow_value(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    start: i64,
+    id: sys::jint,
+    value: sys::jobject,
+) {
+    with_state(|hot| finish_marked(hot, env, id as u32, start as u64, false, value));
+}
+
 /// `slowThrown(long start, int id, Throwable)`: as [`slow`], for a method ending by throwing.
 pub extern "system" fn slow_thrown(
     env: *mut sys::JNIEnv,
@@ -668,9 +691,11 @@ pub extern "system" fn slow_thrown(
     with_state(|hot| finish_marked(hot, env, id as u32, start as u64, true, exception));
 }
 
-/// A call of a field-clock session that may have lasted the threshold: timed with the exact
-/// clock at its end and reported if it did.
-#[cold]
+/// A call timed from the mark its entry kept in its frame (no stack of open calls, so a
+/// virtual thread that moved to another carrier meanwhile is timed right): with the exact
+/// clock at its end under a field clock, else with the probes' clock; reported if it lasted
+/// the threshold.
+#[inline(always)]
 fn finish_marked(
     hot: &mut Hot,
     env: *mut sys::JNIEnv,
@@ -679,11 +704,12 @@ fn finish_marked(
     threw: bool,
     value: sys::jobject,
 ) {
-    let elapsed = ticks().saturating_sub(start);
-    if mode() != Mode::Trace
-        || !super::ticker::is_current(start)
-        || elapsed < THRESHOLD.load(Relaxed)
-    {
+    let (end, current) = match super::ticker::running_period() {
+        Some(_) => (ticks(), super::ticker::is_current(start)),
+        None => (now(), start >= SESSION_START.load(Relaxed)),
+    };
+    let elapsed = end.saturating_sub(start);
+    if mode() != Mode::Trace || !current || elapsed < THRESHOLD.load(Relaxed) {
         return;
     }
     let frame = Frame {

@@ -25,6 +25,9 @@ use super::probes;
 pub const CLASS: &str = "jtap/runtime/Probes";
 /// The clock field: ticks, advanced by the `jtap-clock` thread.
 pub const CLOCK_FIELD: &str = "now";
+/// The native returning the probes' clock, which methods timed from their own frame call at
+/// entry.
+pub const CLOCK_METHOD: &str = "ticks";
 /// Shortest `now - start`, in ticks, for which `leave` calls the agent.
 const THRESHOLD_FIELD: &str = "threshold";
 /// The Java exit probes of the field clock: name, descriptor, the native they call.
@@ -62,9 +65,19 @@ pub fn natives() -> Vec<Native> {
             function: probes::thrown as *mut _,
         },
         Native {
+            name: c"ticks",
+            signature: c"()J",
+            function: probes::ticks_now as *mut _,
+        },
+        Native {
             name: c"slow",
             signature: c"(JI)V",
             function: probes::slow as *mut _,
+        },
+        Native {
+            name: c"slowValue",
+            signature: c"(JILjava/lang/Object;)V",
+            function: probes::slow_value as *mut _,
         },
         Native {
             name: c"slowThrown",
