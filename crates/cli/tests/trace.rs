@@ -1502,6 +1502,31 @@ fn virtual_threads_are_named_and_timed_from_their_frames() {
                 run.stderr
             );
         }
+        // monitor times calls the same way: every call of an interval counted, none shorter
+        // than its park.
+        let run = jtap([
+            "monitor",
+            &pid,
+            "workloads.VirtualParkers::step",
+            "-i",
+            "1s",
+            "-n",
+            "2",
+            "-d",
+            "60s",
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "JDK {v} monitor: {}", run.stderr);
+        let rows = json_lines(&run.stdout);
+        let last = rows
+            .last()
+            .unwrap_or_else(|| panic!("JDK {v}: {}", run.stdout));
+        assert!(
+            last["calls"].as_u64().unwrap() > 1_000
+                && last["p50_ns"].as_u64().unwrap() >= 2_000_000,
+            "JDK {v} monitor: {last}"
+        );
+        assert!(!run.stderr.contains("not timed"), "JDK {v}: {}", run.stderr);
         assert!(jvm.is_running(), "JDK {v}");
     }
 }

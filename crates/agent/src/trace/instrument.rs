@@ -647,9 +647,14 @@ impl Tracing {
 
     /// Whether traced calls are timed from a mark their entry keeps in their own frame (the
     /// exit probes then need no stack of open calls, and a virtual thread that leaves its
-    /// carrier inside a call is timed right): trace sessions whose entry captures nothing.
+    /// carrier inside a call is timed right): trace sessions whose entry captures nothing,
+    /// and monitor sessions.
     fn times_from_frames(&self) -> bool {
-        self.plan.mode == Mode::Trace && !self.plan.args && !self.plan.values && !self.allocations
+        match self.plan.mode {
+            Mode::Trace => !self.plan.args && !self.plan.values && !self.allocations,
+            Mode::Monitor => true,
+            Mode::Calltree => false,
+        }
     }
 
     /// The probes for one selected method.
@@ -690,7 +695,7 @@ impl Tracing {
             ];
         }
         if role == Role::Target && self.times_from_frames() {
-            let exit = match plan.returns {
+            let exit = match plan.returns && plan.mode == Mode::Trace {
                 true => probe(
                     Point::Return,
                     "slowValue",

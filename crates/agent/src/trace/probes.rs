@@ -694,7 +694,7 @@ pub extern "system" fn slow_thrown(
 /// A call timed from the mark its entry kept in its frame (no stack of open calls, so a
 /// virtual thread that moved to another carrier meanwhile is timed right): with the exact
 /// clock at its end under a field clock, else with the probes' clock; reported if it lasted
-/// the threshold.
+/// the threshold (trace), counted in its method's statistics (monitor).
 #[inline(always)]
 fn finish_marked(
     hot: &mut Hot,
@@ -709,8 +709,12 @@ fn finish_marked(
         None => (now(), start >= SESSION_START.load(Relaxed)),
     };
     let elapsed = end.saturating_sub(start);
-    if mode() != Mode::Trace || !current || elapsed < THRESHOLD.load(Relaxed) {
-        return;
+    match mode() {
+        Mode::Monitor if current => {
+            return stats::record(id, clock::clock().ns(elapsed), threw);
+        }
+        Mode::Trace if current && elapsed >= THRESHOLD.load(Relaxed) => {}
+        _ => return,
     }
     let frame = Frame {
         id,
