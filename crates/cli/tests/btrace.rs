@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{agent_library, jtap, Background};
-use jtap_testkit::{jdks, JavaProcess};
+use jtap_testkit::{jdks, JavaProcess, Jdk};
 
 /// The issue's script, aimed at the test workload: sleepy() takes 20 ms.
 const TRACKER: &str = r##"import com.sun.btrace.annotations.*;
@@ -77,6 +77,27 @@ fn round(jvm: &JavaProcess, dir: &Path, n: u32) {
         assert!(Instant::now() < deadline, "round {n} did not finish");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Runs a script (saved as `name`) against a new `workloads.Traced` for one round, then
+/// presses Ctrl-C: the script's stdout and stderr, once it exited 0 and left the JVM running.
+fn one_round(jdk: &Jdk, name: &str, source: &str) -> (String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(dir.path(), name, source);
+    let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+        .cwd(dir.path())
+        .start();
+    let pid = jvm.pid().to_string();
+    let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
+    run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    round(&jvm, dir.path(), 1);
+    // The round's last calls reach the handlers before Ctrl-C ends the script.
+    std::thread::sleep(Duration::from_millis(300));
+    run.interrupt();
+    let (code, out, err) = run.finish(Duration::from_secs(60));
+    assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+    assert!(jvm.is_running(), "JDK {}", jdk.version);
+    (out, err)
 }
 
 #[test]
@@ -374,9 +395,8 @@ import static com.sun.btrace.BTraceUtils.*;
 fn every_location_and_parameter_kind_reaches_its_handler() {
     agent_library();
     for jdk in jdks() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = write(
-            dir.path(),
+        let (out, err) = one_round(
+            jdk,
             "Kinds.java",
             r#"import com.sun.btrace.annotations.*;
 import static com.sun.btrace.BTraceUtils.*;
@@ -409,17 +429,6 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 "#,
         );
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
-            .cwd(dir.path())
-            .start();
-        let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        std::thread::sleep(Duration::from_millis(300));
-        run.interrupt();
-        let (code, out, err) = run.finish(Duration::from_secs(60));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         // deepThrow(5) throws through six frames (depths 0..5); control(0..5) returns
         // 113, 121, 105, 94, 113 and 123; IntBox.get() returns its own v.
         assert_eq!(
@@ -428,7 +437,6 @@ import static com.sun.btrace.BTraceUtils.*;
             "JDK {}: {err}",
             jdk.version
         );
-        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
 
@@ -436,9 +444,8 @@ import static com.sun.btrace.BTraceUtils.*;
 fn call_locations_time_the_calls_a_method_makes() {
     agent_library();
     for jdk in jdks() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = write(
-            dir.path(),
+        let (out, err) = one_round(
+            jdk,
             "Calls.java",
             r#"import org.openjdk.btrace.core.annotations.*;
 import static org.openjdk.btrace.core.BTraceUtils.*;
@@ -458,17 +465,6 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 }
 "#,
         );
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
-            .cwd(dir.path())
-            .start();
-        let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        std::thread::sleep(Duration::from_millis(300));
-        run.interrupt();
-        let (code, out, err) = run.finish(Duration::from_secs(60));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         // a() sleeps 5 ms, calls b() (sleeps 20 ms) and c() (sleeps 10 ms, then d() 40 ms);
         // the handlers run in the order the calls end.
         let lines: Vec<&str> = out.lines().collect();
@@ -499,7 +495,6 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
             "JDK {}: {err}",
             jdk.version
         );
-        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
 
@@ -507,9 +502,8 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 fn line_new_and_sync_locations_report_the_points_a_method_reaches() {
     agent_library();
     for jdk in jdks() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = write(
-            dir.path(),
+        let (out, err) = one_round(
+            jdk,
             "Points.java",
             r#"import com.sun.btrace.annotations.*;
 import static com.sun.btrace.BTraceUtils.*;
@@ -534,17 +528,6 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 "#,
         );
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
-            .cwd(dir.path())
-            .start();
-        let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        std::thread::sleep(Duration::from_millis(300));
-        run.interrupt();
-        let (code, out, err) = run.finish(Duration::from_secs(60));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates one
         // StringBuilder inside its one synchronized block.
         assert_eq!(
@@ -558,7 +541,6 @@ import static com.sun.btrace.BTraceUtils.*;
             "JDK {}: {err}",
             jdk.version
         );
-        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
 
@@ -566,9 +548,8 @@ import static com.sun.btrace.BTraceUtils.*;
 fn profiling_sums_wall_and_self_time_per_block() {
     agent_library();
     for jdk in jdks() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = write(
-            dir.path(),
+        let (out, _) = one_round(
+            jdk,
             "Prof.java",
             r#"import org.openjdk.btrace.core.annotations.*;
 import org.openjdk.btrace.core.Profiler;
@@ -588,17 +569,6 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 }
 "#,
         );
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
-            .cwd(dir.path())
-            .start();
-        let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        std::thread::sleep(Duration::from_millis(300));
-        run.interrupt();
-        let (code, out, err) = run.finish(Duration::from_secs(60));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         // a() sleeps 5 ms around b() (20 ms) and c(), which sleeps 10 ms around d() (40 ms):
         // blocks in the order their first call ended, self time without the blocks inside.
         let rows: Vec<Vec<&str>> = out
@@ -658,7 +628,6 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
             "JDK {}: {out}",
             jdk.version
         );
-        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
 
@@ -666,9 +635,8 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 fn entry_handlers_run_as_calls_start_in_order_with_return_handlers() {
     agent_library();
     for jdk in jdks() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = write(
-            dir.path(),
+        let (out, err) = one_round(
+            jdk,
             "Nesting.java",
             r#"import com.sun.btrace.annotations.*;
 import static com.sun.btrace.BTraceUtils.*;
@@ -683,22 +651,10 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 "#,
         );
-        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
-            .cwd(dir.path())
-            .start();
-        let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        std::thread::sleep(Duration::from_millis(300));
-        run.interrupt();
-        let (code, out, err) = run.finish(Duration::from_secs(60));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         assert_eq!(
             out, "> a\n  > b\n  < b\n  > c\n    > d\n    < d\n  < c\n< a\n",
             "JDK {}: {err}",
             jdk.version
         );
-        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }
