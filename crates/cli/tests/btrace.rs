@@ -1,10 +1,10 @@
 //! BTrace scripts, unchanged, on every JDK of the matrix: the issue's `Tracker` (duration
 //! threshold, `strcat`, `jstack`) prints what BTrace prints, entry handlers see typed
-//! arguments, aggregations count per thread as the workload does, `Kind.CALL` handlers time the
-//! calls a method makes, LINE/NEW/SYNC handlers the points it reaches, ENTRY handlers run as
-//! calls start, `Profiling` sums self and wall time, timers and `@OnExit` run, `exit()` ends
-//! the script with its code,
-//! and the classes come back as they were. `--check` needs no JVM.
+//! arguments, aggregations count per thread as the workload does, `Kind.CALL` handlers time
+//! the calls a method makes, LINE/NEW/SYNC handlers the points it reaches, ENTRY handlers run
+//! as calls start, `Profiling` sums self and wall time, `deadlocks()`/`jstackAll()` read the
+//! JVM's thread dump, timers and `@OnExit` run, `exit()` ends the script with its code, and
+//! the classes come back as they were. `--check` needs no JVM.
 
 mod common;
 
@@ -656,5 +656,67 @@ import static com.sun.btrace.BTraceUtils.*;
             "JDK {}: {err}",
             jdk.version
         );
+    }
+}
+
+#[test]
+fn deadlocks_and_jstack_all_read_the_jvms_thread_dump() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = write(
+            dir.path(),
+            "Dump.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Dump {
+    @OnTimer(100)
+    public static void once() {
+        println("--- deadlocks()");
+        deadlocks();
+        println("--- deadlocks(true)");
+        deadlocks(true);
+        println("--- jstackAll()");
+        jstackAll();
+        exit(0);
+    }
+}
+"#,
+        );
+        let mut jvm = JavaProcess::start(jdk, "workloads.Deadlock");
+        let pid = jvm.pid().to_string();
+        let run = jtap(["btrace", &pid, &script, "-d", "60s"]);
+        assert_eq!(run.code, 0, "JDK {}: {}", jdk.version, run.stderr);
+        let section = |from: &str, to: &str| -> String {
+            let start = run
+                .stdout
+                .find(from)
+                .unwrap_or_else(|| panic!("{}", run.stdout));
+            let rest = &run.stdout[start + from.len()..];
+            rest[..rest.find(to).unwrap_or(rest.len())].to_string()
+        };
+        let short = section("--- deadlocks()\n", "--- deadlocks(true)");
+        let long = section("--- deadlocks(true)\n", "--- jstackAll()");
+        let all = section("--- jstackAll()\n", "\u{0}");
+        assert!(
+            short.starts_with("Found one Java-level deadlock:")
+                && short.contains("\"lock-ab\"")
+                && short.contains("\"lock-ba\"")
+                && short.ends_with("Found 1 deadlock.\n")
+                && !short.contains("workloads.Deadlock.both"),
+            "JDK {}: {short}",
+            jdk.version
+        );
+        assert!(
+            long.contains("at workloads.Deadlock.both(Deadlock.java:"),
+            "JDK {}: {long}",
+            jdk.version
+        );
+        assert!(
+            all.contains("\"main\"") && all.contains("java.lang.Thread.sleep"),
+            "JDK {}: {all}",
+            jdk.version
+        );
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }

@@ -91,6 +91,8 @@ const NAMES: &[&str] = &[
     "availableProcessors",
     "usedMemory",
     "totalMemory",
+    "jstackAll",
+    "deadlocks",
     // Objects as the agent described them.
     "printFields",
     // One-liners' projection (`jtap trace --print`).
@@ -118,6 +120,9 @@ pub trait Facts {
     fn processors(&self) -> Option<i64>;
     /// Java heap bytes used and committed, from the GC's perf counters.
     fn heap(&self) -> Option<(i64, i64)>;
+    /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
+    /// safepoint operation of the VM, no Java code runs).
+    fn thread_dump(&self) -> Option<String>;
 }
 
 /// What functions see of the running script.
@@ -390,6 +395,22 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             let (used, committed) = facts(cx, name)?.heap().unwrap_or((0, 0));
             Value::Int(if name == "usedMemory" { used } else { committed })
         }
+        // Every thread's stack, as the JVM's thread dump has it.
+        ("jstackAll", 0 | 1) => {
+            let dump = facts(cx, name)?.thread_dump().ok_or("jstackAll: the JVM gave no thread dump")?;
+            cx.out.push_str(dump.trim_end());
+            cx.out.push('\n');
+            Value::Null
+        }
+        // The deadlocks the JVM's thread dump reports (nothing when there are none).
+        ("deadlocks", 0 | 1) => {
+            let dump = facts(cx, name)?.thread_dump().ok_or("deadlocks: the JVM gave no thread dump")?;
+            let with_stacks = args.len() == 1 && matches!(arg(0), Value::Bool(true));
+            if let Some(report) = deadlock_report(&dump, with_stacks) {
+                cx.out.push_str(&report);
+            }
+            Value::Null
+        }
         ("printFields", 1) => {
             cx.out.push_str(&text(0));
             cx.out.push('\n');
@@ -403,6 +424,33 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         ("$length", 0) => Value::Int(cx.args.len() as i64),
         _ => return Err(format!("{name} does not take {} arguments", args.len())),
     })
+}
+
+/// The deadlocks section of a thread dump (`Found one Java-level deadlock:`, who waits for
+/// what, and the closing `Found N deadlock.`), with the threads' stacks when asked for.
+fn deadlock_report(dump: &str, with_stacks: bool) -> Option<String> {
+    let start = dump.find("Found one Java-level deadlock:")?;
+    let mut report = String::new();
+    let mut in_stacks = false;
+    for line in dump[start..].lines() {
+        if line.starts_with("Java stack information") {
+            in_stacks = true;
+        } else if line.starts_with("Found one Java-level deadlock") {
+            in_stacks = false;
+        }
+        let summary = line
+            .strip_prefix("Found ")
+            .and_then(|rest| rest.split_once(' '))
+            .is_some_and(|(n, word)| n.parse::<u32>().is_ok() && word.starts_with("deadlock"));
+        if with_stacks || !in_stacks || summary {
+            report.push_str(line);
+            report.push('\n');
+        }
+        if summary {
+            break;
+        }
+    }
+    Some(report)
 }
 
 fn facts<'a>(cx: &Context<'a>, name: &str) -> Result<&'a dyn Facts, String> {
@@ -492,5 +540,38 @@ fn print_grid(cells: &[Vec<(String, bool)>], out: &mut String) {
             }
         }
         out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DUMP: &str = "Full thread dump\n\n\"main\" #1 prio=5\n\tat A.main(A.java:1)\n\n\
+Found one Java-level deadlock:\n=============================\n\"t2\":\n  waiting to lock monitor 0x1 (object 0x2, a java.lang.Object),\n  which is held by \"t1\"\n\n\
+Java stack information for the threads listed above:\n===================================================\n\"t2\":\n\tat D.b(D.java:9)\n\n\
+Found 1 deadlock.\n\nJNI global refs: 5\n";
+
+    #[test]
+    fn deadlocks_are_the_dumps_deadlock_section() {
+        let short = deadlock_report(DUMP, false).unwrap();
+        assert!(
+            short.starts_with("Found one Java-level deadlock:\n"),
+            "{short}"
+        );
+        assert!(
+            short.contains("which is held by \"t1\"") && short.ends_with("Found 1 deadlock.\n"),
+            "{short}"
+        );
+        assert!(
+            !short.contains("D.b(D.java:9)") && !short.contains("JNI global"),
+            "{short}"
+        );
+        let long = deadlock_report(DUMP, true).unwrap();
+        assert!(
+            long.contains("\tat D.b(D.java:9)") && long.ends_with("Found 1 deadlock.\n"),
+            "{long}"
+        );
+        assert_eq!(deadlock_report("Full thread dump\n", false), None);
     }
 }

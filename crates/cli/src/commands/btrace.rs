@@ -520,29 +520,34 @@ struct JvmFacts {
     environment: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
+impl JvmFacts {
+    /// The text the JVM answers to an attach command without arguments.
+    fn ask(&self, command: &str) -> anyhow::Result<String> {
+        let mut vm = jtap_attach::VirtualMachine::attach(
+            self.pid,
+            &jtap_attach::AttachOptions {
+                timeout: self.timeout,
+            },
+        )?;
+        let mut reply = vm.execute(&jtap_attach::Request::new(command, Vec::<String>::new()))?;
+        Ok(reply.output_to_string()?)
+    }
+}
+
 impl jtap_script::Facts for JvmFacts {
     fn property(&self, name: &str) -> Option<String> {
         let properties = self.properties.get_or_init(|| {
-            let text = (|| -> anyhow::Result<String> {
-                let mut vm = jtap_attach::VirtualMachine::attach(
-                    self.pid,
-                    &jtap_attach::AttachOptions {
-                        timeout: self.timeout,
-                    },
-                )?;
-                let mut reply = vm.execute(&jtap_attach::Request::new(
-                    "properties",
-                    Vec::<String>::new(),
-                ))?;
-                Ok(reply.output_to_string()?)
-            })()
-            .unwrap_or_default();
+            let text = self.ask("properties").unwrap_or_default();
             text.lines().filter_map(java_property).collect()
         });
         properties
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
+    }
+
+    fn thread_dump(&self) -> Option<String> {
+        self.ask("threaddump").ok()
     }
 
     fn getenv(&self, name: &str) -> Option<String> {
