@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::machine::Fired;
 use crate::profiler::Profiler;
-use crate::value::{Aggregation, Value, MAX_ENTRIES};
+use crate::value::{self, Aggregation, Value, MAX_ENTRIES};
 
 /// Every function [`call`] runs.
 const NAMES: &[&str] = &[
@@ -95,6 +95,16 @@ const NAMES: &[&str] = &[
     "deadlocks",
     // Objects as the agent described them.
     "printFields",
+    "field",
+    "classOf",
+    "getInt",
+    "getLong",
+    "getShort",
+    "getByte",
+    "getChar",
+    "getBoolean",
+    "getFloat",
+    "getDouble",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -292,6 +302,20 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
                 }
             }
         })??,
+        // `Reflective`: a field handle is its name; an object's value of it comes from the
+        // object's description (its first primitive, string, boxed and enum fields).
+        ("field", 2 | 3) => Value::Field(text(1).into()),
+        // An object's class, as its description names it (`pkg.Class@hash{...}`).
+        ("classOf", 1) => match arg(0) {
+            Value::Object(description) => s(description.split(['@', '{']).next().unwrap_or("")),
+            Value::Str(_) => s("java.lang.String"),
+            other => return Err(format!("classOf: {other} is not an object")),
+        },
+        (
+            "get" | "getInt" | "getLong" | "getShort" | "getByte" | "getChar" | "getBoolean"
+            | "getFloat" | "getDouble",
+            2,
+        ) if matches!(arg(0), Value::Field(_)) => read_field(&arg(0), &arg(1), name)?,
         ("get", 2) => map_op(&arg(0), name, |m| {
             m.iter().find(|(k, _)| k.same(&arg(1))).map_or(Value::Null, |(_, v)| v.clone())
         })?,
@@ -451,6 +475,21 @@ fn deadlock_report(dump: &str, with_stacks: bool) -> Option<String> {
         }
     }
     Some(report)
+}
+
+/// `Reflective.get*(field, object)`: the field's value in the object's description.
+fn read_field(field: &Value, object: &Value, function: &str) -> Result<Value, String> {
+    let Value::Field(field) = field else {
+        return Err(format!("{function}: {field} is not a field"));
+    };
+    match object {
+        Value::Object(description) => value::field_of(description, field).ok_or_else(|| {
+            let class = description.split(['@', '{']).next().unwrap_or("");
+            format!("{function}: {class} shows no field {field} (an object's description holds its first primitive, string, boxed and enum fields)")
+        }),
+        Value::Null => Err(format!("{function}: reading field {field} of null")),
+        other => Err(format!("{function}: {other} is not an object")),
+    }
 }
 
 fn facts<'a>(cx: &Context<'a>, name: &str) -> Result<&'a dyn Facts, String> {

@@ -9,7 +9,7 @@ use jtap_protocol::records::{Callee, Point};
 
 use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
 use crate::builtins::{self, Context, Facts};
-use crate::value::Value;
+use crate::value::{self, Value};
 
 /// What one probe firing captured (from a traced call).
 #[derive(Debug, Clone, Default)]
@@ -508,7 +508,7 @@ impl<'s> Machine<'s> {
             ExprKind::FieldOf(object, field) => {
                 let object = self.eval(object, frame)?;
                 match &object {
-                    Value::Object(description) => field_of(description, field).ok_or_else(|| {
+                    Value::Object(description) => value::field_of(description, field).ok_or_else(|| {
                         // The class, not the whole description: the same error each call.
                         let class = description.split(['@', '{']).next().unwrap_or("");
                         at(format!(
@@ -588,34 +588,6 @@ impl<'s> Machine<'s> {
             Flow::Next => Value::Null,
         })
     }
-}
-
-/// A field of an object as the agent described it, `pkg.Class@hash{name="x", id=3}`: the
-/// description lists the first primitive, string, boxed and enum fields.
-fn field_of(description: &str, field: &str) -> Option<Value> {
-    let inner = description.split_once('{')?.1.strip_suffix('}')?;
-    // Split at top-level commas (strings may hold commas and braces).
-    let (mut depth, mut quoted, mut escaped, mut start) = (0i32, false, false, 0);
-    let mut parts = Vec::new();
-    for (i, c) in inner.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if quoted => escaped = true,
-            '"' => quoted = !quoted,
-            '{' | '[' if !quoted => depth += 1,
-            '}' | ']' if !quoted => depth -= 1,
-            ',' if !quoted && depth == 0 => {
-                parts.push(&inner[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&inner[start..]);
-    parts.into_iter().find_map(|part| {
-        let (name, value) = part.trim().split_once('=')?;
-        (name == field).then(|| Value::from_described(value))
-    })
 }
 
 /// The value a field or local of `ty` starts with.
@@ -791,6 +763,32 @@ mod tests {
             m.take_output(),
             "app.App.add -> virtual java.lang.String java.lang.String#toUpperCase / toUpperCase 1200\n\
              app.App.add -> static void app.Db#query(java.lang.String, int[][]) / query 1200\n"
+        );
+    }
+
+    #[test]
+    fn reflective_fields_are_read_from_descriptions() {
+        let s = script(
+            r#"@OnMethod(clazz = "a.B", method = "run")
+    public static void h(@Self Object self) {
+        println(Reflective.getInt(Reflective.field("a.B", "count"), self) + 1);
+        println(get(field(classOf(self), "name"), self));
+        println(getLong(field("a.B", "missing"), self));
+    }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        let fired = Fired {
+            class: "a.B".into(),
+            method: "run".into(),
+            values: vec!["a.B@1f{count=3, name=\"x, y\"}".into()],
+            ..Fired::default()
+        };
+        m.fire(0, &fired);
+        assert_eq!(m.take_output(), "4\nx, y\n");
+        let errors = m.take_errors();
+        assert!(
+            errors.len() == 1 && errors[0].contains("getLong: a.B shows no field missing"),
+            "{errors:?}"
         );
     }
 

@@ -45,6 +45,8 @@ pub enum Value {
     Key(Rc<[Value]>),
     /// An enum constant of BTrace's API (`AggregationFunction.COUNT`).
     Constant(Rc<str>),
+    /// `Reflective.field(class, name)`: a field, read from objects' descriptions by name.
+    Field(Rc<str>),
 }
 
 /// Longest string a script builds (bytes): a handler growing one without end fails instead
@@ -132,7 +134,7 @@ impl Value {
                 a.as_float() == b.as_float()
             }
             (Value::Str(a), Value::Str(b)) | (Value::Object(a), Value::Object(b)) => a == b,
-            (Value::Constant(a), Value::Constant(b)) => a == b,
+            (Value::Constant(a), Value::Constant(b)) | (Value::Field(a), Value::Field(b)) => a == b,
             (Value::Thread { tid: a, .. }, Value::Thread { tid: b, .. }) => a == b,
             (Value::Key(a), Value::Key(b)) => {
                 a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.same(y))
@@ -156,6 +158,7 @@ impl fmt::Display for Value {
             Value::Int(n) => write!(f, "{n}"),
             Value::Float(x) => f.write_str(&java_double(*x)),
             Value::Str(s) | Value::Object(s) | Value::Constant(s) => f.write_str(s),
+            Value::Field(name) => write!(f, "field {name}"),
             Value::Thread { name, .. } => write!(f, "Thread[{name}]"),
             Value::Array(items) | Value::Key(items) => {
                 f.write_str("[")?;
@@ -289,6 +292,34 @@ impl Aggregation {
             _ => row[1] / row[0].max(1),
         }
     }
+}
+
+/// A field of an object as the agent described it, `pkg.Class@hash{name="x", id=3}`: the
+/// description lists the first primitive, string, boxed and enum fields.
+pub fn field_of(description: &str, field: &str) -> Option<Value> {
+    let inner = description.split_once('{')?.1.strip_suffix('}')?;
+    // Split at top-level commas (strings may hold commas and braces).
+    let (mut depth, mut quoted, mut escaped, mut start) = (0i32, false, false, 0);
+    let mut parts = Vec::new();
+    for (i, c) in inner.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '{' | '[' if !quoted => depth += 1,
+            '}' | ']' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                parts.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&inner[start..]);
+    parts.into_iter().find_map(|part| {
+        let (name, value) = part.trim().split_once('=')?;
+        (name == field).then(|| Value::from_described(value))
+    })
 }
 
 #[cfg(test)]
