@@ -4,9 +4,10 @@
 //! under JDBC transactions, and an embedded Jetty 9.4 server with its HTTP clients (drivers
 //! in `tests/java/real/`, jars from Debian packages). On every JDK of the matrix each program
 //! is profiled (cpu into every file format, flat text, wall, alloc, lock, and a Ctrl-C'd
-//! profile), histogrammed and traced (`-n`, `-d`, Ctrl-C, a whole package under a threshold,
-//! `--args --return`), and after every command the program must still be making progress,
-//! print no error, and have no jtap files left in `/tmp`.
+//! profile), histogrammed, traced (`-n`, `-d`, Ctrl-C, a whole package under a threshold,
+//! `--args --return`) and scripted (a BTrace script with ENTRY, RETURN and CALL handlers on its
+//! hot method), and after every command the program must still be making progress, print no
+//! error, and have no jtap files left in `/tmp`.
 //!
 //! Every check of a program runs even when an earlier one failed (the program is restarted
 //! after a failure, so one failure does not cascade into the next checks); a test fails at
@@ -246,6 +247,10 @@ const CHECKS: &[Check] = &[
     Check {
         name: "trace <method> --args --return -n 50",
         run: trace_args,
+    },
+    Check {
+        name: "btrace <hot method>: ENTRY, RETURN, CALL for 2 s",
+        run: btrace_hot_method,
     },
 ];
 
@@ -799,5 +804,58 @@ fn trace_args(p: &mut Running, dir: &Path) {
             line.chars().count()
         );
     }
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+/// A BTrace script on the hot method, its entries, returns and the calls it makes, that ends
+/// itself with `exit(0)` after 2 s.
+fn btrace_hot_method(p: &mut Running, dir: &Path) {
+    let (class, method) = p
+        .program
+        .hot_method
+        .split_once("::")
+        .expect("Class::method");
+    let script = dir.join("Hot.java");
+    std::fs::write(
+        &script,
+        format!(
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Hot {{
+    private static long entries;
+    private static long returns;
+    private static long calls;
+    @OnMethod(clazz = "{class}", method = "{method}")
+    public static void in() {{ entries++; }}
+    @OnMethod(clazz = "{class}", method = "{method}", location = @Location(Kind.RETURN))
+    public static void out(@Duration long d) {{ if (d >= 0) {{ returns++; }} }}
+    @OnMethod(clazz = "{class}", method = "{method}", location = @Location(value = Kind.CALL, clazz = "/.*/", method = "/.*/", where = Where.AFTER))
+    public static void call(@TargetMethodOrField String m) {{ if (strlen(m) > 0) {{ calls++; }} }}
+    @OnTimer(2000)
+    public static void done() {{ println(entries + " " + returns + " " + calls); exit(0); }}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["btrace", &pid, script.to_str().unwrap(), "-d", "60s"],
+        dir,
+        Duration::from_secs(60),
+        None,
+    );
+    outcome.assert_ok();
+    let counts: Vec<u64> = outcome
+        .stdout
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(
+        counts.len() == 3 && counts.iter().all(|&n| n > 0),
+        "entries, returns and calls: {}; {}",
+        outcome.stdout,
+        outcome.stderr
+    );
     assert_traced_and_restored(&outcome.stderr);
 }
