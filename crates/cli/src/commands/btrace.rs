@@ -213,6 +213,12 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             .map(|c| method_pattern(&c.class, &c.method, &c.descriptor))
             .transpose()
             .map_err(located)?;
+        if let Some(callee) = target.as_ref().filter(|t| t.subtypes) {
+            return Err(located(format!(
+                "clazz = \"+{}\" in a @Location is not supported: a call site names the method as its code refers to it; name the class or interface itself, or a /regex/",
+                callee.class
+            )));
+        }
         let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
         let plan = &mut probes.plan;
         plan.values |= roles
@@ -927,5 +933,12 @@ mod tests {
             .map(|(i, _)| *i)
             .collect();
         assert_eq!(entry_takers, [2]);
+        let subtypes = source.replace("clazz=\"a.C\"", "clazz=\"+a.C\"");
+        let script = compile(&subtypes, "S.java").unwrap();
+        let error = super::probes(&script, "S.java").err().unwrap().to_string();
+        assert!(
+            error.contains("clazz = \"+a.C\" in a @Location is not supported"),
+            "{error}"
+        );
     }
 }
