@@ -94,8 +94,13 @@ fn cpu_alloc_lock_and_wall_in_one_session_each_keep_the_one_two_four_ratio() {
             &pid,
             "-e",
             "cpu,alloc,lock",
+            // About 3,000 cpu and wall samples in 6 s, as many as the allocation samples
+            // below: a share's standard error under 1 point (at 10 ms, 600 samples put it at
+            // 2 points, and ±5 failed now and then).
+            "-i",
+            "2ms",
             "--wall",
-            "10ms",
+            "2ms",
             // About 2,400 allocation samples in 6 s: a share's standard error under 1 point.
             "--alloc",
             "128k",
