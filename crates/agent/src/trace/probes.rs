@@ -648,7 +648,9 @@ pub extern "system" fn thrown(
 /// `ticks()`: the probes' clock, which methods timed from their own frame read at entry
 /// (the `Mark` of sessions without a field clock).
 pub extern "system" fn ticks_now(_env: *mut sys::JNIEnv, _class: sys::jclass) -> i64 {
-    now() as i64
+    // Nothing may unwind into the JVM; a mark of 0 is older than any session, so its call is
+    // then not reported.
+    catch_unwind(now).map_or(0, |ticks| ticks as i64)
 }
 
 /// `slow(long start, int id)`: a method returned that may have lasted the threshold; `start`
