@@ -14,6 +14,8 @@
 //! - `sampling`: the sampling core of the time-based engines: `AsyncGetCallTrace` in a SIGPROF
 //!   handler, a lock-free sample buffer, a `jtap-sampler` thread resolving methods into a
 //!   profile.
+//! - `walk`: a Java stack walker of jtap's own, reading HotSpot's frames with the offsets the
+//!   VM publishes (`gHotSpotVMStructs`); the alloc and lock engines' stacks.
 //! - `heap`: the class histogram (`histogram`), computed with a JVMTI heap walk.
 //! - `trace`: method tracing by class-file instrumentation: the runtime class and its native
 //!   probes, the class-file hook, restoring, and the reporting thread.
@@ -39,3 +41,4 @@ mod sampling;
 mod session;
 mod thread;
 mod trace;
+mod walk;

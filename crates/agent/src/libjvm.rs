@@ -29,6 +29,31 @@ pub fn local_function(vm: Vm, name: &str) -> Result<usize, String> {
     local_symbol(vm, name, SymbolKind::Function)
 }
 
+/// The address of `name`, a symbol `libjvm.so` exports (in its dynamic symbol table), e.g.
+/// the `gHotSpotVMStructs` tables its serviceability agent reads.
+pub fn exported(vm: Vm, name: &CStr) -> Result<usize, String> {
+    let library = loaded_library(vm)?;
+    // SAFETY: RTLD_NOLOAD only returns a handle to the already-loaded library (raising its
+    // reference count, given back right after); dlsym reads its dynamic symbol table.
+    let address = unsafe {
+        let handle = libc::dlopen(library.path.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if handle.is_null() {
+            return Err(format!("dlopen({}) failed", library.path.to_string_lossy()));
+        }
+        let address = libc::dlsym(handle, name.as_ptr()) as usize;
+        libc::dlclose(handle);
+        address
+    };
+    if address == 0 {
+        return Err(format!(
+            "{} does not export {}",
+            library.path.to_string_lossy(),
+            name.to_string_lossy()
+        ));
+    }
+    Ok(address)
+}
+
 /// A C++ `bool` variable of the `libjvm.so` that runs the JVM.
 #[derive(Clone, Copy, Debug)]
 pub struct Flag(usize);

@@ -21,7 +21,7 @@ pub mod trace;
 pub mod wire;
 
 pub use frame::{read_frame, Frame, FrameError, MAX_MESSAGE, MAX_PIECE};
-pub use options::{Action, Event, NativeStacks, Options, ParseError};
+pub use options::{Action, Event, JavaStacks, NativeStacks, Options, ParseError};
 
 /// The version of the jtap agent and CLI; both sides must be built from the same release.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -162,6 +162,33 @@ pub enum NativeStacks {
     No,
 }
 
+/// How the `alloc` and `lock` engines take Java stacks in their callbacks (`walker=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JavaStacks {
+    /// jtap's own walk of HotSpot's frames, read from the VM's structure tables (checked
+    /// against JVMTI on the first stacks; JVMTI where it cannot walk).
+    #[default]
+    Vm,
+    /// JVMTI's `GetStackTrace`.
+    Jvmti,
+    /// Both, compared stack by stack (the JVMTI one is kept; differences go to the log).
+    Check,
+}
+
+impl JavaStacks {
+    /// Every choice, in the order help lists them.
+    pub const ALL: [JavaStacks; 3] = [JavaStacks::Vm, JavaStacks::Jvmti, JavaStacks::Check];
+
+    /// The choice's word in option strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            JavaStacks::Vm => "vm",
+            JavaStacks::Jvmti => "jvmti",
+            JavaStacks::Check => "check",
+        }
+    }
+}
+
 impl NativeStacks {
     /// Every choice, in the order help lists them.
     pub const ALL: [NativeStacks; 3] = [
@@ -224,6 +251,8 @@ pub struct Options {
     pub exclude: Option<String>,
     /// Sampling engines: deepest Java stack recorded, in frames.
     pub jstackdepth: Option<u32>,
+    /// How alloc and lock take Java stacks (`walker=`).
+    pub walker: Option<JavaStacks>,
     /// Where `dump`/`stop` write results (a path inside the JVM's mount namespace).
     pub file: Option<String>,
     /// The client's control-channel socket (a path inside the JVM's mount namespace).
@@ -393,6 +422,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
     Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
+    Key { name: "walker", takes: Takes::Value("vm|jvmti|check"), goes_with: GoesWith::Start, help: "alloc and lock: Java stacks by jtap's own walk of HotSpot's frames (default), JVMTI's GetStackTrace, or both compared (differences in the agent's log)" },
     Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "native frames by DWARF unwinding of a copy of the stack (default), frame pointers only (cpu), or none" },
     Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
@@ -671,6 +701,13 @@ impl Options {
                 let plan = crate::trace::Plan::parse(value).map_err(|e| bad(name, value, &e))?;
                 put(&mut self.trace, plan)
             }
+            "walker" => {
+                let choice = JavaStacks::ALL
+                    .into_iter()
+                    .find(|c| c.name() == value)
+                    .ok_or_else(|| bad(name, value, "vm, jvmti or check"))?;
+                put(&mut self.walker, choice)
+            }
             "cstack" => {
                 let choice = NativeStacks::ALL
                     .into_iter()
@@ -769,6 +806,9 @@ impl fmt::Display for Options {
         }
         if let Some(cstack) = self.cstack {
             items.push(format!("cstack={}", cstack.name()));
+        }
+        if let Some(walker) = self.walker {
+            items.push(format!("walker={}", walker.name()));
         }
         if self.timeline {
             items.push("timeline".into());

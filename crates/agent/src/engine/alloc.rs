@@ -154,6 +154,7 @@ impl Engine for AllocEngine {
             capabilities.push("can_generate_object_free_events");
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
+        stack::choose(context.vm, &own.env(), options.walker.unwrap_or_default());
         table().clear();
         let timeline = options.keeps_timeline();
         if timeline {
@@ -245,6 +246,7 @@ impl Engine for AllocEngine {
             restored.summary()
         });
         run.own.disable();
+        log!("alloc: {}", stack::summary());
         if run.live {
             settle_frees();
         }
@@ -350,7 +352,7 @@ fn instrument(vm: Vm) -> Result<(Arc<Tracing>, usize), String> {
 /// the allocation.
 unsafe extern "C" fn on_sampled_alloc(
     jvmti: *mut sys::jvmtiEnv,
-    _jni: *mut sys::JNIEnv,
+    jni: *mut sys::JNIEnv,
     _thread: sys::jthread,
     object: sys::jobject,
     class: sys::jclass,
@@ -364,7 +366,7 @@ unsafe extern "C" fn on_sampled_alloc(
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };
         if let Some(class) = class_id(&env, class) {
-            record(&env, class, object, size, 0);
+            record(&env, jni, class, object, size, 0);
         }
     })
 }
@@ -391,19 +393,27 @@ pub fn record_allocated(jni: Jni, object: sys::jobject) {
     let size = unsafe { env.object_size(object) }.unwrap_or(0);
     if let Some(id) = id {
         // The top frame is the probe itself.
-        record(&env, id, object, size, 1);
+        record(&env, jni.as_raw(), id, object, size, 1);
     }
 }
 
 /// Records one allocation of `object` (`size` bytes, class `class`) at the calling thread's
-/// stack without its `skip` top frames.
-fn record(env: &Env, class: ClassId, object: sys::jobject, size: i64, skip: usize) {
+/// stack without its `skip` top frames; `jni` is the thread's JNIEnv, in a callback or native
+/// method.
+fn record(
+    env: &Env,
+    jni: *mut sys::JNIEnv,
+    class: ClassId,
+    object: sys::jobject,
+    size: i64,
+    skip: usize,
+) {
     let (count, weight) = estimate(
         size as f64,
         f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)),
     );
     let depth = DEPTH.load(Ordering::Relaxed) + skip;
-    stack::with_current(env, depth, |frames| {
+    stack::with_current(env, jni, depth, |frames| {
         let tag = if TRACK_LIVE.load(Ordering::Relaxed) {
             tag_object(env, object)
         } else {

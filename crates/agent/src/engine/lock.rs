@@ -144,6 +144,7 @@ impl Engine for LockEngine {
             context.vm,
             &["can_generate_monitor_events", "can_get_line_numbers"],
         )?;
+        stack::choose(context.vm, &own.env(), options.walker.unwrap_or_default());
         epoch();
         table().clear();
         let timeline = options.keeps_timeline();
@@ -214,6 +215,7 @@ impl Engine for LockEngine {
             return Report::Text("lock: not running".into());
         };
         run.own.disable();
+        log!("lock: {}", stack::summary());
         let parks = parks().take();
         if let Some(Parks::Tracked) = parks {
             park::stop(run.vm);
@@ -299,15 +301,15 @@ unsafe extern "C" fn on_contended_entered(
         // SAFETY: jni is this thread's JNIEnv and object the callback's valid local reference.
         let class = unsafe { monitor_class_signature(&env, jni, object) }
             .unwrap_or_else(|| "[unknown class]".into());
-        record_wait(&env, &class, waited);
+        record_wait(&env, jni, &class, waited);
     })
 }
 
 /// Records a wait of `waited` ns for a lock of class `class` (JVM signature) at the calling
-/// thread's stack. Call inside the gate.
-fn record_wait(env: &Env, class: &str, waited: u64) {
+/// thread's stack (`jni` its JNIEnv, in a callback or native method). Call inside the gate.
+fn record_wait(env: &Env, jni: *mut sys::JNIEnv, class: &str, waited: u64) {
     let class = table().intern(class);
-    stack::with_current(env, DEPTH.load(Ordering::Relaxed), |frames| {
+    stack::with_current(env, jni, DEPTH.load(Ordering::Relaxed), |frames| {
         table().record(class, frames, 1.0, waited as f64, None)
     });
 }

@@ -1,22 +1,178 @@
-//! Stacks for the alloc and lock engines: taken with JVMTI `GetStackTrace` inside event
-//! callbacks (which run on the thread concerned, at a point where its stack is walkable), and
-//! resolved to `pkg.Class.method:line` frames later, off the hot path. Taking a stack allocates
-//! nothing (up to 128 frames).
+//! Stacks for the alloc and lock engines, taken inside event callbacks (which run on the
+//! thread concerned, at a point where its stack is walkable) and resolved to
+//! `pkg.Class.method:line` frames later, off the hot path. Taking a stack allocates nothing
+//! (up to 128 frames).
+//!
+//! Stacks come from jtap's own walker ([`crate::walk`]) where it can walk, else from JVMTI's
+//! `GetStackTrace` (`walker=jvmti` always). The walker is trusted only after its first
+//! [`VERIFIED_WALKS`] stacks matched JVMTI's frame for frame; one difference and the process
+//! goes back to JVMTI for good, saying so in the log. `walker=check` compares every stack.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 use jtap_jvmti::{sys, Env};
 use jtap_profile::Frame;
+use jtap_protocol::JavaStacks;
 
 use crate::heap::sites::RawFrame;
 use crate::sampling::asgct::{CallFrame, NATIVE_BCI};
 use crate::sampling::methods::Resolver;
 use crate::thread::Vm;
+use crate::walk::{Stop, Walker};
 
 /// Frames a callback takes into a buffer on its own stack; deeper requests use the heap.
 const ON_STACK: usize = 128;
+/// Stacks of the walker compared with JVMTI's before it is trusted alone.
+const VERIFIED_WALKS: u32 = 64;
+
+/// The walker of this VM, or why there is none (resolved at the first engine start).
+static WALKER: OnceLock<Result<Walker, String>> = OnceLock::new();
+/// How stacks are taken now: one of the `MODE_*`.
+static MODE: AtomicU8 = AtomicU8::new(MODE_JVMTI);
+const MODE_JVMTI: u8 = 0;
+const MODE_VM: u8 = 1;
+const MODE_CHECK: u8 = 2;
+/// Walks still to be compared before the walker is trusted.
+static UNVERIFIED: AtomicU32 = AtomicU32::new(VERIFIED_WALKS);
+/// The walker once differed from JVMTI outside `check`: it is not used again.
+static DISTRUSTED: AtomicBool = AtomicBool::new(false);
+/// Stacks the walker gave, stacks JVMTI gave after the walker stopped, stacks compared, and
+/// stacks that differed.
+static WALKED: AtomicU64 = AtomicU64::new(0);
+static FELL_BACK: AtomicU64 = AtomicU64::new(0);
+static COMPARED: AtomicU64 = AtomicU64::new(0);
+static DIFFERED: AtomicU64 = AtomicU64::new(0);
+/// Why walks stopped, by [`Stop`] (as `usize`).
+static STOPS: [AtomicU64; Stop::COUNT] = [const { AtomicU64::new(0) }; Stop::COUNT];
+/// Differences logged in full (the rest are counted).
+const LOGGED_DIFFERENCES: u64 = 5;
+
+/// Chooses how callbacks take stacks from now on, on a thread attached to the VM; a note
+/// when the choice cannot be had (the walker does not know this VM: JVMTI is used).
+pub fn choose(vm: Vm, env: &Env, choice: JavaStacks) -> Option<String> {
+    for counter in [&WALKED, &FELL_BACK, &COMPARED, &DIFFERED]
+        .into_iter()
+        .chain(STOPS.iter())
+    {
+        counter.store(0, Ordering::Relaxed);
+    }
+    if choice == JavaStacks::Jvmti {
+        MODE.store(MODE_JVMTI, Ordering::SeqCst);
+        return None;
+    }
+    let walker = WALKER.get_or_init(|| {
+        let version = env.version_number().map_err(|e| e.to_string())?;
+        Walker::resolve(vm, version)
+    });
+    match walker {
+        Ok(_) if choice == JavaStacks::Vm && DISTRUSTED.load(Ordering::SeqCst) => {
+            MODE.store(MODE_JVMTI, Ordering::SeqCst);
+            Some("stacks by JVMTI: jtap's walker differed from it earlier (see the log)".into())
+        }
+        Ok(_) => {
+            let mode = if choice == JavaStacks::Check {
+                MODE_CHECK
+            } else {
+                MODE_VM
+            };
+            MODE.store(mode, Ordering::SeqCst);
+            None
+        }
+        Err(why) => {
+            MODE.store(MODE_JVMTI, Ordering::SeqCst);
+            log!("stacks: jtap's walker cannot walk this VM ({why}); JVMTI takes them");
+            Some(format!("stacks by JVMTI: {why}"))
+        }
+    }
+}
+
+/// How stacks were taken since [`choose`], for the log.
+pub fn summary() -> String {
+    let stops: Vec<String> = Stop::ALL
+        .iter()
+        .zip(&STOPS)
+        .filter_map(|(stop, n)| {
+            let n = n.load(Ordering::Relaxed);
+            (n > 0).then(|| format!("{} {n}", stop.name()))
+        })
+        .collect();
+    format!(
+        "stacks: {} by jtap's walker, {} by JVMTI where it stopped ({}); {} compared with JVMTI, {} differed{}",
+        WALKED.load(Ordering::Relaxed),
+        FELL_BACK.load(Ordering::Relaxed),
+        if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
+        COMPARED.load(Ordering::Relaxed),
+        DIFFERED.load(Ordering::Relaxed),
+        if MODE.load(Ordering::Relaxed) == MODE_JVMTI { "; JVMTI only now" } else { "" },
+    )
+}
 
 /// Calls `f` with up to `depth` frames of the calling thread's Java stack, top first (empty if
-/// the VM cannot say). Up to [`ON_STACK`] frames, nothing is allocated.
-pub fn with_current<R>(env: &Env, depth: usize, f: impl FnOnce(&[RawFrame]) -> R) -> R {
+/// the VM cannot say). `jni` is the calling thread's JNIEnv, and the thread is inside a JVMTI
+/// event callback or a native method. Up to [`ON_STACK`] frames, nothing is allocated.
+pub fn with_current<R>(
+    env: &Env,
+    jni: *mut sys::JNIEnv,
+    depth: usize,
+    f: impl FnOnce(&[RawFrame]) -> R,
+) -> R {
+    let mode = MODE.load(Ordering::Relaxed);
+    if mode != MODE_JVMTI && depth <= ON_STACK && !jni.is_null() {
+        if let Some(Ok(walker)) = WALKER.get() {
+            let mut walked = [(0usize, 0i64); ON_STACK];
+            // SAFETY: (caller) `jni` is this thread's JNIEnv inside a callback or native
+            // method.
+            match unsafe { walker.current(jni, &mut walked[..depth]) } {
+                Ok(count) => {
+                    let walked = &walked[..count];
+                    let verify = mode == MODE_CHECK
+                        || (UNVERIFIED.load(Ordering::Relaxed) > 0
+                            && UNVERIFIED
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                                    n.checked_sub(1)
+                                })
+                                .is_ok());
+                    if !verify {
+                        WALKED.fetch_add(1, Ordering::Relaxed);
+                        return f(walked);
+                    }
+                    return with_jvmti(env, depth, |frames| {
+                        COMPARED.fetch_add(1, Ordering::Relaxed);
+                        if frames == walked {
+                            WALKED.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            differed(walked, frames, mode);
+                        }
+                        f(frames)
+                    });
+                }
+                Err(stop) => {
+                    STOPS[stop as usize].fetch_add(1, Ordering::Relaxed);
+                    FELL_BACK.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+    with_jvmti(env, depth, f)
+}
+
+/// The walker's stack differs from JVMTI's: logged (the first few), and outside `check`
+/// the walker is no longer used.
+fn differed(walked: &[RawFrame], jvmti: &[RawFrame], mode: u8) {
+    let n = DIFFERED.fetch_add(1, Ordering::Relaxed);
+    if mode != MODE_CHECK {
+        DISTRUSTED.store(true, Ordering::SeqCst);
+        MODE.store(MODE_JVMTI, Ordering::Relaxed);
+        log!("stacks: jtap's walker differed from JVMTI; JVMTI takes them from now on");
+    }
+    if n < LOGGED_DIFFERENCES {
+        log!("stacks: walker {walked:x?}, JVMTI {jvmti:x?}");
+    }
+}
+
+/// [`with_current`] by JVMTI's `GetStackTrace`.
+fn with_jvmti<R>(env: &Env, depth: usize, f: impl FnOnce(&[RawFrame]) -> R) -> R {
     if depth > ON_STACK {
         // SAFETY: a null thread means the calling thread, a live Java thread inside an event
         // callback.

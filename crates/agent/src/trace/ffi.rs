@@ -82,6 +82,11 @@ impl Jni {
         Jni(env)
     }
 
+    /// The raw environment, for calls this wrapper does not offer.
+    pub fn as_raw(self) -> *mut sys::JNIEnv {
+        self.0
+    }
+
     /// The calling thread's environment, if it is attached to the VM.
     pub fn current(vm: Vm) -> Option<Jni> {
         let mut env: *mut c_void = ptr::null_mut();

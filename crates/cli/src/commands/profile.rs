@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::options::help_of;
-use jtap_protocol::{wire, Action, Event, Frame, NativeStacks, Options, ParseError};
+use jtap_protocol::{wire, Action, Event, Frame, JavaStacks, NativeStacks, Options, ParseError};
 
 use crate::agent_client::{self, AgentError, Asked};
 use crate::{exit, launch};
@@ -130,6 +130,8 @@ struct SamplingArgs {
     all_user: bool,
     #[arg(long, help = help_of("cstack"), value_name = "HOW", value_parser = parse_cstack)]
     cstack: Option<NativeStacks>,
+    #[arg(long, help = help_of("walker"), value_name = "HOW", value_parser = parse_walker)]
+    walker: Option<JavaStacks>,
     #[arg(long, help = help_of("timeline"))]
     timeline: bool,
     #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
@@ -242,6 +244,13 @@ fn parse_event(text: &str) -> Result<Event, String> {
             .collect();
         format!("unknown event {text:?} (known: {})", known.join(", "))
     })
+}
+
+fn parse_walker(text: &str) -> Result<JavaStacks, String> {
+    JavaStacks::ALL
+        .into_iter()
+        .find(|c| c.name() == text)
+        .ok_or_else(|| format!("--walker takes vm, jvmti or check, not {text:?}"))
 }
 
 fn parse_cstack(text: &str) -> Result<NativeStacks, String> {
@@ -443,6 +452,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
         cstack: args.cstack,
+        walker: args.walker,
         timeline: args.timeline,
         alloc: added(Event::Alloc, main, &events, args.alloc_interval),
         exact: args.exact,

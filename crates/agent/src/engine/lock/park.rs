@@ -427,7 +427,7 @@ fn on_long_park(jni: *mut sys::JNIEnv, run: u64, waited: u64) {
     // the gate before disposing of it).
     let env = unsafe { Env::from_raw(raw) };
     if let Some(class) = blocker_lock_class(&env, jni, handles) {
-        super::record_wait(&env, &class, waited);
+        super::record_wait(&env, jni, &class, waited);
     }
     clear_exception(jni);
 }

@@ -1,0 +1,133 @@
+//! A Java stack walker of jtap's own: HotSpot's frames read directly, with the offsets the VM
+//! publishes about itself, instead of asking JVMTI's `GetStackTrace` (which builds a vframe
+//! object per frame and costs most of an allocation sample).
+//!
+//! - `structs`: the VM's structure tables (`gHotSpotVMStructs` and friends).
+//! - `layout`: the offsets and frame slots the walk uses, per HotSpot 11–25 family.
+//! - `frames`: the walk itself.
+//!
+//! [`Walker::resolve`] reads the tables once; [`Walker::current`] walks the calling thread's
+//! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable. A walk
+//! that meets anything it does not understand stops with a reason, and the caller asks JVMTI.
+
+mod frames;
+mod layout;
+mod structs;
+
+use jtap_jvmti::sys;
+
+pub use frames::Stop;
+
+use crate::sampling::jvm::current_jni;
+use crate::thread::Vm;
+use layout::Layout;
+use structs::VmStructs;
+
+/// A frame as JVMTI's `GetStackTrace` gives it: jmethodID (as an address) and location (the
+/// bytecode index, -1 for a native method).
+pub type Frame = (usize, i64);
+
+/// The walker of one running VM.
+pub struct Walker {
+    layout: Layout,
+    /// Bytes from a `JavaThread` to the `JNIEnv` inside it.
+    env_offset: usize,
+}
+
+impl Walker {
+    /// Reads the structure tables of the VM whose JVMTI version is `jvmti_version`, on a
+    /// thread attached to it (which measures where a thread's `JNIEnv` lies in its
+    /// `JavaThread`), or says why this VM cannot be walked.
+    pub fn resolve(vm: Vm, jvmti_version: u32) -> Result<Walker, String> {
+        let jdk = (jvmti_version >> 16) & 0x0FFF;
+        // SAFETY: the symbols are looked up in the JVM's own loaded libjvm.so.
+        let structs = unsafe { VmStructs::read(|name| crate::libjvm::exported(vm, name))? };
+        let layout = Layout::resolve(&structs, jdk)?;
+        let thread_size = structs.size("JavaThread")?;
+        let env_offset = env_offset(vm)?;
+        if env_offset == 0 || env_offset >= thread_size {
+            return Err(format!(
+                "a thread's JNIEnv is {env_offset} bytes into its JavaThread of {thread_size}"
+            ));
+        }
+        Ok(Walker { layout, env_offset })
+    }
+
+    /// Writes up to `out.len()` frames of the calling thread's Java stack, top first, and
+    /// returns how many.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv, and the thread is inside a JVMTI event callback
+    /// or a native method (where its last Java frame is recorded and its stack walkable).
+    pub unsafe fn current(&self, jni: *mut sys::JNIEnv, out: &mut [Frame]) -> Result<usize, Stop> {
+        let thread = (jni as usize).wrapping_sub(self.env_offset);
+        // SAFETY: (caller) `thread` is the calling thread's own JavaThread, whose JNIEnv
+        // lies `env_offset` bytes into it in this VM.
+        unsafe {
+            let walk = frames::Walk::new(&self.layout, thread)?;
+            walk.frames(thread, out)
+        }
+    }
+}
+
+/// Where the calling thread's `JNIEnv` lies in its `JavaThread`: the JavaThread's address is
+/// what `java.lang.Thread.eetop` holds.
+fn env_offset(vm: Vm) -> Result<usize, String> {
+    let jni = current_jni(vm.0).ok_or("this thread is not attached to the JVM")?;
+    // SAFETY: `jni` is this attached thread's JNIEnv; every reference made is a local one of
+    // this thread, freed before returning; a pending exception is cleared.
+    unsafe {
+        let functions = &**jni;
+        let (
+            Some(find_class),
+            Some(static_method),
+            Some(call_static),
+            Some(field_id),
+            Some(long_field),
+            Some(delete),
+            Some(check),
+            Some(clear),
+        ) = (
+            functions.FindClass,
+            functions.GetStaticMethodID,
+            functions.CallStaticObjectMethod,
+            functions.GetFieldID,
+            functions.GetLongField,
+            functions.DeleteLocalRef,
+            functions.ExceptionCheck,
+            functions.ExceptionClear,
+        )
+        else {
+            return Err("the JNI function table is incomplete".into());
+        };
+        let class = find_class(jni, c"java/lang/Thread".as_ptr());
+        if class.is_null() {
+            clear(jni);
+            return Err("java.lang.Thread not found".into());
+        }
+        let current = static_method(
+            jni,
+            class,
+            c"currentThread".as_ptr(),
+            c"()Ljava/lang/Thread;".as_ptr(),
+        );
+        let eetop = field_id(jni, class, c"eetop".as_ptr(), c"J".as_ptr());
+        if current.is_null() || eetop.is_null() {
+            clear(jni);
+            delete(jni, class);
+            return Err("java.lang.Thread has no eetop field".into());
+        }
+        let thread = call_static(jni, class, current);
+        if check(jni) != 0 || thread.is_null() {
+            clear(jni);
+            delete(jni, class);
+            return Err("Thread.currentThread() failed".into());
+        }
+        let java_thread = long_field(jni, thread, eetop) as usize;
+        delete(jni, thread);
+        delete(jni, class);
+        (jni as usize)
+            .checked_sub(java_thread)
+            .ok_or_else(|| "a JNIEnv lies below its JavaThread".into())
+    }
+}
