@@ -2,8 +2,11 @@
 # Overhead of the alloc and lock engines. Builds jtap and its agent in release mode and, for
 # every JDK asked for, runs two workloads that report their own throughput every 100 ms:
 #   - tests/java/workloads/AllocThroughput.java (2 threads allocating short-lived objects of
-#     mixed sizes from a few sites), profiled with `-e alloc` and `-e alloc --live` at
-#     --alloc-interval ALLOC (default 512k);
+#     mixed sizes from a few sites), profiled with `-e alloc` (stacks by jtap's own walker),
+#     `-e alloc --walker jvmti` (stacks by JVMTI's GetStackTrace) and `-e alloc --live` at
+#     --alloc-interval ALLOC (default 512k), and with ASPROF set (bin/asprof of
+#     ../shared/anchors/async-profiler) by async-profiler's `-e alloc --alloc ALLOC` in the same
+#     JVM run (skipped, saying so, when ASPROF is unset);
 #   - tests/java/workloads/LockThroughput.java (4 threads, one contended lock, one uncontended
 #     lock each), profiled with `-e lock` at --lock-threshold LOCK (default 10us), twice: with
 #     monitors (`synchronized`, JVMTI monitor events) and with ReentrantLocks (LockThroughput-
@@ -88,6 +91,8 @@ window() {
     fi
     if [[ $label == base ]]; then
         sleep "$WINDOW"
+    elif [[ $label == asprof* ]]; then
+        "$ASPROF" "$@" -d "$WINDOW" "$pid" >"$file.txt" 2>&1
     else
         "$JTAP" profile "$pid" "$@" -d "${WINDOW}s" --format summary >"$file.txt"
     fi
@@ -109,8 +114,13 @@ run() {
     sleep $((WINDOW * 2))
     # Loads the agent once and warms up the engines (not what we measure).
     for setting in "$@"; do
-        # shellcheck disable=SC2086
-        "$JTAP" profile "$pid" ${setting#*:} -d 1s --format summary >/dev/null
+        if [[ $setting == asprof* ]]; then
+            # shellcheck disable=SC2086
+            "$ASPROF" ${setting#*:} -d 1 "$pid" >/dev/null 2>&1
+        else
+            # shellcheck disable=SC2086
+            "$JTAP" profile "$pid" ${setting#*:} -d 1s --format summary >/dev/null
+        fi
     done
     window "$jdk" "$workload" base
     for ((round = 0; round < ROUNDS; round++)); do
@@ -125,13 +135,16 @@ run() {
     pid=
 }
 
+[[ -n "${ASPROF:-}" ]] || echo "ASPROF is not set: async-profiler's alloc rows are skipped"
 echo "cores: $(nproc); load before: $(cut -d' ' -f1-3 /proc/loadavg); window ${WINDOW} s, ${ROUNDS} rounds; AllocThroughput frames added: $FRAMES"
 for jdk in $JDKS; do
     home=$(java_home "$jdk")
     [[ -n "$home" ]] || { echo "JDK $jdk not found" >&2; continue; }
     echo "JDK $jdk: $("$home/bin/java" -version 2>&1 | head -1)"
     if [[ " $WORKLOADS " == *" alloc "* ]]; then
-        run "$jdk" "$home" AllocThroughput AllocThroughput "2 $FRAMES" "alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC"
+        settings=("alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "jvmti@$ALLOC:-e alloc --walker jvmti --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC")
+        [[ -n "${ASPROF:-}" ]] && settings+=("asprof@$ALLOC:-e alloc --alloc $ALLOC")
+        run "$jdk" "$home" AllocThroughput AllocThroughput "2 $FRAMES" "${settings[@]}"
     fi
     if [[ " $WORKLOADS " == *" lock "* ]]; then
         run "$jdk" "$home" LockThroughput LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"
@@ -177,10 +190,15 @@ def rates(window):
 def recorded(path):
     """What the profile recorded per second: (events, weight) — for alloc the estimated objects
     and bytes allocated, for lock the waits of at least the threshold and their nanoseconds."""
+    if "-asprof@" in path:
+        return float("nan"), float("nan")  # async-profiler's window: its own report
     text = open(path).read()
     duration = float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
     samples = int(re.search(r"^Total samples\s*:\s*(\d+)", text, re.M).group(1))
-    weight = int(re.search(r"^Total weight\s*:\s*(\d+)", text, re.M).group(1))
+    objects = re.search(r"^Estimated objects\s*:\s*(\d+)", text, re.M)
+    samples = int(objects.group(1)) if objects else samples
+    # "Total bytes" (alloc) or "Total nanoseconds"-style lines: the first total but samples.
+    weight = int(re.search(r"^Total (?!samples)[^:]*:\s*(\d+)", text, re.M).group(1))
     return samples / duration, weight / duration
 
 results = {}  # (jdk, workload, label) -> list of (ops, base ops, eff, base eff, samples/s)
@@ -206,6 +224,8 @@ for (jdk, workload, label), rows in results.items():
     overheads = [100 * (1 - eff / base) for _, _, eff, base, *_ in rows]
     if workload.startswith("LockThroughput"):
         per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
+    elif label.startswith("asprof"):
+        per_second = "(async-profiler)"
     elif label.startswith("live"):
         # The profile holds what is still alive at its end: a few windows' worth of garbage at most.
         per_second = "(live objects only)"

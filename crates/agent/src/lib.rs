@@ -16,6 +16,7 @@
 //!   profile.
 //! - `walk`: a Java stack walker of jtap's own, reading HotSpot's frames with the offsets the
 //!   VM publishes (`gHotSpotVMStructs`); the alloc and lock engines' stacks.
+//! - `malloc`: hooks on the C allocator of the JVM's libraries (the nativemem engine).
 //! - `heap`: the class histogram (`histogram`), computed with a JVMTI heap walk.
 //! - `trace`: method tracing by class-file instrumentation: the runtime class and its native
 //!   probes, the class-file hook, restoring, and the reporting thread.
@@ -35,6 +36,7 @@ mod entry;
 mod gate;
 mod heap;
 mod libjvm;
+mod malloc;
 mod push;
 mod rotation;
 mod sampling;

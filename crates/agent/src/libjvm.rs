@@ -54,6 +54,12 @@ pub fn exported(vm: Vm, name: &CStr) -> Result<usize, String> {
     Ok(address)
 }
 
+/// The address in this process of `name` (mangled), a variable of the `libjvm.so` that runs
+/// `vm`, or why it cannot be found.
+pub fn local_variable(vm: Vm, name: &str) -> Result<usize, String> {
+    local_symbol(vm, name, SymbolKind::Variable)
+}
+
 /// A C++ `bool` variable of the `libjvm.so` that runs the JVM.
 #[derive(Clone, Copy, Debug)]
 pub struct Flag(usize);

@@ -1,8 +1,9 @@
 //! The agent's top-level modules form layers, and references point down only:
 //!
 //! 0. FFI: `thread`, `libjvm`, `gate`, `log`, and `entry` (the FFI boundary);
-//! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), and for
-//!    continuous profiling `rotation` (the period clock) and `push` (delivery to a server);
+//! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `malloc`
+//!    (allocator hooks), and for continuous profiling `rotation` (the period clock) and `push`
+//!    (delivery to a server);
 //! 2. engines: `engine`;
 //! 3. commands: `agent`, `session`, `channel`.
 //!
@@ -28,6 +29,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("trace", 1),
     ("heap", 1),
     ("walk", 1),
+    ("malloc", 1),
     ("rotation", 1),
     ("push", 1),
     ("engine", 2),

@@ -8,7 +8,9 @@
 //! - start-up `-agentpath:…=start,event=alloc,file=sites.txt`: the report at the JVM's exit;
 //! - `jtap sites --exact`: exact object counts per site, VM-made objects (`clone`,
 //!   `Array.newInstance`) included; under a GC storm it ends and restores;
-//! - `jtap profile -e lock`: the one contended monitor comes out on top.
+//! - `jtap profile -e lock`: the one contended monitor comes out on top;
+//! - `--walker check`: jtap's own stack walker gives the alloc and lock engines the stacks
+//!   JVMTI gives, frame for frame, under every shape of stack the `StackShapes` workload has.
 
 mod common;
 
@@ -758,5 +760,86 @@ fn alloc_profiling_through_a_1g_heap_with_many_gcs_stays_bounded() {
             "JDK {}: {status}",
             jdk.version
         );
+    }
+}
+
+/// The counts of an engine's `stacks:` line in the agent's log: (walked by jtap, compared,
+/// differed).
+fn walker_counts(log: &str, engine: &str) -> Option<(u64, u64, u64)> {
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("] {engine}: stacks: ")))?;
+    let number_before = |word: &str| -> Option<u64> {
+        let before = &line[..line.find(word)?];
+        before.split_whitespace().last()?.parse().ok()
+    };
+    Some((
+        number_before(" by jtap's walker")?,
+        number_before(" compared with JVMTI")?,
+        number_before(" differed")?,
+    ))
+}
+
+#[test]
+fn the_stack_walker_agrees_with_jvmti_frame_for_frame() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.StackShapes")
+            .jvm_arg("-XX:CompileCommand=quiet")
+            .jvm_arg("-XX:CompileCommand=exclude,workloads.StackShapes::interpreted")
+            .start();
+        let pid = jvm.pid().to_string();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        jtap(["load", &pid, &format!("log={}", log.path().display())]).ok();
+        // Interpreted at first, compiled (and inlined) later: both are compared.
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "alloc,lock",
+            "--alloc-interval",
+            "16k",
+            "--lock-threshold",
+            "0",
+            "--walker",
+            "check",
+            "-d",
+            "6",
+            "--format",
+            "collapsed",
+        ])
+        .ok();
+        let stacks = collapsed(&out);
+        for method in [
+            "StackShapes.plain",
+            "StackShapes.interpreted",
+            "StackShapes.deep",
+            "StackShapes.reflected",
+            "StackShapes.locked",
+        ] {
+            assert!(
+                stacks
+                    .iter()
+                    .any(|(f, _)| f.iter().any(|x| x.contains(method))),
+                "JDK {}: no stack through {method}: {out}",
+                jdk.version
+            );
+        }
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        for (engine, least) in [("alloc", 500), ("lock", 10)] {
+            let (walked, compared, differed) = walker_counts(&text, engine)
+                .unwrap_or_else(|| panic!("JDK {}: no {engine} stacks line: {text}", jdk.version));
+            eprintln!(
+                "JDK {}: {engine}: {walked} walked, {compared} compared, {differed} differed",
+                jdk.version
+            );
+            assert_eq!(differed, 0, "JDK {}: {engine}: {text}", jdk.version);
+            assert!(
+                compared >= least && walked == compared,
+                "JDK {}: {engine}: only {walked} of {compared} stacks walked: {text}",
+                jdk.version
+            );
+        }
+        assert_eq!(jvm.stdout.text(), "READY\n", "JDK {}", jdk.version);
     }
 }

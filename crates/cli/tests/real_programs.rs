@@ -213,8 +213,8 @@ const CHECKS: &[Check] = &[
         run: |p, dir| profile_engine(p, dir, "wall"),
     },
     Check {
-        name: "profile -e alloc -d 4s",
-        run: |p, dir| profile_engine(p, dir, "alloc"),
+        name: "profile -e alloc --walker check -d 4s: jtap's stacks are JVMTI's",
+        run: profile_alloc_walker,
     },
     Check {
         name: "profile -e lock -d 4s",
@@ -586,6 +586,58 @@ fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
             stacks.len()
         );
     }
+}
+
+/// An allocation profile whose every stack is taken by jtap's walker and by JVMTI: none may
+/// differ (the agent's log counts them).
+fn profile_alloc_walker(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let log = dir.join("agent.log");
+    let log_option = format!("log={}", log.display());
+    jtap_within(
+        &["load", &pid, &log_option],
+        dir,
+        Duration::from_secs(20),
+        None,
+    )
+    .assert_ok();
+    jtap_within(
+        &[
+            "profile",
+            &pid,
+            "-e",
+            "alloc",
+            "--walker",
+            "check",
+            "-d",
+            "4s",
+            "-o",
+            "alloc.collapsed",
+        ],
+        dir,
+        Duration::from_secs(24),
+        None,
+    )
+    .assert_ok();
+    let stacks = collapsed_stacks(&dir.join("alloc.collapsed"));
+    assert!(
+        stacks
+            .iter()
+            .any(|(f, _)| f.iter().any(|f| f.starts_with(p.program.classes))),
+        "no {} frame in {} stacks",
+        p.program.classes,
+        stacks.len()
+    );
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.contains("alloc: stacks: "))
+        .unwrap_or_else(|| panic!("no stacks line in the agent's log: {text}"));
+    eprintln!("{line}");
+    assert!(
+        line.contains(" 0 differed") && !line.contains(": 0 by jtap's walker"),
+        "{text}"
+    );
 }
 
 fn profile_interrupted(p: &mut Running, dir: &Path) {

@@ -232,7 +232,7 @@ impl Metadata {
     /// allocations, time waited for locks, samples for the time-based engines.
     pub fn default_counter(&self) -> Counter {
         match self.event.as_str() {
-            "alloc" | "live" | "lock" => Counter::Total,
+            "alloc" | "live" | "lock" | "nativemem" | "nativemem-live" => Counter::Total,
             _ => Counter::Samples,
         }
     }
@@ -245,6 +245,7 @@ impl Metadata {
             (Counter::Total, _) => &self.weight_unit,
             (Counter::Events, "alloc" | "live") => "objects",
             (Counter::Events, "lock") => "waits",
+            (Counter::Events, "nativemem" | "nativemem-live") => "allocations",
             (Counter::Events, _) => "samples",
         }
     }

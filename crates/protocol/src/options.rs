@@ -93,11 +93,14 @@ pub enum Event {
     Gc,
     /// Method tracing by class-file instrumentation (`trace=` holds the plan).
     Trace,
+    /// Native memory: `malloc` and friends of the JVM's libraries and JNI code, sampled by
+    /// bytes, weighted by bytes (`live`: only what was not freed).
+    NativeMem,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 8] = [
+    pub const ALL: [Event; 9] = [
         Event::Cpu,
         Event::Itimer,
         Event::Ctimer,
@@ -106,6 +109,7 @@ impl Event {
         Event::Lock,
         Event::Gc,
         Event::Trace,
+        Event::NativeMem,
     ];
 
     /// The event's name in option strings.
@@ -119,6 +123,7 @@ impl Event {
             Event::Lock => "lock",
             Event::Gc => "gc",
             Event::Trace => "trace",
+            Event::NativeMem => "nativemem",
         }
     }
 
@@ -269,6 +274,9 @@ pub struct Options {
     /// `alloc[=<bytes>]`: record allocations too (beside `event=`), with this mean interval
     /// between samples when given.
     pub alloc: Option<Option<u64>>,
+    /// `nativemem[=<bytes>]`: record native memory allocations too, with this mean interval
+    /// between samples when given (0: every allocation).
+    pub nativemem: Option<Option<u64>>,
     /// `lock[=<duration>]`: record contended locks too, waits of at least this long when
     /// given.
     pub lock: Option<Option<Duration>>,
@@ -404,9 +412,10 @@ pub struct Key {
 
 /// Every key, in the order help lists them.
 pub const KEYS: &[Key] = &[
-    Key { name: "event", takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace"), goes_with: GoesWith::StartStopDump, help: "what start records (alloc, lock and wall add theirs); stop and dump: that event's recording" },
+    Key { name: "event", takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem"), goes_with: GoesWith::StartStopDump, help: "what start records (alloc, lock, wall and nativemem add theirs); stop and dump: that event's recording" },
     Key { name: "interval", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "sampling interval of the CPU event, or of wall alone (default 10ms; wall: 50ms)" },
     Key { name: "alloc", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record allocations too, one sample every this many bytes on average (default 512k; suffixes k, m, g)" },
+    Key { name: "nativemem", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record native memory allocations too (malloc & co. of the JVM's libraries and JNI code), one sample every this many bytes on average (default 512k; 0: every one)" },
     Key { name: "lock", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "record contended locks too, waits of at least this long (default 10us)" },
     Key { name: "wall", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "sample wall-clock time too, at this interval (default 50ms)" },
     Key { name: "loop", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "continuous profiling: every this long, write the results to a new file= (%t time, %p pid, %n sequence) and start afresh" },
@@ -528,7 +537,6 @@ impl Options {
         let one_event = [
             ("sites", self.sites, Event::Alloc),
             ("exact", self.exact, Event::Alloc),
-            ("live", self.live, Event::Alloc),
             ("allthreads", self.allthreads, Event::Wall),
             ("trace=", self.trace.is_some(), Event::Trace),
         ];
@@ -537,6 +545,9 @@ impl Options {
             .find(|&(_, given, event)| given && !events.contains(&event))
         {
             return Err(ParseError::WrongEvent(key, event.name()));
+        }
+        if self.live && !events.contains(&Event::Alloc) && !events.contains(&Event::NativeMem) {
+            return Err(ParseError::WrongEvent("live", "alloc or nativemem"));
         }
         if self.interval.is_some() && !self.event.is_some_and(Event::is_time_sampling) {
             return Err(ParseError::WrongEvent(
@@ -576,13 +587,15 @@ impl Options {
         Ok(())
     }
 
-    /// The events `start` records: `event=` first, then those `alloc`, `lock` and `wall` add.
+    /// The events `start` records: `event=` first, then those `alloc`, `lock`, `wall` and
+    /// `nativemem` add.
     pub fn events(&self) -> Vec<Event> {
         let mut events: Vec<Event> = self.event.into_iter().collect();
         let extra = [
             (self.alloc.is_some(), Event::Alloc),
             (self.lock.is_some(), Event::Lock),
             (self.wall.is_some(), Event::Wall),
+            (self.nativemem.is_some(), Event::NativeMem),
         ];
         for (given, event) in extra {
             if given && !events.contains(&event) {
@@ -648,6 +661,7 @@ impl Options {
         let Some(value) = value else {
             let flag = match name {
                 "alloc" => return put(&mut self.alloc, None),
+                "nativemem" => return put(&mut self.nativemem, None),
                 "lock" => return put(&mut self.lock, None),
                 "wall" => return put(&mut self.wall, None),
                 "debug" => &mut self.debug,
@@ -695,6 +709,14 @@ impl Options {
                 put(&mut self.keep, keep)
             }
             "alloc" => put(&mut self.alloc, Some(parse_bytes(name, value)?)),
+            "nativemem" => {
+                let bytes = if value == "0" {
+                    0
+                } else {
+                    parse_bytes(name, value)?
+                };
+                put(&mut self.nativemem, Some(bytes))
+            }
             "lock" => put(&mut self.lock, Some(parse_duration(name, value)?)),
             "wall" => put(&mut self.wall, Some(parse_duration(name, value)?)),
             "trace" => {
@@ -819,6 +841,12 @@ impl fmt::Display for Options {
         match self.alloc {
             Some(Some(bytes)) => items.push(format!("alloc={}", format_bytes(bytes))),
             Some(None) => items.push("alloc".into()),
+            None => {}
+        }
+        match self.nativemem {
+            Some(Some(0)) => items.push("nativemem=0".into()),
+            Some(Some(bytes)) => items.push(format!("nativemem={}", format_bytes(bytes))),
+            Some(None) => items.push("nativemem".into()),
             None => {}
         }
         for (key, setting) in [("lock", self.lock), ("wall", self.wall)] {

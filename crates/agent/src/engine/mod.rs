@@ -31,6 +31,7 @@ mod ctimer;
 pub mod gc;
 mod itimer;
 mod lock;
+mod nativemem;
 mod trace;
 mod wall;
 
@@ -184,6 +185,8 @@ pub enum Resource {
     GcPauses,
     /// The class-file transformer and the probe runtime.
     Instrumentation,
+    /// The hooks on the C allocator and the native allocation table.
+    AllocatorHooks,
 }
 
 /// One row of [`ENGINES`].
@@ -197,7 +200,7 @@ pub struct Registration {
 }
 
 /// Every engine, by event.
-pub const ENGINES: [Registration; 8] = [
+pub const ENGINES: [Registration; 9] = [
     Registration {
         event: Event::Cpu,
         create: || Box::new(cpu::CpuEngine::default()),
@@ -237,6 +240,11 @@ pub const ENGINES: [Registration; 8] = [
         event: Event::Trace,
         create: || Box::new(trace::TraceEngine::default()),
         holds: &[Resource::Instrumentation],
+    },
+    Registration {
+        event: Event::NativeMem,
+        create: || Box::new(nativemem::NativeMemEngine::default()),
+        holds: &[Resource::AllocatorHooks],
     },
 ];
 

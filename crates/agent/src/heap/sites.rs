@@ -50,6 +50,12 @@ pub const MAX_LIVE_EXACT: usize = 1 << 21;
 /// bytecode index, -1 for a native method).
 pub type RawFrame = (usize, i64);
 
+/// The shard of the live table holding `tag`: tags are counters (alloc) or block addresses
+/// (nativemem, whose low bits are all zero), so the bits are mixed first.
+fn live_shard(tag: i64) -> usize {
+    ((tag as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+}
+
 /// Where something happened: the class (JVM signature) and the stack, top frame first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SiteKey {
@@ -360,16 +366,13 @@ impl SiteTable {
                 count,
                 weight,
             };
-            lock(&self.live[tag as usize % SHARDS]).insert(tag, live);
+            lock(&self.live[live_shard(tag)]).insert(tag, live);
         }
     }
 
     /// ObjectFree: the object with `tag` is gone.
     pub fn freed(&self, tag: i64) {
-        if lock(&self.live[tag as usize % SHARDS])
-            .remove(&tag)
-            .is_some()
-        {
+        if lock(&self.live[live_shard(tag)]).remove(&tag).is_some() {
             self.live_objects.fetch_sub(1, Ordering::SeqCst);
         }
     }

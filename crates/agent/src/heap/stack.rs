@@ -9,7 +9,6 @@
 //! goes back to JVMTI for good, saying so in the log. `walker=check` compares every stack.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::OnceLock;
 
 use jtap_jvmti::{sys, Env};
 use jtap_profile::Frame;
@@ -19,15 +18,13 @@ use crate::heap::sites::RawFrame;
 use crate::sampling::asgct::{CallFrame, NATIVE_BCI};
 use crate::sampling::methods::Resolver;
 use crate::thread::Vm;
-use crate::walk::{Stop, Walker};
+use crate::walk::{self, Stop};
 
 /// Frames a callback takes into a buffer on its own stack; deeper requests use the heap.
 const ON_STACK: usize = 128;
 /// Stacks of the walker compared with JVMTI's before it is trusted alone.
 const VERIFIED_WALKS: u32 = 64;
 
-/// The walker of this VM, or why there is none (resolved at the first engine start).
-static WALKER: OnceLock<Result<Walker, String>> = OnceLock::new();
 /// How stacks are taken now: one of the `MODE_*`.
 static MODE: AtomicU8 = AtomicU8::new(MODE_JVMTI);
 const MODE_JVMTI: u8 = 0;
@@ -61,10 +58,10 @@ pub fn choose(vm: Vm, env: &Env, choice: JavaStacks) -> Option<String> {
         MODE.store(MODE_JVMTI, Ordering::SeqCst);
         return None;
     }
-    let walker = WALKER.get_or_init(|| {
-        let version = env.version_number().map_err(|e| e.to_string())?;
-        Walker::resolve(vm, version)
-    });
+    let walker = match env.version_number() {
+        Ok(version) => walk::walker(vm, version),
+        Err(_) => Err("JVMTI has no version number"),
+    };
     match walker {
         Ok(_) if choice == JavaStacks::Vm && DISTRUSTED.load(Ordering::SeqCst) => {
             MODE.store(MODE_JVMTI, Ordering::SeqCst);
@@ -119,7 +116,7 @@ pub fn with_current<R>(
 ) -> R {
     let mode = MODE.load(Ordering::Relaxed);
     if mode != MODE_JVMTI && depth <= ON_STACK && !jni.is_null() {
-        if let Some(Ok(walker)) = WALKER.get() {
+        if let Some(walker) = walk::resolved() {
             let mut walked = [(0usize, 0i64); ON_STACK];
             // SAFETY: (caller) `jni` is this thread's JNIEnv inside a callback or native
             // method.

@@ -41,7 +41,7 @@ mod buffer;
 mod code;
 pub(crate) mod jvm;
 pub(crate) mod methods;
-mod native;
+pub(crate) mod native;
 pub mod perf;
 mod recover;
 pub mod signal;

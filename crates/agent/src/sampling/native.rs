@@ -209,6 +209,11 @@ impl Symbolizer {
         frames
     }
 
+    /// The frame of the call that `return_address` returns from, if it lies in a mapped file.
+    pub fn return_address_frame(&mut self, return_address: u64) -> Option<Frame> {
+        self.user_frame(return_address.saturating_sub(1))
+    }
+
     fn user_frame(&mut self, address: u64) -> Option<Frame> {
         if let Some(frame) = self.user_cache.get(&address) {
             return frame.clone();

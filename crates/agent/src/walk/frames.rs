@@ -11,6 +11,8 @@
 //!   same way.
 //! - The call stub (a Java call from the VM or native code) holds the `JavaCallWrapper`, whose
 //!   anchor is the caller's last Java frame: the walk goes on from there.
+//! - A frame returning into a continuation's entry (`Continuation.enterSpecial`, JDK 21+) is a
+//!   virtual thread's bottom frame: the walk ends there, as JVMTI's stacks of virtual threads do.
 //!
 //! Only the walking thread's own stack is walked, at a point where HotSpot keeps it walkable (a
 //! JVMTI event callback or a native method): its frames and their code cannot go away during
@@ -42,11 +44,13 @@ pub enum Stop {
     Inconsistent,
     /// More frames than any real stack has.
     TooDeep,
+    /// The thread is in Java code or between states, where its frames may be half-built.
+    NotWalkable,
 }
 
 impl Stop {
     /// Every reason, in declaration order (`stop as usize` indexes it).
-    pub const ALL: [Stop; 7] = [
+    pub const ALL: [Stop; 8] = [
         Stop::OffStack,
         Stop::UnknownCode,
         Stop::Frameless,
@@ -54,6 +58,7 @@ impl Stop {
         Stop::NoMethodId,
         Stop::Inconsistent,
         Stop::TooDeep,
+        Stop::NotWalkable,
     ];
     /// How many reasons there are.
     pub const COUNT: usize = Stop::ALL.len();
@@ -68,6 +73,7 @@ impl Stop {
             Stop::NoMethodId => "no jmethodID yet",
             Stop::Inconsistent => "inconsistent",
             Stop::TooDeep => "too deep",
+            Stop::NotWalkable => "thread not walkable",
         }
     }
 }
@@ -110,6 +116,11 @@ impl<'a> Walk<'a> {
         if high < LOWEST || size == 0 || size > high {
             return Err(Stop::Inconsistent);
         }
+        // SAFETY: as above.
+        let state = unsafe { read::<i32>(thread + layout.thread_state) };
+        if !layout.walkable_states.contains(&state) {
+            return Err(Stop::NotWalkable);
+        }
         Ok(Walk {
             layout,
             stack_low: high - size,
@@ -146,9 +157,16 @@ impl<'a> Walk<'a> {
         } else {
             0..0
         };
+        // SAFETY: a static variable of the loaded libjvm.so.
+        let continuation_return = layout
+            .continuation_return
+            .map(|variable| unsafe { read::<usize>(variable) })
+            .filter(|&pc| pc != 0);
         let mut count = 0;
         for _ in 0..MAX_STEPS {
-            if count == out.len() {
+            if count == out.len() || Some(at.pc) == continuation_return {
+                // Full, or at the entry of a continuation: a virtual thread's stack ends there
+                // (what follows is its carrier's).
                 return Ok(count);
             }
             if interpreter.contains(&at.pc) {

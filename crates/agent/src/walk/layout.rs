@@ -66,8 +66,9 @@ pub enum DebugInfo {
 /// Every offset the walker uses.
 #[derive(Debug, Clone)]
 pub struct Layout {
-    /// `JavaThread::_anchor`, `_stack_base`, `_stack_size`.
+    /// `JavaThread::_anchor`, `_stack_base`, `_stack_size`, `_thread_state`.
     pub thread_anchor: usize,
+    pub thread_state: usize,
     pub thread_stack_base: usize,
     pub thread_stack_size: usize,
     /// `JavaFrameAnchor::_last_Java_sp`, `_last_Java_pc`, `_last_Java_fp`.
@@ -81,6 +82,9 @@ pub struct Layout {
     /// Address of the static `CodeCache::_heaps` (a `GrowableArray<CodeHeap*>*`), and the
     /// array's `_len` and `_data`.
     pub code_heaps: usize,
+    /// Addresses of the statics `CodeCache::_low_bound` and `_high_bound`.
+    pub code_low: usize,
+    pub code_high: usize,
     pub array_len: usize,
     pub array_data: usize,
     /// `CodeHeap::_memory` and `_segmap` (VirtualSpaces), `_log2_segment_size`.
@@ -100,6 +104,9 @@ pub struct Layout {
     /// `nmethod::_method` (or `CompiledMethod::_method`), and its debug information.
     pub nmethod_method: usize,
     pub debug: DebugInfo,
+    /// Thread states in which a thread's last Java frame is recorded and its frames whole
+    /// (in native code, in the VM, blocked); in Java code or in transition the walk refuses.
+    pub walkable_states: [i32; 3],
     /// Compressed debug streams exclude the zero byte (UNSIGNED5, JDK 20+).
     pub unsigned5: bool,
     /// Address of the static `AbstractInterpreter::_code` (a `StubQueue*`), and the queue's
@@ -119,6 +126,10 @@ pub struct Layout {
     /// `ConstantPool::_pool_holder`, `InstanceKlass::_methods_jmethod_ids`.
     pub pool_holder: usize,
     pub jmethod_ids: usize,
+    /// Address of the static `ContinuationEntry::_return_pc` (JDK 21+): a virtual thread's
+    /// frames end where a frame returns there (set by [`super::Walker::resolve`] from the
+    /// symbol table where the VM's tables lack it).
+    pub continuation_return: Option<usize>,
 }
 
 impl Layout {
@@ -166,6 +177,9 @@ impl Layout {
         let array = ["GrowableArrayBase", "GenericGrowableArray"];
         Ok(Layout {
             thread_anchor: s.offset(&["JavaThread"], "_anchor")?,
+            thread_state: s.offset(&["JavaThread"], "_thread_state")?,
+            walkable_states: ["_thread_in_native", "_thread_in_vm", "_thread_blocked"]
+                .map(|state| s.constant(state).unwrap_or(-1) as i32),
             thread_stack_base: s.offset(&["JavaThread", "Thread"], "_stack_base")?,
             thread_stack_size: s.offset(&["JavaThread", "Thread"], "_stack_size")?,
             anchor_sp: s.offset(&["JavaFrameAnchor"], "_last_Java_sp")?,
@@ -176,6 +190,8 @@ impl Layout {
                 .constant("frame::entry_frame_call_wrapper_offset")
                 .unwrap_or(-6) as isize,
             code_heaps: s.address("CodeCache", "_heaps")?,
+            code_low: s.address("CodeCache", "_low_bound")?,
+            code_high: s.address("CodeCache", "_high_bound")?,
             array_len: s.offset(&array, "_len")?,
             array_data: s.offset(&["GrowableArray<int>"], "_data")?,
             heap_memory: s.offset(&["CodeHeap"], "_memory")?,
@@ -202,6 +218,7 @@ impl Layout {
             const_method_size: s.size("ConstMethod")?,
             pool_holder: s.offset(&["ConstantPool"], "_pool_holder")?,
             jmethod_ids: s.offset(&["InstanceKlass"], "_methods_jmethod_ids")?,
+            continuation_return: s.address("ContinuationEntry", "_return_pc").ok(),
         })
     }
 }

@@ -14,6 +14,9 @@ mod frames;
 mod layout;
 mod structs;
 
+use std::ops::Range;
+use std::sync::OnceLock;
+
 use jtap_jvmti::sys;
 
 pub use frames::Stop;
@@ -27,6 +30,23 @@ use structs::VmStructs;
 /// bytecode index, -1 for a native method).
 pub type Frame = (usize, i64);
 
+/// The walker of this VM, or why there is none (resolved at the first use).
+static WALKER: OnceLock<Result<Walker, String>> = OnceLock::new();
+
+/// The walker of this VM, resolved on first use (on a thread attached to the VM; `version`
+/// is JVMTI's version number), or why this VM cannot be walked.
+pub fn walker(vm: Vm, jvmti_version: u32) -> Result<&'static Walker, &'static str> {
+    WALKER
+        .get_or_init(|| Walker::resolve(vm, jvmti_version))
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+/// The walker, if it was resolved and can walk this VM.
+pub fn resolved() -> Option<&'static Walker> {
+    WALKER.get().and_then(|w| w.as_ref().ok())
+}
+
 /// The walker of one running VM.
 pub struct Walker {
     layout: Layout,
@@ -35,14 +55,30 @@ pub struct Walker {
 }
 
 impl Walker {
+    /// Where JIT-compiled code, the interpreter and stubs live (the code cache).
+    pub fn code_range(&self) -> Range<usize> {
+        // SAFETY: static variables of the loaded libjvm.so, set at VM start.
+        unsafe {
+            let low = *(self.layout.code_low as *const usize);
+            let high = *(self.layout.code_high as *const usize);
+            low..high
+        }
+    }
+
     /// Reads the structure tables of the VM whose JVMTI version is `jvmti_version`, on a
     /// thread attached to it (which measures where a thread's `JNIEnv` lies in its
     /// `JavaThread`), or says why this VM cannot be walked.
-    pub fn resolve(vm: Vm, jvmti_version: u32) -> Result<Walker, String> {
+    fn resolve(vm: Vm, jvmti_version: u32) -> Result<Walker, String> {
         let jdk = (jvmti_version >> 16) & 0x0FFF;
         // SAFETY: the symbols are looked up in the JVM's own loaded libjvm.so.
         let structs = unsafe { VmStructs::read(|name| crate::libjvm::exported(vm, name))? };
-        let layout = Layout::resolve(&structs, jdk)?;
+        let mut layout = Layout::resolve(&structs, jdk)?;
+        if jdk >= 21 && layout.continuation_return.is_none() {
+            layout.continuation_return = Some(crate::libjvm::local_variable(
+                vm,
+                "_ZN17ContinuationEntry10_return_pcE",
+            )?);
+        }
         let thread_size = structs.size("JavaThread")?;
         let env_offset = env_offset(vm)?;
         if env_offset == 0 || env_offset >= thread_size {

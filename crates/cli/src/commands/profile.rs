@@ -136,6 +136,8 @@ struct SamplingArgs {
     timeline: bool,
     #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
+    #[arg(long, help = help_of("nativemem"), visible_alias = "nativemem", value_name = "BYTES", value_parser = parse_nativemem_interval)]
+    nativemem_interval: Option<u64>,
     #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
     exact: bool,
     #[arg(long, help = help_of("live"))]
@@ -232,7 +234,7 @@ fn parse_label(text: &str) -> Result<String, String> {
 
 /// The events `jtap profile` samples.
 fn profiled(event: &Event) -> bool {
-    event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock)
+    event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock | Event::NativeMem)
 }
 
 fn parse_event(text: &str) -> Result<Event, String> {
@@ -275,6 +277,15 @@ pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
         .alloc
         .flatten()
         .ok_or_else(|| format!("bad allocation interval {text}"))
+}
+
+fn parse_nativemem_interval(text: &str) -> Result<u64, String> {
+    let options = Options::parse(&format!("start,event=nativemem,nativemem={text}"))
+        .map_err(|e| e.to_string())?;
+    options
+        .nativemem
+        .flatten()
+        .ok_or_else(|| format!("bad native allocation interval {text}"))
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -410,6 +421,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         (args.wall.is_some(), Event::Wall),
         (args.alloc_interval.is_some(), Event::Alloc),
         (args.lock_threshold.is_some(), Event::Lock),
+        (args.nativemem_interval.is_some(), Event::NativeMem),
     ] {
         if given && !events.contains(&event) {
             events.push(event);
@@ -459,6 +471,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         live: args.live,
         lock: added(Event::Lock, main, &events, args.lock_threshold),
         wall: added(Event::Wall, main, &events, args.wall),
+        nativemem: added(Event::NativeMem, main, &events, args.nativemem_interval),
         ..Options::default()
     })
 }

@@ -96,6 +96,14 @@ fn sample_types(event: &str, weight_unit: &str) -> [(&'static str, String); 2] {
             ("delay", "nanoseconds".into()),
         ],
         "wall" => [("samples", "count".into()), ("wall", "nanoseconds".into())],
+        "nativemem" => [
+            ("malloc_count", "count".into()),
+            ("malloc_space", "bytes".into()),
+        ],
+        "nativemem-live" => [
+            ("inuse_count", "count".into()),
+            ("inuse_space", "bytes".into()),
+        ],
         _ => [
             ("samples", "count".into()),
             ("cpu", weight_unit.to_string()),
