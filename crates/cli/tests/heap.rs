@@ -800,7 +800,7 @@ fn the_stack_walker_agrees_with_jvmti_frame_for_frame() {
             "--alloc-interval",
             "16k",
             "--lock-threshold",
-            "0",
+            "1us",
             "--walker",
             "check",
             "-d",

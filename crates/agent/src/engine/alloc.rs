@@ -71,6 +71,8 @@ pub const DEFAULT_DEPTH: usize = 64;
 const SITES_SHOWN: usize = 100;
 
 static GATE: Gate = Gate::new();
+/// How this engine's stacks were taken.
+static STACKS: stack::Stats = stack::Stats::new();
 static TRACK_LIVE: AtomicBool = AtomicBool::new(false);
 static DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_DEPTH);
 /// The mean interval, as f64 bits (read by callbacks); 0 when every allocation is recorded.
@@ -154,7 +156,12 @@ impl Engine for AllocEngine {
             capabilities.push("can_generate_object_free_events");
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
-        stack::choose(context.vm, &own.env(), options.walker.unwrap_or_default());
+        stack::choose(
+            context.vm,
+            &own.env(),
+            options.walker.unwrap_or_default(),
+            &STACKS,
+        );
         table().clear();
         let timeline = options.keeps_timeline();
         if timeline {
@@ -246,7 +253,6 @@ impl Engine for AllocEngine {
             restored.summary()
         });
         run.own.disable();
-        log!("alloc: {}", stack::summary());
         if run.live {
             settle_frees();
         }
@@ -258,6 +264,8 @@ impl Engine for AllocEngine {
         }
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
         run.own.retire(&GATE, "alloc");
+        // After the callbacks in flight have left.
+        log!("alloc: {}", STACKS.summary());
         table().clear();
         report
     }
@@ -413,7 +421,7 @@ fn record(
         f64::from_bits(INTERVAL_BITS.load(Ordering::Relaxed)),
     );
     let depth = DEPTH.load(Ordering::Relaxed) + skip;
-    stack::with_current(env, jni, depth, |frames| {
+    stack::with_current(env, jni, depth, &STACKS, |frames| {
         let tag = if TRACK_LIVE.load(Ordering::Relaxed) {
             tag_object(env, object)
         } else {

@@ -44,6 +44,8 @@ pub const DEFAULT_THRESHOLD: Duration = Duration::from_micros(10);
 const DEFAULT_DEPTH: usize = 64;
 
 static GATE: Gate = Gate::new();
+/// How this engine's stacks were taken.
+static STACKS: stack::Stats = stack::Stats::new();
 static THRESHOLD_NS: AtomicU64 = AtomicU64::new(0);
 /// When the running engine started ([`now_ns`]): a wait that began before it (in an
 /// earlier run, whose MonitorContendedEnter left the thread's start behind) is not its own.
@@ -144,7 +146,12 @@ impl Engine for LockEngine {
             context.vm,
             &["can_generate_monitor_events", "can_get_line_numbers"],
         )?;
-        stack::choose(context.vm, &own.env(), options.walker.unwrap_or_default());
+        stack::choose(
+            context.vm,
+            &own.env(),
+            options.walker.unwrap_or_default(),
+            &STACKS,
+        );
         epoch();
         table().clear();
         let timeline = options.keeps_timeline();
@@ -215,13 +222,14 @@ impl Engine for LockEngine {
             return Report::Text("lock: not running".into());
         };
         run.own.disable();
-        log!("lock: {}", stack::summary());
         let parks = parks().take();
         if let Some(Parks::Tracked) = parks {
             park::stop(run.vm);
         }
         let report = run.report(engine_name(parks.as_ref()));
         run.own.retire(&GATE, "lock");
+        // After the callbacks in flight have left.
+        log!("lock: {}", STACKS.summary());
         table().clear();
         report
     }
@@ -309,7 +317,7 @@ unsafe extern "C" fn on_contended_entered(
 /// thread's stack (`jni` its JNIEnv, in a callback or native method). Call inside the gate.
 fn record_wait(env: &Env, jni: *mut sys::JNIEnv, class: &str, waited: u64) {
     let class = table().intern(class);
-    stack::with_current(env, jni, DEPTH.load(Ordering::Relaxed), |frames| {
+    stack::with_current(env, jni, DEPTH.load(Ordering::Relaxed), &STACKS, |frames| {
         table().record(class, frames, 1.0, waited as f64, None)
     });
 }

@@ -34,26 +34,13 @@ const MODE_CHECK: u8 = 2;
 static UNVERIFIED: AtomicU32 = AtomicU32::new(VERIFIED_WALKS);
 /// The walker once differed from JVMTI outside `check`: it is not used again.
 static DISTRUSTED: AtomicBool = AtomicBool::new(false);
-/// Stacks the walker gave, stacks JVMTI gave after the walker stopped, stacks compared, and
-/// stacks that differed.
-static WALKED: AtomicU64 = AtomicU64::new(0);
-static FELL_BACK: AtomicU64 = AtomicU64::new(0);
-static COMPARED: AtomicU64 = AtomicU64::new(0);
-static DIFFERED: AtomicU64 = AtomicU64::new(0);
-/// Why walks stopped, by [`Stop`] (as `usize`).
-static STOPS: [AtomicU64; Stop::COUNT] = [const { AtomicU64::new(0) }; Stop::COUNT];
 /// Differences logged in full (the rest are counted).
 const LOGGED_DIFFERENCES: u64 = 5;
 
 /// Chooses how callbacks take stacks from now on, on a thread attached to the VM; a note
 /// when the choice cannot be had (the walker does not know this VM: JVMTI is used).
-pub fn choose(vm: Vm, env: &Env, choice: JavaStacks) -> Option<String> {
-    for counter in [&WALKED, &FELL_BACK, &COMPARED, &DIFFERED]
-        .into_iter()
-        .chain(STOPS.iter())
-    {
-        counter.store(0, Ordering::Relaxed);
-    }
+pub fn choose(vm: Vm, env: &Env, choice: JavaStacks, stats: &Stats) -> Option<String> {
+    stats.reset();
     if choice == JavaStacks::Jvmti {
         MODE.store(MODE_JVMTI, Ordering::SeqCst);
         return None;
@@ -84,25 +71,65 @@ pub fn choose(vm: Vm, env: &Env, choice: JavaStacks) -> Option<String> {
     }
 }
 
-/// How stacks were taken since [`choose`], for the log.
-pub fn summary() -> String {
-    let stops: Vec<String> = Stop::ALL
-        .iter()
-        .zip(&STOPS)
-        .filter_map(|(stop, n)| {
-            let n = n.load(Ordering::Relaxed);
-            (n > 0).then(|| format!("{} {n}", stop.name()))
-        })
-        .collect();
-    format!(
-        "stacks: {} by jtap's walker, {} by JVMTI where it stopped ({}); {} compared with JVMTI, {} differed{}",
-        WALKED.load(Ordering::Relaxed),
-        FELL_BACK.load(Ordering::Relaxed),
-        if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
-        COMPARED.load(Ordering::Relaxed),
-        DIFFERED.load(Ordering::Relaxed),
-        if MODE.load(Ordering::Relaxed) == MODE_JVMTI { "; JVMTI only now" } else { "" },
-    )
+/// How one engine's stacks were taken since [`choose`].
+pub struct Stats {
+    /// Stacks the walker gave.
+    walked: AtomicU64,
+    /// Stacks JVMTI gave because the walker stopped.
+    fell_back: AtomicU64,
+    /// Stacks taken both ways, and those that differed.
+    compared: AtomicU64,
+    differed: AtomicU64,
+    /// Why walks stopped, by [`Stop`] (as `usize`).
+    stops: [AtomicU64; Stop::COUNT],
+}
+
+impl Stats {
+    /// All zero.
+    pub const fn new() -> Stats {
+        Stats {
+            walked: AtomicU64::new(0),
+            fell_back: AtomicU64::new(0),
+            compared: AtomicU64::new(0),
+            differed: AtomicU64::new(0),
+            stops: [const { AtomicU64::new(0) }; Stop::COUNT],
+        }
+    }
+
+    fn reset(&self) {
+        for counter in [
+            &self.walked,
+            &self.fell_back,
+            &self.compared,
+            &self.differed,
+        ]
+        .into_iter()
+        .chain(self.stops.iter())
+        {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// One line for the log.
+    pub fn summary(&self) -> String {
+        let stops: Vec<String> = Stop::ALL
+            .iter()
+            .zip(&self.stops)
+            .filter_map(|(stop, n)| {
+                let n = n.load(Ordering::Relaxed);
+                (n > 0).then(|| format!("{} {n}", stop.name()))
+            })
+            .collect();
+        format!(
+            "stacks: {} by jtap's walker, {} by JVMTI where it stopped ({}); {} compared with JVMTI, {} differed{}",
+            self.walked.load(Ordering::Relaxed),
+            self.fell_back.load(Ordering::Relaxed),
+            if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
+            self.compared.load(Ordering::Relaxed),
+            self.differed.load(Ordering::Relaxed),
+            if MODE.load(Ordering::Relaxed) == MODE_JVMTI { "; JVMTI only now" } else { "" },
+        )
+    }
 }
 
 /// Calls `f` with up to `depth` frames of the calling thread's Java stack, top first (empty if
@@ -112,6 +139,7 @@ pub fn with_current<R>(
     env: &Env,
     jni: *mut sys::JNIEnv,
     depth: usize,
+    stats: &Stats,
     f: impl FnOnce(&[RawFrame]) -> R,
 ) -> R {
     let mode = MODE.load(Ordering::Relaxed);
@@ -131,22 +159,22 @@ pub fn with_current<R>(
                                 })
                                 .is_ok());
                     if !verify {
-                        WALKED.fetch_add(1, Ordering::Relaxed);
+                        stats.walked.fetch_add(1, Ordering::Relaxed);
                         return f(walked);
                     }
                     return with_jvmti(env, depth, |frames| {
-                        COMPARED.fetch_add(1, Ordering::Relaxed);
+                        stats.compared.fetch_add(1, Ordering::Relaxed);
                         if frames == walked {
-                            WALKED.fetch_add(1, Ordering::Relaxed);
+                            stats.walked.fetch_add(1, Ordering::Relaxed);
                         } else {
-                            differed(walked, frames, mode);
+                            differed(walked, frames, mode, stats);
                         }
                         f(frames)
                     });
                 }
                 Err(stop) => {
-                    STOPS[stop as usize].fetch_add(1, Ordering::Relaxed);
-                    FELL_BACK.fetch_add(1, Ordering::Relaxed);
+                    stats.stops[stop as usize].fetch_add(1, Ordering::Relaxed);
+                    stats.fell_back.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -156,8 +184,8 @@ pub fn with_current<R>(
 
 /// The walker's stack differs from JVMTI's: logged (the first few), and outside `check`
 /// the walker is no longer used.
-fn differed(walked: &[RawFrame], jvmti: &[RawFrame], mode: u8) {
-    let n = DIFFERED.fetch_add(1, Ordering::Relaxed);
+fn differed(walked: &[RawFrame], jvmti: &[RawFrame], mode: u8, stats: &Stats) {
+    let n = stats.differed.fetch_add(1, Ordering::Relaxed);
     if mode != MODE_CHECK {
         DISTRUSTED.store(true, Ordering::SeqCst);
         MODE.store(MODE_JVMTI, Ordering::Relaxed);
