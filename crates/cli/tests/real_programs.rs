@@ -221,6 +221,10 @@ const CHECKS: &[Check] = &[
         run: |p, dir| profile_engine(p, dir, "lock"),
     },
     Check {
+        name: "profile -e nativemem --live --nativemem-interval 0 -d 4s",
+        run: profile_nativemem,
+    },
+    Check {
         name: "profile -d 60s, Ctrl-C after 5 s",
         run: profile_interrupted,
     },
@@ -637,6 +641,40 @@ fn profile_alloc_walker(p: &mut Running, dir: &Path) {
     assert!(
         line.contains(" 0 differed") && !line.contains(": 0 by jtap's walker"),
         "{text}"
+    );
+}
+
+/// Every native allocation of the JVM's libraries for 4 s, kept while not freed: the hooks go
+/// in and out of a running program, which keeps working (checked after every check), and
+/// the blocks still allocated at the end are found with their native stacks.
+fn profile_nativemem(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    jtap_within(
+        &[
+            "profile",
+            &pid,
+            "-e",
+            "nativemem",
+            "--live",
+            "--nativemem-interval",
+            "0",
+            "-d",
+            "4s",
+            "-o",
+            "nativemem.collapsed",
+        ],
+        dir,
+        Duration::from_secs(24),
+        None,
+    )
+    .assert_ok();
+    let stacks = collapsed_stacks(&dir.join("nativemem.collapsed"));
+    assert!(
+        stacks
+            .iter()
+            .any(|(f, _)| f.iter().any(|f| f.starts_with("libjvm.so!"))),
+        "no libjvm.so frame among {} live native stacks",
+        stacks.len()
     );
 }
 

@@ -1308,6 +1308,8 @@ mod tests {
                     detach: detach && starts,
                     alluser: alluser && starts,
                     cstack: (alluser && sampled).then_some(NativeStacks::FramePointers),
+                    walker: (detach && has_alloc).then_some(JavaStacks::Check),
+                    nativemem: (lock.is_some() && extras).then_some(Some(4096)),
                     timeline: detach && sampled,
                     rotate: None,
                     keep: None,

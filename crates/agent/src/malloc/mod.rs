@@ -175,7 +175,7 @@ pub fn native_frames(
     while count < out.len() && pc != 0 && !stop.contains(&pc) {
         out[count] = pc as u64;
         count += 1;
-        if fp % 8 != 0 || fp < low || fp + 16 > high {
+        if !fp.is_multiple_of(8) || fp < low || fp + 16 > high {
             break;
         }
         // SAFETY: both words lie on this thread's stack (checked above), which is mapped.

@@ -135,7 +135,7 @@ impl<'a> Walk<'a> {
     pub unsafe fn frames(&self, thread: usize, out: &mut [Frame]) -> Result<usize, Stop> {
         let layout = self.layout;
         // SAFETY: the caller's own JavaThread; its anchor is a field.
-        let Some(mut at) = (unsafe { self.from_anchor(thread + layout.thread_anchor)? }) else {
+        let Some(mut at) = (unsafe { self.anchored(thread + layout.thread_anchor)? }) else {
             return Ok(0);
         };
         // SAFETY: static variables of the loaded libjvm.so.
@@ -190,7 +190,7 @@ impl<'a> Walk<'a> {
                     return Err(Stop::OffStack);
                 }
                 // SAFETY: the JavaCallWrapper lives on this thread's stack (checked).
-                match unsafe { self.from_anchor(wrapper + layout.call_wrapper_anchor)? } {
+                match unsafe { self.anchored(wrapper + layout.call_wrapper_anchor)? } {
                     Some(caller) => at = caller,
                     None => return Ok(count),
                 }
@@ -220,7 +220,7 @@ impl<'a> Walk<'a> {
     }
 
     /// The last Java frame a frame anchor records, or None when it records none.
-    unsafe fn from_anchor(&self, anchor: usize) -> Result<Option<Registers>, Stop> {
+    unsafe fn anchored(&self, anchor: usize) -> Result<Option<Registers>, Stop> {
         let layout = self.layout;
         // SAFETY: the anchor is a field of this thread's JavaThread or of a JavaCallWrapper on
         // its stack (checked by the caller).
@@ -252,7 +252,9 @@ impl<'a> Walk<'a> {
     }
 
     fn on_stack(&self, address: usize) -> bool {
-        address % WORD == 0 && address >= self.stack_low && address + WORD <= self.stack_high
+        address.is_multiple_of(WORD)
+            && address >= self.stack_low
+            && address + WORD <= self.stack_high
     }
 
     /// The word `slot` words from `base`, if it lies on this thread's stack.
@@ -291,29 +293,29 @@ impl<'a> Walk<'a> {
     /// which must point back at it.
     unsafe fn method_id(&self, method: usize) -> Result<usize, Stop> {
         let layout = self.layout;
-        if method < LOWEST || method % WORD != 0 {
+        if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
         // SAFETY: a live Method* (caller); each pointer followed is checked non-null and
         // aligned first; the cache's first word is its length.
         unsafe {
             let const_method = read::<usize>(method + layout.method_const);
-            if const_method < LOWEST || const_method % WORD != 0 {
+            if !plausible(const_method) {
                 return Err(Stop::Inconsistent);
             }
             let pool = read::<usize>(const_method + layout.const_method_pool);
-            if pool < LOWEST || pool % WORD != 0 {
+            if !plausible(pool) {
                 return Err(Stop::Inconsistent);
             }
             let holder = read::<usize>(pool + layout.pool_holder);
-            if holder < LOWEST || holder % WORD != 0 {
+            if !plausible(holder) {
                 return Err(Stop::Inconsistent);
             }
             let ids = read::<usize>(holder + layout.jmethod_ids);
             if ids == 0 {
                 return Err(Stop::NoMethodId);
             }
-            if ids < LOWEST || ids % WORD != 0 {
+            if !plausible(ids) {
                 return Err(Stop::Inconsistent);
             }
             let idnum = usize::from(read::<u16>(const_method + layout.const_method_idnum));
@@ -324,7 +326,7 @@ impl<'a> Walk<'a> {
             if id == 0 {
                 return Err(Stop::NoMethodId);
             }
-            if id < LOWEST || id % WORD != 0 || read::<usize>(id) != method {
+            if !plausible(id) || read::<usize>(id) != method {
                 return Err(Stop::Inconsistent);
             }
             Ok(id)
@@ -532,6 +534,11 @@ unsafe fn find_scope(pcs: usize, end: usize, offset: usize) -> Option<u32> {
         }
     }
     None
+}
+
+/// Whether `pointer` can be a pointer to a VM structure: aligned, and not in the low pages.
+fn plausible(pointer: usize) -> bool {
+    pointer >= LOWEST && pointer.is_multiple_of(WORD)
 }
 
 /// Reads a `T` at `address`.

@@ -20,7 +20,10 @@ pub fn summary(profile: &Profile) -> String {
     let total = profile.total_samples();
     let mut out = String::from("--- Execution profile ---\n");
     let _ = writeln!(out, "{:<22}: {}", "Event", m.event);
-    if !m.engine.is_empty() && m.engine != m.event {
+    // `live` (alloc) and `nativemem-live` are parts of their engines' results, not fallbacks.
+    let part_of =
+        m.event.starts_with(m.engine.as_str()) || (m.event == "live" && m.engine == "alloc");
+    if !m.engine.is_empty() && !part_of {
         let _ = writeln!(out, "{:<22}: {} (fallback)", "Engine used", m.engine);
     }
     let _ = writeln!(
