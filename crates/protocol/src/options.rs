@@ -433,7 +433,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
     Key { name: "walker", takes: Takes::Value("vm|jvmti|check"), goes_with: GoesWith::Start, help: "alloc and lock: Java stacks by jtap's own walk of HotSpot's frames (default), JVMTI's GetStackTrace, or both compared (differences in the agent's log)" },
     Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "native frames by DWARF unwinding of a copy of the stack (default), frame pointers only (cpu), or none" },
-    Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end" },
+    Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end; nativemem: only blocks not freed" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
     Key { name: "exact", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc: record every allocation instead of sampling (exact counts; slow)" },
     Key { name: "detach", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "the recording belongs to no client and runs until stop or the JVM's exit" },
