@@ -7,6 +7,10 @@
 #     --alloc-interval ALLOC (default 512k), and with ASPROF set (bin/asprof of
 #     ../shared/anchors/async-profiler) by async-profiler's `-e alloc --alloc ALLOC` in the same
 #     JVM run (skipped, saying so, when ASPROF is unset);
+#   - tests/java/workloads/NativeThroughput.java (2 threads creating, using and ending zlib
+#     Deflaters: ~270 KiB of malloc/calloc per operation), profiled with `-e nativemem` and
+#     `-e nativemem --live` at --nativemem-interval ALLOC, and with ASPROF set by
+#     async-profiler's `-e nativemem --nativemem ALLOC` (workload "native");
 #   - tests/java/workloads/LockThroughput.java (4 threads, one contended lock, one uncontended
 #     lock each), profiled with `-e lock` at --lock-threshold LOCK (default 10us), twice: with
 #     monitors (`synchronized`, JVMTI monitor events) and with ReentrantLocks (LockThroughput-
@@ -23,7 +27,7 @@
 # of at least the threshold and the time waited). With perf, also the CPU time the JVM's
 # JIT-compiled code lost (its share of the JVM's CPU samples, relative to the base windows):
 # the same quantity measured from where the CPU went, which other load disturbs much less.
-# Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc lock"), BENCH_WINDOW,
+# Environment: BENCH_JDKS (default "17 25"), BENCH_WORKLOADS (default "alloc native lock"), BENCH_WINDOW,
 # ROUNDS, ALLOC, LOCK, BENCH_ALLOC_FRAMES (frames AllocThroughput adds under its loop, default 0:
 # stacks of 7 frames; the alloc engine's cost per sample grows with the frames it walks).
 set -euo pipefail
@@ -33,7 +37,7 @@ WINDOW=${BENCH_WINDOW:-5}
 ROUNDS=${ROUNDS:-5}
 ALLOC=${ALLOC:-512k}
 LOCK=${LOCK:-10us}
-WORKLOADS=${BENCH_WORKLOADS:-alloc lock}
+WORKLOADS=${BENCH_WORKLOADS:-alloc native lock}
 FRAMES=${BENCH_ALLOC_FRAMES:-0}
 cargo build --release --quiet -p jtap-agent -p jtap-cli
 JTAP=$PWD/target/release/jtap
@@ -46,7 +50,8 @@ cleanup() {
 }
 trap cleanup EXIT
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
-    tests/java/workloads/AllocThroughput.java tests/java/workloads/LockThroughput.java tests/java/workloads/OpsReport.java
+    tests/java/workloads/AllocThroughput.java tests/java/workloads/LockThroughput.java \
+    tests/java/workloads/NativeThroughput.java tests/java/workloads/OpsReport.java
 
 java_home() {
     local v=$1 home
@@ -146,6 +151,11 @@ for jdk in $JDKS; do
         [[ -n "${ASPROF:-}" ]] && settings+=("asprof@$ALLOC:-e alloc --alloc $ALLOC")
         run "$jdk" "$home" AllocThroughput AllocThroughput "2 $FRAMES" "${settings[@]}"
     fi
+    if [[ " $WORKLOADS " == *" native "* ]]; then
+        settings=("nativemem@$ALLOC:-e nativemem --nativemem-interval $ALLOC" "nativemem-live@$ALLOC:-e nativemem --live --nativemem-interval $ALLOC")
+        [[ -n "${ASPROF:-}" ]] && settings+=("asprof-nativemem@$ALLOC:-e nativemem --nativemem $ALLOC")
+        run "$jdk" "$home" NativeThroughput NativeThroughput 2 "${settings[@]}"
+    fi
     if [[ " $WORKLOADS " == *" lock "* ]]; then
         run "$jdk" "$home" LockThroughput LockThroughput 4 "lock@$LOCK:-e lock --lock-threshold $LOCK"
         run "$jdk" "$home" LockThroughput-reentrant LockThroughput "4 reentrant" "lock@$LOCK:-e lock --lock-threshold $LOCK"
@@ -226,7 +236,7 @@ for (jdk, workload, label), rows in results.items():
         per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
     elif label.startswith("asprof"):
         per_second = "(async-profiler)"
-    elif label.startswith("live"):
+    elif label.startswith("live") or label.startswith("nativemem-live"):
         # The profile holds what is still alive at its end: a few windows' worth of garbage at most.
         per_second = "(live objects only)"
     else:
