@@ -200,9 +200,9 @@ def rates(window):
 def recorded(path):
     """What the profile recorded per second: (events, weight) — for alloc the estimated objects
     and bytes allocated, for lock the waits of at least the threshold and their nanoseconds."""
-    if "-asprof@" in path:
-        return float("nan"), float("nan")  # async-profiler's window: its own report
     text = open(path).read()
+    if "-asprof" in path or not re.search(r"^Duration\s*:", text, re.M):
+        return float("nan"), float("nan")  # async-profiler's window (its own report) or no report
     duration = float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
     samples = int(re.search(r"^Total samples\s*:\s*(\d+)", text, re.M).group(1))
     objects = re.search(r"^Estimated objects\s*:\s*(\d+)", text, re.M)
