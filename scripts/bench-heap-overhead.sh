@@ -205,7 +205,7 @@ def recorded(path):
         return float("nan"), float("nan")  # async-profiler's window (its own report) or no report
     duration = float(re.search(r"^Duration\s*:\s*([\d.]+)", text, re.M).group(1))
     samples = int(re.search(r"^Total samples\s*:\s*(\d+)", text, re.M).group(1))
-    objects = re.search(r"^Estimated objects\s*:\s*(\d+)", text, re.M)
+    objects = re.search(r"^Estimated (?:objects|allocations)\s*:\s*(\d+)", text, re.M)
     samples = int(objects.group(1)) if objects else samples
     # "Total bytes" (alloc) or "Total nanoseconds"-style lines: the first total but samples.
     weight = int(re.search(r"^Total (?!samples)[^:]*:\s*(\d+)", text, re.M).group(1))

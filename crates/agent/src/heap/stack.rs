@@ -16,6 +16,7 @@ use jtap_protocol::JavaStacks;
 
 use crate::heap::sites::RawFrame;
 use crate::sampling::asgct::{CallFrame, NATIVE_BCI};
+use crate::sampling::methods;
 use crate::sampling::methods::Resolver;
 use crate::thread::Vm;
 use crate::walk::{self, Stop};
@@ -47,7 +48,7 @@ pub fn choose(vm: Vm, env: &Env, choice: JavaStacks, stats: &Stats) -> Option<St
     }
     let walker = match env.version_number() {
         Ok(version) => walk::walker(vm, version),
-        Err(_) => Err("JVMTI has no version number"),
+        Err(_) => Err("JVMTI has no version number".to_string()),
     };
     match walker {
         Ok(_) if choice == JavaStacks::Vm && DISTRUSTED.load(Ordering::SeqCst) => {
@@ -55,6 +56,12 @@ pub fn choose(vm: Vm, env: &Env, choice: JavaStacks, stats: &Stats) -> Option<St
             Some("stacks by JVMTI: jtap's walker differed from it earlier (see the log)".into())
         }
         Ok(_) => {
+            // The walker names methods by jmethodIDs, which exist only once asked for: those
+            // of the loaded classes now (a class loaded later gets its own at its first stack,
+            // which JVMTI takes).
+            if let Err(e) = methods::prepare_loaded_classes(env, vm) {
+                log!("stacks: jmethodIDs not created at start: {e}");
+            }
             let mode = if choice == JavaStacks::Check {
                 MODE_CHECK
             } else {

@@ -30,21 +30,24 @@ use structs::VmStructs;
 /// bytecode index, -1 for a native method).
 pub type Frame = (usize, i64);
 
-/// The walker of this VM, or why there is none (resolved at the first use).
-static WALKER: OnceLock<Result<Walker, String>> = OnceLock::new();
+/// The walker of this VM, once resolved.
+static WALKER: OnceLock<Walker> = OnceLock::new();
 
 /// The walker of this VM, resolved on first use (on a thread attached to the VM; `version`
-/// is JVMTI's version number), or why this VM cannot be walked.
-pub fn walker(vm: Vm, jvmti_version: u32) -> Result<&'static Walker, &'static str> {
-    WALKER
-        .get_or_init(|| Walker::resolve(vm, jvmti_version))
-        .as_ref()
-        .map_err(String::as_str)
+/// is JVMTI's version number), or why it cannot be had now. A failure is not kept: before
+/// the VM runs (an agent started at start-up) no thread is attached yet, and a later start
+/// may succeed.
+pub fn walker(vm: Vm, jvmti_version: u32) -> Result<&'static Walker, String> {
+    if let Some(walker) = WALKER.get() {
+        return Ok(walker);
+    }
+    let walker = Walker::resolve(vm, jvmti_version)?;
+    Ok(WALKER.get_or_init(|| walker))
 }
 
-/// The walker, if it was resolved and can walk this VM.
+/// The walker, if it was resolved.
 pub fn resolved() -> Option<&'static Walker> {
-    WALKER.get().and_then(|w| w.as_ref().ok())
+    WALKER.get()
 }
 
 /// The walker of one running VM.
