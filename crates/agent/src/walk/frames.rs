@@ -11,7 +11,7 @@
 //!   same way.
 //! - The call stub (a Java call from the VM or native code) holds the `JavaCallWrapper`, whose
 //!   anchor is the caller's last Java frame: the walk goes on from there.
-//! - A frame returning into a continuation's entry (`Continuation.enterSpecial`, JDK 21+) is a
+//! - The frame of a continuation's entry (`Continuation.enterSpecial`, JDK 21+) lies below a
 //!   virtual thread's bottom frame: the walk ends there, as JVMTI's stacks of virtual threads do.
 //!
 //! Only the walking thread's own stack is walked, at a point where HotSpot keeps it walkable (a
@@ -164,9 +164,7 @@ impl<'a> Walk<'a> {
             .filter(|&pc| pc != 0);
         let mut count = 0;
         for _ in 0..MAX_STEPS {
-            if count == out.len() || Some(at.pc) == continuation_return {
-                // Full, or at the entry of a continuation: a virtual thread's stack ends there
-                // (what follows is its carrier's).
+            if count == out.len() {
                 return Ok(count);
             }
             if interpreter.contains(&at.pc) {
@@ -198,6 +196,11 @@ impl<'a> Walk<'a> {
             }
             // SAFETY: the code cache's heaps, read as CodeCache::find_blob does.
             let blob = unsafe { self.find_blob(at.pc)? };
+            // SAFETY: as above.
+            if blob.nmethod && unsafe { self.enters_continuation(&blob, continuation_return) } {
+                // A virtual thread's stack ends here (what follows is its carrier's).
+                return Ok(count);
+            }
             if blob.nmethod {
                 // SAFETY: an nmethod with an activation on this thread's stack.
                 count += unsafe { self.compiled(&blob, at.pc, &mut out[count..])? };
@@ -217,6 +220,21 @@ impl<'a> Walk<'a> {
             };
         }
         Err(Stop::TooDeep)
+    }
+
+    /// Whether `blob` is the entry of continuations (`Continuation.enterSpecial`, a native
+    /// method's nmethod), the one holding `continuation_return`. It has several return
+    /// addresses (a first mount and a thaw return to different ones), hence the blob.
+    unsafe fn enters_continuation(&self, blob: &Blob, continuation_return: Option<usize>) -> bool {
+        let Some(return_pc) = continuation_return else {
+            return false;
+        };
+        // SAFETY: (caller) an nmethod on this thread's stack; its method is a Method*.
+        let method = unsafe { read::<usize>(blob.address + self.layout.nmethod_method) };
+        // SAFETY: as above; the code cache lookup reads only the heaps' own structures.
+        plausible(method)
+            && unsafe { self.is_native(method) }
+            && unsafe { self.find_blob(return_pc) }.is_ok_and(|entry| entry.address == blob.address)
     }
 
     /// The last Java frame a frame anchor records, or None when it records none.
