@@ -17,7 +17,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{agent_library, collapsed, jtap};
+use common::{agent_library, collapsed, jtap, walker_counts};
 use jtap_testkit::{jdks, JavaProcess};
 use serde_json::Value;
 
@@ -761,24 +761,6 @@ fn alloc_profiling_through_a_1g_heap_with_many_gcs_stays_bounded() {
             jdk.version
         );
     }
-}
-
-/// The counts of an engine's `stacks:` line in the agent's log: (walked by jtap, taken by
-/// JVMTI where the walker stopped, compared, differed).
-fn walker_counts(log: &str, engine: &str) -> Option<(u64, u64, u64, u64)> {
-    let line = log
-        .lines()
-        .find(|l| l.contains(&format!("] {engine}: stacks: ")))?;
-    let number_before = |word: &str| -> Option<u64> {
-        let before = &line[..line.find(word)?];
-        before.split_whitespace().last()?.parse().ok()
-    };
-    Some((
-        number_before(" by jtap's walker")?,
-        number_before(" by JVMTI where it stopped")?,
-        number_before(" compared with JVMTI")?,
-        number_before(" differed")?,
-    ))
 }
 
 #[test]

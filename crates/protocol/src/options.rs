@@ -713,7 +713,13 @@ impl Options {
                 let bytes = if value == "0" {
                     0
                 } else {
-                    parse_bytes(name, value)?
+                    parse_bytes(name, value).map_err(|_| {
+                        bad(
+                            name,
+                            value,
+                            "0 (every allocation) or a number of bytes like 512k",
+                        )
+                    })?
                 };
                 put(&mut self.nativemem, Some(bytes))
             }

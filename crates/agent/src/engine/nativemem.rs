@@ -14,7 +14,7 @@
 //! (`library!function`). Cost: one thread-local counter update per allocation, and per
 //! sample about a microsecond for the stacks; with `live`, a table lookup per `free`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,7 +46,7 @@ static GATE: Gate = Gate::new();
 /// The JVM (a `*mut JavaVM`), while the engine runs; 0 when it does not.
 static VM: AtomicUsize = AtomicUsize::new(0);
 static INTERVAL: AtomicU64 = AtomicU64::new(DEFAULT_INTERVAL);
-static TRACK_LIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TRACK_LIVE: AtomicBool = AtomicBool::new(false);
 
 fn table() -> &'static SiteTable {
     static TABLE: OnceLock<SiteTable> = OnceLock::new();

@@ -216,53 +216,75 @@ fn allocated(function: Function, size: usize, address: usize, fp: usize, ret: us
     if address == 0 || !RECORDING.load(Ordering::Relaxed) {
         return;
     }
-    let interval = INTERVAL.load(Ordering::Relaxed);
-    if interval > 0 {
-        let sample = UNTIL_SAMPLE.with(|left| {
-            let now = left.get() - size as i64;
-            if now > 0 {
-                left.set(now);
-                return false;
-            }
-            // The next sample after an exponentially distributed number of bytes (mean
-            // `interval`), so that allocation patterns cannot line up with the interval.
-            let next = -(interval as f64) * (1.0 - fastrand::f64()).ln();
-            left.set(next.max(1.0) as i64);
-            true
-        });
-        if !sample {
+    guarded(|| {
+        let interval = INTERVAL.load(Ordering::Relaxed);
+        if interval > 0 && !UNTIL_SAMPLE.with(|left| sample_now(left, size, interval)) {
             return;
         }
+        let recorder = ON_ALLOCATION.load(Ordering::Acquire);
+        let Some(_busy) = Busy::enter().filter(|_| recorder != 0) else {
+            return;
+        };
+        // SAFETY: only `install` stores here, an `OnAllocation`.
+        let recorder = unsafe { std::mem::transmute::<usize, OnAllocation>(recorder) };
+        recorder(&Allocation {
+            function,
+            size,
+            address,
+            return_address: ret,
+            frame_pointer: fp,
+        });
+    })
+}
+
+/// Takes `size` bytes off the thread's count `left`: whether they reach the next sample
+/// (the count then starts again at an exponentially distributed number of bytes with mean
+/// `interval`, so that allocation patterns cannot line up with the interval).
+fn sample_now(left: &Cell<i64>, size: usize, interval: u64) -> bool {
+    let now = left.get() - size as i64;
+    if now > 0 {
+        left.set(now);
+        return false;
     }
-    let recorder = ON_ALLOCATION.load(Ordering::Acquire);
-    if recorder == 0 || BUSY.with(|busy| busy.replace(true)) {
-        return;
-    }
-    // SAFETY: only `install` stores here, an `OnAllocation`.
-    let recorder: OnAllocation = unsafe { std::mem::transmute::<usize, OnAllocation>(recorder) };
-    let allocation = Allocation {
-        function,
-        size,
-        address,
-        return_address: ret,
-        frame_pointer: fp,
-    };
-    let _ = std::panic::catch_unwind(|| recorder(&allocation));
-    BUSY.with(|busy| busy.set(false));
+    let next = -(interval as f64) * (1.0 - fastrand::f64()).ln();
+    left.set(next.max(1.0) as i64);
+    true
 }
 
 fn freed(address: usize) {
     if address == 0 || !RECORDING.load(Ordering::Relaxed) {
         return;
     }
-    let recorder = ON_FREE.load(Ordering::Acquire);
-    if recorder == 0 || BUSY.with(|busy| busy.replace(true)) {
-        return;
+    guarded(|| {
+        let recorder = ON_FREE.load(Ordering::Acquire);
+        let Some(_busy) = Busy::enter().filter(|_| recorder != 0) else {
+            return;
+        };
+        // SAFETY: only `install` stores here, an `OnFree`.
+        let recorder = unsafe { std::mem::transmute::<usize, OnFree>(recorder) };
+        recorder(address);
+    })
+}
+
+/// Runs a hook's own work, which must never unwind into its C caller.
+fn guarded(work: impl FnOnce()) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+}
+
+/// This thread is inside a recorder until dropped: hooks it enters meanwhile only forward.
+struct Busy;
+
+impl Busy {
+    /// None when the thread is inside a recorder already.
+    fn enter() -> Option<Busy> {
+        (!BUSY.with(|busy| busy.replace(true))).then_some(Busy)
     }
-    // SAFETY: only `install` stores here, an `OnFree`.
-    let recorder: OnFree = unsafe { std::mem::transmute::<usize, OnFree>(recorder) };
-    let _ = std::panic::catch_unwind(|| recorder(address));
-    BUSY.with(|busy| busy.set(false));
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        BUSY.with(|busy| busy.set(false));
+    }
 }
 
 // Entry stubs: each passes the caller's frame pointer (rbp, untouched since the call) and

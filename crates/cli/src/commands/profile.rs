@@ -271,21 +271,25 @@ pub fn parse_counter(text: &str) -> Result<Counter, String> {
 
 /// Parses `--alloc-interval` as the agent grammar's `alloc=` does (bytes; k, m, g suffixes).
 pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
-    let options =
-        Options::parse(&format!("start,event=alloc,alloc={text}")).map_err(|e| e.to_string())?;
-    options
-        .alloc
-        .flatten()
-        .ok_or_else(|| format!("bad allocation interval {text}"))
+    parse_interval("alloc", text, |o| o.alloc)
 }
 
+/// Parses `--nativemem-interval` as the agent grammar's `nativemem=` does (0, or bytes).
 fn parse_nativemem_interval(text: &str) -> Result<u64, String> {
-    let options = Options::parse(&format!("start,event=nativemem,nativemem={text}"))
+    parse_interval("nativemem", text, |o| o.nativemem)
+}
+
+/// Parses `text` as the agent grammar's `<event>=` byte interval, read back with `field`.
+fn parse_interval(
+    event: &str,
+    text: &str,
+    field: fn(&Options) -> Option<Option<u64>>,
+) -> Result<u64, String> {
+    let options = Options::parse(&format!("start,event={event},{event}={text}"))
         .map_err(|e| e.to_string())?;
-    options
-        .nativemem
+    field(&options)
         .flatten()
-        .ok_or_else(|| format!("bad native allocation interval {text}"))
+        .ok_or_else(|| format!("bad {event} interval {text}"))
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {

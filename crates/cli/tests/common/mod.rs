@@ -278,3 +278,21 @@ impl Drop for Background {
         let _ = self.child.wait();
     }
 }
+
+/// The counts of an engine's `stacks:` line in the agent's log: (walked by jtap, taken by
+/// JVMTI where the walker stopped, compared, differed).
+pub fn walker_counts(log: &str, engine: &str) -> Option<(u64, u64, u64, u64)> {
+    let line = log
+        .lines()
+        .find(|l| l.contains(&format!("] {engine}: stacks: ")))?;
+    let number_before = |word: &str| -> Option<u64> {
+        let before = &line[..line.find(word)?];
+        before.split_whitespace().last()?.parse().ok()
+    };
+    Some((
+        number_before(" by jtap's walker")?,
+        number_before(" by JVMTI where it stopped")?,
+        number_before(" compared with JVMTI")?,
+        number_before(" differed")?,
+    ))
+}
