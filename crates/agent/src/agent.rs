@@ -615,34 +615,42 @@ impl Agent {
     fn rotate_every_period(&'static self, id: u64) {
         let spawned = std::thread::Builder::new()
             .name(format!("jtap-loop-{id}"))
-            .spawn(move || loop {
-                std::thread::sleep(Duration::from_millis(20));
-                let mut state = self.state();
-                let Some(recording) = state.recordings.iter_mut().find(|r| r.id == id) else {
-                    return;
-                };
-                let Some(rotation) = recording.rotation.as_mut() else {
-                    return;
-                };
-                if Instant::now() < rotation.due {
-                    continue;
-                }
-                // Not again until the job has run (it sets the next period's end).
-                rotation.due = Instant::now() + Duration::from_secs(3600);
-                drop(state);
-                self.on_agent_thread(Box::new(move || {
-                    let mut state = self.state();
-                    let Some(at) = state.recordings.iter().position(|r| r.id == id) else {
-                        return;
-                    };
-                    if !self.rotate(&mut state, at) {
-                        let recording = state.recordings.remove(at);
-                        self.stop_recording(&state, recording);
-                    }
-                }));
+            .spawn(move || {
+                crate::thread::mark_own_thread();
+                self.rotate_until_done(id)
             });
         if let Err(e) = spawned {
             log!("recording {id}: cannot start its loop thread: {e}");
+        }
+    }
+
+    /// The body of [`Agent::rotate_every_period`]'s thread.
+    fn rotate_until_done(&'static self, id: u64) {
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let mut state = self.state();
+            let Some(recording) = state.recordings.iter_mut().find(|r| r.id == id) else {
+                return;
+            };
+            let Some(rotation) = recording.rotation.as_mut() else {
+                return;
+            };
+            if Instant::now() < rotation.due {
+                continue;
+            }
+            // Not again until the job has run (it sets the next period's end).
+            rotation.due = Instant::now() + Duration::from_secs(3600);
+            drop(state);
+            self.on_agent_thread(Box::new(move || {
+                let mut state = self.state();
+                let Some(at) = state.recordings.iter().position(|r| r.id == id) else {
+                    return;
+                };
+                if !self.rotate(&mut state, at) {
+                    let recording = state.recordings.remove(at);
+                    self.stop_recording(&state, recording);
+                }
+            }));
         }
     }
 

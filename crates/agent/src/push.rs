@@ -110,7 +110,10 @@ impl Pusher {
         let worker = shared.clone();
         std::thread::Builder::new()
             .name("jtap-push".into())
-            .spawn(move || worker.run())
+            .spawn(move || {
+                crate::thread::mark_own_thread();
+                worker.run()
+            })
             .map_err(|e| format!("cannot start the push thread: {e}"))?;
         Ok(Pusher { shared })
     }

@@ -52,6 +52,23 @@ impl Vm {
     }
 }
 
+thread_local! {
+    /// The thread is one of jtap's own (see [`mark_own_thread`]).
+    static OWN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one of jtap's own, whose work (e.g. the C allocations the VM
+/// makes for its JVMTI calls) is not the application's: the native memory profile leaves it
+/// out.
+pub fn mark_own_thread() {
+    OWN.with(|own| own.set(true));
+}
+
+/// Whether the calling thread is one of jtap's own.
+pub fn is_own_thread() -> bool {
+    OWN.with(|own| own.get())
+}
+
 /// Runs `body` on a new native thread named `name` (at most 15 bytes show in `top`), attached
 /// to the VM as a daemon thread of the same name for its whole life. Panics in `body` are
 /// caught and logged.
@@ -63,6 +80,7 @@ pub fn spawn_attached(
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
+            mark_own_thread();
             if !vm.attach_current_thread(&name) {
                 log!("{name}: the VM refused to attach the thread; not running it");
                 return;

@@ -129,7 +129,7 @@ fn a_session_as_jfr_holds_what_its_collapsed_files_hold() {
             "profile",
             &pid,
             "-e",
-            "cpu,alloc,lock",
+            "cpu,alloc,lock,nativemem",
             "--wall",
             "20ms",
             "-d",
@@ -225,6 +225,29 @@ fn a_session_as_jfr_holds_what_its_collapsed_files_hold() {
             collapsed_sums(&file("lock"), &waits),
             "JDK {}: time waited per method",
             jdk.version
+        );
+
+        // Native memory: one `profiler.Malloc` event per sample, as many bytes as collapsed.
+        let malloc = jfr_events(jdk, &recording, "profiler.Malloc");
+        assert_eq!(
+            Some(&(malloc.len() as u64)),
+            reported.get("nativemem"),
+            "JDK {}",
+            jdk.version
+        );
+        let malloc_bytes: u64 = malloc
+            .iter()
+            .map(|e| e["values"]["size"].as_u64().unwrap_or(0))
+            .sum();
+        let collapsed_bytes: u64 = common::collapsed_file(&file("nativemem"))
+            .iter()
+            .map(|(_, bytes)| bytes)
+            .sum();
+        assert!(
+            !malloc.is_empty() && malloc_bytes == collapsed_bytes,
+            "JDK {}: {} events, {malloc_bytes} bytes in the JFR, {collapsed_bytes} collapsed",
+            jdk.version,
+            malloc.len()
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }

@@ -42,11 +42,21 @@ pub fn read(bytes: &[u8], path: &Path, wanted: &Wanted) -> Result<Vec<Profile>, 
 /// `out.alloc.collapsed` → `alloc`; any other name → `cpu`.
 fn event_of(path: &Path) -> String {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    ["cpu", "wall", "alloc", "lock", "itimer", "ctimer", "live"]
-        .into_iter()
-        .find(|event| name.contains(&format!(".{event}.")))
-        .unwrap_or("cpu")
-        .to_string()
+    [
+        "cpu",
+        "wall",
+        "alloc",
+        "lock",
+        "itimer",
+        "ctimer",
+        "live",
+        "nativemem",
+        "nativemem-live",
+    ]
+    .into_iter()
+    .find(|event| name.contains(&format!(".{event}.")))
+    .unwrap_or("cpu")
+    .to_string()
 }
 
 /// `frame;frame;frame count` lines; a frame's `_[j]`-style suffix gives its kind.
@@ -55,13 +65,16 @@ fn collapsed(text: &str, event: &str) -> Result<Vec<Profile>, String> {
         event: event.to_string(),
         engine: "collapsed".into(),
         weight_unit: match event {
-            "alloc" | "live" => "bytes",
+            "alloc" | "live" | "nativemem" | "nativemem-live" => "bytes",
             _ => "nanoseconds",
         }
         .into(),
         ..Metadata::default()
     });
-    let weighted = matches!(event, "alloc" | "live" | "lock");
+    let weighted = matches!(
+        event,
+        "alloc" | "live" | "lock" | "nativemem" | "nativemem-live"
+    );
     for (number, line) in text.lines().enumerate() {
         let line = line.trim_end();
         if line.is_empty() {
@@ -134,5 +147,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.starts_with("line 1:"), "{err}");
+    }
+
+    #[test]
+    fn the_file_name_tells_the_event_and_its_unit() {
+        for (name, event, unit) in [
+            ("p.collapsed", "cpu", "nanoseconds"),
+            ("p.alloc.collapsed", "alloc", "bytes"),
+            ("p.nativemem.collapsed", "nativemem", "bytes"),
+            ("p.nativemem-live.collapsed", "nativemem-live", "bytes"),
+        ] {
+            let profiles = read(b"f 7\n", Path::new(name), &Wanted::default()).unwrap();
+            let metadata = &profiles[0].metadata;
+            assert_eq!(
+                (metadata.event.as_str(), metadata.weight_unit.as_str()),
+                (event, unit)
+            );
+        }
     }
 }

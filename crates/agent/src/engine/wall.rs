@@ -56,7 +56,10 @@ impl Engine for WallEngine {
         let all_threads = options.allthreads;
         let spawned = std::thread::Builder::new()
             .name("jtap-wall".into())
-            .spawn(move || tick(&ticking, &stop, period, all_threads));
+            .spawn(move || {
+                crate::thread::mark_own_thread();
+                tick(&ticking, &stop, period, all_threads)
+            });
         match spawned {
             Ok(handle) => self.ticker = Some(handle),
             Err(e) => {

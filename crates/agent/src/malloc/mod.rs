@@ -213,7 +213,7 @@ fn stack_bounds() -> (usize, usize) {
 
 /// Counts `size` bytes on this thread; a sample when the interval is used up.
 fn allocated(function: Function, size: usize, address: usize, fp: usize, ret: usize) {
-    if address == 0 || !RECORDING.load(Ordering::Relaxed) {
+    if address == 0 || !RECORDING.load(Ordering::Relaxed) || crate::thread::is_own_thread() {
         return;
     }
     guarded(|| {

@@ -40,6 +40,7 @@ use jtap_jvmti::sys::{self, cmlr};
 use jtap_profile::FrameKind;
 
 use super::asgct::{CallFrame, NATIVE_BCI};
+use super::recover::StubKind;
 
 /// Most bytes of inline information the map keeps (see the module documentation).
 pub const MAX_INLINE_BYTES: usize = 32 << 20;
@@ -289,7 +290,7 @@ impl CodeMap {
             self.over_budget += 1;
         }
         self.inline_bytes += nmethod.inline_bytes();
-        super::recover::FRAMELESS.note_code(nmethod.start, nmethod.end);
+        super::recover::STUBS.note_code(nmethod.start, nmethod.end);
         *self.compiled.entry(nmethod.method).or_default() += 1;
         for site in nmethod.sites.iter() {
             *self.inlined.entry(*site).or_default() += 1;
@@ -320,17 +321,20 @@ impl CodeMap {
     }
 
     /// Records code the VM generated (DynamicCodeGenerated): the interpreter, and every
-    /// other stub by name, for telling where samples that could not be walked were.
-    pub fn stub(&mut self, name: &[u8], start: usize, size: u32) {
+    /// other stub by name, for telling where samples that could not be walked were, and by
+    /// kind, for walking them.
+    pub fn stub(&mut self, name: &[u8], start: usize, size: u32, kind: StubKind) {
         if size == 0 {
             return;
         }
         let end = start.saturating_add(size as usize);
+        let table = &super::recover::STUBS;
         if name == b"Interpreter" {
             self.interpreter = Some(start..end);
+            table.set_interpreter(start, end);
         }
         let name = String::from_utf8_lossy(name);
-        super::recover::FRAMELESS.add_stub(start, end, super::recover::is_frameless_stub(&name));
+        table.add_stub(start, end, kind);
         self.stubs.insert(start, (end, name.into()));
     }
 
@@ -492,8 +496,8 @@ pub unsafe fn compiled_method_load(
 /// DynamicCodeGenerated.
 ///
 /// # Safety
-/// `name` is null or the NUL-terminated name of a DynamicCodeGenerated callback that is
-/// still running.
+/// `name`, `address` and `length` are those of a DynamicCodeGenerated callback that is still
+/// running (`name` NUL-terminated or null).
 pub unsafe fn dynamic_code_generated(name: *const c_char, address: *const c_void, length: i32) {
     let Ok(size) = u32::try_from(length) else {
         return;
@@ -503,8 +507,14 @@ pub unsafe fn dynamic_code_generated(name: *const c_char, address: *const c_void
     }
     // SAFETY: the caller's contract.
     let name = unsafe { CStr::from_ptr(name) };
+    if size == 0 {
+        return;
+    }
+    // SAFETY: the caller's contract: `size` > 0 bytes of the VM's code at `address`.
+    let code = unsafe { std::slice::from_raw_parts(address as *const u8, size.min(4) as usize) };
+    let kind = StubKind::of(&name.to_string_lossy(), code);
     if let Some(map) = map().as_mut() {
-        map.stub(name.to_bytes(), address as usize, size);
+        map.stub(name.to_bytes(), address as usize, size, kind);
     }
 }
 
@@ -541,7 +551,7 @@ mod tests {
         builder.add_pc(0x2000, &[12], &[0]); // outside the code: skipped
         let mut map = CodeMap::default();
         map.insert(builder.build());
-        map.stub(b"Interpreter", 0x8000, 0x1000);
+        map.stub(b"Interpreter", 0x8000, 0x1000, StubKind::Other);
         map
     }
 

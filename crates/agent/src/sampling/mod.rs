@@ -243,6 +243,7 @@ impl Sampler {
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
             copies_stacks: settings.source != Source::PerfEvent
                 && settings.native == NativeStacks::Dwarf,
+            walker: stack_walker(&env, vm),
         });
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -346,7 +347,7 @@ impl Sampler {
         }
         release_core(&self.env);
         log!(
-            "sampler: unknown_java walked from the caller: {} in stubs, {} in compiled prologues/epilogues; {} left",
+            "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits; {} left",
             self.shared.recovered_stub.load(Ordering::Relaxed),
             self.shared.recovered_nmethod.load(Ordering::Relaxed),
             self.shared.unknown_java.load(Ordering::Relaxed),
@@ -363,10 +364,21 @@ impl Sampler {
 
 /// Sets up what every sampler shares, for the first one: the code map (filled with what was
 /// compiled before) and the events that keep it and the method ids current.
+/// jtap's stack walker of this VM, if it knows it (logged when not).
+fn stack_walker(env: &Env, vm: Vm) -> Option<&'static crate::walk::Walker> {
+    let walker = env
+        .version_number()
+        .map_err(|e| e.to_string())
+        .and_then(|version| crate::walk::walker(vm, version));
+    walker
+        .inspect_err(|e| log!("sampler: no stack walker ({e}): stubs and adapters not walked"))
+        .ok()
+}
+
 fn acquire_core(env: &Env) -> Result<(), String> {
     let mut users = CORE_USERS.lock().unwrap_or_else(|e| e.into_inner());
     if *users == 0 {
-        recover::FRAMELESS.clear();
+        recover::STUBS.clear();
         *code::map() = Some(code::CodeMap::default());
         EVENTS_GATE.open();
         for event in EVENTS {

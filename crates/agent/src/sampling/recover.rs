@@ -2,40 +2,48 @@
 //!
 //! AGCT starts its walk from the interrupted frame only if that frame looks complete: a
 //! compiled frame past its prologue with a known frame size, or an interpreted frame. It
-//! returns −5 when the thread was stopped where no frame is set up: in a vtable or itable
-//! stub (a buffer blob without a frame size, entered by a `call`), in a compiled method's
-//! prologue before its frame exists, or in its epilogue after the frame is gone. Measured on
-//! H2 (see the README): on JDK 25 three quarters of these samples are in vtable stubs, on
-//! JDK 17 most are nmethod prologues and epilogues.
+//! returns −5 when the thread was stopped anywhere else: in a stub the VM generated (vtable
+//! and itable stubs, arraycopy and the other StubRoutines, C1's runtime stubs, the I2C/C2I
+//! adapters), in a compiled method's prologue before its frame exists or its epilogue after
+//! the frame is gone, in its inline cache check, or in the fast path of the `hashCode`
+//! native wrappers. Measured on H2 and javac (docs/USAGE.md): 1.7–3 % of samples before
+//! this module's last additions, ≤ 0.8 % with them.
 //!
-//! In all those places the return address into the caller is on the stack at a place the
-//! code tells: at `[sp]` in a stub and before `push rbp`, at `[sp + 8]` between `push rbp`
-//! and `sub rsp`, and after `add rsp` before `pop rbp`. The handler then calls AGCT a second
-//! time with a copy of the signal context whose pc is that return address and whose sp is
-//! just above it: the walk starts in the caller. The processing thread puts back what the
-//! sample was in (a `[vtable stub]` leaf, or the compiled method whose prologue/epilogue it
-//! was) from the recorded pc.
+//! In all those places the code tells where the return address into the caller is. The
+//! handler then calls AGCT a second time with a copy of the signal context whose pc is that
+//! return address, whose sp is just above it (and whose rbp is the caller's where the stub
+//! saved it): the walk starts in the caller. The processing thread puts back what the sample
+//! was in (a `[vtable stub]` or `[jlong_disjoint_arraycopy]` leaf, or the compiled method)
+//! from the recorded pc.
 //!
-//! Where the return address is comes from:
-//! - [`FRAMELESS`], a handler-readable table of the VM's vtable/itable stub ranges, filled by
-//!   the code map from DynamicCodeGenerated (append-only, atomics only), and the code cache's
-//!   bounds seen so far (any generated code, nmethods included);
-//! - for a pc in the code cache but in none of the VM's named blobs (so in an nmethod), the
-//!   few instruction patterns HotSpot's C1 and C2 prologues and epilogues use on x86_64
-//!   ([`prologue_epilogue_slot`]), read from the code at the pc.
+//! - Frameless stubs (vtable, itable, inline cache buffer): at `[sp]`.
+//! - Stubs that build a frame pointer frame (their first instructions are `push rbp; mov
+//!   rbp, rsp`): at `[rbp + 8]`, except at those two instructions and the final `ret`.
+//! - I2C adapters (interpreted caller): the caller's interpreted frame is at rbp, its sp in
+//!   r13. C2I adapters (compiled caller): at `[sp]`, with the caller's sp just above it or,
+//!   once the adapter has moved it, in r13 (see [`adapter`]).
+//! - Compiled methods: the instruction patterns of C1's and C2's prologues, epilogues, entry
+//!   barriers and inline cache checks on x86_64 ([`prologue_epilogue_slot`],
+//!   [`inline_cache_check`], [`hash_code_fast_path`]), read from the code at the pc.
 //!
-//! A retry only happens when the word found is itself in the code cache; AGCT then checks the
-//! frame it is given as it checks any signal context (code blob, frame size, sender inside
-//! the thread's stack).
+//! Which stub a pc is in comes from [`STUBS`], a handler-readable table of the VM's stub
+//! ranges by kind, filled by the code map from DynamicCodeGenerated (append-only, atomics
+//! only), with the code cache's bounds seen so far (nmethods included). Reads of the stack
+//! stay between sp and the thread's stack base, which jtap's walker reads from the VM's
+//! thread ([`crate::walk::Walker::stack`]); without it only the frameless and nmethod cases
+//! are tried, within a page above sp. A retry only happens when the word found is itself in
+//! the code cache; AGCT then checks the frame it is given as it checks any signal context
+//! (code blob, frame size, sender inside the thread's stack).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// What a recovered sample was in (`SampleHeader::recovered`).
 pub const NOT_RECOVERED: u8 = 0;
-/// The pc was in a stub the VM generated without a frame (vtable/itable stub).
+/// The pc was in a stub the VM generated (a vtable stub, arraycopy, an adapter, …).
 pub const FROM_STUB: u8 = 1;
-/// The pc was in a compiled method's prologue or epilogue.
+/// The pc was in a compiled method where its frame is not set up (prologue, epilogue, inline
+/// cache check, a `hashCode` fast path).
 pub const FROM_NMETHOD: u8 = 2;
 
 /// Most stub ranges kept (adjacent stubs merge, so a few dozen are typical).
@@ -43,7 +51,7 @@ const CAPACITY: usize = 1024;
 /// Stubs this close to the previous range's end (their headers lie between) merge with it.
 const MERGE_GAP: usize = 128;
 
-/// A range of generated code, and whether it is a frameless stub (1) or other VM code (2).
+/// A range of generated code and its [`StubKind`] (as a byte).
 struct Range {
     start: AtomicUsize,
     end: AtomicUsize,
@@ -57,13 +65,66 @@ pub struct Table {
     /// Lowest and highest address of any generated code seen (nmethods and stubs).
     code_low: AtomicUsize,
     code_high: AtomicUsize,
+    /// The template interpreter's code.
+    interpreter_start: AtomicUsize,
+    interpreter_end: AtomicUsize,
 }
 
-/// Kind of [`Table`] entry: a vtable/itable stub.
-const STUB_FRAMELESS: u8 = 1;
-/// Kind of [`Table`] entry: other code the VM generated (interpreter, runtime stubs,
-/// adapters, …), where the nmethod patterns must not be applied.
-const STUB_OTHER: u8 = 2;
+/// What a piece of code the VM generated (other than an nmethod) does with its frame, which
+/// tells where the return address into its caller is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StubKind {
+    /// Entered by `call`, builds no frame (vtable and itable stubs, and the inline cache
+    /// buffer's `mov rax, value; jmp entry`): it stays at `[sp]`.
+    Frameless = 1,
+    /// Builds a frame pointer frame first (`push rbp; mov rbp, rsp`, left by `leave; ret`):
+    /// the arraycopy stubs and most other StubRoutines, C1's runtime stubs. It is at
+    /// `[rbp + 8]`.
+    Framed = 2,
+    /// The I2C/C2I adapters between interpreted and compiled calling conventions.
+    Adapter = 3,
+    /// Anything else (the interpreter, runtime stubs, the call stub, …).
+    Other = 4,
+}
+
+impl StubKind {
+    /// The kind of the stub the VM names `name` whose code starts with `code`.
+    pub fn of(name: &str, code: &[u8]) -> StubKind {
+        if matches!(name, "vtable stub" | "itable stub" | "InlineCacheBuffer") {
+            return StubKind::Frameless;
+        }
+        if name == "I2C/C2I adapters" {
+            return StubKind::Adapter;
+        }
+        if code.first() == Some(&PUSH_RBP) && is_mov_rbp_rsp(&code[1..]) {
+            StubKind::Framed
+        } else {
+            StubKind::Other
+        }
+    }
+
+    fn from_byte(byte: u8) -> Option<StubKind> {
+        [
+            StubKind::Frameless,
+            StubKind::Framed,
+            StubKind::Adapter,
+            StubKind::Other,
+        ]
+        .into_iter()
+        .find(|kind| *kind as u8 == byte)
+    }
+}
+
+const PUSH_RBP: u8 = 0x55;
+const POP_RBP: u8 = 0x5d;
+const LEAVE: u8 = 0xc9;
+const RET: u8 = 0xc3;
+
+/// `mov rbp, rsp` in either of its two encodings.
+fn is_mov_rbp_rsp(code: &[u8]) -> bool {
+    code.starts_with(&[0x48, 0x89, 0xe5]) || code.starts_with(&[0x48, 0x8b, 0xec])
+}
 
 #[allow(clippy::declare_interior_mutable_const)]
 const EMPTY: Range = Range {
@@ -73,25 +134,41 @@ const EMPTY: Range = Range {
 };
 
 /// The process's table (one sampler at a time).
-pub static FRAMELESS: Table = Table {
-    ranges: [EMPTY; CAPACITY],
-    len: AtomicUsize::new(0),
-    code_low: AtomicUsize::new(usize::MAX),
-    code_high: AtomicUsize::new(0),
-};
-
-/// Whether the VM's name for a generated blob is a stub entered by `call` that builds no
-/// frame, so that the return address stays at `[sp]` throughout.
-pub fn is_frameless_stub(name: &str) -> bool {
-    matches!(name, "vtable stub" | "itable stub")
-}
+pub static STUBS: Table = Table::new();
 
 impl Table {
+    const fn new() -> Table {
+        Table {
+            ranges: [EMPTY; CAPACITY],
+            len: AtomicUsize::new(0),
+            code_low: AtomicUsize::new(usize::MAX),
+            code_high: AtomicUsize::new(0),
+            interpreter_start: AtomicUsize::new(0),
+            interpreter_end: AtomicUsize::new(0),
+        }
+    }
+
     /// Forgets everything (while no handler samples: before the sampler activates).
     pub fn clear(&self) {
         self.len.store(0, Ordering::SeqCst);
         self.code_low.store(usize::MAX, Ordering::SeqCst);
         self.code_high.store(0, Ordering::SeqCst);
+        self.interpreter_start.store(0, Ordering::SeqCst);
+        self.interpreter_end.store(0, Ordering::SeqCst);
+    }
+
+    /// Records where the template interpreter's code is.
+    pub fn set_interpreter(&self, start: usize, end: usize) {
+        self.note_code(start, end);
+        self.interpreter_end.store(end, Ordering::Release);
+        self.interpreter_start.store(start, Ordering::Release);
+    }
+
+    /// The interpreter's code, if known. Async-signal-safe.
+    fn interpreter(&self) -> Option<std::ops::Range<usize>> {
+        let start = self.interpreter_start.load(Ordering::Acquire);
+        let end = self.interpreter_end.load(Ordering::Acquire);
+        (start != 0 && start < end).then_some(start..end)
     }
 
     /// Widens the code cache's known bounds to `[start, end)`.
@@ -101,13 +178,9 @@ impl Table {
     }
 
     /// Records a blob the VM generated. Called with the code map locked (one writer).
-    pub fn add_stub(&self, start: usize, end: usize, frameless: bool) {
+    pub fn add_stub(&self, start: usize, end: usize, kind: StubKind) {
         self.note_code(start, end);
-        let kind = if frameless {
-            STUB_FRAMELESS
-        } else {
-            STUB_OTHER
-        };
+        let kind = kind as u8;
         let len = self.len.load(Ordering::Acquire);
         if len > 0 {
             let last = &self.ranges[len - 1];
@@ -135,20 +208,27 @@ impl Table {
         self.len.store(len + 1, Ordering::Release);
     }
 
-    /// The kind of table entry holding `pc` (0: none; a frameless stub wins over a blob
-    /// around it). Async-signal-safe.
-    fn kind_at(&self, pc: usize) -> u8 {
+    /// The kind of stub holding `pc`, the innermost where ranges nest (a named stub inside
+    /// the blob of all StubRoutines); None outside every stub. Async-signal-safe.
+    fn kind_at(&self, pc: usize) -> Option<StubKind> {
         let len = self.len.load(Ordering::Acquire).min(CAPACITY);
-        let mut found = 0;
+        let mut found: Option<StubKind> = None;
         for range in &self.ranges[..len] {
             if range.start.load(Ordering::Relaxed) <= pc && pc < range.end.load(Ordering::Acquire) {
-                match range.kind.load(Ordering::Relaxed) {
-                    STUB_FRAMELESS => return STUB_FRAMELESS,
-                    kind => found = kind,
+                let kind = StubKind::from_byte(range.kind.load(Ordering::Relaxed));
+                // The enum's order is from most to least specific.
+                if kind.is_some_and(|k| found.is_none_or(|f| (k as u8) < f as u8)) {
+                    found = kind;
                 }
             }
         }
         found
+    }
+
+    /// Whether `address` lies in an nmethod (generated code outside every stub, as far as
+    /// this table knows). Async-signal-safe.
+    fn in_nmethod(&self, address: usize) -> bool {
+        self.in_code(address) && self.kind_at(address).is_none()
     }
 
     /// Whether `address` lies in generated code seen so far. Async-signal-safe.
@@ -164,17 +244,71 @@ impl Table {
 const MAX_HANDLER_DEPTH: usize = 256 << 10;
 /// Farthest above sp a return address is looked for (a prologue's frame size).
 const MAX_SLOT: usize = 4096;
+/// Largest frame of a framed stub (C1's runtime stubs save every register) and of an
+/// interpreted frame below an I2C adapter (its expression stack and the arguments).
+const MAX_FRAME: usize = 64 << 10;
+/// Largest area a C2I adapter adds below its caller's sp (the arguments, two words each).
+const MAX_C2I_AREA: usize = 8 << 10;
+
+/// Where a retried walk starts: the caller's pc and sp, and its frame pointer when known
+/// (else the interrupted one is kept).
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Resume {
+    pc: usize,
+    sp: usize,
+    fp: Option<usize>,
+}
+
+/// The interrupted registers a retry looks at.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug, Clone, Copy)]
+struct Interrupted {
+    pc: usize,
+    sp: usize,
+    fp: usize,
+    /// The interpreter's sender sp in an I2C adapter (and after a C2I adapter set it).
+    r13: usize,
+    /// A C2I adapter's return address while it moves it.
+    rax: usize,
+}
+
+/// The interrupted thread's stack as far as it may be read: from sp to the stack's base
+/// (when the VM's thread says where that is), or to the farthest slot above sp.
+#[cfg(target_arch = "x86_64")]
+struct Stack {
+    sp: usize,
+    high: usize,
+    /// The base came from the thread; without it only the interrupted frame is read.
+    known: bool,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Stack {
+    /// The word at `address`, if it lies inside this stack.
+    fn word(&self, address: usize) -> Option<usize> {
+        if !address.is_multiple_of(8) || address < self.sp || address.checked_add(8)? > self.high {
+            return None;
+        }
+        // SAFETY: 8-byte aligned, between the interrupted sp and the stack's base (or inside
+        // the interrupted frame), all of it mapped (see `retry_from_caller`).
+        Some(unsafe { std::ptr::read_volatile(address as *const usize) })
+    }
+}
 
 /// Retries `AsyncGetCallTrace` from the caller when the interrupted pc is where the return
-/// address is on the stack (see the module documentation). Returns the new frame count
-/// (> 0), what the sample was in and the return address the walk started from, or None.
+/// address is known (see the module documentation). `stack` is the thread's stack as the VM
+/// records it, when known. Returns the new frame count (> 0), what the sample was in and the
+/// pc the walk started from, or None.
 ///
 /// # Safety
-/// `context` is the handler's ucontext, on the sampled thread; `walk` calls AGCT with the
-/// context it is given (and is only called with a context on this stack).
+/// `context` is the handler's ucontext, on the sampled thread; `stack` is that thread's
+/// stack; `walk` calls AGCT with the context it is given (and is only called with a context
+/// on this stack).
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn retry_from_caller(
     context: *mut c_void,
+    stack: Option<std::ops::Range<usize>>,
     walk: &mut dyn FnMut(*mut c_void) -> i32,
 ) -> Option<(i32, u8, u64)> {
     if context.is_null() {
@@ -182,46 +316,173 @@ pub unsafe fn retry_from_caller(
     }
     // SAFETY: the caller's contract: a ucontext_t.
     let original = unsafe { &*(context as *const libc::ucontext_t) };
-    let pc = original.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
-    let sp = original.uc_mcontext.gregs[libc::REG_RSP as usize] as usize;
-    let table = &FRAMELESS;
-    if !table.in_code(pc) || !sp.is_multiple_of(8) {
-        return None;
-    }
-    let (slot, what) = match table.kind_at(pc) {
-        STUB_FRAMELESS => (0, FROM_STUB),
-        STUB_OTHER => return None,
-        _ => (prologue_epilogue_slot(pc)?, FROM_NMETHOD),
+    let register = |r: libc::c_int| original.uc_mcontext.gregs[r as usize] as usize;
+    let at = Interrupted {
+        pc: register(libc::REG_RIP),
+        sp: register(libc::REG_RSP),
+        fp: register(libc::REG_RBP),
+        r13: register(libc::REG_R13),
+        rax: register(libc::REG_RAX),
     };
-    if slot > MAX_SLOT {
+    let table = &STUBS;
+    if !table.in_code(at.pc) || !at.sp.is_multiple_of(8) {
         return None;
     }
-    let here = &slot as *const usize as usize;
+    let here = &at as *const Interrupted as usize;
     // The handler runs on the interrupted thread's own stack (HotSpot's Java threads have no
     // alternate signal stack; with one, `here` is elsewhere and nothing is read): the kernel
     // pushed the signal frame just below sp, and this frame lies below that. A thread stack
-    // is one mapping from its guard pages up to its base, and the interrupted code's frame
-    // and its callers lie above sp, so `[sp, sp + slot + 8)`, inside the interrupted frame
-    // (the return address of the call into it is its top word), is mapped and readable.
-    if here >= sp || sp - here > MAX_HANDLER_DEPTH {
+    // is one mapping from its guard pages up to its base, so all of `[sp, base)` is mapped;
+    // without the base, `[sp, sp + MAX_SLOT)` is taken to be (the interrupted code's frame
+    // and its callers lie above sp).
+    if here >= at.sp || at.sp - here > MAX_HANDLER_DEPTH {
         return None;
     }
-    let at = sp.checked_add(slot)?;
-    // SAFETY: `at` is 8-byte aligned and inside the live stack, as argued above.
-    let return_address = unsafe { std::ptr::read_volatile(at as *const usize) };
-    if !table.in_code(return_address) {
+    let stack = match stack {
+        Some(bounds) if bounds.contains(&at.sp) => Stack {
+            sp: at.sp,
+            high: bounds.end,
+            known: true,
+        },
+        Some(_) => return None,
+        None => Stack {
+            sp: at.sp,
+            high: at.sp.saturating_add(MAX_SLOT + 8),
+            known: false,
+        },
+    };
+    let (resumes, what) = match table.kind_at(at.pc) {
+        Some(StubKind::Frameless) => ([slot(&stack, at.sp, 0), None], FROM_STUB),
+        Some(StubKind::Framed) if stack.known => ([framed_stub(&stack, &at), None], FROM_STUB),
+        Some(StubKind::Adapter) if stack.known => ([adapter(table, &stack, &at), None], FROM_STUB),
+        Some(_) => return None,
+        None => {
+            let offset = prologue_epilogue_slot(at.pc).or_else(|| {
+                let code = Code::at(at.pc);
+                (code.inside(inline_cache_check) || code.inside(hash_code_fast_path)).then_some(0)
+            })?;
+            ([slot(&stack, at.sp, offset), None], FROM_NMETHOD)
+        }
+    };
+    for resume in resumes.into_iter().flatten() {
+        if !table.in_code(resume.pc) {
+            continue;
+        }
+        // SAFETY: a plain copy of the signal's ucontext into this frame. glibc's ucontext_t
+        // is longer than the kernel's `struct ucontext`; what follows the latter in the
+        // kernel's signal frame (siginfo, then the saved FPU state of at least 512 bytes) is
+        // on this same mapped stack, so all of it is readable. Its fpregs pointer still points
+        // at the original's, which outlives the call; AsyncGetCallTrace reads only rip, rsp
+        // and rbp.
+        let mut caller: libc::ucontext_t = unsafe { std::ptr::read(original) };
+        caller.uc_mcontext.gregs[libc::REG_RIP as usize] = resume.pc as i64;
+        caller.uc_mcontext.gregs[libc::REG_RSP as usize] = resume.sp as i64;
+        if let Some(fp) = resume.fp {
+            caller.uc_mcontext.gregs[libc::REG_RBP as usize] = fp as i64;
+        }
+        let frames = walk(&mut caller as *mut libc::ucontext_t as *mut c_void);
+        if frames > 0 {
+            return Some((frames, what, resume.pc as u64));
+        }
+    }
+    None
+}
+
+/// The caller of a frame whose return address is `offset` bytes above `sp`.
+#[cfg(target_arch = "x86_64")]
+fn slot(stack: &Stack, sp: usize, offset: usize) -> Option<Resume> {
+    if offset > MAX_SLOT {
         return None;
     }
-    // SAFETY: a plain copy of the signal's ucontext into this frame. glibc's ucontext_t is
-    // longer than the kernel's `struct ucontext`; what follows the latter in the kernel's
-    // signal frame (siginfo, then the saved FPU state of at least 512 bytes) is on this same
-    // mapped stack, so all of it is readable. Its fpregs pointer still points at the
-    // original's, which outlives the call; AsyncGetCallTrace reads only rip, rsp and rbp.
-    let mut caller: libc::ucontext_t = unsafe { std::ptr::read(original) };
-    caller.uc_mcontext.gregs[libc::REG_RIP as usize] = return_address as i64;
-    caller.uc_mcontext.gregs[libc::REG_RSP as usize] = (at + 8) as i64;
-    let frames = walk(&mut caller as *mut libc::ucontext_t as *mut c_void);
-    (frames > 0).then_some((frames, what, return_address as u64))
+    let at = sp.checked_add(offset)?;
+    Some(Resume {
+        pc: stack.word(at)?,
+        sp: at + 8,
+        fp: None,
+    })
+}
+
+/// The caller of a stub that builds a frame pointer frame (`push rbp; mov rbp, rsp` …
+/// `leave; ret`): at its first two instructions and its `ret` the return address is near
+/// sp, everywhere else at `[rbp + 8]` with the caller's rbp below it.
+#[cfg(target_arch = "x86_64")]
+fn framed_stub(stack: &Stack, at: &Interrupted) -> Option<Resume> {
+    let code = Code::at(at.pc);
+    let (before, here) = code.near();
+    if here[0] == PUSH_RBP && is_mov_rbp_rsp(&here[1..]) {
+        return slot(stack, at.sp, 0);
+    }
+    if is_mov_rbp_rsp(here) && before.ends_with(&[PUSH_RBP]) {
+        return slot(stack, at.sp, 8);
+    }
+    if here[0] == RET && (before.ends_with(&[LEAVE]) || before.ends_with(&[POP_RBP])) {
+        return slot(stack, at.sp, 0);
+    }
+    if at.fp < at.sp || at.fp - at.sp > MAX_FRAME {
+        return None;
+    }
+    Some(Resume {
+        pc: stack.word(at.fp.checked_add(8)?)?,
+        sp: at.fp + 16,
+        fp: Some(stack.word(at.fp)?),
+    })
+}
+
+/// The caller of an I2C or C2I adapter, most likely first (HotSpot's
+/// `gen_i2c_adapter`/`gen_c2i_adapter` on x86_64):
+/// - I2C (interpreted caller): rbp is the caller's frame and r13 its sp at the call, which
+///   the interpreter also recorded in the frame's `last_sp` slot (`[rbp - 16]`, absolute
+///   before JDK 22 and in words relative to rbp from then on). The walk starts in that
+///   interpreted frame.
+/// - C2I (compiled caller): the adapter is entered by `call` with the stack 16-byte
+///   aligned, so sp ≡ 8 (mod 16) until it pops the return address into rax and sets r13 to
+///   the caller's sp; then it moves sp down by a multiple of 16 and stores the return
+///   address at `[sp]`.
+#[cfg(target_arch = "x86_64")]
+fn adapter(table: &Table, stack: &Stack, at: &Interrupted) -> Option<Resume> {
+    let interpreted = || -> Option<Resume> {
+        let interpreter = table.interpreter()?;
+        if at.fp <= at.sp || at.fp - at.sp > MAX_FRAME || at.r13 <= at.sp || at.r13 > at.fp {
+            return None;
+        }
+        let last_sp = stack.word(at.fp - 16)?;
+        let relative = (at.r13 as isize - at.fp as isize) >> 3;
+        if last_sp != at.r13 && last_sp as isize != relative {
+            return None;
+        }
+        // The interpreter's return address pushed before the jump into the adapter, or any
+        // pc of the interpreter: the walk only needs to know the frame is interpreted.
+        let pc = stack
+            .word(at.r13 - 8)
+            .filter(|pc| interpreter.contains(pc))
+            .unwrap_or(interpreter.start);
+        Some(Resume {
+            pc,
+            sp: at.r13,
+            fp: Some(at.fp),
+        })
+    };
+    let compiled = || -> Option<Resume> {
+        if at.sp % 16 == 8 {
+            let resume = slot(stack, at.sp, 0)?;
+            return table.in_nmethod(resume.pc).then_some(resume);
+        }
+        if at.r13 < at.sp || at.r13 - at.sp > MAX_C2I_AREA || !at.r13.is_multiple_of(16) {
+            return None;
+        }
+        let top = stack.word(at.sp)?;
+        let pc = if at.r13 > at.sp && table.in_nmethod(top) {
+            top
+        } else {
+            at.rax
+        };
+        table.in_nmethod(pc).then_some(Resume {
+            pc,
+            sp: at.r13,
+            fp: None,
+        })
+    };
+    interpreted().or_else(compiled)
 }
 
 /// Only x86_64 knows where its return addresses are.
@@ -231,26 +492,113 @@ pub unsafe fn retry_from_caller(
 #[cfg(not(target_arch = "x86_64"))]
 pub unsafe fn retry_from_caller(
     _context: *mut c_void,
+    _stack: Option<std::ops::Range<usize>>,
     _walk: &mut dyn FnMut(*mut c_void) -> i32,
 ) -> Option<(i32, u8, u64)> {
     None
 }
 
-/// 24 bytes of code around `pc` (from `pc - 8`), the ones outside pc's page zero:
-/// the page holding the interrupted instruction is mapped and readable (the CPU was executing
-/// from it), its neighbours need not be.
-#[cfg(target_arch = "x86_64")]
-fn code_around(pc: usize) -> [u8; 24] {
-    let page = pc & !4095;
-    let mut bytes = [0u8; 24];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        let address = (pc + i).wrapping_sub(8);
-        if address & !4095 == page {
-            // SAFETY: inside the page of the interrupted instruction (see above).
-            *byte = unsafe { std::ptr::read_volatile(address as *const u8) };
-        }
+/// The nmethod entry barrier (JDK 21+): `cmp dword [r15 + d8], imm32`.
+const BARRIER: [u8; 3] = [0x41, 0x81, 0x7f];
+
+/// Where the return address is in an nmethod's entry barrier (and its branch) whose code
+/// follows the 8 bytes `before`: after `push rbp; sub rsp, n`, or after `sub rsp, n;
+/// mov [rsp + n - 8], rbp` (C2 frames without a bang).
+fn barrier_slot(before: &[u8]) -> Option<usize> {
+    let before_is = |k: usize, prefix: &[u8]| before[8 - k..].starts_with(prefix);
+    if before_is(5, &[0x48, 0x89, 0x6c, 0x24]) || before_is(5, &[0x55, 0x48, 0x83, 0xec]) {
+        return Some(usize::from(before[7]) + 8);
     }
-    bytes
+    if before_is(8, &[0x55, 0x48, 0x81, 0xec]) {
+        let n = u32::from_le_bytes([before[4], before[5], before[6], before[7]]);
+        return Some(n as usize + 8);
+    }
+    None
+}
+
+/// Bytes of code read on each side of an interrupted pc.
+const AROUND: usize = 64;
+
+/// The code around an interrupted pc: [`AROUND`] bytes before it and as many from it, those
+/// outside pc's page zero: the page holding the interrupted instruction is mapped and
+/// readable (the CPU was executing from it), its neighbours need not be.
+#[cfg(target_arch = "x86_64")]
+struct Code([u8; 2 * AROUND]);
+
+#[cfg(target_arch = "x86_64")]
+impl Code {
+    fn at(pc: usize) -> Code {
+        let page = pc & !4095;
+        let mut bytes = [0u8; 2 * AROUND];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            let address = (pc + i).wrapping_sub(AROUND);
+            if address & !4095 == page {
+                // SAFETY: inside the page of the interrupted instruction (see above).
+                *byte = unsafe { std::ptr::read_volatile(address as *const u8) };
+            }
+        }
+        Code(bytes)
+    }
+
+    /// The 8 bytes ending `back` bytes before pc.
+    fn before(&self, back: usize) -> &[u8] {
+        &self.0[AROUND - back - 8..AROUND - back]
+    }
+
+    /// The 8 bytes before pc and the 16 from it.
+    fn near(&self) -> (&[u8], &[u8]) {
+        (&self.0[AROUND - 8..AROUND], &self.0[AROUND..AROUND + 16])
+    }
+
+    /// Whether pc lies in a piece of code starting up to [`AROUND`] bytes before it whose
+    /// length `parse` tells from its bytes (None: not that code).
+    fn inside(&self, parse: impl Fn(&[u8]) -> Option<usize>) -> bool {
+        (0..=AROUND).any(|start| parse(&self.0[start..]).is_some_and(|len| start + len > AROUND))
+    }
+}
+
+/// The length of an nmethod's inline cache check at the start of `code` (its unverified
+/// entry, before any frame: the receiver's class loaded from `[rsi + 8]`, decoded, compared
+/// with the cached one, `jne` to the miss handler), or None.
+fn inline_cache_check(code: &[u8]) -> Option<usize> {
+    let mut len = match code.get(..4)? {
+        [0x44 | 0x4c, 0x8b, 0x56, 0x08] => 4, // mov r10(d), [rsi + 8]
+        _ => return None,
+    };
+    // Compressed class pointers with a base: mov r11, imm64; add r10, r11.
+    if code.get(len..len + 2)? == [0x49, 0xbb]
+        && code.get(len + 10..len + 13)? == [0x4d, 0x03, 0xd3]
+    {
+        len += 13;
+    }
+    // With a shift: shl r10, imm8.
+    if code.get(len..len + 3)? == [0x49, 0xc1, 0xe2] {
+        len += 4;
+    }
+    len += match code.get(len..len + 3)? {
+        [0x49, 0x3b, 0xc2] | [0x4c, 0x3b, 0xd0] => 3, // cmp rax, r10 | cmp r10, rax
+        [0x44 | 0x4c, 0x3b, 0x50] => 4,               // cmp r10(d), [rax + d8] (JDK 22+)
+        _ => return None,
+    };
+    (code.get(len..len + 2)? == [0x0f, 0x85]).then_some(len + 6)
+}
+
+/// The length of the fast path of `Object.hashCode`'s and `System.identityHashCode`'s native
+/// wrappers at the start of `code`, which return the hash from the object's header before
+/// building a frame: a null check (`cmp rsi, 0; jne; xor rax, rax; ret`), the header loaded
+/// (`mov rax, [rsi]`), tests, shifts and masks, then `je slow; ret`. None if not that code.
+fn hash_code_fast_path(code: &[u8]) -> Option<usize> {
+    const START: [u8; 17] = [
+        0x48, 0x83, 0xfe, 0x00, 0x0f, 0x85, 0x04, 0x00, 0x00, 0x00, 0x48, 0x33, 0xc0, 0xc3, 0x48,
+        0x8b, 0x06,
+    ];
+    if !code.starts_with(&START) {
+        return None;
+    }
+    // The final `je slow; ret` lies within the next few instructions.
+    (START.len()..code.len().min(START.len() + 48))
+        .find(|&i| code.get(i..i + 2) == Some(&[0x0f, 0x84]) && code.get(i + 6) == Some(&RET))
+        .map(|i| i + 7)
 }
 
 /// Where the return address is, relative to sp, at `pc` in a C1/C2 nmethod's prologue or
@@ -266,6 +614,8 @@ fn code_around(pc: usize) -> [u8; 24] {
 /// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n] (JDK 21+ entry barrier after the mov)
 ///   with a bang, the barrier follows `sub rsp, n`:
 /// cmp [r15+d], i32        41 81 7f d8 i32   <- at: [sp + n + 8]
+/// jne slow                0f 85 d32         <- as at the barrier (C2)
+/// je +5; call slow        74 05 e8 d32      <- as at the barrier (C1)
 /// …
 /// add rsp, n              48 83 c4 i8 | 48 81 c4 i32
 /// pop rbp                 5d                <- at: [sp + 8] (after add rsp)
@@ -279,8 +629,8 @@ fn code_around(pc: usize) -> [u8; 24] {
 /// ```
 #[cfg(target_arch = "x86_64")]
 fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
-    let code = code_around(pc);
-    let (before, at) = code.split_at(8);
+    let code = Code::at(pc);
+    let (before, at) = code.near();
     let ends_with = |pattern: &[u8]| before.ends_with(pattern);
     // `before[8 - k ..]` are the k bytes before pc.
     let before_is = |k: usize, prefix: &[u8]| before[8 - k..].starts_with(prefix);
@@ -317,18 +667,16 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
     }
     // JDK 21+ nmethod entry barrier right after `push rbp; sub rsp, n`, or after `sub rsp, n;
     // mov [rsp + n - 8], rbp` (C2 frames without a bang).
-    if at.starts_with(&[0x41, 0x81, 0x7f]) {
-        if before_is(5, &[0x48, 0x89, 0x6c, 0x24]) {
-            return Some(usize::from(before[7]) + 8);
-        }
-        if before_is(5, &[0x55, 0x48, 0x83, 0xec]) {
-            return Some(usize::from(before[7]) + 8);
-        }
-        if before_is(8, &[0x55, 0x48, 0x81, 0xec]) {
-            let n = u32::from_le_bytes([before[4], before[5], before[6], before[7]]);
-            return Some(n as usize + 8);
-        }
-        return None;
+    if at.starts_with(&BARRIER) {
+        return barrier_slot(before);
+    }
+    // The barrier's branch to its slow path: `jne slow` (C2), or `je +5; call slow` (C1).
+    let barrier_before = |back: usize| code.before(back).starts_with(&BARRIER);
+    if (at.starts_with(&[0x0f, 0x85]) || at.starts_with(&[0x74, 0x05])) && barrier_before(0) {
+        return barrier_slot(code.before(8));
+    }
+    if at[0] == 0xe8 && code.before(0).ends_with(&[0x74, 0x05]) && barrier_before(2) {
+        return barrier_slot(code.before(10));
     }
     // pop rbp after add rsp.
     if at[0] == 0x5d && (before_is(4, &[0x48, 0x83, 0xc4]) || before_is(7, &[0x48, 0x81, 0xc4])) {
@@ -368,33 +716,243 @@ mod tests {
 
     #[test]
     fn stub_ranges_merge_and_answer_by_kind() {
-        let table = Table {
-            ranges: [EMPTY; CAPACITY],
-            len: AtomicUsize::new(0),
-            code_low: AtomicUsize::new(usize::MAX),
-            code_high: AtomicUsize::new(0),
-        };
-        table.add_stub(0x1000, 0x2000, false);
-        table.add_stub(0x1100, 0x1120, true);
-        table.add_stub(0x1140, 0x1160, true); // merges with the previous stub
-        assert_eq!(table.len.load(Ordering::Relaxed), 2);
-        assert_eq!(table.kind_at(0x1150), STUB_FRAMELESS);
-        assert_eq!(table.kind_at(0x1800), STUB_OTHER);
-        assert_eq!(table.kind_at(0x3000), 0);
+        let table = Table::new();
+        table.add_stub(0x1000, 0x2000, StubKind::Other);
+        table.add_stub(0x1100, 0x1120, StubKind::Frameless);
+        table.add_stub(0x1140, 0x1160, StubKind::Frameless); // merges with the previous stub
+        table.add_stub(0x1800, 0x1900, StubKind::Framed);
+        assert_eq!(table.len.load(Ordering::Relaxed), 3);
+        assert_eq!(table.kind_at(0x1150), Some(StubKind::Frameless));
+        assert_eq!(table.kind_at(0x1850), Some(StubKind::Framed));
+        assert_eq!(table.kind_at(0x1a00), Some(StubKind::Other));
+        assert_eq!(table.kind_at(0x3000), None);
         table.note_code(0x5000, 0x6000);
         assert!(table.in_code(0x5fff) && table.in_code(0x1000) && !table.in_code(0x6000));
-        assert!(is_frameless_stub("itable stub") && !is_frameless_stub("Interpreter"));
+        assert!(table.in_nmethod(0x5000) && !table.in_nmethod(0x1a00));
     }
 
-    /// The slot at each instruction of `code`, laid out in a page-aligned buffer at `offset`.
+    #[test]
+    fn stubs_are_told_apart_by_name_and_first_instructions() {
+        let enter = [0x55, 0x48, 0x89, 0xe5];
+        assert_eq!(StubKind::of("itable stub", &enter), StubKind::Frameless);
+        assert_eq!(StubKind::of("I2C/C2I adapters", &enter), StubKind::Adapter);
+        assert_eq!(
+            StubKind::of("jlong_disjoint_arraycopy", &enter),
+            StubKind::Framed
+        );
+        assert_eq!(
+            StubKind::of("g1_post_barrier_slow", &[0x55, 0x48, 0x8b, 0xec]),
+            StubKind::Framed
+        );
+        assert_eq!(StubKind::of("Interpreter", &[0x48, 0x8b]), StubKind::Other);
+        assert_eq!(StubKind::of("call_stub", &[0x55]), StubKind::Other);
+    }
+
+    /// A fake thread stack of 64 words whose word `i` is `words(i)`, read as `Stack`.
+    struct FakeStack(Vec<usize>);
+
+    impl FakeStack {
+        fn new() -> FakeStack {
+            FakeStack(vec![0; 64])
+        }
+        fn at(&self, i: usize) -> usize {
+            self.0.as_ptr() as usize + i * 8
+        }
+        fn stack(&self, sp_word: usize) -> Stack {
+            Stack {
+                sp: self.at(sp_word),
+                high: self.at(self.0.len()),
+                known: true,
+            }
+        }
+    }
+
+    /// `code` in a page-aligned buffer; the address of its byte `i` by `pc(i)`.
+    struct FakeCode(Vec<u8>, usize);
+
+    impl FakeCode {
+        fn new(code: &[u8]) -> FakeCode {
+            let mut page = vec![0xccu8; 3 * 4096];
+            let base = (page.as_ptr() as usize + 4095) & !4095;
+            let start = base + 64 - page.as_ptr() as usize;
+            page[start..start + code.len()].copy_from_slice(code);
+            FakeCode(page, start)
+        }
+        fn pc(&self, i: usize) -> usize {
+            self.0.as_ptr() as usize + self.1 + i
+        }
+    }
+
+    #[test]
+    fn framed_stubs_resume_from_the_frame_pointer_or_near_sp_at_their_edges() {
+        // push rbp; mov rbp, rsp; mov eax, ecx; leave; ret
+        let code = FakeCode::new(&[0x55, 0x48, 0x89, 0xe5, 0x89, 0xc8, 0xc9, 0xc3]);
+        let mut words = FakeStack::new();
+        words.0[10] = 0x7000; // return address at [sp] before push rbp, and at the ret
+        words.0[20] = words.at(40); // saved rbp
+        words.0[21] = 0x7100; // return address above it
+        let regs = |pc: usize, sp: usize, fp: usize| Interrupted {
+            pc: code.pc(pc),
+            sp: words.at(sp),
+            fp: words.at(fp),
+            r13: 0,
+            rax: 0,
+        };
+        let resume = |pc: usize, sp: usize, fp: Option<usize>| Resume {
+            pc,
+            sp: words.at(sp),
+            fp: fp.map(|w| words.at(w)),
+        };
+        let stack = words.stack(10);
+        assert_eq!(
+            framed_stub(&stack, &regs(0, 10, 30)),
+            Some(resume(0x7000, 11, None))
+        );
+        // At `mov rbp, rsp`, one word above the pushed rbp.
+        assert_eq!(
+            framed_stub(&words.stack(9), &regs(1, 9, 30)),
+            Some(resume(0x7000, 11, None))
+        );
+        assert_eq!(
+            framed_stub(&stack, &regs(7, 10, 30)),
+            Some(resume(0x7000, 11, None))
+        );
+        let deep = words.stack(5);
+        assert_eq!(
+            framed_stub(&deep, &regs(4, 5, 20)),
+            Some(resume(0x7100, 22, Some(40)))
+        );
+        // A frame pointer below sp is no frame.
+        assert_eq!(framed_stub(&deep, &regs(4, 5, 2)), None);
+    }
+
+    #[test]
+    fn adapters_resume_in_the_interpreted_or_the_compiled_caller() {
+        let table = Table::new();
+        table.set_interpreter(0x10000, 0x20000);
+        table.add_stub(0x30000, 0x31000, StubKind::Adapter);
+        table.note_code(0x40000, 0x50000); // nmethods
+        let mut words = FakeStack::new();
+        // I2C: rbp at word 40, its last_sp (word 38) = r13 = word 30, the interpreter's
+        // return address just below r13.
+        words.0[38] = words.at(30);
+        words.0[29] = 0x10500;
+        let i2c = Interrupted {
+            pc: 0x30010,
+            sp: words.at(24),
+            fp: words.at(40),
+            r13: words.at(30),
+            rax: 0,
+        };
+        let expected = Resume {
+            pc: 0x10500,
+            sp: words.at(30),
+            fp: Some(words.at(40)),
+        };
+        assert_eq!(adapter(&table, &words.stack(24), &i2c), Some(expected));
+        // JDK 22+: last_sp in words relative to rbp.
+        words.0[38] = (-10isize) as usize;
+        assert_eq!(adapter(&table, &words.stack(24), &i2c), Some(expected));
+        words.0[38] = 0;
+        // C2I before it pops the return address: sp ≡ 8 (mod 16), the address at [sp].
+        let base = words.at(0);
+        let odd = if base % 16 == 8 { 0 } else { 1 };
+        words.0[odd + 24] = 0x40100;
+        let c2i = Interrupted {
+            pc: 0x30080,
+            sp: words.at(odd + 24),
+            fp: 0,
+            r13: 0,
+            rax: 0,
+        };
+        assert_eq!(
+            adapter(&table, &words.stack(odd + 24), &c2i),
+            Some(Resume {
+                pc: 0x40100,
+                sp: words.at(odd + 25),
+                fp: None
+            })
+        );
+        // After: r13 the caller's sp, the address moved to [sp] (or still in rax).
+        let even = odd + 1;
+        words.0[even + 2] = 0x40200;
+        let after = Interrupted {
+            pc: 0x30090,
+            sp: words.at(even + 2),
+            fp: 0,
+            r13: words.at(even + 6),
+            rax: 0x40300,
+        };
+        let stack = words.stack(even + 2);
+        assert_eq!(adapter(&table, &stack, &after).map(|r| r.pc), Some(0x40200));
+        words.0[even + 2] = 0x1234;
+        assert_eq!(adapter(&table, &stack, &after).map(|r| r.pc), Some(0x40300));
+        assert_eq!(
+            adapter(&table, &stack, &after).map(|r| r.sp),
+            Some(words.at(even + 6))
+        );
+    }
+
+    /// The slot at each instruction of `code` at the given offsets.
     fn slots(code: &[u8], at: &[usize]) -> Vec<Option<usize>> {
-        let mut page = vec![0xccu8; 3 * 4096];
-        let base = (page.as_ptr() as usize + 4095) & !4095;
-        let start = base + 64 - page.as_ptr() as usize;
-        page[start..start + code.len()].copy_from_slice(code);
+        let code = FakeCode::new(code);
         at.iter()
-            .map(|&i| prologue_epilogue_slot(page.as_ptr() as usize + start + i))
+            .map(|&i| prologue_epilogue_slot(code.pc(i)))
             .collect()
+    }
+
+    /// Whether `pc(i)` is inside code `parse` recognises, for each offset of `code`.
+    fn inside(code: &[u8], at: &[usize], parse: fn(&[u8]) -> Option<usize>) -> Vec<bool> {
+        let code = FakeCode::new(code);
+        at.iter()
+            .map(|&i| Code::at(code.pc(i)).inside(parse))
+            .collect()
+    }
+
+    #[test]
+    fn inline_cache_checks_and_hash_code_fast_paths_are_frameless() {
+        // JDK 17: mov r10d, [rsi+8]; mov r11, base; add r10, r11; cmp rax, r10; jne miss;
+        // then the verified entry.
+        let jdk17 = [
+            0x44, 0x8b, 0x56, 0x08, 0x49, 0xbb, 0x00, 0x00, 0x00, 0x6b, 0x13, 0x7f, 0x00, 0x00,
+            0x4d, 0x03, 0xd3, 0x49, 0x3b, 0xc2, 0x0f, 0x85, 0xc6, 0xb2, 0xa6, 0xff, 0x66, 0x90,
+        ];
+        assert_eq!(
+            inside(&jdk17, &[0, 17, 20, 26], inline_cache_check),
+            [true, true, true, false]
+        );
+        // JDK 25: mov r10d, [rsi+8]; cmp r10d, [rax+8]; jne miss; then a stack bang.
+        let jdk25 = [
+            0x44, 0x8b, 0x56, 0x08, 0x44, 0x3b, 0x50, 0x08, 0x0f, 0x85, 0xc0, 0x4c, 0x2d, 0x07,
+            0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff,
+        ];
+        assert_eq!(
+            inside(&jdk25, &[0, 4, 8, 14], inline_cache_check),
+            [true, true, true, false]
+        );
+        // JDK 17's identityHashCode: null check, mov rax, [rsi]; test rax, 1; je slow;
+        // shr rax, 8; and rax, mask; je slow; ret; then the slow path.
+        let hash17 = [
+            0x48, 0x83, 0xfe, 0x00, 0x0f, 0x85, 0x04, 0x00, 0x00, 0x00, 0x48, 0x33, 0xc0, 0xc3,
+            0x48, 0x8b, 0x06, 0x48, 0xf7, 0xc0, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x84, 0x12, 0x00,
+            0x00, 0x00, 0x48, 0xc1, 0xe8, 0x08, 0x48, 0x81, 0xe0, 0xff, 0xff, 0xff, 0x7f, 0x0f,
+            0x84, 0x01, 0x00, 0x00, 0x00, 0xc3, 0x55,
+        ];
+        assert_eq!(
+            inside(&hash17, &[0, 17, 41, 47, 48], hash_code_fast_path),
+            [true, true, true, true, false]
+        );
+        // JDK 25: … mov rax, [rsi]; test al, 2; jne slow; shr rax, 11; and rax, mask; je; ret
+        let hash25 = [
+            0x48, 0x83, 0xfe, 0x00, 0x0f, 0x85, 0x04, 0x00, 0x00, 0x00, 0x48, 0x33, 0xc0, 0xc3,
+            0x48, 0x8b, 0x06, 0xa8, 0x02, 0x0f, 0x85, 0x0d, 0x00, 0x00, 0x00, 0x48, 0xc1, 0xe8,
+            0x0b, 0x48, 0x25, 0xff, 0xff, 0xff, 0x7f, 0x0f, 0x84, 0x01, 0x00, 0x00, 0x00, 0xc3,
+            0x55,
+        ];
+        assert_eq!(
+            inside(&hash25, &[17, 41, 42], hash_code_fast_path),
+            [true, true, false]
+        );
     }
 
     #[test]
@@ -434,6 +992,18 @@ mod tests {
             0x5d, 0x4d, 0x8b, 0x97, 0x08, 0x01, 0x00, 0x00, 0x41, 0x85, 0x02, 0xc3,
         ];
         assert_eq!(slots(&jdk11, &[1, 8, 11]), [Some(0), Some(0), Some(0)]);
+        // JDK 25, C2: push rbp; sub rsp, 0x30; cmp [r15+0x20], 2; jne slow
+        let c2_barrier = [
+            0x55, 0x48, 0x83, 0xec, 0x30, 0x41, 0x81, 0x7f, 0x20, 0x02, 0x00, 0x00, 0x00, 0x0f,
+            0x85, 0xbe, 0x02, 0x00, 0x00,
+        ];
+        assert_eq!(slots(&c2_barrier, &[5, 13]), [Some(0x38), Some(0x38)]);
+        // JDK 25, C1: push rbp; sub rsp, 0x40; cmp [r15+0x20], 3; je +5; call slow
+        let c1_barrier = [
+            0x55, 0x48, 0x83, 0xec, 0x40, 0x41, 0x81, 0x7f, 0x20, 0x03, 0x00, 0x00, 0x00, 0x74,
+            0x05, 0xe8, 0x25, 0x38, 0x2a, 0x07,
+        ];
+        assert_eq!(slots(&c1_barrier, &[13, 15]), [Some(0x48), Some(0x48)]);
         // A lone push rbp or ret is not recognised.
         assert_eq!(slots(&[0x90, 0x55, 0x90, 0xc3], &[1, 3]), [None, None]);
     }

@@ -29,6 +29,7 @@ use super::buffer::{SampleBuffer, SampleHeader};
 use super::jvm::VmThreadKey;
 use super::perf;
 use super::recover;
+use crate::walk::Walker;
 
 /// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
 const UNKNOWN_JAVA: i32 = -5;
@@ -70,6 +71,9 @@ pub struct Target {
     /// Timer and `tgkill` samples: copy the top of the user stack into the slot (for DWARF
     /// unwinding), as perf_events does for the `cpu` engine.
     pub copies_stacks: bool,
+    /// jtap's stack walker, if it knows this VM: it tells where a thread's stack is, for
+    /// walking samples `AsyncGetCallTrace` gives up on from their caller.
+    pub walker: Option<&'static Walker>,
 }
 
 // SAFETY: the VM pointer is process-global and thread safe; the buffer is Sync.
@@ -371,8 +375,11 @@ unsafe fn record(
             };
             let mut num_frames = walk(context);
             if num_frames == UNKNOWN_JAVA {
-                // SAFETY: the caller's contract; `walk` only calls AsyncGetCallTrace.
-                let retried = unsafe { recover::retry_from_caller(context, &mut walk) };
+                // SAFETY: `jni` is this thread's, and a signal handler runs on the thread.
+                let stack = target.walker.and_then(|w| unsafe { w.stack(jni) });
+                // SAFETY: the caller's contract; `stack` is this thread's; `walk` only calls
+                // AsyncGetCallTrace.
+                let retried = unsafe { recover::retry_from_caller(context, stack, &mut walk) };
                 if let Some((frames, what, from)) = retried {
                     (num_frames, recovered, caller_pc) = (frames, what, from);
                 }

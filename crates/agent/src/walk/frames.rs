@@ -106,25 +106,17 @@ impl<'a> Walk<'a> {
     /// # Safety
     /// `thread` is the calling thread's own `JavaThread`, and `layout` the running VM's.
     pub unsafe fn new(layout: &'a Layout, thread: usize) -> Result<Self, Stop> {
-        // SAFETY: the caller's JavaThread is live; the offsets are its fields.
-        let (high, size) = unsafe {
-            (
-                read::<usize>(thread + layout.thread_stack_base),
-                read::<usize>(thread + layout.thread_stack_size),
-            )
-        };
-        if high < LOWEST || size == 0 || size > high {
-            return Err(Stop::Inconsistent);
-        }
-        // SAFETY: as above.
+        // SAFETY: the caller's contract.
+        let stack = unsafe { stack_of(layout, thread) }.ok_or(Stop::Inconsistent)?;
+        // SAFETY: the caller's JavaThread is live; the state is its field.
         let state = unsafe { read::<i32>(thread + layout.thread_state) };
         if !layout.walkable_states.contains(&state) {
             return Err(Stop::NotWalkable);
         }
         Ok(Walk {
             layout,
-            stack_low: high - size,
-            stack_high: high,
+            stack_low: stack.start,
+            stack_high: stack.end,
         })
     }
 
@@ -552,6 +544,22 @@ unsafe fn find_scope(pcs: usize, end: usize, offset: usize) -> Option<u32> {
         }
     }
     None
+}
+
+/// The stack of `thread`, a `JavaThread*`, from the bounds it records (two reads of its own
+/// fields: async-signal-safe), or None if they make no sense.
+///
+/// # Safety
+/// `thread` is the calling thread's own `JavaThread`, and `layout` the running VM's.
+pub unsafe fn stack_of(layout: &Layout, thread: usize) -> Option<std::ops::Range<usize>> {
+    // SAFETY: the caller's JavaThread is live; the offsets are its fields.
+    let (high, size) = unsafe {
+        (
+            read::<usize>(thread + layout.thread_stack_base),
+            read::<usize>(thread + layout.thread_stack_size),
+        )
+    };
+    (high >= LOWEST && size != 0 && size <= high).then(|| high - size..high)
 }
 
 /// Whether `pointer` can be a pointer to a VM structure: aligned, and not in the low pages.

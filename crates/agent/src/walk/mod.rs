@@ -9,6 +9,7 @@
 //! [`Walker::resolve`] reads the tables once; [`Walker::current`] walks the calling thread's
 //! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable. A walk
 //! that meets anything it does not understand stops with a reason, and the caller asks JVMTI.
+//! [`Walker::stack`] tells a signal handler where its thread's stack is.
 
 mod frames;
 mod layout;
@@ -90,6 +91,16 @@ impl Walker {
             ));
         }
         Ok(Walker { layout, env_offset })
+    }
+
+    /// The calling thread's stack, as its `JavaThread` records it. Async-signal-safe.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv.
+    pub unsafe fn stack(&self, jni: *mut sys::JNIEnv) -> Option<Range<usize>> {
+        let thread = (jni as usize).wrapping_sub(self.env_offset);
+        // SAFETY: (caller) the calling thread's own JavaThread.
+        unsafe { frames::stack_of(&self.layout, thread) }
     }
 
     /// Writes up to `out.len()` frames of the calling thread's Java stack, top first, and

@@ -18,17 +18,33 @@ pub const CHECKPOINT: u64 = 1;
 /// Header flag: integers are compressed (varints).
 pub const COMPRESSED_INTS: u8 = 1;
 
-/// A constant pool: entries of one type by key, each entry's fields already encoded.
+/// A constant pool: entries of one type by key, each entry's fields already encoded. Keys
+/// start at 1, so that 0 is a null reference, as in the JDK's recordings.
 #[derive(Default)]
 pub struct Pool {
     entries: Vec<Vec<u8>>,
+    /// Keys start at 0: an enumeration (frame types, thread states) whose keys readers
+    /// take as the values themselves.
+    from_zero: bool,
 }
 
 impl Pool {
-    /// Adds an entry; its key is its index.
+    /// A pool of an enumeration, keyed from 0.
+    pub fn enumeration() -> Pool {
+        Pool {
+            entries: Vec::new(),
+            from_zero: true,
+        }
+    }
+
+    /// Adds an entry; the key it gets.
     pub fn push(&mut self, fields: Out) -> u64 {
         self.entries.push(fields.bytes);
-        self.entries.len() as u64 - 1
+        self.key(self.entries.len() - 1)
+    }
+
+    fn key(&self, index: usize) -> u64 {
+        index as u64 + u64::from(!self.from_zero)
     }
 }
 
@@ -79,8 +95,8 @@ impl Chunk {
         for (type_id, pool) in pools {
             body.varint(*type_id);
             body.varint(pool.entries.len() as u64);
-            for (key, entry) in pool.entries.iter().enumerate() {
-                body.varint(key as u64);
+            for (index, entry) in pool.entries.iter().enumerate() {
+                body.varint(pool.key(index));
                 body.bytes.extend_from_slice(entry);
             }
         }

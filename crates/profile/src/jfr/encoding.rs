@@ -48,6 +48,12 @@ impl Out {
         self.varint(value as u64);
     }
 
+    /// An `int`, as the JDK writes it: the varint of its 32 bits (-1 is 0xffffffff, five
+    /// bytes; readers that take `int`s as 32 bits read no more).
+    pub fn int(&mut self, value: i32) {
+        self.varint(u64::from(value as u32));
+    }
+
     /// A boolean: one byte.
     pub fn boolean(&mut self, value: bool) {
         self.bytes.push(u8::from(value));
@@ -59,6 +65,14 @@ impl Out {
             self.bytes.push(string::EMPTY);
             return;
         }
+        self.bytes.push(string::UTF8);
+        self.varint(value.len() as u64);
+        self.bytes.extend_from_slice(value.as_bytes());
+    }
+
+    /// A string as UTF-8 bytes even when empty, as the JDK writes its symbols (readers such
+    /// as async-profiler's take no other encoding there).
+    pub fn utf8(&mut self, value: &str) {
         self.bytes.push(string::UTF8);
         self.varint(value.len() as u64);
         self.bytes.extend_from_slice(value.as_bytes());

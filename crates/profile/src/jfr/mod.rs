@@ -72,11 +72,12 @@ mod tests {
         let cpu = profile("cpu", None);
         let alloc = profile("alloc", Some("java.lang.String[]"));
         let lock = profile("lock", Some("java.lang.Object"));
-        let bytes = super::write(&[&cpu, &alloc, &lock]);
+        let nativemem = profile("nativemem", None);
+        let bytes = super::write(&[&cpu, &alloc, &lock, &nativemem]);
         let back = super::read(&bytes, &TIMES).unwrap();
         let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
-        assert_eq!(events, ["cpu", "alloc", "lock"]);
-        for (read, written) in back.iter().zip([&cpu, &alloc, &lock]) {
+        assert_eq!(events, ["cpu", "alloc", "lock", "nativemem"]);
+        for (read, written) in back.iter().zip([&cpu, &alloc, &lock, &nativemem]) {
             assert_eq!(read.logged().len(), 2);
             assert_eq!(
                 read.logged()
@@ -108,6 +109,8 @@ mod tests {
         );
         assert_eq!(back[1].total_weight(), 96, "bytes");
         assert_eq!(back[2].total_weight(), 96, "time waited");
+        assert_eq!(back[3].total_weight(), 96, "bytes malloc'ed");
+        assert_eq!(back[3].metadata.weight_unit, "bytes");
         // Without times: the same counts per stack, no event log.
         let counted = super::read(&bytes, &Wanted::default()).unwrap();
         for (counted, timed) in counted.iter().zip(&back) {

@@ -11,6 +11,7 @@
 //! | `jdk.NativeMethodSample` | `native` |
 //! | `jdk.ObjectAllocationSample`, `jdk.ObjectAllocationInNewTLAB`/`OutsideTLAB` | `alloc` (bytes) |
 //! | `jdk.JavaMonitorEnter`, `jdk.ThreadPark` | `lock` (time waited) |
+//! | `profiler.Malloc` | `nativemem` (bytes) |
 //!
 //! Traced calls (`jdk.MethodTrace`: jtap's slow-call profiles, JDK 25's method tracing) go
 //! with every profile of the recording, for `convert --latency`. Every other event is
@@ -86,7 +87,10 @@ enum Primitive {
     Boolean,
     Byte,
     Char,
-    Integer,
+    /// `short` and `int`.
+    Int,
+    /// `long`.
+    Long,
     Float,
     Double,
     String,
@@ -98,7 +102,8 @@ impl Primitive {
             "boolean" => Primitive::Boolean,
             "byte" => Primitive::Byte,
             "char" => Primitive::Char,
-            "short" | "int" | "long" => Primitive::Integer,
+            "short" | "int" => Primitive::Int,
+            "long" => Primitive::Long,
             "float" => Primitive::Float,
             "double" => Primitive::Double,
             "java.lang.String" => Primitive::String,
@@ -179,7 +184,9 @@ impl Chunk {
         Ok(match class.primitive {
             Some(Primitive::Boolean) => Value::Bool(input.byte()? != 0),
             Some(Primitive::Byte) => Value::Long(i64::from(input.byte()? as i8)),
-            Some(Primitive::Char | Primitive::Integer) => Value::Long(self.int(input)?),
+            Some(Primitive::Char | Primitive::Long) => Value::Long(self.int(input)?),
+            // 32 bits of two's complement: the JDK writes an `int` -1 as 0xffffffff.
+            Some(Primitive::Int) => Value::Long(i64::from(self.int(input)? as u32 as i32)),
             Some(Primitive::Float) => Value::Double(f64::from(f32::from_bits(input.fixed_u32()?))),
             Some(Primitive::Double) => Value::Double(f64::from_bits(input.fixed_u64()?)),
             Some(Primitive::String) => self.read_string(input)?,
@@ -505,6 +512,7 @@ enum Kind {
     Native,
     Alloc,
     Lock,
+    NativeMemory,
 }
 
 impl Kind {
@@ -517,6 +525,7 @@ impl Kind {
             | "jdk.ObjectAllocationInNewTLAB"
             | "jdk.ObjectAllocationOutsideTLAB" => Kind::Alloc,
             "jdk.JavaMonitorEnter" | "jdk.ThreadPark" => Kind::Lock,
+            "profiler.Malloc" => Kind::NativeMemory,
             _ => return None,
         })
     }
@@ -528,12 +537,13 @@ impl Kind {
             Kind::Native => "native",
             Kind::Alloc => "alloc",
             Kind::Lock => "lock",
+            Kind::NativeMemory => "nativemem",
         }
     }
 
     fn weight_unit(self) -> &'static str {
         match self {
-            Kind::Alloc => "bytes",
+            Kind::Alloc | Kind::NativeMemory => "bytes",
             _ => "nanoseconds",
         }
     }
@@ -648,7 +658,7 @@ impl Layout {
             thread: at(&["sampledThread", "eventThread"]),
             stack: at(&["stackTrace"]),
             class: at(&["objectClass", "monitorClass", "parkedClass"]),
-            weight: at(&["weight", "tlabSize", "allocationSize"]),
+            weight: at(&["weight", "tlabSize", "allocationSize", "size"]),
             samples: at(&["samples"]),
         })
     }
@@ -697,7 +707,9 @@ impl Profiles {
                 let samples = long(layout.samples).unwrap_or(1).max(1) as u64;
                 StackCounts::sampled(samples, samples * period)
             }
-            Kind::Alloc => StackCounts::sampled(1, long(layout.weight).unwrap_or(0).max(0) as u64),
+            Kind::Alloc | Kind::NativeMemory => {
+                StackCounts::sampled(1, long(layout.weight).unwrap_or(0).max(0) as u64)
+            }
             Kind::Lock => StackCounts::sampled(1, duration),
         };
         let key_of = |value: &Value| match value {

@@ -1,8 +1,10 @@
 //! The types a jtap recording declares in its metadata, in one table: the JDK's own event and
 //! constant-pool types (with the subset of their fields jtap fills), the annotations that tell
-//! readers what a value is (a time, a duration, bytes), and async-profiler's wall-clock event.
-//! Readers read fields by the metadata a file carries, so a subset of a JDK type's fields is
-//! enough.
+//! readers what a value is (a time, a duration, bytes), and async-profiler's wall-clock and
+//! native memory events.
+//! Readers that follow the metadata a file carries would take a subset of a JDK type's
+//! fields, but some read by position (async-profiler's `jfrconv`): every type has the JDK's
+//! leading fields in the JDK's order, unused ones written as null or zero.
 
 /// Type ids: small numbers, so every reference is a one-byte varint. 0 and 1 are the
 /// metadata and checkpoint records.
@@ -47,6 +49,10 @@ pub mod id {
     pub const ACTIVE_SETTING: u64 = 25;
     /// `jdk.MethodTrace` (a traced call, as JDK 25's method tracing records it).
     pub const METHOD_TRACE: u64 = 26;
+    /// `profiler.Malloc` (async-profiler's native memory allocation event).
+    pub const MALLOC: u64 = 27;
+    /// `jdk.types.ClassLoader`.
+    pub const CLASS_LOADER: u64 = 15;
     /// `jdk.jfr.Label`.
     pub const LABEL: u64 = 40;
     /// `jdk.jfr.Timestamp`.
@@ -213,10 +219,19 @@ pub const TYPES: &[Type] = &[
         id::CLASS,
         "java.lang.Class",
         &[
+            pooled("classLoader", id::CLASS_LOADER, "Class Loader"),
             pooled("name", id::SYMBOL, "Name"),
             pooled("package", id::PACKAGE, "Package"),
             field("modifiers", id::INT, "Access Modifiers"),
             field("hidden", id::BOOLEAN, "Hidden"),
+        ],
+    ),
+    plain(
+        id::CLASS_LOADER,
+        "jdk.types.ClassLoader",
+        &[
+            pooled("type", id::CLASS, "Type"),
+            pooled("name", id::SYMBOL, "Name"),
         ],
     ),
     simple(
@@ -320,6 +335,8 @@ pub const TYPES: &[Type] = &[
             EVENT_THREAD,
             STACK_TRACE,
             pooled("monitorClass", id::CLASS, "Monitor Class"),
+            pooled("previousOwner", id::THREAD, "Previous Monitor Owner"),
+            field("address", id::LONG, "Monitor Address"),
         ],
     ),
     event(
@@ -333,6 +350,22 @@ pub const TYPES: &[Type] = &[
             EVENT_THREAD,
             STACK_TRACE,
             pooled("parkedClass", id::CLASS, "Class Parked On"),
+            with_unit(field("timeout", id::LONG, "Park Timeout"), Unit::Timespan),
+            with_unit(field("until", id::LONG, "Park Until"), Unit::Timestamp),
+            field("address", id::LONG, "Address of Object Parked"),
+        ],
+    ),
+    event(
+        id::MALLOC,
+        "profiler.Malloc",
+        "malloc",
+        &["Java Virtual Machine", "Native Memory"],
+        &[
+            START_TIME,
+            EVENT_THREAD,
+            STACK_TRACE,
+            field("address", id::LONG, "Address"),
+            with_unit(field("size", id::LONG, "Size"), Unit::Bytes),
         ],
     ),
     event(
@@ -344,6 +377,7 @@ pub const TYPES: &[Type] = &[
             START_TIME,
             DURATION,
             EVENT_THREAD,
+            STACK_TRACE,
             pooled("method", id::METHOD, "Method"),
         ],
     ),
@@ -360,3 +394,101 @@ pub const TYPES: &[Type] = &[
         ],
     ),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::TYPES;
+
+    /// Readers that read by position (async-profiler's `jfrconv`) take these fields in this
+    /// order, as the JDK and async-profiler write them: each type must lead with them.
+    #[test]
+    fn types_lead_with_the_fields_positional_readers_expect() {
+        let expected: &[(&str, &[&str])] = &[
+            (
+                "java.lang.Thread",
+                &["osName", "osThreadId", "javaName", "javaThreadId"],
+            ),
+            (
+                "java.lang.Class",
+                &["classLoader", "name", "package", "modifiers"],
+            ),
+            (
+                "jdk.types.Method",
+                &["type", "name", "descriptor", "modifiers", "hidden"],
+            ),
+            ("jdk.types.StackTrace", &["truncated", "frames"]),
+            (
+                "jdk.types.StackFrame",
+                &["method", "lineNumber", "bytecodeIndex", "type"],
+            ),
+            (
+                "jdk.ExecutionSample",
+                &["startTime", "sampledThread", "stackTrace", "state"],
+            ),
+            (
+                "profiler.WallClockSample",
+                &[
+                    "startTime",
+                    "sampledThread",
+                    "stackTrace",
+                    "state",
+                    "samples",
+                ],
+            ),
+            (
+                "jdk.ObjectAllocationSample",
+                &[
+                    "startTime",
+                    "eventThread",
+                    "stackTrace",
+                    "objectClass",
+                    "weight",
+                ],
+            ),
+            (
+                "jdk.JavaMonitorEnter",
+                &[
+                    "startTime",
+                    "duration",
+                    "eventThread",
+                    "stackTrace",
+                    "monitorClass",
+                    "previousOwner",
+                    "address",
+                ],
+            ),
+            (
+                "jdk.ThreadPark",
+                &[
+                    "startTime",
+                    "duration",
+                    "eventThread",
+                    "stackTrace",
+                    "parkedClass",
+                    "timeout",
+                    "until",
+                    "address",
+                ],
+            ),
+            (
+                "jdk.MethodTrace",
+                &[
+                    "startTime",
+                    "duration",
+                    "eventThread",
+                    "stackTrace",
+                    "method",
+                ],
+            ),
+            (
+                "profiler.Malloc",
+                &["startTime", "eventThread", "stackTrace", "address", "size"],
+            ),
+        ];
+        for (name, fields) in expected {
+            let declared = TYPES.iter().find(|t| t.name == *name).expect(name);
+            let names: Vec<&str> = declared.fields.iter().map(|f| f.name).collect();
+            assert!(names.starts_with(fields), "{name}: {names:?}");
+        }
+    }
+}

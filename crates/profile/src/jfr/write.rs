@@ -4,7 +4,9 @@
 //! samples `jdk.ExecutionSample`, wall-clock samples `profiler.WallClockSample` (as
 //! async-profiler names them), allocation samples `jdk.ObjectAllocationSample` with their
 //! weight in bytes, lock waits `jdk.JavaMonitorEnter` or, when the stack parks,
-//! `jdk.ThreadPark`, with their duration. Traced calls kept with a profile (a slow-call
+//! `jdk.ThreadPark`, with their duration, native memory samples `profiler.Malloc` (as
+//! async-profiler names them) with their size and no address (jtap keeps none per sample;
+//! the `--live` part of a profile is not written). Traced calls kept with a profile (a slow-call
 //! profile's calls) become `jdk.MethodTrace` events. A profile without an event log (read from a format
 //! without times) gives its stacks' samples at the recording's start.
 //!
@@ -89,6 +91,7 @@ enum Kind {
     Wall,
     Allocation,
     Lock,
+    NativeMemory,
 }
 
 impl Kind {
@@ -98,6 +101,7 @@ impl Kind {
             "wall" => Some(Kind::Wall),
             "alloc" => Some(Kind::Allocation),
             "lock" => Some(Kind::Lock),
+            "nativemem" => Some(Kind::NativeMemory),
             _ => None,
         }
     }
@@ -105,7 +109,11 @@ impl Kind {
 
 impl Recording {
     fn new(start_ns: u64) -> Recording {
-        let mut pools = Pools::default();
+        let mut pools = Pools {
+            frame_types: Pool::enumeration(),
+            thread_states: Pool::enumeration(),
+            ..Pools::default()
+        };
         for name in FRAME_TYPES {
             let mut entry = Out::default();
             entry.string(name);
@@ -133,10 +141,11 @@ impl Recording {
             Kind::Wall => id::WALL_CLOCK_SAMPLE,
             Kind::Allocation => id::ALLOCATION_SAMPLE,
             Kind::Lock => id::MONITOR_ENTER,
+            Kind::NativeMemory => id::MALLOC,
         };
         let metadata = &profile.metadata;
         let interval = match kind {
-            Kind::Allocation => format!("{} bytes", metadata.interval),
+            Kind::Allocation | Kind::NativeMemory => format!("{} bytes", metadata.interval),
             _ => format!("{} ns", metadata.interval),
         };
         let settings = [
@@ -241,7 +250,7 @@ impl Recording {
                 fields.varint(trace);
                 fields.varint(state);
                 if kind == Kind::Wall {
-                    fields.long(counts.samples as i64);
+                    fields.int(counts.samples.min(i32::MAX as u64) as i32);
                     id::WALL_CLOCK_SAMPLE
                 } else {
                     id::EXECUTION_SAMPLE
@@ -257,6 +266,14 @@ impl Recording {
                 fields.varint(class);
                 fields.long(counts.weight as i64);
                 id::ALLOCATION_SAMPLE
+            }
+            Kind::NativeMemory => {
+                fields.long(ticks);
+                fields.varint(thread);
+                fields.varint(trace);
+                fields.long(0);
+                fields.long(counts.weight as i64);
+                id::MALLOC
             }
             Kind::Lock => {
                 let class = self
@@ -274,8 +291,13 @@ impl Recording {
                 fields.varint(trace);
                 fields.varint(class);
                 if parks {
+                    fields.long(0); // timeout: unknown
+                    fields.long(0); // until: unknown
+                    fields.long(0); // address
                     id::THREAD_PARK
                 } else {
+                    fields.varint(0); // previous owner: unknown
+                    fields.long(0); // address
                     id::MONITOR_ENTER
                 }
             }
@@ -298,6 +320,7 @@ impl Recording {
         fields.long(call.time_ns.saturating_sub(self.start_ns) as i64);
         fields.long(call.duration_ns as i64);
         fields.varint(thread);
+        fields.varint(0); // no stack trace
         fields.varint(method);
         self.chunk.event(id::METHOD_TRACE, call.end_ns(), &fields);
     }
@@ -323,7 +346,7 @@ impl Pools {
             return key;
         }
         let mut entry = Out::default();
-        entry.string(s);
+        entry.utf8(s);
         let key = self.symbols.push(entry);
         self.symbol_keys.insert(s.to_string(), key);
         key
@@ -375,9 +398,10 @@ impl Pools {
         let name = self.symbol(&internal);
         let package = self.package(&package);
         let mut entry = Out::default();
+        entry.varint(0); // no class loader
         entry.varint(name);
         entry.varint(package);
-        entry.long(1); // public
+        entry.int(1); // public
         entry.boolean(false);
         let key = self.classes.push(entry);
         self.class_keys.insert(java_name.to_string(), key);
@@ -396,7 +420,7 @@ impl Pools {
         entry.varint(class);
         entry.varint(name);
         entry.varint(descriptor);
-        entry.long(1); // public
+        entry.int(1); // public
         entry.boolean(false);
         let key = self.methods.push(entry);
         self.method_keys.insert(k, key);
@@ -435,8 +459,8 @@ impl Pools {
                 FrameKind::Thread | FrameKind::Class => unreachable!("filtered out above"),
             };
             entry.varint(method);
-            entry.long(frame.line.map_or(-1, i64::from));
-            entry.long(-1); // bytecode index: not kept
+            entry.int(frame.line.map_or(-1, |l| l as i32));
+            entry.int(-1); // bytecode index: not kept
             entry.varint(frame_type);
         }
         let key = self.stack_traces.push(entry);
