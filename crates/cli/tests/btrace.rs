@@ -517,6 +517,9 @@ import static com.sun.btrace.BTraceUtils.*;
     @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEW, clazz = "java.lang.StringBuilder"))
     public static void alloc(@ProbeMethodName String pmn, String type) { println("new " + type + " in " + pmn); }
 
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEWARRAY, clazz = "/char|java\\.lang\\.String/"))
+    public static void array(@ProbeMethodName String pmn, String type, int dims) { println("new " + type + " array of " + dims + " in " + pmn); }
+
     @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(Kind.SYNC_ENTRY))
     public static void enter(Object lock) { println("enter " + lock); }
 
@@ -528,11 +531,11 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 "#,
         );
-        // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates one
-        // StringBuilder inside its one synchronized block.
+        // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates a char[], an
+        // Object[] and a String[][], then one StringBuilder inside its one synchronized block.
         assert_eq!(
             out,
-            "enter class workloads.Shapes\nnew java.lang.StringBuilder in run\nexit class workloads.Shapes\ncontrol:219 reached 2 times\n",
+            "new char array of 1 in run\nnew java.lang.String array of 2 in run\nenter class workloads.Shapes\nnew java.lang.StringBuilder in run\nexit class workloads.Shapes\ncontrol:219 reached 2 times\n",
             "JDK {}: {err}",
             jdk.version
         );

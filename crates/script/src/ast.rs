@@ -85,6 +85,10 @@ pub enum Role {
     Line,
     /// At `Kind.NEW`: the class allocated (`pkg.Class`).
     NewClass,
+    /// At `Kind.NEWARRAY`: the array's element type (`int`, `pkg.Class`).
+    ArrayType,
+    /// At `Kind.NEWARRAY`: the array's dimensions.
+    ArrayDimensions,
     /// At `Kind.SYNC_ENTRY`/`SYNC_EXIT`: the monitor.
     Lock,
     /// A parameter of a method that is not a handler.
@@ -178,7 +182,8 @@ pub struct Probe {
     /// `location`.
     pub location: Location,
     /// What the `@Location` names with its `clazz`, `method` and `type`: at `Kind.CALL` the
-    /// called methods, at `Kind.NEW` the classes allocated (`method` unused).
+    /// called methods, at `Kind.NEW` the classes allocated and at `Kind.NEWARRAY` the
+    /// arrays' element types (`method` unused).
     pub target: Option<Target>,
 }
 
@@ -212,6 +217,8 @@ pub enum Location {
     Line(Option<u32>),
     /// `Kind.NEW`: an object of a [`Probe::target`] class allocated.
     New,
+    /// `Kind.NEWARRAY`: an array of a [`Probe::target`] element type allocated.
+    NewArray,
     /// `Kind.SYNC_ENTRY` (false) or `Kind.SYNC_EXIT` (true): a `synchronized` block entered
     /// or left.
     Sync {
@@ -221,19 +228,21 @@ pub enum Location {
 }
 
 impl Location {
-    /// The value the first parameter without an annotation receives at this location.
-    pub fn point_value(self) -> Option<Role> {
+    /// The values the first parameters without an annotation receive at this location, in
+    /// order.
+    pub fn point_values(self) -> &'static [Role] {
         match self {
-            Location::Line(_) => Some(Role::Line),
-            Location::New => Some(Role::NewClass),
-            Location::Sync { .. } => Some(Role::Lock),
-            _ => None,
+            Location::Line(_) => &[Role::Line],
+            Location::New => &[Role::NewClass],
+            Location::NewArray => &[Role::ArrayType, Role::ArrayDimensions],
+            Location::Sync { .. } => &[Role::Lock],
+            _ => &[],
         }
     }
 
     /// Whether handlers at this location take the points a method reaches, not its calls.
     pub fn is_point(self) -> bool {
-        self.point_value().is_some()
+        !self.point_values().is_empty()
     }
 }
 

@@ -333,11 +333,12 @@ impl<'s> Compiler<'s> {
     fn role(&self, p: Node, ty: &Type, location: Location, arg: &mut usize) -> Result<Role> {
         let annotations = self.annotations(p)?;
         let Some(a) = annotations.first() else {
-            if let Some(role) = location.point_value() {
+            let values = location.point_values();
+            if !values.is_empty() {
                 *arg += 1;
-                return match *arg {
-                    1 => Ok(role),
-                    _ => fail(p, "this location passes one value without an annotation (the line, the class allocated or the monitor)"),
+                return match values.get(*arg - 1) {
+                    Some(role) => Ok(role.clone()),
+                    None => fail(p, "this location passes no more values without an annotation (the line, the class allocated, the array's type and dimensions, or the monitor)"),
                 };
             }
             if matches!(location, Location::Call { .. }) {
@@ -539,13 +540,14 @@ impl<'s> Compiler<'s> {
             "ERROR" => Location::Error,
             "CALL" => return Ok((Location::Call { after }, Some(target))),
             "NEW" => return Ok((Location::New, Some(target))),
+            "NEWARRAY" => return Ok((Location::NewArray, Some(target))),
             "LINE" => Location::Line(line),
             "SYNC_ENTRY" => Location::Sync { exit: false },
             "SYNC_EXIT" => Location::Sync { exit: true },
             other => {
                 return fail(
                     kind,
-                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, SYNC_ENTRY and SYNC_EXIT are)"),
+                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY and SYNC_EXIT are)"),
                 )
             }
         };
@@ -1152,11 +1154,16 @@ public class Tracker {
             ),
             "{entry}"
         );
-        let array = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.NEWARRAY))\npublic static void h() {}");
-        assert!(array.contains("location Kind.NEWARRAY is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, SYNC_ENTRY and SYNC_EXIT are)"), "{array}");
+        let field = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.FIELD_GET))\npublic static void h() {}");
+        assert!(field.contains("location Kind.FIELD_GET is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY and SYNC_EXIT are)"), "{field}");
+        let array = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEWARRAY, clazz=\"char\"))\npublic static void h(String type, int dims, int more) {}");
+        assert!(
+            array.contains("S.java:5:45: this location passes no more values"),
+            "{array}"
+        );
         let two = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.LINE, line=3))\npublic static void h(int line, int more) {}");
         assert!(
-            two.contains("S.java:5:32: this location passes one value"),
+            two.contains("S.java:5:32: this location passes no more values"),
             "{two}"
         );
         let duration = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.SYNC_ENTRY))\npublic static void h(@Duration long d) {}");

@@ -214,6 +214,14 @@ impl<'s> Machine<'s> {
                     Some(Point::New(class)) => Value::str(class),
                     _ => Value::Null,
                 },
+                Role::ArrayType => match &probe.point {
+                    Some(Point::NewArray { element, .. }) => Value::str(element),
+                    _ => Value::Null,
+                },
+                Role::ArrayDimensions => match &probe.point {
+                    Some(Point::NewArray { dimensions, .. }) => Value::Int(i64::from(*dimensions)),
+                    _ => Value::Int(0),
+                },
                 Role::Lock => match &probe.point {
                     Some(Point::SyncEnter(lock) | Point::SyncExit(lock)) => {
                         Value::from_described(lock)

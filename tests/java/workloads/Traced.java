@@ -277,6 +277,10 @@ final class Shapes {
         Supplier<Integer> ref = Shapes::seven;
         acc += square.applyAsInt(9) + ref.get();
         acc += Long32k.big(3);
+        char[] letters = new char[4];
+        Object[] single = new Object[1];
+        String[][] grid = new String[2][3];
+        acc += letters.length + single.length + grid.length * grid[0].length;
         synchronized (Shapes.class) {
             acc += new StringBuilder("jtap").length();
         }

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jtap_classfile::instruction::op::{
-    INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL, NEW,
+    ANEWARRAY, INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL, MULTIANEWARRAY, NEW,
+    NEWARRAY,
 };
 use jtap_protocol::records::{
     self, Call, CallTree, Callee, MethodStats, MonitorInterval, Point, Reached, TreeNode,
@@ -355,9 +356,8 @@ impl Reporter {
             probes::Reached::Entry => Point::Entry,
             probes::Reached::Line(line) => Point::Line(line),
             probes::Reached::New(id) => match site(id)? {
-                // Arrays are not objects allocated with `new`.
                 (_, NEW, class) => Point::New(class),
-                _ => return None,
+                (_, opcode, detail) => new_array(opcode, &detail)?,
             },
             probes::Reached::Sync(id, lock) => match site(id)?.0 {
                 "monitorenter" => Point::SyncEnter(lock),
@@ -713,9 +713,75 @@ impl Aggregate {
     }
 }
 
+/// The point of an array allocation site, from its instruction and the detail the class-file
+/// crate records for it (dots for slashes): `newarray 10` (an `int[]`: the JVM's type code),
+/// `anewarray` of a class (`pkg.Class[]`) or of an array type (`[I`: an `int[][]`),
+/// `multianewarray` of its array type (`[[Lpkg.Class;`).
+fn new_array(opcode: u8, detail: &str) -> Option<Point> {
+    let (dimensions, element) = match opcode {
+        NEWARRAY => {
+            let code: u8 = detail.strip_prefix("newarray ")?.parse().ok()?;
+            let element = [
+                "boolean", "char", "float", "double", "byte", "short", "int", "long",
+            ]
+            .get(usize::from(code.checked_sub(4)?))?;
+            (1, element.to_string())
+        }
+        ANEWARRAY if detail.starts_with('[') => {
+            let (dimensions, element) = array_type(detail)?;
+            (dimensions + 1, element)
+        }
+        ANEWARRAY => (1, detail.to_string()),
+        MULTIANEWARRAY => array_type(detail)?,
+        _ => return None,
+    };
+    Some(Point::NewArray {
+        element,
+        dimensions,
+    })
+}
+
+/// The dimensions and element type of an array type descriptor (`[[I`: 2, `int`).
+fn array_type(descriptor: &str) -> Option<(u32, String)> {
+    let element = descriptor.trim_start_matches('[');
+    let dimensions = (descriptor.len() - element.len()) as u32;
+    let element = match element {
+        "Z" => "boolean",
+        "C" => "char",
+        "F" => "float",
+        "D" => "double",
+        "B" => "byte",
+        "S" => "short",
+        "I" => "int",
+        "J" => "long",
+        class => class.strip_prefix('L')?.strip_suffix(';')?,
+    };
+    Some((dimensions, element.to_string()))
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn array_allocation_sites_name_their_element_type_and_dimensions() {
+        let point = |opcode, detail| new_array(opcode, detail);
+        let array = |element: &str, dimensions| {
+            Some(Point::NewArray {
+                element: element.into(),
+                dimensions,
+            })
+        };
+        assert_eq!(point(NEWARRAY, "newarray 5"), array("char", 1));
+        assert_eq!(point(NEWARRAY, "newarray 11"), array("long", 1));
+        assert_eq!(point(NEWARRAY, "newarray 3"), None);
+        assert_eq!(
+            point(ANEWARRAY, "java.lang.String"),
+            array("java.lang.String", 1)
+        );
+        assert_eq!(point(ANEWARRAY, "[I"), array("int", 2));
+        assert_eq!(point(MULTIANEWARRAY, "[[[Lapp.Cell;"), array("app.Cell", 3));
+        assert_eq!(point(NEW, "app.Cell"), None);
+    }
 
     #[test]
     fn trees_merge_repeated_children_and_draw_branches() {

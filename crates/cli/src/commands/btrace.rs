@@ -158,7 +158,8 @@ impl Selector {
             (Location::Entry, Point::Entry) => true,
             (Location::Line(None), Point::Line(_)) => true,
             (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
-            (Location::New, Point::New(class)) => {
+            (Location::New, Point::New(class))
+            | (Location::NewArray, Point::NewArray { element: class, .. }) => {
                 self.target.as_ref().is_none_or(|t| t.class.is_match(class))
             }
             (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
@@ -265,7 +266,7 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                     None => every_line = true,
                 }
             }
-            (Location::New, _) => plan.points.push((PointKind::New, pattern)),
+            (Location::New | Location::NewArray, _) => plan.points.push((PointKind::New, pattern)),
             (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
             _ => plan.targets.push(pattern),
         }

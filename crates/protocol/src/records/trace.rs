@@ -94,6 +94,13 @@ pub enum Point {
     Line(u32),
     /// An object of this class (`pkg.Class`) allocated and constructed.
     New(String),
+    /// An array allocated: its element type (`int`, `pkg.Class`) and dimensions.
+    NewArray {
+        /// The innermost element type.
+        element: String,
+        /// How many dimensions (`int[][]`: 2).
+        dimensions: u32,
+    },
     /// A monitor entered, described.
     SyncEnter(String),
     /// A monitor left, described.
@@ -101,13 +108,17 @@ pub enum Point {
 }
 
 impl Reached {
-    /// `13:05:07.042 [main] app.Cache.get line 42` (or `entered`, `new app.Entry`,
+    /// `13:05:07.042 [main] app.Cache.get line 42` (or `entered`, `new app.Entry`, `new int[]`,
     /// `enters app.Lock@1f`, `exits app.Lock@1f`), then `    at frame` lines.
     pub fn to_text(&self) -> String {
         let point = match &self.point {
             Point::Entry => "entered".to_string(),
             Point::Line(line) => format!("line {line}"),
             Point::New(class) => format!("new {class}"),
+            Point::NewArray {
+                element,
+                dimensions,
+            } => format!("new {element}{}", "[]".repeat(*dimensions as usize)),
             Point::SyncEnter(lock) => format!("enters {lock}"),
             Point::SyncExit(lock) => format!("exits {lock}"),
         };
