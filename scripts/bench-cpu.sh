@@ -84,7 +84,11 @@ for JAVA in $JAVAS; do
         pid=$!
         until grep -q READY "$log" 2>/dev/null; do sleep 0.2; done
         echo "JDK $version, $workload: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-        sleep $((WINDOW * 3)) # warm-up
+        # Warm-up: javac keeps C2 busy for a minute or more, and the compiler threads' CPU counts.
+        case $workload in
+            javac) sleep $((WINDOW * 10)) ;;
+            *) sleep $((WINDOW * 3)) ;;
+        esac
         for tool in "${tools[@]}"; do
             # Loads the agent and warms each setting up, untimed.
             for setting in "${!args[@]}"; do
