@@ -1,5 +1,5 @@
-//! The JVM handle, and native threads attached to it under `jtap-...` names, so that they show
-//! up in thread dumps and may call JVMTI.
+//! The JVM handle, the calling thread's `JNIEnv`, and native threads attached to the JVM under
+//! `jtap-...` names, so that they show up in thread dumps and may call JVMTI.
 
 use std::ffi::{c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -50,6 +50,26 @@ impl Vm {
             }
         }
     }
+}
+
+/// The calling thread's `JNIEnv`, if it is attached to the VM.
+///
+/// Not async-signal-safe on every thread: HotSpot reads its current thread from a `__thread`
+/// variable of `libjvm.so`, a `dlopen`ed library, and glibc allocates such a variable's block
+/// with `malloc` the first time a thread touches it. A native thread the JVM never ran
+/// (created by a JNI library, or one of jtap's own before it attaches) that is interrupted
+/// inside `malloc` would deadlock on the allocator's lock. Signal handlers go through
+/// `sampling::jvm::VmThreadKey::current_jni`.
+pub fn current_jni(vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
+    let mut env: *mut c_void = ptr::null_mut();
+    // SAFETY: vm is the VM's invocation interface, valid for the life of the process.
+    let code = unsafe {
+        match (**vm).GetEnv {
+            Some(get_env) => get_env(vm, &mut env, sys::JNI_VERSION_1_6 as sys::jint),
+            None => sys::JNI_ERR,
+        }
+    };
+    (code == sys::JNI_OK as sys::jint && !env.is_null()).then_some(env.cast())
 }
 
 thread_local! {

@@ -327,6 +327,15 @@ impl Profile {
         id
     }
 
+    /// [`Profile::intern`] of a frame the caller keeps: cloned only when it is new (a
+    /// sampler interns the same frames many times a second).
+    pub fn intern_ref(&mut self, frame: &Frame) -> FrameId {
+        match self.frame_ids.get(frame) {
+            Some(&id) => id,
+            None => self.intern(frame.clone()),
+        }
+    }
+
     /// Adds `samples` samples of total `weight`, each one event, to a stack given root first.
     pub fn add(&mut self, stack_root_first: &[FrameId], samples: u64, weight: u64) {
         self.add_counts(stack_root_first, StackCounts::sampled(samples, weight));
@@ -391,7 +400,7 @@ impl Profile {
     ) {
         let ids: Vec<FrameId> = stack_root_first
             .iter()
-            .map(|f| self.intern(f.clone()))
+            .map(|f| self.intern_ref(f))
             .collect();
         self.log(&ids, counts, time_ns, tid);
     }
@@ -436,7 +445,7 @@ impl Profile {
     pub fn add_frame_counts(&mut self, stack_root_first: &[Frame], counts: StackCounts) -> StackId {
         let ids: Vec<FrameId> = stack_root_first
             .iter()
-            .map(|f| self.intern(f.clone()))
+            .map(|f| self.intern_ref(f))
             .collect();
         self.add_counts(&ids, counts)
     }
@@ -559,6 +568,16 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_interned_by_reference_are_stored_once() {
+        let mut profile = Profile::new(Metadata::default());
+        let frame = Frame::new("app.Main.main", FrameKind::Interpreted);
+        let first = profile.intern_ref(&frame);
+        assert_eq!(profile.intern_ref(&frame), first);
+        assert_eq!(profile.intern(frame.clone()), first);
+        assert_eq!(profile.frames(), [frame]);
+    }
 
     #[test]
     fn labels_merge_lines_unless_asked() {

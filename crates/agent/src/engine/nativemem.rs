@@ -28,10 +28,9 @@ use crate::heap::env::OwnEnv;
 use crate::heap::sites::{self, Part, RawFrame, SiteTable};
 use crate::heap::stack;
 use crate::malloc::{self, Allocation};
-use crate::sampling::jvm::current_jni;
 use crate::sampling::methods;
 use crate::sampling::native::Symbolizer;
-use crate::thread::Vm;
+use crate::thread::{current_jni, Vm};
 use crate::walk;
 
 /// Default mean bytes between samples.

@@ -1,33 +1,13 @@
 //! The few raw JNI/JVMTI calls the sampler makes that `jtap-jvmti` has no wrapper for: the
-//! calling thread's `JNIEnv` (also from a signal handler, see [`VmThreadKey`]), JNI local
-//! frames and references, and thread names.
+//! calling thread's `JNIEnv` from a signal handler (see [`VmThreadKey`]), JNI local frames and
+//! references, and thread names.
 
 use std::ffi::{c_void, CStr};
 use std::ptr;
 
 use jtap_jvmti::{sys, Env};
 
-use crate::thread::{spawn_attached, Vm};
-
-/// The calling thread's `JNIEnv`, if it is attached to the VM.
-///
-/// Not async-signal-safe on every thread: HotSpot reads its current thread from a `__thread`
-/// variable of `libjvm.so`, a `dlopen`ed library, and glibc allocates such a variable's block
-/// with `malloc` the first time a thread touches it. A native thread the JVM never ran
-/// (created by a JNI library, or one of jtap's own before it attaches) that is interrupted
-/// inside `malloc` would deadlock on the allocator's lock. Signal handlers go through
-/// [`VmThreadKey::current_jni`].
-pub fn current_jni(vm: *mut sys::JavaVM) -> Option<*mut sys::JNIEnv> {
-    let mut env: *mut c_void = ptr::null_mut();
-    // SAFETY: vm is the VM's invocation interface, valid for the life of the process.
-    let code = unsafe {
-        match (**vm).GetEnv {
-            Some(get_env) => get_env(vm, &mut env, sys::JNI_VERSION_1_6 as sys::jint),
-            None => sys::JNI_ERR,
-        }
-    };
-    (code == sys::JNI_OK as sys::jint && !env.is_null()).then_some(env.cast())
-}
+use crate::thread::{current_jni, spawn_attached, Vm};
 
 /// HotSpot's pthread key for the current VM thread (`ThreadLocalStorage`, which HotSpot's own
 /// signal handler reads with `pthread_getspecific` for the same reason): set on every thread

@@ -80,13 +80,14 @@ impl Resolver {
         if frame.bci == NATIVE_BCI {
             return Frame::java(method.name.clone(), FrameKind::Native, signature, None);
         }
-        let line = method
+        // The last entry starting at or before the bci (the table is sorted by bci).
+        let entries_before = method
             .lines
-            .iter()
-            .take_while(|(start, _)| *start <= i64::from(frame.bci))
-            .last()
+            .partition_point(|(start, _)| *start <= i64::from(frame.bci));
+        let line = entries_before
+            .checked_sub(1)
             .filter(|_| frame.bci >= 0)
-            .and_then(|&(_, line)| u32::try_from(line).ok());
+            .and_then(|i| u32::try_from(method.lines[i].1).ok());
         Frame::java(method.name.clone(), kind, signature, line)
     }
 }

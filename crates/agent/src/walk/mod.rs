@@ -22,8 +22,7 @@ use jtap_jvmti::sys;
 
 pub use frames::Stop;
 
-use crate::sampling::jvm::current_jni;
-use crate::thread::Vm;
+use crate::thread::{current_jni, Vm};
 use layout::Layout;
 use structs::VmStructs;
 

@@ -43,8 +43,8 @@ use jtap_classfile::class_file::{Attribute, Member, ACC_STATIC};
 use jtap_classfile::ClassFile;
 use jtap_jvmti::{sys, Env};
 
-use crate::sampling::jvm::{current_jni, LocalFrame};
-use crate::thread::Vm;
+use crate::sampling::jvm::LocalFrame;
+use crate::thread::{current_jni, Vm};
 use crate::trace::clock;
 
 /// HotSpot's `Unsafe_Park(JNIEnv*, jobject unsafe, jboolean isAbsolute, jlong time)`.
