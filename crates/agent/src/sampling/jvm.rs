@@ -2,7 +2,7 @@
 //! calling thread's `JNIEnv` from a signal handler (see [`VmThreadKey`]), JNI local frames and
 //! references, and thread names.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::CStr;
 use std::ptr;
 
 use jtap_jvmti::{sys, Env};
