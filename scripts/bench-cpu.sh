@@ -128,22 +128,14 @@ for path in logs:
     points[key] = [(int(l.split()[0]), int(l.split()[-1])) for l in open(path)
                    if l.split()[1:2] in (["ops"], ["PROGRESS"])]
 
-def efficiency(w):
-    """Units of work per CPU second of the JVM in a window."""
-    start, end, cpu0, cpu1 = map(int, w[3:7])
-    inside = [(t, n) for t, n in points[w[0], w[1]] if start <= t <= end]
-    if len(inside) < 2:
-        return float("nan")
-    (t0, n0), (t1, n1) = inside[0], inside[-1]
-    cpu = (cpu1 - cpu0) / hz * (t1 - t0) / max(1, end - start)
-    return (n1 - n0) / cpu if cpu else float("nan")
+sys.path.insert(0, "scripts")
+from overhead import efficiency, overheads
 
-overheads = {}
-for i, w in enumerate(windows):
-    if w[2] == "base":
-        continue
-    base = (efficiency(windows[i - 1]) + efficiency(windows[i + 1])) / 2
-    overheads.setdefault((w[0], w[1], w[2]), []).append(100 * (1 - efficiency(w) / base))
+overheads = overheads(
+    windows,
+    lambda w: None if w[2] == "base" else (w[0], w[1], w[2]),
+    lambda w: efficiency(points[w[0], w[1]], *map(int, w[3:7]), hz),
+)
 runs = sorted({(j, wl) for j, wl, _ in overheads}, key=lambda r: (r[1] != "throughput", int(r[0])))
 med = lambda r, s: statistics.median(overheads[r + (s,)]) if r + (s,) in overheads else float("nan")
 print()

@@ -98,22 +98,14 @@ import statistics, sys
 log, hz, windows = sys.argv[1], int(sys.argv[2]), [w.split() for w in sys.argv[3:]]
 points = [tuple(map(int, l.split()[1:])) for l in open(log) if l.startswith("ops ")]
 
-def efficiency(window):
-    """Operations per CPU second of the JVM in a window."""
-    start, end, cpu0, cpu1 = map(int, window[2:6])
-    inside = [(t, n) for t, n in points if start <= t <= end]
-    if len(inside) < 2:
-        return float("nan")
-    (t0, n0), (t1, n1) = inside[0], inside[-1]
-    cpu = (cpu1 - cpu0) / hz * (t1 - t0) / max(1, end - start)
-    return (n1 - n0) / cpu if cpu else float("nan")
+sys.path.insert(0, "scripts")
+from overhead import efficiency, overheads
 
-overheads = {}
-for i, w in enumerate(windows):
-    if w[0] == "base":
-        continue
-    base = (efficiency(windows[i - 1]) + efficiency(windows[i + 1])) / 2
-    overheads.setdefault((w[0], w[1]), []).append(100 * (1 - efficiency(w) / base))
+overheads = overheads(
+    windows,
+    lambda w: None if w[0] == "base" else (w[0], w[1]),
+    lambda w: efficiency(points, *map(int, w[2:6]), hz),
+)
 tools = sorted({t for t, _ in overheads}, key=lambda t: t != "jtap")
 med = lambda t, s: statistics.median(overheads[t, s]) if (t, s) in overheads else float("nan")
 print()
