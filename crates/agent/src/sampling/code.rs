@@ -473,6 +473,7 @@ pub fn map() -> MutexGuard<'static, Option<CodeMap>> {
 /// # Safety
 /// The arguments are those of a CompiledMethodLoad callback that is still running.
 pub unsafe fn compiled_method_load(
+    env: &jtap_jvmti::Env,
     method: sys::jmethodID,
     code_size: sys::jint,
     code_address: *const c_void,
@@ -484,13 +485,38 @@ pub unsafe fn compiled_method_load(
     if code_address.is_null() || size == 0 || map().is_none() {
         return;
     }
+    // SAFETY: the caller's contract: a method whose code was just installed.
+    let trampoline = unsafe { is_method_handle_intrinsic(env, method) };
     let mut builder = NmethodBuilder::new(method, code_address as usize, size);
     // SAFETY: the caller's contract.
     unsafe { read_compile_info(compile_info, &mut builder) };
     let nmethod = builder.build();
     if let Some(map) = map().as_mut() {
+        if trampoline {
+            super::recover::STUBS.add_stub(nmethod.start, nmethod.end, StubKind::Frameless);
+        }
         map.insert(nmethod);
     }
+}
+
+/// Whether `method` is one of `MethodHandle`'s signature-polymorphic natives
+/// (`invokeBasic`, `linkToStatic`, …), whose nmethods the VM generates as frameless
+/// trampolines: a sample anywhere in them has its return address at `[sp]`.
+///
+/// # Safety
+/// `method` is a valid jmethodID.
+unsafe fn is_method_handle_intrinsic(env: &jtap_jvmti::Env, method: sys::jmethodID) -> bool {
+    // SAFETY: the caller's contract.
+    let Ok((name, _)) = (unsafe { env.method_name(method) }) else {
+        return false;
+    };
+    if name != "invokeBasic" && !name.starts_with("linkTo") {
+        return false;
+    }
+    // SAFETY: the caller's contract; the class is a local reference of this callback.
+    unsafe { env.method_declaring_class(method) }
+        .and_then(|class| unsafe { env.class_signature(class) })
+        .is_ok_and(|signature| signature == "Ljava/lang/invoke/MethodHandle;")
 }
 
 /// DynamicCodeGenerated.

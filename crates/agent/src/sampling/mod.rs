@@ -154,9 +154,11 @@ struct Shared {
     samples: AtomicU64,
     dropped: AtomicU64,
     /// Samples walked from the caller after `unknown_java` (see `recover`): pc in a stub,
-    /// pc in a compiled method's prologue/epilogue; and samples left `unknown_java`.
+    /// pc in a compiled method's prologue/epilogue, pc in a leaf native call; and samples
+    /// left `unknown_java`.
     recovered_stub: AtomicU64,
     recovered_nmethod: AtomicU64,
+    recovered_native: AtomicU64,
     unknown_java: AtomicU64,
 }
 
@@ -267,6 +269,7 @@ impl Sampler {
             dropped: AtomicU64::new(0),
             recovered_stub: AtomicU64::new(0),
             recovered_nmethod: AtomicU64::new(0),
+            recovered_native: AtomicU64::new(0),
             unknown_java: AtomicU64::new(0),
         });
         let tasks: Vec<(i32, String)> = threads::tasks()
@@ -277,6 +280,9 @@ impl Sampler {
         let (done, finished) = mpsc::channel();
         let source = settings.source;
         let mut symbolizer = native::Symbolizer::default();
+        if let Some(vm) = symbolizer.code_mapping(target.asgct as usize as u64) {
+            recover::STUBS.set_vm_library(vm.start as usize, vm.end as usize);
+        }
         if source == Source::PerfEvent || target.copies_stacks {
             // Before samples arrive: the first time in a process this reads symbol tables
             // (tens of milliseconds), which the processing thread must not spend while the
@@ -347,9 +353,10 @@ impl Sampler {
         }
         release_core(&self.env);
         log!(
-            "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits; {} left",
+            "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits, {} in leaf native calls; {} left",
             self.shared.recovered_stub.load(Ordering::Relaxed),
             self.shared.recovered_nmethod.load(Ordering::Relaxed),
+            self.shared.recovered_native.load(Ordering::Relaxed),
             self.shared.unknown_java.load(Ordering::Relaxed),
         );
         let profile = snapshot(&self.shared, &self.target);
@@ -518,8 +525,10 @@ impl Worker {
                     } else {
                         map.classify(pc, frames, &mut kinds);
                     }
-                    if header.recovered != recover::NOT_RECOVERED
-                        || header.num_frames == UNKNOWN_JAVA
+                    // A leaf native call's frames come from the native unwinder.
+                    if header.recovered != recover::FROM_NATIVE
+                        && (header.recovered != recover::NOT_RECOVERED
+                            || header.num_frames == UNKNOWN_JAVA)
                     {
                         top = Some(map.locate(pc).into_place());
                     }
@@ -529,6 +538,7 @@ impl Worker {
             let counter = match header.recovered {
                 recover::FROM_STUB => Some(&self.shared.recovered_stub),
                 recover::FROM_NMETHOD => Some(&self.shared.recovered_nmethod),
+                recover::FROM_NATIVE => Some(&self.shared.recovered_native),
                 _ if header.num_frames == UNKNOWN_JAVA => Some(&self.shared.unknown_java),
                 _ => None,
             };
@@ -722,7 +732,7 @@ pub extern "C" fn on_class_load(
 
 /// CompiledMethodLoad (also replayed at start): record the nmethod in the code map.
 pub extern "C" fn on_compiled_method_load(
-    _env: *mut sys::jvmtiEnv,
+    env: *mut sys::jvmtiEnv,
     method: sys::jmethodID,
     code_size: sys::jint,
     code_address: *const std::ffi::c_void,
@@ -735,7 +745,10 @@ pub extern "C" fn on_compiled_method_load(
             return;
         };
         // SAFETY: the arguments are this callback's, valid while it runs.
-        unsafe { code::compiled_method_load(method, code_size, code_address, compile_info) };
+        unsafe {
+            let env = Env::from_raw(env);
+            code::compiled_method_load(&env, method, code_size, code_address, compile_info);
+        }
     })
 }
 

@@ -25,6 +25,11 @@
 //! - Compiled methods: the instruction patterns of C1's and C2's prologues, epilogues, entry
 //!   barriers and inline cache checks on x86_64 ([`prologue_epilogue_slot`],
 //!   [`inline_cache_check`], [`hash_code_fast_path`]), read from the code at the pc.
+//!   `MethodHandle`'s intrinsics (`linkToStatic`, `invokeBasic`, …) are frameless
+//!   trampolines: the code map enters their nmethods here as frameless stubs.
+//! - Native code called from Java without leaving it (leaf runtime calls such as monitor
+//!   exit on JDK 11): libjvm's frame pointer chain up to the return address into generated
+//!   code ([`native_caller`]); the native frames themselves come from the native unwinder.
 //!
 //! Which stub a pc is in comes from [`STUBS`], a handler-readable table of the VM's stub
 //! ranges by kind, filled by the code map from DynamicCodeGenerated (append-only, atomics
@@ -45,6 +50,9 @@ pub const FROM_STUB: u8 = 1;
 /// The pc was in a compiled method where its frame is not set up (prologue, epilogue, inline
 /// cache check, a `hashCode` fast path).
 pub const FROM_NMETHOD: u8 = 2;
+/// The pc was in native code a compiled or interpreted method called without leaving Java
+/// (a leaf runtime call: monitor exit, math, arraycopy helpers).
+pub const FROM_NATIVE: u8 = 3;
 
 /// Most stub ranges kept (adjacent stubs merge, so a few dozen are typical).
 const CAPACITY: usize = 1024;
@@ -68,6 +76,9 @@ pub struct Table {
     /// The template interpreter's code.
     interpreter_start: AtomicUsize,
     interpreter_end: AtomicUsize,
+    /// libjvm's executable mapping.
+    vm_start: AtomicUsize,
+    vm_end: AtomicUsize,
 }
 
 /// What a piece of code the VM generated (other than an nmethod) does with its frame, which
@@ -145,6 +156,8 @@ impl Table {
             code_high: AtomicUsize::new(0),
             interpreter_start: AtomicUsize::new(0),
             interpreter_end: AtomicUsize::new(0),
+            vm_start: AtomicUsize::new(0),
+            vm_end: AtomicUsize::new(0),
         }
     }
 
@@ -155,6 +168,18 @@ impl Table {
         self.code_high.store(0, Ordering::SeqCst);
         self.interpreter_start.store(0, Ordering::SeqCst);
         self.interpreter_end.store(0, Ordering::SeqCst);
+    }
+
+    /// Records where libjvm's code is (once per process: [`Table::clear`] keeps it).
+    pub fn set_vm_library(&self, start: usize, end: usize) {
+        self.vm_end.store(end, Ordering::Release);
+        self.vm_start.store(start, Ordering::Release);
+    }
+
+    /// Whether `address` lies in libjvm's code. Async-signal-safe.
+    fn in_vm(&self, address: usize) -> bool {
+        self.vm_start.load(Ordering::Acquire) <= address
+            && address < self.vm_end.load(Ordering::Acquire)
     }
 
     /// Records where the template interpreter's code is.
@@ -325,7 +350,7 @@ pub unsafe fn retry_from_caller(
         rax: register(libc::REG_RAX),
     };
     let table = &STUBS;
-    if !table.in_code(at.pc) || !at.sp.is_multiple_of(8) {
+    if !at.sp.is_multiple_of(8) {
         return None;
     }
     let here = &at as *const Interrupted as usize;
@@ -351,18 +376,12 @@ pub unsafe fn retry_from_caller(
             known: false,
         },
     };
-    let (resumes, what) = match table.kind_at(at.pc) {
-        Some(StubKind::Frameless) => ([slot(&stack, at.sp, 0), None], FROM_STUB),
-        Some(StubKind::Framed) if stack.known => ([framed_stub(&stack, &at), None], FROM_STUB),
-        Some(StubKind::Adapter) if stack.known => ([adapter(table, &stack, &at), None], FROM_STUB),
-        Some(_) => return None,
-        None => {
-            let offset = prologue_epilogue_slot(at.pc).or_else(|| {
-                let code = Code::at(at.pc);
-                (code.inside(inline_cache_check) || code.inside(hash_code_fast_path)).then_some(0)
-            })?;
-            ([slot(&stack, at.sp, offset), None], FROM_NMETHOD)
-        }
+    let (resumes, what) = if table.in_code(at.pc) {
+        resumes_in_code(table, &stack, &at)?
+    } else if stack.known {
+        (native_caller(table, &stack, &at), FROM_NATIVE)
+    } else {
+        return None;
     };
     for resume in resumes.into_iter().flatten() {
         if !table.in_code(resume.pc) {
@@ -386,6 +405,97 @@ pub unsafe fn retry_from_caller(
         }
     }
     None
+}
+
+/// Where to resume when the pc is in generated code: the caller of a stub, or of an nmethod
+/// stopped where its frame is not set up.
+#[cfg(target_arch = "x86_64")]
+fn resumes_in_code(
+    table: &Table,
+    stack: &Stack,
+    at: &Interrupted,
+) -> Option<([Option<Resume>; 2], u8)> {
+    Some(match table.kind_at(at.pc) {
+        Some(StubKind::Frameless) => ([slot(stack, at.sp, 0), None], FROM_STUB),
+        Some(StubKind::Framed) if stack.known => ([framed_stub(stack, at), None], FROM_STUB),
+        Some(StubKind::Adapter) if stack.known => ([adapter(table, stack, at), None], FROM_STUB),
+        Some(_) => return None,
+        None => {
+            let offset = prologue_epilogue_slot(at.pc).or_else(|| {
+                let code = Code::at(at.pc);
+                (code.inside(inline_cache_check) || code.inside(hash_code_fast_path)).then_some(0)
+            })?;
+            ([slot(stack, at.sp, offset), None], FROM_NMETHOD)
+        }
+    })
+}
+
+/// Most native frames walked from a native function called from Java code back to that code.
+const MAX_NATIVE_FRAMES: usize = 32;
+/// Words above sp searched for libjvm's innermost frame when rbp does not lead to it.
+const SCAN_WORDS: usize = 256;
+
+/// Where to resume when the pc is in native code (libjvm, libc) while the thread is in Java:
+/// a leaf runtime call compiled or interpreted code made without recording its last Java
+/// frame (`SharedRuntime::complete_monitor_unlocking_C`, the math and arraycopy helpers, the
+/// C1 runtime entries before their state transition). libjvm is built with frame pointers,
+/// so the rbp chain leads from its frames to the first return address into generated code;
+/// libc's functions between (without frame pointers) leave rbp as they found it. At the
+/// leaf's first instruction, before it saved rbp, the return address is at `[sp]`. When
+/// the code returned into is a stub (C1's runtime stubs), the stub's own caller is taken.
+#[cfg(target_arch = "x86_64")]
+fn native_caller(table: &Table, stack: &Stack, at: &Interrupted) -> [Option<Resume>; 2] {
+    let through_stub = |resume: Resume| -> Option<Resume> {
+        match table.kind_at(resume.pc) {
+            None => Some(resume),
+            Some(StubKind::Framed) => {
+                let caller = Interrupted {
+                    pc: resume.pc,
+                    sp: resume.sp,
+                    fp: resume.fp?,
+                    r13: 0,
+                    rax: 0,
+                };
+                framed_stub(stack, &caller).filter(|r| table.in_nmethod(r.pc))
+            }
+            Some(_) => None,
+        }
+    };
+    // The first return address into generated code along libjvm's frame pointer chain from
+    // `fp`, every frame before it returning into libjvm.
+    let chain = |mut fp: usize| -> Option<Resume> {
+        for _ in 0..MAX_NATIVE_FRAMES {
+            let pc = stack.word(fp.checked_add(8)?)?;
+            let next = stack.word(fp)?;
+            if !table.in_vm(pc) {
+                return table.in_code(pc).then_some(Resume {
+                    pc,
+                    sp: fp + 16,
+                    fp: Some(next),
+                });
+            }
+            if next <= fp {
+                return None;
+            }
+            fp = next;
+        }
+        None
+    };
+    // Inside libc, rbp may be any value (it is a general register there): the innermost
+    // libjvm frame is then found by its record above sp, a saved rbp higher on the stack
+    // followed by a return address into libjvm.
+    let from_chain = chain(at.fp).or_else(|| {
+        (0..SCAN_WORDS).find_map(|i| {
+            let record = at.sp.checked_add(8 * i)?;
+            table
+                .in_vm(stack.word(record.checked_add(8)?)?)
+                .then(|| chain(record))?
+        })
+    });
+    [
+        from_chain.and_then(through_stub),
+        slot(stack, at.sp, 0).and_then(through_stub),
+    ]
 }
 
 /// The caller of a frame whose return address is `offset` bytes above `sp`.
@@ -565,11 +675,16 @@ fn inline_cache_check(code: &[u8]) -> Option<usize> {
         [0x44 | 0x4c, 0x8b, 0x56, 0x08] => 4, // mov r10(d), [rsi + 8]
         _ => return None,
     };
-    // Compressed class pointers with a base: mov r11, imm64; add r10, r11.
+    // Compressed class pointers with a base: mov r11, imm64; add r10, r11 — or, on JDK 11,
+    // through the heap base register: mov r12, imm64; add r10, r12; xor r12, r12.
     if code.get(len..len + 2)? == [0x49, 0xbb]
         && code.get(len + 10..len + 13)? == [0x4d, 0x03, 0xd3]
     {
         len += 13;
+    } else if code.get(len..len + 2)? == [0x49, 0xbc]
+        && code.get(len + 10..len + 16)? == [0x4d, 0x03, 0xd4, 0x4d, 0x33, 0xe4]
+    {
+        len += 16;
     }
     // With a shift: shl r10, imm8.
     if code.get(len..len + 3)? == [0x49, 0xc1, 0xe2] {
@@ -827,6 +942,51 @@ mod tests {
     }
 
     #[test]
+    fn leaf_native_calls_resume_where_libjvm_returns_into_generated_code() {
+        let table = Table::new();
+        table.set_vm_library(0x100000, 0x200000);
+        table.note_code(0x40000, 0x50000);
+        // A framed stub's body (nops), read at the return address into it.
+        let stub = FakeCode::new(&[0x90; 64]);
+        table.add_stub(stub.pc(0), stub.pc(64), StubKind::Framed);
+        let mut words = FakeStack::new();
+        // libjvm's frames at words 10 and 20 (records: saved rbp, return address), the outer
+        // one returning into an nmethod; libc's frame below them keeps no frame pointer.
+        words.0[10] = words.at(20);
+        words.0[11] = 0x100500;
+        words.0[20] = words.at(40);
+        words.0[21] = 0x40100;
+        let (sp, record, outer) = (words.at(4), words.at(10), words.at(40));
+        let at = |fp: usize| Interrupted {
+            pc: 0x7f00_0000,
+            sp,
+            fp,
+            r13: 0,
+            rax: 0,
+        };
+        let expected = Some(Resume {
+            pc: 0x40100,
+            sp: words.at(22),
+            fp: Some(outer),
+        });
+        let stack = words.stack(4);
+        assert_eq!(native_caller(&table, &stack, &at(record))[0], expected);
+        // rbp used as a general register by libc: the record is found above sp.
+        assert_eq!(native_caller(&table, &stack, &at(12345))[0], expected);
+        // Returning into a framed stub (a C1 runtime stub): its caller, through its rbp.
+        words.0[21] = stub.pc(16);
+        words.0[41] = 0x40200;
+        words.0[40] = words.at(60);
+        assert_eq!(
+            native_caller(&table, &stack, &at(record))[0].map(|r| r.pc),
+            Some(0x40200)
+        );
+        // A chain through anything but libjvm is no chain.
+        words.0[11] = 0x30500;
+        assert_eq!(native_caller(&table, &stack, &at(record))[0], None);
+    }
+
+    #[test]
     fn adapters_resume_in_the_interpreted_or_the_compiled_caller() {
         let table = Table::new();
         table.set_interpreter(0x10000, 0x20000);
@@ -920,6 +1080,17 @@ mod tests {
         assert_eq!(
             inside(&jdk17, &[0, 17, 20, 26], inline_cache_check),
             [true, true, true, false]
+        );
+        // JDK 11 (Jetty): mov r10d, [rsi+8]; mov r12, base; add r10, r12; xor r12, r12;
+        // cmp rax, r10; jne miss; then the verified entry.
+        let jdk11 = [
+            0x44, 0x8b, 0x56, 0x08, 0x49, 0xbc, 0x00, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00,
+            0x4d, 0x03, 0xd4, 0x4d, 0x33, 0xe4, 0x4c, 0x3b, 0xd0, 0x0f, 0x85, 0xe3, 0xee, 0x90,
+            0xff, 0x66, 0x66, 0x90,
+        ];
+        assert_eq!(
+            inside(&jdk11, &[4, 17, 20, 23, 29], inline_cache_check),
+            [true, true, true, true, false]
         );
         // JDK 25: mov r10d, [rsi+8]; cmp r10d, [rax+8]; jne miss; then a stack bang.
         let jdk25 = [
