@@ -31,13 +31,15 @@
 //! javac compiling in a loop, 4,900 nmethods compiled with `DebugNonSafepoints`, 2.7 MiB of
 //! inline information.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::{c_char, c_void, CStr};
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use jtap_jvmti::sys::{self, cmlr};
+// Keys are pointers and small integers, looked up for every frame of every sample.
 use jtap_profile::FrameKind;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::asgct::{CallFrame, NATIVE_BCI};
 use super::recover::StubKind;
@@ -129,7 +131,7 @@ impl NmethodBuilder {
             method: method as MethodId,
             pcs: Vec::new(),
             scopes: Vec::new(),
-            scope_index: HashMap::new(),
+            scope_index: HashMap::default(),
             sites: HashSet::new(),
             caller_bcis: Vec::new(),
         }

@@ -39,6 +39,7 @@
 pub(crate) mod asgct;
 mod buffer;
 mod code;
+mod frames;
 pub(crate) mod jvm;
 pub(crate) mod methods;
 pub(crate) mod native;
@@ -59,6 +60,7 @@ use jtap_protocol::NativeStacks;
 use regex::Regex;
 
 use self::buffer::{SampleBuffer, SampleHeader};
+use self::frames::{Filter, FrameRef, FrameTable};
 use self::signal::{Source, Target, ThreadState};
 use self::threads::ThreadNames;
 use crate::gate::Gate;
@@ -301,7 +303,6 @@ impl Sampler {
             env,
             vm,
             symbolizer,
-            unwinder: unwind::DwarfUnwinder::default(),
         };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
             release_core(&env);
@@ -459,9 +460,10 @@ fn snapshot(shared: &Shared, target: &Target) -> Profile {
     profile
 }
 
-/// One drained sample, resolved.
+/// One drained sample: its frames (`FrameTable` references, root first) in
+/// [`Processing::refs`].
 struct Drained {
-    stack: Vec<Frame>,
+    frames: std::ops::Range<usize>,
     count: u64,
     weight: u64,
     tid: i32,
@@ -477,40 +479,76 @@ struct Worker {
     env: Env,
     vm: Vm,
     symbolizer: native::Symbolizer,
+}
+
+/// What the processing thread keeps from one drain to the next: its caches and buffers.
+struct Processing {
+    resolver: methods::Resolver,
+    symbolizer: native::Symbolizer,
     unwinder: unwind::DwarfUnwinder,
+    table: FrameTable,
+    kinds: Vec<FrameKind>,
+    user: Vec<FrameRef>,
+    kernel: Vec<FrameRef>,
+    /// The frames of every sample of a drain, one after the other.
+    refs: Vec<FrameRef>,
+    drained: Vec<Drained>,
+    ids: Vec<jtap_profile::FrameId>,
 }
 
 impl Worker {
     fn run(mut self, done: mpsc::Sender<()>) {
-        let mut resolver = methods::Resolver::new(self.env, self.vm);
-        let mut symbolizer = std::mem::take(&mut self.symbolizer);
-        let mut unwinder = std::mem::take(&mut self.unwinder);
+        let mut processing = Processing {
+            resolver: methods::Resolver::new(self.env, self.vm),
+            symbolizer: std::mem::take(&mut self.symbolizer),
+            unwinder: unwind::DwarfUnwinder::default(),
+            table: FrameTable::default(),
+            kinds: Vec::new(),
+            user: Vec::new(),
+            kernel: Vec::new(),
+            refs: Vec::new(),
+            drained: Vec::new(),
+            ids: Vec::new(),
+        };
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
-            self.drain(&mut resolver, &mut symbolizer, &mut unwinder);
+            self.drain(&mut processing);
             if last {
                 break;
             }
             std::thread::sleep(DRAIN_EVERY);
         }
+        let cpu = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+            .map(Duration::from)
+            .unwrap_or_default();
+        let samples = self.shared.samples.load(Ordering::Relaxed).max(1);
+        log!(
+            "sampler: processing took {:?} of CPU for {samples} samples ({:.1} µs each)",
+            cpu,
+            cpu.as_secs_f64() * 1e6 / samples as f64
+        );
         let _ = done.send(());
     }
 
-    fn drain(
-        &self,
-        resolver: &mut methods::Resolver,
-        symbolizer: &mut native::Symbolizer,
-        unwinder: &mut unwind::DwarfUnwinder,
-    ) {
-        let mut stacks: Vec<Drained> = Vec::new();
-        let mut kinds = Vec::new();
+    fn drain(&self, p: &mut Processing) {
+        p.refs.clear();
+        p.drained.clear();
         self.target.buffer.drain(|header, frames, chain, stack| {
-            let native = if stack.is_empty() {
-                symbolizer.frames(chain, self.settings.user_only)
+            let chain = if stack.is_empty() {
+                std::borrow::Cow::Borrowed(chain)
             } else {
-                let chain = unwinder.chain(symbolizer, chain, header.user_regs, stack);
-                symbolizer.frames(&chain, self.settings.user_only)
+                p.unwinder
+                    .chain(&mut p.symbolizer, chain, header.user_regs, stack)
             };
+            p.user.clear();
+            p.kernel.clear();
+            p.table.native(
+                &mut p.symbolizer,
+                &chain,
+                self.settings.user_only,
+                &mut p.user,
+                &mut p.kernel,
+            );
             let mut top = None;
             match code::map().as_ref() {
                 Some(map) => {
@@ -520,10 +558,10 @@ impl Worker {
                         map.classify(
                             (header.caller_pc as usize).saturating_sub(1),
                             frames,
-                            &mut kinds,
+                            &mut p.kinds,
                         );
                     } else {
-                        map.classify(pc, frames, &mut kinds);
+                        map.classify(pc, frames, &mut p.kinds);
                     }
                     // A leaf native call's frames come from the native unwinder.
                     if header.recovered != recover::FROM_NATIVE
@@ -533,7 +571,7 @@ impl Worker {
                         top = Some(map.locate(pc).into_place());
                     }
                 }
-                None => kinds.clear(),
+                None => p.kinds.clear(),
             }
             let counter = match header.recovered {
                 recover::FROM_STUB => Some(&self.shared.recovered_stub),
@@ -546,41 +584,37 @@ impl Worker {
                 counter.fetch_add(u64::from(header.count.max(1)), Ordering::Relaxed);
             }
             // Resolved with the code map unlocked (see `code::map`).
-            let top = top.map(|place| place.resolve(resolver));
-            kinds.resize(frames.len(), FrameKind::Compiled);
-            if let Some(mut stack) = self.stack(resolver, header, frames, &kinds, native) {
-                if let Some(top) = top {
-                    // On top of the Java frames: after the thread root and those frames.
-                    let java = usize::from(self.settings.threads)
-                        + if header.num_frames > 0 {
-                            frames.len()
-                        } else {
-                            1
-                        };
-                    let frame = if header.recovered == recover::NOT_RECOVERED {
-                        Frame::new(format!("[in {}]", top.label()), FrameKind::Cpp)
-                    } else {
-                        top.frame()
-                    };
-                    stack.insert(java.min(stack.len()), frame);
-                }
+            let top = top.map(|place| {
+                let place = place.resolve(&mut p.resolver);
+                let frame = if header.recovered == recover::NOT_RECOVERED {
+                    Frame::new(format!("[in {}]", place.label()), FrameKind::Cpp)
+                } else {
+                    place.frame()
+                };
+                p.table.intern(frame)
+            });
+            p.kinds.resize(frames.len(), FrameKind::Compiled);
+            let start = p.refs.len();
+            if self.stack(p, header, frames, top) {
                 let count = u64::from(header.count.max(1));
-                stacks.push(Drained {
-                    stack,
+                p.drained.push(Drained {
+                    frames: start..p.refs.len(),
                     count,
                     weight: header.weight.saturating_mul(count),
                     tid: header.tid,
                     time_ns: header.time_ns + self.shared.wall_offset_ns,
                 });
+            } else {
+                p.refs.truncate(start);
             }
         });
         self.shared
             .samples
-            .fetch_add(stacks.iter().map(|s| s.count).sum(), Ordering::Relaxed);
+            .fetch_add(p.drained.iter().map(|s| s.count).sum(), Ordering::Relaxed);
         self.shared
             .dropped
             .store(self.target.buffer.dropped(), Ordering::Relaxed);
-        if stacks.is_empty() {
+        if p.drained.is_empty() {
             return;
         }
         let mut profile = self
@@ -588,81 +622,93 @@ impl Worker {
             .profile
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        for Drained {
-            stack,
-            count,
-            weight,
-            tid,
-            time_ns,
-        } in stacks
-        {
+        for sample in &p.drained {
+            let frames = &p.refs[sample.frames.clone()];
+            let first = frames
+                .iter()
+                .map(|&f| p.table.frame(f))
+                .find(|f| f.kind != FrameKind::Thread);
             if let Some(Frame {
                 kind: FrameKind::Error,
                 name,
                 ..
-            }) = stack.iter().find(|f| f.kind != FrameKind::Thread)
+            }) = first
             {
                 let reason = name.trim_matches(|c| c == '[' || c == ']').to_string();
-                *profile.metadata.errors.entry(reason).or_default() += count;
+                *profile.metadata.errors.entry(reason).or_default() += sample.count;
             }
-            let counts = StackCounts::sampled(count, weight);
+            p.ids.clear();
+            for &frame in frames {
+                p.ids.push(p.table.profile_id(&mut profile, frame));
+            }
+            let counts = StackCounts::sampled(sample.count, sample.weight);
             if self.settings.timeline {
-                let tid = tid as u32;
+                let tid = sample.tid as u32;
                 if !profile.thread_names().contains_key(&tid) {
-                    profile.name_thread(tid, self.shared.names.name(tid as i32));
+                    profile.name_thread(tid, self.shared.names.name(sample.tid));
                 }
-                profile.log_frames(&stack, counts, time_ns, tid);
+                profile.log(&p.ids, counts, sample.time_ns, tid);
             } else {
-                profile.add_frame_counts(&stack, counts);
+                profile.add_counts(&p.ids, counts);
             }
         }
     }
 
-    /// One sample as a stack, root first, its Java frames (top first) of the given kinds;
-    /// None when the filters drop it.
+    /// Appends one sample's frames to `p.refs`, root first: the thread, its Java frames (top
+    /// first in `frames`, of the kinds in `p.kinds`), `top` on them, the native frames in
+    /// `p.user` and `p.kernel`, the thread's state. False when the filters drop it.
     fn stack(
         &self,
-        resolver: &mut methods::Resolver,
+        p: &mut Processing,
         header: &SampleHeader,
         frames: &[asgct::CallFrame],
-        kinds: &[FrameKind],
-        native: native::NativeFrames,
-    ) -> Option<Vec<Frame>> {
-        let mut stack: Vec<Frame> =
-            Vec::with_capacity(frames.len() + native.user.len() + native.kernel.len() + 2);
-        if header.num_frames > 0 {
-            stack.extend(
-                frames
-                    .iter()
-                    .zip(kinds)
-                    .rev()
-                    .map(|(f, &kind)| resolver.frame_of_kind(f, kind)),
-            );
-        } else if !asgct::is_outside_java(header.num_frames) || native.is_empty() {
-            stack.push(Frame::new(
-                format!("[{}]", asgct::failure_name(header.num_frames)),
-                FrameKind::Error,
-            ));
+        top: Option<FrameRef>,
+    ) -> bool {
+        if self.settings.threads {
+            let thread = Frame::new(self.shared.names.label(header.tid), FrameKind::Thread);
+            let thread = p.table.intern(thread);
+            p.refs.push(thread);
         }
-        stack.extend(native.user.into_iter().rev());
-        stack.extend(native.kernel.into_iter().rev());
-        let keep = |re: &Option<Regex>, default: bool| {
-            re.as_ref()
-                .map_or(default, |re| stack.iter().any(|f| re.is_match(&f.name)))
-        };
-        if !keep(&self.settings.include, true) || keep(&self.settings.exclude, false) {
-            return None;
+        let start = p.refs.len();
+        if header.num_frames > 0 {
+            for (frame, &kind) in frames.iter().zip(&p.kinds).rev() {
+                let frame = p.table.java(&mut p.resolver, frame, kind);
+                p.refs.push(frame);
+            }
+        } else if !asgct::is_outside_java(header.num_frames)
+            || (p.user.is_empty() && p.kernel.is_empty())
+        {
+            let failure = p.table.failure(header.num_frames);
+            p.refs.push(failure);
+        }
+        // On top of the Java frames (or of the failure).
+        if let Some(top) = top {
+            let at = if header.num_frames > 0 {
+                p.refs.len()
+            } else {
+                (start + 1).min(p.refs.len())
+            };
+            p.refs.insert(at, top);
+        }
+        p.refs.extend(p.user.iter().rev());
+        p.refs.extend(p.kernel.iter().rev());
+        let filters = [
+            (&self.settings.include, Filter::Include, true),
+            (&self.settings.exclude, Filter::Exclude, false),
+        ];
+        for (filter, which, keep_if_matched) in filters {
+            if let Some(filter) = filter {
+                let matched = p.table.any_matches(&p.refs[start..], which, filter);
+                if matched != keep_if_matched {
+                    return false;
+                }
+            }
         }
         if let Some(state) = ThreadState::from_byte(header.state) {
-            stack.push(Frame::new(format!("[{}]", state.name()), FrameKind::Thread));
+            let state = p.table.state(state);
+            p.refs.push(state);
         }
-        if self.settings.threads {
-            stack.insert(
-                0,
-                Frame::new(self.shared.names.label(header.tid), FrameKind::Thread),
-            );
-        }
-        Some(stack)
+        true
     }
 }
 

@@ -42,20 +42,39 @@ pub(super) const CONTEXT_MAX: u64 = -4095i64 as u64;
 /// How often the mappings may be re-read for an address in none of them.
 const MAPS_REFRESH: Duration = Duration::from_secs(1);
 
-/// A chain's frames, each part leaf first.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct NativeFrames {
-    /// Native user frames (libraries, libjvm), down to the first address outside them.
-    pub user: Vec<Frame>,
-    /// Kernel frames.
-    pub kernel: Vec<Frame>,
+/// Which part of a call chain an address is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Kernel,
+    User,
+    /// Guest or other contexts jtap does not show.
+    Other,
 }
 
-impl NativeFrames {
-    /// Whether the chain had no frame to show.
-    pub fn is_empty(&self) -> bool {
-        self.user.is_empty() && self.kernel.is_empty()
-    }
+/// The addresses to look up in a perf_event call chain, leaf first, with their context:
+/// the first address of each context is where the thread was, every other one a return
+/// address, looked up one byte earlier (in the call instruction).
+pub fn lookups(chain: &[u64]) -> impl Iterator<Item = (Context, u64)> + '_ {
+    let mut context = Context::Other;
+    let mut first_in_context = false;
+    chain.iter().filter_map(move |&entry| {
+        if entry >= CONTEXT_MAX {
+            context = match entry {
+                CONTEXT_KERNEL => Context::Kernel,
+                CONTEXT_USER => Context::User,
+                _ => Context::Other,
+            };
+            first_in_context = true;
+            return None;
+        }
+        let address = if first_in_context {
+            entry
+        } else {
+            entry.saturating_sub(1)
+        };
+        first_in_context = false;
+        Some((context, address))
+    })
 }
 
 /// One line of `/proc/self/maps`.
@@ -174,47 +193,13 @@ impl Symbolizer {
         }
     }
 
-    /// The frames of a perf_event call chain (leaf first, with context markers); kernel
-    /// frames left out when `user_only`.
-    pub fn frames(&mut self, chain: &[u64], user_only: bool) -> NativeFrames {
-        let mut frames = NativeFrames::default();
-        let mut context = 0;
-        let mut first_in_context = false;
-        let mut user_done = false;
-        for &entry in chain {
-            if entry >= CONTEXT_MAX {
-                context = entry;
-                first_in_context = true;
-                continue;
-            }
-            // Return addresses point after their call: look up the call itself.
-            let address = if first_in_context {
-                entry
-            } else {
-                entry.saturating_sub(1)
-            };
-            first_in_context = false;
-            match context {
-                CONTEXT_KERNEL if !user_only => {
-                    let frame = self.kernel_frame(address);
-                    frames.kernel.push(frame);
-                }
-                CONTEXT_USER if !user_done => match self.user_frame(address) {
-                    Some(frame) => frames.user.push(frame),
-                    None => user_done = true,
-                },
-                _ => {}
-            }
-        }
-        frames
-    }
-
     /// The frame of the call that `return_address` returns from, if it lies in a mapped file.
     pub fn return_address_frame(&mut self, return_address: u64) -> Option<Frame> {
         self.user_frame(return_address.saturating_sub(1))
     }
 
-    fn user_frame(&mut self, address: u64) -> Option<Frame> {
+    /// The frame of the user code at `address`, if it lies in a mapped file.
+    pub fn user_frame(&mut self, address: u64) -> Option<Frame> {
         if let Some(frame) = self.user_cache.get(&address) {
             return frame.clone();
         }
@@ -332,7 +317,8 @@ impl Symbolizer {
         self.maps = maps;
     }
 
-    fn kernel_frame(&mut self, address: u64) -> Frame {
+    /// The frame of the kernel code at `address`.
+    pub fn kernel_frame(&mut self, address: u64) -> Frame {
         if let Some(frame) = self.kernel_cache.get(&address) {
             return frame.clone();
         }
@@ -647,26 +633,40 @@ mod tests {
             &*heap as *const u64 as u64,
             getpid,
         ];
-        let frames = symbolizer.frames(&chain, false);
+        let frames = native_frames(&mut symbolizer, &chain, false);
         assert_eq!(
-            frames.kernel,
+            frames.1,
             [
                 Frame::new("do_read", FrameKind::Kernel),
                 Frame::new("_stext", FrameKind::Kernel)
             ]
         );
         assert_eq!(
-            frames.user.len(),
+            frames.0.len(),
             1,
             "the user part ends at the heap address: {frames:?}"
         );
         assert!(
-            frames.user[0].name.starts_with("libc.so.6!") && frames.user[0].name.contains("getpid"),
+            frames.0[0].name.starts_with("libc.so.6!") && frames.0[0].name.contains("getpid"),
             "{frames:?}"
         );
-        assert_eq!(frames.user[0].kind, FrameKind::Native);
-        let user_only = symbolizer.frames(&chain, true);
-        assert!(user_only.kernel.is_empty() && user_only.user == frames.user);
+        assert_eq!(frames.0[0].kind, FrameKind::Native);
+        let user_only = native_frames(&mut symbolizer, &chain, true);
+        assert!(user_only.1.is_empty() && user_only.0 == frames.0);
+    }
+
+    /// The user and kernel frames of a chain, each leaf first, as the processing thread
+    /// finds them.
+    fn native_frames(
+        symbolizer: &mut Symbolizer,
+        chain: &[u64],
+        user_only: bool,
+    ) -> (Vec<Frame>, Vec<Frame>) {
+        let mut table = super::super::frames::FrameTable::default();
+        let (mut user, mut kernel) = (Vec::new(), Vec::new());
+        table.native(symbolizer, chain, user_only, &mut user, &mut kernel);
+        let frames = |refs: Vec<u32>| refs.into_iter().map(|r| table.frame(r).clone()).collect();
+        (frames(user), frames(kernel))
     }
 
     #[test]
@@ -677,8 +677,12 @@ mod tests {
             )))),
             ..Symbolizer::default()
         };
-        let frames = symbolizer.frames(&[CONTEXT_KERNEL, 0xffffffff81000180], false);
-        assert_eq!(frames.kernel, [Frame::new("[kernel]", FrameKind::Kernel)]);
+        let frames = native_frames(
+            &mut symbolizer,
+            &[CONTEXT_KERNEL, 0xffffffff81000180],
+            false,
+        );
+        assert_eq!(frames.1, [Frame::new("[kernel]", FrameKind::Kernel)]);
     }
 
     #[test]
