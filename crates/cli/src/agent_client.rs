@@ -19,7 +19,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use jtap_attach::process::Process;
@@ -457,6 +457,9 @@ pub fn run_with(
 /// a [`Stopper`]'s `Stop` on it.
 pub struct Conversation {
     stream: UnixStream,
+    /// When the agent said its engines started (`Frame::Started`): a `-d` duration counts
+    /// from then, not from the connection (starting can take seconds on a large program).
+    engine_started: Arc<OnceLock<Instant>>,
 }
 
 /// Asks the agent, on an open [`Conversation`], to stop what that conversation started; the
@@ -507,7 +510,7 @@ impl Conversation {
             || false,
         )?;
         match (stream, return_code) {
-            (Some(stream), _) => Ok(Conversation { stream }),
+            (Some(stream), _) => Ok(Conversation::from_stream(stream)),
             (None, Some(0)) => {
                 Err(AgentError::Channel("the agent did not connect back".into()).into())
             }
@@ -522,7 +525,10 @@ impl Conversation {
 
     /// The conversation over a stream the agent connected (launch mode).
     pub fn from_stream(stream: UnixStream) -> Conversation {
-        Conversation { stream }
+        Conversation {
+            stream,
+            engine_started: Arc::default(),
+        }
     }
 
     /// A handle that asks the agent to stop, usable while another thread reads.
@@ -555,6 +561,7 @@ impl Conversation {
                 }
                 Some(Frame::Hello { .. } | Frame::Stop) => {}
                 Some(Frame::Started(engine)) => {
+                    let _ = self.engine_started.set(Instant::now());
                     if let Some(sink) = &mut frames {
                         sink(Frame::Started(engine))?;
                     }
@@ -621,8 +628,9 @@ pub enum Asked {
 
 /// Reads an engine-owning conversation to its end with `read` on a thread of its own, while
 /// this thread keeps the end in hand: on Ctrl-C (`interrupted`), when `stop_now` says so, or
-/// when the engine runs [`END_GRACE`] past `expected_end`, it sends `Stop`; if the agent then
-/// takes more than [`STOP_WAIT`] to end, it gives up with an error rather than wait for ever.
+/// when the engine runs [`END_GRACE`] past `expected_end` (counted from its start), it sends
+/// `Stop`; if the agent then takes more than [`STOP_WAIT`] to end, it gives up with an error
+/// rather than wait for ever.
 /// `tick` runs every 50 ms (progress display). Returns what `read` returned and why a stop
 /// was asked for.
 pub fn supervise<T: Send>(
@@ -634,7 +642,9 @@ pub fn supervise<T: Send>(
     read: impl FnOnce(Conversation) -> anyhow::Result<T> + Send,
 ) -> anyhow::Result<(T, Asked)> {
     let stopper = conversation.stopper()?;
-    let started = Instant::now();
+    let engine_started = conversation.engine_started.clone();
+    let opened = Instant::now();
+    let started = || engine_started.get().copied().unwrap_or(opened);
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || read(conversation));
         let mut asked = Asked::Nothing;
@@ -643,7 +653,7 @@ pub fn supervise<T: Send>(
             if asked == Asked::Nothing {
                 asked = if interrupted.load(Ordering::SeqCst) {
                     Asked::Interrupted
-                } else if expected_end.is_some_and(|end| started.elapsed() >= end + END_GRACE) {
+                } else if expected_end.is_some_and(|end| started().elapsed() >= end + END_GRACE) {
                     Asked::Overdue
                 } else if stop_now() {
                     Asked::Told
@@ -666,7 +676,7 @@ pub fn supervise<T: Send>(
                 ))
                 .into());
             }
-            tick(started.elapsed());
+            tick(started().elapsed());
             std::thread::sleep(Duration::from_millis(50));
         }
         let result = reader
