@@ -208,6 +208,16 @@ fn erase(t: FieldType<'_>) -> FieldType<'static> {
     }
 }
 
+fn store_opcode(t: FieldType<'_>) -> u8 {
+    match t {
+        FieldType::Long => op::LSTORE,
+        FieldType::Float => op::FSTORE,
+        FieldType::Double => op::DSTORE,
+        FieldType::Reference(_) => op::ASTORE,
+        _ => op::ISTORE,
+    }
+}
+
 fn load_opcode(t: FieldType<'_>) -> u8 {
     match t {
         FieldType::Long => op::LLOAD,
@@ -219,13 +229,65 @@ fn load_opcode(t: FieldType<'_>) -> u8 {
 }
 
 /// What the values of one probe call resolve to at one point.
-struct Site {
+struct Site<'s> {
     site_id: i32,
     line: i32,
     this_ok: bool,
     args_ok: bool,
     /// The value parked in the stash slot, if any.
     stashed: Option<Value>,
+    /// At a call: where its receiver and arguments were copied.
+    spilled: Option<&'s Spill>,
+}
+
+/// Locals holding a call's receiver (unless static or a constructor's) and arguments, copied
+/// off the operand stack just before the call for the probes there and after it.
+#[derive(Clone)]
+struct Spill {
+    receiver: Option<u16>,
+    args: Vec<(u16, FieldType<'static>)>,
+}
+
+impl Spill {
+    /// Emits the copy at a call of `descriptor` (top of the stack: its arguments, then its
+    /// receiver when `receiver`), into locals from `base`; the stack is left as it was.
+    fn emit(s: &mut Snippet, descriptor: &[u8], receiver: bool, base: u16) -> Result<Spill> {
+        let params = parse_method_descriptor(descriptor)?.params;
+        let mut slot = base;
+        let receiver = receiver.then(|| {
+            slot += 1;
+            base
+        });
+        let mut args = Vec::with_capacity(params.len());
+        for p in params {
+            let p = erase(p);
+            args.push((slot, p));
+            slot = slot
+                .checked_add(p.slots())
+                .ok_or(Error::TooLarge("max_locals"))?;
+        }
+        for &(at, p) in args.iter().rev() {
+            s.local(store_opcode(p), at, -(p.slots() as i32));
+        }
+        if let Some(at) = receiver {
+            s.local(op::ASTORE, at, -1);
+            s.local(op::ALOAD, at, 1);
+        }
+        for &(at, p) in &args {
+            s.local(load_opcode(p), at, p.slots() as i32);
+        }
+        Ok(Spill { receiver, args })
+    }
+
+    /// Locals it takes.
+    fn size(&self, base: u16) -> u16 {
+        let end = self
+            .args
+            .last()
+            .map(|&(at, p)| at + p.slots())
+            .or(self.receiver.map(|at| at + 1));
+        end.map_or(0, |end| end - base)
+    }
 }
 
 struct Method<'a> {
@@ -273,6 +335,23 @@ impl Method<'_> {
                     Some(slot) => s.local(op::LLOAD, slot, 2),
                     None => s.emit(&[op::LCONST_0], 2),
                 },
+                Value::Target => match site.spilled.and_then(|c| c.receiver) {
+                    Some(slot) => s.local(op::ALOAD, slot, 1),
+                    None => s.emit(&[op::ACONST_NULL], 1),
+                },
+                Value::CallArgs if site.spilled.is_some() => {
+                    let args = &site.spilled.map_or(&[][..], |c| &c.args[..]);
+                    s.int(cp, args.len() as i32)?;
+                    let object = refs.object(cp)?;
+                    s.cp_insn(op::ANEWARRAY, object, 0);
+                    for (k, &(slot, p)) in args.iter().enumerate() {
+                        s.emit(&[op::DUP], 1);
+                        s.int(cp, k as i32)?;
+                        s.local(load_opcode(p), slot, p.slots() as i32);
+                        s.boxed(cp, refs, p)?;
+                        s.emit(&[op::AASTORE], -3);
+                    }
+                }
                 v if site.stashed == Some(v) => s.local(op::ALOAD, self.stash, 1),
                 _ => s.emit(&[op::ACONST_NULL], 1),
             }
@@ -467,6 +546,45 @@ pub(crate) fn instrument_method(
     let is_covered = |i: usize| covered.iter().any(|&(a, b)| (a..b).contains(&i));
     let at_line: Vec<Option<u16>> = line_starts(cp, &code, &insns)?;
 
+    // Calls whose probes take the called method's receiver or arguments: copied into
+    // locals after the stash before anything else runs there (one area, reused by each call).
+    let spill_base = m.stash + 1;
+    let mut spills: Vec<Option<Spill>> = Vec::new();
+    for &(_, probe) in probes {
+        let (Point::BeforeCall(filter) | Point::AfterCall(filter)) = &probe.point else {
+            continue;
+        };
+        if !wants(probe, Value::Target) && !wants(probe, Value::CallArgs) {
+            continue;
+        }
+        if spills.is_empty() {
+            spills = vec![None; n];
+        }
+        for (i, insn) in insns.iter().enumerate() {
+            if spills[i].is_some() {
+                continue;
+            }
+            let Some((owner, mname, mdesc)) = call_target(cp, insn)? else {
+                continue;
+            };
+            if !filter.matches(&owner, &mname, &mdesc) {
+                continue;
+            }
+            // A constructor's receiver is not initialized before the call: it stays put.
+            let receiver =
+                !matches!(insn.opcode, op::INVOKESTATIC | op::INVOKEDYNAMIC) && mname != "<init>";
+            let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
+            spills[i] = Some(Spill::emit(&mut s, mdesc.as_bytes(), receiver, spill_base)?);
+            finish(s, &mut edit.before[i], &mut peak);
+        }
+    }
+    let spill_size = spills
+        .iter()
+        .flatten()
+        .map(|c| c.size(spill_base))
+        .max()
+        .unwrap_or(0);
+
     let mut exit_block: Option<usize> = None;
     // One site id per call, shared by its before and after probes.
     let mut call_sites: Vec<i32> = Vec::new();
@@ -478,6 +596,7 @@ pub(crate) fn instrument_method(
             this_ok: false,
             args_ok: false,
             stashed: None,
+            spilled: None,
         };
         match &probe.point {
             Point::Entry => {
@@ -597,7 +716,12 @@ pub(crate) fn instrument_method(
                         }
                     };
                     let ret = erase(return_type(mdesc.as_bytes())?);
-                    let site = Site { site_id, ..plain };
+                    let spilled = spills.get(i).and_then(Option::as_ref);
+                    let site = Site {
+                        site_id,
+                        spilled,
+                        ..plain
+                    };
                     if !after {
                         let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
                         m.call(cp, refs, &mut s, pi, probe, &site)?;
@@ -858,8 +982,11 @@ pub(crate) fn instrument_method(
         return Ok(false);
     }
     edit.extra_stack = u16::try_from(peak).map_err(|_| Error::TooLarge("max_stack"))?;
-    edit.extra_locals = u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some())
-        + if marked { 2 } else { 0 };
+    edit.extra_locals = if spill_size > 0 {
+        1 + spill_size
+    } else {
+        u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some())
+    } + if marked { 2 } else { 0 };
 
     // States after conditional branches, for frames at branches that get widened.
     let inserted: usize = edit.prologue.len()

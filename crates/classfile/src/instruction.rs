@@ -25,6 +25,8 @@ pub mod op {
     pub const ALOAD_0: u8 = 0x2a;
     pub const ISTORE: u8 = 0x36;
     pub const LSTORE: u8 = 0x37;
+    pub const FSTORE: u8 = 0x38;
+    pub const DSTORE: u8 = 0x39;
     pub const ASTORE: u8 = 0x3a;
     pub const AASTORE: u8 = 0x53;
     pub const POP: u8 = 0x57;

@@ -110,6 +110,12 @@ pub enum Value {
     /// `long`: the plan's [`InjectionPlan::clock`] as read at method entry (kept in a local
     /// of its own for the whole method).
     Mark,
+    /// `Object`: at call points, the called method's receiver; null for static calls, calls
+    /// of constructors and other points.
+    Target,
+    /// `Object[]`: at call points, the called method's arguments, boxed (as they were before
+    /// the call, also after it); null at other points and on a call's exception path.
+    CallArgs,
 }
 
 impl Value {
@@ -118,7 +124,7 @@ impl Value {
         match self {
             Value::MethodId | Value::SiteId | Value::LineNumber => "I",
             Value::Mark => "J",
-            Value::Args => "[Ljava/lang/Object;",
+            Value::Args | Value::CallArgs => "[Ljava/lang/Object;",
             Value::Thrown => "Ljava/lang/Throwable;",
             _ => "Ljava/lang/Object;",
         }

@@ -164,6 +164,53 @@ fn after_call() {
 }
 
 #[test]
+fn the_called_methods_receiver_and_arguments_reach_call_probes() {
+    let before = probe(
+        Point::BeforeCall(MemberFilter::any()),
+        "callee",
+        &[MethodId, Target, CallArgs],
+    );
+    let (calls, log) = run_logged(&before);
+    assert!(calls > 50);
+    for line in [
+        // Static calls: no receiver; wide and narrow arguments.
+        "callee Sample.main null [bob, 42, 0.25] null",
+        "callee Sample.main null [6, 7] null",
+        "callee Sample.main null [5, 2.5, 2, 7] null",
+        "callee Sample.main null [q] null",
+        // Virtual calls on a receiver.
+        "callee Sample.main Sample [4] null",
+        "callee Sample.lambdas java.util.ArrayList [0] null",
+        // A constructor's receiver is not initialized before it runs.
+        "callee Sample.main null [-2] null",
+    ] {
+        assert!(log.contains(&line.to_string()), "{line} not in {log:?}");
+    }
+    let after = probe(
+        Point::AfterCall(MemberFilter::any()),
+        "calleeAfter",
+        &[MethodId, Target, CallArgs, ReturnValue],
+    );
+    let (_, log) = run_logged(&after);
+    for line in [
+        "calleeAfter Sample.main null [2, 3] 5",
+        "calleeAfter Sample.main Sample [5] 35",
+    ] {
+        assert!(log.contains(&line.to_string()), "{line} not in {log:?}");
+    }
+    // Both at once, with the caller's own values: one copy serves both.
+    let mut both = before.clone();
+    both.probes.extend(after.probes);
+    both.probes.push(
+        probe(Point::Entry, "entry", &[MethodId, This, Args])
+            .probes
+            .remove(0),
+    );
+    let (_, log) = run_logged(&both);
+    assert!(log.contains(&"calleeAfter Sample.main null [6, 7] 42".to_string()));
+}
+
+#[test]
 fn after_call_filtered() {
     // thrower is called 6 times (one call from main, five recursive); all six calls throw.
     let f = MemberFilter {

@@ -57,6 +57,8 @@ public final class Probes {
     public static void leaveThrown(long mark, int method, Throwable t) { log("leaveThrown", method, clock - mark, t, null); }
     public static void beforeCall(int method, int site) { log("beforeCall", method, site, null, null); }
     public static void afterCall(int method, int site, Object value, Throwable t) { log("afterCall", method, site, value, t); }
+    public static void callee(int method, Object target, Object[] args) { log("callee", method, target, args, null); }
+    public static void calleeAfter(int method, Object target, Object[] args, Object value) { log("calleeAfter", method, target, args, value); }
     public static void alloc(int method, int site, Object o) { log("alloc", method, site, o, null); }
     public static void monitor(int method, int site, Object lock) { log("monitor", method, site, lock, null); }
     public static void field(int method, int site, Object value) { log("field", method, site, value, null); }
