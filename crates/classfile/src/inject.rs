@@ -469,14 +469,16 @@ pub(crate) fn instrument_method(
     // Which instructions need their incoming state.
     let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
     // States are needed at returns for `this`/arguments, at calls for the call handlers'
-    // frames, at constructor calls for allocations, and everywhere in constructors.
+    // frames and `this`, at constructor calls for allocations, and everywhere in constructors.
     let at_returns = probes.iter().any(|(_, p)| {
         p.point == Point::Return
             && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
     });
-    let at_calls = probes
-        .iter()
-        .any(|(_, p)| matches!(p.point, Point::AfterCall(_)));
+    let at_calls = probes.iter().any(|(_, p)| match p.point {
+        Point::AfterCall(_) => true,
+        Point::BeforeCall(_) => p.values.contains(&Value::This),
+        _ => false,
+    });
     let at_inits = probes.iter().any(|(_, p)| p.point == Point::Allocation);
     let want: Vec<bool> = insns
         .iter()
@@ -719,6 +721,11 @@ pub(crate) fn instrument_method(
                     let spilled = spills.get(i).and_then(Option::as_ref);
                     let site = Site {
                         site_id,
+                        // `this`, once initialized (in a constructor, after its super call).
+                        this_ok: !is_static
+                            && states[i].as_ref().is_some_and(|s| {
+                                matches!(s.locals.first(), Some(VType::Object(_)))
+                            }),
                         spilled,
                         ..plain
                     };

@@ -198,6 +198,20 @@ fn the_called_methods_receiver_and_arguments_reach_call_probes() {
     ] {
         assert!(log.contains(&line.to_string()), "{line} not in {log:?}");
     }
+    // The caller's `this` at its calls: not before a constructor's super call.
+    let (_, log) = run_logged(&probe(
+        Point::BeforeCall(MemberFilter::any()),
+        "callee",
+        &[MethodId, This, CallArgs],
+    ));
+    for line in [
+        "callee Sample$Sub.toString Sample$Sub [pos, 4] null",
+        "callee Sample$Sub.<init> null [pos] null",
+        "callee Sample$Sub.<init> Sample$Sub [13] null",
+        "callee Sample.main null [6, 7] null",
+    ] {
+        assert!(log.contains(&line.to_string()), "{line} not in {log:?}");
+    }
     // Both at once, with the caller's own values: one copy serves both.
     let mut both = before.clone();
     both.probes.extend(after.probes);

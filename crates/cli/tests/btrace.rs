@@ -459,22 +459,34 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 
     @OnMethod(clazz = "workloads.Traced", method = "/[ac]/",
               location = @Location(value = Kind.CALL, clazz = "java.lang.Thread", method = "sleep"))
-    public static void before(@ProbeMethodName String pmn, @TargetMethodOrField String name) {
-        println(pmn + " calls " + name);
+    public static void before(@ProbeMethodName String pmn, @TargetMethodOrField String name,
+                              @TargetInstance Object target, long millis) {
+        println(pmn + " calls " + name + "(" + millis + ") on " + target);
+    }
+
+    @OnMethod(clazz = "workloads.Traced$Chatty", method = "toString",
+              location = @Location(value = Kind.CALL, clazz = "/.*Chatty/", method = "twice", where = Where.AFTER))
+    public static void twice(@Self Object self, @TargetInstance Object target, AnyType[] args, @Return int r) {
+        println("toString called twice(" + args[0] + ") = " + r + " on a receiver: " + (target != null) + ", from one: " + (self != null));
     }
 }
 "#,
         );
         // a() sleeps 5 ms, calls b() (sleeps 20 ms) and c() (sleeps 10 ms, then d() 40 ms);
-        // the handlers run in the order the calls end.
+        // the handlers run in the order the calls end. Later in the round, the Chatty made by
+        // describe() (n = 106) prints itself.
         let lines: Vec<&str> = out.lines().collect();
         let ms = |line: &str| -> u64 {
             let text = line.rsplit(" in ").next().unwrap().trim_end_matches(" ms");
             text.parse()
                 .unwrap_or_else(|_| panic!("JDK {}: {line}", jdk.version))
         };
-        assert_eq!(lines.len(), 4, "JDK {}: {out}", jdk.version);
-        assert_eq!(lines[0], "a calls sleep", "JDK {}: {out}", jdk.version);
+        assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
+        assert_eq!(
+            lines[0], "a calls sleep(5) on null",
+            "JDK {}: {out}",
+            jdk.version
+        );
         assert!(
             lines[1]
                 .starts_with("workloads.Traced.a called static void workloads.Traced#b (b) in ")
@@ -482,7 +494,11 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
             "JDK {}: {out}",
             jdk.version
         );
-        assert_eq!(lines[2], "c calls sleep", "JDK {}: {out}", jdk.version);
+        assert_eq!(
+            lines[2], "c calls sleep(10) on null",
+            "JDK {}: {out}",
+            jdk.version
+        );
         assert!(
             lines[3]
                 .starts_with("workloads.Traced.a called static void workloads.Traced#c (c) in ")
@@ -490,8 +506,13 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
             "JDK {}: {out}",
             jdk.version
         );
+        assert_eq!(
+            lines[4], "toString called twice(106) = 212 on a receiver: true, from one: true",
+            "JDK {}: {out}",
+            jdk.version
+        );
         assert!(
-            err.contains("class bytes identical to before for 1/1"),
+            err.contains("class bytes identical to before for 2/2"),
             "JDK {}: {err}",
             jdk.version
         );

@@ -253,7 +253,7 @@ const CHECKS: &[Check] = &[
         run: trace_args,
     },
     Check {
-        name: "btrace <hot method>: ENTRY, RETURN, CALL for 2 s",
+        name: "btrace <hot method>: ENTRY, RETURN, CALL (receiver, arguments) for 2 s",
         run: btrace_hot_method,
     },
 ];
@@ -890,14 +890,18 @@ import static com.sun.btrace.BTraceUtils.*;
     private static long entries;
     private static long returns;
     private static long calls;
+    private static long receivers;
     @OnMethod(clazz = "{class}", method = "{method}")
     public static void in() {{ entries++; }}
     @OnMethod(clazz = "{class}", method = "{method}", location = @Location(Kind.RETURN))
     public static void out(@Duration long d) {{ if (d >= 0) {{ returns++; }} }}
     @OnMethod(clazz = "{class}", method = "{method}", location = @Location(value = Kind.CALL, clazz = "/.*/", method = "/.*/", where = Where.AFTER))
-    public static void call(@TargetMethodOrField String m) {{ if (strlen(m) > 0) {{ calls++; }} }}
+    public static void call(@TargetMethodOrField String m, @TargetInstance Object target, AnyType[] args) {{
+        if (strlen(m) > 0) {{ calls++; }}
+        if (target != null) {{ receivers++; }}
+    }}
     @OnTimer(2000)
-    public static void done() {{ println(entries + " " + returns + " " + calls); exit(0); }}
+    public static void done() {{ println(entries + " " + returns + " " + calls + " " + receivers); exit(0); }}
 }}
 "#
         ),
@@ -917,8 +921,8 @@ import static com.sun.btrace.BTraceUtils.*;
         .filter_map(|n| n.parse().ok())
         .collect();
     assert!(
-        counts.len() == 3 && counts.iter().all(|&n| n > 0),
-        "entries, returns and calls: {}; {}",
+        counts.len() == 4 && counts.iter().all(|&n| n > 0),
+        "entries, returns, calls and calls on a receiver (with their arguments copied): {}; {}",
         outcome.stdout,
         outcome.stderr
     );

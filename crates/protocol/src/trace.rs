@@ -330,6 +330,9 @@ pub struct Plan {
     pub args: bool,
     /// Capture `this` and the arguments as separate values (for scripts), not as one text.
     pub values: bool,
+    /// At call sites, capture the called method's receiver and arguments (after `this`, as
+    /// the call's values: scripts' `@TargetInstance` and arguments at `Kind.CALL`).
+    pub callee_values: bool,
     /// Capture the return value.
     pub returns: bool,
     /// Report calls that end by throwing, with the exception.
@@ -415,6 +418,7 @@ impl Plan {
                 "interval" => plan.interval = Some(Duration::from_nanos(number(value)?)),
                 "args" => plan.args = true,
                 "values" => plan.values = true,
+                "callee-values" => plan.callee_values = true,
                 "return" => plan.returns = true,
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
@@ -472,6 +476,7 @@ impl fmt::Display for Plan {
         for (on, word) in [
             (self.args, "args"),
             (self.values, "values"),
+            (self.callee_values, "callee-values"),
             (self.returns, "return"),
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
@@ -561,6 +566,7 @@ mod tests {
             interval: None,
             args: true,
             values: true,
+            callee_values: true,
             returns: true,
             exceptions: false,
             stack: true,

@@ -75,9 +75,12 @@ pub enum Role {
         /// `@TargetMethodOrField(fqn = true)`.
         fqn: bool,
     },
-    /// An argument of the probed method, by position.
+    /// `@TargetInstance`: at `Kind.CALL`, the receiver of the called method (`null` for
+    /// static calls and constructors).
+    TargetInstance,
+    /// An argument of the probed method, by position (at `Kind.CALL`, of the called method).
     Arg(usize),
-    /// `AnyType[]`: all the arguments.
+    /// `AnyType[]`: all the arguments (at `Kind.CALL`, the called method's).
     AllArgs,
     /// The exception thrown (a `Throwable` parameter at `Kind.ERROR`).
     Thrown,

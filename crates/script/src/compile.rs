@@ -341,12 +341,6 @@ impl<'s> Compiler<'s> {
                     None => fail(p, "this location passes no more values without an annotation (the line, the class allocated, the array's type and dimensions, or the monitor)"),
                 };
             }
-            if matches!(location, Location::Call { .. }) {
-                return fail(
-                    p,
-                    "the called method's arguments are not captured at Kind.CALL yet: give the parameter an annotation (@ProbeClassName, @ProbeMethodName, @Self, @TargetMethodOrField, @Duration, @Return)",
-                );
-            }
             if matches!(ty, Type::Object(t) if t == "AnyType[]") {
                 return Ok(Role::AllArgs);
             }
@@ -377,6 +371,7 @@ impl<'s> Compiler<'s> {
                         .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
                 }
             }
+            "TargetInstance" if matches!(location, Location::Call { .. }) => Role::TargetInstance,
             "TargetMethodOrField" | "TargetInstance" if !matches!(location, Location::Call { .. }) => {
                 return fail(
                     a.node,
@@ -386,7 +381,7 @@ impl<'s> Compiler<'s> {
             other => {
                 return fail(
                     a.node,
-                    format!("@{other} parameters are not supported (yet): @ProbeClassName, @ProbeMethodName, @Duration, @Return, @Self, @TargetMethodOrField and the arguments are"),
+                    format!("@{other} parameters are not supported (yet): @ProbeClassName, @ProbeMethodName, @Duration, @Return, @Self, @TargetInstance, @TargetMethodOrField and the arguments are"),
                 )
             }
         };
@@ -1143,10 +1138,27 @@ public class Tracker {
             "{}",
             call("", "@Duration long d")
         );
-        assert!(call(", where=Where.AFTER", "String s")
-            .contains("the called method's arguments are not captured at Kind.CALL yet"));
-        assert!(call(", where=Where.AFTER", "@TargetInstance Object o")
-            .contains("@TargetInstance parameters are not supported (yet)"));
+        let taken = compile(
+            "import com.sun.btrace.annotations.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/.*/\", method=\"/.*/\", where=Where.AFTER))\npublic static void h(@Self Object self, @TargetInstance Object target, String first, AnyType[] all, @Return int r) {}\n}\n",
+            "S.java",
+        )
+        .unwrap();
+        let roles: Vec<&Role> = taken.handlers[0]
+            .method
+            .params
+            .iter()
+            .map(|p| &p.role)
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                &Role::This,
+                &Role::TargetInstance,
+                &Role::Arg(0),
+                &Role::AllArgs,
+                &Role::Return
+            ]
+        );
         let entry = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@TargetMethodOrField String m) {}");
         assert!(
             entry.contains(

@@ -36,6 +36,9 @@ pub struct Fired {
     pub tid: u32,
     /// At `Kind.CALL`: the method called.
     pub callee: Option<Callee>,
+    /// At `Kind.CALL`: the receiver of the method called, described (`null` for static calls
+    /// and constructors); `values` then hold the called method's arguments after `this`.
+    pub target: Option<String>,
     /// At `Kind.LINE`, `NEW` and `SYNC_*`: the point reached.
     pub point: Option<Point>,
 }
@@ -235,6 +238,10 @@ impl<'s> Machine<'s> {
                     .map_or(Value::Null, Value::from_described),
                 Role::Thrown => probe
                     .thrown
+                    .as_deref()
+                    .map_or(Value::Null, Value::from_described),
+                Role::TargetInstance => probe
+                    .target
                     .as_deref()
                     .map_or(Value::Null, Value::from_described),
                 Role::This => probe

@@ -741,7 +741,8 @@ impl Tracing {
     }
 
     /// The probes of a [`Role::Inside`] method: its calls that `callees` takes, timed and
-    /// reported as calls of their own (with the caller's `this` for scripts).
+    /// reported as calls of their own (with the caller's `this` for scripts, and the called
+    /// method's receiver and arguments when the plan asks).
     fn call_site_probes(&self, methods: MemberFilter, callees: MemberFilter) -> Vec<Probe> {
         use Value::*;
         let probe = |point: Point, method: &str, values: Vec<Value>| Probe {
@@ -750,13 +751,18 @@ impl Tracing {
             method: method.into(),
             values,
         };
-        let enter = match self.plan.values {
-            true => probe(
+        let enter = match (self.plan.values, self.plan.callee_values) {
+            (_, true) => probe(
+                Point::BeforeCall(callees.clone()),
+                "siteEnterCallee",
+                vec![MethodId, SiteId, This, Target, CallArgs],
+            ),
+            (true, false) => probe(
                 Point::BeforeCall(callees.clone()),
                 "siteEnterSelf",
                 vec![MethodId, SiteId, This],
             ),
-            false => probe(
+            (false, false) => probe(
                 Point::BeforeCall(callees.clone()),
                 "siteEnter",
                 vec![MethodId, SiteId],

@@ -22,7 +22,7 @@ use jtap_jvmti::sys;
 use super::clock::{self, ticks};
 use super::ffi::Jni;
 use super::stats;
-use super::values::Describer;
+use super::values::{Describer, SEPARATOR};
 
 /// Probes do something only while this is set.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -821,6 +821,34 @@ pub extern "system" fn site_enter_self(
             .with_local_frame(16, || {
                 Describer::new(jni, captures(CAPTURE_TO_STRING))
                     .map(|d| d.values(this, std::ptr::null_mut()))
+            })
+            .flatten();
+        if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
+            with_cold(hot, |cold| cold.args.push((index, text)));
+        }
+    });
+}
+
+/// `siteEnterCallee(int method, int site, Object this, Object target, Object[] args)`: as
+/// [`site_enter_self`], also describing the called method's receiver and arguments (scripts'
+/// `@TargetInstance` and arguments at `Kind.CALL`): the values are `this`, the receiver,
+/// then the arguments.
+pub extern "system" fn site_enter_callee(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    _method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+    target: sys::jobject,
+    args: sys::jobjectArray,
+) {
+    with_state(|hot| {
+        // SAFETY: the VM passes this thread's JNIEnv to native methods.
+        let jni = unsafe { Jni::from_raw(env) };
+        let text = jni
+            .with_local_frame(16, || {
+                Describer::new(jni, captures(CAPTURE_TO_STRING))
+                    .map(|d| format!("{}{SEPARATOR}{}", d.value(this), d.values(target, args)))
             })
             .flatten();
         if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {

@@ -110,6 +110,11 @@ pub fn natives() -> Vec<Native> {
             function: probes::site_enter_self as *mut _,
         },
         Native {
+            name: c"siteEnterCallee",
+            signature: c"(IILjava/lang/Object;Ljava/lang/Object;[Ljava/lang/Object;)V",
+            function: probes::site_enter_callee as *mut _,
+        },
+        Native {
             name: c"siteExit",
             signature: c"(IILjava/lang/Object;Ljava/lang/Throwable;)V",
             function: probes::site_exit as *mut _,

@@ -222,9 +222,17 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
         }
         let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
         let plan = &mut probes.plan;
-        plan.values |= roles
-            .iter()
-            .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::This));
+        plan.values |= roles.iter().any(|r| {
+            matches!(
+                r,
+                Role::Arg(_) | Role::AllArgs | Role::This | Role::TargetInstance
+            )
+        });
+        // At calls the arguments are the called method's.
+        plan.callee_values |= matches!(probe.location, Location::Call { .. })
+            && roles
+                .iter()
+                .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::TargetInstance));
         plan.returns |= roles.contains(&&Role::Return);
         // Error and before-call handlers take calls that throw.
         plan.exceptions |= matches!(
@@ -416,7 +424,9 @@ impl Session {
                                     .handlers
                                     .iter()
                                     .filter(|(_, selector)| selector.takes(&call))
-                                    .map(|(index, _)| (*index, fired(call.clone())))
+                                    .map(|(index, _)| {
+                                        (*index, fired(call.clone(), probes.plan.callee_values))
+                                    })
                                     .collect(),
                                 Ok(Record::Reached(reached)) => probes
                                     .handlers
@@ -734,18 +744,23 @@ fn send_event(words: &[String]) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// A traced call as a probe firing.
-pub(crate) fn fired(call: Call) -> Fired {
+/// A traced call as a probe firing. With `callee_values` (the plan's), a call-site call's
+/// values are `this`, the called method's receiver, then its arguments.
+pub(crate) fn fired(call: Call, callee_values: bool) -> Fired {
     let (returned, thrown) = match call.outcome {
         Outcome::Returned(value) => (value, None),
         Outcome::Threw(exception) => (None, exception),
     };
+    let mut values = call.values;
+    let target =
+        (callee_values && call.callee.is_some() && values.len() > 1).then(|| values.remove(1));
     Fired {
         class: call.class,
         method: call.method,
         start_ns: call.time_ns,
         duration_ns: call.duration_ns,
-        values: call.values,
+        values,
+        target,
         returned,
         thrown,
         stack: call.stack,

@@ -132,8 +132,15 @@ pub fn agent_library() -> &'static Path {
     LIBRARY.get_or_init(|| {
         let library = jtap_bin().with_file_name("libjtap_agent.so");
         let built = std::fs::metadata(&library).and_then(|m| m.modified()).ok();
-        let sources =
-            ["crates/agent", "crates/jvmti", "crates/protocol"].map(|d| repo_root().join(d));
+        // The agent and every crate it is built from.
+        let sources = [
+            "crates/agent",
+            "crates/classfile",
+            "crates/jvmti",
+            "crates/profile",
+            "crates/protocol",
+        ]
+        .map(|d| repo_root().join(d));
         let newest = sources.iter().filter_map(|d| newest_mtime(d)).max();
         if built.is_none() || newest > built {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
