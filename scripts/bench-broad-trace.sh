@@ -16,12 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JAVAS=${JAVAS:-"/usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java"}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+source scripts/lib.sh
 cp=/usr/share/java/h2.jar:/usr/share/java/ecj.jar
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -cp "$cp" -d "$work/classes" \
     tests/java/real/Progress.java tests/java/real/H2Load.java tests/java/real/JavacLoop.java

@@ -21,12 +21,7 @@ JAVAS=${JAVAS:-"/usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin
 WINDOW=${BENCH_WINDOW:-6}
 ROUNDS=${ROUNDS:-2}
 WORKLOADS=${WORKLOADS:-"throughput javac"}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pid=
-trap '{ [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
+source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
     tests/java/workloads/Throughput.java tests/java/workloads/OpsReport.java \
     tests/java/real/Progress.java tests/java/real/JavacLoop.java \

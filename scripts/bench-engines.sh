@@ -19,12 +19,7 @@ ROUNDS=${ROUNDS:-3}
 INTERVAL=${INTERVAL:-10ms}
 ALLOC=${ALLOC:-512k}
 LOCK=${LOCK:-10us}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pid=
-trap '{ [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
+source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
     tests/java/workloads/AllocThroughput.java tests/java/workloads/OpsReport.java
 "$JAVA" -Xms512m -Xmx512m -cp "$work/classes" workloads.AllocThroughput 2 0 >"$work/ops.log" &

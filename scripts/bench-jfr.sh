@@ -15,12 +15,7 @@ JDK=${JDK:-/usr/lib/jvm/java-17-openjdk-amd64}
 DURATION=${DURATION:-60}
 INTERVAL=${INTERVAL:-1ms}
 BIG_MB=${BIG_MB:-100}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pid=
-trap '{ [[ -z "$pid" ]] || kill "$pid" 2>/dev/null || true; }; rm -rf "$work"' EXIT
+source scripts/lib.sh
 "$JDK/bin/javac" --release 11 -d "$work/classes" tests/java/workloads/Mixed.java \
     tests/java/workloads/Burn.java tests/java/workloads/AllocSites.java
 "$JDK/bin/java" -cp "$work/classes" workloads.Mixed >"$work/out.log" 2>&1 &

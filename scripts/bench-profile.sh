@@ -19,14 +19,10 @@ cd "$(dirname "$0")/.."
 JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 WINDOW=${BENCH_WINDOW:-5}
 LONG=${BENCH_LONG:-60}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
+source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/Throughput.java tests/java/workloads/OpsReport.java
 "$JAVA" -cp "$work/classes" workloads.Throughput 2 >"$work/ops.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 until grep -q READY "$work/ops.log"; do sleep 0.1; done
 now_ms() { date +%s%3N; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }

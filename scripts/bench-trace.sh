@@ -23,12 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 JAVAS=${JAVAS:-"/usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java"}
 JAR=${BENCH_JAR:-/usr/share/java/guava.jar}
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" tests/java/workloads/TraceBench.java
 
 # Median of the NS values on lines FROM..TO (1-based) of a log.

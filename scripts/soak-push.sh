@@ -13,12 +13,7 @@ DURATION=${DURATION:-600}
 PERIOD=${PERIOD:-10}
 H2_JAR=/usr/share/java/h2.jar
 [[ -f $H2_JAR ]] || scripts/setup-system.sh
-cargo build --release --quiet -p jtap-agent -p jtap-cli
-JTAP=$PWD/target/release/jtap
-export JTAP_AGENT=$PWD/target/release/libjtap_agent.so
-work=$(mktemp -d)
-pid= receiver=
-trap 'for p in $pid $receiver; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+source scripts/lib.sh
 
 mkdir "$work/bodies"
 cat >"$work/receiver.py" <<'EOF'
@@ -45,6 +40,7 @@ server.serve_forever()
 EOF
 python3 "$work/receiver.py" "$work/bodies" >"$work/port" &
 receiver=$!
+pids+=("$receiver")
 until [[ -s $work/port ]]; do sleep 0.1; done
 port=$(cat "$work/port")
 
