@@ -15,6 +15,8 @@
 //! - `code`: the code map (the interpreter, installed nmethods and what they inlined, from
 //!   CompiledMethodLoad/Unload and DynamicCodeGenerated) that tells interpreted, compiled
 //!   and inlined frames apart.
+//! - `recover`: walking the samples `AsyncGetCallTrace` gives up on from their caller.
+//! - `frames`: the processing thread's frame table (each distinct frame named once).
 //! - `threads`: the process's threads, their names, per-thread timers following ThreadStart
 //!   and ThreadEnd.
 //! - `jvm`: the few raw JNI/JVMTI calls the rest needs.
