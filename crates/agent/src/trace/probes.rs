@@ -815,17 +815,7 @@ pub extern "system" fn site_enter_self(
     this: sys::jobject,
 ) {
     with_state(|hot| {
-        // SAFETY: the VM passes this thread's JNIEnv to native methods.
-        let jni = unsafe { Jni::from_raw(env) };
-        let text = jni
-            .with_local_frame(16, || {
-                Describer::new(jni, captures(CAPTURE_TO_STRING))
-                    .map(|d| d.values(this, std::ptr::null_mut()))
-            })
-            .flatten();
-        if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
-            with_cold(hot, |cold| cold.args.push((index, text)));
-        }
+        enter_site_described(hot, env, site, |d| d.values(this, std::ptr::null_mut()))
     });
 }
 
@@ -843,18 +833,30 @@ pub extern "system" fn site_enter_callee(
     args: sys::jobjectArray,
 ) {
     with_state(|hot| {
-        // SAFETY: the VM passes this thread's JNIEnv to native methods.
-        let jni = unsafe { Jni::from_raw(env) };
-        let text = jni
-            .with_local_frame(16, || {
-                Describer::new(jni, captures(CAPTURE_TO_STRING))
-                    .map(|d| format!("{}{SEPARATOR}{}", d.value(this), d.values(target, args)))
-            })
-            .flatten();
-        if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
-            with_cold(hot, |cold| cold.args.push((index, text)));
-        }
+        enter_site_described(hot, env, site, |d| {
+            format!("{}{SEPARATOR}{}", d.value(this), d.values(target, args))
+        })
     });
+}
+
+/// Opens a call traced where it is made, with the values `describe` gives (kept until the
+/// call ends).
+fn enter_site_described(
+    hot: &mut Hot,
+    env: *mut sys::JNIEnv,
+    site: sys::jint,
+    describe: impl FnOnce(&Describer) -> String,
+) {
+    // SAFETY: the VM passes this thread's JNIEnv to native methods.
+    let jni = unsafe { Jni::from_raw(env) };
+    let text = jni
+        .with_local_frame(16, || {
+            Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| describe(&d))
+        })
+        .flatten();
+    if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
+        with_cold(hot, |cold| cold.args.push((index, text)));
+    }
 }
 
 /// `siteExit(int method, int site, Object returned, Throwable thrown)`: after a call traced
