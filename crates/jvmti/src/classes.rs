@@ -78,6 +78,17 @@ impl Env {
         Ok(unsafe { (self.take_string(name), self.take_string(signature)) })
     }
 
+    /// A method's access flags (`ACC_NATIVE` = 0x0100, …).
+    ///
+    /// # Safety
+    /// `method` is a valid jmethodID.
+    pub unsafe fn method_modifiers(&self, method: sys::jmethodID) -> Result<i32> {
+        let mut modifiers = 0;
+        // SAFETY: caller's contract; local out-parameter.
+        unsafe { jvmti_call!(self.raw(), GetMethodModifiers(method, &mut modifiers)) }?;
+        Ok(modifiers)
+    }
+
     /// The class declaring a method, as a local reference.
     ///
     /// # Safety

@@ -508,6 +508,12 @@ pub unsafe fn compiled_method_load(
 /// # Safety
 /// `method` is a valid jmethodID.
 unsafe fn is_method_handle_intrinsic(env: &jtap_jvmti::Env, method: sys::jmethodID) -> bool {
+    const ACC_NATIVE: i32 = 0x0100;
+    // They are native methods: every other compiled method is told apart without a name.
+    // SAFETY: the caller's contract.
+    if unsafe { env.method_modifiers(method) }.map_or(true, |m| m & ACC_NATIVE == 0) {
+        return false;
+    }
     // SAFETY: the caller's contract.
     let Ok((name, _)) = (unsafe { env.method_name(method) }) else {
         return false;
