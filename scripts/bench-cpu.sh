@@ -2,8 +2,9 @@
 # CPU profiling overhead beside async-profiler (issues #16 and #17), on a flat workload and a
 # deep-stack one. Builds jtap in release mode and, per JDK (17 and 25 where installed; JAVAS
 # overrides) and workload, in one JVM run alternates unprofiled windows with profiled ones:
-# jtap's cpu engine at 10 ms and 1 ms with native frames by DWARF unwinding (its default) and
-# by frame pointers (`--cstack fp`), then async-profiler 4.x (bin/asprof under ASPROF's
+# jtap's cpu engine at 10 ms and 1 ms with native frames by DWARF unwinding (its default), by
+# frame pointers (`--cstack fp`), and with Java frames by AsyncGetCallTrace instead of jtap's
+# walker (`--walker asgct`), then async-profiler 4.x (bin/asprof under ASPROF's
 # directory; skipped, saying so, when ASPROF is unset) with its default stack walking (its own
 # VM-structure walker, `--cstack vm`) and with `--cstack dwarf`. Workloads:
 #   - throughput: tests/java/workloads/Throughput.java, two threads hashing arrays (shallow
@@ -38,6 +39,8 @@ declare -A args=(
     [jtap-fp-10ms]="-e cpu -i 10ms --cstack fp"
     [jtap-1ms]="-e cpu -i 1ms"
     [jtap-fp-1ms]="-e cpu -i 1ms --cstack fp"
+    [jtap-asgct-10ms]="-e cpu -i 10ms --walker asgct"
+    [jtap-asgct-1ms]="-e cpu -i 1ms --walker asgct"
     [asprof-10ms]="-e cpu -i 10ms -o collapsed"
     [asprof-dwarf-10ms]="-e cpu -i 10ms --cstack dwarf -o collapsed"
     [asprof-1ms]="-e cpu -i 1ms -o collapsed"
@@ -137,6 +140,7 @@ print()
 print("| interval | setting | " + " | ".join(f"{wl}, JDK {j}" for j, wl in runs) + " |")
 print("|---|---|" + "---|" * len(runs))
 labels = [("jtap", "jtap, DWARF (default)"), ("jtap-fp", "jtap, --cstack fp"),
+          ("jtap-asgct", "jtap, --walker asgct"),
           ("asprof", "async-profiler, default (vm)"), ("asprof-dwarf", "async-profiler, --cstack dwarf")]
 for interval in ["10ms", "1ms"]:
     for prefix, label in labels:

@@ -810,8 +810,14 @@ fn the_stack_walker_agrees_with_jvmti_frame_for_frame() {
         }
         let text = std::fs::read_to_string(log.path()).unwrap();
         for (engine, least) in [("alloc", 500), ("lock", 10)] {
-            let (walked, fell_back, compared, differed) = walker_counts(&text, engine)
+            let counts = walker_counts(&text, engine)
                 .unwrap_or_else(|| panic!("JDK {}: no {engine} stacks line: {text}", jdk.version));
+            let (walked, fell_back, compared, differed) = (
+                counts.walked,
+                counts.fell_back,
+                counts.compared,
+                counts.differed,
+            );
             eprintln!(
                 "JDK {}: {engine}: {walked} walked, {fell_back} by JVMTI, {compared} compared, {differed} differed",
                 jdk.version

@@ -1,8 +1,9 @@
 //! `jtap profile` on every JDK of the matrix: CPU shares of a 1:2:4 workload for the cpu,
 //! itimer and ctimer engines, wall-clock shares of a sleeping and a spinning thread, every
 //! output format from one profile (and the HTML flame graph in headless Chromium), frame
-//! kinds (interpreted, compiled, inlined) of a workload pinned by compile commands, thread
-//! churn with a GC storm and a JVM exiting mid-profile (start/stop cycles: `sessions.rs`).
+//! kinds (interpreted, compiled, inlined) of a workload pinned by compile commands, jtap's stack
+//! walker against AsyncGetCallTrace sample by sample, thread churn with a GC storm and a JVM
+//! exiting mid-profile (start/stop cycles: `sessions.rs`).
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, run, Run};
+use common::{agent_library, jtap, run, walker_counts, Run};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
 
 /// Samples per stack from collapsed output (`frame;frame count` lines).
@@ -557,6 +558,76 @@ fn interpreted_compiled_and_inlined_frames_are_told_apart() {
                 "JDK {} {engine}: inlinedMix {inlined:?}; {}",
                 jdk.version,
                 heaviest("inlinedMix")
+            );
+        }
+        assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+    }
+}
+
+/// jtap's walker in the signal handler and AsyncGetCallTrace walk every sample
+/// (`--walker check`) of a workload with every shape of stack (interpreted, compiled with and
+/// without inlining, lambdas, reflection, deep recursion, virtual threads on JDK 21+), for
+/// each signal source: perf_event counters (cpu), `tgkill` (wall) and the process timer
+/// (itimer). They must agree frame for frame, but for the scopes of the interrupted compiled
+/// frame in at most 2 % of the samples (the two may take them from different pc descriptors
+/// when the pc is between two).
+#[test]
+fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
+    let _serial = one_at_a_time();
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.StackShapes")
+            .jvm_arg("-XX:CompileCommand=quiet")
+            .jvm_arg("-XX:CompileCommand=exclude,workloads.StackShapes::interpreted")
+            .start();
+        let pid = pid_of(&mut jvm);
+        let log = tempfile::NamedTempFile::new().unwrap();
+        jtap(["load", &pid, &format!("log={}", log.path().display())]).ok();
+        for engines in ["cpu,wall", "itimer"] {
+            let out = jtap([
+                "profile",
+                &pid,
+                "-e",
+                engines,
+                "-i",
+                "1ms",
+                "--walker",
+                "check",
+                "-d",
+                "5",
+                "--format",
+                "collapsed",
+            ])
+            .ok();
+            assert!(
+                out.contains("StackShapes.interpreted") && out.contains("StackShapes.deep"),
+                "JDK {} {engines}: {out}",
+                jdk.version
+            );
+        }
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        for line in text.lines().filter(|l| l.contains(": stacks: ")) {
+            eprintln!("JDK {}: {line}", jdk.version);
+        }
+        // Wall samples every thread, most of them asleep, at its own (longer) interval.
+        for (engine, least) in [("cpu", 500), ("wall", 100), ("itimer", 500)] {
+            let counts = walker_counts(&text, engine)
+                .unwrap_or_else(|| panic!("JDK {}: no {engine} stacks line: {text}", jdk.version));
+            eprintln!("JDK {} {engine}: {counts:?}", jdk.version);
+            assert!(
+                counts.compared >= least,
+                "JDK {} {engine}: {counts:?}",
+                jdk.version
+            );
+            assert_eq!(
+                counts.differed, counts.differed_at_top,
+                "JDK {} {engine}: {text}",
+                jdk.version
+            );
+            assert!(
+                counts.differed_at_top * 50 <= counts.compared,
+                "JDK {} {engine}: {text}",
+                jdk.version
             );
         }
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);

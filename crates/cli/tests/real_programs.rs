@@ -214,7 +214,11 @@ const CHECKS: &[Check] = &[
     },
     Check {
         name: "profile -e alloc --walker check -d 4s: jtap's stacks are JVMTI's",
-        run: profile_alloc_walker,
+        run: |p, dir| profile_walker_check(p, dir, "alloc"),
+    },
+    Check {
+        name: "profile -e cpu --walker check -d 4s: jtap's stacks are AsyncGetCallTrace's",
+        run: |p, dir| profile_walker_check(p, dir, "cpu"),
     },
     Check {
         name: "profile -e lock -d 4s",
@@ -592,9 +596,11 @@ fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
     }
 }
 
-/// An allocation profile whose every stack is taken by jtap's walker and by JVMTI: none may
-/// differ (the agent's log counts them).
-fn profile_alloc_walker(p: &mut Running, dir: &Path) {
+/// A profile of `engine` whose every stack is taken by jtap's walker and by the VM's
+/// (JVMTI's `GetStackTrace` for alloc, `AsyncGetCallTrace` for cpu): none may differ, but for
+/// cpu in the scopes of the interrupted compiled frame (the two may take them from different
+/// pc descriptors) in at most 2 % of the stacks. The agent's log counts them.
+fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     let log = dir.join("agent.log");
     let log_option = format!("log={}", log.display());
     jtap_within(
@@ -604,13 +610,15 @@ fn profile_alloc_walker(p: &mut Running, dir: &Path) {
         None,
     )
     .assert_ok();
-    let stacks = profile_for_4s(p, dir, &["-e", "alloc", "--walker", "check"]);
+    let stacks = profile_for_4s(p, dir, &["-e", engine, "--walker", "check"]);
     assert_program_frames(p, &stacks);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let (walked, fell_back, compared, differed) = walker_counts(&text, "alloc")
-        .unwrap_or_else(|| panic!("no stacks line in the agent's log: {text}"));
-    eprintln!("alloc stacks: {walked} walked, {fell_back} by JVMTI, {compared} compared, {differed} differed");
-    assert!(differed == 0 && walked > 0, "{text}");
+    let counts = walker_counts(&text, engine)
+        .unwrap_or_else(|| panic!("no {engine} stacks line in the agent's log: {text}"));
+    eprintln!("{engine} stacks: {counts:?}");
+    assert!(counts.walked > 0 && counts.compared > 0, "{text}");
+    assert_eq!(counts.differed, counts.differed_at_top, "{text}");
+    assert!(counts.differed_at_top * 50 <= counts.compared, "{text}");
 }
 
 /// Every native allocation of the JVM's libraries for 4 s, kept while not freed: the hooks go

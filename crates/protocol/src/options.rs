@@ -167,16 +167,18 @@ pub enum NativeStacks {
     No,
 }
 
-/// How the `alloc` and `lock` engines take Java stacks in their callbacks (`walker=`).
+/// Who walks Java stacks (`walker=`): in the `alloc` and `lock` engines' callbacks, and in the
+/// sampling engines' signal handlers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum JavaStacks {
-    /// jtap's own walk of HotSpot's frames, read from the VM's structure tables (checked
-    /// against JVMTI on the first stacks; JVMTI where it cannot walk).
+    /// jtap's own walk of HotSpot's frames, read from the VM's structure tables; the VM's
+    /// walker where it stops (and, in callbacks, on the first stacks, to check it).
     #[default]
     Vm,
-    /// JVMTI's `GetStackTrace`.
+    /// The VM's own: JVMTI's `GetStackTrace` in callbacks, `AsyncGetCallTrace` in signal
+    /// handlers (`asgct` is another name for it).
     Jvmti,
-    /// Both, compared stack by stack (the JVMTI one is kept; differences go to the log).
+    /// Both, compared stack by stack (the VM's stack is kept; differences go to the log).
     Check,
 }
 
@@ -191,6 +193,14 @@ impl JavaStacks {
             JavaStacks::Jvmti => "jvmti",
             JavaStacks::Check => "check",
         }
+    }
+
+    /// The choice a word names: its [`name`](Self::name), or `asgct` for [`JavaStacks::Jvmti`].
+    pub fn named(word: &str) -> Option<JavaStacks> {
+        if word == "asgct" {
+            return Some(JavaStacks::Jvmti);
+        }
+        JavaStacks::ALL.into_iter().find(|c| c.name() == word)
     }
 }
 
@@ -431,7 +441,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
     Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
     Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
-    Key { name: "walker", takes: Takes::Value("vm|jvmti|check"), goes_with: GoesWith::Start, help: "alloc and lock: Java stacks by jtap's own walk of HotSpot's frames (default), JVMTI's GetStackTrace, or both compared (differences in the agent's log)" },
+    Key { name: "walker", takes: Takes::Value("vm|jvmti|asgct|check"), goes_with: GoesWith::Start, help: "Java stacks by jtap's own walk of HotSpot's frames (default), the JVM's own (GetStackTrace in alloc and lock, AsyncGetCallTrace in the sampling engines; jvmti and asgct are one choice), or both compared (differences in the agent's log)" },
     Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "native frames by DWARF unwinding of a copy of the stack (default), frame pointers only (cpu), or none" },
     Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end; nativemem: only blocks not freed" },
     Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
@@ -730,10 +740,8 @@ impl Options {
                 put(&mut self.trace, plan)
             }
             "walker" => {
-                let choice = JavaStacks::ALL
-                    .into_iter()
-                    .find(|c| c.name() == value)
-                    .ok_or_else(|| bad(name, value, "vm, jvmti or check"))?;
+                let choice = JavaStacks::named(value)
+                    .ok_or_else(|| bad(name, value, "vm, jvmti, asgct or check"))?;
                 put(&mut self.walker, choice)
             }
             "cstack" => {

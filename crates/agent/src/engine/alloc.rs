@@ -265,7 +265,7 @@ impl Engine for AllocEngine {
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
         run.own.retire(&GATE, "alloc");
         // After the callbacks in flight have left.
-        log!("alloc: {}", STACKS.summary());
+        log!("alloc: {}", stack::summary(&STACKS));
         table().clear();
         report
     }

@@ -229,7 +229,7 @@ impl Engine for LockEngine {
         let report = run.report(engine_name(parks.as_ref()));
         run.own.retire(&GATE, "lock");
         // After the callbacks in flight have left.
-        log!("lock: {}", STACKS.summary());
+        log!("lock: {}", stack::summary(&STACKS));
         table().clear();
         report
     }

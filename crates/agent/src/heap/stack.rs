@@ -8,7 +8,7 @@
 //! [`VERIFIED_WALKS`] stacks matched JVMTI's frame for frame; one difference and the process
 //! goes back to JVMTI for good, saying so in the log. `walker=check` compares every stack.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use jtap_jvmti::{sys, Env};
 use jtap_profile::Frame;
@@ -19,7 +19,7 @@ use crate::sampling::asgct::{CallFrame, NATIVE_BCI};
 use crate::sampling::methods;
 use crate::sampling::methods::Resolver;
 use crate::thread::Vm;
-use crate::walk::{self, Stop};
+use crate::walk;
 
 /// Frames a callback takes into a buffer on its own stack; deeper requests use the heap.
 const ON_STACK: usize = 128;
@@ -79,64 +79,19 @@ pub fn choose(vm: Vm, env: &Env, choice: JavaStacks, stats: &Stats) -> Option<St
 }
 
 /// How one engine's stacks were taken since [`choose`].
-pub struct Stats {
-    /// Stacks the walker gave.
-    walked: AtomicU64,
-    /// Stacks JVMTI gave because the walker stopped.
-    fell_back: AtomicU64,
-    /// Stacks taken both ways, and those that differed.
-    compared: AtomicU64,
-    differed: AtomicU64,
-    /// Why walks stopped, by [`Stop`] (as `usize`).
-    stops: [AtomicU64; Stop::COUNT],
-}
+pub use crate::walk::Stats;
 
-impl Stats {
-    /// All zero.
-    pub const fn new() -> Stats {
-        Stats {
-            walked: AtomicU64::new(0),
-            fell_back: AtomicU64::new(0),
-            compared: AtomicU64::new(0),
-            differed: AtomicU64::new(0),
-            stops: [const { AtomicU64::new(0) }; Stop::COUNT],
-        }
-    }
-
-    fn reset(&self) {
-        for counter in [
-            &self.walked,
-            &self.fell_back,
-            &self.compared,
-            &self.differed,
-        ]
-        .into_iter()
-        .chain(self.stops.iter())
-        {
-            counter.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// One line for the log.
-    pub fn summary(&self) -> String {
-        let stops: Vec<String> = Stop::ALL
-            .iter()
-            .zip(&self.stops)
-            .filter_map(|(stop, n)| {
-                let n = n.load(Ordering::Relaxed);
-                (n > 0).then(|| format!("{} {n}", stop.name()))
-            })
-            .collect();
-        format!(
-            "stacks: {} by jtap's walker, {} by JVMTI where it stopped ({}); {} compared with JVMTI, {} differed{}",
-            self.walked.load(Ordering::Relaxed),
-            self.fell_back.load(Ordering::Relaxed),
-            if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
-            self.compared.load(Ordering::Relaxed),
-            self.differed.load(Ordering::Relaxed),
-            if MODE.load(Ordering::Relaxed) == MODE_JVMTI { "; JVMTI only now" } else { "" },
-        )
-    }
+/// One line for the log: `stats`, and whether JVMTI takes every stack now.
+pub fn summary(stats: &Stats) -> String {
+    format!(
+        "{}{}",
+        stats.summary("JVMTI"),
+        if MODE.load(Ordering::Relaxed) == MODE_JVMTI {
+            "; JVMTI only now"
+        } else {
+            ""
+        },
+    )
 }
 
 /// Calls `f` with up to `depth` frames of the calling thread's Java stack, top first (empty if
@@ -166,23 +121,23 @@ pub fn with_current<R>(
                                 })
                                 .is_ok());
                     if !verify {
-                        stats.walked.fetch_add(1, Ordering::Relaxed);
+                        stats.walked();
                         return f(walked);
                     }
                     return with_jvmti(env, depth, |frames| {
-                        stats.compared.fetch_add(1, Ordering::Relaxed);
-                        if frames == walked {
-                            stats.walked.fetch_add(1, Ordering::Relaxed);
+                        let same = frames == walked;
+                        let before = stats.compared(if same {
+                            walk::Comparison::Same
                         } else {
-                            differed(walked, frames, mode, stats);
+                            walk::Comparison::Differed
+                        });
+                        if !same {
+                            differed(walked, frames, mode, before);
                         }
                         f(frames)
                     });
                 }
-                Err(stop) => {
-                    stats.stops[stop as usize].fetch_add(1, Ordering::Relaxed);
-                    stats.fell_back.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(stop) => stats.stopped(stop),
             }
         }
     }
@@ -191,8 +146,7 @@ pub fn with_current<R>(
 
 /// The walker's stack differs from JVMTI's: logged (the first few), and outside `check`
 /// the walker is no longer used.
-fn differed(walked: &[RawFrame], jvmti: &[RawFrame], mode: u8, stats: &Stats) {
-    let n = stats.differed.fetch_add(1, Ordering::Relaxed);
+fn differed(walked: &[RawFrame], jvmti: &[RawFrame], mode: u8, n: u64) {
     if mode != MODE_CHECK {
         DISTRUSTED.store(true, Ordering::SeqCst);
         MODE.store(MODE_JVMTI, Ordering::Relaxed);
@@ -262,9 +216,6 @@ pub fn resolver(env: Env, vm: Vm) -> impl FnMut(RawFrame) -> Frame {
         } else {
             location.min(i32::MAX as i64) as i32
         };
-        resolver.frame(&CallFrame {
-            bci,
-            method: method as sys::jmethodID,
-        })
+        resolver.frame(&CallFrame::new(method as sys::jmethodID, bci))
     }
 }

@@ -7,15 +7,62 @@ use std::sync::OnceLock;
 
 use jtap_jvmti::sys;
 
+use crate::walk::{Frames, JavaFrame, Kind};
+
 /// One frame: the bytecode index (negative for special frames, `-3` for a native method)
-/// and the method. `#[repr(C)]` as HotSpot's `ASGCT_CallFrame`.
+/// and the method. `#[repr(C)]` as HotSpot's `ASGCT_CallFrame`, whose padding after the
+/// index holds the frame's kind when jtap's walker wrote it.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct CallFrame {
     /// Bytecode index (`lineno` in some declarations).
     pub bci: i32,
+    /// jtap's walker's [`Kind`] as a byte (`Kind as u8 + 1`); AsyncGetCallTrace never writes
+    /// it, so it means something only in a sample jtap's walker took.
+    pub kind: u8,
     /// The method, or null when HotSpot has no jmethodID for it.
     pub method: sys::jmethodID,
+}
+
+impl CallFrame {
+    /// A frame of `method` at `bci`, of no known kind.
+    pub fn new(method: sys::jmethodID, bci: i32) -> CallFrame {
+        CallFrame {
+            bci,
+            kind: 0,
+            method,
+        }
+    }
+
+    /// Its kind, when jtap's walker wrote it.
+    pub fn kind(&self) -> Option<Kind> {
+        [
+            Kind::Interpreted,
+            Kind::Compiled,
+            Kind::Inlined,
+            Kind::Native,
+        ]
+        .get(usize::from(self.kind).checked_sub(1)?)
+        .copied()
+    }
+}
+
+/// jtap's walker writes its frames as AsyncGetCallTrace does, kinds added.
+impl Frames for [CallFrame] {
+    fn room(&self) -> usize {
+        self.len()
+    }
+    fn put(&mut self, index: usize, frame: JavaFrame) {
+        self[index] = CallFrame {
+            bci: if frame.kind == Kind::Native {
+                NATIVE_BCI
+            } else {
+                frame.bci
+            },
+            kind: frame.kind as u8 + 1,
+            method: frame.method as sys::jmethodID,
+        };
+    }
 }
 
 /// `bci` HotSpot gives a frame of a native method.

@@ -50,11 +50,23 @@ pub struct SampleHeader {
     pub recovered: u8,
     /// For a recovered sample, the return address the walk started from (0 otherwise).
     pub caller_pc: u64,
+    /// Who walked the Java frames: `WALKED_BY_*`, or [`WALKS_DIFFERED`].
+    pub walker: u8,
+    /// With [`WALKS_DIFFERED`], the frames jtap's walker wrote into the slot's second half.
+    pub checked: u16,
     /// User registers bp, sp, ip when the sample carries a stack copy.
     pub user_regs: [u64; 3],
     /// Bytes of the user stack copied next to the frames (0: none).
     pub stack: u16,
 }
+
+/// `AsyncGetCallTrace` walked the sample's Java frames.
+pub const WALKED_BY_ASGCT: u8 = 0;
+/// jtap's walker did; the frames carry their kinds.
+pub const WALKED_BY_VM: u8 = 1;
+/// Both did (`walker=check`) and differed: the frames are AsyncGetCallTrace's, jtap's
+/// walker's are in the second half of the slot.
+pub const WALKS_DIFFERED: u8 = 2;
 
 struct Slot {
     state: AtomicU32,
@@ -151,7 +163,8 @@ impl SampleBuffer {
 
     /// Hands every ready sample to `sink` (header, its frames top first, its call chain leaf
     /// first, its user stack copy) and frees its slot. Returns how many there were. Called by
-    /// one thread at a time.
+    /// one thread at a time. A sample whose walks differed ([`WALKS_DIFFERED`]) has jtap's
+    /// walker's frames after its own.
     pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame], &[u64], &[u8])) -> usize {
         let mut count = 0;
         let mut frames = Vec::with_capacity(self.depth);
@@ -170,6 +183,16 @@ impl SampleBuffer {
                     .iter()
                     .map(|cell| unsafe { *cell.get() }),
             );
+            if header.walker == WALKS_DIFFERED {
+                let half = self.depth / 2;
+                let checked = usize::from(header.checked).min(self.depth - half);
+                // SAFETY: as above.
+                frames.extend(
+                    self.slot_frames(index)[half..half + checked]
+                        .iter()
+                        .map(|cell| unsafe { *cell.get() }),
+                );
+            }
             let chained = usize::from(header.chain).min(self.chain_depth);
             chain.clear();
             // SAFETY: as above, for the slot's call chain.
@@ -322,12 +345,7 @@ mod tests {
             match buffer.claim() {
                 Some(mut claim) => {
                     // SAFETY: the claim owns room for 3 frames.
-                    unsafe {
-                        *claim.frames_ptr() = CallFrame {
-                            bci: tid,
-                            method: std::ptr::null_mut(),
-                        }
-                    };
+                    unsafe { *claim.frames_ptr() = CallFrame::new(std::ptr::null_mut(), tid) };
                     let (chain, stack) = claim.chain_and_stack();
                     assert_eq!((chain.len(), stack.len()), (2, 16));
                     chain[0] = tid as u64 * 100;
@@ -341,10 +359,9 @@ mod tests {
                         state: 0,
                         chain: 1,
                         pc: 0,
-                        recovered: 0,
-                        caller_pc: 0,
                         user_regs: [0; 3],
                         stack: 2,
+                        ..SampleHeader::default()
                     });
                 }
                 None => assert!(tid > 4),

@@ -561,10 +561,7 @@ mod tests {
     }
 
     fn frame(method: usize, bci: i32) -> CallFrame {
-        CallFrame {
-            bci,
-            method: id(method),
-        }
+        CallFrame::new(id(method), bci)
     }
 
     fn kinds(map: &CodeMap, pc: usize, frames: &[CallFrame]) -> Vec<FrameKind> {

@@ -51,22 +51,23 @@ pub mod signal;
 pub mod threads;
 mod unwind;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
-use jtap_protocol::NativeStacks;
+use jtap_protocol::{JavaStacks, NativeStacks};
 use regex::Regex;
 
-use self::buffer::{SampleBuffer, SampleHeader};
+use self::buffer::{SampleBuffer, SampleHeader, WALKED_BY_VM, WALKS_DIFFERED};
 use self::frames::{Filter, FrameRef, FrameTable};
-use self::signal::{Source, Target, ThreadState};
+use self::signal::{Source, Target, ThreadState, Walks};
 use self::threads::ThreadNames;
 use crate::gate::Gate;
 use crate::thread::{spawn_attached, Vm};
+use crate::walk::{Kind, Stats};
 
 /// Default deepest Java stack recorded (`jstackdepth`).
 pub const DEFAULT_DEPTH: usize = 2048;
@@ -108,6 +109,8 @@ pub struct Settings {
     pub user_only: bool,
     /// How the `cpu` engine walks native frames (`cstack`).
     pub native: NativeStacks,
+    /// Who walks Java frames (`walker`): jtap's walker, AsyncGetCallTrace, or both.
+    pub java: JavaStacks,
     /// Keep the event log: each sample's time and thread (`timeline`).
     pub timeline: bool,
 }
@@ -140,6 +143,7 @@ impl Settings {
             depth: options.jstackdepth.map_or(DEFAULT_DEPTH, |d| d as usize),
             user_only: options.alluser,
             native: options.cstack.unwrap_or_default(),
+            java: options.walker.unwrap_or_default(),
             timeline: options.keeps_timeline(),
         })
     }
@@ -228,6 +232,7 @@ impl Sampler {
                 return Err(e);
             }
         };
+        let walker = stack_walker(&env, vm);
         let target = Arc::new(Target {
             // Only perf_event counters deliver call chains; stack copies come from the kernel
             // with them, and the handler takes its own for the other sources.
@@ -249,7 +254,15 @@ impl Sampler {
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
             copies_stacks: settings.source != Source::PerfEvent
                 && settings.native == NativeStacks::Dwarf,
-            walker: stack_walker(&env, vm),
+            walker,
+            walks: match (walker, settings.java) {
+                (None, _) | (_, JavaStacks::Jvmti) => Walks::Asgct,
+                (Some(_), JavaStacks::Vm) => Walks::Vm,
+                (Some(_), JavaStacks::Check) => Walks::Check,
+            },
+            stats: Stats::new(),
+            unverified: AtomicU32::new(signal::VERIFIED_SAMPLES),
+            distrusted: AtomicBool::new(false),
         });
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -361,6 +374,20 @@ impl Sampler {
             self.shared.recovered_nmethod.load(Ordering::Relaxed),
             self.shared.recovered_native.load(Ordering::Relaxed),
             self.shared.unknown_java.load(Ordering::Relaxed),
+        );
+        let engine = (self.shared.profile.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .metadata
+            .engine
+            .clone();
+        log!(
+            "{engine}: {}{}",
+            self.target.stats.summary("AsyncGetCallTrace"),
+            if self.target.distrusted.load(Ordering::Relaxed) {
+                "; it differed on a verified sample: AsyncGetCallTrace only since"
+            } else {
+                ""
+            }
         );
         let profile = snapshot(&self.shared, &self.target);
         if stuck != 0 {
@@ -496,7 +523,12 @@ struct Processing {
     refs: Vec<FrameRef>,
     drained: Vec<Drained>,
     ids: Vec<jtap_profile::FrameId>,
+    /// Differences between the walks logged so far (`walker=check`).
+    differences_logged: u32,
 }
+
+/// Differences between the walks logged in full.
+const LOGGED_DIFFERENCES: u32 = 5;
 
 impl Worker {
     fn run(mut self, done: mpsc::Sender<()>) {
@@ -511,6 +543,7 @@ impl Worker {
             refs: Vec::new(),
             drained: Vec::new(),
             ids: Vec::new(),
+            differences_logged: 0,
         };
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
@@ -536,6 +569,11 @@ impl Worker {
         p.refs.clear();
         p.drained.clear();
         self.target.buffer.drain(|header, frames, chain, stack| {
+            let used = header.num_frames.clamp(0, frames.len() as i32) as usize;
+            let (frames, checked) = frames.split_at(used);
+            if header.walker == WALKS_DIFFERED {
+                self.log_difference(p, frames, checked);
+            }
             let chain = if stack.is_empty() {
                 std::borrow::Cow::Borrowed(chain)
             } else {
@@ -555,7 +593,16 @@ impl Worker {
             match code::map().as_ref() {
                 Some(map) => {
                     let pc = header.pc as usize;
-                    if header.recovered != recover::NOT_RECOVERED {
+                    if header.walker == WALKED_BY_VM {
+                        // jtap's walker knew each frame's kind.
+                        p.kinds.clear();
+                        p.kinds.extend(frames.iter().map(|f| match f.kind() {
+                            Some(Kind::Interpreted) => FrameKind::Interpreted,
+                            Some(Kind::Inlined) => FrameKind::Inlined,
+                            Some(Kind::Native) => FrameKind::Native,
+                            Some(Kind::Compiled) | None => FrameKind::Compiled,
+                        }));
+                    } else if header.recovered != recover::NOT_RECOVERED {
                         // The walk began at the return address: the caller's call site.
                         map.classify(
                             (header.caller_pc as usize).saturating_sub(1),
@@ -656,6 +703,29 @@ impl Worker {
         }
     }
 
+    /// Logs the first few samples whose two walks differed (`walker=check`): the frames
+    /// `AsyncGetCallTrace` wrote and jtap's walker's, top first.
+    fn log_difference(
+        &self,
+        p: &mut Processing,
+        asgct: &[asgct::CallFrame],
+        walker: &[asgct::CallFrame],
+    ) {
+        if p.differences_logged >= LOGGED_DIFFERENCES {
+            return;
+        }
+        p.differences_logged += 1;
+        let mut names = |frames: &[asgct::CallFrame]| {
+            frames
+                .iter()
+                .map(|f| format!("{}@{}", p.resolver.frame(f).name, f.bci))
+                .collect::<Vec<_>>()
+                .join(" < ")
+        };
+        let (theirs, ours) = (names(asgct), names(walker));
+        log!("sampler: walks differed: AsyncGetCallTrace {theirs}; jtap's walker {ours}");
+    }
+
     /// Appends one sample's frames to `p.refs`, root first: the thread, its Java frames (top
     /// first in `frames`, of the kinds in `p.kinds`), `top` on them, the native frames in
     /// `p.user` and `p.kernel`, the thread's state. False when the filters drop it.
@@ -743,7 +813,7 @@ impl Place {
     fn resolve(self, resolver: &mut methods::Resolver) -> Place {
         match self {
             Place::Nmethod(method) => {
-                let frame = asgct::CallFrame { bci: -1, method };
+                let frame = asgct::CallFrame::new(method, -1);
                 Place::Compiled(resolver.frame_of_kind(&frame, FrameKind::Compiled))
             }
             place => place,

@@ -430,6 +430,23 @@ fn resumes_in_code(
     })
 }
 
+/// Whether a compiled method's frame is set up at `pc`, a pc inside it: not in its prologue or
+/// epilogue, its inline cache check or a `hashCode` fast path. Async-signal-safe.
+#[cfg(target_arch = "x86_64")]
+pub fn frame_set_up(pc: usize) -> bool {
+    if prologue_epilogue_slot(pc).is_some() {
+        return false;
+    }
+    let code = Code::at(pc);
+    !code.inside(inline_cache_check) && !code.inside(hash_code_fast_path)
+}
+
+/// Unknown on other architectures (where jtap's walker does not walk).
+#[cfg(not(target_arch = "x86_64"))]
+pub fn frame_set_up(_pc: usize) -> bool {
+    false
+}
+
 /// Most native frames walked from a native function called from Java code back to that code.
 const MAX_NATIVE_FRAMES: usize = 32;
 /// Words above sp searched for libjvm's innermost frame when rbp does not lead to it.

@@ -1,7 +1,8 @@
 //! The profiling signals (SIGPROF for CPU time, SIGVTALRM for wall-clock time): installing
 //! the handler once, recognising which signals are ours, and the handler itself.
 //!
-//! The handler is async-signal-safe: atomics, `AsyncGetCallTrace`, `GetEnv` (only on threads
+//! The handler is async-signal-safe: atomics, jtap's stack walker (whose reads of the VM
+//! cannot fault, see [`crate::walk`]), `AsyncGetCallTrace`, `GetEnv` (only on threads
 //! the VM knows, see [`super::jvm::VmThreadKey`]), `gettid`/`ioctl`/`process_vm_readv`
 //! system calls (the last copies the top of the stack for DWARF unwinding, failing rather than
 //! faulting where the stack ends), reading the thread's own perf_event ring buffer (see
@@ -18,18 +19,20 @@
 //! would then sample the thread no more. Neither signal interrupts the handler of the other.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use jtap_jvmti::sys;
 
-use super::asgct::{AsyncGetCallTrace, CallTrace};
-use super::buffer::{SampleBuffer, SampleHeader};
+use super::asgct::{AsyncGetCallTrace, CallFrame, CallTrace};
+use super::buffer::{SampleBuffer, SampleHeader, WALKED_BY_ASGCT, WALKED_BY_VM, WALKS_DIFFERED};
 use super::jvm::VmThreadKey;
 use super::perf;
 use super::recover;
-use crate::walk::Walker;
+use crate::walk::{Comparison, Kind, Stats, Stop, Walker};
 
 /// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
 const UNKNOWN_JAVA: i32 = -5;
@@ -74,6 +77,43 @@ pub struct Target {
     /// jtap's stack walker, if it knows this VM: it tells where a thread's stack is, for
     /// walking samples `AsyncGetCallTrace` gives up on from their caller.
     pub walker: Option<&'static Walker>,
+    /// Who walks the Java stacks.
+    pub walks: Walks,
+    /// How stacks were walked.
+    pub stats: Stats,
+    /// With [`Walks::Vm`], samples still to be walked both ways before jtap's walker walks
+    /// alone.
+    pub unverified: AtomicU32,
+    /// jtap's walker differed from `AsyncGetCallTrace` (beyond the interrupted frame's
+    /// scopes) on a verified sample: it walks no more.
+    pub distrusted: AtomicBool,
+}
+
+/// Samples of each sampler walked both ways before jtap's walker is trusted alone.
+pub const VERIFIED_SAMPLES: u32 = 64;
+
+impl Target {
+    /// Whether this sample is one of the first, walked both ways to verify jtap's walker.
+    fn verifies_next(&self) -> bool {
+        self.unverified.load(Ordering::Relaxed) > 0
+            && self
+                .unverified
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+    }
+}
+
+/// Who walks a sample's Java stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walks {
+    /// jtap's walker, and `AsyncGetCallTrace` where it stops; the first
+    /// [`VERIFIED_SAMPLES`] are walked both ways, and one difference beyond the interrupted
+    /// frame's scopes leaves every later sample to `AsyncGetCallTrace`.
+    Vm,
+    /// `AsyncGetCallTrace` only.
+    Asgct,
+    /// Both, each into half of the slot, compared; `AsyncGetCallTrace`'s stack is kept.
+    Check,
 }
 
 // SAFETY: the VM pointer is process-global and thread safe; the buffer is Sync.
@@ -358,33 +398,33 @@ unsafe fn record(
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     let time_ns = monotonic_ns();
     let (mut recovered, mut caller_pc) = (recover::NOT_RECOVERED, 0);
+    let mut walked = Walked::default();
     let num_frames = match target.vm_threads.current_jni(target.vm) {
         Some(jni) => {
-            let frames = claim.frames_ptr();
-            let depth = target.buffer.depth() as i32;
-            let mut walk = |context: *mut c_void| {
-                let mut trace = CallTrace {
-                    env: jni,
-                    num_frames: 0,
-                    frames,
-                };
-                // SAFETY: the trace has room for `depth` frames; context is the signal's or
-                // a copy of it on this stack.
-                unsafe { (target.asgct)(&mut trace, depth, context) };
-                trace.num_frames
-            };
-            let mut num_frames = walk(context);
-            if num_frames == UNKNOWN_JAVA {
+            let depth = target.buffer.depth();
+            // SAFETY: the claim owns the slot's `depth` frames until it commits.
+            let frames = unsafe { std::slice::from_raw_parts_mut(claim.frames_ptr(), depth) };
+            // SAFETY: the caller's contract; `jni` is this thread's.
+            walked = unsafe { walk(target, jni, frames, context, recover::frame_set_up) };
+            if walked.num_frames == UNKNOWN_JAVA {
                 // SAFETY: `jni` is this thread's, and a signal handler runs on the thread.
                 let stack = target.walker.and_then(|w| unsafe { w.stack(jni) });
-                // SAFETY: the caller's contract; `stack` is this thread's; `walk` only calls
-                // AsyncGetCallTrace.
-                let retried = unsafe { recover::retry_from_caller(context, stack, &mut walk) };
-                if let Some((frames, what, from)) = retried {
-                    (num_frames, recovered, caller_pc) = (frames, what, from);
+                let mut from_caller = |context: *mut c_void| {
+                    // SAFETY: as above; the context's pc is a return address, where the
+                    // caller's frame is set up.
+                    walked = unsafe { walk(target, jni, frames, context, |_| true) };
+                    walked.num_frames
+                };
+                // SAFETY: the caller's contract; `stack` is this thread's; `from_caller` only
+                // walks.
+                let retried =
+                    unsafe { recover::retry_from_caller(context, stack, &mut from_caller) };
+                match retried {
+                    Some((_, what, from)) => (recovered, caller_pc) = (what, from),
+                    None => walked.num_frames = UNKNOWN_JAVA,
                 }
             }
-            num_frames
+            walked.num_frames
         }
         None => -3, // not a VM thread: AsyncGetCallTrace's "unknown, not Java"
     };
@@ -422,10 +462,168 @@ unsafe fn record(
         pc: unsafe { interrupted_pc(context) },
         recovered,
         caller_pc,
+        walker: walked.by,
+        checked: walked.checked,
         user_regs,
         chain: u16::try_from(chain).unwrap_or(u16::MAX),
         stack: u16::try_from(stack).unwrap_or(0),
     });
+}
+
+/// A walk's result: frames written (or `AsyncGetCallTrace`'s failure code), by whom
+/// (`WALKED_BY_*`), and, where both walked and differed, jtap's walker's frame count.
+#[derive(Default, Clone, Copy)]
+struct Walked {
+    num_frames: i32,
+    by: u8,
+    checked: u16,
+}
+
+/// Walks the interrupted thread's Java stack into `frames` as `target.walks` says. `complete`
+/// tells whether a compiled method's frame is set up at a pc (see [`Walker::interrupted`]).
+///
+/// # Safety
+/// `context` is the handler's ucontext (or a copy of it with a caller's registers), on the
+/// sampled thread, whose JNIEnv is `jni`.
+unsafe fn walk(
+    target: &Target,
+    jni: *mut sys::JNIEnv,
+    frames: &mut [CallFrame],
+    context: *mut c_void,
+    complete: fn(usize) -> bool,
+) -> Walked {
+    let asgct = |frames: &mut [CallFrame]| {
+        let mut trace = CallTrace {
+            env: jni,
+            num_frames: 0,
+            frames: frames.as_mut_ptr(),
+        };
+        // SAFETY: the trace has room for `frames.len()` frames; the context is the caller's.
+        unsafe { (target.asgct)(&mut trace, frames.len() as i32, context) };
+        trace.num_frames
+    };
+    let trusted = !target.distrusted.load(Ordering::Relaxed);
+    let walker = match (target.walker, target.walks) {
+        (Some(walker), Walks::Vm) if trusted => walker,
+        (Some(walker), Walks::Check) => walker,
+        _ => {
+            return Walked {
+                num_frames: asgct(frames),
+                by: WALKED_BY_ASGCT,
+                checked: 0,
+            }
+        }
+    };
+    // SAFETY: the caller's contract.
+    let registers = unsafe { interrupted_registers(context) };
+    let vm_walk = |frames: &mut [CallFrame]| match registers {
+        // SAFETY: `jni` is this thread's; the registers are its signal's.
+        Some(registers) => unsafe { walker.interrupted(jni, registers, complete, frames) }
+            .inspect_err(|&stop| target.stats.stopped(stop)),
+        None => Err(Stop::Inconsistent),
+    };
+    if target.walks == Walks::Vm && !target.verifies_next() {
+        match vm_walk(frames) {
+            Ok(count) => {
+                target.stats.walked();
+                return Walked {
+                    num_frames: count as i32,
+                    by: WALKED_BY_VM,
+                    checked: 0,
+                };
+            }
+            // What AsyncGetCallTrace would say without walking: the caller's frame is then
+            // found from the code (see `recover`).
+            Err(Stop::NotSetUp) => {
+                return Walked {
+                    num_frames: UNKNOWN_JAVA,
+                    by: WALKED_BY_ASGCT,
+                    checked: 0,
+                }
+            }
+            Err(_) => {}
+        }
+        return Walked {
+            num_frames: asgct(frames),
+            by: WALKED_BY_ASGCT,
+            checked: 0,
+        };
+    }
+    let (kept, theirs) = frames.split_at_mut(frames.len() / 2);
+    let ours = vm_walk(theirs).ok();
+    let num_frames = asgct(kept);
+    let mut walked = Walked {
+        num_frames,
+        by: WALKED_BY_ASGCT,
+        checked: 0,
+    };
+    if let (Some(count), true) = (ours, num_frames > 0) {
+        let comparison = compare(&theirs[..count], &kept[..num_frames as usize]);
+        target.stats.compared(comparison);
+        if comparison == Comparison::Differed && target.walks == Walks::Vm {
+            target.distrusted.store(true, Ordering::Relaxed);
+        }
+        if comparison != Comparison::Same {
+            walked.by = WALKS_DIFFERED;
+            walked.checked = count as u16;
+        }
+    }
+    walked
+}
+
+/// How jtap's walker's frames (`ours`, kinds known) compare with `AsyncGetCallTrace`'s.
+fn compare(ours: &[CallFrame], theirs: &[CallFrame]) -> Comparison {
+    let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
+    if ours.len() == theirs.len() && ours.iter().zip(theirs).all(|(a, b)| same(a, b)) {
+        return Comparison::Same;
+    }
+    // The interrupted frame's scopes: its inlined methods, then the compiled one.
+    let top = ours
+        .iter()
+        .position(|f| f.kind() != Some(Kind::Inlined))
+        .map_or(ours.len(), |i| i + 1);
+    let callers = &ours[top..];
+    let compiled_top =
+        ours.get(top.wrapping_sub(1)).and_then(CallFrame::kind) == Some(Kind::Compiled);
+    match theirs.len().checked_sub(callers.len()) {
+        Some(at)
+            if compiled_top
+                && at > 0
+                && theirs[at - 1].method == ours[top - 1].method
+                && callers.iter().zip(&theirs[at..]).all(|(a, b)| same(a, b)) =>
+        {
+            Comparison::DifferedAtTop
+        }
+        _ => Comparison::Differed,
+    }
+}
+
+/// The interrupted pc, sp and fp, on x86-64 (where jtap's walker walks).
+///
+/// # Safety
+/// `context` is the handler's ucontext (or null).
+#[cfg(target_arch = "x86_64")]
+unsafe fn interrupted_registers(context: *mut c_void) -> Option<(usize, usize, usize)> {
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    let registers = unsafe { &(*(context as *const libc::ucontext_t)).uc_mcontext.gregs };
+    let register = |r: c_int| registers[r as usize] as usize;
+    Some((
+        register(libc::REG_RIP),
+        register(libc::REG_RSP),
+        register(libc::REG_RBP),
+    ))
+}
+
+/// jtap's walker walks x86-64 frames only.
+///
+/// # Safety
+/// None needed; kept `unsafe` for the same signature as on x86_64.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn interrupted_registers(_context: *mut c_void) -> Option<(usize, usize, usize)> {
+    None
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (async-signal-safe: clock_gettime is, and the vDSO serves

@@ -12,20 +12,82 @@
 //! - The call stub (a Java call from the VM or native code) holds the `JavaCallWrapper`, whose
 //!   anchor is the caller's last Java frame: the walk goes on from there.
 //! - The frame of a continuation's entry (`Continuation.enterSpecial`, JDK 21+) lies below a
-//!   virtual thread's bottom frame: the walk ends there, as JVMTI's stacks of virtual threads do.
+//!   virtual thread's bottom frame: a walk from the anchor ends there, as JVMTI's stacks of
+//!   virtual threads do; one from a signal goes on into the carrier's frames, as
+//!   `AsyncGetCallTrace`'s do.
 //!
-//! Only the walking thread's own stack is walked, at a point where HotSpot keeps it walkable (a
-//! JVMTI event callback or a native method): its frames and their code cannot go away during
-//! the walk. Every stack read is checked against the thread's stack bounds and every code read
-//! against the code heap that holds the blob; anything unexpected ends the walk with a
-//! [`Stop`], never a guess. This is the FFI module of the walker: its `unsafe` blocks are the
-//! reads of the VM's memory.
+//! Only the walking thread's own stack is walked: from a point where HotSpot keeps it walkable
+//! (a JVMTI event callback, a native method, a thread in native code or in the VM when a
+//! signal comes), or from a signal's registers while the thread runs Java code. There the top
+//! frame may be anywhere in its method: a compiled one is taken at the debug information of
+//! the next pc with any (as `AsyncGetCallTrace` does), and the caller says whether its frame
+//! is set up ([`Top`]). Stack reads are checked against the thread's stack bounds; every
+//! other read of the VM's memory goes through [`Fetch`], which cannot fault. Anything
+//! unexpected ends the walk with a [`Stop`], never a guess. This is the FFI module of the
+//! walker: its `unsafe` blocks are the reads of the thread's own stack and `JavaThread`.
 
+use std::cell::OnceCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::fetch::{Fetch, Plain};
 use super::layout::{
     BlobKind, CodeStart, DebugInfo, Layout, ACC_NATIVE, INTERPRETER_BCP_SLOT,
     INTERPRETER_METHOD_SLOT, INTERPRETER_SENDER_SP_SLOT,
 };
-use super::Frame;
+
+/// What a Java frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Interpreted,
+    /// A compiled method's own frame.
+    Compiled,
+    /// A method inlined into the compiled frame below it.
+    Inlined,
+    Native,
+}
+
+/// One Java frame: its jmethodID (as an address), bytecode index (-1 in a native method) and
+/// kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JavaFrame {
+    pub method: usize,
+    pub bci: i32,
+    pub kind: Kind,
+}
+
+/// Where a walk writes its frames, top first.
+pub trait Frames {
+    /// How many frames fit.
+    fn room(&self) -> usize;
+    /// Writes frame number `index` (< `room()`).
+    fn put(&mut self, index: usize, frame: JavaFrame);
+}
+
+/// A JVMTI-style frame: jmethodID and location.
+impl Frames for [super::Frame] {
+    fn room(&self) -> usize {
+        self.len()
+    }
+    fn put(&mut self, index: usize, frame: JavaFrame) {
+        self[index] = (frame.method, i64::from(frame.bci));
+    }
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy)]
+pub enum Start {
+    /// The thread's last Java frame, as its `JavaThread` records it.
+    Anchor,
+    /// A signal's registers while the thread ran Java code; `complete` tells whether a
+    /// compiled method's frame is set up at a pc (not in its prologue, epilogue or inline
+    /// cache check).
+    Interrupted {
+        pc: usize,
+        sp: usize,
+        fp: usize,
+        complete: fn(usize) -> bool,
+    },
+}
 
 /// Why a walk gave up (the caller then asks JVMTI instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,13 +106,18 @@ pub enum Stop {
     Inconsistent,
     /// More frames than any real stack has.
     TooDeep,
-    /// The thread is in Java code or between states, where its frames may be half-built.
+    /// The thread is between states, where its frames may be half-built (or, walked from
+    /// its anchor, in Java code).
     NotWalkable,
+    /// A read of the VM's memory faulted (a stale or made-up pointer).
+    Unreadable,
+    /// The interrupted compiled frame is not set up (prologue, epilogue, inline cache check).
+    NotSetUp,
 }
 
 impl Stop {
     /// Every reason, in declaration order (`stop as usize` indexes it).
-    pub const ALL: [Stop; 8] = [
+    pub const ALL: [Stop; 10] = [
         Stop::OffStack,
         Stop::UnknownCode,
         Stop::Frameless,
@@ -59,6 +126,8 @@ impl Stop {
         Stop::Inconsistent,
         Stop::TooDeep,
         Stop::NotWalkable,
+        Stop::Unreadable,
+        Stop::NotSetUp,
     ];
     /// How many reasons there are.
     pub const COUNT: usize = Stop::ALL.len();
@@ -74,6 +143,8 @@ impl Stop {
             Stop::Inconsistent => "inconsistent",
             Stop::TooDeep => "too deep",
             Stop::NotWalkable => "thread not walkable",
+            Stop::Unreadable => "unreadable memory",
+            Stop::NotSetUp => "frame not set up",
         }
     }
 }
@@ -93,11 +164,42 @@ struct Registers {
     pc: usize,
 }
 
-/// The walk of one thread: its stack bounds and the VM's layout.
+/// The walk of one thread: its stack bounds, state and the VM's layout.
 pub struct Walk<'a> {
     layout: &'a Layout,
+    fetch: &'a Fetch,
     stack_low: usize,
     stack_high: usize,
+    state: i32,
+    /// The code heaps, read at the walk's first code lookup.
+    heaps: OnceCell<Heaps>,
+}
+
+/// Most code heaps (HotSpot has one, or three with segmented code cache).
+const MAX_HEAPS: usize = 4;
+
+/// The code heaps of the VM, as one walk read them.
+#[derive(Clone, Copy, Default)]
+struct Heaps {
+    heaps: [Heap; MAX_HEAPS],
+    count: usize,
+}
+
+/// A code heap: its committed memory and its segment map. HotSpot never uncommits either
+/// (`CodeHeap::shrink_by` is unimplemented), so what lies inside can be read directly.
+#[derive(Clone, Copy, Default)]
+struct Heap {
+    low: usize,
+    high: usize,
+    segmap: usize,
+    segmap_high: usize,
+    shift: u32,
+}
+
+impl Heap {
+    fn holds(&self, address: usize, size: usize) -> bool {
+        address >= self.low && address.saturating_add(size) <= self.high
+    }
 }
 
 impl<'a> Walk<'a> {
@@ -105,72 +207,99 @@ impl<'a> Walk<'a> {
     ///
     /// # Safety
     /// `thread` is the calling thread's own `JavaThread`, and `layout` the running VM's.
-    pub unsafe fn new(layout: &'a Layout, thread: usize) -> Result<Self, Stop> {
+    pub unsafe fn new(layout: &'a Layout, fetch: &'a Fetch, thread: usize) -> Result<Self, Stop> {
         // SAFETY: the caller's contract.
         let stack = unsafe { stack_of(layout, thread) }.ok_or(Stop::Inconsistent)?;
         // SAFETY: the caller's JavaThread is live; the state is its field.
         let state = unsafe { read::<i32>(thread + layout.thread_state) };
-        if !layout.walkable_states.contains(&state) {
-            return Err(Stop::NotWalkable);
-        }
         Ok(Walk {
             layout,
+            fetch,
             stack_low: stack.start,
             stack_high: stack.end,
+            state,
+            heaps: OnceCell::new(),
         })
     }
 
-    /// Writes up to `out.len()` frames of `thread`'s Java stack, top first; the count written.
+    /// Writes up to `out.room()` frames of `thread`'s Java stack, top first, from `start`;
+    /// the count written. A thread interrupted outside Java code is walked from its anchor.
     ///
     /// # Safety
-    /// As for [`Walk::new`], on the same thread, while its stack is walkable.
-    pub unsafe fn frames(&self, thread: usize, out: &mut [Frame]) -> Result<usize, Stop> {
+    /// As for [`Walk::new`], on the same thread; from [`Start::Anchor`] only where its stack
+    /// is walkable (the thread is not running Java code).
+    pub unsafe fn frames<F: Frames + ?Sized>(
+        &self,
+        thread: usize,
+        start: Start,
+        out: &mut F,
+    ) -> Result<usize, Stop> {
         let layout = self.layout;
-        // SAFETY: the caller's own JavaThread; its anchor is a field.
-        let Some(mut at) = (unsafe { self.anchored(thread + layout.thread_anchor)? }) else {
-            return Ok(0);
+        // JVMTI's stacks of a virtual thread end at its continuation's entry;
+        // AsyncGetCallTrace's go on into its carrier's frames.
+        let ends_at_continuation = matches!(start, Start::Anchor);
+        let (mut at, mut interrupted) = match start {
+            Start::Interrupted {
+                pc,
+                sp,
+                fp,
+                complete,
+            } if self.state == layout.in_java => {
+                if !self.on_stack(sp) {
+                    return Err(Stop::OffStack);
+                }
+                let at = Registers {
+                    sp,
+                    unextended_sp: sp,
+                    fp,
+                    pc,
+                };
+                (at, Some(complete))
+            }
+            _ if !layout.walkable_states.contains(&self.state) => return Err(Stop::NotWalkable),
+            // SAFETY: the caller's own JavaThread; its anchor is a field.
+            _ => match unsafe { self.anchored(thread + layout.thread_anchor)? } {
+                Some(at) => (at, None),
+                None => return Ok(0),
+            },
         };
-        // SAFETY: static variables of the loaded libjvm.so.
-        let (queue, call_stub_return) = unsafe {
-            (
-                read::<usize>(layout.interpreter),
-                read::<usize>(layout.call_stub_return),
-            )
-        };
+        let queue = self.fetch::<usize>(layout.interpreter)?;
+        let call_stub_return = self.fetch::<usize>(layout.call_stub_return)?;
         let interpreter = if queue >= LOWEST {
-            // SAFETY: the interpreter's StubQueue, created at VM start and never freed.
-            let (start, limit) = unsafe {
-                (
-                    read::<usize>(queue + layout.queue_buffer),
-                    read::<i32>(queue + layout.queue_limit),
-                )
-            };
+            let start = self.fetch::<usize>(queue + layout.queue_buffer)?;
+            let limit = self.fetch::<i32>(queue + layout.queue_limit)?;
             start..start + limit.max(0) as usize
         } else {
             0..0
         };
-        // SAFETY: a static variable of the loaded libjvm.so.
-        let continuation_return = layout
-            .continuation_return
-            .map(|variable| unsafe { read::<usize>(variable) })
-            .filter(|&pc| pc != 0);
+        let continuation_return = match layout.continuation_return {
+            Some(variable) => Some(self.fetch::<usize>(variable)?).filter(|&pc| pc != 0),
+            None => None,
+        };
         let mut count = 0;
         for _ in 0..MAX_STEPS {
-            if count == out.len() {
+            if count == out.room() {
                 return Ok(count);
             }
+            let top = interrupted.take();
             if interpreter.contains(&at.pc) {
+                if top.is_some() && at.fp < at.sp {
+                    return Err(Stop::Inconsistent);
+                }
                 let method = self.stack_word(at.fp, INTERPRETER_METHOD_SLOT)?;
                 let bcp = self.stack_word(at.fp, INTERPRETER_BCP_SLOT)?;
-                // SAFETY: a Method* from a live interpreted frame of this thread.
-                out[count] = unsafe { self.interpreted(method, bcp)? };
+                out.put(count, self.interpreted(method, bcp)?);
                 count += 1;
-                at = Registers {
+                let sender = Registers {
                     sp: at.fp + 2 * WORD,
                     unextended_sp: self.stack_word(at.fp, INTERPRETER_SENDER_SP_SLOT)?,
                     fp: self.stack_word(at.fp, 0)?,
                     pc: self.stack_word(at.fp, 1)?,
                 };
+                if sender.sp <= at.sp {
+                    return Err(Stop::Inconsistent);
+                }
+                at = sender;
                 continue;
             }
             if at.pc == call_stub_return {
@@ -181,21 +310,36 @@ impl<'a> Walk<'a> {
                 }
                 // SAFETY: the JavaCallWrapper lives on this thread's stack (checked).
                 match unsafe { self.anchored(wrapper + layout.call_wrapper_anchor)? } {
-                    Some(caller) => at = caller,
+                    Some(caller) if caller.sp > at.sp => at = caller,
+                    Some(_) => return Err(Stop::Inconsistent),
                     None => return Ok(count),
                 }
                 continue;
             }
-            // SAFETY: the code cache's heaps, read as CodeCache::find_blob does.
-            let blob = unsafe { self.find_blob(at.pc)? };
-            // SAFETY: as above.
-            if blob.nmethod && unsafe { self.enters_continuation(&blob, continuation_return) } {
+            let blob = self.find_blob(at.pc)?;
+            if let Some(complete) = top {
+                if !blob.nmethod {
+                    // A stub's frame is left to the caller (the sampler's recovery).
+                    return Err(Stop::UnknownCode);
+                }
+                if !complete(at.pc) {
+                    return Err(Stop::NotSetUp);
+                }
+            }
+            if ends_at_continuation
+                && blob.nmethod
+                && self.enters_continuation(&blob, continuation_return)?
+            {
                 // A virtual thread's stack ends here (what follows is its carrier's).
                 return Ok(count);
             }
             if blob.nmethod {
-                // SAFETY: an nmethod with an activation on this thread's stack.
-                count += unsafe { self.compiled(&blob, at.pc, &mut out[count..])? };
+                let scope = if top.is_some() {
+                    Scope::Near
+                } else {
+                    Scope::AtReturn
+                };
+                count += self.compiled(&blob, at.pc, scope, out, count)?;
             }
             if blob.frame_words == 0 {
                 return Err(Stop::Frameless);
@@ -217,16 +361,20 @@ impl<'a> Walk<'a> {
     /// Whether `blob` is the entry of continuations (`Continuation.enterSpecial`, a native
     /// method's nmethod), the one holding `continuation_return`. It has several return
     /// addresses (a first mount and a thaw return to different ones), hence the blob.
-    unsafe fn enters_continuation(&self, blob: &Blob, continuation_return: Option<usize>) -> bool {
+    fn enters_continuation(
+        &self,
+        blob: &Blob,
+        continuation_return: Option<usize>,
+    ) -> Result<bool, Stop> {
         let Some(return_pc) = continuation_return else {
-            return false;
+            return Ok(false);
         };
-        // SAFETY: (caller) an nmethod on this thread's stack; its method is a Method*.
-        let method = unsafe { read::<usize>(blob.address + self.layout.nmethod_method) };
-        // SAFETY: as above; the code cache lookup reads only the heaps' own structures.
-        plausible(method)
-            && unsafe { self.is_native(method) }
-            && unsafe { self.find_blob(return_pc) }.is_ok_and(|entry| entry.address == blob.address)
+        let method = self.code::<usize>(&blob.heap, blob.address + self.layout.nmethod_method)?;
+        Ok(plausible(method)
+            && self.is_native(method)?
+            && self
+                .find_blob(return_pc)
+                .is_ok_and(|entry| entry.address == blob.address))
     }
 
     /// The last Java frame a frame anchor records, or None when it records none.
@@ -277,234 +425,372 @@ impl<'a> Walk<'a> {
         Ok(unsafe { read::<usize>(address) })
     }
 
+    /// A value of the VM's memory, read without faulting.
+    fn fetch<T: Plain>(&self, address: usize) -> Result<T, Stop> {
+        self.fetch.value(address).ok_or(Stop::Unreadable)
+    }
+
     /// The frame of an interpreted method at bytecode pointer `bcp` (0 in a native method).
-    unsafe fn interpreted(&self, method: usize, bcp: usize) -> Result<Frame, Stop> {
-        // SAFETY: (caller) a Method* of a live frame.
-        let id = unsafe { self.method_id(method)? };
-        // SAFETY: as above.
-        if bcp == 0 || unsafe { self.is_native(method) } {
-            return Ok((id, -1));
+    fn interpreted(&self, method: usize, bcp: usize) -> Result<JavaFrame, Stop> {
+        let id = self.method_id(method, Trust::Verify)?;
+        if bcp == 0 || self.is_native(method)? {
+            return Ok(JavaFrame {
+                method: id,
+                bci: -1,
+                kind: Kind::Native,
+            });
         }
-        // SAFETY: as above; the ConstMethod is the method's.
-        let code = unsafe { read::<usize>(method + self.layout.method_const) }
-            + self.layout.const_method_size;
+        let layout = self.layout;
+        let const_method = self.fetch::<usize>(method + layout.method_const)?;
+        let code = const_method + layout.const_method_size;
+        let size = usize::from(self.fetch::<u16>(const_method + layout.const_method_code_size)?);
         match bcp.checked_sub(code) {
-            Some(bci) if bci < 1 << 16 => Ok((id, bci as i64)),
+            Some(bci) if bci < size.max(1) => Ok(JavaFrame {
+                method: id,
+                bci: bci as i32,
+                kind: Kind::Interpreted,
+            }),
             _ => Err(Stop::Inconsistent),
         }
     }
 
-    unsafe fn is_native(&self, method: usize) -> bool {
-        // SAFETY: (caller) a Method*; the flags are a field of it.
-        unsafe { read::<u16>(method + self.layout.method_flags) & ACC_NATIVE != 0 }
+    fn is_native(&self, method: usize) -> Result<bool, Stop> {
+        Ok(self.fetch::<u16>(method + self.layout.method_flags)? & ACC_NATIVE != 0)
     }
 
     /// The jmethodID of `method`: the slot of its class's jmethodID cache at its id number,
-    /// which must point back at it.
-    unsafe fn method_id(&self, method: usize) -> Result<usize, Stop> {
+    /// which must point back at it where `trust` says so.
+    fn method_id(&self, method: usize, trust: Trust) -> Result<usize, Stop> {
         let layout = self.layout;
+        let pointer = |address: usize| -> Result<usize, Stop> {
+            let value = self.fetch::<usize>(address)?;
+            if plausible(value) {
+                Ok(value)
+            } else {
+                Err(Stop::Inconsistent)
+            }
+        };
         if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
-        // SAFETY: a live Method* (caller); each pointer followed is checked non-null and
-        // aligned first; the cache's first word is its length.
-        unsafe {
-            let const_method = read::<usize>(method + layout.method_const);
-            if !plausible(const_method) {
-                return Err(Stop::Inconsistent);
+        let const_method = pointer(method + layout.method_const)?;
+        let pool = pointer(const_method + layout.const_method_pool)?;
+        let holder = pointer(pool + layout.pool_holder)?;
+        let ids = self.fetch::<usize>(holder + layout.jmethod_ids)?;
+        if ids == 0 {
+            return Err(Stop::NoMethodId);
+        }
+        if !plausible(ids) {
+            return Err(Stop::Inconsistent);
+        }
+        let idnum = usize::from(self.fetch::<u16>(const_method + layout.const_method_idnum)?);
+        if idnum + 1 > self.fetch::<usize>(ids)? {
+            return Err(Stop::NoMethodId);
+        }
+        let id = self.fetch::<usize>(ids + (idnum + 1) * WORD)?;
+        if id == 0 {
+            return Err(Stop::NoMethodId);
+        }
+        if !plausible(id) || (trust == Trust::Verify && self.fetch::<usize>(id)? != method) {
+            return Err(Stop::Inconsistent);
+        }
+        Ok(id)
+    }
+
+    /// The code heaps, read once per walk.
+    fn heaps(&self) -> Result<&Heaps, Stop> {
+        if let Some(heaps) = self.heaps.get() {
+            return Ok(heaps);
+        }
+        let layout = self.layout;
+        let array = self.fetch::<usize>(layout.code_heaps)?;
+        if array < LOWEST {
+            return Err(Stop::UnknownCode);
+        }
+        let count = self
+            .fetch::<i32>(array + layout.array_len)?
+            .clamp(0, MAX_HEAPS as i32);
+        let data = self.fetch::<usize>(array + layout.array_data)?;
+        let mut heaps = Heaps::default();
+        for i in 0..count as usize {
+            let heap = self.fetch::<usize>(data + i * WORD)?;
+            if heap < LOWEST {
+                continue;
             }
-            let pool = read::<usize>(const_method + layout.const_method_pool);
-            if !plausible(pool) {
-                return Err(Stop::Inconsistent);
-            }
-            let holder = read::<usize>(pool + layout.pool_holder);
-            if !plausible(holder) {
-                return Err(Stop::Inconsistent);
-            }
-            let ids = read::<usize>(holder + layout.jmethod_ids);
-            if ids == 0 {
-                return Err(Stop::NoMethodId);
-            }
-            if !plausible(ids) {
-                return Err(Stop::Inconsistent);
-            }
-            let idnum = usize::from(read::<u16>(const_method + layout.const_method_idnum));
-            if idnum + 1 > read::<usize>(ids) {
-                return Err(Stop::NoMethodId);
-            }
-            let id = read::<usize>(ids + (idnum + 1) * WORD);
-            if id == 0 {
-                return Err(Stop::NoMethodId);
-            }
-            if !plausible(id) || read::<usize>(id) != method {
-                return Err(Stop::Inconsistent);
-            }
-            Ok(id)
+            let memory = heap + layout.heap_memory;
+            let segmap = heap + layout.heap_segmap;
+            let shift = self.fetch::<i32>(heap + layout.heap_log2_segment_size)?;
+            heaps.heaps[heaps.count] = Heap {
+                low: self.fetch::<usize>(memory + layout.space_low)?,
+                high: self.fetch::<usize>(memory + layout.space_high)?,
+                segmap: self.fetch::<usize>(segmap + layout.space_low)?,
+                segmap_high: self.fetch::<usize>(segmap + layout.space_high)?,
+                shift: u32::try_from(shift)
+                    .ok()
+                    .filter(|&s| s < 32)
+                    .ok_or(Stop::Inconsistent)?,
+            };
+            heaps.count += 1;
+        }
+        Ok(self.heaps.get_or_init(|| heaps))
+    }
+
+    /// A value inside code heap `heap`: read directly where the heap's committed memory holds
+    /// it, else without faulting.
+    fn code<T: Plain>(&self, heap: &Heap, address: usize) -> Result<T, Stop> {
+        if heap.holds(address, std::mem::size_of::<T>()) {
+            // SAFETY: inside the heap's committed memory, which stays mapped and readable for
+            // the life of the VM; `T` is plain data, valid for any bytes.
+            Ok(unsafe { read::<T>(address) })
+        } else {
+            self.fetch(address)
         }
     }
 
     /// The code blob holding `pc`, found in the code heaps' segment maps as HotSpot's
     /// `CodeHeap::find_blob` does.
-    unsafe fn find_blob(&self, pc: usize) -> Result<Blob, Stop> {
+    fn find_blob(&self, pc: usize) -> Result<Blob, Stop> {
         let layout = self.layout;
-        // SAFETY: CodeCache::_heaps and the heaps it lists live as long as the VM; segment
-        // map and block reads stay inside the heap found to hold `pc`.
-        unsafe {
-            let heaps = read::<usize>(layout.code_heaps);
-            if heaps < LOWEST {
-                return Err(Stop::UnknownCode);
-            }
-            let count = read::<i32>(heaps + layout.array_len).clamp(0, 16) as usize;
-            let data = read::<usize>(heaps + layout.array_data);
-            for i in 0..count {
-                let heap = read::<usize>(data + i * WORD);
-                if heap < LOWEST {
-                    continue;
-                }
-                let memory = heap + layout.heap_memory;
-                let low = read::<usize>(memory + layout.space_low);
-                let high = read::<usize>(memory + layout.space_high);
-                if !(low..high).contains(&pc) {
-                    continue;
-                }
-                let shift = read::<i32>(heap + layout.heap_log2_segment_size);
-                if !(0..32).contains(&shift) {
-                    return Err(Stop::Inconsistent);
-                }
-                let segmap = read::<usize>(heap + layout.heap_segmap + layout.space_low);
-                let mut segment = (pc - low) >> shift;
-                let mut tag = read::<u8>(segmap + segment);
-                if tag == 0xFF {
-                    return Err(Stop::UnknownCode);
-                }
-                while tag > 0 {
-                    segment = segment
-                        .checked_sub(usize::from(tag))
-                        .ok_or(Stop::Inconsistent)?;
-                    tag = read::<u8>(segmap + segment);
-                }
-                let block = low + (segment << shift);
-                if !read::<bool>(block + layout.block_used) {
-                    return Err(Stop::UnknownCode);
-                }
-                let blob = block + layout.block_size;
-                let nmethod = match layout.blob_kind {
-                    BlobKind::Field { offset, nmethod } => read::<u8>(blob + offset) == nmethod,
-                    BlobKind::Name(offset) => {
-                        let name = read::<usize>(blob + offset);
-                        name >= LOWEST
-                            && std::ffi::CStr::from_ptr(name as *const std::ffi::c_char)
-                                .to_bytes()
-                                .ends_with(b"nmethod")
-                    }
-                };
-                let frame_words = read::<i32>(blob + layout.blob_frame_size).clamp(0, 1 << 20);
-                return Ok(Blob {
-                    address: blob,
-                    nmethod,
-                    frame_words: frame_words as usize,
-                });
-            }
-            Err(Stop::UnknownCode)
+        let heaps = self.heaps()?;
+        let Some(heap) = heaps.heaps[..heaps.count]
+            .iter()
+            .find(|heap| (heap.low..heap.high).contains(&pc))
+        else {
+            return Err(Stop::UnknownCode);
+        };
+        let segmap = Heap {
+            low: heap.segmap,
+            high: heap.segmap_high,
+            ..*heap
+        };
+        let mut segment = (pc - heap.low) >> heap.shift;
+        let mut tag = self.code::<u8>(&segmap, heap.segmap + segment)?;
+        if tag == 0xFF {
+            return Err(Stop::UnknownCode);
         }
+        while tag > 0 {
+            segment = segment
+                .checked_sub(usize::from(tag))
+                .ok_or(Stop::Inconsistent)?;
+            tag = self.code::<u8>(&segmap, heap.segmap + segment)?;
+        }
+        let block = heap.low + (segment << heap.shift);
+        if self.code::<u8>(heap, block + layout.block_used)? == 0 {
+            return Err(Stop::UnknownCode);
+        }
+        let blob = block + layout.block_size;
+        let nmethod = match layout.blob_kind {
+            BlobKind::Field { offset, nmethod } => self.code::<u8>(heap, blob + offset)? == nmethod,
+            BlobKind::Name(offset) => {
+                let name = self.code::<usize>(heap, blob + offset)?;
+                name >= LOWEST && self.names_nmethod(name)?
+            }
+        };
+        let frame_words = self
+            .code::<i32>(heap, blob + layout.blob_frame_size)?
+            .clamp(0, 1 << 20);
+        Ok(Blob {
+            address: blob,
+            nmethod,
+            frame_words: frame_words as usize,
+            heap: *heap,
+        })
     }
 
-    /// The frames of compiled `blob` at return address `pc`: its scopes, innermost first
-    /// (the method itself, native, for a native wrapper).
-    unsafe fn compiled(&self, blob: &Blob, pc: usize, out: &mut [Frame]) -> Result<usize, Stop> {
+    /// Whether `name`, a code blob's name, is an nmethod's: "nmethod" or "native nmethod".
+    /// Every nmethod's name is one of two C string constants of libjvm, remembered once seen.
+    fn names_nmethod(&self, name: usize) -> Result<bool, Stop> {
+        static NMETHOD_NAMES: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+        if NMETHOD_NAMES
+            .iter()
+            .any(|known| known.load(Ordering::Relaxed) == name)
+        {
+            return Ok(true);
+        }
+        let nmethod = self.name_ends_with_nmethod(name)?;
+        if nmethod {
+            if let Some(free) = NMETHOD_NAMES
+                .iter()
+                .find(|known| known.load(Ordering::Relaxed) == 0)
+            {
+                // A race only writes the same constant twice, or loses one (seen again later).
+                free.store(name, Ordering::Relaxed);
+            }
+        }
+        Ok(nmethod)
+    }
+
+    /// Whether the C string at `name` (a code blob's name) ends with "nmethod": "nmethod" or
+    /// "native nmethod".
+    fn name_ends_with_nmethod(&self, name: usize) -> Result<bool, Stop> {
+        const SUFFIX: &[u8] = b"nmethod";
+        let mut tail = [0u8; SUFFIX.len()];
+        for length in 0..MAX_NAME {
+            let byte = self.fetch::<u8>(name + length)?;
+            if byte == 0 {
+                return Ok(length >= SUFFIX.len() && tail == *SUFFIX);
+            }
+            tail.rotate_left(1);
+            tail[SUFFIX.len() - 1] = byte;
+        }
+        Ok(false)
+    }
+
+    /// Writes the frames of compiled `blob` at `pc` from `out[first]` on: its scopes,
+    /// innermost first (the method itself, native, for a native wrapper); the count written.
+    fn compiled<F: Frames + ?Sized>(
+        &self,
+        blob: &Blob,
+        pc: usize,
+        scope: Scope,
+        out: &mut F,
+        first: usize,
+    ) -> Result<usize, Stop> {
         let layout = self.layout;
         let nm = blob.address;
-        // SAFETY: an nmethod with an activation on this thread's stack stays installed while
-        // the walk runs; its debug information is read within the bounds it records.
-        unsafe {
-            let method = read::<usize>(nm + layout.nmethod_method);
-            if method != 0 && self.is_native(method) {
-                if out.is_empty() {
-                    return Ok(0);
-                }
-                out[0] = (self.method_id(method)?, -1);
-                return Ok(1);
+        let heap = &blob.heap;
+        let room = out.room() - first;
+        let int = |field: usize| -> Result<usize, Stop> {
+            Ok(self.code::<i32>(heap, nm + field)?.max(0) as usize)
+        };
+        let method = self.code::<usize>(heap, nm + layout.nmethod_method)?;
+        if method != 0 && self.is_native(method)? {
+            if room == 0 {
+                return Ok(0);
             }
-            let code = match layout.blob_code {
-                CodeStart::Address(field) => read::<usize>(nm + field),
-                CodeStart::Offset(field) => nm + read::<i32>(nm + field).max(0) as usize,
+            let frame = JavaFrame {
+                method: self.method_id(method, Trust::Compiled)?,
+                bci: -1,
+                kind: Kind::Native,
             };
-            let (pcs, pcs_end, scopes, metadata) = match layout.debug {
-                DebugInfo::InBlob {
-                    scopes_data,
-                    pcs,
-                    pcs_end,
-                    metadata,
-                } => {
-                    let scopes = read::<usize>(nm + scopes_data);
-                    (
-                        nm + read::<i32>(nm + pcs).max(0) as usize,
-                        nm + read::<i32>(nm + pcs_end).max(0) as usize,
-                        scopes,
-                        (nm + read::<i32>(nm + metadata).max(0) as usize)..scopes,
-                    )
-                }
-                DebugInfo::Apart {
-                    immutable_data,
-                    pcs,
-                    scopes,
-                    mutable_data,
-                    relocation_size,
-                    mutable_data_size,
-                } => {
-                    let immutable = read::<usize>(nm + immutable_data);
-                    let mutable = read::<usize>(nm + mutable_data);
-                    let relocations = read::<i32>(nm + relocation_size).max(0) as usize;
-                    let mutable_size = read::<i32>(nm + mutable_data_size).max(0) as usize;
-                    (
-                        immutable + read::<i32>(nm + pcs).max(0) as usize,
-                        immutable + read::<i32>(nm + scopes).max(0) as usize,
-                        immutable + read::<i32>(nm + scopes).max(0) as usize,
-                        (mutable + relocations)..(mutable + mutable_size),
-                    )
-                }
-            };
-            let offset = pc.checked_sub(code).ok_or(Stop::NoDebugInfo)?;
-            let mut decode = find_scope(pcs, pcs_end, offset).ok_or(Stop::NoDebugInfo)? as usize;
-            let mut count = 0;
-            while count < out.len() {
-                let mut at = scopes + decode;
-                let sender = self.compressed(&mut at);
-                let index = self.compressed(&mut at) as usize;
-                let bci = i64::from(self.compressed(&mut at)) - 1;
-                let slot = metadata.start + index.wrapping_sub(1) * WORD;
-                if index == 0 || slot + WORD > metadata.end {
-                    return Err(Stop::Inconsistent);
-                }
-                let method = read::<usize>(slot);
-                out[count] = (self.method_id(method)?, bci.max(-1));
-                count += 1;
-                if sender == 0 {
-                    break;
-                }
-                decode = sender as usize;
-            }
-            Ok(count)
+            out.put(first, frame);
+            return Ok(1);
         }
+        let code = match layout.blob_code {
+            CodeStart::Address(field) => self.code::<usize>(heap, nm + field)?,
+            CodeStart::Offset(field) => nm + int(field)?,
+        };
+        let (pcs, pcs_end, scopes, metadata) = match layout.debug {
+            DebugInfo::InBlob {
+                scopes_data,
+                pcs,
+                pcs_end,
+                metadata,
+            } => {
+                let scopes = self.code::<usize>(heap, nm + scopes_data)?;
+                (
+                    nm + int(pcs)?,
+                    nm + int(pcs_end)?,
+                    scopes,
+                    (nm + int(metadata)?)..scopes,
+                )
+            }
+            DebugInfo::Apart {
+                immutable_data,
+                pcs,
+                scopes,
+                mutable_data,
+                relocation_size,
+                mutable_data_size,
+            } => {
+                let immutable = self.code::<usize>(heap, nm + immutable_data)?;
+                let mutable = self.code::<usize>(heap, nm + mutable_data)?;
+                let relocations = int(relocation_size)?;
+                let mutable_size = int(mutable_data_size)?;
+                (
+                    immutable + int(pcs)?,
+                    immutable + int(scopes)?,
+                    immutable + int(scopes)?,
+                    (mutable + relocations)..(mutable + mutable_size),
+                )
+            }
+        };
+        let offset = pc.checked_sub(code).ok_or(Stop::NoDebugInfo)?;
+        let mut decode = self
+            .find_scope(heap, pcs, pcs_end, offset, scope)?
+            .ok_or(Stop::NoDebugInfo)? as usize;
+        let mut count = 0;
+        while count < room {
+            let mut at = scopes + decode;
+            let sender = self.compressed(heap, &mut at)?;
+            let index = self.compressed(heap, &mut at)? as usize;
+            let bci = i64::from(self.compressed(heap, &mut at)?) - 1;
+            let slot = metadata.start + index.wrapping_sub(1) * WORD;
+            if index == 0 || slot + WORD > metadata.end {
+                return Err(Stop::Inconsistent);
+            }
+            let method = self.code::<usize>(heap, slot)?;
+            let frame = JavaFrame {
+                method: self.method_id(method, Trust::Compiled)?,
+                bci: bci.clamp(-1, i64::from(u16::MAX)) as i32,
+                kind: if sender == 0 {
+                    Kind::Compiled
+                } else {
+                    Kind::Inlined
+                },
+            };
+            out.put(first + count, frame);
+            count += 1;
+            if sender == 0 {
+                break;
+            }
+            decode = sender as usize;
+        }
+        Ok(count)
+    }
+
+    /// The scope decode offset of the pc descriptor for code `offset` in the sorted table
+    /// `pcs..end` (0 is "no scope"): the one at `offset` exactly ([`Scope::AtReturn`]) or the
+    /// first after it ([`Scope::Near`]).
+    fn find_scope(
+        &self,
+        heap: &Heap,
+        pcs: usize,
+        end: usize,
+        offset: usize,
+        scope: Scope,
+    ) -> Result<Option<u32>, Stop> {
+        if end <= pcs {
+            return Ok(None);
+        }
+        let target = offset as i64 + i64::from(scope == Scope::Near);
+        // The first descriptor at or after `target`.
+        let (mut low, mut high) = (0, (end - pcs) / PC_DESC);
+        while low < high {
+            let mid = (low + high) / 2;
+            if i64::from(self.code::<i32>(heap, pcs + mid * PC_DESC)?) < target {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        if low * PC_DESC >= end - pcs {
+            return Ok(None);
+        }
+        let at = pcs + low * PC_DESC;
+        if scope == Scope::AtReturn && i64::from(self.code::<i32>(heap, at)?) != target {
+            return Ok(None);
+        }
+        let decode = self.code::<i32>(heap, at + 4)?;
+        Ok((decode > 0).then_some(decode as u32))
     }
 
     /// One compressed `int` of a debug stream at `*at` (HotSpot's `CompressedReadStream`).
-    unsafe fn compressed(&self, at: &mut usize) -> u32 {
+    fn compressed(&self, heap: &Heap, at: &mut usize) -> Result<u32, Stop> {
         // Pack200's UNSIGNED5 coding: bytes below `low` end a number, each other byte adds 6
         // bits; JDK 20+ excludes the zero byte (every byte is one more).
         let excluded = u32::from(self.layout.unsigned5);
         let low = 256 - 64 - excluded;
         let mut sum = 0u32;
         for i in 0..5 {
-            // SAFETY: (caller) inside the nmethod's scopes data; a number is at most 5 bytes.
-            let b = u32::from(unsafe { read::<u8>(*at) }).wrapping_sub(excluded);
+            let b = u32::from(self.code::<u8>(heap, *at)?).wrapping_sub(excluded);
             *at += 1;
             sum = sum.wrapping_add(b << (6 * i));
             if b < low {
                 break;
             }
         }
-        sum
+        Ok(sum)
     }
 }
 
@@ -513,38 +799,34 @@ struct Blob {
     address: usize,
     nmethod: bool,
     frame_words: usize,
+    /// The code heap holding it.
+    heap: Heap,
 }
 
 const WORD: usize = std::mem::size_of::<usize>();
 /// Size of a `PcDesc`: `int pc_offset, scope_decode_offset, obj_decode_offset, flags`.
 const PC_DESC: usize = 16;
 
-/// The scope decode offset of the pc descriptor for code `offset` in the sorted table
-/// `pcs..end` (binary search for an exact match; 0 is "no scope").
-///
-/// # Safety
-/// `pcs..end` is an nmethod's table of pc descriptors.
-unsafe fn find_scope(pcs: usize, end: usize, offset: usize) -> Option<u32> {
-    if end <= pcs {
-        return None;
-    }
-    let (mut low, mut high) = (0, (end - pcs) / PC_DESC);
-    while low < high {
-        let mid = (low + high) / 2;
-        // SAFETY: (caller) `mid` indexes the table.
-        let at = unsafe { read::<i32>(pcs + mid * PC_DESC) } as i64;
-        match at.cmp(&(offset as i64)) {
-            std::cmp::Ordering::Less => low = mid + 1,
-            std::cmp::Ordering::Greater => high = mid,
-            std::cmp::Ordering::Equal => {
-                // SAFETY: as above.
-                let decode = unsafe { read::<i32>(pcs + mid * PC_DESC + 4) };
-                return (decode > 0).then_some(decode as u32);
-            }
-        }
-    }
-    None
+/// Where a `Method*` comes from, and so whether its jmethodID is checked to point back at it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    /// A live nmethod's own metadata: the method is what the nmethod says.
+    Compiled,
+    /// A stack slot, which an interrupted frame may not have written yet.
+    Verify,
 }
+
+/// Which pc descriptor gives a compiled frame's scopes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// The one at the pc, a call's return address.
+    AtReturn,
+    /// The first after the pc, where a signal stopped the method.
+    Near,
+}
+
+/// Longest code blob name read.
+const MAX_NAME: usize = 64;
 
 /// The stack of `thread`, a `JavaThread*`, from the bounds it records (two reads of its own
 /// fields: async-signal-safe), or None if they make no sense.

@@ -107,6 +107,8 @@ pub struct Layout {
     /// Thread states in which a thread's last Java frame is recorded and its frames whole
     /// (in native code, in the VM, blocked); in Java code or in transition the walk refuses.
     pub walkable_states: [i32; 3],
+    /// `_thread_in_Java`: the thread runs Java code; a signal's registers start its walk.
+    pub in_java: i32,
     /// Compressed debug streams exclude the zero byte (UNSIGNED5, JDK 20+).
     pub unsigned5: bool,
     /// Address of the static `AbstractInterpreter::_code` (a `StubQueue*`), and the queue's
@@ -119,9 +121,11 @@ pub struct Layout {
     /// `Method::_constMethod`, `_access_flags`.
     pub method_const: usize,
     pub method_flags: usize,
-    /// `ConstMethod::_constants`, `_method_idnum`, `sizeof(ConstMethod)` (bytecodes follow).
+    /// `ConstMethod::_constants`, `_method_idnum`, `_code_size`, `sizeof(ConstMethod)`
+    /// (bytecodes follow).
     pub const_method_pool: usize,
     pub const_method_idnum: usize,
+    pub const_method_code_size: usize,
     pub const_method_size: usize,
     /// `ConstantPool::_pool_holder`, `InstanceKlass::_methods_jmethod_ids`.
     pub pool_holder: usize,
@@ -180,6 +184,9 @@ impl Layout {
             thread_state: s.offset(&["JavaThread"], "_thread_state")?,
             walkable_states: ["_thread_in_native", "_thread_in_vm", "_thread_blocked"]
                 .map(|state| s.constant(state).unwrap_or(-1) as i32),
+            in_java: s
+                .constant("_thread_in_Java")
+                .ok_or("the JVM does not describe _thread_in_Java")? as i32,
             thread_stack_base: s.offset(&["JavaThread", "Thread"], "_stack_base")?,
             thread_stack_size: s.offset(&["JavaThread", "Thread"], "_stack_size")?,
             anchor_sp: s.offset(&["JavaFrameAnchor"], "_last_Java_sp")?,
@@ -215,6 +222,7 @@ impl Layout {
             method_flags: s.offset(&["Method"], "_access_flags")?,
             const_method_pool: s.offset(&["ConstMethod"], "_constants")?,
             const_method_idnum: s.offset(&["ConstMethod"], "_method_idnum")?,
+            const_method_code_size: s.offset(&["ConstMethod"], "_code_size")?,
             const_method_size: s.size("ConstMethod")?,
             pool_holder: s.offset(&["ConstantPool"], "_pool_holder")?,
             jmethod_ids: s.offset(&["InstanceKlass"], "_methods_jmethod_ids")?,

@@ -4,15 +4,21 @@
 //!
 //! - `structs`: the VM's structure tables (`gHotSpotVMStructs` and friends).
 //! - `layout`: the offsets and frame slots the walk uses, per HotSpot 11–25 family.
+//! - `fetch`: reads of the VM's memory that cannot fault.
 //! - `frames`: the walk itself.
+//! - `stats`: counts of walks, fallbacks and comparisons, for the log.
 //!
 //! [`Walker::resolve`] reads the tables once; [`Walker::current`] walks the calling thread's
-//! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable. A walk
-//! that meets anything it does not understand stops with a reason, and the caller asks JVMTI.
-//! [`Walker::stack`] tells a signal handler where its thread's stack is.
+//! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable;
+//! [`Walker::interrupted`] walks it from a signal handler, wherever the thread was. A walk
+//! that meets anything it does not understand stops with a reason, and the caller asks JVMTI
+//! (or `AsyncGetCallTrace`). [`Walker::stack`] tells a signal handler where its thread's
+//! stack is.
 
+mod fetch;
 mod frames;
 mod layout;
+mod stats;
 mod structs;
 
 use std::ops::Range;
@@ -20,7 +26,12 @@ use std::sync::OnceLock;
 
 use jtap_jvmti::sys;
 
-pub use frames::Stop;
+pub use frames::{Frames, JavaFrame, Kind, Stop};
+
+pub use stats::{Comparison, Stats};
+
+use fetch::Fetch;
+use frames::{Start, Walk};
 
 use crate::thread::{current_jni, Vm};
 use layout::Layout;
@@ -53,6 +64,7 @@ pub fn resolved() -> Option<&'static Walker> {
 /// The walker of one running VM.
 pub struct Walker {
     layout: Layout,
+    fetch: Fetch,
     /// Bytes from a `JavaThread` to the `JNIEnv` inside it.
     env_offset: usize,
 }
@@ -89,7 +101,12 @@ impl Walker {
                 "a thread's JNIEnv is {env_offset} bytes into its JavaThread of {thread_size}"
             ));
         }
-        Ok(Walker { layout, env_offset })
+        let fetch = Fetch::resolve(vm)?;
+        Ok(Walker {
+            layout,
+            fetch,
+            env_offset,
+        })
     }
 
     /// The calling thread's stack, as its `JavaThread` records it. Async-signal-safe.
@@ -109,12 +126,48 @@ impl Walker {
     /// `jni` is the calling thread's JNIEnv, and the thread is inside a JVMTI event callback
     /// or a native method (where its last Java frame is recorded and its stack walkable).
     pub unsafe fn current(&self, jni: *mut sys::JNIEnv, out: &mut [Frame]) -> Result<usize, Stop> {
+        // SAFETY: (caller) the thread's stack is walkable from its anchor.
+        unsafe { self.walk(jni, Start::Anchor, out) }
+    }
+
+    /// Writes up to `out.room()` frames of the calling thread's Java stack, top first, and
+    /// returns how many, from a signal handler that interrupted the thread at `pc`, `sp` and
+    /// `fp`: from there if it ran Java code, else from its last Java frame. `complete` says
+    /// whether a compiled method's frame is set up at a pc. Async-signal-safe.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv; the registers are the signal's.
+    pub unsafe fn interrupted<F: Frames + ?Sized>(
+        &self,
+        jni: *mut sys::JNIEnv,
+        (pc, sp, fp): (usize, usize, usize),
+        complete: fn(usize) -> bool,
+        out: &mut F,
+    ) -> Result<usize, Stop> {
+        let start = Start::Interrupted {
+            pc,
+            sp,
+            fp,
+            complete,
+        };
+        // SAFETY: (caller) as above.
+        unsafe { self.walk(jni, start, out) }
+    }
+
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv, and `start` where its stack may be walked from.
+    unsafe fn walk<F: Frames + ?Sized>(
+        &self,
+        jni: *mut sys::JNIEnv,
+        start: Start,
+        out: &mut F,
+    ) -> Result<usize, Stop> {
         let thread = (jni as usize).wrapping_sub(self.env_offset);
         // SAFETY: (caller) `thread` is the calling thread's own JavaThread, whose JNIEnv
         // lies `env_offset` bytes into it in this VM.
         unsafe {
-            let walk = frames::Walk::new(&self.layout, thread)?;
-            walk.frames(thread, out)
+            let walk = Walk::new(&self.layout, &self.fetch, thread)?;
+            walk.frames(thread, start, out)
         }
     }
 }

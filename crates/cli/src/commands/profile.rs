@@ -249,10 +249,8 @@ fn parse_event(text: &str) -> Result<Event, String> {
 }
 
 fn parse_walker(text: &str) -> Result<JavaStacks, String> {
-    JavaStacks::ALL
-        .into_iter()
-        .find(|c| c.name() == text)
-        .ok_or_else(|| format!("--walker takes vm, jvmti or check, not {text:?}"))
+    JavaStacks::named(text)
+        .ok_or_else(|| format!("--walker takes vm, jvmti, asgct or check, not {text:?}"))
 }
 
 fn parse_cstack(text: &str) -> Result<NativeStacks, String> {

@@ -286,9 +286,22 @@ impl Drop for Background {
     }
 }
 
-/// The counts of an engine's `stacks:` line in the agent's log: (walked by jtap, taken by
-/// JVMTI where the walker stopped, compared, differed).
-pub fn walker_counts(log: &str, engine: &str) -> Option<(u64, u64, u64, u64)> {
+/// The counts of an engine's `stacks:` line in the agent's log.
+#[derive(Debug, Clone, Copy)]
+pub struct WalkerCounts {
+    /// Stacks jtap's walker gave.
+    pub walked: u64,
+    /// Stacks the VM's walker (JVMTI, AsyncGetCallTrace) gave where jtap's stopped.
+    pub fell_back: u64,
+    /// Stacks taken both ways, those that differed, and those of them that differed only in
+    /// the scopes of the interrupted compiled frame.
+    pub compared: u64,
+    pub differed: u64,
+    pub differed_at_top: u64,
+}
+
+/// The counts of `engine`'s `stacks:` line in the agent's log, if there is one.
+pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
     let line = log
         .lines()
         .find(|l| l.contains(&format!("] {engine}: stacks: ")))?;
@@ -296,10 +309,15 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<(u64, u64, u64, u64)> {
         let before = &line[..line.find(word)?];
         before.split_whitespace().last()?.parse().ok()
     };
-    Some((
-        number_before(" by jtap's walker")?,
-        number_before(" by JVMTI where it stopped")?,
-        number_before(" compared with JVMTI")?,
-        number_before(" differed")?,
-    ))
+    let number_after = |word: &str| -> Option<u64> {
+        let after = &line[line.find(word)? + word.len()..];
+        after.split_whitespace().next()?.parse().ok()
+    };
+    Some(WalkerCounts {
+        walked: number_before(" by jtap's walker")?,
+        fell_back: number_after("by jtap's walker, ")?,
+        compared: number_before(" compared with ")?,
+        differed: number_before(" differed")?,
+        differed_at_top: number_after(" differed (")?,
+    })
 }

@@ -1,0 +1,119 @@
+//! How a user of the walker got its stacks: by the walker, by the VM's own walker where it
+//! stopped (and why it stopped), and how often the two agreed when both were asked. Atomic
+//! counters only, so signal handlers count too.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Stop;
+
+/// How two walks of one stack compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    /// Frame for frame.
+    Same,
+    /// Only in the scopes of the interrupted compiled frame: its inlined methods or bytecode
+    /// index (which the two walkers may take from different pc descriptors).
+    DifferedAtTop,
+    /// Anywhere else.
+    Differed,
+}
+
+/// Counts of one engine's stacks.
+pub struct Stats {
+    /// Stacks the walker gave.
+    walked: AtomicU64,
+    /// Stacks the VM's walker gave because the walker stopped.
+    fell_back: AtomicU64,
+    /// Stacks taken both ways, and those that differed.
+    compared: AtomicU64,
+    differed: AtomicU64,
+    /// Of those, the stacks that differed only in the scopes of the interrupted compiled
+    /// frame (where a signal stopped it between two pcs with debug information).
+    differed_at_top: AtomicU64,
+    /// Why walks stopped, by [`Stop`] (as `usize`).
+    stops: [AtomicU64; Stop::COUNT],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    /// All zero.
+    pub const fn new() -> Stats {
+        Stats {
+            walked: AtomicU64::new(0),
+            fell_back: AtomicU64::new(0),
+            compared: AtomicU64::new(0),
+            differed: AtomicU64::new(0),
+            differed_at_top: AtomicU64::new(0),
+            stops: [const { AtomicU64::new(0) }; Stop::COUNT],
+        }
+    }
+
+    /// Back to zero.
+    pub fn reset(&self) {
+        for counter in [
+            &self.walked,
+            &self.fell_back,
+            &self.compared,
+            &self.differed,
+            &self.differed_at_top,
+        ]
+        .into_iter()
+        .chain(self.stops.iter())
+        {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The walker gave a stack.
+    pub fn walked(&self) {
+        self.walked.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The walker stopped; the VM's walker was asked.
+    pub fn stopped(&self, stop: Stop) {
+        self.stops[stop as usize].fetch_add(1, Ordering::Relaxed);
+        self.fell_back.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Both walked; how they compared. Returns how many differed before.
+    pub fn compared(&self, comparison: Comparison) -> u64 {
+        self.compared.fetch_add(1, Ordering::Relaxed);
+        match comparison {
+            Comparison::Same => {
+                self.walked();
+                self.differed.load(Ordering::Relaxed)
+            }
+            Comparison::DifferedAtTop => {
+                self.differed_at_top.fetch_add(1, Ordering::Relaxed);
+                self.differed.fetch_add(1, Ordering::Relaxed)
+            }
+            Comparison::Differed => self.differed.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// One line for the log; `other` names the VM's walker.
+    pub fn summary(&self, other: &str) -> String {
+        let stops: Vec<String> = Stop::ALL
+            .iter()
+            .zip(&self.stops)
+            .filter_map(|(stop, n)| {
+                let n = n.load(Ordering::Relaxed);
+                (n > 0).then(|| format!("{} {n}", stop.name()))
+            })
+            .collect();
+        format!(
+            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes)",
+            self.walked.load(Ordering::Relaxed),
+            self.fell_back.load(Ordering::Relaxed),
+            if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
+            self.compared.load(Ordering::Relaxed),
+            self.differed.load(Ordering::Relaxed),
+            self.differed_at_top.load(Ordering::Relaxed),
+        )
+    }
+}
