@@ -370,6 +370,61 @@ fn wants(probe: &Probe, v: Value) -> bool {
     probe.values.contains(&v)
 }
 
+/// What a call or field access takes off the operand stack, for [`Spill`].
+struct Operands {
+    /// The member as the code refers to it, which a probe's filter matches.
+    owner: String,
+    name: String,
+    descriptor: String,
+    /// The values above the receiver, as a method descriptor's parameters.
+    on_stack: String,
+    /// Whether a receiver (or a field's object) lies below them.
+    receiver: bool,
+}
+
+/// A call's operands: its arguments, and its receiver but for static calls and constructors
+/// (whose receiver is not initialized before the call: it stays put).
+fn call_operands(cp: &ConstantPool, insn: &Insn) -> Result<Option<Operands>> {
+    Ok(
+        call_target(cp, insn)?.map(|(owner, name, descriptor)| Operands {
+            receiver: !matches!(insn.opcode, op::INVOKESTATIC | op::INVOKEDYNAMIC)
+                && name != "<init>",
+            owner: owner.into_owned(),
+            name: name.into_owned(),
+            on_stack: descriptor.to_string(),
+            descriptor: descriptor.into_owned(),
+        }),
+    )
+}
+
+/// A field read's (`write` false) or write's operands: the object but for static fields, and
+/// a write's value above it.
+fn field_operands(cp: &ConstantPool, insn: &Insn, write: bool) -> Result<Option<Operands>> {
+    let (reads, writes) = (
+        matches!(insn.opcode, op::GETSTATIC | op::GETFIELD),
+        matches!(insn.opcode, op::PUTSTATIC | op::PUTFIELD),
+    );
+    let Operand::Cp(c) = insn.operand else {
+        return Ok(None);
+    };
+    if !(write && writes || !write && reads) {
+        return Ok(None);
+    }
+    let r = cp.member_ref(c)?;
+    let descriptor = String::from_utf8_lossy(r.descriptor).into_owned();
+    Ok(Some(Operands {
+        owner: String::from_utf8_lossy(r.owner).into_owned(),
+        name: String::from_utf8_lossy(r.name).into_owned(),
+        on_stack: if write {
+            format!("({descriptor})V")
+        } else {
+            "()V".to_string()
+        },
+        descriptor,
+        receiver: matches!(insn.opcode, op::GETFIELD | op::PUTFIELD),
+    }))
+}
+
 /// Whether the locals in `state` still hold the parameters with their declared kinds.
 fn params_intact(state: &State, is_static: bool, params: &[FieldType<'_>]) -> bool {
     let mut slot = if is_static { 0 } else { 1 };
@@ -469,7 +524,8 @@ pub(crate) fn instrument_method(
     // Which instructions need their incoming state.
     let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
     // States are needed at returns for `this`/arguments, at calls for the call handlers'
-    // frames and `this`, at constructor calls for allocations, and everywhere in constructors.
+    // frames and `this`, at constructor calls for allocations, at field accesses for `this`
+    // and the object, and everywhere in constructors.
     let at_returns = probes.iter().any(|(_, p)| {
         p.point == Point::Return
             && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
@@ -480,6 +536,10 @@ pub(crate) fn instrument_method(
         _ => false,
     });
     let at_inits = probes.iter().any(|(_, p)| p.point == Point::Allocation);
+    let at_fields = probes.iter().any(|(_, p)| {
+        matches!(p.point, Point::FieldRead(_) | Point::FieldWrite(_))
+            && (p.values.contains(&Value::This) || p.values.contains(&Value::Target))
+    });
     let want: Vec<bool> = insns
         .iter()
         .map(|insn| {
@@ -487,6 +547,7 @@ pub(crate) fn instrument_method(
                 || at_returns && matches!(insn.opcode, op::IRETURN..=op::RETURN)
                 || at_calls && matches!(insn.opcode, op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC)
                 || at_inits && insn.opcode == op::INVOKESPECIAL
+                || at_fields && matches!(insn.opcode, op::GETSTATIC..=op::PUTFIELD)
         })
         .collect();
     let info = MethodInfo {
@@ -552,8 +613,14 @@ pub(crate) fn instrument_method(
     // locals after the stash before anything else runs there (one area, reused by each call).
     let spill_base = m.stash + 1;
     let mut spills: Vec<Option<Spill>> = Vec::new();
+    // Field accesses whose probes take the accessed object likewise (a write's value too,
+    // which sits above it on the stack).
     for &(_, probe) in probes {
-        let (Point::BeforeCall(filter) | Point::AfterCall(filter)) = &probe.point else {
+        let (Point::BeforeCall(filter)
+        | Point::AfterCall(filter)
+        | Point::FieldRead(filter)
+        | Point::FieldWrite(filter)) = &probe.point
+        else {
             continue;
         };
         if !wants(probe, Value::Target) && !wants(probe, Value::CallArgs) {
@@ -566,17 +633,37 @@ pub(crate) fn instrument_method(
             if spills[i].is_some() {
                 continue;
             }
-            let Some((owner, mname, mdesc)) = call_target(cp, insn)? else {
+            let spilled = match &probe.point {
+                Point::FieldRead(_) | Point::FieldWrite(_) => {
+                    field_operands(cp, insn, matches!(probe.point, Point::FieldWrite(_)))?
+                }
+                _ => call_operands(cp, insn)?,
+            };
+            let Some(mut operands) = spilled else {
                 continue;
             };
-            if !filter.matches(&owner, &mname, &mdesc) {
+            if !filter.matches(&operands.owner, &operands.name, &operands.descriptor) {
                 continue;
             }
-            // A constructor's receiver is not initialized before the call: it stays put.
-            let receiver =
-                !matches!(insn.opcode, op::INVOKESTATIC | op::INVOKEDYNAMIC) && mname != "<init>";
+            // A constructor writes its own fields before its super call: that object is not
+            // initialized yet and stays put.
+            if operands.receiver && matches!(insn.opcode, op::PUTFIELD) {
+                let value_slots = parse_field_descriptor(operands.descriptor.as_bytes())?.slots();
+                let object = states[i].as_ref().and_then(|st| {
+                    st.stack
+                        .len()
+                        .checked_sub(usize::from(value_slots) + 1)
+                        .map(|at| st.stack[at])
+                });
+                operands.receiver = matches!(object, Some(VType::Object(_) | VType::Null));
+            }
             let mut s = Snippet::on(std::mem::take(&mut edit.before[i]), 0);
-            spills[i] = Some(Spill::emit(&mut s, mdesc.as_bytes(), receiver, spill_base)?);
+            spills[i] = Some(Spill::emit(
+                &mut s,
+                operands.on_stack.as_bytes(),
+                operands.receiver,
+                spill_base,
+            )?);
             finish(s, &mut edit.before[i], &mut peak);
         }
     }
@@ -905,7 +992,14 @@ pub(crate) fn instrument_method(
                         probe,
                         &Site {
                             site_id,
+                            // `this`, once initialized (in a constructor, after its super
+                            // call; fields are written before it too).
+                            this_ok: !is_static
+                                && states[i].as_ref().is_some_and(|s| {
+                                    matches!(s.locals.first(), Some(VType::Object(_)))
+                                }),
                             stashed: Some(Value::FieldValue),
+                            spilled: spills.get(i).and_then(Option::as_ref),
                             ..plain
                         },
                     )?;

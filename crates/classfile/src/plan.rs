@@ -110,8 +110,9 @@ pub enum Value {
     /// `long`: the plan's [`InjectionPlan::clock`] as read at method entry (kept in a local
     /// of its own for the whole method).
     Mark,
-    /// `Object`: at call points, the called method's receiver; null for static calls, calls
-    /// of constructors and other points.
+    /// `Object`: at call points, the called method's receiver (null for static calls and
+    /// calls of constructors); at field points, the object whose field is read or written
+    /// (null for static fields); null at other points.
     Target,
     /// `Object[]`: at call points, the called method's arguments, boxed (as they were before
     /// the call, also after it); null at other points and on a call's exception path.

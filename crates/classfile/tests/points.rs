@@ -292,6 +292,34 @@ fn fields() {
 }
 
 #[test]
+fn the_accessed_object_reaches_field_probes() {
+    let (calls, log) = run_logged(&probe(
+        Point::FieldWrite(MemberFilter::any()),
+        "fieldTarget",
+        &[MethodId, This, Target, FieldValue],
+    ));
+    assert!(calls > 5);
+    for line in [
+        // Instance fields: the caller's `this` and the object written, with the new value.
+        "fieldTarget Sample$Sub.<init> Sample$Sub Sample$Sub 4",
+        "fieldTarget Sample.<init> Sample Sample 1.5",
+        // A static field has no object.
+        "fieldTarget Sample.<clinit> null null 7",
+    ] {
+        assert!(log.contains(&line.to_string()), "{line} not in {log:?}");
+    }
+    let (_, log) = run_logged(&probe(
+        Point::FieldRead(MemberFilter::any()),
+        "fieldTarget",
+        &[MethodId, This, Target, FieldValue],
+    ));
+    assert!(
+        log.contains(&"fieldTarget Sample$Sub.toString Sample$Sub Sample$Sub pos".to_string()),
+        "{log:?}"
+    );
+}
+
+#[test]
 fn lines() {
     assert!(
         run(&probe(

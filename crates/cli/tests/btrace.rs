@@ -569,6 +569,44 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 
 #[test]
+fn field_locations_report_reads_and_writes_with_their_object_and_value() {
+    agent_library();
+    for jdk in jdks() {
+        let (out, err) = one_round(
+            jdk,
+            "Fields.java",
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Fields {
+    @OnMethod(clazz = "workloads.Traced$Chatty", method = "<init>", location = @Location(value = Kind.FIELD_SET, clazz = "workloads.Traced$Chatty", field = "n"))
+    public static void set(@Self Object self, @TargetInstance Object chatty, @TargetMethodOrField String field, int value) {
+        println("set " + field + " = " + value + (self != null && chatty != null ? " on an object" : " on nothing"));
+    }
+
+    @OnMethod(clazz = "workloads.Traced$Chatty", method = "toString", location = @Location(value = Kind.FIELD_GET, clazz = "workloads.Traced$Chatty", field = "n", where = Where.AFTER))
+    public static void get(@TargetMethodOrField(fqn = true) String field, @Return int value) {
+        println("get " + field + " = " + value);
+    }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.FIELD_GET, clazz = "workloads.Shapes", field = "SEED"))
+    public static void seed(@TargetInstance Object none, @TargetMethodOrField String field) {
+        println("read static " + field + " of " + none);
+    }
+}
+"#,
+        );
+        // A round runs Shapes.run() (reading SEED once), builds Chatty(3) and Chatty(106),
+        // then prints the second, whose toString() reads n.
+        assert_eq!(
+            out,
+            "read static SEED of null\nset n = 3 on an object\nset n = 106 on an object\nget workloads.Traced$Chatty.n = 106\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+    }
+}
+
+#[test]
 fn profiling_sums_wall_and_self_time_per_block() {
     agent_library();
     for jdk in jdks() {

@@ -14,6 +14,10 @@
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
 //!                                  each timed and reported as a call of its own
+//!          | ("fget:" | "fset:") pattern "of:" pattern
+//!                                  trace: reads (writes) of the second pattern's fields
+//!                                  (`Class::field`) in the first's methods, each reported
+//!                                  with the object and the value read (written)
 //!          | ("entry:" | "line:" | "new:" | "sync:") pattern
 //!                                  trace: report each entry, line, object allocation
 //!                                  or monitor enter and exit these methods reach
@@ -277,6 +281,20 @@ pub struct CallSites {
     pub callee: MethodPattern,
 }
 
+/// Field accesses in some methods, traced where they are made (BTrace's `Kind.FIELD_GET` and
+/// `FIELD_SET`): each read (or write) of a matching field by a `host` method is reported, with
+/// the object whose field it is and the value read (or written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldSites {
+    /// The methods whose accesses are traced.
+    pub host: MethodPattern,
+    /// The fields, as `Class::field` (the class as the code names it: the one declaring the
+    /// field or a subclass; `+Super` is not accepted).
+    pub field: MethodPattern,
+    /// Writes rather than reads.
+    pub write: bool,
+}
+
 /// A point inside a method that a plan can report each time a thread reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PointKind {
@@ -315,6 +333,8 @@ pub struct Plan {
     pub call_sites: Vec<CallSites>,
     /// Trace: points reported inside methods.
     pub points: Vec<(PointKind, MethodPattern)>,
+    /// Trace: field accesses reported where they are made.
+    pub field_sites: Vec<FieldSites>,
     /// The only source lines [`PointKind::Line`] points report (all when empty).
     pub lines: Vec<u32>,
     /// How deep: calltree, levels of call sites timed below the entry (1: the entry's own
@@ -354,6 +374,7 @@ impl Plan {
         let mut plan = Plan::default();
         let mut mode = None;
         let mut host = None;
+        let mut field_host = None;
         for token in text.split(' ').filter(|t| !t.is_empty()) {
             let (key, value) = token.split_once(':').unwrap_or((token, ""));
             let number = |v: &str| {
@@ -401,6 +422,17 @@ impl Plan {
                         callee,
                     });
                 }
+                "fget" | "fset" => field_host = Some((key == "fset", MethodPattern::parse(value)?)),
+                "of" => {
+                    let field = MethodPattern::parse(value)?;
+                    if field.subtypes || field.method.is_none() {
+                        return Err(format!("of:{value}: fields are named Class::field"));
+                    }
+                    let (write, host) = field_host
+                        .take()
+                        .ok_or("of: without the fget: or fset: before it")?;
+                    plan.field_sites.push(FieldSites { host, field, write });
+                }
                 "depth" => {
                     plan.depth = Some(
                         u32::try_from(number(value)?)
@@ -431,11 +463,16 @@ impl Plan {
         if host.is_some() {
             return Err("c: without the to: after it".into());
         }
-        if plan.targets.is_empty() && plan.call_sites.is_empty() && plan.points.is_empty() {
+        if field_host.is_some() {
+            return Err("fget: or fset: without the of: after it".into());
+        }
+        let inside =
+            plan.call_sites.is_empty() && plan.points.is_empty() && plan.field_sites.is_empty();
+        if plan.targets.is_empty() && inside {
             return Err("no method pattern given".into());
         }
-        if plan.mode != Mode::Trace && !(plan.call_sites.is_empty() && plan.points.is_empty()) {
-            return Err("only trace mode traces call sites and points".into());
+        if plan.mode != Mode::Trace && !inside {
+            return Err("only trace mode traces call sites, field accesses and points".into());
         }
         if plan.mode == Mode::Calltree && plan.targets.len() != 1 {
             return Err("calltree takes exactly one entry pattern".into());
@@ -453,6 +490,11 @@ impl fmt::Display for Plan {
         for sites in &self.call_sites {
             tokens.push(format!("c:{}", sites.host));
             tokens.push(format!("to:{}", sites.callee));
+        }
+        for sites in &self.field_sites {
+            let access = if sites.write { "fset" } else { "fget" };
+            tokens.push(format!("{access}:{}", sites.host));
+            tokens.push(format!("of:{}", sites.field));
         }
         for (kind, pattern) in &self.points {
             tokens.push(format!("{}:{pattern}", kind.name()));
@@ -559,6 +601,7 @@ mod tests {
             ],
             call_sites: Vec::new(),
             points: Vec::new(),
+            field_sites: Vec::new(),
             lines: Vec::new(),
             depth: Some(2),
             threshold: Some(Duration::from_millis(100)),
@@ -590,6 +633,13 @@ mod tests {
         assert_eq!(plan.call_sites.len(), 1);
         assert_eq!(plan.call_sites[0].host.to_string(), "a.B::run");
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
+        let fields =
+            Plan::parse("mode:trace fget:a.B::run of:a.C::count fset:/a\\..*/ of:/a\\..*/::/n.*/")
+                .unwrap();
+        assert_eq!(fields.field_sites.len(), 2);
+        assert!(!fields.field_sites[0].write && fields.field_sites[1].write);
+        assert_eq!(fields.field_sites[0].field.to_string(), "a.C::count");
+        assert_eq!(Plan::parse(&fields.to_string()), Ok(fields));
         let points =
             Plan::parse("mode:trace line:a.B::run new:a.B sync:/a\\..*/ lines:12,40").unwrap();
         assert_eq!(points.points.len(), 3);
@@ -597,6 +647,12 @@ mod tests {
         assert_eq!(Plan::parse(&points.to_string()), Ok(points));
         for (text, needle) in [
             ("mode:trace c:a.B", "c: without the to:"),
+            ("mode:trace fget:a.B", "without the of:"),
+            ("mode:trace of:a.B::x", "of: without the fget:"),
+            (
+                "mode:trace fset:a.B of:a.C",
+                "fields are named Class::field",
+            ),
             ("mode:trace to:a.B", "to: without the c:"),
             ("mode:trace c:a.B to:+a.I", "cannot be +a.I"),
             ("mode:calltree p:a.B c:a.B to:a.C", "only trace mode"),

@@ -70,14 +70,18 @@ pub enum Role {
     /// `@Self`: `this` (of the caller, at `Kind.CALL`).
     This,
     /// `@TargetMethodOrField`: at `Kind.CALL`, the called method's name (`fqn`: BTrace's
-    /// `virtual void pkg.Class#method(int)`).
+    /// `virtual void pkg.Class#method(int)`); at `Kind.FIELD_GET`/`FIELD_SET`, the field's
+    /// (`fqn`: `pkg.Class.field`).
     TargetMethod {
         /// `@TargetMethodOrField(fqn = true)`.
         fqn: bool,
     },
     /// `@TargetInstance`: at `Kind.CALL`, the receiver of the called method (`null` for
-    /// static calls and constructors).
+    /// static calls and constructors); at `Kind.FIELD_GET`/`FIELD_SET`, the object whose
+    /// field it is (`null` for static fields).
     TargetInstance,
+    /// At `Kind.FIELD_SET`: the value written.
+    FieldValue,
     /// An argument of the probed method, by position (at `Kind.CALL`, of the called method).
     Arg(usize),
     /// `AnyType[]`: all the arguments (at `Kind.CALL`, the called method's).
@@ -228,6 +232,16 @@ pub enum Location {
         /// `Kind.SYNC_EXIT`.
         exit: bool,
     },
+    /// `Kind.FIELD_GET` (false) or `Kind.FIELD_SET` (true): a read or write of a
+    /// [`Probe::target`] field (`clazz`, `field`). A read is reported once it is done, so
+    /// `Where.AFTER` (which passes the value read as `@Return`) and `Where.BEFORE` differ only
+    /// in that; a write is reported before it is done.
+    Field {
+        /// `Kind.FIELD_SET`.
+        write: bool,
+        /// `where = Where.AFTER`.
+        after: bool,
+    },
 }
 
 impl Location {
@@ -239,13 +253,20 @@ impl Location {
             Location::New => &[Role::NewClass],
             Location::NewArray => &[Role::ArrayType, Role::ArrayDimensions],
             Location::Sync { .. } => &[Role::Lock],
+            Location::Field { write: true, .. } => &[Role::FieldValue],
             _ => &[],
         }
     }
 
+    /// Whether `@TargetInstance` and `@TargetMethodOrField` mean something here: a call or a
+    /// field access.
+    pub fn has_target(self) -> bool {
+        matches!(self, Location::Call { .. } | Location::Field { .. })
+    }
+
     /// Whether handlers at this location take the points a method reaches, not its calls.
     pub fn is_point(self) -> bool {
-        !self.point_values().is_empty()
+        !self.point_values().is_empty() || matches!(self, Location::Field { .. })
     }
 }
 

@@ -363,19 +363,17 @@ impl<'s> Compiler<'s> {
             "Duration" => Role::Duration,
             "Return" => Role::Return,
             "Self" => Role::This,
-            "TargetMethodOrField" if matches!(location, Location::Call { .. }) => {
-                Role::TargetMethod {
-                    fqn: a
-                        .arguments
-                        .iter()
-                        .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
-                }
-            }
-            "TargetInstance" if matches!(location, Location::Call { .. }) => Role::TargetInstance,
-            "TargetMethodOrField" | "TargetInstance" if !matches!(location, Location::Call { .. }) => {
+            "TargetMethodOrField" if location.has_target() => Role::TargetMethod {
+                fqn: a
+                    .arguments
+                    .iter()
+                    .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
+            },
+            "TargetInstance" if location.has_target() => Role::TargetInstance,
+            "TargetMethodOrField" | "TargetInstance" => {
                 return fail(
                     a.node,
-                    format!("@{} needs location = @Location(value = Kind.CALL, ...)", a.name),
+                    format!("@{} needs location = @Location(value = Kind.CALL, ...) (or Kind.FIELD_GET, Kind.FIELD_SET)", a.name),
                 )
             }
             other => {
@@ -392,6 +390,11 @@ impl<'s> Compiler<'s> {
                     "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR)",
                     a.name
                 ),
+            ),
+            (Role::Return, Location::Field { write: false, after: true }) => Ok(role),
+            (Role::Return, Location::Field { write: false, after: false }) => fail(
+                a.node,
+                "@Return at Kind.FIELD_GET needs where = Where.AFTER",
             ),
             (Role::Duration | Role::Return, location) if location.is_point() => fail(
                 a.node,
@@ -515,7 +518,7 @@ impl<'s> Compiler<'s> {
         for (key, value) in keyed {
             match key {
                 "clazz" => target.class = self.string_constant(value)?,
-                "method" => target.method = self.string_constant(value)?,
+                "method" | "field" => target.method = self.string_constant(value)?,
                 "type" => target.descriptor = self.string_constant(value)?,
                 "where" => after = last(value) == "AFTER",
                 "line" => {
@@ -539,10 +542,19 @@ impl<'s> Compiler<'s> {
             "LINE" => Location::Line(line),
             "SYNC_ENTRY" => Location::Sync { exit: false },
             "SYNC_EXIT" => Location::Sync { exit: true },
+            access @ ("FIELD_GET" | "FIELD_SET") => {
+                // A field's `type` is its own; fields are told apart by class and name.
+                let target = Target {
+                    descriptor: String::new(),
+                    ..target
+                };
+                let write = access == "FIELD_SET";
+                return Ok((Location::Field { write, after }, Some(target)));
+            }
             other => {
                 return fail(
                     kind,
-                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY and SYNC_EXIT are)"),
+                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"),
                 )
             }
         };
@@ -1166,8 +1178,13 @@ public class Tracker {
             ),
             "{entry}"
         );
-        let field = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.FIELD_GET))\npublic static void h() {}");
-        assert!(field.contains("location Kind.FIELD_GET is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY and SYNC_EXIT are)"), "{field}");
+        let throw = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.THROW))\npublic static void h() {}");
+        assert!(throw.contains("location Kind.THROW is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"), "{throw}");
+        let field_return = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.FIELD_GET, clazz=\"a.C\", field=\"n\"))\npublic static void h(@Return int n) {}");
+        assert!(
+            field_return.contains("@Return at Kind.FIELD_GET needs where = Where.AFTER"),
+            "{field_return}"
+        );
         let array = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEWARRAY, clazz=\"char\"))\npublic static void h(String type, int dims, int more) {}");
         assert!(
             array.contains("S.java:5:45: this location passes no more values"),

@@ -88,6 +88,15 @@ fn target_method(callee: &Callee, fqn: bool) -> String {
     text
 }
 
+/// A field as `@TargetMethodOrField` gives it: its name, or with `fqn` `pkg.Class.field`
+/// (`field` is the latter).
+fn target_field(field: &str, fqn: bool) -> String {
+    match fqn {
+        true => field.to_string(),
+        false => field.rsplit('.').next().unwrap_or(field).to_string(),
+    }
+}
+
 /// A method descriptor's parameter and return types as Java writes them.
 fn java_types(descriptor: &str) -> (Vec<String>, String) {
     let mut types = Vec::new();
@@ -205,10 +214,17 @@ impl<'s> Machine<'s> {
                 Role::MethodName { fqn: true } => {
                     Value::str(&format!("{}.{}", probe.class, probe.method))
                 }
-                Role::TargetMethod { fqn } => probe
-                    .callee
-                    .as_ref()
-                    .map_or(Value::Null, |c| Value::str(&target_method(c, *fqn))),
+                Role::TargetMethod { fqn } => match (&probe.callee, &probe.point) {
+                    (Some(callee), _) => Value::str(&target_method(callee, *fqn)),
+                    (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
+                        Value::str(&target_field(&access.field, *fqn))
+                    }
+                    _ => Value::Null,
+                },
+                Role::FieldValue => match &probe.point {
+                    Some(Point::FieldSet(access)) => Value::from_described(&access.value),
+                    _ => Value::Null,
+                },
                 Role::Line => match &probe.point {
                     Some(Point::Line(line)) => Value::Int(i64::from(*line)),
                     _ => Value::Int(-1),
@@ -232,18 +248,22 @@ impl<'s> Machine<'s> {
                     _ => Value::Null,
                 },
                 Role::Duration => Value::Int(probe.duration_ns as i64),
-                Role::Return => probe
-                    .returned
-                    .as_deref()
-                    .map_or(Value::Null, Value::from_described),
+                Role::Return => match (&probe.returned, &probe.point) {
+                    (Some(returned), _) => Value::from_described(returned),
+                    (None, Some(Point::FieldGet(access))) => Value::from_described(&access.value),
+                    _ => Value::Null,
+                },
                 Role::Thrown => probe
                     .thrown
                     .as_deref()
                     .map_or(Value::Null, Value::from_described),
-                Role::TargetInstance => probe
-                    .target
-                    .as_deref()
-                    .map_or(Value::Null, Value::from_described),
+                Role::TargetInstance => match (&probe.target, &probe.point) {
+                    (Some(target), _) => Value::from_described(target),
+                    (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
+                        Value::from_described(&access.target)
+                    }
+                    _ => Value::Null,
+                },
                 Role::This => probe
                     .values
                     .first()

@@ -191,6 +191,18 @@ fn point_probes(methods: MemberFilter, kind: PointKind, plan: &Plan) -> Vec<Prob
     }
 }
 
+/// The probe reporting each access of `point` (a field read or write) in `methods`, with the
+/// method's `this`, the object whose field it is and the value read or written.
+fn field_probe(methods: MemberFilter, point: Point) -> Probe {
+    use Value::*;
+    Probe {
+        methods,
+        point,
+        method: "fieldReached".into(),
+        values: vec![MethodId, SiteId, This, Target, FieldValue],
+    }
+}
+
 fn hash(bytes: &[u8]) -> u64 {
     let mut h = DefaultHasher::new();
     bytes.hash(&mut h);
@@ -594,6 +606,13 @@ impl Tracing {
                 .callee_filter(&cf, &dotted, &supers, &mname, &desc)
             {
                 probes.extend(self.call_site_probes(exactly(name, &mname, &desc), callees));
+            }
+            let [reads, writes] = self
+                .selector
+                .field_filters(&cf, &dotted, &supers, &mname, &desc);
+            let accesses = [reads.map(Point::FieldRead), writes.map(Point::FieldWrite)];
+            for point in accesses.into_iter().flatten() {
+                probes.push(field_probe(exactly(name, &mname, &desc), point));
             }
             for kind in self.selector.points(&dotted, &supers, &mname, &desc) {
                 probes.extend(point_probes(exactly(name, &mname, &desc), kind, &self.plan));

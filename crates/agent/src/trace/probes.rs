@@ -202,6 +202,8 @@ pub enum Reached {
     New(u32),
     /// A monitor enter or exit site, and the monitor described.
     Sync(u32, String),
+    /// A field read or write site, the object whose field it is and the value, described.
+    Field(u32, String, String),
 }
 
 struct Queue {
@@ -947,6 +949,33 @@ pub extern "system" fn sync_reached(
             method,
             (this, std::ptr::null_mut()),
             |describer| Some(Reached::Sync(site as u32, describer?.value(lock))),
+        )
+    });
+}
+
+/// `fieldReached(int method, int site, Object this, Object target, Object value)`: a field
+/// of `target` (null: a static field) read or about to be written with `value` (boxed) in a
+/// method probed inside.
+pub extern "system" fn field_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+    target: sys::jobject,
+    value: sys::jobject,
+) {
+    with_state(|hot| {
+        report_reached(
+            hot,
+            env,
+            method,
+            (this, std::ptr::null_mut()),
+            |describer| {
+                let describer = describer?;
+                let (target, value) = (describer.value(target), describer.value(value));
+                Some(Reached::Field(site as u32, target, value))
+            },
         )
     });
 }

@@ -16,7 +16,8 @@ use jtap_classfile::instruction::op::{
     NEWARRAY,
 };
 use jtap_protocol::records::{
-    self, Call, CallTree, Callee, MethodStats, MonitorInterval, Point, Reached, TreeNode,
+    self, Call, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval, Point, Reached,
+    TreeNode,
 };
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
@@ -363,6 +364,18 @@ impl Reporter {
                 "monitorenter" => Point::SyncEnter(lock),
                 _ => Point::SyncExit(lock),
             },
+            probes::Reached::Field(id, target, value) => {
+                let (kind, _, field) = site(id)?;
+                let access = FieldAccess {
+                    field,
+                    target,
+                    value,
+                };
+                match kind {
+                    "field-write" => Point::FieldSet(access),
+                    _ => Point::FieldGet(access),
+                }
+            }
         };
         let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
         Some(Reached {

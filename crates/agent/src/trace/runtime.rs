@@ -145,6 +145,11 @@ pub fn natives() -> Vec<Native> {
             function: probes::sync_reached as *mut _,
         },
         Native {
+            name: c"fieldReached",
+            signature: c"(IILjava/lang/Object;Ljava/lang/Object;Ljava/lang/Object;)V",
+            function: probes::field_reached as *mut _,
+        },
+        Native {
             name: c"alloc",
             signature: c"(Ljava/lang/Object;)V",
             function: probes::alloc as *mut _,

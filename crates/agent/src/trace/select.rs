@@ -45,6 +45,15 @@ enum Inside {
     Calls(Callee),
     /// At these points.
     Points(PointKind),
+    /// At its reads (or writes) of these fields.
+    Fields(Fields),
+}
+
+/// The fields of a plan's field sites, and whether their writes (or reads) are traced.
+struct Fields {
+    class: Regex,
+    name: Regex,
+    write: bool,
 }
 
 /// The called methods of a plan's call sites.
@@ -134,6 +143,16 @@ impl Selector {
                 descriptor: callee.descriptor,
             }));
             matchers.push(caller);
+        }
+        for sites in &plan.field_sites {
+            let field = Matcher::new(&sites.field, Role::Inside)?;
+            let mut host = Matcher::new(&sites.host, Role::Inside)?;
+            host.inside = Some(Inside::Fields(Fields {
+                class: field.class,
+                name: field.method.ok_or("a field site names no field")?,
+                write: sites.write,
+            }));
+            matchers.push(host);
         }
         for (kind, pattern) in &plan.points {
             let mut matcher = Matcher::new(pattern, Role::Inside)?;
@@ -242,6 +261,54 @@ impl Selector {
         })
     }
 
+    /// The field accesses of a [`Role::Inside`] method to trace, as filters of the fields class
+    /// `class` refers to: reads, then writes. None where the method accesses none.
+    pub fn field_filters(
+        &self,
+        class: &ClassFile,
+        dotted: &str,
+        supers: &[String],
+        name: &str,
+        descriptor: &str,
+    ) -> [Option<MemberFilter>; 2] {
+        let fields: Vec<&Fields> = self
+            .matchers
+            .iter()
+            .filter(|m| m.method_matches(dotted, supers, name, descriptor))
+            .filter_map(|m| match &m.inside {
+                Some(Inside::Fields(fields)) => Some(fields),
+                _ => None,
+            })
+            .collect();
+        if fields.is_empty() {
+            return [None, None];
+        }
+        let refs = field_refs(class);
+        [false, true].map(|write| {
+            let (mut owners, mut names) = (Vec::new(), Vec::new());
+            for (owner, field) in &refs {
+                let wanted = fields.iter().any(|f| {
+                    f.write == write
+                        && f.class.is_match(&self::dotted(owner))
+                        && f.name.is_match(field)
+                });
+                if wanted {
+                    if !owners.contains(owner) {
+                        owners.push(owner.clone());
+                    }
+                    if !names.contains(field) {
+                        names.push(field.clone());
+                    }
+                }
+            }
+            (!owners.is_empty()).then_some(MemberFilter {
+                owner: Pattern::OneOf(owners),
+                name: Pattern::OneOf(names),
+                descriptor: Pattern::Any,
+            })
+        })
+    }
+
     /// The points at which the plan probes a method (each kind once).
     pub fn points(
         &self,
@@ -260,6 +327,20 @@ impl Selector {
         }
         kinds
     }
+}
+
+/// The fields a class refers to (owner as an internal name, name): those its code can read
+/// and write.
+fn field_refs(class: &ClassFile) -> Vec<(String, String)> {
+    let pool = &class.constant_pool;
+    (1..pool.count())
+        .filter(|&i| matches!(pool.get(i), Ok(Constant::Fieldref(..))))
+        .filter_map(|i| pool.member_ref(i).ok())
+        .map(|r| {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            (text(r.owner), text(r.name))
+        })
+        .collect()
 }
 
 /// The methods a class refers to (owner as an internal name, name, descriptor): those its

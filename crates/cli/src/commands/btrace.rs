@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jtap_protocol::records::{Call, Callee, Outcome, Point, Reached, Record};
-use jtap_protocol::trace::{CallSites, MethodPattern, Mode, Plan, PointKind};
+use jtap_protocol::trace::{CallSites, FieldSites, MethodPattern, Mode, Plan, PointKind};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Script};
@@ -164,6 +164,11 @@ impl Selector {
             }
             (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
             (Location::Sync { exit: true }, Point::SyncExit(_)) => true,
+            (Location::Field { write: false, .. }, Point::FieldGet(access))
+            | (Location::Field { write: true, .. }, Point::FieldSet(access)) => self
+                .target
+                .as_ref()
+                .is_none_or(|t| t.takes_field(&access.field)),
             _ => false,
         };
         location && self.takes_method(&reached.class, &reached.method, &reached.descriptor)
@@ -177,6 +182,12 @@ impl Selector {
 }
 
 impl TargetSelector {
+    /// Whether it selects `field`, `pkg.Class.field`.
+    fn takes_field(&self, field: &str) -> bool {
+        let (class, name) = field.rsplit_once('.').unwrap_or(("", field));
+        self.class.is_match(class) && self.method.as_ref().is_none_or(|re| re.is_match(name))
+    }
+
     fn takes(&self, callee: &Callee) -> bool {
         self.class.is_match(&callee.class)
             && self
@@ -276,6 +287,11 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             }
             (Location::New | Location::NewArray, _) => plan.points.push((PointKind::New, pattern)),
             (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
+            (Location::Field { write, .. }, Some(field)) => plan.field_sites.push(FieldSites {
+                host: pattern,
+                field,
+                write,
+            }),
             _ => plan.targets.push(pattern),
         }
     }

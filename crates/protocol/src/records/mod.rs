@@ -19,8 +19,8 @@ pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
 pub use trace::{
-    Call, CallStats, CallTree, Callee, MethodStats, MonitorInterval, Outcome, Point, Reached,
-    TreeNode,
+    Call, CallStats, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval, Outcome, Point,
+    Reached, TreeNode,
 };
 
 /// One result.

@@ -105,6 +105,21 @@ pub enum Point {
     SyncEnter(String),
     /// A monitor left, described.
     SyncExit(String),
+    /// A field read, with the value read.
+    FieldGet(FieldAccess),
+    /// A field about to be written, with the value written.
+    FieldSet(FieldAccess),
+}
+
+/// A field access at a [`Point`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldAccess {
+    /// `pkg.Class.field`, the class as the code names it.
+    pub field: String,
+    /// The object whose field it is, described (`null` for a static field).
+    pub target: String,
+    /// The value read or written, described.
+    pub value: String,
 }
 
 impl Reached {
@@ -121,6 +136,8 @@ impl Reached {
             } => format!("new {element}{}", "[]".repeat(*dimensions as usize)),
             Point::SyncEnter(lock) => format!("enters {lock}"),
             Point::SyncExit(lock) => format!("exits {lock}"),
+            Point::FieldGet(access) => format!("reads {} = {}", access.field, access.value),
+            Point::FieldSet(access) => format!("writes {} = {}", access.field, access.value),
         };
         let mut line = format!(
             "{} [{}] {}.{} {point}",

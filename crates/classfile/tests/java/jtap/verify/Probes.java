@@ -62,5 +62,6 @@ public final class Probes {
     public static void alloc(int method, int site, Object o) { log("alloc", method, site, o, null); }
     public static void monitor(int method, int site, Object lock) { log("monitor", method, site, lock, null); }
     public static void field(int method, int site, Object value) { log("field", method, site, value, null); }
+    public static void fieldTarget(int method, Object self, Object target, Object value) { log("fieldTarget", method, self, target, value); }
     public static void line(int method, int line) { log("line", method, line, null, null); }
 }
