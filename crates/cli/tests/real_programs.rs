@@ -599,7 +599,9 @@ fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
 /// A profile of `engine` whose every stack is taken by jtap's walker and by the VM's
 /// (JVMTI's `GetStackTrace` for alloc, `AsyncGetCallTrace` for cpu): none may differ, but for
 /// cpu in the scopes of the interrupted compiled frame (the two may take them from different
-/// pc descriptors) in at most 2 % of the stacks. The agent's log counts them.
+/// pc descriptors) in at most 2 % of the stacks, and where AsyncGetCallTrace stopped early
+/// (seen on Jetty: at `Finalizer.register`, which the VM calls from `Object.<init>`). The
+/// agent's log counts them.
 fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     let log = dir.join("agent.log");
     let log_option = format!("log={}", log.display());
@@ -617,7 +619,11 @@ fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
         .unwrap_or_else(|| panic!("no {engine} stacks line in the agent's log: {text}"));
     eprintln!("{engine} stacks: {counts:?}");
     assert!(counts.walked > 0 && counts.compared > 0, "{text}");
-    assert_eq!(counts.differed, counts.differed_at_top, "{text}");
+    assert_eq!(
+        counts.differed,
+        counts.differed_at_top + counts.went_further,
+        "{text}"
+    );
     assert!(counts.differed_at_top * 50 <= counts.compared, "{text}");
 }
 

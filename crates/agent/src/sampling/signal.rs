@@ -574,8 +574,16 @@ unsafe fn walk(
 /// How jtap's walker's frames (`ours`, kinds known) compare with `AsyncGetCallTrace`'s.
 fn compare(ours: &[CallFrame], theirs: &[CallFrame]) -> Comparison {
     let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
-    if ours.len() == theirs.len() && ours.iter().zip(theirs).all(|(a, b)| same(a, b)) {
-        return Comparison::Same;
+    let common = ours
+        .iter()
+        .zip(theirs)
+        .take_while(|(a, b)| same(a, b))
+        .count();
+    if common == theirs.len() {
+        return match ours.len() == theirs.len() {
+            true => Comparison::Same,
+            false => Comparison::WentFurther,
+        };
     }
     // The interrupted frame's scopes: its inlined methods, then the compiled one.
     let top = ours

@@ -293,11 +293,13 @@ pub struct WalkerCounts {
     pub walked: u64,
     /// Stacks the VM's walker (JVMTI, AsyncGetCallTrace) gave where jtap's stopped.
     pub fell_back: u64,
-    /// Stacks taken both ways, those that differed, and those of them that differed only in
-    /// the scopes of the interrupted compiled frame.
+    /// Stacks taken both ways, those that differed, and of them those that differed only in
+    /// the scopes of the interrupted compiled frame and those where jtap's walker went on
+    /// below the other's last frame.
     pub compared: u64,
     pub differed: u64,
     pub differed_at_top: u64,
+    pub went_further: u64,
 }
 
 /// The counts of `engine`'s `stacks:` line in the agent's log, if there is one.
@@ -319,5 +321,6 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
         compared: number_before(" compared with ")?,
         differed: number_before(" differed")?,
         differed_at_top: number_after(" differed (")?,
+        went_further: number_before(" where jtap's went further")?,
     })
 }
