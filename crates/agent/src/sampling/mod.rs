@@ -2,7 +2,8 @@
 //!
 //! - `asgct`: `AsyncGetCallTrace`, found with `dlsym` in `libjvm.so`, and its structures.
 //! - `signal`: the SIGPROF handler (async-signal-safe, chains to the previous handler for
-//!   signals that are not ours).
+//!   signals that are not ours): jtap's walker ([`crate::walk`]) first, `AsyncGetCallTrace`
+//!   where it stops (`walker=`), both compared with `walker=check`.
 //! - `buffer`: the preallocated lock-free buffer handlers write samples into.
 //! - `perf`: the `cpu` engine's perf_event descriptors and the per-thread ring buffers the
 //!   kernel writes each sample's call chain into, read by the handler.
@@ -26,17 +27,17 @@
 //! thread drains the buffer every few milliseconds, off the hot path, resolving methods and
 //! summing stacks into a [`Profile`].
 //!
-//! A stack is, root first: the thread (`threads`), the Java frames `AsyncGetCallTrace`
-//! found, each interpreted, compiled, inlined or native (or the pseudo-frame of its failure),
+//! A stack is, root first: the thread (`threads`), the Java frames the walk found, each
+//! interpreted, compiled, inlined or native (or the pseudo-frame of its failure),
 //! the native frames under them, the kernel frames, and the thread's state (`wall`). A
 //! sample outside Java (`AsyncGetCallTrace` finds no Java frame, e.g. on a GC thread) with
 //! native frames is just those frames.
 //!
-//! Frame kinds: `AsyncGetCallTrace` does not report them, so handlers also record the
-//! interrupted pc, and the processing thread classifies the frames with the code map: the top
-//! physical frame exactly (pc in the interpreter or in an nmethod's inlining scope), the
-//! others by what is installed (see `code`). Until this existed, every Java frame was labelled
-//! compiled.
+//! Frame kinds: jtap's walker writes each frame's kind beside it. `AsyncGetCallTrace` does
+//! not report them, so for its samples handlers also record the interrupted pc, and the
+//! processing thread classifies the frames with the code map: the top physical frame exactly
+//! (pc in the interpreter or in an nmethod's inlining scope), the others by what is installed
+//! (see `code`).
 
 pub(crate) mod asgct;
 mod buffer;
