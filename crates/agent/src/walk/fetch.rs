@@ -103,4 +103,27 @@ impl Fetch {
     }
 }
 
+/// The `T` at byte `offset` of `word` (`offset + size_of::<T>()` ≤ a word).
+pub fn cut<T: Plain>(word: usize, offset: usize) -> T {
+    let bytes = word.to_ne_bytes();
+    let offset = offset.min(WORD - std::mem::size_of::<T>());
+    // SAFETY: `offset + size_of::<T>()` ≤ 8, inside `bytes`; `T` is plain data, valid for any
+    // bytes.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().add(offset).cast::<T>()) }
+}
+
 const WORD: usize = std::mem::size_of::<usize>();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_cut_out_of_their_word() {
+        let word = usize::from_ne_bytes([1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(cut::<u8>(word, 3), 4);
+        assert_eq!(cut::<u16>(word, 6), u16::from_ne_bytes([7, 8]));
+        assert_eq!(cut::<i32>(word, 4), i32::from_ne_bytes([5, 6, 7, 8]));
+        assert_eq!(cut::<usize>(word, 0), word);
+    }
+}

@@ -26,7 +26,7 @@
 //! unexpected ends the walk with a [`Stop`], never a guess. This is the FFI module of the
 //! walker: its `unsafe` blocks are the reads of the thread's own stack and `JavaThread`.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fetch::{Fetch, Plain};
@@ -173,6 +173,8 @@ pub struct Walk<'a> {
     state: i32,
     /// The code heaps, read at the walk's first code lookup.
     heaps: OnceCell<Heaps>,
+    /// The last word [`Walk::fetch`] read, and its address.
+    last_word: Cell<(usize, usize)>,
 }
 
 /// Most code heaps (HotSpot has one, or three with segmented code cache).
@@ -219,6 +221,7 @@ impl<'a> Walk<'a> {
             stack_high: stack.end,
             state,
             heaps: OnceCell::new(),
+            last_word: Cell::new((0, 0)),
         })
     }
 
@@ -425,9 +428,22 @@ impl<'a> Walk<'a> {
         Ok(unsafe { read::<usize>(address) })
     }
 
-    /// A value of the VM's memory, read without faulting.
+    /// A value of the VM's memory, read without faulting. The last word read is kept: debug
+    /// streams outside the code heap (JDK 25's) are read a byte at a time.
     fn fetch<T: Plain>(&self, address: usize) -> Result<T, Stop> {
-        self.fetch.value(address).ok_or(Stop::Unreadable)
+        let word = address & !(WORD - 1);
+        if address - word + std::mem::size_of::<T>() > WORD {
+            return self.fetch.value(address).ok_or(Stop::Unreadable);
+        }
+        let value = match self.last_word.get() {
+            (at, value) if at == word && at != 0 => value,
+            _ => {
+                let value = self.fetch.word(word).ok_or(Stop::Unreadable)?;
+                self.last_word.set((word, value));
+                value
+            }
+        };
+        Ok(super::fetch::cut(value, address - word))
     }
 
     /// The frame of an interpreted method at bytecode pointer `bcp` (0 in a native method).
