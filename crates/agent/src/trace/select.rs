@@ -232,33 +232,23 @@ impl Selector {
         descriptor: &str,
     ) -> Option<MemberFilter> {
         let callees: Vec<&Callee> = self
-            .matchers
-            .iter()
-            .filter(|m| m.method_matches(dotted, supers, name, descriptor))
-            .filter_map(|m| match &m.inside {
-                Some(Inside::Calls(callee)) => Some(callee),
+            .inside(dotted, supers, name, descriptor)
+            .filter_map(|inside| match inside {
+                Inside::Calls(callee) => Some(callee),
                 _ => None,
             })
             .collect();
         if callees.is_empty() {
             return None;
         }
-        let (mut owners, mut names) = (Vec::new(), Vec::new());
-        for (owner, method, desc) in method_refs(class) {
-            if callees.iter().any(|c| c.matches(&owner, &method, &desc)) {
-                if !owners.contains(&owner) {
-                    owners.push(owner);
-                }
-                if !names.contains(&method) {
-                    names.push(method);
-                }
-            }
-        }
-        (!owners.is_empty()).then_some(MemberFilter {
-            owner: Pattern::OneOf(owners),
-            name: Pattern::OneOf(names),
-            descriptor: Pattern::Any,
-        })
+        members_filter(
+            method_refs(class)
+                .into_iter()
+                .filter(|(owner, method, desc)| {
+                    callees.iter().any(|c| c.matches(owner, method, desc))
+                })
+                .map(|(owner, method, _)| (owner, method)),
+        )
     }
 
     /// The field accesses of a [`Role::Inside`] method to trace, as filters of the fields class
@@ -272,11 +262,9 @@ impl Selector {
         descriptor: &str,
     ) -> [Option<MemberFilter>; 2] {
         let fields: Vec<&Fields> = self
-            .matchers
-            .iter()
-            .filter(|m| m.method_matches(dotted, supers, name, descriptor))
-            .filter_map(|m| match &m.inside {
-                Some(Inside::Fields(fields)) => Some(fields),
+            .inside(dotted, supers, name, descriptor)
+            .filter_map(|inside| match inside {
+                Inside::Fields(fields) => Some(fields),
                 _ => None,
             })
             .collect();
@@ -285,28 +273,28 @@ impl Selector {
         }
         let refs = field_refs(class);
         [false, true].map(|write| {
-            let (mut owners, mut names) = (Vec::new(), Vec::new());
-            for (owner, field) in &refs {
-                let wanted = fields.iter().any(|f| {
+            members_filter(refs.iter().cloned().filter(|(owner, field)| {
+                fields.iter().any(|f| {
                     f.write == write
                         && f.class.is_match(&self::dotted(owner))
                         && f.name.is_match(field)
-                });
-                if wanted {
-                    if !owners.contains(owner) {
-                        owners.push(owner.clone());
-                    }
-                    if !names.contains(field) {
-                        names.push(field.clone());
-                    }
-                }
-            }
-            (!owners.is_empty()).then_some(MemberFilter {
-                owner: Pattern::OneOf(owners),
-                name: Pattern::OneOf(names),
-                descriptor: Pattern::Any,
-            })
+                })
+            }))
         })
+    }
+
+    /// Where the [`Role::Inside`] patterns that select a method probe it.
+    fn inside<'a>(
+        &'a self,
+        dotted: &'a str,
+        supers: &'a [String],
+        name: &'a str,
+        descriptor: &'a str,
+    ) -> impl Iterator<Item = &'a Inside> {
+        self.matchers
+            .iter()
+            .filter(move |m| m.method_matches(dotted, supers, name, descriptor))
+            .filter_map(|m| m.inside.as_ref())
     }
 
     /// The points at which the plan probes a method (each kind once).
@@ -318,15 +306,35 @@ impl Selector {
         descriptor: &str,
     ) -> Vec<PointKind> {
         let mut kinds = Vec::new();
-        for m in &self.matchers {
-            if let Some(Inside::Points(kind)) = m.inside {
-                if !kinds.contains(&kind) && m.method_matches(dotted, supers, name, descriptor) {
+        for inside in self.inside(dotted, supers, name, descriptor) {
+            if let Inside::Points(kind) = *inside {
+                if !kinds.contains(&kind) {
                     kinds.push(kind);
                 }
             }
         }
         kinds
     }
+}
+
+/// A filter of the members named by `members` (owner as an internal name, name): any of the
+/// owners with any of the names (which may take a few members more, never fewer); None for
+/// no members.
+fn members_filter(members: impl Iterator<Item = (String, String)>) -> Option<MemberFilter> {
+    let (mut owners, mut names) = (Vec::new(), Vec::new());
+    for (owner, name) in members {
+        if !owners.contains(&owner) {
+            owners.push(owner);
+        }
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    (!owners.is_empty()).then_some(MemberFilter {
+        owner: Pattern::OneOf(owners),
+        name: Pattern::OneOf(names),
+        descriptor: Pattern::Any,
+    })
 }
 
 /// The fields a class refers to (owner as an internal name, name): those its code can read
