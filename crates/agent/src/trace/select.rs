@@ -273,13 +273,14 @@ impl Selector {
         }
         let refs = field_refs(class);
         [false, true].map(|write| {
-            members_filter(refs.iter().cloned().filter(|(owner, field)| {
+            let wanted = |(owner, field): &&(String, String)| {
                 fields.iter().any(|f| {
                     f.write == write
                         && f.class.is_match(&self::dotted(owner))
                         && f.name.is_match(field)
                 })
-            }))
+            };
+            members_filter(refs.iter().filter(wanted).cloned())
         })
     }
 
