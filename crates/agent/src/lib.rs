@@ -22,12 +22,15 @@
 //!   probes, the class-file hook, restoring, and the reporting thread.
 //! - `gate`: counts callbacks in flight, so nothing they use is freed under them.
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
+//! - `jni`: the `jni!` macro, a call through the JNI function table.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
 
 #![deny(missing_docs)]
 
 #[macro_use]
 mod log;
+#[macro_use]
+mod jni;
 
 mod agent;
 mod channel;

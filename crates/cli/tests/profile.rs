@@ -2,8 +2,9 @@
 //! itimer and ctimer engines, wall-clock shares of a sleeping and a spinning thread, every
 //! output format from one profile (and the HTML flame graph in headless Chromium), frame
 //! kinds (interpreted, compiled, inlined) of a workload pinned by compile commands, jtap's stack
-//! walker against AsyncGetCallTrace sample by sample, thread churn with a GC storm and a JVM
-//! exiting mid-profile (start/stop cycles: `sessions.rs`).
+//! walker against AsyncGetCallTrace sample by sample, 10,000 virtual threads profiled as
+//! themselves, thread churn with a GC storm and a JVM exiting mid-profile (start/stop cycles:
+//! `sessions.rs`).
 
 mod common;
 
@@ -633,6 +634,99 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
             );
         }
         assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+    }
+}
+
+/// 10,000 virtual threads (JDK 21+), half named, computing, contending for one
+/// `ReentrantLock` and parking: cpu and wall samples go to the virtual thread that ran
+/// (`--threads`: `[VirtualThread[#id,name]]`, in JFR as a virtual thread the JDK's `jfr`
+/// reads), and the lock engine counts virtual threads waiting for the lock (they wait
+/// unmounted, without `Unsafe.park`) with their own stacks.
+#[test]
+fn virtual_threads_are_profiled_as_themselves() {
+    let _serial = one_at_a_time();
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
+        let mut jvm = JavaProcess::start(jdk, "workloads.VirtualCrowd");
+        let pid = pid_of(&mut jvm);
+        let base = dir.path().join(format!("crowd{}", jdk.version));
+        jtap([
+            "profile",
+            &pid,
+            "-e",
+            "cpu,wall,lock",
+            "-d",
+            "4",
+            "--threads",
+            "-o",
+            &format!("{}.collapsed", base.display()),
+            "-o",
+            &format!("{}.jfr", base.display()),
+        ])
+        .ok();
+        let context = format!("JDK {}", jdk.version);
+        for engine in ["cpu", "wall"] {
+            let stacks = collapsed(&base.with_extension(format!("{engine}.collapsed")));
+            let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+            let virtual_stacks: Vec<&(String, u64)> = stacks
+                .iter()
+                .filter(|(s, _)| s.starts_with("[VirtualThread[#"))
+                .collect();
+            let on_virtual: u64 = virtual_stacks.iter().map(|(_, n)| n).sum();
+            let roots: std::collections::HashSet<&str> = virtual_stacks
+                .iter()
+                .map(|(s, _)| s.split(';').next().unwrap())
+                .collect();
+            eprintln!(
+                "{context} {engine}: {on_virtual} of {total} samples on {} virtual threads",
+                roots.len()
+            );
+            // Wall samples the sleeping platform threads as well.
+            if engine == "cpu" {
+                assert!(
+                    on_virtual * 2 >= total,
+                    "{context} {engine}: {on_virtual} of {total}"
+                );
+            }
+            assert!(roots.len() >= 20, "{context} {engine}: {roots:?}");
+            assert!(
+                roots.iter().any(|r| r.contains(",crowd-"))
+                    && roots.iter().any(|r| r.ends_with("]]") && !r.contains(',')),
+                "{context} {engine}: named and unnamed ones: {roots:?}"
+            );
+            let working: u64 = samples_with(&stacks, &["VirtualCrowd.work"])[0];
+            let working_virtual: u64 = virtual_stacks
+                .iter()
+                .filter(|(s, _)| s.contains("VirtualCrowd.work"))
+                .map(|(_, n)| n)
+                .sum();
+            assert!(
+                working > 0 && working_virtual * 10 >= working * 9,
+                "{context} {engine}: the work is the virtual threads': {working_virtual} of {working}"
+            );
+        }
+        let locks = collapsed(&base.with_extension("lock.collapsed"));
+        let waits: u64 = locks
+            .iter()
+            .filter(|(s, _)| {
+                s.contains("VirtualCrowd.guarded;java.util.concurrent.locks.ReentrantLock.lock")
+                    && s.ends_with("ReentrantLock$NonfairSync")
+            })
+            .count() as u64;
+        assert!(waits > 0, "{context} lock: {locks:?}");
+        let printed = Command::new(jdk.home.join("bin/jfr"))
+            .args(["print", "--events", "jdk.ExecutionSample"])
+            .arg(base.with_extension("jfr"))
+            .output()
+            .unwrap();
+        let printed = String::from_utf8_lossy(&printed.stdout);
+        assert!(
+            printed.contains("sampledThread = \"VirtualThread[#") && printed.contains(", virtual)"),
+            "{context}: the JDK's jfr reads virtual threads: {}",
+            &printed[..printed.len().min(2000)]
+        );
+        assert!(jvm.is_running(), "{context}: the JVM died");
     }
 }
 

@@ -29,6 +29,7 @@ pub mod capabilities;
 mod classes;
 mod env;
 pub mod error;
+mod extensions;
 mod heap;
 mod memory;
 mod monitor;

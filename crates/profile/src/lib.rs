@@ -16,8 +16,9 @@ mod model;
 mod select;
 
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
+pub use model::virtual_thread_key;
 pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
-    TracedCall, MAX_LOGGED,
+    TracedCall, MAX_LOGGED, VIRTUAL_THREAD,
 };
 pub use select::Selection;

@@ -294,12 +294,23 @@ pub type StackId = u32;
 /// [`Metadata::unlogged`].
 pub const MAX_LOGGED: usize = 1 << 20;
 
+/// The thread keys of an event log are kernel thread ids, except that a key with this bit
+/// set is a virtual thread's (JDK 21+), its Java thread id in the other bits
+/// ([`virtual_thread_key`]): kernel ids stay below 2^22.
+pub const VIRTUAL_THREAD: u32 = 1 << 31;
+
+/// The event log's key of the virtual thread whose `Thread.threadId()` is `id`.
+pub fn virtual_thread_key(id: u64) -> u32 {
+    VIRTUAL_THREAD | (id as u32 & !VIRTUAL_THREAD)
+}
+
 /// One sample of the event log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LoggedSample {
     /// When it was taken, nanoseconds since the Unix epoch.
     pub time_ns: u64,
-    /// Kernel id of the thread it was taken on.
+    /// The thread it was taken on: its kernel id, or a virtual thread's key
+    /// ([`VIRTUAL_THREAD`]).
     pub tid: u32,
     /// Its stack.
     pub stack: StackId,
@@ -425,7 +436,7 @@ impl Profile {
         &self.log
     }
 
-    /// Names of the event log's threads, by kernel id.
+    /// Names of the event log's threads, by kernel id (or virtual thread key).
     pub fn thread_names(&self) -> &BTreeMap<u32, String> {
         &self.thread_names
     }

@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use crate::model::{Frame, FrameId, FrameKind, Profile, TracedCall};
+use crate::model::{Frame, FrameId, FrameKind, Profile, TracedCall, VIRTUAL_THREAD};
 
 /// Which samples to keep, and whether each stack gets its thread as root frame.
 #[derive(Debug, Default, Clone)]
@@ -93,6 +93,10 @@ impl Profile {
             let name = self.thread_names().get(&sample.tid);
             if selection.threads {
                 let label = match name {
+                    Some(name) if sample.tid & VIRTUAL_THREAD != 0 => format!("[{name}]"),
+                    None if sample.tid & VIRTUAL_THREAD != 0 => {
+                        format!("[VirtualThread[#{}]]", sample.tid & !VIRTUAL_THREAD)
+                    }
                     Some(name) if !name.is_empty() => format!("[{name} tid={}]", sample.tid),
                     _ => format!("[tid={}]", sample.tid),
                 };

@@ -7,7 +7,9 @@
 //! `Unsafe.park`, which raises no JVMTI event: [`park`] rebinds that native method to a hook
 //! that times HotSpot's own implementation and records waits whose park blocker is a lock
 //! (`ReentrantLock`, `ReentrantReadWriteLock`, `Semaphore`, `StampedLock`, other AQS-based
-//! locks; not `Condition` waits, idle pool workers or latches — see [`park`] for the choice).
+//! locks; not `Condition` waits, idle pool workers or latches — see [`park`] for the choice);
+//! virtual threads, which wait unmounted from their carrier, are timed from HotSpot's
+//! mount and unmount events.
 //! Where that is impossible (a stripped `libjvm.so` without `Unsafe_Park`), only monitors are
 //! tracked and the profile's engine says why (`lock (monitors only: …)`).
 //!
@@ -90,7 +92,12 @@ fn parks() -> MutexGuard<'static, Option<Parks>> {
 /// Binds `Unsafe.park` to the hook; the outcome.
 fn track_parks(vm: Vm, env: Env, threshold: Duration) -> Parks {
     match park::start(vm, env, threshold) {
-        Ok(()) => Parks::Tracked,
+        Ok(()) => {
+            if let Err(e) = park::start_virtual(env) {
+                log!("lock engine: virtual threads' waits seen only while pinned: {e}");
+            }
+            Parks::Tracked
+        }
         Err(e) => {
             log!("lock engine: java.util.concurrent locks not tracked: {e}");
             Parks::Untracked(e)
@@ -224,6 +231,7 @@ impl Engine for LockEngine {
         run.own.disable();
         let parks = parks().take();
         if let Some(Parks::Tracked) = parks {
+            park::stop_virtual(run.own.env());
             park::stop(run.vm);
         }
         let report = run.report(engine_name(parks.as_ref()));

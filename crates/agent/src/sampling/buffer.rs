@@ -15,6 +15,7 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::asgct::CallFrame;
+use crate::walk::Mounted;
 
 const FREE: u32 = 0;
 const WRITING: u32 = 1;
@@ -54,6 +55,8 @@ pub struct SampleHeader {
     pub walker: u8,
     /// With [`WALKS_DIFFERED`], the frames jtap's walker wrote into the slot's second half.
     pub checked: u16,
+    /// The virtual thread the sampled carrier ran, if any (JDK 21+).
+    pub virtual_thread: Option<Mounted>,
     /// User registers bp, sp, ip when the sample carries a stack copy.
     pub user_regs: [u64; 3],
     /// Bytes of the user stack copied next to the frames (0: none).

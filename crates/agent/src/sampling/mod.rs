@@ -58,7 +58,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
-use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_profile::{virtual_thread_key, Frame, FrameKind, Metadata, Profile, StackCounts};
 use jtap_protocol::{JavaStacks, NativeStacks};
 use regex::Regex;
 
@@ -68,7 +68,7 @@ use self::signal::{Source, Target, ThreadState, Walks};
 use self::threads::ThreadNames;
 use crate::gate::Gate;
 use crate::thread::{spawn_attached, Vm};
-use crate::walk::{Kind, Stats};
+use crate::walk::{Kind, Mounted, Stats};
 
 /// Default deepest Java stack recorded (`jstackdepth`).
 pub const DEFAULT_DEPTH: usize = 2048;
@@ -497,6 +497,8 @@ struct Drained {
     count: u64,
     weight: u64,
     tid: i32,
+    /// The virtual thread the thread ran, if any.
+    virtual_thread: Option<Mounted>,
     /// Nanoseconds since the Unix epoch.
     time_ns: u64,
 }
@@ -652,6 +654,7 @@ impl Worker {
                     count,
                     weight: header.weight.saturating_mul(count),
                     tid: header.tid,
+                    virtual_thread: header.virtual_thread,
                     time_ns: header.time_ns + self.shared.wall_offset_ns,
                 });
             } else {
@@ -693,9 +696,16 @@ impl Worker {
             }
             let counts = StackCounts::sampled(sample.count, sample.weight);
             if self.settings.timeline {
-                let tid = sample.tid as u32;
+                let tid = match sample.virtual_thread {
+                    Some(mounted) => virtual_thread_key(mounted.id),
+                    None => sample.tid as u32,
+                };
                 if !profile.thread_names().contains_key(&tid) {
-                    profile.name_thread(tid, self.shared.names.name(sample.tid));
+                    let name = match sample.virtual_thread {
+                        Some(mounted) => mounted.label(),
+                        None => self.shared.names.name(sample.tid),
+                    };
+                    profile.name_thread(tid, name);
                 }
                 profile.log(&p.ids, counts, sample.time_ns, tid);
             } else {
@@ -738,7 +748,11 @@ impl Worker {
         top: Option<FrameRef>,
     ) -> bool {
         if self.settings.threads {
-            let thread = Frame::new(self.shared.names.label(header.tid), FrameKind::Thread);
+            let label = match header.virtual_thread {
+                Some(mounted) => format!("[{}]", mounted.label()),
+                None => self.shared.names.label(header.tid),
+            };
+            let thread = Frame::new(label, FrameKind::Thread);
             let thread = p.table.intern(thread);
             p.refs.push(thread);
         }

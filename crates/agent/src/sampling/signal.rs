@@ -399,7 +399,10 @@ unsafe fn record(
     let time_ns = monotonic_ns();
     let (mut recovered, mut caller_pc) = (recover::NOT_RECOVERED, 0);
     let mut walked = Walked::default();
-    let num_frames = match target.vm_threads.current_jni(target.vm) {
+    let jni = target.vm_threads.current_jni(target.vm);
+    // SAFETY: `jni` is this thread's.
+    let virtual_thread = jni.and_then(|jni| target.walker.and_then(|w| unsafe { w.mounted(jni) }));
+    let num_frames = match jni {
         Some(jni) => {
             let depth = target.buffer.depth();
             // SAFETY: the claim owns the slot's `depth` frames until it commits.
@@ -464,6 +467,7 @@ unsafe fn record(
         caller_pc,
         walker: walked.by,
         checked: walked.checked,
+        virtual_thread,
         user_regs,
         chain: u16::try_from(chain).unwrap_or(u16::MAX),
         stack: u16::try_from(stack).unwrap_or(0),

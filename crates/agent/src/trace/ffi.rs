@@ -12,15 +12,6 @@ use jtap_jvmti::{sys, Env};
 
 use crate::thread::Vm;
 
-/// Calls JNI function `$f` through the table of `$env` (a `*mut sys::JNIEnv`); `None` when
-/// the VM lacks it. Use inside `unsafe`.
-macro_rules! jni {
-    ($env:expr, $f:ident ( $($arg:expr),* $(,)? )) => {{
-        let env: *mut sys::JNIEnv = $env;
-        (**env).$f.map(|function| function(env $(, $arg)*))
-    }};
-}
-
 /// Calls JVMTI function `$f` of `$env` (a `*mut sys::jvmtiEnv`), true on success.
 macro_rules! jvmti {
     ($env:expr, $f:ident ( $($arg:expr),* $(,)? )) => {{

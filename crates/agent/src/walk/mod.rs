@@ -7,6 +7,7 @@
 //! - `fetch`: reads of the VM's memory that cannot fault.
 //! - `frames`: the walk itself.
 //! - `stats`: counts of walks, fallbacks and comparisons, for the log.
+//! - `vthread`: which virtual thread a carrier runs (JDK 21+).
 //!
 //! [`Walker::resolve`] reads the tables once; [`Walker::current`] walks the calling thread's
 //! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable;
@@ -20,6 +21,7 @@ mod frames;
 mod layout;
 mod stats;
 mod structs;
+mod vthread;
 
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -29,6 +31,7 @@ use jtap_jvmti::sys;
 pub use frames::{Frames, JavaFrame, Kind, Stop};
 
 pub use stats::{Comparison, Stats};
+pub use vthread::Mounted;
 
 use fetch::Fetch;
 use frames::{Start, Walk};
@@ -36,6 +39,7 @@ use frames::{Start, Walk};
 use crate::thread::{current_jni, Vm};
 use layout::Layout;
 use structs::VmStructs;
+use vthread::VirtualThreads;
 
 /// A frame as JVMTI's `GetStackTrace` gives it: jmethodID (as an address) and location (the
 /// bytecode index, -1 for a native method).
@@ -67,6 +71,8 @@ pub struct Walker {
     fetch: Fetch,
     /// Bytes from a `JavaThread` to the `JNIEnv` inside it.
     env_offset: usize,
+    /// Where a mounted virtual thread's id and name are (JDK 21+).
+    virtual_threads: Option<VirtualThreads>,
 }
 
 impl Walker {
@@ -102,10 +108,18 @@ impl Walker {
             ));
         }
         let fetch = Fetch::resolve(vm)?;
+        let virtual_threads = (jdk >= 21)
+            .then(|| VirtualThreads::resolve(vm, &structs))
+            .and_then(|resolved| {
+                resolved
+                    .inspect_err(|e| log!("walker: virtual threads stay with their carriers: {e}"))
+                    .ok()
+            });
         Ok(Walker {
             layout,
             fetch,
             env_offset,
+            virtual_threads,
         })
     }
 
@@ -117,6 +131,16 @@ impl Walker {
         let thread = (jni as usize).wrapping_sub(self.env_offset);
         // SAFETY: (caller) the calling thread's own JavaThread.
         unsafe { frames::stack_of(&self.layout, thread) }
+    }
+
+    /// The virtual thread the calling thread runs, if it is a carrier running one (JDK 21+).
+    /// Async-signal-safe.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv.
+    pub unsafe fn mounted(&self, jni: *mut sys::JNIEnv) -> Option<Mounted> {
+        let thread = (jni as usize).wrapping_sub(self.env_offset);
+        self.virtual_threads.as_ref()?.mounted(&self.fetch, thread)
     }
 
     /// Writes up to `out.len()` frames of the calling thread's Java stack, top first, and

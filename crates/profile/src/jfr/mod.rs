@@ -61,9 +61,13 @@ mod tests {
             &ids[..2],
             StackCounts::sampled(1, 32),
             1_700_000_000_200_000_000,
-            43,
+            crate::virtual_thread_key(5633),
         );
         profile.name_thread(42, "worker");
+        profile.name_thread(
+            crate::virtual_thread_key(5633),
+            "VirtualThread[#5633,crowd-1]",
+        );
         profile
     }
 
@@ -91,6 +95,11 @@ mod tests {
                     .collect::<Vec<_>>()
             );
             assert_eq!(read.thread_names()[&42], "worker");
+            assert_eq!(
+                read.thread_names()[&crate::virtual_thread_key(5633)],
+                "VirtualThread[#5633,crowd-1]",
+                "a virtual thread keeps its key"
+            );
             let frames: Vec<&Frame> = read
                 .stack(read.logged()[0].stack)
                 .iter()

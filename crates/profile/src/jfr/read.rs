@@ -23,7 +23,8 @@ use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
 use crate::import::Wanted;
 use crate::model::{
-    Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId, TracedCall,
+    virtual_thread_key, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId,
+    TracedCall,
 };
 
 /// Whether `bytes` start like a JFR recording.
@@ -800,7 +801,7 @@ impl Profiles {
         if let Some(&tid) = key.and_then(|key| self.threads.get(&(kind, key))) {
             return tid;
         }
-        let tid = chunk.long(chunk.get(thread, "osThreadId")).unwrap_or(0) as u32;
+        let tid = thread_key(chunk, thread);
         let name = chunk
             .text(chunk.get(thread, "javaName"))
             .filter(|n| !n.is_empty())
@@ -831,7 +832,7 @@ impl Profiles {
             return;
         };
         let thread = field("eventThread");
-        let tid = chunk.long(chunk.get(thread, "osThreadId")).unwrap_or(0) as u32;
+        let tid = thread_key(chunk, thread);
         if let Some(name) = chunk
             .text(chunk.get(thread, "javaName"))
             .filter(|n| !n.is_empty())
@@ -880,6 +881,16 @@ impl Profiles {
 }
 
 /// A stack frame of a stack trace.
+/// The event log's key of a `java.lang.Thread` value: its OS thread id, or for a virtual
+/// thread (the JDK's and jtap's `virtual` field) the virtual thread key of its Java id.
+fn thread_key(chunk: &Chunk, thread: &Value) -> u32 {
+    let id = |field| chunk.long(chunk.get(thread, field)).unwrap_or(0);
+    match chunk.get(thread, "virtual") {
+        Value::Bool(true) => virtual_thread_key(id("javaThreadId") as u64),
+        _ => id("osThreadId") as u32,
+    }
+}
+
 fn frame(chunk: &Chunk, frame: &Value) -> Frame {
     let (class, name, descriptor) = method_of(chunk, chunk.get(frame, "method"));
     let line = chunk

@@ -213,6 +213,7 @@ pub const TYPES: &[Type] = &[
             field("osThreadId", id::LONG, "OS Thread Id"),
             field("javaName", id::STRING, "Java Thread Name"),
             field("javaThreadId", id::LONG, "Java Thread Id"),
+            field("virtual", id::BOOLEAN, "Virtual Thread"),
         ],
     ),
     plain(

@@ -10,14 +10,15 @@
 //! profile's calls) become `jdk.MethodTrace` events. A profile without an event log (read from a format
 //! without times) gives its stacks' samples at the recording's start.
 //!
-//! Threads are known by their kernel id, which is also written as the Java thread id.
+//! Threads are known by their kernel id, which is also written as the Java thread id; a virtual
+//! thread by its Java id, with no OS thread.
 
 use std::collections::{HashMap, HashSet};
 
 use super::chunk::{Chunk, Pool};
 use super::encoding::Out;
 use super::types::id;
-use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId, TracedCall};
+use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId, TracedCall, VIRTUAL_THREAD};
 
 /// The recording of `profiles` (one per event of a session).
 pub fn render(profiles: &[&Profile]) -> Vec<u8> {
@@ -361,11 +362,18 @@ impl Pools {
             .get(&tid)
             .cloned()
             .unwrap_or_else(|| format!("tid={tid}"));
+        // A virtual thread has no OS thread of its own: id 0, as the JDK writes it.
+        let is_virtual = tid & VIRTUAL_THREAD != 0;
+        let (os_id, java_id) = match is_virtual {
+            true => (0, tid & !VIRTUAL_THREAD),
+            false => (tid, tid),
+        };
         let mut entry = Out::default();
         entry.string(&name);
-        entry.long(i64::from(tid));
+        entry.long(i64::from(os_id));
         entry.string(&name);
-        entry.long(i64::from(tid));
+        entry.long(i64::from(java_id));
+        entry.boolean(is_virtual);
         let key = self.threads.push(entry);
         self.thread_keys.insert(tid, key);
         key

@@ -27,9 +27,9 @@
 //! Cost while bound: an atomic load and two reads of the time-stamp counter per park (the
 //! tracing probes' clock, [`clock::ticks`]: ~25 ns a read here against ~50 ns for
 //! `clock_gettime`), next to a park that blocks for microseconds; JNI and JVMTI calls only for
-//! waits of at least the threshold. Not seen:
-//! virtual threads (JDK 21+), which park by unmounting from their carrier without
-//! `Unsafe.park`, except while pinned to it. This is the FFI module of the lock engine's
+//! waits of at least the threshold. Virtual threads (JDK 21+) park by unmounting from their
+//! carrier, without `Unsafe.park` except while pinned to it: [`virtual_threads`] times those
+//! waits from JVMTI's mount and unmount events. This is the FFI module of the lock engine's
 //! `j.u.c.` part: every `unsafe` block of it lives here.
 
 use std::ffi::{c_char, c_void, CStr};
@@ -46,6 +46,10 @@ use jtap_jvmti::{sys, Env};
 use crate::sampling::jvm::LocalFrame;
 use crate::thread::{current_jni, Vm};
 use crate::trace::clock;
+
+mod virtual_threads;
+
+pub use virtual_threads::{start as start_virtual, stop as stop_virtual};
 
 /// HotSpot's `Unsafe_Park(JNIEnv*, jobject unsafe, jboolean isAbsolute, jlong time)`.
 type Park = unsafe extern "C" fn(*mut sys::JNIEnv, sys::jobject, sys::jboolean, sys::jlong);
@@ -64,15 +68,6 @@ static ENV: AtomicPtr<sys::jvmtiEnv> = AtomicPtr::new(ptr::null_mut());
 /// The shortest wait recorded, in [`clock::ticks`].
 static THRESHOLD_TICKS: AtomicU64 = AtomicU64::new(0);
 
-/// Calls JNI function `$f` through the table of `$env` (a `*mut sys::JNIEnv`); `None` when
-/// the VM lacks it. Use inside `unsafe`.
-macro_rules! jni {
-    ($env:expr, $f:ident ( $($arg:expr),* $(,)? )) => {{
-        let env: *mut sys::JNIEnv = $env;
-        (**env).$f.map(|function| function(env $(, $arg)*))
-    }};
-}
-
 /// Classes, a method and a field looked up once per process: global references and IDs,
 /// valid on every thread for the life of the JVM (boot classes are never unloaded).
 struct Handles {
@@ -80,6 +75,8 @@ struct Handles {
     binder: sys::jclass,
     bind: sys::jmethodID,
     park_blocker: sys::jfieldID,
+    /// `Thread.tid`.
+    thread_id: sys::jfieldID,
     synchronizer: sys::jclass,
     latch_sync: sys::jclass,
     stamped_lock: sys::jclass,
@@ -174,6 +171,12 @@ impl Handles {
         if clear_exception(jni) || park_blocker.is_null() {
             return Err("field Thread.parkBlocker not found".into());
         }
+        // SAFETY: as above.
+        let thread_id = unsafe { jni!(jni, GetFieldID(thread, c"tid".as_ptr(), c"J".as_ptr())) }
+            .unwrap_or(ptr::null_mut());
+        if clear_exception(jni) || thread_id.is_null() {
+            return Err("field Thread.tid not found".into());
+        }
         let binder = define_binder(jni)?;
         // SAFETY: valid env and class; NUL-terminated name and signature.
         let bind = unsafe {
@@ -191,6 +194,7 @@ impl Handles {
             binder,
             bind,
             park_blocker,
+            thread_id,
             synchronizer: class(c"java/util/concurrent/locks/AbstractOwnableSynchronizer")?,
             latch_sync: class(c"java/util/concurrent/CountDownLatch$Sync")?,
             stamped_lock: class(c"java/util/concurrent/locks/StampedLock")?,
@@ -441,19 +445,21 @@ fn blocker_lock_class(env: &Env, jni: *mut sys::JNIEnv, handles: &Handles) -> Op
     if status != Some(sys::JVMTI_ERROR_NONE) || thread.is_null() {
         return None;
     }
-    // SAFETY: valid env; `thread` is a live java.lang.Thread and the field ID Thread's.
-    let blocker = unsafe { jni!(jni, GetObjectField(thread, handles.park_blocker)) }
-        .unwrap_or(ptr::null_mut());
+    let class = thread_blocker_lock_class(env, jni, handles, thread);
     delete_local(jni, thread);
-    if blocker.is_null() {
-        return None;
-    }
-    let class = if handles.is_lock(jni, blocker) {
-        // SAFETY: valid env and live reference.
-        unsafe { jni!(jni, GetObjectClass(blocker)) }.unwrap_or(ptr::null_mut())
-    } else {
-        ptr::null_mut()
-    };
+    class
+}
+
+/// The JVM signature of the class of `thread`'s park blocker, if the blocker is a lock.
+fn thread_blocker_lock_class(
+    env: &Env,
+    jni: *mut sys::JNIEnv,
+    handles: &Handles,
+    thread: sys::jthread,
+) -> Option<String> {
+    let blocker = lock_blocker(jni, handles, thread)?;
+    // SAFETY: valid env and live reference.
+    let class = unsafe { jni!(jni, GetObjectClass(blocker)) }.unwrap_or(ptr::null_mut());
     delete_local(jni, blocker);
     if class.is_null() {
         return None;
@@ -462,6 +468,26 @@ fn blocker_lock_class(env: &Env, jni: *mut sys::JNIEnv, handles: &Handles) -> Op
     let signature = unsafe { env.class_signature(class) }.ok();
     delete_local(jni, class);
     signature
+}
+
+/// `thread`'s park blocker (a local reference the caller deletes), if it is a lock.
+fn lock_blocker(
+    jni: *mut sys::JNIEnv,
+    handles: &Handles,
+    thread: sys::jthread,
+) -> Option<sys::jobject> {
+    // SAFETY: valid env; `thread` is a live java.lang.Thread and the field ID Thread's.
+    let blocker = unsafe { jni!(jni, GetObjectField(thread, handles.park_blocker)) }
+        .unwrap_or(ptr::null_mut());
+    if blocker.is_null() {
+        return None;
+    }
+    if handles.is_lock(jni, blocker) {
+        Some(blocker)
+    } else {
+        delete_local(jni, blocker);
+        None
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,334 @@
+//! Which virtual thread a carrier thread runs (JDK 21+), read in a signal handler: its id
+//! and name, so samples of virtual threads are attributed to them rather than to their
+//! carrier.
+//!
+//! A `JavaThread` holds two handles: `_threadObj`, its own `java.lang.Thread`, and
+//! `_vthread`, the thread it currently runs — the same object unless a virtual thread is
+//! mounted. The Java side (the `tid` and `name` fields of `Thread`, a `String`'s bytes) is
+//! laid out by the class loader, so its offsets are asked of the VM once, through JNI and
+//! `jdk.internal.misc.Unsafe` (JNI calls are not subject to module access checks); an
+//! array's length offset is found by reading a new array whose length is known.
+//!
+//! Every read in the handler goes through [`Fetch`]: an object moved by a concurrent GC, or a
+//! colored ZGC pointer, ends in a failed read and the sample stays with its carrier.
+
+use std::ffi::CStr;
+use std::ptr;
+
+use jtap_jvmti::sys;
+
+use super::fetch::Fetch;
+use super::structs::VmStructs;
+use crate::thread::{current_jni, Vm};
+
+/// Bytes of a virtual thread's name kept with a sample (ASCII; longer names are cut).
+pub const NAME_BYTES: usize = 32;
+
+/// The virtual thread a sampled carrier was running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mounted {
+    /// `Thread.threadId()`.
+    pub id: u64,
+    name: [u8; NAME_BYTES],
+    name_len: u8,
+}
+
+impl Mounted {
+    /// Its name (empty for an unnamed one, the default), cut to [`NAME_BYTES`].
+    pub fn name(&self) -> &str {
+        std::str::from_utf8(&self.name[..usize::from(self.name_len)]).unwrap_or("")
+    }
+
+    /// How the JDK shows it: `VirtualThread[#21]`, `VirtualThread[#21,worker-3]`.
+    pub fn label(&self) -> String {
+        match self.name() {
+            "" => format!("VirtualThread[#{}]", self.id),
+            name => format!("VirtualThread[#{},{name}]", self.id),
+        }
+    }
+}
+
+/// Where a virtual thread's id and name are, in this VM.
+#[derive(Debug)]
+pub struct VirtualThreads {
+    /// `JavaThread::_threadObj` and `_vthread`: handles (a pointer to the oop).
+    thread_object: usize,
+    mounted_object: usize,
+    /// `java.lang.Thread.tid` (long) and `.name` (String).
+    tid: usize,
+    name: usize,
+    /// `java.lang.String.value` (byte[]) and `.coder` (0: Latin-1, 1: UTF-16).
+    string_value: usize,
+    string_coder: usize,
+    /// A `byte[]`'s length (int) and first element.
+    array_length: usize,
+    array_base: usize,
+    /// How a reference field decodes: `Some((base, shift))` for compressed oops.
+    narrow: Option<(usize, u32)>,
+}
+
+impl VirtualThreads {
+    /// Resolves the offsets on a thread attached to the VM (JDK 21+), or says why not.
+    pub fn resolve(vm: Vm, structs: &VmStructs) -> Result<VirtualThreads, String> {
+        let thread_object = structs.offset(&["JavaThread"], "_threadObj")?;
+        let mounted_object = structs.offset(&["JavaThread"], "_vthread")?;
+        let jni = current_jni(vm.0).ok_or("this thread is not attached to the JVM")?;
+        // SAFETY: `jni` is this attached thread's JNIEnv.
+        let java = unsafe { JavaOffsets::ask(jni) }?;
+        let narrow = if java.reference_size == 4 {
+            let static_of = |names: [&str; 2]| {
+                names
+                    .iter()
+                    .find_map(|name| structs.address("CompressedOops", name).ok())
+                    .ok_or("the JVM does not describe CompressedOops")
+            };
+            let base = static_of(["_narrow_oop._base", "_base"])?;
+            let shift = static_of(["_narrow_oop._shift", "_shift"])?;
+            // SAFETY: static variables of the loaded libjvm.so, set when the heap was
+            // reserved at start-up and constant since.
+            unsafe { Some((*(base as *const usize), *(shift as *const i32) as u32)) }
+        } else {
+            None
+        };
+        Ok(VirtualThreads {
+            thread_object,
+            mounted_object,
+            tid: java.tid,
+            name: java.name,
+            string_value: java.string_value,
+            string_coder: java.string_coder,
+            array_length: java.array_length,
+            array_base: java.array_base,
+            narrow,
+        })
+    }
+
+    /// The virtual thread `thread` (a `JavaThread`) runs, if any. Async-signal-safe.
+    pub fn mounted(&self, fetch: &Fetch, thread: usize) -> Option<Mounted> {
+        let object = |handle_offset: usize| fetch.word(fetch.word(thread + handle_offset)?);
+        let mounted = object(self.mounted_object)?;
+        if mounted == 0 || Some(mounted) == object(self.thread_object) {
+            return None;
+        }
+        let id = fetch.word(mounted + self.tid)? as u64;
+        // Thread ids start at 1 and count up; anything else is not a thread.
+        if id == 0 || id >= 1 << 48 {
+            return None;
+        }
+        let mut found = Mounted {
+            id,
+            name: [0; NAME_BYTES],
+            name_len: 0,
+        };
+        found.name_len = self.name(fetch, mounted, &mut found.name).unwrap_or(0);
+        Some(found)
+    }
+
+    /// Copies the ASCII of thread `object`'s name into `out` (other characters as `?`);
+    /// how many bytes.
+    fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
+        let string = self.reference(fetch, object + self.name)?;
+        if string == 0 {
+            return Some(0);
+        }
+        let bytes = self.reference(fetch, string + self.string_value)?;
+        let utf16 = fetch.value::<u8>(string + self.string_coder)? != 0;
+        let length = usize::try_from(fetch.value::<i32>(bytes + self.array_length)?).ok()?;
+        let width = if utf16 { 2 } else { 1 };
+        let chars = (length / width).min(NAME_BYTES);
+        // One fetch per word of the array, not per byte.
+        let mut word = (usize::MAX, 0usize);
+        let mut byte = |at: usize| -> Option<u8> {
+            let aligned = at & !(std::mem::size_of::<usize>() - 1);
+            if word.0 != aligned {
+                word = (aligned, fetch.word(aligned)?);
+            }
+            Some(super::fetch::cut(word.1, at - aligned))
+        };
+        for (i, slot) in out.iter_mut().enumerate().take(chars) {
+            let at = bytes + self.array_base + i * width;
+            let (low, high) = if utf16 {
+                (byte(at)?, byte(at + 1)?)
+            } else {
+                (byte(at)?, 0)
+            };
+            *slot = if high == 0 && low.is_ascii() && !low.is_ascii_control() {
+                low
+            } else {
+                b'?'
+            };
+        }
+        Some(chars as u8)
+    }
+
+    /// The object a reference field at `address` points to (0 for null).
+    fn reference(&self, fetch: &Fetch, address: usize) -> Option<usize> {
+        match self.narrow {
+            None => fetch.word(address),
+            Some((base, shift)) => {
+                let narrow = fetch.value::<u32>(address)?;
+                Some(if narrow == 0 {
+                    0
+                } else {
+                    base + ((narrow as usize) << shift)
+                })
+            }
+        }
+    }
+}
+
+/// Offsets the VM gives out about Java objects.
+struct JavaOffsets {
+    tid: usize,
+    name: usize,
+    string_value: usize,
+    string_coder: usize,
+    array_length: usize,
+    array_base: usize,
+    /// Bytes of a reference field: 4 with compressed oops.
+    reference_size: usize,
+}
+
+/// A length no header word of a `byte[]` holds by chance.
+const PROBE_LENGTH: i32 = 0x2a5b;
+
+impl JavaOffsets {
+    /// Asks `jdk.internal.misc.Unsafe`.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv.
+    unsafe fn ask(jni: *mut sys::JNIEnv) -> Result<JavaOffsets, String> {
+        // SAFETY: (caller) `jni` is this thread's; every reference made is a local one of a
+        // frame popped before returning; exceptions are checked and cleared.
+        unsafe {
+            if jni!(jni, PushLocalFrame(16)) != Some(0) {
+                return Err("no JNI local frame".into());
+            }
+            let offsets = Self::ask_in_frame(jni);
+            if jni!(jni, ExceptionCheck()) != Some(0) {
+                jni!(jni, ExceptionClear());
+            }
+            jni!(jni, PopLocalFrame(ptr::null_mut()));
+            offsets
+        }
+    }
+
+    /// # Safety
+    /// As [`JavaOffsets::ask`], inside a local frame.
+    unsafe fn ask_in_frame(jni: *mut sys::JNIEnv) -> Result<JavaOffsets, String> {
+        let failed = |what: &str| format!("cannot ask Unsafe for {what}");
+        // SAFETY: (caller) valid env; names and descriptors are NUL-terminated; every result
+        // is checked before use.
+        unsafe {
+            let class = |name: &CStr| {
+                let class = jni!(jni, FindClass(name.as_ptr())).unwrap_or(ptr::null_mut());
+                (!class.is_null() && jni!(jni, ExceptionCheck()) == Some(0))
+                    .then_some(class)
+                    .ok_or_else(|| failed(&name.to_string_lossy()))
+            };
+            let unsafe_class = class(c"jdk/internal/misc/Unsafe")?;
+            let method = |name: &CStr, descriptor: &CStr| {
+                let id = jni!(
+                    jni,
+                    GetMethodID(unsafe_class, name.as_ptr(), descriptor.as_ptr())
+                )
+                .unwrap_or(ptr::null_mut());
+                (!id.is_null())
+                    .then_some(id)
+                    .ok_or_else(|| failed(&name.to_string_lossy()))
+            };
+            let get_unsafe = jni!(
+                jni,
+                GetStaticMethodID(
+                    unsafe_class,
+                    c"getUnsafe".as_ptr(),
+                    c"()Ljdk/internal/misc/Unsafe;".as_ptr()
+                )
+            )
+            .unwrap_or(ptr::null_mut());
+            if get_unsafe.is_null() {
+                return Err(failed("getUnsafe"));
+            }
+            let the_unsafe = jni!(jni, CallStaticObjectMethod(unsafe_class, get_unsafe))
+                .unwrap_or(ptr::null_mut());
+            if the_unsafe.is_null() || jni!(jni, ExceptionCheck()) != Some(0) {
+                return Err(failed("itself"));
+            }
+            let field_offset = method(
+                c"objectFieldOffset",
+                c"(Ljava/lang/Class;Ljava/lang/String;)J",
+            )?;
+            let get_int = method(c"getInt", c"(Ljava/lang/Object;J)I")?;
+            let offset_of = |class_name: &CStr, field: &CStr| -> Result<usize, String> {
+                let holder = class(class_name)?;
+                let name = jni!(jni, NewStringUTF(field.as_ptr())).unwrap_or(ptr::null_mut());
+                let offset =
+                    jni!(jni, CallLongMethod(the_unsafe, field_offset, holder, name)).unwrap_or(-1);
+                if jni!(jni, ExceptionCheck()) != Some(0) || offset <= 0 {
+                    return Err(failed(&field.to_string_lossy()));
+                }
+                Ok(offset as usize)
+            };
+            // `arrayBaseOffset` and `arrayIndexScale` return an int until JDK 22, a long since.
+            let array_layout = |class_name: &CStr, name: &CStr| -> Result<usize, String> {
+                let array_class = class(class_name)?;
+                let value = match method(name, c"(Ljava/lang/Class;)I") {
+                    Ok(id) => jni!(jni, CallIntMethod(the_unsafe, id, array_class)).map(i64::from),
+                    Err(_) => {
+                        jni!(jni, ExceptionClear());
+                        let id = method(name, c"(Ljava/lang/Class;)J")?;
+                        jni!(jni, CallLongMethod(the_unsafe, id, array_class))
+                    }
+                };
+                match value {
+                    Some(value) if value > 0 && jni!(jni, ExceptionCheck()) == Some(0) => {
+                        Ok(value as usize)
+                    }
+                    _ => Err(failed(&name.to_string_lossy())),
+                }
+            };
+            let array_base = array_layout(c"[B", c"arrayBaseOffset")?;
+            let reference_size = array_layout(c"[Ljava/lang/Object;", c"arrayIndexScale")?;
+            let probe = jni!(jni, NewByteArray(PROBE_LENGTH)).unwrap_or(ptr::null_mut());
+            if probe.is_null() {
+                return Err(failed("an array"));
+            }
+            let array_length = (4..array_base)
+                .step_by(4)
+                .find(|&offset| {
+                    jni!(
+                        jni,
+                        CallIntMethod(the_unsafe, get_int, probe, offset as i64)
+                    ) == Some(PROBE_LENGTH)
+                })
+                .ok_or_else(|| failed("an array's length"))?;
+            Ok(JavaOffsets {
+                tid: offset_of(c"java/lang/Thread", c"tid")?,
+                name: offset_of(c"java/lang/Thread", c"name")?,
+                string_value: offset_of(c"java/lang/String", c"value")?,
+                string_coder: offset_of(c"java/lang/String", c"coder")?,
+                array_length,
+                array_base,
+                reference_size,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_read_as_the_jdk_prints_virtual_threads() {
+        let mut mounted = Mounted {
+            id: 21,
+            name: [0; NAME_BYTES],
+            name_len: 0,
+        };
+        assert_eq!(mounted.label(), "VirtualThread[#21]");
+        mounted.name[..8].copy_from_slice(b"worker-3");
+        mounted.name_len = 8;
+        assert_eq!(mounted.label(), "VirtualThread[#21,worker-3]");
+    }
+}
