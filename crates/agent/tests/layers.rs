@@ -24,6 +24,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("libjvm", 0),
     ("gate", 0),
     ("log", 0),
+    ("jni", 0),
     ("entry", 0),
     ("sampling", 1),
     ("trace", 1),
