@@ -1,8 +1,9 @@
 //! `jtap profile -e nativemem` on every JDK of the matrix, against a JNI library that leaks
 //! (tests/native/native_leak.c, driven by `workloads.NativeLeak`):
 //! - all bytes: the churning site (16 times the bytes, all freed) outweighs the leaking one,
-//!   each with its native function and the Java method that called it;
-//! - `--live`: the leaking stack comes first, and the churning site all but disappears;
+//!   each with its native function and the Java method that called it; the same for
+//!   anonymous mappings (`mmap`, `munmap`);
+//! - `--live`: the leaking stack comes first, and the churning sites all but disappear;
 //! - the hooks are removed at the end (a second profile installs them afresh), and the
 //!   program's output is untouched.
 
@@ -69,6 +70,28 @@ fn the_leaking_native_stack_comes_first_among_live_blocks() {
             "JDK {}: leak {leaked}, churn {churned}: {all:?}",
             jdk.version
         );
+        let mapped = bytes_through(
+            &all,
+            "libnative_leak.so!Java_workloads_NativeLeak_mapLeak",
+            "workloads.NativeLeak.mapLeakSite",
+        );
+        let map_churned = bytes_through(
+            &all,
+            "libnative_leak.so!Java_workloads_NativeLeak_mapChurn",
+            "workloads.NativeLeak.mapChurnSite",
+        );
+        assert!(
+            mapped > 0 && map_churned > 4 * mapped,
+            "JDK {}: mappings: leak {mapped}, churn {map_churned}: {all:?}",
+            jdk.version
+        );
+        assert!(
+            all.iter()
+                .filter(|(frames, _)| frames.iter().any(|f| f.contains("NativeLeak_map")))
+                .all(|(frames, _)| frames.last().is_some_and(|leaf| leaf == "mmap")),
+            "JDK {}: mappings end in mmap: {all:?}",
+            jdk.version
+        );
         let live = profile(true);
         let mut by_bytes = live.clone();
         by_bytes.sort_by_key(|(_, bytes)| std::cmp::Reverse(*bytes));
@@ -98,6 +121,13 @@ fn the_leaking_native_stack_comes_first_among_live_blocks() {
         assert!(
             live_churned * 10 < live_leaked,
             "JDK {}: freed blocks stay live: leak {live_leaked}, churn {live_churned}",
+            jdk.version
+        );
+        let live_mapped = bytes_through(&live, "NativeLeak_mapLeak", "mapLeakSite");
+        let live_map_churned = bytes_through(&live, "NativeLeak_mapChurn", "mapChurnSite");
+        assert!(
+            live_mapped > 0 && live_map_churned * 10 < live_mapped,
+            "JDK {}: unmapped mappings stay live: leak {live_mapped}, churn {live_map_churned}",
             jdk.version
         );
         let status = jtap(["status", &pid]).ok();

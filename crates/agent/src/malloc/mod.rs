@@ -1,7 +1,7 @@
 //! Hooks on the C allocator of the JVM's libraries and JNI code: `malloc`, `calloc`,
-//! `realloc`, `posix_memalign`, `aligned_alloc` and `free`, installed by rewriting the global
-//! offset table entries the loaded libraries call them through ([`got`]) and removed by writing
-//! the old entries back, without restarting the JVM.
+//! `realloc`, `posix_memalign`, `aligned_alloc` and `free`, and on `mmap`/`munmap`, installed
+//! by rewriting the global offset table entries the loaded libraries call them through
+//! ([`got`]) and removed by writing the old entries back, without restarting the JVM.
 //!
 //! Every hook calls the C library's own function first and then, for an allocation, counts
 //! its bytes on the calling thread; each time the count passes the interval (0: every
@@ -11,10 +11,17 @@
 //! installed. Small assembly stubs catch the caller's frame pointer and return address on entry,
 //! before any Rust code can change them.
 //!
+//! A mapping counts as allocated memory unless it is `PROT_NONE` (HotSpot reserves its heap,
+//! code cache and metaspace that way, then commits parts with `MAP_FIXED` mappings over the
+//! reservation, and uncommits with `PROT_NONE` ones); a `MAP_FIXED` mapping first frees what
+//! was mapped at its address, and `munmap` frees the mapping at its address (an unmap of part
+//! of a mapping is not followed).
+//!
 //! Not hooked: the C library and the dynamic linker themselves (their internal allocations,
-//! and code that holds their locks while allocating), this agent, `mmap`, and libraries loaded
-//! after the hooks were installed (they are hooked at the next start). A hook entered again
-//! from inside a recorder (the recorder allocating) only forwards.
+//! and code that holds their locks while allocating: `malloc`'s own large blocks, thread
+//! stacks), this agent, and libraries loaded after the hooks were installed (they are hooked
+//! at the next start). A hook entered again from inside a recorder (the recorder allocating)
+//! only forwards.
 
 mod got;
 
@@ -23,14 +30,18 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// The allocation functions hooked, in the order of [`Function`].
-const NAMES: [&str; 6] = [
+/// The functions hooked: the allocation functions in the order of [`Function`], then the
+/// others.
+const NAMES: [&str; 9] = [
     "malloc",
     "calloc",
     "realloc",
     "posix_memalign",
     "aligned_alloc",
+    "mmap",
     "free",
+    "mmap64",
+    "munmap",
 ];
 
 /// An allocation function.
@@ -46,6 +57,8 @@ pub enum Function {
     PosixMemalign,
     /// `aligned_alloc`.
     AlignedAlloc,
+    /// `mmap` (or `mmap64`), a mapping that is not `PROT_NONE`.
+    Mmap,
 }
 
 impl Function {
@@ -109,13 +122,16 @@ pub fn install(
     ON_ALLOCATION.store(on_allocation as usize, Ordering::SeqCst);
     ON_FREE.store(on_free.map_or(0, |f| f as usize), Ordering::SeqCst);
     RECORDING.store(true, Ordering::SeqCst);
-    let hooks: [usize; 6] = [
+    let hooks: [usize; NAMES.len()] = [
         jtap_malloc_hook as *const () as usize,
         jtap_calloc_hook as *const () as usize,
         jtap_realloc_hook as *const () as usize,
         jtap_posix_memalign_hook as *const () as usize,
         jtap_aligned_alloc_hook as *const () as usize,
+        jtap_mmap_hook as *const () as usize,
         jtap_free_hook as *const () as usize,
+        jtap_mmap_hook as *const () as usize,
+        jtap_munmap_hook as *const () as usize,
     ];
     let slots = got::find(&NAMES, &|object| {
         let file = object.rsplit('/').next().unwrap_or(object);
@@ -290,6 +306,8 @@ impl Drop for Busy {
 // Entry stubs: each passes the caller's frame pointer (rbp, untouched since the call) and
 // return address (the word at rsp) as two extra arguments to its Rust hook, in the argument
 // registers after the function's own, and jumps there (the Rust hook returns to the caller).
+// `mmap` takes all six argument registers: its stub passes the two on the stack (the seventh
+// and eighth arguments), calls its hook and returns.
 std::arch::global_asm!(
     ".pushsection .text.jtap_malloc_hooks,\"ax\",@progbits",
     ".globl jtap_malloc_hook",
@@ -322,17 +340,33 @@ std::arch::global_asm!(
     "    mov rdx, rbp",
     "    mov rcx, [rsp]",
     "    jmp {aligned_alloc}",
+    ".globl jtap_mmap_hook",
+    ".hidden jtap_mmap_hook",
+    "jtap_mmap_hook:",
+    "    mov rax, [rsp]",
+    "    sub rsp, 8",
+    "    push rax",
+    "    push rbp",
+    "    call {mmap}",
+    "    add rsp, 24",
+    "    ret",
     ".globl jtap_free_hook",
     ".hidden jtap_free_hook",
     "jtap_free_hook:",
     "    jmp {free}",
+    ".globl jtap_munmap_hook",
+    ".hidden jtap_munmap_hook",
+    "jtap_munmap_hook:",
+    "    jmp {munmap}",
     ".popsection",
     malloc = sym malloc_hook,
     calloc = sym calloc_hook,
     realloc = sym realloc_hook,
     posix_memalign = sym posix_memalign_hook,
     aligned_alloc = sym aligned_alloc_hook,
+    mmap = sym mmap_hook,
     free = sym free_hook,
+    munmap = sym munmap_hook,
 );
 
 extern "C" {
@@ -341,7 +375,16 @@ extern "C" {
     fn jtap_realloc_hook(block: *mut c_void, size: usize) -> *mut c_void;
     fn jtap_posix_memalign_hook(out: *mut *mut c_void, align: usize, size: usize) -> i32;
     fn jtap_aligned_alloc_hook(align: usize, size: usize) -> *mut c_void;
+    fn jtap_mmap_hook(
+        address: *mut c_void,
+        length: usize,
+        protection: i32,
+        flags: i32,
+        fd: i32,
+        offset: i64,
+    ) -> *mut c_void;
     fn jtap_free_hook(block: *mut c_void);
+    fn jtap_munmap_hook(address: *mut c_void, length: usize) -> i32;
 }
 
 extern "C" fn malloc_hook(size: usize, fp: usize, ret: usize) -> *mut c_void {
@@ -403,4 +446,34 @@ extern "C" fn free_hook(block: *mut c_void) {
     // SAFETY: the C library's free, with the caller's argument (recorded first: once freed the
     // address may be handed out again by another thread).
     unsafe { libc::free(block) };
+}
+
+// mmap's six arguments and the stub's two.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn mmap_hook(
+    address: *mut c_void,
+    length: usize,
+    protection: i32,
+    flags: i32,
+    fd: i32,
+    offset: i64,
+    fp: usize,
+    ret: usize,
+) -> *mut c_void {
+    if flags & libc::MAP_FIXED != 0 {
+        // Whatever was mapped there goes (recorded first, as for `free`).
+        freed(address as usize);
+    }
+    // SAFETY: the C library's mmap, with the caller's arguments.
+    let mapped = unsafe { libc::mmap(address, length, protection, flags, fd, offset) };
+    if mapped != libc::MAP_FAILED && protection != libc::PROT_NONE {
+        allocated(Function::Mmap, length, mapped as usize, fp, ret);
+    }
+    mapped
+}
+
+extern "C" fn munmap_hook(address: *mut c_void, length: usize) -> i32 {
+    freed(address as usize);
+    // SAFETY: the C library's munmap, with the caller's arguments.
+    unsafe { libc::munmap(address, length) }
 }
