@@ -75,6 +75,9 @@ fn a_looping_recording_rotates_its_file_and_keeps_the_newest() {
         let dir = tempfile::tempdir().unwrap();
         let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
         let pid = jvm.pid().to_string();
+        // The agent's log, with each period's rotation, for a failure to show.
+        let log = dir.path().join("agent.log");
+        jtap(["load", &pid, &format!("log={}", log.display())]).ok();
         let pattern = dir.path().join("app-%n.jfr");
         let start = jtap([
             "profile",
@@ -124,8 +127,9 @@ fn a_looping_recording_rotates_its_file_and_keeps_the_newest() {
         for (event, samples, seconds) in &events {
             assert!(
                 *samples > 10 && (0.8..=1.6).contains(seconds),
-                "JDK {}: period 3's {event}: {samples} samples over {seconds} s",
-                jdk.version
+                "JDK {}: period 3's {event}: {samples} samples over {seconds} s; agent log:\n{}",
+                jdk.version,
+                std::fs::read_to_string(&log).unwrap_or_default()
             );
         }
         assert!(jvm.is_running(), "JDK {}", jdk.version);
