@@ -128,6 +128,8 @@ pub enum Pos {
     Block(usize),
     /// End of appended block `k`.
     BlockEnd(usize),
+    /// Bytes into appended block `k`.
+    BlockAt(usize, u32),
 }
 
 /// A new exception table entry.
@@ -171,6 +173,10 @@ pub struct Edit {
     pub extra_stack: u16,
     /// Added to max_locals.
     pub extra_locals: u16,
+    /// Frames inside inserted code, at the targets of its own branches (in slot form, their
+    /// `offset` ignored; the kept locals are added). One where the method has a frame already
+    /// is left out: that frame holds there.
+    pub frames: Vec<(Pos, Frame)>,
 }
 
 impl Edit {
@@ -200,9 +206,9 @@ pub struct Frames<'a> {
     pub frames: &'a [Frame],
     /// Frame after conditional branch `i` when it falls through (needed when it is widened).
     pub fallthrough: &'a mut dyn FnMut(usize) -> Result<Frame>,
-    /// A local the prologue sets and the inserted code reads anywhere later (slot at or beyond
-    /// the method's own locals, type): added to every frame.
-    pub kept_local: Option<(u16, VType)>,
+    /// Locals the prologue sets and the inserted code reads anywhere later (slots at or
+    /// beyond the method's own locals, types): added to every frame.
+    pub kept_locals: &'a [(u16, VType)],
 }
 
 /// Maps original offsets to instruction indices (`n` for the end of the code).
@@ -248,6 +254,7 @@ impl Layout {
             Pos::BlockEnd(k) => {
                 get(&self.block, k)? + edit.blocks.get(k).map_or(0, |b| b.code.len() as u32)
             }
+            Pos::BlockAt(k, offset) => get(&self.block, k)? + offset,
         })
     }
 }
@@ -601,18 +608,18 @@ fn encode_frames(
     wide: &[bool],
 ) -> Result<Vec<u8>> {
     let n = insns.len();
-    let kept = f.kept_local;
+    let kept = f.kept_locals;
     fn placed<'v>(
         v: &'v [VType],
         map: &[u32],
         layout: &Layout,
-        kept: Option<(u16, VType)>,
+        kept: &[(u16, VType)],
     ) -> Result<Cow<'v, [VType]>> {
-        let v = remap(v, map, layout)?;
-        match kept {
-            None => Ok(v),
-            Some((slot, t)) => with_local(&v, slot, t).map(Cow::Owned),
+        let mut v = remap(v, map, layout)?;
+        for &(slot, t) in kept {
+            v = Cow::Owned(with_local(&v, slot, t)?);
         }
+        Ok(v)
     }
     let remap_locals = |v| placed(v, map, layout, kept);
     let mut has_frame = vec![false; n + 1];
@@ -645,6 +652,16 @@ fn encode_frames(
         if let Some(fr) = &b.frame {
             out.push((
                 layout.block[k],
+                remap_locals(&fr.locals)?,
+                remap(&fr.stack, map, layout)?,
+            ));
+        }
+    }
+    for (p, fr) in &edit.frames {
+        let offset = layout.pos(*p, edit)?;
+        if out.iter().all(|placed| placed.0 != offset) {
+            out.push((
+                offset,
                 remap_locals(&fr.locals)?,
                 remap(&fr.stack, map, layout)?,
             ));

@@ -443,6 +443,11 @@ impl ConstantPool {
         self.add_simple(Constant::Long(v))
     }
 
+    /// Finds or appends a Double entry, by its IEEE 754 bits (takes two slots).
+    pub fn add_double(&mut self, bits: u64) -> Result<u16> {
+        self.add_simple(Constant::Double(bits))
+    }
+
     /// Finds or appends a NameAndType entry.
     pub fn add_name_and_type(&mut self, name: &str, descriptor: &str) -> Result<u16> {
         let n = self.add_utf8(name)?;

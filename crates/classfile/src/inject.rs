@@ -3,7 +3,9 @@
 //! Probe code is straight-line and stack-neutral: values living on the operand stack (return
 //! value, exception, new object, monitor, field value) are duplicated, boxed and parked in one
 //! fresh local slot before the probe's arguments are pushed, so the method computes exactly
-//! what it computed before.
+//! what it computed before. In a method with a [`Guard`](crate::guard::Guard) the entry
+//! stores the guard's verdict in a local of its own, and each place's probe code is skipped
+//! by one branch when it is 0 (with a stack map frame where the branch lands).
 
 use std::borrow::Cow;
 
@@ -12,6 +14,7 @@ use crate::code::{relayout, Block, CodeAttribute, Edit, Frames, NewHandler, Pos}
 use crate::constant_pool::{Constant, ConstantPool};
 use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, return_type, FieldType};
 use crate::error::{Error, Result};
+use crate::guard;
 use crate::instruction::{self, emit_cp, emit_ldc, emit_local, op, Insn, Operand};
 use crate::plan::{Clock, InjectionPlan, Point, Probe, Registry, Value};
 use crate::stackmap::{self, Frame, VType};
@@ -521,15 +524,24 @@ pub(crate) fn instrument_method(
         _ => Vec::new(),
     };
 
+    // A guard on the arguments, where it compiles for this method (else its probes run for
+    // every call, and whoever receives them filters).
+    let guard = plan
+        .guards
+        .iter()
+        .find(|(filter, _)| filter.matches(class_name, name, desc))
+        .and_then(|(_, g)| guard::compile(g, &md.params, is_static, cp).ok());
+
     // Which instructions need their incoming state.
     let uninit_this = matches!(initial.first(), Some(VType::UninitializedThis));
     // States are needed at returns for `this`/arguments, at calls for the call handlers'
     // frames and `this`, at constructor calls for allocations, at field accesses for `this`
     // and the object, and everywhere in constructors.
-    let at_returns = probes.iter().any(|(_, p)| {
-        p.point == Point::Return
-            && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
-    });
+    let at_returns = guard.is_some()
+        || probes.iter().any(|(_, p)| {
+            p.point == Point::Return
+                && (p.values.contains(&Value::This) || p.values.contains(&Value::Args))
+        });
     let at_calls = probes.iter().any(|(_, p)| match p.point {
         Point::AfterCall(_) => true,
         Point::BeforeCall(_) => p.values.contains(&Value::This),
@@ -563,11 +575,15 @@ pub(crate) fn instrument_method(
 
     let method_id = registry.add_method(class_name, name, desc);
     let marked = probes.iter().any(|(_, p)| wants(p, Value::Mark));
+    // The guard's verdict, after the mark.
+    let pass = guard
+        .is_some()
+        .then_some(code.max_locals + if marked { 2 } else { 0 });
     let m = Method {
         method_id,
         is_static,
         params: md.params.clone(),
-        stash: code.max_locals + if marked { 2 } else { 0 },
+        stash: code.max_locals + if marked { 2 } else { 0 } + u16::from(pass.is_some()),
         mark: marked.then_some(code.max_locals),
         runtime_class: &plan.runtime_class,
     };
@@ -581,6 +597,15 @@ pub(crate) fn instrument_method(
         s.local(op::LSTORE, slot, -2);
         finish(s, &mut edit.prologue, &mut peak);
     }
+    if let (Some(compiled), Some(slot)) = (&guard, pass) {
+        let mut s = Snippet::on(std::mem::take(&mut edit.prologue), 0);
+        s.emit(&compiled.code, 1);
+        s.peak = s.peak.max(compiled.peak);
+        s.local(op::ISTORE, slot, -1);
+        finish(s, &mut edit.prologue, &mut peak);
+    }
+    // The entry probes' code, apart from the prologue's mark and guard.
+    let mut entry = Vec::new();
 
     // Exception-exit handlers may only cover code where `this` is initialized (in constructors:
     // after the super/this call, on every path).
@@ -694,9 +719,9 @@ pub(crate) fn instrument_method(
                     args_ok: true,
                     ..plain
                 };
-                let mut s = Snippet::on(std::mem::take(&mut edit.prologue), 0);
+                let mut s = Snippet::on(std::mem::take(&mut entry), 0);
                 m.call(cp, refs, &mut s, pi, probe, &site)?;
-                finish(s, &mut edit.prologue, &mut peak);
+                finish(s, &mut entry, &mut peak);
             }
             Point::Return => {
                 for (i, insn) in insns.iter().enumerate() {
@@ -745,6 +770,11 @@ pub(crate) fn instrument_method(
                     m.stash,
                 )?;
                 used_stash = true;
+                let skip = pass.map(|slot| {
+                    s.local(op::ILOAD, slot, 1);
+                    s.emit(&[op::IFEQ, 0, 0], -1);
+                    s.code.len() - 3
+                });
                 m.call(
                     cp,
                     refs,
@@ -756,13 +786,21 @@ pub(crate) fn instrument_method(
                         ..plain
                     },
                 )?;
-                s.emit(&[op::ATHROW], -1);
-                peak = peak.max(s.peak);
                 let frame = with_frames.then(|| Frame {
                     offset: 0,
                     locals: Vec::new(),
                     stack: vec![VType::Object(throwable)],
                 });
+                if let Some(at) = skip {
+                    let landing = s.code.len();
+                    patch_branch(&mut s.code, at, landing)?;
+                    if let Some(frame) = &frame {
+                        let block = Pos::BlockAt(edit.blocks.len(), landing as u32);
+                        edit.frames.push((block, frame.clone()));
+                    }
+                }
+                s.emit(&[op::ATHROW], -1);
+                peak = peak.max(s.peak);
                 edit.blocks.push(Block {
                     code: s.code,
                     frame,
@@ -1079,6 +1117,40 @@ pub(crate) fn instrument_method(
             }
         }
     }
+    // A rejected call skips the entry probes and every return's (they are all the method's
+    // own probes: a guarded method has no others); the exception exit's skipped above.
+    if let Some(slot) = pass {
+        if !entry.is_empty() {
+            entry = skip_unless_passed(slot, entry)?;
+            if with_frames {
+                let frame = Frame {
+                    offset: 0,
+                    locals: initial.clone(),
+                    stack: Vec::new(),
+                };
+                edit.frames.push((Pos::Start(0), frame));
+            }
+        }
+        for (i, insn) in insns.iter().enumerate() {
+            if !matches!(insn.opcode, op::IRETURN..=op::RETURN) || edit.before[i].is_empty() {
+                continue;
+            }
+            // Unreachable returns keep their probes: they never run.
+            let Some(st) = states[i].as_ref() else {
+                continue;
+            };
+            edit.before[i] = skip_unless_passed(slot, std::mem::take(&mut edit.before[i]))?;
+            if with_frames {
+                let frame = Frame {
+                    offset: 0,
+                    locals: trimmed(&st.locals),
+                    stack: st.stack.clone(),
+                };
+                edit.frames.push((Pos::Insn(i), frame));
+            }
+        }
+    }
+    edit.prologue.extend(entry);
     if edit.is_empty() {
         return Ok(false);
     }
@@ -1087,7 +1159,8 @@ pub(crate) fn instrument_method(
         1 + spill_size
     } else {
         u16::from(used_stash || !call_blocks.is_empty() || exit_block.is_some())
-    } + if marked { 2 } else { 0 };
+    } + if marked { 2 } else { 0 }
+        + u16::from(pass.is_some());
 
     // States after conditional branches, for frames at branches that get widened.
     let inserted: usize = edit.prologue.len()
@@ -1133,15 +1206,40 @@ pub(crate) fn instrument_method(
             stack,
         })
     };
+    let kept: Vec<(u16, VType)> = m
+        .mark
+        .map(|slot| (slot, VType::Long))
+        .into_iter()
+        .chain(pass.map(|slot| (slot, VType::Integer)))
+        .collect();
     let frames_arg = with_frames.then(|| Frames {
         initial_locals: &initial,
         frames: &frames,
         fallthrough: &mut fallthrough,
-        kept_local: m.mark.map(|slot| (slot, VType::Long)),
+        kept_locals: &kept,
     });
     let new_code = relayout(&code, &insns, &edit, cp, frames_arg)?;
     cf.methods[mi].attributes[code_pos].info = new_code.write();
     Ok(true)
+}
+
+/// `code`, run only when local `pass` is not 0: `iload pass; ifeq <after code>; code`.
+fn skip_unless_passed(pass: u16, code: Vec<u8>) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(code.len() + 7);
+    emit_local(&mut out, op::ILOAD, pass);
+    let at = out.len();
+    out.extend_from_slice(&[op::IFEQ, 0, 0]);
+    out.extend_from_slice(&code);
+    let end = out.len();
+    patch_branch(&mut out, at, end)?;
+    Ok(out)
+}
+
+/// Points the branch at `at` in `code` to `target` (both offsets into `code`).
+fn patch_branch(code: &mut [u8], at: usize, target: usize) -> Result<()> {
+    let offset = i16::try_from(target - at).map_err(|_| Error::TooLarge("probe code"))?;
+    code[at + 1..at + 3].copy_from_slice(&offset.to_be_bytes());
+    Ok(())
 }
 
 /// Puts the code of a snippet made with [`Snippet::on`] back where it came from.

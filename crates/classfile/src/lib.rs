@@ -8,7 +8,8 @@
 //!   line and local-variable tables and the `StackMapTable`.
 //! * [`inject`] places probe calls at method entry, returns, exception exits, call sites,
 //!   allocations, monitors, field accesses and line starts; [`plan`] drives it from an
-//!   [`InjectionPlan`].
+//!   [`InjectionPlan`]; a [`guard`] on a method's arguments decides at its entry whether the
+//!   call's probes run.
 //!
 //! The crate knows nothing about JVMTI and never panics on malformed input.
 
@@ -20,6 +21,7 @@ pub mod code;
 pub mod constant_pool;
 pub mod descriptor;
 pub mod error;
+pub mod guard;
 pub mod inject;
 pub mod instruction;
 pub mod listing;

@@ -2,6 +2,7 @@
 
 use crate::class_file::ClassFile;
 use crate::error::{Error, Result};
+use crate::guard::Guard;
 use crate::inject;
 
 /// A name pattern.
@@ -178,6 +179,9 @@ pub struct InjectionPlan {
     /// local of their own: the exit probes then know when the call started, whatever ran on
     /// the thread in between (a virtual thread may even have moved to another carrier).
     pub clock: Option<Clock>,
+    /// Conditions on the arguments of the methods they select (the first that selects a
+    /// method applies): evaluated at entry, a false one leaves every probe of that call out.
+    pub guards: Vec<(MemberFilter, Guard)>,
 }
 
 /// Where a method's entry reads its [`Value::Mark`].
@@ -208,6 +212,7 @@ impl InjectionPlan {
         InjectionPlan {
             runtime_class: runtime_class.into(),
             clock: Some(Clock::Field("clock".into())),
+            guards: Vec::new(),
             probes: vec![
                 p(Point::Entry, "entry", vec![MethodId, This, Args]),
                 p(Point::Return, "exit", vec![MethodId, ReturnValue]),

@@ -10,6 +10,7 @@ fn probe(point: Point, method: &str, values: &[Value]) -> InjectionPlan {
     InjectionPlan {
         runtime_class: common::PROBES.into(),
         clock: None,
+        guards: Vec::new(),
         probes: vec![Probe {
             methods: MemberFilter::any(),
             point,
@@ -344,6 +345,7 @@ fn the_entry_mark_reaches_every_exit() {
         let plan = InjectionPlan {
             runtime_class: common::PROBES.into(),
             clock: Some(clock),
+            guards: Vec::new(),
             probes: vec![
                 Probe {
                     methods: MemberFilter::any(),
@@ -392,4 +394,105 @@ fn the_entry_mark_reaches_every_exit() {
             "{log:?}"
         );
     }
+}
+
+#[test]
+fn a_guard_on_the_arguments_leaves_rejected_calls_unprobed() {
+    use jtap_classfile::guard::{Comparison, Guard, Operand};
+    let probes = |guards: Vec<(MemberFilter, Guard)>| InjectionPlan {
+        runtime_class: common::PROBES.into(),
+        clock: None,
+        guards,
+        probes: [
+            (Point::Entry, "entry", vec![MethodId, This, Args]),
+            (Point::Return, "exit", vec![MethodId, ReturnValue]),
+            (Point::ExceptionExit, "thrown", vec![MethodId, Thrown]),
+        ]
+        .into_iter()
+        .map(|(point, method, values)| Probe {
+            methods: MemberFilter::any(),
+            point,
+            method: method.into(),
+            values,
+        })
+        .collect(),
+    };
+    let only = |name: &str| MemberFilter {
+        owner: Pattern::Exact("Sample".into()),
+        name: Pattern::Exact(name.into()),
+        descriptor: Pattern::Any,
+    };
+    // wideLocals(5L, 2.5, 2, 7L) and wideLocals(1L, 1.0, 0, 1L): a double, an int and longs.
+    let second_is_over_two = Guard::Compare(
+        Operand::Arg(1),
+        Comparison::Gt,
+        Operand::Real(2f64.to_bits()),
+    );
+    let first_is_one_and_third_zero = Guard::All(vec![
+        Guard::Compare(Operand::Arg(0), Comparison::Eq, Operand::Integer(1)),
+        Guard::Not(Box::new(Guard::Compare(
+            Operand::Arg(2),
+            Comparison::Ne,
+            Operand::Integer(0),
+        ))),
+    ]);
+    let counts = |log: &[String], method: &str| {
+        ["entry", "exit"].map(|kind| {
+            log.iter()
+                .filter(|l| l.starts_with(&format!("{kind} Sample.{method} ")))
+                .count()
+        })
+    };
+    for (guard, kept) in [
+        (second_is_over_two, "[5, 2.5, 2, 7]"),
+        (first_is_one_and_third_zero, "[1, 1.0, 0, 1]"),
+    ] {
+        let (_, log) = run_logged(&probes(vec![(only("wideLocals"), guard.clone())]));
+        assert_eq!(counts(&log, "wideLocals"), [1, 1], "{guard:?}: {log:?}");
+        assert!(
+            log.contains(&format!("entry Sample.wideLocals null {kept} null")),
+            "{guard:?}: {log:?}"
+        );
+        // Methods the guard does not select keep every probe.
+        assert_eq!(counts(&log, "add"), [1, 1], "{log:?}");
+    }
+    // With the entry's mark kept beside the verdict (two kept locals in every frame).
+    let mut marked = probes(vec![(
+        only("wideLocals"),
+        Guard::Compare(Operand::Arg(3), Comparison::Ge, Operand::Integer(7)),
+    )]);
+    marked.clock = Some(Clock::Field("clock".into()));
+    marked.probes.push(Probe {
+        methods: MemberFilter::any(),
+        point: Point::Return,
+        method: "leave".into(),
+        values: vec![Mark, MethodId],
+    });
+    let (_, log) = run_logged(&marked);
+    assert_eq!(counts(&log, "wideLocals"), [1, 1], "{log:?}");
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.starts_with("leave Sample.wideLocals "))
+            .count(),
+        1,
+        "{log:?}"
+    );
+    // A reference argument: greet("bob", 42L, 0.25) is never given a null name.
+    let (_, log) = run_logged(&probes(vec![(only("greet"), Guard::Null(0, true))]));
+    assert_eq!(counts(&log, "greet"), [0, 0], "{log:?}");
+    let (_, log) = run_logged(&probes(vec![(
+        only("greet"),
+        Guard::Any(vec![
+            Guard::Null(0, false),
+            Guard::Compare(Operand::Arg(1), Comparison::Lt, Operand::Integer(0)),
+        ]),
+    )]));
+    assert_eq!(counts(&log, "greet"), [1, 1], "{log:?}");
+    // A guard that does not fit the method (a numeric test of a String) is left out: every
+    // call is probed.
+    let (_, log) = run_logged(&probes(vec![(
+        only("greet"),
+        Guard::Compare(Operand::Arg(0), Comparison::Gt, Operand::Integer(0)),
+    )]));
+    assert_eq!(counts(&log, "greet"), [1, 1], "{log:?}");
 }
