@@ -3,8 +3,9 @@
 //! arguments, aggregations count per thread as the workload does, `Kind.CALL` handlers time
 //! the calls a method makes, LINE/NEW/SYNC handlers the points it reaches, ENTRY handlers run
 //! as calls start, `Profiling` sums self and wall time, `deadlocks()`/`jstackAll()` read the
-//! JVM's thread dump, timers and `@OnExit` run, `exit()` ends the script with its code, and
-//! the classes come back as they were. `--check` needs no JVM.
+//! JVM's thread dump, timers and `@OnExit` run, `exit()` ends the script with its code, a
+//! condition on arguments is tested in the traced method (rejected calls never reach the
+//! client), and the classes come back as they were. `--check` needs no JVM.
 
 mod common;
 
@@ -149,6 +150,43 @@ fn the_issues_tracker_prints_what_btrace_prints() {
             jdk.version
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+/// A RETURN handler whose body is one `if` testing its arguments.
+const GUARDED: &str = r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+
+@BTrace
+public class Guarded {
+    @OnMethod(clazz = "workloads.Traced", method = "sleepy", location = @Location(Kind.RETURN))
+    public static void done(int i, @Duration long d) {
+        if (i >= 7 && i != 8 || i < -1000) {
+            println(strcat("kept ", str(i)));
+        }
+    }
+}
+"#;
+
+#[test]
+fn a_condition_on_arguments_is_tested_in_the_traced_method() {
+    agent_library();
+    for jdk in jdks() {
+        let (out, err) = one_round(jdk, "Guarded.java", GUARDED);
+        // Eight threads call sleepy(0..9): 7 and 9 each eight times, and only those calls
+        // were reported by the agent.
+        let mut kept: Vec<&str> = out.lines().collect();
+        kept.sort();
+        let expected: Vec<String> = ["kept 7", "kept 9"]
+            .iter()
+            .flat_map(|l| std::iter::repeat_n(l.to_string(), 8))
+            .collect();
+        assert_eq!(kept, expected, "JDK {}: {err}", jdk.version);
+        assert!(
+            err.contains(" 16 calls reported"),
+            "JDK {}: the agent reports only the calls the guard keeps: {err}",
+            jdk.version
+        );
     }
 }
 

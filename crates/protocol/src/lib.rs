@@ -8,13 +8,15 @@
 //!   replies back to the client that asked.
 //! - [`wire`]: how a profile travels in a [`Frame::Profile`].
 //! - [`records`]: the other results the agent sends as data ([`Frame::Record`]).
-//! - [`trace`]: the tracing plan (`trace=`) that `jtap trace`, `calltree` and `monitor` build.
+//! - [`trace`]: the tracing plan (`trace=`) that `jtap trace`, `calltree` and `monitor` build;
+//!   [`guard`]: the text form of its guards on arguments.
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
 //!   the CLI sees in the attach reply.
 
 #![deny(missing_docs)]
 
 pub mod frame;
+pub mod guard;
 pub mod options;
 pub mod records;
 pub mod trace;

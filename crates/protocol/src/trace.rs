@@ -10,6 +10,8 @@
 //! plan    := token (" " token)*
 //! token   := "mode:" ("trace" | "calltree" | "monitor")
 //!          | "p:" pattern          a method to trace (calltree: the entry method)
+//!          | "if:" guard           trace: the last p:'s calls are reported only when this
+//!                                  holds of their arguments (see [`crate::guard`])
 //!          | "i:" pattern          calltree: a method to time inside the entry
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
@@ -34,6 +36,8 @@
 
 use std::fmt;
 use std::time::Duration;
+
+use jtap_classfile::guard::Guard;
 
 /// A name pattern over dotted Java names (`com.example.Foo$Inner`, `handle`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -327,6 +331,9 @@ pub struct Plan {
     pub mode: Mode,
     /// Methods to trace (calltree: the entry methods).
     pub targets: Vec<MethodPattern>,
+    /// Trace: conditions on the arguments of the methods of some targets (by index in
+    /// `targets`): a call they reject is not reported (see [`jtap_classfile::guard`]).
+    pub guards: Vec<(usize, Guard)>,
     /// Calltree: methods timed inside an entry call.
     pub inner: Vec<MethodPattern>,
     /// Trace: calls traced where they are made.
@@ -391,6 +398,14 @@ impl Plan {
                     mode = Some(m.ok_or_else(|| format!("unknown trace mode {value:?}"))?);
                 }
                 "p" => plan.targets.push(MethodPattern::parse(value)?),
+                "if" => {
+                    let target = plan
+                        .targets
+                        .len()
+                        .checked_sub(1)
+                        .ok_or("if: before any p:")?;
+                    plan.guards.push((target, crate::guard::parse(value)?));
+                }
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
                 "entry" | "line" | "new" | "sync" => {
                     let kind = [
@@ -485,7 +500,12 @@ impl fmt::Display for Plan {
     /// The canonical form (durations in nanoseconds), which [`Plan::parse`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut tokens = vec![format!("mode:{}", self.mode.name())];
-        tokens.extend(self.targets.iter().map(|p| format!("p:{p}")));
+        for (index, target) in self.targets.iter().enumerate() {
+            tokens.push(format!("p:{target}"));
+            for (_, guard) in self.guards.iter().filter(|(i, _)| *i == index) {
+                tokens.push(format!("if:{}", crate::guard::to_text(guard)));
+            }
+        }
         tokens.extend(self.inner.iter().map(|p| format!("i:{p}")));
         for sites in &self.call_sites {
             tokens.push(format!("c:{}", sites.host));
@@ -595,6 +615,7 @@ mod tests {
         let plan = Plan {
             mode: Mode::Calltree,
             targets: vec![MethodPattern::parse("a.B::run").unwrap()],
+            guards: Vec::new(),
             inner: vec![
                 MethodPattern::parse("a.*::x").unwrap(),
                 MethodPattern::parse("/q/").unwrap(),
@@ -624,6 +645,21 @@ mod tests {
         assert!(Plan::parse("mode:trace p:a.B bogus")
             .unwrap_err()
             .contains("bogus"));
+    }
+
+    #[test]
+    fn guards_follow_their_target() {
+        let plan =
+            Plan::parse("mode:trace p:a.B::run if:gt(a0,100) p:a.C if:null(a1) values").unwrap();
+        assert_eq!(plan.guards.len(), 2);
+        assert_eq!(plan.guards[1].0, 1);
+        assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
+        assert!(Plan::parse("mode:trace if:gt(a0,1) p:a.B")
+            .unwrap_err()
+            .contains("before any p:"));
+        assert!(Plan::parse("mode:trace p:a.B if:gt(a0)")
+            .unwrap_err()
+            .contains("bad guard"));
     }
 
     #[test]

@@ -11,12 +11,15 @@
 //! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call (and BTrace's
 //!   profiler, `Profiling.*`).
 //! - [`one_liner()`]: `jtap trace --if/--print` expressions, compiled as a one-handler script.
+//! - `guard`: the part of a handler's condition the agent tests in the traced method
+//!   ([`ast::Handler::argument_guard`]).
 
 #![deny(missing_docs)]
 
 pub mod ast;
 mod builtins;
 pub mod compile;
+mod guard;
 pub mod machine;
 mod one_liner;
 mod profiler;

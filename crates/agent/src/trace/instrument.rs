@@ -582,6 +582,7 @@ impl Tracing {
         }
 
         let mut probes = Vec::new();
+        let mut guards = Vec::new();
         for m in &cf.methods {
             let (Ok(mname), Ok(desc)) = (
                 cf.constant_pool.utf8_str(m.name_index),
@@ -594,13 +595,15 @@ impl Tracing {
                     .contains_key(&(name.to_string(), mname.to_string(), desc.to_string()))
                     .then_some(Role::Host)
             };
-            if let Some(role) = self
+            let before = probes.len();
+            let role = self
                 .selector
                 .method_role(&dotted, &supers, &mname, &desc)
-                .or_else(host)
-            {
+                .or_else(host);
+            if let Some(role) = role {
                 probes.extend(self.probes_for(role, exactly(name, &mname, &desc)));
             }
+            let target_only = probes.len();
             if let Some(callees) = self
                 .selector
                 .callee_filter(&cf, &dotted, &supers, &mname, &desc)
@@ -617,6 +620,19 @@ impl Tracing {
             for kind in self.selector.points(&dotted, &supers, &mname, &desc) {
                 probes.extend(point_probes(exactly(name, &mname, &desc), kind, &self.plan));
             }
+            // A guard decides for all of a method's probes: only those of a traced method
+            // with nothing else probed in it.
+            let guarded = role == Some(Role::Target)
+                && probes.len() == target_only
+                && target_only > before
+                && self.plan.mode == Mode::Trace
+                && !self.allocations;
+            if let Some(guard) = guarded
+                .then(|| self.selector.target_guard(&dotted, &supers, &mname, &desc))
+                .flatten()
+            {
+                guards.push((exactly(name, &mname, &desc), guard));
+            }
         }
         if probes.is_empty() {
             return None;
@@ -630,6 +646,7 @@ impl Tracing {
                 (None, false) => None,
             },
             probes,
+            guards,
         };
         let result = {
             let mut registry = lock(&self.registry);

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use jtap_classfile::constant_pool::Constant;
+use jtap_classfile::guard::Guard;
 use jtap_classfile::plan::{MemberFilter, Pattern};
 use jtap_classfile::ClassFile;
 use jtap_protocol::trace::{MethodPattern, Plan, PointKind};
@@ -37,6 +38,8 @@ struct Matcher {
     known: Mutex<HashSet<String>>,
     /// [`Role::Inside`]: where.
     inside: Option<Inside>,
+    /// [`Role::Target`]: the condition its calls' arguments must meet, if any.
+    guard: Option<Guard>,
 }
 
 /// Where a [`Role::Inside`] method is probed.
@@ -87,6 +90,7 @@ impl Matcher {
             text: pattern.to_string(),
             known: Mutex::new(HashSet::new()),
             inside: None,
+            guard: None,
         })
     }
 
@@ -128,8 +132,20 @@ impl Selector {
     /// Compiles the plan's patterns.
     pub fn new(plan: &Plan) -> Result<Selector, String> {
         let mut matchers = Vec::new();
-        for p in &plan.targets {
-            matchers.push(Matcher::new(p, Role::Target)?);
+        for (index, p) in plan.targets.iter().enumerate() {
+            let mut target = Matcher::new(p, Role::Target)?;
+            let mut guards: Vec<Guard> = plan
+                .guards
+                .iter()
+                .filter(|(i, _)| *i == index)
+                .map(|(_, g)| g.clone())
+                .collect();
+            target.guard = match guards.len() {
+                0 => None,
+                1 => guards.pop(),
+                _ => Some(Guard::Any(guards)),
+            };
+            matchers.push(target);
         }
         for p in &plan.inner {
             matchers.push(Matcher::new(p, Role::Inner)?);
@@ -217,6 +233,28 @@ impl Selector {
             }
         }
         role
+    }
+
+    /// The condition on a [`Role::Target`] method's arguments under which its calls are
+    /// traced: any of its targets' guards; None when some target selecting it has none.
+    pub fn target_guard(
+        &self,
+        dotted: &str,
+        supers: &[String],
+        name: &str,
+        descriptor: &str,
+    ) -> Option<Guard> {
+        let mut guards = Vec::new();
+        for m in self.matchers.iter().filter(|m| m.role == Role::Target) {
+            if m.method_matches(dotted, supers, name, descriptor) {
+                guards.push(m.guard.clone()?);
+            }
+        }
+        match guards.len() {
+            0 => None,
+            1 => guards.pop(),
+            _ => Some(Guard::Any(guards)),
+        }
     }
 
     /// The calls of a [`Role::Inside`] method to trace, as a filter of the call sites of

@@ -292,7 +292,13 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 field,
                 write,
             }),
-            _ => plan.targets.push(pattern),
+            // RETURN and ERROR: the agent leaves out the calls the condition rejects.
+            _ => {
+                plan.targets.push(pattern);
+                if let Some(guard) = handler.argument_guard() {
+                    plan.guards.push((plan.targets.len() - 1, guard));
+                }
+            }
         }
     }
     // The agent reports the lines some handler takes, or all of them.

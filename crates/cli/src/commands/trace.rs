@@ -219,8 +219,17 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         .as_ref()
         .and_then(|s| s.handlers[0].duration_floor())
         .map(Duration::from_nanos);
-    let plan = |targets| Plan {
+    // Its tests of the arguments are made in the traced methods: calls they reject are not
+    // even captured.
+    let guard = one_liner
+        .as_ref()
+        .and_then(|s| s.handlers[0].argument_guard());
+    let plan = |targets: Vec<_>| Plan {
         mode: Mode::Trace,
+        guards: guard
+            .iter()
+            .flat_map(|g| (0..targets.len()).map(move |i| (i, g.clone())))
+            .collect(),
         targets,
         threshold: args.threshold.max(floor),
         count: if one_liner.is_some() {
