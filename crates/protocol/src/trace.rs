@@ -10,8 +10,9 @@
 //! plan    := token (" " token)*
 //! token   := "mode:" ("trace" | "calltree" | "monitor")
 //!          | "p:" pattern          a method to trace (calltree: the entry method)
-//!          | "if:" guard           trace: the last p:'s calls are reported only when this
-//!                                  holds of their arguments (see [`crate::guard`])
+//!          | "if:" guard           trace: the last p:'s calls (entry:'s entries) are reported
+//!                                  only when this holds of their arguments (see
+//!                                  [`crate::guard`])
 //!          | "i:" pattern          calltree: a method to time inside the entry
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
@@ -38,6 +39,15 @@ use std::fmt;
 use std::time::Duration;
 
 use jtap_classfile::guard::Guard;
+
+/// What a [`Plan::guards`] entry applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guarded {
+    /// The calls of the methods of target `n`.
+    Target(usize),
+    /// The entries of the methods of point `n` (an [`PointKind::Entry`] point).
+    Point(usize),
+}
 
 /// A name pattern over dotted Java names (`com.example.Foo$Inner`, `handle`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,9 +341,9 @@ pub struct Plan {
     pub mode: Mode,
     /// Methods to trace (calltree: the entry methods).
     pub targets: Vec<MethodPattern>,
-    /// Trace: conditions on the arguments of the methods of some targets (by index in
-    /// `targets`): a call they reject is not reported (see [`jtap_classfile::guard`]).
-    pub guards: Vec<(usize, Guard)>,
+    /// Trace: conditions on the arguments of the methods of some targets and entry points:
+    /// a call they reject is not reported (see [`jtap_classfile::guard`]).
+    pub guards: Vec<(Guarded, Guard)>,
     /// Calltree: methods timed inside an entry call.
     pub inner: Vec<MethodPattern>,
     /// Trace: calls traced where they are made.
@@ -382,6 +392,8 @@ impl Plan {
         let mut mode = None;
         let mut host = None;
         let mut field_host = None;
+        // What an `if:` applies to: the `p:` or `entry:` just before it.
+        let mut last = None;
         for token in text.split(' ').filter(|t| !t.is_empty()) {
             let (key, value) = token.split_once(':').unwrap_or((token, ""));
             let number = |v: &str| {
@@ -397,14 +409,15 @@ impl Plan {
                         .find(|m| m.name() == value);
                     mode = Some(m.ok_or_else(|| format!("unknown trace mode {value:?}"))?);
                 }
-                "p" => plan.targets.push(MethodPattern::parse(value)?),
+                "p" => {
+                    plan.targets.push(MethodPattern::parse(value)?);
+                    last = Some(Guarded::Target(plan.targets.len() - 1));
+                    continue;
+                }
                 "if" => {
-                    let target = plan
-                        .targets
-                        .len()
-                        .checked_sub(1)
-                        .ok_or("if: before any p:")?;
-                    plan.guards.push((target, crate::guard::parse(value)?));
+                    let guarded = last.ok_or("if: not after a p: or entry:")?;
+                    plan.guards.push((guarded, crate::guard::parse(value)?));
+                    continue;
                 }
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
                 "entry" | "line" | "new" | "sync" => {
@@ -418,6 +431,9 @@ impl Plan {
                     .find(|k| k.name() == key)
                     .expect("one of the three");
                     plan.points.push((kind, MethodPattern::parse(value)?));
+                    last =
+                        (kind == PointKind::Entry).then_some(Guarded::Point(plan.points.len() - 1));
+                    continue;
                 }
                 "lines" => {
                     for n in value.split(',') {
@@ -473,6 +489,7 @@ impl Plan {
                 "exact" => plan.exact = true,
                 _ => return Err(format!("unknown trace plan item {token:?}")),
             }
+            last = None;
         }
         plan.mode = mode.ok_or("the trace plan names no mode")?;
         if host.is_some() {
@@ -500,11 +517,14 @@ impl fmt::Display for Plan {
     /// The canonical form (durations in nanoseconds), which [`Plan::parse`] reads back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut tokens = vec![format!("mode:{}", self.mode.name())];
-        for (index, target) in self.targets.iter().enumerate() {
-            tokens.push(format!("p:{target}"));
-            for (_, guard) in self.guards.iter().filter(|(i, _)| *i == index) {
+        let guards = |tokens: &mut Vec<String>, guarded: Guarded| {
+            for (_, guard) in self.guards.iter().filter(|(g, _)| *g == guarded) {
                 tokens.push(format!("if:{}", crate::guard::to_text(guard)));
             }
+        };
+        for (index, target) in self.targets.iter().enumerate() {
+            tokens.push(format!("p:{target}"));
+            guards(&mut tokens, Guarded::Target(index));
         }
         tokens.extend(self.inner.iter().map(|p| format!("i:{p}")));
         for sites in &self.call_sites {
@@ -516,8 +536,9 @@ impl fmt::Display for Plan {
             tokens.push(format!("{access}:{}", sites.host));
             tokens.push(format!("of:{}", sites.field));
         }
-        for (kind, pattern) in &self.points {
+        for (index, (kind, pattern)) in self.points.iter().enumerate() {
             tokens.push(format!("{}:{pattern}", kind.name()));
+            guards(&mut tokens, Guarded::Point(index));
         }
         if !self.lines.is_empty() {
             let lines: Vec<String> = self.lines.iter().map(u32::to_string).collect();
@@ -649,14 +670,18 @@ mod tests {
 
     #[test]
     fn guards_follow_their_target() {
-        let plan =
-            Plan::parse("mode:trace p:a.B::run if:gt(a0,100) p:a.C if:null(a1) values").unwrap();
-        assert_eq!(plan.guards.len(), 2);
-        assert_eq!(plan.guards[1].0, 1);
+        let plan = Plan::parse(
+            "mode:trace p:a.B::run if:gt(a0,100) p:a.C if:null(a1) entry:a.D if:eq(a0,1) values",
+        )
+        .unwrap();
+        assert_eq!(plan.guards.len(), 3);
+        assert_eq!(plan.guards[1].0, Guarded::Target(1));
+        assert_eq!(plan.guards[2].0, Guarded::Point(0));
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         assert!(Plan::parse("mode:trace if:gt(a0,1) p:a.B")
             .unwrap_err()
-            .contains("before any p:"));
+            .contains("not after a p: or entry:"));
+        assert!(Plan::parse("mode:trace line:a.B if:gt(a0,1)").is_err());
         assert!(Plan::parse("mode:trace p:a.B if:gt(a0)")
             .unwrap_err()
             .contains("bad guard"));

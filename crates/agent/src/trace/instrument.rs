@@ -617,20 +617,25 @@ impl Tracing {
             for point in accesses.into_iter().flatten() {
                 probes.push(field_probe(exactly(name, &mname, &desc), point));
             }
-            for kind in self.selector.points(&dotted, &supers, &mname, &desc) {
+            let before_points = probes.len();
+            let points = self.selector.points(&dotted, &supers, &mname, &desc);
+            for &kind in &points {
                 probes.extend(point_probes(exactly(name, &mname, &desc), kind, &self.plan));
             }
             // A guard decides for all of a method's probes: only those of a traced method
-            // with nothing else probed in it.
-            let guarded = role == Some(Role::Target)
-                && probes.len() == target_only
-                && target_only > before
-                && self.plan.mode == Mode::Trace
-                && !self.allocations;
-            if let Some(guard) = guarded
-                .then(|| self.selector.target_guard(&dotted, &supers, &mname, &desc))
-                .flatten()
-            {
+            // with nothing else probed in it, or of an entry point alone.
+            let alone = match (role, points.as_slice()) {
+                (Some(Role::Target), []) => probes.len() == target_only && target_only > before,
+                (None, [PointKind::Entry]) => before_points == before,
+                _ => false,
+            };
+            let guard = (alone && self.plan.mode == Mode::Trace && !self.allocations)
+                .then(|| {
+                    let entry = role.is_none();
+                    self.selector.guard(&dotted, &supers, &mname, &desc, entry)
+                })
+                .flatten();
+            if let Some(guard) = guard {
                 guards.push((exactly(name, &mname, &desc), guard));
             }
         }

@@ -7,7 +7,7 @@ use jtap_classfile::constant_pool::Constant;
 use jtap_classfile::guard::Guard;
 use jtap_classfile::plan::{MemberFilter, Pattern};
 use jtap_classfile::ClassFile;
-use jtap_protocol::trace::{MethodPattern, Plan, PointKind};
+use jtap_protocol::trace::{Guarded, MethodPattern, Plan, PointKind};
 use regex::Regex;
 
 /// What a selected method is for.
@@ -38,7 +38,7 @@ struct Matcher {
     known: Mutex<HashSet<String>>,
     /// [`Role::Inside`]: where.
     inside: Option<Inside>,
-    /// [`Role::Target`]: the condition its calls' arguments must meet, if any.
+    /// [`Role::Target`] and entry points: the condition its calls' arguments must meet.
     guard: Option<Guard>,
 }
 
@@ -132,19 +132,19 @@ impl Selector {
     /// Compiles the plan's patterns.
     pub fn new(plan: &Plan) -> Result<Selector, String> {
         let mut matchers = Vec::new();
+        // Several guards on one pattern: any of them.
+        let guard_of = |guarded: Guarded| {
+            any_of(
+                plan.guards
+                    .iter()
+                    .filter(|(g, _)| *g == guarded)
+                    .map(|(_, guard)| guard.clone())
+                    .collect(),
+            )
+        };
         for (index, p) in plan.targets.iter().enumerate() {
             let mut target = Matcher::new(p, Role::Target)?;
-            let mut guards: Vec<Guard> = plan
-                .guards
-                .iter()
-                .filter(|(i, _)| *i == index)
-                .map(|(_, g)| g.clone())
-                .collect();
-            target.guard = match guards.len() {
-                0 => None,
-                1 => guards.pop(),
-                _ => Some(Guard::Any(guards)),
-            };
+            target.guard = guard_of(Guarded::Target(index));
             matchers.push(target);
         }
         for p in &plan.inner {
@@ -170,9 +170,10 @@ impl Selector {
             }));
             matchers.push(host);
         }
-        for (kind, pattern) in &plan.points {
+        for (index, (kind, pattern)) in plan.points.iter().enumerate() {
             let mut matcher = Matcher::new(pattern, Role::Inside)?;
             matcher.inside = Some(Inside::Points(*kind));
+            matcher.guard = guard_of(Guarded::Point(index));
             matchers.push(matcher);
         }
         Ok(Selector { matchers })
@@ -235,26 +236,28 @@ impl Selector {
         role
     }
 
-    /// The condition on a [`Role::Target`] method's arguments under which its calls are
-    /// traced: any of its targets' guards; None when some target selecting it has none.
-    pub fn target_guard(
+    /// The condition on a method's arguments under which its calls are traced (`entry`
+    /// false) or its entries reported (`entry` true): any of the guards of the targets (the
+    /// entry points) selecting it; None when one of those has none.
+    pub fn guard(
         &self,
         dotted: &str,
         supers: &[String],
         name: &str,
         descriptor: &str,
+        entry: bool,
     ) -> Option<Guard> {
         let mut guards = Vec::new();
-        for m in self.matchers.iter().filter(|m| m.role == Role::Target) {
+        let selecting = self.matchers.iter().filter(|m| match entry {
+            false => m.role == Role::Target,
+            true => matches!(m.inside, Some(Inside::Points(PointKind::Entry))),
+        });
+        for m in selecting {
             if m.method_matches(dotted, supers, name, descriptor) {
                 guards.push(m.guard.clone()?);
             }
         }
-        match guards.len() {
-            0 => None,
-            1 => guards.pop(),
-            _ => Some(Guard::Any(guards)),
-        }
+        any_of(guards)
     }
 
     /// The calls of a [`Role::Inside`] method to trace, as a filter of the call sites of
@@ -353,6 +356,15 @@ impl Selector {
             }
         }
         kinds
+    }
+}
+
+/// A guard holding when any of `guards` does; None for none.
+fn any_of(mut guards: Vec<Guard>) -> Option<Guard> {
+    match guards.len() {
+        0 => None,
+        1 => guards.pop(),
+        _ => Some(Guard::Any(guards)),
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jtap_protocol::records::{Call, Callee, Outcome, Point, Reached, Record};
-use jtap_protocol::trace::{CallSites, FieldSites, MethodPattern, Mode, Plan, PointKind};
+use jtap_protocol::trace::{CallSites, FieldSites, Guarded, MethodPattern, Mode, Plan, PointKind};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Script};
@@ -277,7 +277,13 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                 host: pattern,
                 callee,
             }),
-            (Location::Entry, _) => plan.points.push((PointKind::Entry, pattern)),
+            (Location::Entry, _) => {
+                plan.points.push((PointKind::Entry, pattern));
+                if let Some(guard) = handler.argument_guard() {
+                    plan.guards
+                        .push((Guarded::Point(plan.points.len() - 1), guard));
+                }
+            }
             (Location::Line(line), _) => {
                 plan.points.push((PointKind::Line, pattern));
                 match line {
@@ -296,7 +302,8 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             _ => {
                 plan.targets.push(pattern);
                 if let Some(guard) = handler.argument_guard() {
-                    plan.guards.push((plan.targets.len() - 1, guard));
+                    plan.guards
+                        .push((Guarded::Target(plan.targets.len() - 1), guard));
                 }
             }
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use jtap_profile::{FrameKind, TracedCall};
 use jtap_protocol::records::{Call, Record};
-use jtap_protocol::trace::{MethodPattern, Mode, Plan};
+use jtap_protocol::trace::{Guarded, MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::Script;
 
@@ -228,7 +228,7 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         mode: Mode::Trace,
         guards: guard
             .iter()
-            .flat_map(|g| (0..targets.len()).map(move |i| (i, g.clone())))
+            .flat_map(|g| (0..targets.len()).map(move |i| (Guarded::Target(i), g.clone())))
             .collect(),
         targets,
         threshold: args.threshold.max(floor),
