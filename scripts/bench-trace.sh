@@ -13,7 +13,7 @@
 #     `jtap trace <pid> 'com.google.common.*'`, every method of every class);
 #   - BTrace scripts on the tiny method (`jtap btrace`): the issue's Tracker shape (a
 #     10 ms @Duration guard, which becomes the agent's threshold) and a guard on an argument
-#     that is never true (evaluated in the client, so every call is captured and sent).
+#     that is never true (compiled into the traced method: no call is captured).
 #   - the CPU the field clock's `jtap-clock` thread takes (thresholds of 1 ms and more);
 #   - with ASPROF set (../shared/anchors/async-profiler/bin/asprof), async-profiler's method
 #     tracing of the same method in the same JVM run, after jtap's windows: `--trace
@@ -174,7 +174,7 @@ done
 echo
 echo "BTrace scripts on the same method (ns per call, beside --threshold 10ms above):"
 echo
-echo "| JDK | if (duration > 10ms): the agent's threshold | if (x == -1): evaluated in the client |"
+echo "| JDK | if (duration > 10ms): the agent's threshold | if (x == -1): tested in the traced method |"
 echo "|---|---|---|"
 for row in "${rows[@]}"; do
     IFS='|' read -r v _ _ _ _ _ _ _ _ _ _ btrace_duration btrace_arg _ <<<"$row"

@@ -175,6 +175,8 @@ pub enum Trigger {
     Exit,
     /// `@OnEvent` (None) or `@OnEvent("name")`: `jtap btrace event <pid> [name]` sent it.
     Event(Option<String>),
+    /// `@OnError`: another handler failed (its `Throwable` parameter receives the error).
+    Error,
 }
 
 /// Which methods an `@OnMethod` handler probes, and where.

@@ -300,6 +300,7 @@ impl<'s> Compiler<'s> {
                     .unwrap_or_default();
                 let role = match &trigger {
                     Some(Trigger::Probe(probe)) => self.role(p, &ty, probe.location, &mut arg)?,
+                    Some(Trigger::Error) if is_throwable(&ty) => Role::Thrown,
                     _ => Role::Plain,
                 };
                 params.push(Param {
@@ -344,9 +345,7 @@ impl<'s> Compiler<'s> {
             if matches!(ty, Type::Object(t) if t == "AnyType[]") {
                 return Ok(Role::AllArgs);
             }
-            if location == Location::Error
-                && matches!(ty, Type::Object(t) if t.ends_with("Throwable") || t.ends_with("Exception"))
-            {
+            if location == Location::Error && is_throwable(ty) {
                 return Ok(Role::Thrown);
             }
             *arg += 1;
@@ -467,7 +466,8 @@ impl<'s> Compiler<'s> {
                         .transpose()?;
                     return Ok(Some(Trigger::Event(name)));
                 }
-                "OnError" | "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
+                "OnError" => return Ok(Some(Trigger::Error)),
+                "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
                     return fail(
                         a.node,
                         format!("@{} handlers are not supported yet", a.name),
@@ -1082,6 +1082,11 @@ impl<'a> Checker<'a> {
         path.pop();
         Ok(())
     }
+}
+
+/// Whether a parameter of type `ty` takes an exception (`Throwable`, `Exception`, …).
+fn is_throwable(ty: &Type) -> bool {
+    matches!(ty, Type::Object(t) if t.ends_with("Throwable") || t.ends_with("Exception"))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Runs a script's handlers in the client: static state, `@TLS` state per application
 //! thread, locals, and the values a probe captured. Scripts have no loops and no recursion
 //! (the compiler refuses them), so every handler ends; a failing handler (a division by zero,
-//! a function given the wrong value) reports its error and the script goes on, as BTrace's do.
+//! a function given the wrong value) reports its error and the script goes on, as BTrace's do:
+//! to its `@OnError` handlers if it has some, else as a line for stderr.
 
 use std::collections::HashMap;
 
@@ -51,6 +52,8 @@ pub struct Machine<'s> {
     thread_locals: HashMap<(u32, String), Value>,
     out: String,
     errors: Vec<String>,
+    /// Inside `@OnError` handlers: a failure there is not handled again.
+    handling_error: bool,
     exit: Option<i32>,
     args: Vec<String>,
     facts: Option<Box<dyn Facts + 's>>,
@@ -158,6 +161,7 @@ impl<'s> Machine<'s> {
             thread_locals: HashMap::new(),
             out: String::new(),
             errors: Vec::new(),
+            handling_error: false,
             exit: None,
             args,
             facts,
@@ -349,12 +353,46 @@ impl<'s> Machine<'s> {
     }
 
     fn run_body(&mut self, body: &[Stmt], frame: &mut Frame, what: &str) {
-        if let Err((at, message)) = self.stmts(body, frame) {
-            self.errors.push(format!(
-                "{}:{}:{}: {message} (in {what})",
-                self.file, at.line, at.col
-            ));
+        let Err((at, message)) = self.stmts(body, frame) else {
+            return;
+        };
+        let error = format!(
+            "{}:{}:{}: {message} (in {what})",
+            self.file, at.line, at.col
+        );
+        let on_error: Vec<usize> = (0..self.script.handlers.len())
+            .filter(|&i| self.script.handlers[i].trigger == Trigger::Error)
+            .collect();
+        // An error in an @OnError handler itself goes to stderr.
+        if on_error.is_empty() || self.handling_error {
+            self.errors.push(error);
+            return;
         }
+        // What BTrace's handler would have thrown, as an exception's description.
+        let thrown = Value::Object(format!("java.lang.RuntimeException: {error}").into());
+        self.handling_error = true;
+        for index in on_error {
+            let method = &self.script.handlers[index].method;
+            let name = method.name.clone();
+            let locals = method
+                .params
+                .iter()
+                .map(|p| {
+                    let value = match p.role {
+                        Role::Thrown => thrown.clone(),
+                        _ => default_of(&p.ty),
+                    };
+                    (p.name.clone(), value)
+                })
+                .collect();
+            let mut frame = Frame {
+                locals,
+                probe: None,
+                depth: 0,
+            };
+            self.run_body(&method.body, &mut frame, &name);
+        }
+        self.handling_error = false;
     }
 
     fn stmts(&mut self, stmts: &[Stmt], frame: &mut Frame) -> Result<Flow, Fault> {
@@ -922,6 +960,26 @@ mod tests {
         m.run(1);
         assert_eq!(m.take_output(), "still here\n");
         assert_eq!(m.exit_code(), Some(3));
+    }
+
+    #[test]
+    fn on_error_handlers_take_the_errors_of_the_others() {
+        let s = script(
+            r#"private static int zero;
+    @OnTimer(1000) public static void t() { println(1 / zero); }
+    @OnError public static void failed(Throwable e) { println(strcat("failed: ", str(e))); println(1 / zero); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        m.run(0);
+        assert_eq!(
+            m.take_output(),
+            "failed: java.lang.RuntimeException: S.java:5:53: division by zero (in t)\n"
+        );
+        // The @OnError handler's own failure is reported, not handled again.
+        assert_eq!(
+            m.take_errors(),
+            ["S.java:6:100: division by zero (in failed)"]
+        );
     }
 
     #[test]

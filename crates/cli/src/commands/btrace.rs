@@ -92,11 +92,12 @@ fn summary(script: &Script, file: &str) -> String {
     let count =
         |f: &dyn Fn(&Trigger) -> bool| script.handlers.iter().filter(|h| f(&h.trigger)).count();
     format!(
-        "{file}: ok: {} probe handlers, {} timers, {} event handlers, {} exit handlers, {} fields, {} methods",
+        "{file}: ok: {} probe handlers, {} timers, {} event handlers, {} exit handlers, {} error handlers, {} fields, {} methods",
         count(&|t| matches!(t, Trigger::Probe(_))),
         count(&|t| matches!(t, Trigger::Timer(_))),
         count(&|t| matches!(t, Trigger::Event(_))),
         count(&|t| matches!(t, Trigger::Exit)),
+        count(&|t| matches!(t, Trigger::Error)),
         script.fields.len(),
         script.methods.len()
     )
