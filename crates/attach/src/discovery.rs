@@ -35,6 +35,9 @@ pub struct JvmInfo {
     /// Bytes committed to the Java heap.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heap_committed: Option<u64>,
+    /// Bytes the Java heap may grow to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heap_max: Option<u64>,
     /// JVM options the JVM was started with (from perf data, else the command line).
     pub jvm_args: String,
     /// Where the information came from: "perfdata" or "proc".
@@ -125,6 +128,9 @@ fn describe(process: &Process, perf: Option<&PerfData>) -> JvmInfo {
             .map(|v| v as u64),
         heap_committed: perf
             .and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".capacity"))
+            .map(|v| v as u64),
+        heap_max: perf
+            .and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".maxCapacity"))
             .map(|v| v as u64),
         jvm_args,
         source: if perf.is_some() { "perfdata" } else { "proc" },

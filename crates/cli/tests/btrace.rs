@@ -413,6 +413,8 @@ import static com.sun.btrace.BTraceUtils.*;
         println(Sys.Env.getenv("PATH") != null);
         println(Sys.Memory.usedMemory() >= 0);
         println(Sys.VM.availableProcessors() > 0);
+        println(Sys.Memory.maxMemory() >= Sys.Memory.totalMemory() && Sys.Memory.freeMemory() >= 0);
+        println(getpid());
         exit(0);
     }
 }
@@ -427,7 +429,7 @@ import static com.sun.btrace.BTraceUtils.*;
             (run.code, run.stdout.as_str()),
             (
                 0,
-                format!("{}\ntrue\ntrue\ntrue\ntrue\n", jdk.version).as_str()
+                format!("{}\ntrue\ntrue\ntrue\ntrue\ntrue\n{pid}\n", jdk.version).as_str()
             ),
             "JDK {}: {}",
             jdk.version,

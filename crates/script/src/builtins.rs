@@ -91,6 +91,9 @@ const NAMES: &[&str] = &[
     "availableProcessors",
     "usedMemory",
     "totalMemory",
+    "freeMemory",
+    "maxMemory",
+    "getpid",
     "jstackAll",
     "deadlocks",
     // Objects as the agent described them.
@@ -128,8 +131,11 @@ pub trait Facts {
     fn start_time_ms(&self) -> Option<i64>;
     /// Processors the JVM may use.
     fn processors(&self) -> Option<i64>;
-    /// Java heap bytes used and committed, from the GC's perf counters.
-    fn heap(&self) -> Option<(i64, i64)>;
+    /// Java heap bytes used, committed and the most it may grow to, from the GC's perf
+    /// counters.
+    fn heap(&self) -> Option<(i64, i64, i64)>;
+    /// The JVM's process id.
+    fn pid(&self) -> i64;
     /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
     /// safepoint operation of the VM, no Java code runs).
     fn thread_dump(&self) -> Option<String>;
@@ -415,10 +421,16 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
                 .map_or(0, |start| now_ns() / 1_000_000 - start),
         ),
         ("availableProcessors", 0) => Value::Int(facts(cx, name)?.processors().unwrap_or(0)),
-        ("usedMemory" | "totalMemory", 0) => {
-            let (used, committed) = facts(cx, name)?.heap().unwrap_or((0, 0));
-            Value::Int(if name == "usedMemory" { used } else { committed })
+        ("usedMemory" | "totalMemory" | "freeMemory" | "maxMemory", 0) => {
+            let (used, committed, max) = facts(cx, name)?.heap().unwrap_or((0, 0, 0));
+            Value::Int(match name {
+                "usedMemory" => used,
+                "totalMemory" => committed,
+                "freeMemory" => committed - used,
+                _ => max,
+            })
         }
+        ("getpid", 0) => Value::Int(facts(cx, name)?.pid()),
         // Every thread's stack, as the JVM's thread dump has it.
         ("jstackAll", 0 | 1) => {
             let dump = facts(cx, name)?.thread_dump().ok_or("jstackAll: the JVM gave no thread dump")?;

@@ -640,9 +640,18 @@ impl jtap_script::Facts for JvmFacts {
         Some(count)
     }
 
-    fn heap(&self) -> Option<(i64, i64)> {
+    fn heap(&self) -> Option<(i64, i64, i64)> {
         let info = jtap_attach::JvmInfo::inspect(self.pid).ok()?;
-        Some((info.heap_used? as i64, info.heap_committed? as i64))
+        let max = info.heap_max.or(info.heap_committed)?;
+        Some((
+            info.heap_used? as i64,
+            info.heap_committed? as i64,
+            max as i64,
+        ))
+    }
+
+    fn pid(&self) -> i64 {
+        i64::from(self.pid)
     }
 }
 
