@@ -175,6 +175,49 @@ public class Guarded {
 }
 "#;
 
+/// A power-of-two distribution of `sleepy`'s arguments.
+const DISTRIBUTION: &str = r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+
+@BTrace
+public class Distribution {
+    private static Aggregation arguments = Aggregations.newAggregation(AggregationFunction.QUANTIZE);
+
+    @OnMethod(clazz = "workloads.Traced", method = "sleepy")
+    public static void entry(int i) {
+        Aggregations.addToAggregation(arguments, Aggregations.newAggregationKey("sleepy"), i);
+    }
+
+    @OnExit
+    public static void done() {
+        Aggregations.printAggregation("Arguments", arguments);
+    }
+}
+"#;
+
+#[test]
+fn quantize_counts_what_the_workload_passed() {
+    agent_library();
+    for jdk in jdks() {
+        let (out, err) = one_round(jdk, "Distribution.java", DISTRIBUTION);
+        // Eight threads call sleepy(0..9): 0 and 1 eight times each, 2-3 sixteen times,
+        // 4-7 thirty-two, 8-9 sixteen.
+        let bar = |n: usize| format!("{}{}", "@".repeat(n), " ".repeat(40 - n));
+        let rows = [(-1, 0), (0, 8), (1, 8), (2, 16), (4, 32), (8, 16), (16, 0)];
+        let mut expected = String::from(
+            "Arguments\n  sleepy  \n\t          value  ------------- Distribution ------------- count\n",
+        );
+        for (label, count) in rows {
+            expected.push_str(&format!(
+                "\t{label:>15} |{} {count}\n",
+                bar(40 * count / 80)
+            ));
+        }
+        expected.push('\n');
+        assert_eq!(out, expected, "JDK {}: {err}", jdk.version);
+    }
+}
+
 #[test]
 fn a_condition_on_arguments_is_tested_in_the_traced_method() {
     agent_library();

@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::machine::Fired;
 use crate::profiler::Profiler;
-use crate::value::{self, Aggregation, Value, MAX_ENTRIES};
+use crate::value::{self, Aggregation, Tally, Value, MAX_ENTRIES};
 
 /// Every function [`call`] runs.
 const NAMES: &[&str] = &[
@@ -376,10 +376,10 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             })?
         }
         ("newAggregation", 1) => match arg(0) {
-            Value::Constant(f) if matches!(&*f, "COUNT" | "SUM" | "MINIMUM" | "MAXIMUM" | "AVERAGE") => {
+            Value::Constant(f) if matches!(&*f, "COUNT" | "SUM" | "MINIMUM" | "MAXIMUM" | "AVERAGE" | "QUANTIZE") => {
                 Value::Aggregation(Rc::new(RefCell::new(Aggregation::new(&f))))
             }
-            other => return Err(format!("newAggregation: {other} is not an aggregation function jtap has (COUNT, SUM, MINIMUM, MAXIMUM, AVERAGE)")),
+            other => return Err(format!("newAggregation: {other} is not an aggregation function jtap has (COUNT, SUM, MINIMUM, MAXIMUM, AVERAGE, QUANTIZE)")),
         },
         ("newAggregationKey", _) => Value::Key(args.into()),
         ("addToAggregation", 2 | 3) => {
@@ -549,22 +549,53 @@ fn profiler(value: &Value, function: &str) -> Result<Rc<RefCell<Profiler>>, Stri
 }
 
 fn print_aggregation(agg: &Aggregation, out: &mut String) {
-    let mut rows: Vec<(Vec<Value>, i64)> = agg
-        .rows
-        .iter()
-        .map(|(key, row)| (key.clone(), agg.result(row)))
-        .collect();
-    rows.sort_by_key(|(_, v)| *v);
+    let mut rows: Vec<&(Vec<Value>, Tally)> = agg.rows.iter().collect();
+    rows.sort_by_key(|(_, tally)| agg.result(tally));
     let cells: Vec<Vec<(String, bool)>> = rows
         .into_iter()
-        .map(|(key, value)| {
+        .map(|(key, tally)| {
+            let value = match agg.function.as_str() {
+                // BTrace's grid shows a multi-line cell on lines of its own, each after a tab.
+                "QUANTIZE" => {
+                    let mut text = String::from("\n");
+                    for line in histogram(&tally.buckets).lines() {
+                        text.push('\t');
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                    (text, false)
+                }
+                _ => (agg.result(tally).to_string(), true),
+            };
             key.iter()
                 .map(|k| (k.to_string(), matches!(k, Value::Int(_) | Value::Float(_))))
-                .chain([(value.to_string(), true)])
+                .chain([value])
                 .collect()
         })
         .collect();
     print_grid(&cells, out);
+}
+
+/// A `QUANTIZE` row's distribution as BTrace prints it: each bucket from the one below the
+/// lowest used to the one above the highest, its label, a bar of 40 and the count.
+fn histogram(buckets: &[u64]) -> String {
+    let used: Vec<usize> = (0..buckets.len()).filter(|&i| buckets[i] > 0).collect();
+    let (Some(&low), Some(&high)) = (used.first(), used.last()) else {
+        return String::new();
+    };
+    let (low, high) = (low.saturating_sub(1), (high + 1).min(buckets.len() - 1));
+    let total: u64 = buckets.iter().sum();
+    let mut out = String::from("          value  ------------- Distribution ------------- count\n");
+    for (i, &count) in buckets.iter().enumerate().take(high + 1).skip(low) {
+        let bar = (40 * count / total.max(1)) as usize;
+        out.push_str(&format!(
+            "{:>15} |{}{} {count}\n",
+            value::bucket_label(i),
+            "@".repeat(bar),
+            " ".repeat(40 - bar)
+        ));
+    }
+    out
 }
 
 /// Rows of cells as BTrace prints a grid: each cell after two spaces, numbers right-aligned
@@ -587,6 +618,8 @@ fn print_grid(cells: &[Vec<(String, bool)>], out: &mut String) {
             let width = widths[c];
             match number {
                 true => out.push_str(&format!("  {text:>width$}")),
+                // A multi-line cell (a distribution) is as wide as it is.
+                false if text.contains('\n') => out.push_str(&format!("  {text}")),
                 false => out.push_str(&format!("  {text:<width$}")),
             }
         }

@@ -1006,6 +1006,39 @@ mod tests {
     }
 
     #[test]
+    fn quantize_prints_a_power_of_two_distribution_as_btrace_does() {
+        let s = script(
+            r#"private static Aggregation dist = Aggregations.newAggregation(AggregationFunction.QUANTIZE);
+    @OnTimer(1000) public static void t() {
+        AggregationKey k = Aggregations.newAggregationKey("k");
+        Aggregations.addToAggregation(dist, k, 1);
+        Aggregations.addToAggregation(dist, k, 2);
+        Aggregations.addToAggregation(dist, k, 3);
+        Aggregations.addToAggregation(dist, k, 5);
+        Aggregations.addToAggregation(dist, k, 8);
+        Aggregations.addToAggregation(dist, k, 8);
+        Aggregations.printAggregation("Dist", dist);
+    }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        m.run(0);
+        assert!(m.take_errors().is_empty());
+        let bar = |n: usize| format!("{}{}", "@".repeat(n), " ".repeat(40 - n));
+        let expected = format!(
+            "Dist\n  k  \n\t          value  ------------- Distribution ------------- count\n\
+             \t              0 |{} 0\n\t              1 |{} 1\n\t              2 |{} 2\n\
+             \t              4 |{} 1\n\t              8 |{} 2\n\t             16 |{} 0\n\n",
+            bar(0),
+            bar(6),
+            bar(13),
+            bar(6),
+            bar(13),
+            bar(0)
+        );
+        assert_eq!(m.take_output(), expected);
+    }
+
+    #[test]
     fn aggregations_count_and_average_per_key() {
         let s = script(
             r#"private static Aggregation avg = Aggregations.newAggregation(AggregationFunction.AVERAGE);

@@ -245,10 +245,52 @@ fn unescape(text: &str) -> String {
 /// An aggregation: values folded per key by one function.
 #[derive(Debug, Clone)]
 pub struct Aggregation {
-    /// The function (`COUNT`, `SUM`, `MINIMUM`, `MAXIMUM`, `AVERAGE`).
+    /// The function (`COUNT`, `SUM`, `MINIMUM`, `MAXIMUM`, `AVERAGE`, `QUANTIZE`).
     pub function: String,
-    /// Per key (empty key when none given): count, sum, min, max.
-    pub rows: Vec<(Vec<Value>, [i64; 4])>,
+    /// Per key (empty key when none given), in the order keys came.
+    pub rows: Vec<(Vec<Value>, Tally)>,
+}
+
+/// What an aggregation keeps of one key's values.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    /// How many values.
+    pub count: i64,
+    /// Their sum.
+    pub sum: i64,
+    /// The least.
+    pub min: i64,
+    /// The greatest.
+    pub max: i64,
+    /// `QUANTIZE`: how many fell in each power-of-two bucket ([`bucket`]); empty otherwise.
+    pub buckets: Vec<u64>,
+}
+
+/// `QUANTIZE`'s buckets: [`ZERO_BUCKET`] holds zeroes; bucket `ZERO_BUCKET + 1 + k` the
+/// values from 2^k to 2^(k+1) - 1, and the buckets below zero the negative values alike.
+pub const BUCKETS: usize = 128;
+const ZERO_BUCKET: usize = 64;
+
+/// The `QUANTIZE` bucket of `value`.
+pub fn bucket(value: i64) -> usize {
+    let log2 = |v: u64| (63 - v.leading_zeros()) as usize;
+    match value {
+        0 => ZERO_BUCKET,
+        v if v > 0 => ZERO_BUCKET + 1 + log2(v as u64),
+        // As BTrace, whose special case is `Integer.MIN_VALUE`.
+        v if v == i64::from(i32::MIN) => 0,
+        v => ZERO_BUCKET - 1 - log2(v.unsigned_abs()),
+    }
+}
+
+/// The smallest value of bucket `index` (its label when printed).
+pub fn bucket_label(index: usize) -> i64 {
+    match index {
+        ZERO_BUCKET => 0,
+        0 => i64::MIN,
+        i if i > ZERO_BUCKET => 1i64 << (i - ZERO_BUCKET - 1),
+        i => -(1i64 << (ZERO_BUCKET - i - 1)),
+    }
 }
 
 impl Aggregation {
@@ -267,29 +309,50 @@ impl Aggregation {
             .rows
             .iter()
             .position(|(k, _)| k.len() == key.len() && k.iter().zip(&key).all(|(a, b)| a.same(b)));
-        let row = match known {
+        let quantized = self.function == "QUANTIZE";
+        let tally = match known {
             Some(i) => &mut self.rows[i].1,
             None if self.rows.len() >= MAX_ENTRIES => return false,
             None => {
-                self.rows.push((key, [0, 0, i64::MAX, i64::MIN]));
+                let tally = Tally {
+                    count: 0,
+                    sum: 0,
+                    min: i64::MAX,
+                    max: i64::MIN,
+                    buckets: if quantized {
+                        vec![0; BUCKETS]
+                    } else {
+                        Vec::new()
+                    },
+                };
+                self.rows.push((key, tally));
                 &mut self.rows.last_mut().expect("just pushed").1
             }
         };
-        row[0] += 1;
-        row[1] += value;
-        row[2] = row[2].min(value);
-        row[3] = row[3].max(value);
+        tally.count += 1;
+        tally.sum = tally.sum.wrapping_add(value);
+        tally.min = tally.min.min(value);
+        tally.max = tally.max.max(value);
+        if let Some(slot) = tally.buckets.get_mut(bucket(value)) {
+            *slot += 1;
+        }
         true
     }
 
-    /// A row's value under this aggregation's function.
-    pub fn result(&self, row: &[i64; 4]) -> i64 {
+    /// A row's value under this aggregation's function (`QUANTIZE`: the label of its highest
+    /// bucket, which orders the rows).
+    pub fn result(&self, tally: &Tally) -> i64 {
         match self.function.as_str() {
-            "COUNT" => row[0],
-            "SUM" => row[1],
-            "MINIMUM" => row[2],
-            "MAXIMUM" => row[3],
-            _ => row[1] / row[0].max(1),
+            "COUNT" => tally.count,
+            "SUM" => tally.sum,
+            "MINIMUM" => tally.min,
+            "MAXIMUM" => tally.max,
+            "QUANTIZE" => tally
+                .buckets
+                .iter()
+                .rposition(|&n| n > 0)
+                .map_or(0, bucket_label),
+            _ => tally.sum / tally.count.max(1),
         }
     }
 }
