@@ -641,7 +641,7 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
 /// `ReentrantLock` and parking: cpu and wall samples go to the virtual thread that ran
 /// (`--threads`: `[VirtualThread[#id,name]]`, in JFR as a virtual thread the JDK's `jfr`
 /// reads), and the lock engine counts virtual threads waiting for the lock (they wait
-/// unmounted, without `Unsafe.park`) with their own stacks.
+/// unmounted, without `Unsafe.park`) with their own stacks, as waits of the virtual threads.
 #[test]
 fn virtual_threads_are_profiled_as_themselves() {
     let _serial = one_at_a_time();
@@ -725,6 +725,18 @@ fn virtual_threads_are_profiled_as_themselves() {
             printed.contains("sampledThread = \"VirtualThread[#") && printed.contains(", virtual)"),
             "{context}: the JDK's jfr reads virtual threads: {}",
             &printed[..printed.len().min(2000)]
+        );
+        // The lock waits too are the virtual threads'.
+        let parks = Command::new(jdk.home.join("bin/jfr"))
+            .args(["print", "--events", "jdk.ThreadPark"])
+            .arg(base.with_extension("jfr"))
+            .output()
+            .unwrap();
+        let parks = String::from_utf8_lossy(&parks.stdout);
+        assert!(
+            parks.contains("eventThread = \"VirtualThread[#") && parks.contains(", virtual)"),
+            "{context}: lock waits of virtual threads: {}",
+            &parks[..parks.len().min(2000)]
         );
         assert!(jvm.is_running(), "{context}: the JVM died");
     }

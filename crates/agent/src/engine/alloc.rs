@@ -311,6 +311,7 @@ impl Run {
             &sites,
             part,
             self.timeline,
+            &table().virtual_threads(),
             metadata,
             resolve,
         )))
@@ -427,7 +428,10 @@ fn record(
         } else {
             None
         };
-        table().record(class, frames.get(skip..).unwrap_or(&[]), count, weight, tag);
+        let frames = frames.get(skip..).unwrap_or(&[]);
+        // SAFETY: `jni` is this thread's, inside its allocation callback.
+        let mounted = || crate::walk::resolved().and_then(|w| unsafe { w.mounted(jni) });
+        table().record(class, frames, count, weight, tag, mounted);
     })
 }
 

@@ -260,6 +260,7 @@ impl Run {
             &table().snapshot(),
             Part::Total,
             self.timeline,
+            &table().virtual_threads(),
             metadata,
             resolve,
         )))
@@ -326,7 +327,9 @@ unsafe extern "C" fn on_contended_entered(
 fn record_wait(env: &Env, jni: *mut sys::JNIEnv, class: &str, waited: u64) {
     let class = table().intern(class);
     stack::with_current(env, jni, DEPTH.load(Ordering::Relaxed), &STACKS, |frames| {
-        table().record(class, frames, 1.0, waited as f64, None)
+        // SAFETY: `jni` is this thread's, inside a callback or native method.
+        let mounted = || crate::walk::resolved().and_then(|w| unsafe { w.mounted(jni) });
+        table().record(class, frames, 1.0, waited as f64, None, mounted)
     });
 }
 

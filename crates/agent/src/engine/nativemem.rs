@@ -182,6 +182,7 @@ impl Run {
             &table().snapshot(),
             part,
             self.timeline,
+            &table().virtual_threads(),
             metadata,
             resolve,
         )))
@@ -219,7 +220,8 @@ fn on_allocation(allocation: &Allocation) {
     } else {
         None
     };
-    table().record(class, &frames[..total], count, weight, tag);
+    // Inside the C allocator: the thread's virtual thread is not looked up.
+    table().record(class, &frames[..total], count, weight, tag, || None);
 }
 
 /// ClassPrepare: create the new class's jmethodIDs, for the walker.

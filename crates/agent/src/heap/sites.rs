@@ -29,12 +29,15 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts, MAX_LOGGED};
+use jtap_profile::{
+    virtual_thread_key, Frame, FrameKind, Metadata, Profile, StackCounts, MAX_LOGGED,
+};
 use jtap_protocol::records;
 use jtap_protocol::records::sites::{Amount, Recording};
 
 use crate::heap::class_name::java_name;
 use crate::sampling::threads::{current_tid, kernel_name};
+use crate::walk::Mounted;
 
 /// Number of shards.
 pub const SHARDS: usize = 64;
@@ -163,6 +166,8 @@ pub struct SiteTable {
     pub dropped: AtomicU64,
     /// Sampled objects not tracked for liveness because the live table was full.
     pub untracked: AtomicU64,
+    /// Names of the virtual threads in the event log, by thread key.
+    virtual_threads: Mutex<HashMap<u32, String>>,
 }
 
 thread_local! {
@@ -227,6 +232,7 @@ impl SiteTable {
             logged: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
+            virtual_threads: Mutex::new(HashMap::new()),
         }
     }
 
@@ -242,6 +248,7 @@ impl SiteTable {
             *lock(shard) = HashMap::default();
         }
         *lock(&self.classes) = Classes::default();
+        lock(&self.virtual_threads).clear();
         self.sites.store(0, Ordering::SeqCst);
         self.live_objects.store(0, Ordering::SeqCst);
         self.dropped.store(0, Ordering::SeqCst);
@@ -282,6 +289,23 @@ impl SiteTable {
         })
     }
 
+    /// The event log's key of the calling thread, or of the virtual thread it runs.
+    fn thread_key(&self, virtual_thread: Option<Mounted>) -> u32 {
+        let Some(mounted) = virtual_thread else {
+            return current_tid() as u32;
+        };
+        let key = virtual_thread_key(mounted.id);
+        lock(&self.virtual_threads)
+            .entry(key)
+            .or_insert_with(|| mounted.label());
+        key
+    }
+
+    /// Names of the virtual threads of the event log, by thread key.
+    pub fn virtual_threads(&self) -> HashMap<u32, String> {
+        lock(&self.virtual_threads).clone()
+    }
+
     /// A fresh tag for an object about to be tracked, or None when the live table is full.
     pub fn reserve_tag(&self) -> Option<i64> {
         if self.live_objects.fetch_add(1, Ordering::SeqCst)
@@ -301,7 +325,9 @@ impl SiteTable {
 
     /// Records one sample at a site (`class`, interned, and `frames`, top first) standing for
     /// `count` events of total `weight`; with `tag`, the object carrying that tag is tracked
-    /// until [`SiteTable::freed`]. Allocates only for a site seen for the first time.
+    /// until [`SiteTable::freed`]. With a timeline, `virtual_thread` tells the virtual thread
+    /// the calling thread runs, if any, whose sample it then is. Allocates only for a site
+    /// (or a virtual thread) seen for the first time.
     pub fn record(
         &self,
         class: ClassId,
@@ -309,6 +335,7 @@ impl SiteTable {
         count: f64,
         weight: f64,
         tag: Option<i64>,
+        virtual_thread: impl FnOnce() -> Option<Mounted>,
     ) {
         let hash = site_hash(class, frames);
         let event = (self.timeline.load(Ordering::Relaxed)
@@ -317,7 +344,7 @@ impl SiteTable {
                 time_ns: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos() as u64),
-                tid: current_tid() as u32,
+                tid: self.thread_key(virtual_thread()),
                 count,
                 weight,
             });
@@ -463,6 +490,7 @@ pub fn to_profile(
     sites: &[Site],
     part: Part,
     timeline: bool,
+    virtual_threads: &HashMap<u32, String>,
     metadata: Metadata,
     mut resolve: impl FnMut(RawFrame) -> Frame,
 ) -> Profile {
@@ -498,7 +526,10 @@ pub fn to_profile(
         }
         for event in logged {
             if !profile.thread_names().contains_key(&event.tid) {
-                let name = kernel_name(event.tid as i32).unwrap_or_default();
+                let name = match virtual_threads.get(&event.tid) {
+                    Some(name) => name.clone(),
+                    None => kernel_name(event.tid as i32).unwrap_or_default(),
+                };
                 profile.name_thread(event.tid, name);
             }
             profile.log_frames(
@@ -596,8 +627,8 @@ mod tests {
                     let (bytes, string) = (table.intern("[B"), table.intern("Ljava/lang/String;"));
                     for _ in 0..100 {
                         let tag = table.reserve_tag();
-                        table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tag);
-                        table.record(string, &raw(&[3]), 1.0, 24.0, None);
+                        table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tag, || None);
+                        table.record(string, &raw(&[3]), 1.0, 24.0, None, || None);
                     }
                 })
             })
@@ -624,7 +655,14 @@ mod tests {
         );
         assert_eq!(sites[0].live, Tally::default());
 
-        let live = to_profile(&sites, Part::Live, false, Metadata::default(), name);
+        let live = to_profile(
+            &sites,
+            Part::Live,
+            false,
+            &HashMap::new(),
+            Metadata::default(),
+            name,
+        );
         assert_eq!(
             (
                 live.stack_count(),
@@ -641,7 +679,14 @@ mod tests {
             .map(|&id| live.frame(id).name.clone())
             .collect::<Vec<_>>();
         assert_eq!(stack, ["m2", "m1", "byte[]"], "root first, class as leaf");
-        let all = to_profile(&sites, Part::Total, false, Metadata::default(), name);
+        let all = to_profile(
+            &sites,
+            Part::Total,
+            false,
+            &HashMap::new(),
+            Metadata::default(),
+            name,
+        );
         assert_eq!((all.stack_count(), all.total_weight()), (2, 40_000 + 9_600));
 
         table.clear();
@@ -655,10 +700,10 @@ mod tests {
         let (a, b) = (table.intern("La;"), table.intern("Lb;"));
         assert_eq!(table.intern("La;"), a, "interning is stable");
         for frames in [&[1, 2][..], &[1, 3], &[1], &[]] {
-            table.record(a, &raw(frames), 1.0, 8.0, None);
-            table.record(b, &raw(frames), 1.0, 8.0, None);
+            table.record(a, &raw(frames), 1.0, 8.0, None, || None);
+            table.record(b, &raw(frames), 1.0, 8.0, None, || None);
         }
-        table.record(a, &raw(&[1, 2]), 1.0, 8.0, None);
+        table.record(a, &raw(&[1, 2]), 1.0, 8.0, None, || None);
         let mut sites = table.snapshot();
         sites.sort_by(|x, y| x.key.cmp(&y.key));
         assert_eq!(sites.len(), 8);
@@ -698,12 +743,19 @@ mod tests {
     fn a_timeline_logs_each_sample_with_its_time_and_thread() {
         let table = SiteTable::new();
         let ints = table.intern("[I");
-        table.record(ints, &raw(&[1]), 1.0, 16.0, None); // before the timeline: counted only
+        table.record(ints, &raw(&[1]), 1.0, 16.0, None, || None); // before the timeline: counted only
         table.keep_timeline();
-        table.record(ints, &raw(&[1]), 2.0, 32.0, None);
-        table.record(ints, &raw(&[2]), 1.0, 16.0, None);
+        table.record(ints, &raw(&[1]), 2.0, 32.0, None, || None);
+        table.record(ints, &raw(&[2]), 1.0, 16.0, None, || None);
         let sites = table.snapshot();
-        let profile = to_profile(&sites, Part::Total, true, Metadata::default(), name);
+        let profile = to_profile(
+            &sites,
+            Part::Total,
+            true,
+            &HashMap::new(),
+            Metadata::default(),
+            name,
+        );
         assert_eq!(profile.total_samples(), 3);
         assert_eq!(profile.total_weight(), 64);
         let log = profile.logged();
@@ -719,7 +771,7 @@ mod tests {
         );
         assert!(profile.thread_names().contains_key(&(current_tid() as u32)));
         table.clear();
-        table.record(ints, &raw(&[1]), 1.0, 16.0, None);
+        table.record(ints, &raw(&[1]), 1.0, 16.0, None, || None);
         assert!(
             table.snapshot()[0].events.is_empty(),
             "clear ends the timeline"
@@ -731,10 +783,10 @@ mod tests {
         let table = SiteTable::new();
         let ints = table.intern("[I");
         for i in 0..MAX_SITES + 10 {
-            table.record(ints, &raw(&[i]), 1.0, 16.0, None);
+            table.record(ints, &raw(&[i]), 1.0, 16.0, None, || None);
         }
         let tag = table.reserve_tag();
-        table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag);
+        table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag, || None);
         assert_eq!(table.snapshot().len(), MAX_SITES);
         assert_eq!(table.dropped.load(Ordering::SeqCst), 11);
         assert_eq!(
