@@ -715,29 +715,24 @@ fn virtual_threads_are_profiled_as_themselves() {
             })
             .count() as u64;
         assert!(waits > 0, "{context} lock: {locks:?}");
-        let printed = Command::new(jdk.home.join("bin/jfr"))
-            .args(["print", "--events", "jdk.ExecutionSample"])
-            .arg(base.with_extension("jfr"))
-            .output()
-            .unwrap();
-        let printed = String::from_utf8_lossy(&printed.stdout);
-        assert!(
-            printed.contains("sampledThread = \"VirtualThread[#") && printed.contains(", virtual)"),
-            "{context}: the JDK's jfr reads virtual threads: {}",
-            &printed[..printed.len().min(2000)]
-        );
-        // The lock waits too are the virtual threads'.
-        let parks = Command::new(jdk.home.join("bin/jfr"))
-            .args(["print", "--events", "jdk.ThreadPark"])
-            .arg(base.with_extension("jfr"))
-            .output()
-            .unwrap();
-        let parks = String::from_utf8_lossy(&parks.stdout);
-        assert!(
-            parks.contains("eventThread = \"VirtualThread[#") && parks.contains(", virtual)"),
-            "{context}: lock waits of virtual threads: {}",
-            &parks[..parks.len().min(2000)]
-        );
+        // The JDK's `jfr` reads the samples and the lock waits as the virtual threads'.
+        for (event, thread) in [
+            ("jdk.ExecutionSample", "sampledThread"),
+            ("jdk.ThreadPark", "eventThread"),
+        ] {
+            let printed = Command::new(jdk.home.join("bin/jfr"))
+                .args(["print", "--events", event])
+                .arg(base.with_extension("jfr"))
+                .output()
+                .unwrap();
+            let printed = String::from_utf8_lossy(&printed.stdout);
+            assert!(
+                printed.contains(&format!("{thread} = \"VirtualThread[#"))
+                    && printed.contains(", virtual)"),
+                "{context}: {event} of virtual threads: {}",
+                &printed[..printed.len().min(2000)]
+            );
+        }
         assert!(jvm.is_running(), "{context}: the JVM died");
     }
 }

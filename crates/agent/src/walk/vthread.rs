@@ -54,15 +54,8 @@ pub struct VirtualThreads {
     /// `JavaThread::_threadObj` and `_vthread`: handles (a pointer to the oop).
     thread_object: usize,
     mounted_object: usize,
-    /// `java.lang.Thread.tid` (long) and `.name` (String).
-    tid: usize,
-    name: usize,
-    /// `java.lang.String.value` (byte[]) and `.coder` (0: Latin-1, 1: UTF-16).
-    string_value: usize,
-    string_coder: usize,
-    /// A `byte[]`'s length (int) and first element.
-    array_length: usize,
-    array_base: usize,
+    /// Where the Java objects' fields are.
+    java: JavaOffsets,
     /// How a reference field decodes: `Some((base, shift))` for compressed oops.
     narrow: Option<(usize, u32)>,
 }
@@ -93,12 +86,7 @@ impl VirtualThreads {
         Ok(VirtualThreads {
             thread_object,
             mounted_object,
-            tid: java.tid,
-            name: java.name,
-            string_value: java.string_value,
-            string_coder: java.string_coder,
-            array_length: java.array_length,
-            array_base: java.array_base,
+            java,
             narrow,
         })
     }
@@ -110,7 +98,7 @@ impl VirtualThreads {
         if mounted == 0 || Some(mounted) == object(self.thread_object) {
             return None;
         }
-        let id = fetch.word(mounted + self.tid)? as u64;
+        let id = fetch.word(mounted + self.java.tid)? as u64;
         // Thread ids start at 1 and count up; anything else is not a thread.
         if id == 0 || id >= 1 << 48 {
             return None;
@@ -127,13 +115,13 @@ impl VirtualThreads {
     /// Copies the ASCII of thread `object`'s name into `out` (other characters as `?`);
     /// how many bytes.
     fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
-        let string = self.reference(fetch, object + self.name)?;
+        let string = self.reference(fetch, object + self.java.name)?;
         if string == 0 {
             return Some(0);
         }
-        let bytes = self.reference(fetch, string + self.string_value)?;
-        let utf16 = fetch.value::<u8>(string + self.string_coder)? != 0;
-        let length = usize::try_from(fetch.value::<i32>(bytes + self.array_length)?).ok()?;
+        let bytes = self.reference(fetch, string + self.java.string_value)?;
+        let utf16 = fetch.value::<u8>(string + self.java.string_coder)? != 0;
+        let length = usize::try_from(fetch.value::<i32>(bytes + self.java.array_length)?).ok()?;
         let width = if utf16 { 2 } else { 1 };
         let chars = (length / width).min(NAME_BYTES);
         // One fetch per word of the array, not per byte.
@@ -146,7 +134,7 @@ impl VirtualThreads {
             Some(super::fetch::cut(word.1, at - aligned))
         };
         for (i, slot) in out.iter_mut().enumerate().take(chars) {
-            let at = bytes + self.array_base + i * width;
+            let at = bytes + self.java.array_base + i * width;
             let (low, high) = if utf16 {
                 (byte(at)?, byte(at + 1)?)
             } else {
@@ -178,11 +166,15 @@ impl VirtualThreads {
 }
 
 /// Offsets the VM gives out about Java objects.
+#[derive(Debug)]
 struct JavaOffsets {
+    /// `java.lang.Thread.tid` (long) and `.name` (String).
     tid: usize,
     name: usize,
+    /// `java.lang.String.value` (byte[]) and `.coder` (0: Latin-1, 1: UTF-16).
     string_value: usize,
     string_coder: usize,
+    /// A `byte[]`'s length (int) and first element.
     array_length: usize,
     array_base: usize,
     /// Bytes of a reference field: 4 with compressed oops.
