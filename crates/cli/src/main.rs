@@ -4,6 +4,7 @@ mod agent_client;
 mod commands;
 mod exit;
 mod launch;
+mod local_time;
 mod units;
 
 use std::io;

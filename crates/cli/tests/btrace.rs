@@ -458,6 +458,7 @@ import static com.sun.btrace.BTraceUtils.*;
         println(Sys.VM.availableProcessors() > 0);
         println(Sys.Memory.maxMemory() >= Sys.Memory.totalMemory() && Sys.Memory.freeMemory() >= 0);
         println(getpid());
+        println(strlen(timestamp("yyyy-MM-dd HH:mm")) == 16 && strlen(timestamp()) > 10);
         exit(0);
     }
 }
@@ -472,7 +473,11 @@ import static com.sun.btrace.BTraceUtils.*;
             (run.code, run.stdout.as_str()),
             (
                 0,
-                format!("{}\ntrue\ntrue\ntrue\ntrue\ntrue\n{pid}\n", jdk.version).as_str()
+                format!(
+                    "{}\ntrue\ntrue\ntrue\ntrue\ntrue\n{pid}\ntrue\n",
+                    jdk.version
+                )
+                .as_str()
             ),
             "JDK {}: {}",
             jdk.version,

@@ -43,6 +43,7 @@ const NAMES: &[&str] = &[
     "threadId",
     "timeMillis",
     "timeNanos",
+    "timestamp",
     // Numbers.
     "parseInt",
     "parseLong",
@@ -136,6 +137,8 @@ pub trait Facts {
     fn heap(&self) -> Option<(i64, i64, i64)>;
     /// The JVM's process id.
     fn pid(&self) -> i64;
+    /// Seconds east of UTC of the local time zone at `epoch_secs`.
+    fn utc_offset_seconds(&self, epoch_secs: i64) -> i64;
     /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
     /// safepoint operation of the VM, no Java code runs).
     fn thread_dump(&self) -> Option<String>;
@@ -431,6 +434,17 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             })
         }
         ("getpid", 0) => Value::Int(facts(cx, name)?.pid()),
+        ("timestamp", 0 | 1) => {
+            // `new SimpleDateFormat()`'s pattern (en_US) unless given one.
+            let pattern = if args.is_empty() {
+                "M/d/yy, h:mm a".to_string()
+            } else {
+                text(0)
+            };
+            let now_ms = now_ns() / 1_000_000;
+            let offset = facts(cx, name)?.utc_offset_seconds(now_ms.div_euclid(1000));
+            s(&crate::time::format(&pattern, now_ms, offset)?)
+        }
         // Every thread's stack, as the JVM's thread dump has it.
         ("jstackAll", 0 | 1) => {
             let dump = facts(cx, name)?.thread_dump().ok_or("jstackAll: the JVM gave no thread dump")?;

@@ -23,6 +23,7 @@ mod guard;
 pub mod machine;
 mod one_liner;
 mod profiler;
+mod time;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};

@@ -653,6 +653,10 @@ impl jtap_script::Facts for JvmFacts {
     fn pid(&self) -> i64 {
         i64::from(self.pid)
     }
+
+    fn utc_offset_seconds(&self, epoch_secs: i64) -> i64 {
+        crate::local_time::utc_offset_seconds(epoch_secs)
+    }
 }
 
 /// One line of Java's properties format (`key=value`, with `\:`, `\=`, `\\` and `\uXXXX`
