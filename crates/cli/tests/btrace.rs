@@ -3,7 +3,8 @@
 //! arguments, aggregations count per thread as the workload does, `Kind.CALL` handlers time
 //! the calls a method makes, LINE/NEW/SYNC handlers the points it reaches, ENTRY handlers run
 //! as calls start, `Profiling` sums self and wall time, `deadlocks()`/`jstackAll()` read the
-//! JVM's thread dump, timers and `@OnExit` run, `exit()` ends the script with its code, a
+//! JVM's thread dump, timers, `@OnExit` and `@OnError` run, aggregations print what the
+//! workload did, `exit()` ends the script with its code, a
 //! condition on arguments is tested in the traced method (rejected calls never reach the
 //! client), and the classes come back as they were. `--check` needs no JVM.
 
@@ -175,37 +176,55 @@ public class Guarded {
 }
 "#;
 
-/// A power-of-two distribution of `sleepy`'s arguments.
+/// Every aggregation function over `sleepy`'s arguments.
 const DISTRIBUTION: &str = r#"import com.sun.btrace.annotations.*;
 import static com.sun.btrace.BTraceUtils.*;
 
 @BTrace
 public class Distribution {
     private static Aggregation arguments = Aggregations.newAggregation(AggregationFunction.QUANTIZE);
+    private static Aggregation count = Aggregations.newAggregation(AggregationFunction.COUNT);
+    private static Aggregation sum = Aggregations.newAggregation(AggregationFunction.SUM);
+    private static Aggregation least = Aggregations.newAggregation(AggregationFunction.MINIMUM);
+    private static Aggregation most = Aggregations.newAggregation(AggregationFunction.MAXIMUM);
+    private static Aggregation mean = Aggregations.newAggregation(AggregationFunction.AVERAGE);
 
     @OnMethod(clazz = "workloads.Traced", method = "sleepy")
     public static void entry(int i) {
-        Aggregations.addToAggregation(arguments, Aggregations.newAggregationKey("sleepy"), i);
+        AggregationKey key = Aggregations.newAggregationKey("sleepy");
+        Aggregations.addToAggregation(arguments, key, i);
+        Aggregations.addToAggregation(count, key, i);
+        Aggregations.addToAggregation(sum, key, i);
+        Aggregations.addToAggregation(least, key, i);
+        Aggregations.addToAggregation(most, key, i);
+        Aggregations.addToAggregation(mean, key, i);
     }
 
     @OnExit
     public static void done() {
+        Aggregations.printAggregation("Count", count);
+        Aggregations.printAggregation("Sum", sum);
+        Aggregations.printAggregation("Minimum", least);
+        Aggregations.printAggregation("Maximum", most);
+        Aggregations.printAggregation("Average", mean);
         Aggregations.printAggregation("Arguments", arguments);
     }
 }
 "#;
 
 #[test]
-fn quantize_counts_what_the_workload_passed() {
+fn aggregations_print_what_the_workload_passed() {
     agent_library();
     for jdk in jdks() {
         let (out, err) = one_round(jdk, "Distribution.java", DISTRIBUTION);
-        // Eight threads call sleepy(0..9): 0 and 1 eight times each, 2-3 sixteen times,
-        // 4-7 thirty-two, 8-9 sixteen.
+        // Eight threads call sleepy(0..9): 80 calls summing to 360, from 0 to 9; 0 and 1
+        // eight times each, 2-3 sixteen times, 4-7 thirty-two, 8-9 sixteen.
         let bar = |n: usize| format!("{}{}", "@".repeat(n), " ".repeat(40 - n));
         let rows = [(-1, 0), (0, 8), (1, 8), (2, 16), (4, 32), (8, 16), (16, 0)];
         let mut expected = String::from(
-            "Arguments\n  sleepy  \n\t          value  ------------- Distribution ------------- count\n",
+            "Count\n  sleepy  80\nSum\n  sleepy  360\nMinimum\n  sleepy  0\n\
+             Maximum\n  sleepy  9\nAverage\n  sleepy  4\n\
+             Arguments\n  sleepy  \n\t          value  ------------- Distribution ------------- count\n",
         );
         for (label, count) in rows {
             expected.push_str(&format!(
@@ -215,6 +234,56 @@ fn quantize_counts_what_the_workload_passed() {
         }
         expected.push('\n');
         assert_eq!(out, expected, "JDK {}: {err}", jdk.version);
+    }
+}
+
+/// A handler that fails on one argument, and the `@OnError` handler that hears of it.
+const FAILING: &str = r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+
+@BTrace
+public class Failing {
+    private static long failures;
+
+    @OnMethod(clazz = "workloads.Traced", method = "sleepy", location = @Location(Kind.RETURN))
+    public static void done(int i) {
+        println(10 / (i - 9));
+    }
+
+    @OnError
+    public static void failed(Throwable e) {
+        failures++;
+        if (failures == 1) {
+            println(str(e));
+        }
+    }
+
+    @OnExit
+    public static void bye() {
+        println(strcat("failures: ", str(failures)));
+    }
+}
+"#;
+
+#[test]
+fn on_error_handlers_hear_of_failing_handlers() {
+    agent_library();
+    for jdk in jdks() {
+        let (out, err) = one_round(jdk, "Failing.java", FAILING);
+        // sleepy(9) eight times: each a division by zero, none on stderr.
+        assert!(
+            out.contains("java.lang.RuntimeException: ")
+                && out.contains("Failing.java:10:")
+                && out.contains("division by zero (in done)"),
+            "JDK {}: {out}",
+            jdk.version
+        );
+        assert!(out.ends_with("failures: 8\n"), "JDK {}: {out}", jdk.version);
+        assert!(
+            !err.contains("division by zero"),
+            "JDK {}: {err}",
+            jdk.version
+        );
     }
 }
 
