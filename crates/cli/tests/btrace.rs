@@ -387,7 +387,7 @@ fn check_compiles_without_a_jvm_and_refuses_what_btrace_forbids() {
 }
 
 #[test]
-fn events_sent_with_btrace_event_run_their_handlers() {
+fn events_sent_with_btrace_event_run_their_handlers_and_status_shows_exports() {
     agent_library();
     let jdk = &jdks()[0];
     let dir = tempfile::tempdir().unwrap();
@@ -397,7 +397,7 @@ fn events_sent_with_btrace_event_run_their_handlers() {
         r#"import com.sun.btrace.annotations.*;
 import static com.sun.btrace.BTraceUtils.*;
 @BTrace public class Events {
-    private static long calls;
+    @Export private static long calls;
     @OnMethod(clazz = "workloads.Traced", method = "sleepy")
     public static void entry() { calls++; }
     @OnEvent("dump") public static void dump() { println("calls " + calls); }
@@ -416,6 +416,15 @@ import static com.sun.btrace.BTraceUtils.*;
     std::thread::sleep(Duration::from_millis(500));
     let sent = jtap(["btrace", "event", &pid, "dump"]);
     assert_eq!(sent.code, 0, "{sent:?}");
+    // `jtap status` asks the running script for its @Export fields.
+    let status = jtap(["status", &pid]);
+    assert!(
+        status.code == 0
+            && status.stdout.contains("btrace script: ")
+            && status.stdout.contains("Events.java (jtap pid ")
+            && status.stdout.contains("  calls = 80\n"),
+        "{status:?}"
+    );
     let unnamed = jtap(["btrace", "event", &pid]);
     assert_eq!(unnamed.code, 0, "{unnamed:?}");
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -27,6 +27,8 @@ pub struct Field {
     pub init: Option<Expr>,
     /// `@TLS`: one value per application thread.
     pub thread_local: bool,
+    /// `@Export` or `@Property`: shown by `jtap status` while the script runs.
+    pub exported: bool,
 }
 
 /// A method of the script.

@@ -244,7 +244,11 @@ impl<'s> Compiler<'s> {
         if !self.modifiers(node).contains(&"static") {
             return fail(node, "fields of a BTrace script must be static");
         }
-        let thread_local = self.annotations(node)?.iter().any(|a| a.name == "TLS");
+        let annotations = self.annotations(node)?;
+        let thread_local = annotations.iter().any(|a| a.name == "TLS");
+        let exported = annotations
+            .iter()
+            .any(|a| a.name == "Export" || a.name == "Property");
         let ty = self.ty(node
             .child_by_field_name("type")
             .expect("fields have a type"));
@@ -263,6 +267,7 @@ impl<'s> Compiler<'s> {
                 ty: ty.clone(),
                 init,
                 thread_local,
+                exported,
             });
         }
         Ok(())

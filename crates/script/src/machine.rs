@@ -337,6 +337,19 @@ impl<'s> Machine<'s> {
         self.exit = self.exit.or(code);
     }
 
+    /// The `@Export` and `@Property` fields and their values now (a `@TLS` one's own value).
+    pub fn exported(&self) -> Vec<(String, String)> {
+        self.script
+            .fields
+            .iter()
+            .filter(|f| f.exported)
+            .map(|f| {
+                let value = self.statics.get(&f.name).cloned().unwrap_or_default();
+                (f.name.clone(), value.to_string())
+            })
+            .collect()
+    }
+
     /// Text printed since the last call.
     pub fn take_output(&mut self) -> String {
         std::mem::take(&mut self.out)

@@ -66,7 +66,12 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
 /// `jtap status <pid>`: the agent's state (loading it if it is not there yet).
 pub fn status(pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let options = Options::default().with_action(Action::Status);
-    agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
+    let mut out = io::stdout().lock();
+    agent_client::run(pid, &options, timeout, &mut out)?;
+    // BTrace scripts run in their clients: they answer for themselves.
+    for status in super::btrace::script_statuses(pid) {
+        write!(out, "btrace script: {status}")?;
+    }
     Ok(0)
 }
 

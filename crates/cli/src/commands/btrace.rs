@@ -510,7 +510,14 @@ impl Session {
                         std::thread::sleep(wait);
                     }
                 }
-                for name in events_in.received() {
+                let status = || {
+                    let mut text = format!("{file} (jtap pid {})\n", std::process::id());
+                    for (name, value) in machine.exported() {
+                        text.push_str(&format!("  {name} = {value}\n"));
+                    }
+                    text
+                };
+                for name in events_in.received(&status) {
                     if machine.event(name.as_deref()) == 0 {
                         let shown = name.as_deref().unwrap_or("(unnamed)");
                         eprintln!("jtap: no @OnEvent handler takes the event {shown}");
@@ -705,6 +712,9 @@ struct EventSocket {
     path: std::path::PathBuf,
 }
 
+/// What `jtap status` sends a script's event socket (no event is named so).
+const STATUS_REQUEST: &str = "\u{1}status";
+
 /// Event sockets of JVM `pid` start with this.
 fn event_socket_prefix(pid: u32) -> String {
     format!(".jtap-btrace-{pid}-")
@@ -724,15 +734,20 @@ impl EventSocket {
         Ok(EventSocket { listener, path })
     }
 
-    /// The events sent since the last call: a name, or None for an unnamed event.
-    fn received(&self) -> Vec<Option<String>> {
+    /// What was asked since the last call: events (a name, or None for an unnamed one),
+    /// and `jtap status`'s questions, answered with `answer`.
+    fn received(&self, answer: &dyn Fn() -> String) -> Vec<Option<String>> {
         use std::io::Read;
         let mut events = Vec::new();
-        while let Ok((stream, _)) = self.listener.accept() {
+        while let Ok((mut stream, _)) = self.listener.accept() {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
             let mut text = String::new();
-            let _ = stream.take(1024).read_to_string(&mut text);
+            let _ = (&mut stream).take(1024).read_to_string(&mut text);
+            if text == STATUS_REQUEST {
+                let _ = stream.write_all(answer().as_bytes());
+                continue;
+            }
             let name = text.trim();
             events.push((!name.is_empty()).then(|| name.to_string()));
         }
@@ -744,6 +759,34 @@ impl Drop for EventSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// What the BTrace scripts running against JVM `pid` say of themselves: each one's file and
+/// its `@Export`/`@Property` fields (empty when none runs).
+pub fn script_statuses(pid: u32) -> Vec<String> {
+    use std::io::Read;
+    let prefix = event_socket_prefix(pid);
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut statuses = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        let Ok(mut stream) = std::os::unix::net::UnixStream::connect(entry.path()) else {
+            continue;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut reply = String::new();
+        let asked = stream.write_all(STATUS_REQUEST.as_bytes()).is_ok()
+            && stream.shutdown(std::net::Shutdown::Write).is_ok()
+            && stream.take(64 * 1024).read_to_string(&mut reply).is_ok();
+        if asked && !reply.is_empty() {
+            statuses.push(reply);
+        }
+    }
+    statuses
 }
 
 /// `jtap btrace event <pid> [NAME]`: sends the event to every script running against the JVM.
