@@ -113,6 +113,17 @@ pub struct Handler {
     pub method: Method,
     /// It calls `jstack()`: its probe captures stacks.
     pub uses_stack: bool,
+    /// `@Sampled`: which of the calls it takes it handles.
+    pub sampled: Option<Sampling>,
+}
+
+/// `@Sampled(kind, mean)`: a handler that handles some of its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampling {
+    /// `Sampler.Const`: one call in `n`.
+    Every(u64),
+    /// `Sampler.Adaptive`: at most one call in this many nanoseconds.
+    Interval(u64),
 }
 
 impl Handler {

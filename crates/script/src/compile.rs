@@ -12,8 +12,8 @@ use std::fmt;
 use tree_sitter::{Node, Parser};
 
 use crate::ast::{
-    Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role, Script,
-    Stmt, Target, Trigger, Type,
+    Expr, ExprKind, Field, Handler, Literal, Location, Method, Param, Pos, Probe, Role, Sampling,
+    Script, Stmt, Target, Trigger, Type,
 };
 use crate::builtins;
 
@@ -286,6 +286,7 @@ impl<'s> Compiler<'s> {
         };
         let annotations = self.annotations(node)?;
         let trigger = self.trigger(&annotations)?;
+        let sampled = self.sampling(&annotations)?;
         let mut params = Vec::new();
         let mut arg = 0;
         if let Some(list) = node.child_by_field_name("parameters") {
@@ -328,6 +329,7 @@ impl<'s> Compiler<'s> {
                     trigger,
                     method,
                     uses_stack,
+                    sampled,
                 });
             }
             None => script.methods.push(method),
@@ -412,6 +414,37 @@ impl<'s> Compiler<'s> {
                 format!("@{} at Kind.CALL needs where = Where.AFTER", a.name),
             ),
             _ => Ok(role),
+        }
+    }
+
+    /// `@Sampled(kind = Sampled.Sampler.X, mean = N)` (BTrace's defaults: `Const`, 10).
+    fn sampling(&self, annotations: &[Annotation]) -> Result<Option<Sampling>> {
+        let Some(a) = annotations.iter().find(|a| a.name == "Sampled") else {
+            return Ok(None);
+        };
+        let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let mean = match argument("mean") {
+            Some(v) => self
+                .text(v)
+                .replace('_', "")
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or((pos(v), "@Sampled takes a mean of 1 or more".to_string()))?,
+            None => 10,
+        };
+        let kind = argument("kind").map_or("Const", |v| {
+            let text = self.text(v);
+            text.rsplit('.').next().unwrap_or(text)
+        });
+        match kind {
+            "None" => Ok(None),
+            "Const" => Ok(Some(Sampling::Every(mean))),
+            "Adaptive" => Ok(Some(Sampling::Interval(mean))),
+            other => fail(
+                a.node,
+                format!("@Sampled kind {other} is not None, Const or Adaptive"),
+            ),
         }
     }
 

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 
 use jtap_protocol::records::{Callee, Point};
 
-use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Script, Stmt, Trigger, Type};
+use crate::ast::{
+    Expr, ExprKind, Literal, Method, Pos, Role, Sampling, Script, Stmt, Trigger, Type,
+};
 use crate::builtins::{self, Context, Facts};
 use crate::value::{self, Value};
 
@@ -54,6 +56,8 @@ pub struct Machine<'s> {
     errors: Vec<String>,
     /// Inside `@OnError` handlers: a failure there is not handled again.
     handling_error: bool,
+    /// `@Sampled` handlers: calls taken so far, and when the last one handled ended (ns).
+    sampling: HashMap<usize, (u64, i64)>,
     exit: Option<i32>,
     args: Vec<String>,
     facts: Option<Box<dyn Facts + 's>>,
@@ -162,6 +166,7 @@ impl<'s> Machine<'s> {
             out: String::new(),
             errors: Vec::new(),
             handling_error: false,
+            sampling: HashMap::new(),
             exit: None,
             args,
             facts,
@@ -202,9 +207,22 @@ impl<'s> Machine<'s> {
         machine
     }
 
-    /// Runs handler `index` for a probe firing.
+    /// Runs handler `index` for a probe firing (unless `@Sampled` leaves this call out).
     pub fn fire(&mut self, index: usize, probe: &Fired) {
         let handler = &self.script.handlers[index];
+        if let Some(sampling) = handler.sampled {
+            let (calls, last_ns) = self.sampling.entry(index).or_insert((0, i64::MIN));
+            *calls += 1;
+            let now = probe.start_ns as i64 + probe.duration_ns as i64;
+            let due = match sampling {
+                Sampling::Every(n) => (*calls - 1) % n == 0,
+                Sampling::Interval(ns) => now.saturating_sub(*last_ns) >= ns as i64,
+            };
+            if !due {
+                return;
+            }
+            *last_ns = now;
+        }
         let mut locals = Vec::new();
         let mut arg_values = probe
             .values
@@ -973,6 +991,35 @@ mod tests {
         m.run(1);
         assert_eq!(m.take_output(), "still here\n");
         assert_eq!(m.exit_code(), Some(3));
+    }
+
+    #[test]
+    fn sampled_handlers_handle_one_call_in_mean() {
+        let s = script(
+            r#"private static long handled;
+    @Sampled(kind = Sampled.Sampler.Const, mean = 4)
+    @OnMethod(clazz = "a.B", method = "run", location = @Location(Kind.RETURN))
+    public static void h() { handled++; }
+    @Sampled(kind = Sampled.Sampler.Adaptive, mean = 1000)
+    @OnMethod(clazz = "a.B", method = "run", location = @Location(Kind.RETURN))
+    public static void t() { println("at most one per microsecond"); }
+    @OnExit public static void done() { println(handled); }"#,
+        );
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        for start_ns in 0..10u64 {
+            let call = Fired {
+                start_ns: start_ns * 400,
+                ..Fired::default()
+            };
+            m.fire(0, &call);
+            m.fire(1, &call);
+        }
+        m.finish();
+        // Calls 1, 5 and 9 of 10; ends at 0, 1200, 2400, 3600 ns: four a microsecond apart.
+        assert_eq!(
+            m.take_output(),
+            "at most one per microsecond\n".repeat(4) + "3\n"
+        );
     }
 
     #[test]
