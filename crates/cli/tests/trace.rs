@@ -765,7 +765,51 @@ fn monitor_counts_calls_and_their_durations() {
             busy["max_ns"].as_u64().unwrap(),
         );
         assert!(p50 <= p99 && p99 <= max, "JDK {}: {busy}", jdk.version);
+        // --if: only the calls whose argument passes, tested in the method itself.
+        let mut monitor = Background::start(
+            &[
+                "monitor",
+                &pid,
+                "workloads.Traced::sleepy",
+                "--if",
+                "args[0] >= 5 && !(args[0] == 7)",
+                "-i",
+                "500ms",
+                "-d",
+                "60s",
+                "--json",
+            ],
+            dir.path(),
+        );
+        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        round(&jvm, dir.path(), 2);
+        std::thread::sleep(Duration::from_millis(700));
+        let stop = jtap(["trace", "stop", &pid]);
+        assert_eq!(stop.code, 0, "{stop:?}");
+        let (code, out, err) = monitor.finish(Duration::from_secs(30));
+        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
+        let calls: u64 = json_lines(&out)
+            .iter()
+            .map(|r| r["calls"].as_u64().unwrap())
+            .sum();
+        // Eight threads' sleepy(5), (6), (8) and (9).
+        assert_eq!(calls, 32, "JDK {}: {out}", jdk.version);
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
+    let refused = jtap([
+        "monitor",
+        "1",
+        "a.B::c",
+        "--if",
+        "args[0] > 1 && duration > 5ms",
+    ]);
+    assert!(
+        refused.code == 2
+            && refused
+                .stderr
+                .contains("monitor --if tests the arguments only"),
+        "{refused:?}"
+    );
 }
 
 #[test]

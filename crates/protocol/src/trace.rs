@@ -10,9 +10,9 @@
 //! plan    := token (" " token)*
 //! token   := "mode:" ("trace" | "calltree" | "monitor")
 //!          | "p:" pattern          a method to trace (calltree: the entry method)
-//!          | "if:" guard           trace: the last p:'s calls (entry:'s entries) are reported
-//!                                  only when this holds of their arguments (see
-//!                                  [`crate::guard`])
+//!          | "if:" guard           trace, monitor: the last p:'s calls (entry:'s entries)
+//!                                  are reported (counted) only when this holds of their
+//!                                  arguments (see [`crate::guard`])
 //!          | "i:" pattern          calltree: a method to time inside the entry
 //!          | "c:" pattern "to:" pattern
 //!                                  trace: calls the first methods make to the second,
@@ -341,8 +341,9 @@ pub struct Plan {
     pub mode: Mode,
     /// Methods to trace (calltree: the entry methods).
     pub targets: Vec<MethodPattern>,
-    /// Trace: conditions on the arguments of the methods of some targets and entry points:
-    /// a call they reject is not reported (see [`jtap_classfile::guard`]).
+    /// Trace and monitor: conditions on the arguments of the methods of some targets and
+    /// entry points: a call they reject is not reported or counted (see
+    /// [`jtap_classfile::guard`]).
     pub guards: Vec<(Guarded, Guard)>,
     /// Calltree: methods timed inside an entry call.
     pub inner: Vec<MethodPattern>,

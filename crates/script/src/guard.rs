@@ -14,6 +14,16 @@ impl Handler {
     /// anything: its body is one `if` without `else` whose condition (or a part of it that
     /// must hold, under `&&`) tests only arguments and constants.
     pub fn argument_guard(&self) -> Option<Guard> {
+        self.guard_of_condition(false)
+    }
+
+    /// A guard true exactly when the handler's condition is (its body as for
+    /// [`Handler::argument_guard`]), when the condition tests nothing but arguments.
+    pub fn exact_argument_guard(&self) -> Option<Guard> {
+        self.guard_of_condition(true)
+    }
+
+    fn guard_of_condition(&self, exact: bool) -> Option<Guard> {
         // Locals first are fine if setting them does nothing else.
         let mut body = self.method.body.iter().skip_while(|s| match s {
             Stmt::Local(_, _, init) => init.as_ref().is_none_or(is_pure),
@@ -25,10 +35,13 @@ impl Handler {
         if !otherwise.is_empty() {
             return None;
         }
-        Tests {
+        let tests = Tests {
             params: &self.method.params,
+        };
+        match exact {
+            true => tests.exact(condition),
+            false => tests.implied(condition),
         }
-        .implied(condition)
     }
 }
 
@@ -246,6 +259,11 @@ mod tests {
         );
         let script = crate::one_liner(Some("args[1] != null || thread == \"main\""), None).unwrap();
         assert_eq!(script.handlers[0].argument_guard(), None);
+        // Exactly: a part it cannot test leaves no exact guard.
+        let script = crate::one_liner(Some("args[0] > 100 && duration > 10ms"), None).unwrap();
+        assert_eq!(script.handlers[0].exact_argument_guard(), None);
+        let script = crate::one_liner(Some("args[0] > 100 || args[1] == null"), None).unwrap();
+        assert!(script.handlers[0].exact_argument_guard().is_some());
     }
 
     #[test]

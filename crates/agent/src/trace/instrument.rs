@@ -629,7 +629,7 @@ impl Tracing {
                 (None, [PointKind::Entry]) => before_points == before,
                 _ => false,
             };
-            let guard = (alone && self.plan.mode == Mode::Trace && !self.allocations)
+            let guard = (alone && self.plan.mode != Mode::Calltree && !self.allocations)
                 .then(|| {
                     let entry = role.is_none();
                     self.selector.guard(&dotted, &supers, &mname, &desc, entry)

@@ -150,6 +150,10 @@ pub struct MonitorArgs {
     /// Print this many intervals, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
+    /// Count only the calls whose arguments pass this test: `args[i]` compared with numbers,
+    /// each other or null, joined by &&, || and ! (tested in the traced methods)
+    #[arg(long = "if", value_name = "EXPR")]
+    condition: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -319,8 +323,24 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         &args.words,
         !args.common.java.is_empty(),
     )?;
-    let plan = |targets| Plan {
+    // Monitor counts in the agent: its condition must be one the traced methods can test.
+    let guard = match &args.condition {
+        None => None,
+        Some(condition) => {
+            let script = jtap_script::one_liner(Some(condition), None).map_err(exit::usage)?;
+            Some(script.handlers[0].exact_argument_guard().ok_or_else(|| {
+                exit::usage(
+                    "monitor --if tests the arguments only: args[i] compared with numbers, each other or null, joined by &&, || and !",
+                )
+            })?)
+        }
+    };
+    let plan = |targets: Vec<_>| Plan {
         mode: Mode::Monitor,
+        guards: guard
+            .iter()
+            .flat_map(|g| (0..targets.len()).map(move |i| (Guarded::Target(i), g.clone())))
+            .collect(),
         targets,
         interval: Some(args.interval),
         count: args.count,
