@@ -30,10 +30,24 @@ pub fn configure(options: &Options) {
     *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
 }
 
-/// Writes one line to the log, if there is one.
+/// Writes one line to the log, if there is one, with the process and the time of day (UTC,
+/// to the millisecond: how long things took shows between lines).
 pub fn write(args: fmt::Arguments<'_>) {
     let mut sink = SINK.lock().unwrap_or_else(|e| e.into_inner());
-    let line = format!("[jtap-agent {}] {args}\n", std::process::id());
+    if sink.is_none() {
+        return;
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() % 86_400_000);
+    let line = format!(
+        "[jtap-agent {} {:02}:{:02}:{:02}.{:03}] {args}\n",
+        std::process::id(),
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    );
     let _ = match sink.as_mut() {
         Some(Sink::Stderr) => std::io::stderr().write_all(line.as_bytes()),
         Some(Sink::File(file)) => file.write_all(line.as_bytes()),
