@@ -266,7 +266,7 @@ pub struct Tally {
     pub buckets: Vec<u64>,
 }
 
-/// `QUANTIZE`'s buckets: [`ZERO_BUCKET`] holds zeroes; bucket `ZERO_BUCKET + 1 + k` the
+/// `QUANTIZE`'s buckets: bucket 64 holds zeroes; bucket `64 + 1 + k` the
 /// values from 2^k to 2^(k+1) - 1, and the buckets below zero the negative values alike.
 pub const BUCKETS: usize = 128;
 const ZERO_BUCKET: usize = 64;
