@@ -86,6 +86,29 @@ fn lock_profile_puts_the_contended_reentrant_lock_on_top() {
                 );
             }
         }
+        // --threads: each wait under its thread, the four lockers apart.
+        let out = jtap([
+            "profile",
+            &pid,
+            "-e",
+            "lock",
+            "-d",
+            "3",
+            "--threads",
+            "--format",
+            "collapsed",
+        ])
+        .ok();
+        let roots: std::collections::BTreeSet<&str> =
+            out.lines().filter_map(|l| l.split(';').next()).collect();
+        assert!(
+            roots
+                .iter()
+                .all(|r| r.starts_with('[') && r.contains("tid="))
+                && roots.iter().filter(|r| r.starts_with("[locker-")).count() >= 2,
+            "JDK {}: thread roots {roots:?}: {out}",
+            jdk.version
+        );
         // After the stops the workload goes on, and nothing was printed on its stdout but its
         // own lines (HotSpot warns there about rebinding a platform native the wrong way).
         let before = last_ops(&jvm);

@@ -167,6 +167,9 @@ impl Engine for AllocEngine {
         if timeline {
             table().keep_timeline();
         }
+        if options.threads {
+            table().keep_threads();
+        }
         table().set_live_limit(if options.exact {
             sites::MAX_LIVE_EXACT
         } else {

@@ -165,6 +165,9 @@ impl Engine for LockEngine {
         if timeline {
             table().keep_timeline();
         }
+        if options.threads {
+            table().keep_threads();
+        }
         THRESHOLD_NS.store(
             threshold.as_nanos().min(u64::MAX as u128) as u64,
             Ordering::SeqCst,

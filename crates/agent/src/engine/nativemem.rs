@@ -105,6 +105,9 @@ impl Engine for NativeMemEngine {
         if timeline {
             table().keep_timeline();
         }
+        if options.threads {
+            table().keep_threads();
+        }
         table().set_live_limit(sites::MAX_LIVE);
         INTERVAL.store(interval, Ordering::SeqCst);
         TRACK_LIVE.store(options.live, Ordering::SeqCst);

@@ -59,11 +59,15 @@ fn live_shard(tag: i64) -> usize {
     ((tag as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
 }
 
-/// Where something happened: the class (JVM signature) and the stack, top frame first.
+/// Where something happened: the class (JVM signature), the thread (with
+/// [`SiteTable::keep_threads`]) and the stack, top frame first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SiteKey {
     /// JVM signature of the class (allocated object's, or the contended monitor's).
     pub class: Box<str>,
+    /// The thread's event-log key (kernel id, or virtual thread key), when sites are kept
+    /// per thread.
+    pub thread: Option<u32>,
     /// The stack, top first.
     pub frames: Box<[RawFrame]>,
 }
@@ -104,10 +108,12 @@ pub struct Site {
 /// class's signature.
 pub type ClassId = u32;
 
-/// A site as the table holds it: the interned class and the stack.
+/// A site as the table holds it: the interned class, the thread (0 when sites are not kept
+/// per thread) and the stack.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct Key {
     class: ClassId,
+    thread: u32,
     frames: Box<[RawFrame]>,
 }
 
@@ -160,6 +166,8 @@ pub struct SiteTable {
     next_shard: AtomicUsize,
     /// Keep each sample in the event log.
     timeline: AtomicBool,
+    /// Keep sites per thread.
+    threads: AtomicBool,
     /// Samples in the event log, at most [`MAX_LOGGED`].
     logged: AtomicUsize,
     /// Samples lost because the table was full.
@@ -204,9 +212,10 @@ impl Hasher for Mix {
 }
 
 /// The hash of a site (class and stack).
-fn site_hash(class: ClassId, frames: &[RawFrame]) -> u64 {
+fn site_hash(class: ClassId, thread: u32, frames: &[RawFrame]) -> u64 {
     let mut hasher = Mix::default();
     hasher.write_u64(u64::from(class));
+    hasher.write_u32(thread);
     for &(method, location) in frames {
         hasher.write_u64(method as u64);
         hasher.write_i64(location);
@@ -229,6 +238,7 @@ impl SiteTable {
             next_tag: AtomicI64::new(1),
             next_shard: AtomicUsize::new(0),
             timeline: AtomicBool::new(false),
+            threads: AtomicBool::new(false),
             logged: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
@@ -243,6 +253,7 @@ impl SiteTable {
             *lock(shard) = Shard::default();
         }
         self.timeline.store(false, Ordering::SeqCst);
+        self.threads.store(false, Ordering::SeqCst);
         self.logged.store(0, Ordering::SeqCst);
         for shard in &self.live {
             *lock(shard) = HashMap::default();
@@ -259,6 +270,11 @@ impl SiteTable {
     /// [`SiteTable::clear`]).
     pub fn keep_timeline(&self) {
         self.timeline.store(true, Ordering::SeqCst);
+    }
+
+    /// Keeps sites apart per thread from now on (`threads`: the thread as root frame).
+    pub fn keep_threads(&self) {
+        self.threads.store(true, Ordering::SeqCst);
     }
 
     /// Tracks at most `limit` live objects from now on (default [`MAX_LIVE`]).
@@ -337,24 +353,27 @@ impl SiteTable {
         tag: Option<i64>,
         virtual_thread: impl FnOnce() -> Option<Mounted>,
     ) {
-        let hash = site_hash(class, frames);
-        let event = (self.timeline.load(Ordering::Relaxed)
-            && self.logged.fetch_add(1, Ordering::Relaxed) < MAX_LOGGED)
-            .then(|| SiteEvent {
-                time_ns: SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64),
-                tid: self.thread_key(virtual_thread()),
-                count,
-                weight,
-            });
+        let logs = self.timeline.load(Ordering::Relaxed)
+            && self.logged.fetch_add(1, Ordering::Relaxed) < MAX_LOGGED;
+        let per_thread = self.threads.load(Ordering::Relaxed);
+        let tid = (logs || per_thread).then(|| self.thread_key(virtual_thread()));
+        let thread = if per_thread { tid.unwrap_or(0) } else { 0 };
+        let hash = site_hash(class, thread, frames);
+        let event = logs.then(|| SiteEvent {
+            time_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            tid: tid.unwrap_or(0),
+            count,
+            weight,
+        });
         let site = {
             let mut shard = lock(&self.shards[self.my_shard()]);
             let shard = &mut *shard;
             let known = shard.sites.get_mut(&hash).and_then(|bucket| {
-                bucket
-                    .iter_mut()
-                    .find(|(key, _)| key.class == class && *key.frames == *frames)
+                bucket.iter_mut().find(|(key, _)| {
+                    key.class == class && key.thread == thread && *key.frames == *frames
+                })
             });
             if let Some((key, tally)) = known {
                 tally.add(count, weight);
@@ -365,6 +384,7 @@ impl SiteTable {
             } else if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES {
                 let key = Arc::new(Key {
                     class,
+                    thread,
                     frames: frames.into(),
                 });
                 let mut tally = Tally::default();
@@ -457,6 +477,7 @@ impl SiteTable {
                 Site {
                     key: SiteKey {
                         class,
+                        thread: (key.thread != 0).then_some(key.thread),
                         frames: key.frames.clone(),
                     },
                     total,
@@ -503,7 +524,18 @@ pub fn to_profile(
         if tally.samples == 0 {
             continue;
         }
-        let mut stack: Vec<Frame> = site.key.frames.iter().rev().map(|&f| resolve(f)).collect();
+        let thread = site.key.thread.map(|tid| {
+            let label = match virtual_threads.get(&tid) {
+                Some(name) => format!("[{name}]"),
+                None => match kernel_name(tid as i32) {
+                    Some(name) => format!("[{name} tid={tid}]"),
+                    None => format!("[tid={tid}]"),
+                },
+            };
+            Frame::new(label, FrameKind::Thread)
+        });
+        let frames = site.key.frames.iter().rev().map(|&f| resolve(f));
+        let mut stack: Vec<Frame> = thread.into_iter().chain(frames).collect();
         stack.push(Frame::new(java_name(&site.key.class), FrameKind::Class));
         let counts = |samples: u64, count: f64, weight: f64| StackCounts {
             samples,
@@ -602,9 +634,40 @@ pub fn sites_report(
 mod tests {
     use super::*;
 
+    #[test]
+    fn sites_are_kept_apart_per_thread_when_asked() {
+        let table = SiteTable::new();
+        let class = table.intern("[B");
+        table.keep_threads();
+        let record = || table.record(class, &raw(&[1, 2]), 1.0, 8.0, None, || None);
+        record();
+        std::thread::scope(|s| {
+            s.spawn(record);
+        });
+        let sites = table.snapshot();
+        assert_eq!(sites.len(), 2, "{sites:?}");
+        assert!(sites.iter().all(|s| s.key.thread.is_some()));
+        let profile = to_profile(
+            &sites,
+            Part::Total,
+            false,
+            &HashMap::new(),
+            Metadata::default(),
+            |(m, _)| Frame::new(format!("m{m}"), FrameKind::Compiled),
+        );
+        for stack in profile.stacks() {
+            let root = profile.frame(stack.0[0]);
+            assert!(
+                root.kind == FrameKind::Thread && root.name.contains("tid="),
+                "{root:?}"
+            );
+        }
+    }
+
     fn key(class: &str, frames: &[usize]) -> SiteKey {
         SiteKey {
             class: class.into(),
+            thread: None,
             frames: raw(frames).into(),
         }
     }
@@ -725,6 +788,7 @@ mod tests {
         let key = |class, frames: &[usize]| {
             Arc::new(Key {
                 class,
+                thread: 0,
                 frames: raw(frames).into(),
             })
         };
