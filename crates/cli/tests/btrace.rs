@@ -537,6 +537,7 @@ import static com.sun.btrace.BTraceUtils.*;
         println(Sys.Memory.maxMemory() >= Sys.Memory.totalMemory() && Sys.Memory.freeMemory() >= 0);
         println(getpid());
         println(strlen(timestamp("yyyy-MM-dd HH:mm")) == 16 && strlen(timestamp()) > 10);
+        println(Sys.Memory.heapUsage());
         exit(0);
     }
 }
@@ -547,8 +548,12 @@ import static com.sun.btrace.BTraceUtils.*;
             .start();
         let pid = jvm.pid().to_string();
         let run = common::jtap(["btrace", &pid, &script, "-d", "60s"]);
+        let (facts, usage) = run
+            .stdout
+            .rsplit_once("init = ")
+            .unwrap_or((run.stdout.as_str(), ""));
         assert_eq!(
-            (run.code, run.stdout.as_str()),
+            (run.code, facts),
             (
                 0,
                 format!(
@@ -560,6 +565,17 @@ import static com.sun.btrace.BTraceUtils.*;
             "JDK {}: {}",
             jdk.version,
             run.stderr
+        );
+        // MemoryUsage as Java prints it: init = N(NK) used = … committed = … max = …
+        let memory_usage = regex::Regex::new(
+            r"^\d+\(\d+K\) used = \d+\(\d+K\) committed = \d+\(\d+K\) max = \d+\(\d+K\)\n$",
+        )
+        .unwrap();
+        assert!(
+            memory_usage.is_match(usage),
+            "JDK {}: {}",
+            jdk.version,
+            run.stdout
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }

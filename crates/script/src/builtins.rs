@@ -94,6 +94,7 @@ const NAMES: &[&str] = &[
     "totalMemory",
     "freeMemory",
     "maxMemory",
+    "heapUsage",
     "getpid",
     "jstackAll",
     "deadlocks",
@@ -132,9 +133,8 @@ pub trait Facts {
     fn start_time_ms(&self) -> Option<i64>;
     /// Processors the JVM may use.
     fn processors(&self) -> Option<i64>;
-    /// Java heap bytes used, committed and the most it may grow to, from the GC's perf
-    /// counters.
-    fn heap(&self) -> Option<(i64, i64, i64)>;
+    /// The Java heap's sizes.
+    fn heap(&self) -> Option<Heap>;
     /// The JVM's process id.
     fn pid(&self) -> i64;
     /// Seconds east of UTC of the local time zone at `epoch_secs`.
@@ -142,6 +142,33 @@ pub trait Facts {
     /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
     /// safepoint operation of the VM, no Java code runs).
     fn thread_dump(&self) -> Option<String>;
+}
+
+/// The Java heap's sizes in bytes, as `java.lang.management.MemoryUsage` has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Heap {
+    /// What the JVM asked for at start-up (`InitialHeapSize`).
+    pub initial: i64,
+    /// Used.
+    pub used: i64,
+    /// Committed.
+    pub committed: i64,
+    /// The most it may grow to (`MaxHeapSize`).
+    pub max: i64,
+}
+
+impl Heap {
+    /// As `MemoryUsage.toString()` writes it.
+    fn describe(&self) -> String {
+        let part = |name: &str, v: i64| format!("{name} = {v}({}K)", v >> 10);
+        [
+            part("init", self.initial),
+            part("used", self.used),
+            part("committed", self.committed),
+            part("max", self.max),
+        ]
+        .join(" ")
+    }
 }
 
 /// What functions see of the running script.
@@ -425,13 +452,17 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         ),
         ("availableProcessors", 0) => Value::Int(facts(cx, name)?.processors().unwrap_or(0)),
         ("usedMemory" | "totalMemory" | "freeMemory" | "maxMemory", 0) => {
-            let (used, committed, max) = facts(cx, name)?.heap().unwrap_or((0, 0, 0));
+            let heap = facts(cx, name)?.heap().unwrap_or_default();
             Value::Int(match name {
-                "usedMemory" => used,
-                "totalMemory" => committed,
-                "freeMemory" => committed - used,
-                _ => max,
+                "usedMemory" => heap.used,
+                "totalMemory" => heap.committed,
+                "freeMemory" => heap.committed - heap.used,
+                _ => heap.max,
             })
+        }
+        ("heapUsage", 0) => {
+            let heap = facts(cx, name)?.heap().unwrap_or_default();
+            Value::Object(heap.describe().into())
         }
         ("getpid", 0) => Value::Int(facts(cx, name)?.pid()),
         ("timestamp", 0 | 1) => {

@@ -27,7 +27,7 @@ mod time;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};
-pub use builtins::Facts;
+pub use builtins::{Facts, Heap};
 pub use compile::{compile, CompileError};
 pub use machine::{Fired, Machine};
 pub use one_liner::{one_liner, one_liner_error};

@@ -400,6 +400,7 @@ impl Session {
             timeout,
             properties: std::cell::OnceCell::new(),
             environment: std::cell::OnceCell::new(),
+            heap_bounds: std::cell::OnceCell::new(),
         };
         let mut machine = Machine::new(script, file, script_args.to_vec(), Some(Box::new(facts)));
         let mut failures = Vec::new();
@@ -572,19 +573,40 @@ struct JvmFacts {
     timeout: Duration,
     properties: std::cell::OnceCell<Vec<(String, String)>>,
     environment: std::cell::OnceCell<Vec<(String, String)>>,
+    /// The heap's initial and maximum sizes (`VM.flags`).
+    heap_bounds: std::cell::OnceCell<Option<(i64, i64)>>,
 }
 
 impl JvmFacts {
     /// The text the JVM answers to an attach command without arguments.
     fn ask(&self, command: &str) -> anyhow::Result<String> {
+        self.ask_with(command, &[])
+    }
+
+    /// The text the JVM answers to an attach command.
+    fn ask_with(&self, command: &str, args: &[&str]) -> anyhow::Result<String> {
         let mut vm = jtap_attach::VirtualMachine::attach(
             self.pid,
             &jtap_attach::AttachOptions {
                 timeout: self.timeout,
             },
         )?;
-        let mut reply = vm.execute(&jtap_attach::Request::new(command, Vec::<String>::new()))?;
+        let mut reply = vm.execute(&jtap_attach::Request::new(command, args.to_vec()))?;
         Ok(reply.output_to_string()?)
+    }
+
+    /// `InitialHeapSize` and `MaxHeapSize`, as `jcmd VM.flags` prints them.
+    fn heap_bounds(&self) -> Option<(i64, i64)> {
+        *self.heap_bounds.get_or_init(|| {
+            let flags = self.ask_with("jcmd", &["VM.flags"]).ok()?;
+            let flag = |name: &str| {
+                flags.split_whitespace().find_map(|f| {
+                    f.strip_prefix(&format!("-XX:{name}="))
+                        .and_then(|v| v.parse::<i64>().ok())
+                })
+            };
+            Some((flag("InitialHeapSize")?, flag("MaxHeapSize")?))
+        })
     }
 }
 
@@ -647,14 +669,20 @@ impl jtap_script::Facts for JvmFacts {
         Some(count)
     }
 
-    fn heap(&self) -> Option<(i64, i64, i64)> {
+    fn heap(&self) -> Option<jtap_script::Heap> {
         let info = jtap_attach::JvmInfo::inspect(self.pid).ok()?;
-        let max = info.heap_max.or(info.heap_committed)?;
-        Some((
-            info.heap_used? as i64,
-            info.heap_committed? as i64,
-            max as i64,
-        ))
+        let committed = info.heap_committed? as i64;
+        // The flags are exact; the perf counters' capacities overlap under G1, whose
+        // generations each report the whole heap's.
+        let (initial, max) = self
+            .heap_bounds()
+            .unwrap_or((committed, info.heap_max.map_or(committed, |m| m as i64)));
+        Some(jtap_script::Heap {
+            initial,
+            used: info.heap_used? as i64,
+            committed,
+            max,
+        })
     }
 
     fn pid(&self) -> i64 {
