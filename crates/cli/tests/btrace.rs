@@ -519,6 +519,11 @@ fn done_line(jvm: &JavaProcess, n: u32) -> (String, String) {
 #[test]
 fn sys_functions_read_the_jvm_without_running_code_in_it() {
     agent_library();
+    // MemoryUsage as Java prints it: init = N(NK) used = … committed = … max = …
+    let memory_usage = regex::Regex::new(
+        r"^\d+\(\d+K\) used = \d+\(\d+K\) committed = \d+\(\d+K\) max = \d+\(\d+K\)\n$",
+    )
+    .unwrap();
     for jdk in jdks() {
         let dir = tempfile::tempdir().unwrap();
         let script = write(
@@ -566,11 +571,6 @@ import static com.sun.btrace.BTraceUtils.*;
             jdk.version,
             run.stderr
         );
-        // MemoryUsage as Java prints it: init = N(NK) used = … committed = … max = …
-        let memory_usage = regex::Regex::new(
-            r"^\d+\(\d+K\) used = \d+\(\d+K\) committed = \d+\(\d+K\) max = \d+\(\d+K\)\n$",
-        )
-        .unwrap();
         assert!(
             memory_usage.is_match(usage),
             "JDK {}: {}",
