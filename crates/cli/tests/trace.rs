@@ -695,34 +695,43 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
     }
 }
 
+/// Runs `jtap monitor <pid> ARGS -i 500ms --json` over round `n` of the workload, then stops
+/// the session: its output (once it exited 0) and what the round measured.
+fn monitored_round(
+    jvm: &JavaProcess,
+    pid: &str,
+    dir: &Path,
+    args: &[&str],
+    n: u32,
+) -> (String, (i64, u64, u64)) {
+    let mut command = vec!["monitor", pid];
+    command.extend_from_slice(args);
+    command.extend(["-i", "500ms", "-d", "60s", "--json"]);
+    let mut monitor = Background::start(&command, dir);
+    monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let measured = round(jvm, dir, n);
+    std::thread::sleep(Duration::from_millis(700));
+    let stop = jtap(["trace", "stop", pid]);
+    assert_eq!(stop.code, 0, "{stop:?}");
+    let (code, out, err) = monitor.finish(Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    (out, measured)
+}
+
 #[test]
 fn monitor_counts_calls_and_their_durations() {
     agent_library();
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut monitor = Background::start(
-            &[
-                "monitor",
-                &pid,
-                "workloads.Traced::sleepy",
-                "workloads.Shapes::deepThrow",
-                "-i",
-                "500ms",
-                "-d",
-                "60s",
-                "--json",
-            ],
+        let (out, (_, own_calls, own_nanos)) = monitored_round(
+            &jvm,
+            &pid,
             dir.path(),
+            &["workloads.Traced::sleepy", "workloads.Shapes::deepThrow"],
+            1,
         );
-        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        let (_, own_calls, own_nanos) = round(&jvm, dir.path(), 1);
         let own_mean_ms = own_nanos as f64 / own_calls as f64 / 1e6;
-        std::thread::sleep(Duration::from_millis(700));
-        let stop = jtap(["trace", "stop", &pid]);
-        assert_eq!(stop.code, 0, "{stop:?}");
-        let (code, out, err) = monitor.finish(Duration::from_secs(30));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let rows = json_lines(&out);
         let sum = |method: &str, key: &str| {
             rows.iter()
@@ -766,28 +775,17 @@ fn monitor_counts_calls_and_their_durations() {
         );
         assert!(p50 <= p99 && p99 <= max, "JDK {}: {busy}", jdk.version);
         // --if: only the calls whose argument passes, tested in the method itself.
-        let mut monitor = Background::start(
+        let (out, _) = monitored_round(
+            &jvm,
+            &pid,
+            dir.path(),
             &[
-                "monitor",
-                &pid,
                 "workloads.Traced::sleepy",
                 "--if",
                 "args[0] >= 5 && !(args[0] == 7)",
-                "-i",
-                "500ms",
-                "-d",
-                "60s",
-                "--json",
             ],
-            dir.path(),
+            2,
         );
-        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 2);
-        std::thread::sleep(Duration::from_millis(700));
-        let stop = jtap(["trace", "stop", &pid]);
-        assert_eq!(stop.code, 0, "{stop:?}");
-        let (code, out, err) = monitor.finish(Duration::from_secs(30));
-        assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let calls: u64 = json_lines(&out)
             .iter()
             .map(|r| r["calls"].as_u64().unwrap())
