@@ -542,6 +542,8 @@ import static com.sun.btrace.BTraceUtils.*;
         println(Sys.Memory.maxMemory() >= Sys.Memory.totalMemory() && Sys.Memory.freeMemory() >= 0);
         println(getpid());
         println(strlen(timestamp("yyyy-MM-dd HH:mm")) == 16 && strlen(timestamp()) > 10);
+        Sys.Memory.gc();
+        Sys.Memory.dumpHeap("btrace.hprof");
         println(Sys.Memory.heapUsage());
         exit(0);
     }
@@ -576,6 +578,14 @@ import static com.sun.btrace.BTraceUtils.*;
             "JDK {}: {}",
             jdk.version,
             run.stdout
+        );
+        // The heap dump is the JVM's own, in its directory.
+        let dump = std::fs::metadata(dir.path().join("btrace.hprof"));
+        assert!(
+            dump.is_ok_and(|m| m.len() > 1000),
+            "JDK {}: no heap dump: {}",
+            jdk.version,
+            run.stderr
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }

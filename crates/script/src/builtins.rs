@@ -95,6 +95,8 @@ const NAMES: &[&str] = &[
     "freeMemory",
     "maxMemory",
     "heapUsage",
+    "gc",
+    "dumpHeap",
     "getpid",
     "jstackAll",
     "deadlocks",
@@ -139,6 +141,9 @@ pub trait Facts {
     fn pid(&self) -> i64;
     /// Seconds east of UTC of the local time zone at `epoch_secs`.
     fn utc_offset_seconds(&self, epoch_secs: i64) -> i64;
+    /// Runs a diagnostic command in the JVM (`GC.run`, `GC.heap_dump`: operations of the VM,
+    /// no application code) and gives its output, or why it failed.
+    fn jcmd(&self, command: &[&str]) -> Result<String, String>;
     /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
     /// safepoint operation of the VM, no Java code runs).
     fn thread_dump(&self) -> Option<String>;
@@ -465,6 +470,29 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             Value::Object(heap.describe().into())
         }
         ("getpid", 0) => Value::Int(facts(cx, name)?.pid()),
+        ("gc", 0) => {
+            facts(cx, name)?
+                .jcmd(&["GC.run"])
+                .map_err(|e| format!("gc: {e}"))?;
+            Value::Null
+        }
+        // BTrace's `dumpHeap(file[, live])`: the file is the JVM's (relative to its directory).
+        ("dumpHeap", 1 | 2) => {
+            let file = text(0);
+            let all = args.len() == 2 && !arg(1).truthy();
+            let mut command = vec!["GC.heap_dump"];
+            if all {
+                command.push("-all");
+            }
+            command.push(&file);
+            let output = facts(cx, name)?
+                .jcmd(&command)
+                .map_err(|e| format!("dumpHeap: {e}"))?;
+            if !output.contains("Heap dump file created") {
+                return Err(format!("dumpHeap: {}", output.trim()));
+            }
+            Value::Null
+        }
         ("timestamp", 0 | 1) => {
             // `new SimpleDateFormat()`'s pattern (en_US) unless given one.
             let pattern = if args.is_empty() {

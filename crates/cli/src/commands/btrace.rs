@@ -692,6 +692,12 @@ impl jtap_script::Facts for JvmFacts {
     fn utc_offset_seconds(&self, epoch_secs: i64) -> i64 {
         crate::local_time::utc_offset_seconds(epoch_secs)
     }
+
+    fn jcmd(&self, command: &[&str]) -> Result<String, String> {
+        let line = command.join(" ");
+        self.ask_with("jcmd", &[line.as_str()])
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// One line of Java's properties format (`key=value`, with `\:`, `\=`, `\\` and `\uXXXX`
