@@ -623,7 +623,7 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
             );
             assert_eq!(
                 counts.differed,
-                counts.differed_at_top + counts.went_further,
+                counts.differed_at_top + counts.differed_at_call + counts.went_further,
                 "JDK {} {engine}: {text}",
                 jdk.version
             );

@@ -599,9 +599,11 @@ fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
 /// A profile of `engine` whose every stack is taken by jtap's walker and by the VM's
 /// (JVMTI's `GetStackTrace` for alloc, `AsyncGetCallTrace` for cpu): none may differ, but for
 /// cpu in the scopes of the interrupted compiled frame (the two may take them from different
-/// pc descriptors) in at most 2 % of the stacks, and where AsyncGetCallTrace stopped early
-/// (seen on Jetty: at `Finalizer.register`, which the VM calls from `Object.<init>`). The
-/// agent's log counts them.
+/// pc descriptors) in at most 2 % of the stacks, in those of a compiled frame stopped at a
+/// call (`AsyncGetCallTrace` takes the descriptor after the call's when the frame anchor
+/// holds no pc: 1–2.5 % of javac's samples in its first minute), and where
+/// AsyncGetCallTrace stopped early (seen on Jetty: at `Finalizer.register`, which the VM
+/// calls from `Object.<init>`). The agent's log counts them.
 fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     let log = dir.join("agent.log");
     let log_option = format!("log={}", log.display());
@@ -621,7 +623,7 @@ fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     assert!(counts.walked > 0 && counts.compared > 0, "{text}");
     assert_eq!(
         counts.differed,
-        counts.differed_at_top + counts.went_further,
+        counts.differed_at_top + counts.differed_at_call + counts.went_further,
         "{text}"
     );
     assert!(counts.differed_at_top * 50 <= counts.compared, "{text}");

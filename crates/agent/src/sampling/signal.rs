@@ -32,7 +32,7 @@ use super::buffer::{SampleBuffer, SampleHeader, WALKED_BY_ASGCT, WALKED_BY_VM, W
 use super::jvm::VmThreadKey;
 use super::perf;
 use super::recover;
-use crate::walk::{Comparison, Kind, Stats, Stop, Walker};
+use crate::walk::{Began, Comparison, Kind, Stats, Stop, Walker};
 
 /// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
 const UNKNOWN_JAVA: i32 = -5;
@@ -528,7 +528,7 @@ unsafe fn walk(
     };
     if target.walks == Walks::Vm && !target.verifies_next() {
         match vm_walk(frames) {
-            Ok(count) => {
+            Ok((count, _)) => {
                 target.stats.walked();
                 return Walked {
                     num_frames: count as i32,
@@ -561,8 +561,8 @@ unsafe fn walk(
         by: WALKED_BY_ASGCT,
         checked: 0,
     };
-    if let (Some(count), true) = (ours, num_frames > 0) {
-        let comparison = compare(&theirs[..count], &kept[..num_frames as usize]);
+    if let (Some((count, began)), true) = (ours, num_frames > 0) {
+        let comparison = compare(&theirs[..count], &kept[..num_frames as usize], began);
         target.stats.compared(comparison);
         if comparison == Comparison::Differed && target.walks == Walks::Vm {
             target.distrusted.store(true, Ordering::Relaxed);
@@ -575,8 +575,9 @@ unsafe fn walk(
     walked
 }
 
-/// How jtap's walker's frames (`ours`, kinds known) compare with `AsyncGetCallTrace`'s.
-fn compare(ours: &[CallFrame], theirs: &[CallFrame]) -> Comparison {
+/// How jtap's walker's frames (`ours`, kinds known, from a walk that `began` there) compare
+/// with `AsyncGetCallTrace`'s.
+fn compare(ours: &[CallFrame], theirs: &[CallFrame], began: Began) -> Comparison {
     let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
     let common = ours
         .iter()
@@ -604,7 +605,10 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame]) -> Comparison {
                 && theirs[at - 1].method == ours[top - 1].method
                 && callers.iter().zip(&theirs[at..]).all(|(a, b)| same(a, b)) =>
         {
-            Comparison::DifferedAtTop
+            match began {
+                Began::AtSignal => Comparison::DifferedAtTop,
+                Began::AtAnchor => Comparison::DifferedAtCall,
+            }
         }
         _ => Comparison::Differed,
     }
@@ -811,5 +815,59 @@ unsafe fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void)
         // SAFETY: a plain handler has this signature.
         let function: extern "C" fn(c_int) = unsafe { std::mem::transmute(previous) };
         function(signal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame of method number `method` at `bci`, of `kind` as jtap's walker writes it.
+    fn frame(method: usize, bci: i32, kind: Option<Kind>) -> CallFrame {
+        CallFrame {
+            bci,
+            kind: kind.map_or(0, |k| k as u8 + 1),
+            method: method as sys::jmethodID,
+        }
+    }
+
+    #[test]
+    fn walks_differing_only_in_the_top_compiled_frames_scopes_are_told_apart() {
+        use Kind::{Compiled, Inlined, Interpreted};
+        // jtap's: 3 inlined into 2, compiled, called from 1, interpreted.
+        let ours = [
+            frame(3, 4, Some(Inlined)),
+            frame(2, 18, Some(Compiled)),
+            frame(1, 7, Some(Interpreted)),
+        ];
+        let plain = |frames: &[(usize, i32)]| -> Vec<CallFrame> {
+            frames.iter().map(|&(m, b)| frame(m, b, None)).collect()
+        };
+        let same = plain(&[(3, 4), (2, 18), (1, 7)]);
+        let later_scope = plain(&[(2, 21), (1, 7)]);
+        let shorter = plain(&[(3, 4), (2, 18)]);
+        let other_caller = plain(&[(2, 21), (1, 9)]);
+        for began in [Began::AtSignal, Began::AtAnchor] {
+            assert_eq!(compare(&ours, &same, began), Comparison::Same);
+            assert_eq!(compare(&ours, &shorter, began), Comparison::WentFurther);
+            assert_eq!(compare(&ours, &other_caller, began), Comparison::Differed);
+        }
+        assert_eq!(
+            compare(&ours, &later_scope, Began::AtSignal),
+            Comparison::DifferedAtTop
+        );
+        assert_eq!(
+            compare(&ours, &later_scope, Began::AtAnchor),
+            Comparison::DifferedAtCall
+        );
+        // An interpreted top frame has no scopes to differ in.
+        let interpreted = [
+            frame(2, 18, Some(Interpreted)),
+            frame(1, 7, Some(Interpreted)),
+        ];
+        assert_eq!(
+            compare(&interpreted, &later_scope, Began::AtSignal),
+            Comparison::Differed
+        );
     }
 }

@@ -89,6 +89,17 @@ pub enum Start {
     },
 }
 
+/// Where the walk of an interrupted thread began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Began {
+    /// At the signal's registers: the thread ran Java code, its top compiled frame anywhere
+    /// between two pcs with debug information.
+    AtSignal,
+    /// At the thread's last Java frame: it was in a call (into the VM or native code, or
+    /// blocked), its top compiled frame at the call's return address.
+    AtAnchor,
+}
+
 /// Why a walk gave up (the caller then asks JVMTI instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
@@ -223,6 +234,11 @@ impl<'a> Walk<'a> {
             heaps: OnceCell::new(),
             last_word: Cell::new((0, 0)),
         })
+    }
+
+    /// Whether the thread runs Java code (a signal's registers are then where its walk starts).
+    pub fn in_java(&self) -> bool {
+        self.state == self.layout.in_java
     }
 
     /// Writes up to `out.room()` frames of `thread`'s Java stack, top first, from `start`;

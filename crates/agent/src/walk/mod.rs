@@ -28,7 +28,7 @@ use std::sync::OnceLock;
 
 use jtap_jvmti::sys;
 
-pub use frames::{Frames, JavaFrame, Kind, Stop};
+pub use frames::{Began, Frames, JavaFrame, Kind, Stop};
 
 pub use stats::{Comparison, Stats};
 pub use vthread::Mounted;
@@ -154,10 +154,11 @@ impl Walker {
         unsafe { self.walk(jni, Start::Anchor, out) }
     }
 
-    /// Writes up to `out.room()` frames of the calling thread's Java stack, top first, and
-    /// returns how many, from a signal handler that interrupted the thread at `pc`, `sp` and
-    /// `fp`: from there if it ran Java code, else from its last Java frame. `complete` says
-    /// whether a compiled method's frame is set up at a pc. Async-signal-safe.
+    /// Writes up to `out.room()` frames of the calling thread's Java stack, top first, from a
+    /// signal handler that interrupted the thread at `pc`, `sp` and `fp`: from there if it
+    /// ran Java code, else from its last Java frame. Returns how many, and where the walk
+    /// began. `complete` says whether a compiled method's frame is set up at a pc.
+    /// Async-signal-safe.
     ///
     /// # Safety
     /// `jni` is the calling thread's JNIEnv; the registers are the signal's.
@@ -167,15 +168,24 @@ impl Walker {
         (pc, sp, fp): (usize, usize, usize),
         complete: fn(usize) -> bool,
         out: &mut F,
-    ) -> Result<usize, Stop> {
+    ) -> Result<(usize, Began), Stop> {
         let start = Start::Interrupted {
             pc,
             sp,
             fp,
             complete,
         };
-        // SAFETY: (caller) as above.
-        unsafe { self.walk(jni, start, out) }
+        let thread = (jni as usize).wrapping_sub(self.env_offset);
+        // SAFETY: (caller) as in `walk`.
+        unsafe {
+            let walk = Walk::new(&self.layout, &self.fetch, thread)?;
+            let began = if walk.in_java() {
+                Began::AtSignal
+            } else {
+                Began::AtAnchor
+            };
+            Ok((walk.frames(thread, start, out)?, began))
+        }
     }
 
     /// # Safety

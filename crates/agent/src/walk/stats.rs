@@ -14,6 +14,11 @@ pub enum Comparison {
     /// Only in the scopes of the interrupted compiled frame: its inlined methods or bytecode
     /// index (which the two walkers may take from different pc descriptors).
     DifferedAtTop,
+    /// Only in the scopes of a compiled frame stopped at a call (the thread was in the VM,
+    /// in native code or blocked): jtap's walker takes the call's own pc descriptor, at the
+    /// return address; `AsyncGetCallTrace` takes the next one when the thread's frame anchor
+    /// holds no pc (HotSpot's `is_decipherable_compiled_frame` then looks past the pc).
+    DifferedAtCall,
     /// jtap's walker went on below the other's last frame, which is its own: where the
     /// other stopped early (`AsyncGetCallTrace` at some Java calls from the VM, such as
     /// `Finalizer.register` called from `Object.<init>`).
@@ -32,9 +37,10 @@ pub struct Stats {
     compared: AtomicU64,
     differed: AtomicU64,
     /// Of those, the stacks that differed only in the scopes of the interrupted compiled
-    /// frame (where a signal stopped it between two pcs with debug information), and those
-    /// where jtap's walker went further.
+    /// frame (where a signal stopped it between two pcs with debug information), or of one
+    /// stopped at a call, and those where jtap's walker went further.
     differed_at_top: AtomicU64,
+    differed_at_call: AtomicU64,
     went_further: AtomicU64,
     /// Why walks stopped, by [`Stop`] (as `usize`).
     stops: [AtomicU64; Stop::COUNT],
@@ -55,6 +61,7 @@ impl Stats {
             compared: AtomicU64::new(0),
             differed: AtomicU64::new(0),
             differed_at_top: AtomicU64::new(0),
+            differed_at_call: AtomicU64::new(0),
             went_further: AtomicU64::new(0),
             stops: [const { AtomicU64::new(0) }; Stop::COUNT],
         }
@@ -68,6 +75,7 @@ impl Stats {
             &self.compared,
             &self.differed,
             &self.differed_at_top,
+            &self.differed_at_call,
             &self.went_further,
         ]
         .into_iter()
@@ -100,6 +108,10 @@ impl Stats {
                 self.differed_at_top.fetch_add(1, Ordering::Relaxed);
                 self.differed.fetch_add(1, Ordering::Relaxed)
             }
+            Comparison::DifferedAtCall => {
+                self.differed_at_call.fetch_add(1, Ordering::Relaxed);
+                self.differed.fetch_add(1, Ordering::Relaxed)
+            }
             Comparison::WentFurther => {
                 self.went_further.fetch_add(1, Ordering::Relaxed);
                 self.differed.fetch_add(1, Ordering::Relaxed)
@@ -119,13 +131,14 @@ impl Stats {
             })
             .collect();
         format!(
-            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} where jtap's went further)",
+            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} only in those of a frame stopped at a call, {} where jtap's went further)",
             self.walked.load(Ordering::Relaxed),
             self.fell_back.load(Ordering::Relaxed),
             if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
             self.compared.load(Ordering::Relaxed),
             self.differed.load(Ordering::Relaxed),
             self.differed_at_top.load(Ordering::Relaxed),
+            self.differed_at_call.load(Ordering::Relaxed),
             self.went_further.load(Ordering::Relaxed),
         )
     }

@@ -294,11 +294,13 @@ pub struct WalkerCounts {
     /// Stacks the VM's walker (JVMTI, AsyncGetCallTrace) gave where jtap's stopped.
     pub fell_back: u64,
     /// Stacks taken both ways, those that differed, and of them those that differed only in
-    /// the scopes of the interrupted compiled frame and those where jtap's walker went on
-    /// below the other's last frame.
+    /// the scopes of the interrupted compiled frame, only in those of a compiled frame
+    /// stopped at a call (where `AsyncGetCallTrace` may take the pc descriptor after the
+    /// call's), and those where jtap's walker went on below the other's last frame.
     pub compared: u64,
     pub differed: u64,
     pub differed_at_top: u64,
+    pub differed_at_call: u64,
     pub went_further: u64,
 }
 
@@ -321,6 +323,7 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
         compared: number_before(" compared with ")?,
         differed: number_before(" differed")?,
         differed_at_top: number_after(" differed (")?,
+        differed_at_call: number_before(" only in those of a frame stopped at a call")?,
         went_further: number_before(" where jtap's went further")?,
     })
 }
