@@ -310,6 +310,31 @@ fn a_condition_on_arguments_is_tested_in_the_traced_method() {
     }
 }
 
+/// `sizeof` of the probed method's arguments and of the value it returns: the shallow sizes
+/// the JVM gives (`int[3]` and an `ArrayList` with compressed class pointers, the default
+/// of every JDK of the matrix).
+#[test]
+fn sizeof_gives_the_jvms_shallow_size_of_the_probed_methods_objects() {
+    agent_library();
+    const SIZES: &str = r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Sizes {
+    @OnMethod(clazz = "workloads.Traced", method = "describe", location = @Location(Kind.RETURN))
+    public static void sizes(Object first, Object second, int[] numbers, Object words, @Return Object made) {
+        println("int[3] " + sizeof(numbers) + ", ArrayList " + sizeof(words) + ", made " + (sizeof(made) >= 16));
+    }
+}
+"#;
+    for jdk in jdks() {
+        let (out, err) = one_round(jdk, "Sizes.java", SIZES);
+        assert_eq!(
+            out, "int[3] 32, ArrayList 24, made true\n",
+            "JDK {}: {err}",
+            jdk.version
+        );
+    }
+}
+
 #[test]
 fn arguments_state_and_exit_reach_the_script() {
     agent_library();

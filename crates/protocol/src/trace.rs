@@ -30,7 +30,8 @@
 //!          | "threshold:" duration keep only calls (trees) lasting at least this long
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
-//!          | "args" | "values" | "return" | "exceptions" | "stack" | "to-string" | "exact"
+//!          | "args" | "values" | "callee-values" | "sizes" | "return" | "exceptions"
+//!          | "stack" | "to-string" | "exact"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -371,6 +372,9 @@ pub struct Plan {
     /// At call sites, capture the called method's receiver and arguments (after `this`, as
     /// the call's values: scripts' `@TargetInstance` and arguments at `Kind.CALL`).
     pub callee_values: bool,
+    /// Measure each captured value (with `values`) and the value returned (with `return`):
+    /// their shallow sizes, as `Instrumentation.getObjectSize` gives them (scripts' `sizeof`).
+    pub sizes: bool,
     /// Capture the return value.
     pub returns: bool,
     /// Report calls that end by throwing, with the exception.
@@ -483,6 +487,7 @@ impl Plan {
                 "args" => plan.args = true,
                 "values" => plan.values = true,
                 "callee-values" => plan.callee_values = true,
+                "sizes" => plan.sizes = true,
                 "return" => plan.returns = true,
                 "exceptions" => plan.exceptions = true,
                 "stack" => plan.stack = true,
@@ -561,6 +566,7 @@ impl fmt::Display for Plan {
             (self.args, "args"),
             (self.values, "values"),
             (self.callee_values, "callee-values"),
+            (self.sizes, "sizes"),
             (self.returns, "return"),
             (self.exceptions, "exceptions"),
             (self.stack, "stack"),
@@ -653,6 +659,7 @@ mod tests {
             args: true,
             values: true,
             callee_values: true,
+            sizes: true,
             returns: true,
             exceptions: false,
             stack: true,

@@ -113,6 +113,8 @@ pub struct Handler {
     pub method: Method,
     /// It calls `jstack()`: its probe captures stacks.
     pub uses_stack: bool,
+    /// It calls `sizeof`: its probe measures the objects it captures.
+    pub uses_sizes: bool,
     /// `@Sampled`: which of the calls it takes it handles.
     pub sampled: Option<Sampling>,
 }

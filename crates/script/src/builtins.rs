@@ -112,6 +112,8 @@ const NAMES: &[&str] = &[
     "getBoolean",
     "getFloat",
     "getDouble",
+    // Run by the machine, which knows what the probe measured.
+    "sizeof",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",

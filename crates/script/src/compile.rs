@@ -322,6 +322,7 @@ impl<'s> Compiler<'s> {
             body: self.block(body)?,
             at: pos(node),
         };
+        let uses_sizes = measures(&method, trigger.is_some())?;
         match trigger {
             Some(trigger) => {
                 let uses_stack = calls_stack(&method.body);
@@ -329,6 +330,7 @@ impl<'s> Compiler<'s> {
                     trigger,
                     method,
                     uses_stack,
+                    uses_sizes,
                     sampled,
                 });
             }
@@ -946,6 +948,42 @@ fn calls_stack(body: &[Stmt]) -> bool {
     found
 }
 
+/// Whether `method` calls `sizeof`, and checks that each call measures a parameter of a
+/// handler that holds one of the probed method's objects (`@Self`, an argument, `@Return`,
+/// `@TargetInstance`): the agent measures those as it captures them, and nothing else.
+fn measures(method: &Method, handler: bool) -> Result<bool> {
+    let mut found = Ok(false);
+    visit_stmts(&method.body, &mut |e| {
+        let (ExprKind::Builtin(name, args) | ExprKind::Own(name, args)) = &e.kind else {
+            return;
+        };
+        if name != "sizeof" || found.is_err() {
+            return;
+        }
+        let measured = match args.as_slice() {
+            [Expr {
+                kind: ExprKind::Name(arg),
+                ..
+            }] => method.params.iter().any(|p| {
+                &p.name == arg
+                    && matches!(
+                        p.role,
+                        Role::This | Role::Arg(_) | Role::Return | Role::TargetInstance
+                    )
+            }),
+            _ => false,
+        };
+        found = match measured && handler {
+            true => Ok(true),
+            false => Err((
+                e.at,
+                "sizeof measures a handler's parameter holding one of the probed method's objects (@Self, an argument, @Return or @TargetInstance)".into(),
+            )),
+        };
+    });
+    found
+}
+
 fn visit_stmts(stmts: &[Stmt], f: &mut dyn FnMut(&Expr)) {
     for s in stmts {
         match s {
@@ -1178,6 +1216,22 @@ public class Tracker {
     fn error(source: &str) -> String {
         let script = format!("import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {{\n{source}\n}}\n");
         compile(&script, "S.java").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn sizeof_measures_only_what_the_probe_captured() {
+        let local = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(String s) {\n    String t = s;\n    println(sizeof(t));\n}");
+        assert!(
+            local.starts_with("S.java:7:13: sizeof measures a handler's parameter"),
+            "{local}"
+        );
+        let helper = error("static long size(Object o) { return sizeof(o); }\n@OnTimer(100) public static void h() {}");
+        assert!(
+            helper.starts_with("S.java:4:37: sizeof measures"),
+            "{helper}"
+        );
+        let name = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@ProbeMethodName String m) { println(sizeof(m)); }");
+        assert!(name.contains("sizeof measures"), "{name}");
     }
 
     #[test]

@@ -29,6 +29,13 @@ pub struct Fired {
     pub values: Vec<String>,
     /// The value returned, described (RETURN probes of non-void methods).
     pub returned: Option<String>,
+    /// The shallow size in bytes of each of `values`, when the probe measured them
+    /// (handlers calling `sizeof`).
+    pub sizes: Vec<u64>,
+    /// The shallow size of the value returned, when measured.
+    pub returned_size: Option<u64>,
+    /// The shallow size of the called method's receiver, when measured.
+    pub target_size: Option<u64>,
     /// The exception thrown, described (ERROR probes).
     pub thrown: Option<String>,
     /// The Java stack, `Class.method(File.java:line)` per frame, innermost first.
@@ -77,6 +84,9 @@ struct Frame<'p> {
     locals: Vec<(String, Value)>,
     probe: Option<&'p Fired>,
     depth: usize,
+    /// A handler's parameters holding objects the probe measured, with their sizes
+    /// (`sizeof`).
+    sizes: Vec<(String, u64)>,
 }
 
 /// `@TargetMethodOrField`: the called method's name, or with `fqn` as BTrace writes it:
@@ -180,6 +190,7 @@ impl<'s> Machine<'s> {
                             locals: Vec::new(),
                             probe: None,
                             depth: 0,
+                            sizes: Vec::new(),
                         },
                     )
                     .unwrap_or_else(|(at, message)| {
@@ -201,6 +212,7 @@ impl<'s> Machine<'s> {
                 locals: Vec::new(),
                 probe: None,
                 depth: 0,
+                sizes: Vec::new(),
             },
             "static initialiser",
         );
@@ -223,7 +235,7 @@ impl<'s> Machine<'s> {
             }
             *last_ns = now;
         }
-        let mut locals = Vec::new();
+        let (mut locals, mut sizes) = (Vec::new(), Vec::new());
         let mut arg_values = probe
             .values
             .iter()
@@ -297,12 +309,23 @@ impl<'s> Machine<'s> {
                 Role::AllArgs => Value::Array(arg_values.by_ref().collect::<Vec<_>>().into()),
                 Role::Plain => Value::Null,
             };
+            let size = match &param.role {
+                Role::This => probe.sizes.first().copied(),
+                Role::Arg(i) => probe.sizes.get(i + 1).copied(),
+                Role::Return => probe.returned_size,
+                Role::TargetInstance => probe.target_size,
+                _ => None,
+            };
+            if let Some(size) = size {
+                sizes.push((param.name.clone(), size));
+            }
             locals.push((param.name.clone(), coerce(&param.ty, value)));
         }
         let mut frame = Frame {
             locals,
             probe: Some(probe),
             depth: 0,
+            sizes,
         };
         let name = handler.method.name.clone();
         self.run_body(&handler.method.body, &mut frame, &name);
@@ -324,6 +347,7 @@ impl<'s> Machine<'s> {
                 locals,
                 probe: None,
                 depth: 0,
+                sizes: Vec::new(),
             },
             &name,
         );
@@ -420,6 +444,7 @@ impl<'s> Machine<'s> {
                 locals,
                 probe: None,
                 depth: 0,
+                sizes: Vec::new(),
             };
             self.run_body(&method.body, &mut frame, &name);
         }
@@ -640,6 +665,9 @@ impl<'s> Machine<'s> {
         call: &Expr,
         frame: &mut Frame,
     ) -> Result<Value, Fault> {
+        if name == "sizeof" {
+            return self.size_of(args, call, frame);
+        }
         let values = args
             .iter()
             .map(|a| self.eval(a, frame))
@@ -652,6 +680,29 @@ impl<'s> Machine<'s> {
             facts: self.facts.as_deref(),
         };
         builtins::call(name, values, &mut cx).map_err(|m| (call.at, m))
+    }
+
+    /// `sizeof(p)`: the size the probe measured of the object parameter `p` holds (the
+    /// compiler lets `sizeof` take nothing else).
+    fn size_of(&mut self, args: &[Expr], call: &Expr, frame: &mut Frame) -> Result<Value, Fault> {
+        let value = match args {
+            [arg] => self.eval(arg, frame)?,
+            _ => return Err((call.at, "sizeof takes one parameter".into())),
+        };
+        if matches!(value, Value::Null) {
+            return Err((
+                call.at,
+                "java.lang.NullPointerException: sizeof(null)".into(),
+            ));
+        }
+        let size = match args.first().map(|a| &a.kind) {
+            Some(ExprKind::Name(name)) => frame.sizes.iter().find(|(n, _)| n == name),
+            _ => None,
+        };
+        match size {
+            Some(&(_, size)) => Ok(Value::Int(size as i64)),
+            None => Err((call.at, "the probe did not measure this value".into())),
+        }
     }
 
     fn own(
@@ -686,6 +737,7 @@ impl<'s> Machine<'s> {
             locals,
             probe: frame.probe,
             depth: frame.depth + 1,
+            sizes: Vec::new(),
         };
         Ok(match self.stmts(&method.body, &mut inner)? {
             Flow::Return(v) => v,
@@ -1063,6 +1115,42 @@ mod tests {
             "{errors:?}"
         );
         assert!(m.take_output().is_empty());
+    }
+
+    #[test]
+    fn sizeof_gives_what_the_probe_measured() {
+        let s = script(
+            r#"@OnMethod(clazz = "a.B", method = "put", location = @Location(Kind.RETURN))
+    public static void h(@Self Object self, String key, int[] data, @Return Object r) {
+        println(sizeof(self) + " " + sizeof(key) + " " + sizeof(data) + " " + sizeof(r));
+    }"#,
+        );
+        assert!(s.handlers[0].uses_sizes);
+        let mut m = Machine::new(&s, "S.java", Vec::new(), None);
+        let fired = Fired {
+            class: "a.B".into(),
+            method: "put".into(),
+            values: vec!["a.B@1f".into(), "\"k\"".into(), "[1, 2, 3]".into()],
+            sizes: vec![16, 24, 32],
+            returned: Some("a.C@2e".into()),
+            returned_size: Some(40),
+            ..Fired::default()
+        };
+        m.fire(0, &fired);
+        assert_eq!(m.take_output(), "16 24 32 40\n");
+        // A null has no size: Java's NullPointerException, as a failed handler.
+        let null_key = Fired {
+            values: vec!["a.B@1f".into(), "null".into(), "[1]".into()],
+            sizes: vec![16, 0, 24],
+            ..fired
+        };
+        m.fire(0, &null_key);
+        assert_eq!(m.take_output(), "");
+        assert!(
+            m.take_errors()[0].contains("NullPointerException: sizeof(null)"),
+            "{:?}",
+            m.take_errors()
+        );
     }
 
     #[test]

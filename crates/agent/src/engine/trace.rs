@@ -13,8 +13,8 @@ use super::{Context, Engine, Report};
 use crate::session::Session;
 use crate::trace::instrument::Tracing;
 use crate::trace::probes::{
-    self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_STACK, CAPTURE_THROWN, CAPTURE_TO_STRING,
-    CAPTURE_VALUES,
+    self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_SIZES, CAPTURE_STACK, CAPTURE_THROWN,
+    CAPTURE_TO_STRING, CAPTURE_VALUES,
 };
 use crate::trace::report::{self, Output};
 use crate::trace::stats;
@@ -99,6 +99,7 @@ impl Engine for TraceEngine {
         for (on, flag) in [
             (plan.args || plan.values, CAPTURE_ARGS),
             (plan.values, CAPTURE_VALUES),
+            (plan.sizes, CAPTURE_SIZES),
             (plan.returns, CAPTURE_RETURN),
             (plan.exceptions, CAPTURE_THROWN),
             (plan.stack, CAPTURE_STACK),

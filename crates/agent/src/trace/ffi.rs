@@ -215,6 +215,15 @@ impl Jni {
         unsafe { env.class_signature(class) }.ok()
     }
 
+    /// The shallow size of `object` in bytes, as the VM lays it out (JVMTI's
+    /// `GetObjectSize`).
+    pub fn object_size(self, env: Env, object: sys::jobject) -> Option<u64> {
+        // SAFETY: valid env; object is a live reference.
+        unsafe { env.object_size(object) }
+            .ok()
+            .map(|size| size.max(0) as u64)
+    }
+
     /// The identity hash code of `object` (what `System.identityHashCode` returns).
     pub fn identity_hash(self, env: Env, object: sys::jobject) -> Option<i32> {
         let mut hash: sys::jint = 0;

@@ -68,6 +68,9 @@ pub const CAPTURE_TO_STRING: u8 = 16;
 /// With [`CAPTURE_ARGS`]: `this` and each argument as a value of its own (for scripts),
 /// joined by [`super::values::SEPARATOR`].
 pub const CAPTURE_VALUES: u8 = 32;
+/// Each value (with [`CAPTURE_VALUES`]) and the value returned measured (see
+/// [`Describer::measured`]).
+pub const CAPTURE_SIZES: u8 = 64;
 
 /// What a session does with calls.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -550,6 +553,11 @@ fn mode() -> Mode {
     }
 }
 
+/// A describer of values as this session captures them (`toString()`, sizes).
+fn describer(jni: Jni) -> Option<Describer> {
+    Describer::new(jni, captures(CAPTURE_TO_STRING), captures(CAPTURE_SIZES))
+}
+
 fn captures(flag: u8) -> bool {
     CAPTURE.load(Relaxed) & flag != 0
 }
@@ -599,7 +607,7 @@ pub extern "system" fn enter_args(
         let jni = unsafe { Jni::from_raw(env) };
         let text = jni
             .with_local_frame(32, || {
-                Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| {
+                describer(jni).map(|d| {
                     if captures(CAPTURE_VALUES) {
                         d.values(this, args)
                     } else {
@@ -836,7 +844,7 @@ pub extern "system" fn site_enter_callee(
 ) {
     with_state(|hot| {
         enter_site_described(hot, env, site, |d| {
-            format!("{}{SEPARATOR}{}", d.value(this), d.values(target, args))
+            format!("{}{SEPARATOR}{}", d.measured(this), d.values(target, args))
         })
     });
 }
@@ -852,9 +860,7 @@ fn enter_site_described(
     // SAFETY: the VM passes this thread's JNIEnv to native methods.
     let jni = unsafe { Jni::from_raw(env) };
     let text = jni
-        .with_local_frame(16, || {
-            Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| describe(&d))
-        })
+        .with_local_frame(16, || describer(jni).map(|d| describe(&d)))
         .flatten();
     if let (Some(index), Some(text)) = (hot.push(site as u32 | SITE, u32::MAX, now()), text) {
         with_cold(hot, |cold| cold.args.push((index, text)));
@@ -998,7 +1004,7 @@ fn report_reached(
     let jni = unsafe { Jni::from_raw(env) };
     let described = jni
         .with_local_frame(16, || {
-            let describer = Describer::new(jni, captures(CAPTURE_TO_STRING));
+            let describer = describer(jni);
             let values = captures(CAPTURE_VALUES)
                 .then(|| describer.as_ref().map(|d| d.values(this, args)))
                 .flatten();
@@ -1100,7 +1106,10 @@ fn report_call(
             return None;
         }
         jni.with_local_frame(32, || {
-            Describer::new(jni, captures(CAPTURE_TO_STRING)).map(|d| d.value(value))
+            describer(jni).map(|d| match flag {
+                CAPTURE_RETURN => d.measured(value),
+                _ => d.value(value),
+            })
         })
         .flatten()
         .filter(|s| !s.is_empty())

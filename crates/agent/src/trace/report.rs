@@ -27,7 +27,7 @@ use super::ffi::Jni;
 use super::instrument::Tracing;
 use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
-use super::values::SEPARATOR;
+use super::values::{Describer, SEPARATOR};
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
 
@@ -303,9 +303,17 @@ impl Reporter {
         let (class, method, descriptor) = self.method_name(method);
         let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
         // Values (scripts) come joined, text (`--args`) as it is shown.
-        let (args, values) = match (self.tracing.plan.values, args) {
-            (true, Some(joined)) => (None, joined.split(SEPARATOR).map(str::to_string).collect()),
-            (_, args) => (args, Vec::new()),
+        let (args, (values, sizes)) = match (self.tracing.plan.values, args) {
+            (true, Some(joined)) => (None, self.values(&joined)),
+            (_, args) => (args, Default::default()),
+        };
+        let (outcome, return_size) = match outcome {
+            Outcome::Returned(Some(value)) if self.tracing.plan.sizes => {
+                let (text, size) = Describer::split_size(&value);
+                (records::Outcome::Returned(Some(text.into())), Some(size))
+            }
+            Outcome::Returned(value) => (records::Outcome::Returned(value), None),
+            Outcome::Threw(thrown) => (records::Outcome::Threw(thrown), None),
         };
         Call {
             time_ns: c.wall_ns(start),
@@ -318,10 +326,9 @@ impl Reporter {
             coarse: probes::whole_milliseconds(),
             args,
             values,
-            outcome: match outcome {
-                Outcome::Returned(value) => records::Outcome::Returned(value),
-                Outcome::Threw(thrown) => records::Outcome::Threw(thrown),
-            },
+            sizes,
+            return_size,
+            outcome,
             stack: stack
                 .iter()
                 .filter_map(|&(m, loc)| self.frame(m, loc))
@@ -378,6 +385,7 @@ impl Reporter {
             }
         };
         let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);
+        let (values, sizes) = values.map(|v| self.values(&v)).unwrap_or_default();
         Some(Reached {
             time_ns: clock().wall_ns(at),
             thread,
@@ -386,15 +394,29 @@ impl Reporter {
             method,
             descriptor,
             point,
-            values: values
-                .map(|joined| joined.split(SEPARATOR).map(str::to_string).collect())
-                .unwrap_or_default(),
+            values,
+            sizes,
             stack: stack
                 .iter()
                 .filter_map(|&(m, loc)| self.frame(m, loc))
                 .take(depth)
                 .collect(),
         })
+    }
+
+    /// Values joined by [`SEPARATOR`], one by one, and their sizes when the plan measures
+    /// them.
+    fn values(&self, joined: &str) -> (Vec<String>, Vec<u64>) {
+        let values = joined.split(SEPARATOR);
+        if !self.tracing.plan.sizes {
+            return (values.map(str::to_string).collect(), Vec::new());
+        }
+        values
+            .map(|value| {
+                let (text, size) = Describer::split_size(value);
+                (text.to_string(), size)
+            })
+            .unzip()
     }
 
     /// The method a call site calls.

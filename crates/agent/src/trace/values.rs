@@ -25,6 +25,8 @@ use super::ffi::{java_name, Jni, Known, Value};
 pub const VALUE_CAP: usize = 256;
 /// Between the values of [`Describer::values`]: the ASCII unit separator.
 pub const SEPARATOR: char = '\u{1f}';
+/// Before the size a [`Describer::measured`] value ends with: the ASCII record separator.
+pub const SIZE_MARK: char = '\u{1e}';
 /// Longest text of `this` and the arguments together.
 pub const ARGS_CAP: usize = VALUE_CAP * 4;
 /// Elements shown of an array or collection.
@@ -116,18 +118,45 @@ pub struct Describer {
     known: &'static Known,
     /// Call `toString()` of application objects (`--to-string`).
     to_string: bool,
+    /// Measure values ([`Describer::measured`]).
+    sizes: bool,
 }
 
 impl Describer {
     /// A describer for this thread; None when the JVM's classes or jtap's JVMTI environment
     /// are unavailable.
-    pub fn new(jni: Jni, to_string: bool) -> Option<Describer> {
+    pub fn new(jni: Jni, to_string: bool, sizes: bool) -> Option<Describer> {
         Some(Describer {
             jni,
             env: crate::agent::env()?,
             known: Known::get(jni)?,
             to_string,
+            sizes,
         })
+    }
+
+    /// One value as [`Describer::value`] describes it; when the describer measures, followed
+    /// by [`SIZE_MARK`] and the object's shallow size in bytes (JVMTI's `GetObjectSize`,
+    /// what `Instrumentation.getObjectSize` returns; 0 for `null`).
+    pub fn measured(&self, object: sys::jobject) -> String {
+        let mut text = self.value(object);
+        if self.sizes {
+            let size = match object.is_null() {
+                true => 0,
+                false => self.jni.object_size(self.env, object).unwrap_or(0),
+            };
+            let _ = write!(text, "{SIZE_MARK}{size}");
+        }
+        text
+    }
+
+    /// Splits what [`Describer::measured`] gave into the description and the size (0 when
+    /// it holds none).
+    pub fn split_size(measured: &str) -> (&str, u64) {
+        match measured.rsplit_once(SIZE_MARK) {
+            Some((text, size)) => (text, size.parse().unwrap_or(0)),
+            None => (measured, 0),
+        }
     }
 
     /// One value, at most [`VALUE_CAP`] characters (then `...`).
@@ -169,11 +198,11 @@ impl Describer {
     /// capped, joined by [`SEPARATOR`] (which no description holds: control characters are
     /// escaped).
     pub fn values(&self, this: sys::jobject, args: sys::jobject) -> String {
-        let mut values = vec![self.value(this)];
+        let mut values = vec![self.measured(this)];
         if !args.is_null() {
             for i in 0..self.jni.array_length(args) {
                 let item = self.jni.object_element(args, i);
-                values.push(self.value(item));
+                values.push(self.measured(item));
                 self.jni.delete_local(item);
             }
         }

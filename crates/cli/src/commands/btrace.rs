@@ -252,6 +252,7 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
             Location::Error | Location::Call { after: false }
         );
         plan.stack |= handler.uses_stack;
+        plan.sizes |= handler.uses_sizes;
         let threshold = threshold(handler);
         thresholds.push(threshold);
         let regex = |p: &jtap_protocol::trace::NamePattern| regex::Regex::new(&p.to_regex()).ok();
@@ -872,8 +873,10 @@ pub(crate) fn fired(call: Call, callee_values: bool) -> Fired {
         Outcome::Threw(exception) => (None, exception),
     };
     let mut values = call.values;
-    let target =
-        (callee_values && call.callee.is_some() && values.len() > 1).then(|| values.remove(1));
+    let mut sizes = call.sizes;
+    let at_call = callee_values && call.callee.is_some() && values.len() > 1;
+    let target = at_call.then(|| values.remove(1));
+    let target_size = (at_call && sizes.len() > 1).then(|| sizes.remove(1));
     Fired {
         class: call.class,
         method: call.method,
@@ -883,6 +886,9 @@ pub(crate) fn fired(call: Call, callee_values: bool) -> Fired {
         target,
         returned,
         thrown,
+        sizes,
+        returned_size: call.return_size,
+        target_size,
         stack: call.stack,
         thread: call.thread,
         tid: call.tid,
@@ -898,6 +904,7 @@ pub(crate) fn fired_at(reached: Reached) -> Fired {
         method: reached.method,
         start_ns: reached.time_ns,
         values: reached.values,
+        sizes: reached.sizes,
         stack: reached.stack,
         thread: reached.thread,
         tid: reached.tid,
@@ -942,6 +949,8 @@ mod tests {
             coarse: false,
             args: None,
             values: Vec::new(),
+            sizes: Vec::new(),
+            return_size: None,
             outcome: Outcome::Returned(None),
             stack: Vec::new(),
             callee: None,
@@ -1060,6 +1069,7 @@ mod tests {
             descriptor: "()V".into(),
             point: Point::Entry,
             values: Vec::new(),
+            sizes: Vec::new(),
             stack: Vec::new(),
         };
         let entry_takers: Vec<usize> = probes

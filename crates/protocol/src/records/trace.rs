@@ -36,6 +36,12 @@ pub struct Call {
     /// `values`: scripts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+    /// The shallow size in bytes of each of `values` (0 for `null`; plans with `sizes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u64>,
+    /// The shallow size in bytes of the value returned (plans with `sizes` and `return`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_size: Option<u64>,
     /// How it ended.
     pub outcome: Outcome,
     /// Its Java stack, `Class.method(File.java:line)` from the caller down (with `--stack`).
@@ -80,6 +86,9 @@ pub struct Reached {
     /// one by one (plans with `values`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+    /// The shallow size in bytes of each of `values` (plans with `sizes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<u64>,
     /// Its Java stack, `Class.method(File.java:line)` from the method down (with `stack`).
     pub stack: Vec<String>,
 }
@@ -513,6 +522,8 @@ pub(crate) mod tests {
             coarse: false,
             args: Some("[42]".into()),
             values: Vec::new(),
+            sizes: Vec::new(),
+            return_size: None,
             outcome: Outcome::Returned(Some("7".into())),
             stack: vec!["app.Main.main(Main.java:3)".into()],
             callee: None,
@@ -530,6 +541,7 @@ pub(crate) mod tests {
             descriptor: "()V".into(),
             point: Point::SyncEnter("app.Lock@1f".into()),
             values: Vec::new(),
+            sizes: Vec::new(),
             stack: vec!["app.Cache.get(Cache.java:9)".into()],
         };
         assert_eq!(
