@@ -10,11 +10,13 @@
 //!   allocations, monitors, field accesses and line starts; [`plan`] drives it from an
 //!   [`InjectionPlan`]; a [`guard`] on a method's arguments decides at its entry whether the
 //!   call's probes run.
+//! * [`bounded`] tells the methods whose bytecode bounds their running time.
 //!
 //! The crate knows nothing about JVMTI and never panics on malformed input.
 
 #![deny(missing_docs)]
 
+pub mod bounded;
 mod bytes;
 pub mod class_file;
 pub mod code;

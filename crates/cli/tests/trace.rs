@@ -256,6 +256,25 @@ fn under_a_threshold_the_field_clock_misses_no_call_and_times_each_within_a_peri
             "JDK {v}: {traced_mean} vs {own_mean}"
         );
         assert_restored(&err, &format!("JDK {v}"));
+        // `Shapes.seven()` (`return 7`) cannot take 15 ms: it is left out, not instrumented.
+        let brief = jtap([
+            "trace",
+            &pid,
+            "workloads.Shapes::seven",
+            "--threshold",
+            "15ms",
+            "-d",
+            "1s",
+        ]);
+        assert!(
+            brief.code == 0
+                && brief.stderr.contains("(0 methods)")
+                && brief
+                    .stderr
+                    .contains("left out 1 method too brief to reach the threshold"),
+            "JDK {v}: {}",
+            brief.stderr
+        );
     }
 }
 

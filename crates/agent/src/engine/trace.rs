@@ -159,8 +159,10 @@ impl Engine for TraceEngine {
             .methods
             .len();
         self.output.note(format!(
-            "tracing: {} loaded classes instrumented ({methods} methods) in {} ms ({}); classes loaded from now on are instrumented as they load",
+            "tracing: {} loaded {} instrumented ({methods} {}) in {} ms ({}); classes loaded from now on are instrumented as they load",
             self.classes,
+            if self.classes == 1 { "class" } else { "classes" },
+            if methods == 1 { "method" } else { "methods" },
             started.elapsed().as_millis(),
             self.clock
         ));

@@ -11,7 +11,7 @@
 //! probe after each `new … <init>`, `newarray`, `anewarray` and `multianewarray`.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_char;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use jtap_classfile::plan::{
     instrument_class, Clock, MemberFilter, Pattern, Point, Probe, Registry, Value,
 };
-use jtap_classfile::{ClassFile, InjectionPlan};
+use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
@@ -84,6 +84,9 @@ pub struct Tracing {
     /// Classes skipped because they cannot be linked (linking or their static initialiser
     /// failed): RetransformClasses refuses them.
     skipped_unlinkable: AtomicUsize,
+    /// Traced methods left out as too brief to reach the threshold ([`Tracing::too_brief`]),
+    /// as (class internal name, method name, descriptor).
+    too_brief: Mutex<HashSet<(String, String, String)>>,
     /// Allocation probes in every class instead of the plan's call probes.
     allocations: bool,
     runtime: &'static Runtime,
@@ -99,6 +102,8 @@ pub struct Skipped {
     pub generated: usize,
     /// Classes that cannot be linked.
     pub unlinkable: usize,
+    /// Traced methods too brief to reach the threshold.
+    pub too_brief: usize,
 }
 
 impl Skipped {
@@ -111,6 +116,15 @@ impl Skipped {
                 match self.unlinkable {
                     1 => "1 class".to_string(),
                     n => format!("{n} classes"),
+                }
+            ));
+        }
+        if self.too_brief > 0 {
+            notes.push(format!(
+                "left out {} too brief to reach the threshold (no calls, loops, locks or array allocations)",
+                match self.too_brief {
+                    1 => "1 method".to_string(),
+                    n => format!("{n} methods"),
                 }
             ));
         }
@@ -274,6 +288,7 @@ impl Tracing {
             restoring: AtomicBool::new(false),
             skipped_generated: AtomicUsize::new(0),
             skipped_unlinkable: AtomicUsize::new(0),
+            too_brief: Mutex::new(HashSet::new()),
             allocations,
             runtime,
             env,
@@ -305,6 +320,7 @@ impl Tracing {
         Skipped {
             generated: self.skipped_generated.load(Ordering::Relaxed),
             unlinkable: self.skipped_unlinkable.load(Ordering::Relaxed),
+            too_brief: lock(&self.too_brief).len(),
         }
     }
 
@@ -596,10 +612,15 @@ impl Tracing {
                     .then_some(Role::Host)
             };
             let before = probes.len();
-            let role = self
-                .selector
-                .method_role(&dotted, &supers, &mname, &desc)
-                .or_else(host);
+            let role = match self.selector.method_role(&dotted, &supers, &mname, &desc) {
+                Some(Role::Target) if self.too_brief(&cf, m) => {
+                    let method = (name.to_string(), mname.to_string(), desc.to_string());
+                    lock(&self.too_brief).insert(method);
+                    None
+                }
+                role => role,
+            }
+            .or_else(host);
             if let Some(role) = role {
                 probes.extend(self.probes_for(role, exactly(name, &mname, &desc)));
             }
@@ -676,6 +697,21 @@ impl Tracing {
                 None
             }
         }
+    }
+
+    /// Whether traced method `method` of `cf` cannot reach the trace's threshold but through a
+    /// pause of the whole JVM: its bytecode bounds its running time
+    /// ([`bounded::bounded_length`]), counted at a microsecond a byte (many times what an
+    /// instruction takes, even interpreted), below the threshold. Its probes could report
+    /// nothing else, and would make it too big for the JIT to inline where it is called.
+    fn too_brief(&self, cf: &ClassFile, method: &Member) -> bool {
+        let Some(threshold) = self.plan.threshold else {
+            return false;
+        };
+        self.plan.mode == Mode::Trace
+            && !self.allocations
+            && bounded::bounded_length(cf, method)
+                .is_some_and(|length| Duration::from_micros(length as u64) < threshold)
     }
 
     /// The session's field clock (its fields and period), when its probes use one.
