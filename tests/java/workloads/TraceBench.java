@@ -22,8 +22,17 @@ import java.util.jar.JarFile;
 public class TraceBench {
     static long sink;
 
+    /**
+     * The traced method: tiny, but with a call, so that a trace under a threshold instruments
+     * it (a method without calls or loops is left out as too brief to reach any threshold;
+     * the JIT inlines {@link #scaled} here, and this into the loop).
+     */
     static int tiny(int x) {
-        return x * 31 + 7;
+        return scaled(x) + 7;
+    }
+
+    static int scaled(int x) {
+        return x * 31;
     }
 
     public static void main(String[] args) throws Exception {
