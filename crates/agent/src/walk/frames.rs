@@ -69,7 +69,15 @@ impl Frames for [super::Frame] {
         self.len()
     }
     fn put(&mut self, index: usize, frame: JavaFrame) {
-        self[index] = (frame.method, i64::from(frame.bci));
+        // A compiled frame at its method's entry, before the first bytecode (HotSpot's
+        // `SynchronizationEntryBCI`, -1: a synchronized method taking its monitor) is at
+        // location 0 for JVMTI, as HotSpot's `compiledVFrame::bci` says (`AsyncGetCallTrace`
+        // keeps the -1).
+        let bci = match frame.kind {
+            Kind::Native => frame.bci,
+            _ => frame.bci.max(0),
+        };
+        self[index] = (frame.method, i64::from(bci));
     }
 }
 
@@ -888,4 +896,23 @@ fn plausible(pointer: usize) -> bool {
 unsafe fn read<T: Copy>(address: usize) -> T {
     // SAFETY: (caller) readable; unaligned reads are allowed on x86-64.
     unsafe { std::ptr::read_unaligned(address as *const T) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jvmti_frames_put_a_compiled_methods_entry_at_location_0() {
+        let mut out = [(0usize, 0i64); 3];
+        let frame = |bci, kind| JavaFrame {
+            method: 0x10,
+            bci,
+            kind,
+        };
+        out.put(0, frame(-1, Kind::Compiled));
+        out.put(1, frame(-1, Kind::Native));
+        out.put(2, frame(7, Kind::Inlined));
+        assert_eq!(out, [(0x10, 0), (0x10, -1), (0x10, 7)]);
+    }
 }
