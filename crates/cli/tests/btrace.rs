@@ -763,6 +763,12 @@ import static com.sun.btrace.BTraceUtils.*;
     @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEW, clazz = "java.lang.StringBuilder"))
     public static void alloc(@ProbeMethodName String pmn, String type) { println("new " + type + " in " + pmn); }
 
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEW, clazz = "java.lang.StringBuilder", where = Where.AFTER))
+    public static void built(@Return Object made) { println("made " + startsWith(str(made), "java.lang.StringBuilder@")); }
+
+    @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEWARRAY, clazz = "char", where = Where.AFTER))
+    public static void chars(@Return char[] made) { println("made " + str(made)); }
+
     @OnMethod(clazz = "workloads.Shapes", method = "run", location = @Location(value = Kind.NEWARRAY, clazz = "/char|java\\.lang\\.String/"))
     public static void array(@ProbeMethodName String pmn, String type, int dims) { println("new " + type + " array of " + dims + " in " + pmn); }
 
@@ -777,11 +783,12 @@ import static com.sun.btrace.BTraceUtils.*;
 }
 "#,
         );
-        // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates a char[], an
-        // Object[] and a String[][], then one StringBuilder inside its one synchronized block.
+        // control(0..5) sets r = 10 (line 219) for 0 and 4; run() allocates a char[4] (the
+        // Where.AFTER handler, declared first, sees it), an Object[] and a String[][], then one
+        // StringBuilder inside its one synchronized block.
         assert_eq!(
             out,
-            "new char array of 1 in run\nnew java.lang.String array of 2 in run\nenter class workloads.Shapes\nnew java.lang.StringBuilder in run\nexit class workloads.Shapes\ncontrol:219 reached 2 times\n",
+            "made char[4]{'\\u0000', '\\u0000', '\\u0000', '\\u0000'}\nnew char array of 1 in run\nnew java.lang.String array of 2 in run\nenter class workloads.Shapes\nnew java.lang.StringBuilder in run\nmade true\nexit class workloads.Shapes\ncontrol:219 reached 2 times\n",
             "JDK {}: {err}",
             jdk.version
         );

@@ -239,10 +239,16 @@ pub enum Location {
     },
     /// `Kind.LINE`: a source line reached (`line = N`), or every line (`line = -1`).
     Line(Option<u32>),
-    /// `Kind.NEW`: an object of a [`Probe::target`] class allocated.
-    New,
+    /// `Kind.NEW`: an object of a [`Probe::target`] class allocated (and constructed).
+    New {
+        /// `where = Where.AFTER`: handlers may take the object as `@Return`.
+        after: bool,
+    },
     /// `Kind.NEWARRAY`: an array of a [`Probe::target`] element type allocated.
-    NewArray,
+    NewArray {
+        /// `where = Where.AFTER`: handlers may take the array as `@Return`.
+        after: bool,
+    },
     /// `Kind.SYNC_ENTRY` (false) or `Kind.SYNC_EXIT` (true): a `synchronized` block entered
     /// or left.
     Sync {
@@ -267,8 +273,8 @@ impl Location {
     pub fn point_values(self) -> &'static [Role] {
         match self {
             Location::Line(_) => &[Role::Line],
-            Location::New => &[Role::NewClass],
-            Location::NewArray => &[Role::ArrayType, Role::ArrayDimensions],
+            Location::New { .. } => &[Role::NewClass],
+            Location::NewArray { .. } => &[Role::ArrayType, Role::ArrayDimensions],
             Location::Sync { .. } => &[Role::Lock],
             Location::Field { write: true, .. } => &[Role::FieldValue],
             _ => &[],

@@ -399,7 +399,16 @@ impl<'s> Compiler<'s> {
                     a.name
                 ),
             ),
-            (Role::Return, Location::Field { write: false, after: true }) => Ok(role),
+            (Role::Return, Location::Field { write: false, after: true })
+            | (Role::Return, Location::New { after: true } | Location::NewArray { after: true }) => {
+                Ok(role)
+            }
+            (Role::Return, Location::New { after: false } | Location::NewArray { after: false }) => {
+                fail(
+                    a.node,
+                    "@Return at Kind.NEW and Kind.NEWARRAY needs where = Where.AFTER",
+                )
+            }
             (Role::Return, Location::Field { write: false, after: false }) => fail(
                 a.node,
                 "@Return at Kind.FIELD_GET needs where = Where.AFTER",
@@ -577,8 +586,8 @@ impl<'s> Compiler<'s> {
             "RETURN" => Location::Return,
             "ERROR" => Location::Error,
             "CALL" => return Ok((Location::Call { after }, Some(target))),
-            "NEW" => return Ok((Location::New, Some(target))),
-            "NEWARRAY" => return Ok((Location::NewArray, Some(target))),
+            "NEW" => return Ok((Location::New { after }, Some(target))),
+            "NEWARRAY" => return Ok((Location::NewArray { after }, Some(target))),
             "LINE" => Location::Line(line),
             "SYNC_ENTRY" => Location::Sync { exit: false },
             "SYNC_EXIT" => Location::Sync { exit: true },
@@ -1232,6 +1241,18 @@ public class Tracker {
         );
         let name = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@ProbeMethodName String m) { println(sizeof(m)); }");
         assert!(name.contains("sizeof measures"), "{name}");
+    }
+
+    #[test]
+    fn allocations_pass_the_object_as_return_only_after() {
+        let before = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEW, clazz=\"a.C\"))\npublic static void h(@Return Object o) {}");
+        assert!(
+            before.contains("@Return at Kind.NEW and Kind.NEWARRAY needs where = Where.AFTER"),
+            "{before}"
+        );
+        let source = "import com.sun.btrace.annotations.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEWARRAY, clazz=\"int\", where=Where.AFTER))\npublic static void h(@Return int[] a) {}\n}\n";
+        let script = compile(source, "S.java").unwrap();
+        assert_eq!(script.handlers[0].method.params[0].role, Role::Return);
     }
 
     #[test]

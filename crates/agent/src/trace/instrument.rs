@@ -193,6 +193,11 @@ fn point_probes(methods: MemberFilter, kind: PointKind, plan: &Plan) -> Vec<Prob
             "lineReached",
             vec![MethodId, LineNumber, This],
         )],
+        PointKind::New if plan.values => vec![probe(
+            Point::Allocation,
+            "newReachedValue",
+            vec![MethodId, SiteId, This, NewObject],
+        )],
         PointKind::New => vec![probe(
             Point::Allocation,
             "newReached",

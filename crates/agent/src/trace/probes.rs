@@ -201,8 +201,8 @@ pub enum Reached {
     Entry,
     /// A source line.
     Line(u32),
-    /// An allocation site.
-    New(u32),
+    /// An allocation site, and the object allocated, described (plans with values).
+    New(u32, Option<String>),
     /// A monitor enter or exit site, and the monitor described.
     Sync(u32, String),
     /// A field read or write site, the object whose field it is and the value, described.
@@ -933,7 +933,25 @@ pub extern "system" fn new_reached(
     this: sys::jobject,
 ) {
     with_state(|hot| {
-        let point = |_: Option<&Describer>| Some(Reached::New(site as u32));
+        let point = |_: Option<&Describer>| Some(Reached::New(site as u32, None));
+        report_reached(hot, env, method, (this, std::ptr::null_mut()), point)
+    });
+}
+
+/// `newReachedValue(int method, int site, Object this, Object allocated)`: as
+/// [`new_reached`], describing the object or array allocated (scripts' `@Return` at
+/// `Kind.NEW` and `Kind.NEWARRAY` with `Where.AFTER`).
+pub extern "system" fn new_reached_value(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+    allocated: sys::jobject,
+) {
+    with_state(|hot| {
+        let point =
+            |d: Option<&Describer>| Some(Reached::New(site as u32, d.map(|d| d.value(allocated))));
         report_reached(hot, env, method, (this, std::ptr::null_mut()), point)
     });
 }

@@ -360,13 +360,17 @@ impl Reporter {
                 .get(id as usize)
                 .map(|s| (s.kind, s.opcode, s.detail.replace('/', ".")))
         };
+        let mut allocated = None;
         let point = match point {
             probes::Reached::Entry => Point::Entry,
             probes::Reached::Line(line) => Point::Line(line),
-            probes::Reached::New(id) => match site(id)? {
-                (_, NEW, class) => Point::New(class),
-                (_, opcode, detail) => new_array(opcode, &detail)?,
-            },
+            probes::Reached::New(id, described) => {
+                allocated = described;
+                match site(id)? {
+                    (_, NEW, class) => Point::New(class),
+                    (_, opcode, detail) => new_array(opcode, &detail)?,
+                }
+            }
             probes::Reached::Sync(id, lock) => match site(id)?.0 {
                 "monitorenter" => Point::SyncEnter(lock),
                 _ => Point::SyncExit(lock),
@@ -396,6 +400,7 @@ impl Reporter {
             point,
             values,
             sizes,
+            allocated,
             stack: stack
                 .iter()
                 .filter_map(|&(m, loc)| self.frame(m, loc))

@@ -140,6 +140,11 @@ pub fn natives() -> Vec<Native> {
             function: probes::new_reached as *mut _,
         },
         Native {
+            name: c"newReachedValue",
+            signature: c"(IILjava/lang/Object;Ljava/lang/Object;)V",
+            function: probes::new_reached_value as *mut _,
+        },
+        Native {
             name: c"syncReached",
             signature: c"(IILjava/lang/Object;Ljava/lang/Object;)V",
             function: probes::sync_reached as *mut _,

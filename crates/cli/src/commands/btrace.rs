@@ -159,8 +159,8 @@ impl Selector {
             (Location::Entry, Point::Entry) => true,
             (Location::Line(None), Point::Line(_)) => true,
             (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
-            (Location::New, Point::New(class))
-            | (Location::NewArray, Point::NewArray { element: class, .. }) => {
+            (Location::New { .. }, Point::New(class))
+            | (Location::NewArray { .. }, Point::NewArray { element: class, .. }) => {
                 self.target.as_ref().is_none_or(|t| t.class.is_match(class))
             }
             (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
@@ -234,18 +234,25 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
         }
         let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
         let plan = &mut probes.plan;
-        plan.values |= roles.iter().any(|r| {
-            matches!(
-                r,
-                Role::Arg(_) | Role::AllArgs | Role::This | Role::TargetInstance
-            )
-        });
+        // At allocations `@Return` is the object allocated, which the agent describes with
+        // the values.
+        let allocated = matches!(
+            probe.location,
+            Location::New { .. } | Location::NewArray { .. }
+        ) && roles.contains(&&Role::Return);
+        plan.values |= allocated
+            || roles.iter().any(|r| {
+                matches!(
+                    r,
+                    Role::Arg(_) | Role::AllArgs | Role::This | Role::TargetInstance
+                )
+            });
         // At calls the arguments are the called method's.
         plan.callee_values |= matches!(probe.location, Location::Call { .. })
             && roles
                 .iter()
                 .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::TargetInstance));
-        plan.returns |= roles.contains(&&Role::Return);
+        plan.returns |= !allocated && roles.contains(&&Role::Return);
         // Error and before-call handlers take calls that throw.
         plan.exceptions |= matches!(
             probe.location,
@@ -293,7 +300,9 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
                     None => every_line = true,
                 }
             }
-            (Location::New | Location::NewArray, _) => plan.points.push((PointKind::New, pattern)),
+            (Location::New { .. } | Location::NewArray { .. }, _) => {
+                plan.points.push((PointKind::New, pattern))
+            }
             (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
             (Location::Field { write, .. }, Some(field)) => plan.field_sites.push(FieldSites {
                 host: pattern,
@@ -905,6 +914,7 @@ pub(crate) fn fired_at(reached: Reached) -> Fired {
         start_ns: reached.time_ns,
         values: reached.values,
         sizes: reached.sizes,
+        returned: reached.allocated,
         stack: reached.stack,
         thread: reached.thread,
         tid: reached.tid,
@@ -1070,6 +1080,7 @@ mod tests {
             point: Point::Entry,
             values: Vec::new(),
             sizes: Vec::new(),
+            allocated: None,
             stack: Vec::new(),
         };
         let entry_takers: Vec<usize> = probes

@@ -89,6 +89,10 @@ pub struct Reached {
     /// The shallow size in bytes of each of `values` (plans with `sizes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sizes: Vec<u64>,
+    /// At a [`Point::New`] or [`Point::NewArray`] of a plan with `values`: the object or
+    /// array allocated, described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated: Option<String>,
     /// Its Java stack, `Class.method(File.java:line)` from the method down (with `stack`).
     pub stack: Vec<String>,
 }
@@ -542,6 +546,7 @@ pub(crate) mod tests {
             point: Point::SyncEnter("app.Lock@1f".into()),
             values: Vec::new(),
             sizes: Vec::new(),
+            allocated: None,
             stack: vec!["app.Cache.get(Cache.java:9)".into()],
         };
         assert_eq!(
