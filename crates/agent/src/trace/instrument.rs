@@ -113,33 +113,34 @@ impl Skipped {
         if self.unlinkable > 0 {
             notes.push(format!(
                 "{} skipped: not linkable (linking or static initialisation failed)",
-                match self.unlinkable {
-                    1 => "1 class".to_string(),
-                    n => format!("{n} classes"),
-                }
+                counted(self.unlinkable, "class", "classes")
             ));
         }
         if self.too_brief > 0 {
             notes.push(format!(
                 "left out {} too brief to reach the threshold (no calls, loops, locks or array allocations)",
-                match self.too_brief {
-                    1 => "1 method".to_string(),
-                    n => format!("{n} methods"),
-                }
+                counted(self.too_brief, "method", "methods")
             ));
         }
         if self.generated > 0 {
             notes.push(format!(
-                "skipped {} hidden/lambda {} (the JVM cannot retransform them)",
-                self.generated,
-                if self.generated == 1 {
-                    "class"
-                } else {
-                    "classes"
-                }
+                "skipped {} (the JVM cannot retransform them)",
+                counted(
+                    self.generated,
+                    "hidden/lambda class",
+                    "hidden/lambda classes"
+                )
             ));
         }
         notes
+    }
+}
+
+/// `1 class`, `2 classes`.
+fn counted(n: usize, one: &str, many: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
     }
 }
 
