@@ -1592,6 +1592,42 @@ fn virtual_threads_are_named_and_timed_from_their_frames() {
             "JDK {v} monitor: {last}"
         );
         assert!(!run.stderr.contains("not timed"), "JDK {v}: {}", run.stderr);
+        // --stack: the virtual thread's own stack, from the call down to its continuation's
+        // entry, none of its carrier's frames.
+        let run = jtap([
+            "trace",
+            &pid,
+            "workloads.VirtualParkers::step",
+            "--stack",
+            "-n",
+            "3",
+            "-d",
+            "60s",
+            "--json",
+        ]);
+        assert_eq!(run.code, 0, "JDK {v} --stack: {}", run.stderr);
+        let records = json_lines(&run.stdout);
+        assert_eq!(records.len(), 3, "JDK {v}: {}", run.stdout);
+        for r in &records {
+            let frames: Vec<&str> = r["stack"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|f| f.as_str()).collect())
+                .unwrap_or_default();
+            assert!(
+                r["thread"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("VirtualThread[#")
+                    && frames
+                        .first()
+                        .is_some_and(|f| f.starts_with("workloads.VirtualParkers.step("))
+                    && frames
+                        .iter()
+                        .any(|f| f.starts_with("java.lang.VirtualThread.run("))
+                    && !frames.iter().any(|f| f.contains("ForkJoin")),
+                "JDK {v}: {r}"
+            );
+        }
         assert!(jvm.is_running(), "JDK {v}");
     }
 }
