@@ -11,7 +11,7 @@ use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
 use crate::session::Session;
-use crate::trace::instrument::Tracing;
+use crate::trace::instrument::{self, Tracing};
 use crate::trace::probes::{
     self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_SIZES, CAPTURE_STACK, CAPTURE_THROWN,
     CAPTURE_TO_STRING, CAPTURE_VALUES,
@@ -159,10 +159,10 @@ impl Engine for TraceEngine {
             .methods
             .len();
         self.output.note(format!(
-            "tracing: {} loaded {} instrumented ({methods} {}) in {} ms ({}); classes loaded from now on are instrumented as they load",
+            "tracing: {} loaded {} instrumented ({}) in {} ms ({}); classes loaded from now on are instrumented as they load",
             self.classes,
             if self.classes == 1 { "class" } else { "classes" },
-            if methods == 1 { "method" } else { "methods" },
+            instrument::counted(methods, "method", "methods"),
             started.elapsed().as_millis(),
             self.clock
         ));

@@ -137,7 +137,7 @@ impl Skipped {
 }
 
 /// `1 class`, `2 classes`.
-fn counted(n: usize, one: &str, many: &str) -> String {
+pub fn counted(n: usize, one: &str, many: &str) -> String {
     match n {
         1 => format!("1 {one}"),
         n => format!("{n} {many}"),
