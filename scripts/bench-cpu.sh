@@ -9,19 +9,21 @@
 # VM-structure walker, `--cstack vm`) and with `--cstack dwarf`. Workloads:
 #   - throughput: tests/java/workloads/Throughput.java, two threads hashing arrays (shallow
 #     stacks);
+#   - deep: the same, each operation 100 frames down (a steady deep-stack workload: the JIT
+#     is done with it in seconds, unlike javac's);
 #   - javac: tests/java/real/JavacLoop.java, the JDK's javac compiling the test workloads on
 #     two threads (stacks 50-150 frames deep).
 # Each profiled window is compared with the mean of the unprofiled windows around it, in units
 # of work per CPU second of the whole JVM (agent threads and signal handlers included). Prints
 # one Markdown table: the median overhead of each setting over ROUNDS rounds (default 2) of
 # BENCH_WINDOW seconds (default 6). Environment: JAVAS, ASPROF, ROUNDS, BENCH_WINDOW,
-# WORKLOADS (default "throughput javac").
+# WORKLOADS (default "throughput deep javac").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JAVAS=${JAVAS:-"/usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java"}
 WINDOW=${BENCH_WINDOW:-6}
 ROUNDS=${ROUNDS:-2}
-WORKLOADS=${WORKLOADS:-"throughput javac"}
+WORKLOADS=${WORKLOADS:-"throughput deep javac"}
 source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
     tests/java/workloads/Throughput.java tests/java/workloads/OpsReport.java \
@@ -72,6 +74,7 @@ for JAVA in $JAVAS; do
     for workload in $WORKLOADS; do
         case $workload in
             throughput) main=(workloads.Throughput 2) ;;
+            deep) main=(workloads.Throughput 2 100) ;;
             javac) main=(real.JavacLoop javac tests/java/workloads 2) ;;
         esac
         # Each line of the driver's output with the time it was read (ms).
@@ -134,7 +137,8 @@ overheads = overheads(
     lambda w: None if w[2] == "base" else (w[0], w[1], w[2]),
     lambda w: efficiency(points[w[0], w[1]], *map(int, w[3:7]), hz),
 )
-runs = sorted({(j, wl) for j, wl, _ in overheads}, key=lambda r: (r[1] != "throughput", int(r[0])))
+order = ["throughput", "deep", "javac"]
+runs = sorted({(j, wl) for j, wl, _ in overheads}, key=lambda r: (order.index(r[1]), int(r[0])))
 med = lambda r, s: statistics.median(overheads[r + (s,)]) if r + (s,) in overheads else float("nan")
 print()
 print("| interval | setting | " + " | ".join(f"{wl}, JDK {j}" for j, wl in runs) + " |")

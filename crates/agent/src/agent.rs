@@ -6,7 +6,7 @@
 //! (a profile and a trace, two clients) as long as their engines hold no
 //! [`Resource`] in common; each client's `Stop` ends only its own recording.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -46,6 +46,8 @@ pub struct Agent {
     state: Mutex<State>,
     /// Where [`Agent::on_agent_thread`] sends jobs, once its thread runs.
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    /// A `jtap-linger` thread waits to end the idle sampling core.
+    core_watched: AtomicBool,
 }
 
 /// Work for the agent's thread.
@@ -196,6 +198,7 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         live_watchers: AtomicUsize::new(0),
         state: Mutex::new(State::default()),
         jobs: Mutex::new(None),
+        core_watched: AtomicBool::new(false),
     };
     log!(
         "agent {VERSION} initialised ({})",
@@ -520,6 +523,7 @@ impl Agent {
         let give_back = || {
             let unused = self.unused_besides(state, started, &report.granted);
             let _ = self.env.relinquish_capabilities(&unused);
+            self.watch_idle_core();
         };
         if !report.refused.is_empty() {
             give_back();
@@ -552,14 +556,72 @@ impl Agent {
         also: &[Running],
         capabilities: &Capabilities,
     ) -> Capabilities {
-        state
+        let unused = state
             .recordings
             .iter()
             .flat_map(|r| &r.engines)
             .chain(also)
             .fold(*capabilities, |left, other| {
                 left.difference(&other.capabilities)
-            })
+            });
+        if sampling::core_up() {
+            // The idle sampling core keeps its events on until it ends.
+            unused.difference(&sampling::capabilities())
+        } else {
+            unused
+        }
+    }
+
+    /// Ends the sampling core once it has been idle for its linger (`linger=`), and gives
+    /// back its capabilities: a `jtap-linger` thread waits for that moment (one at a time),
+    /// the agent's thread does it.
+    fn watch_idle_core(&self) {
+        let Some(agent) = AGENT.get() else {
+            return;
+        };
+        if sampling::core_kept_for().is_none() || agent.core_watched.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("jtap-linger".into())
+            .spawn(move || {
+                crate::thread::mark_own_thread();
+                loop {
+                    while let Some(left) = sampling::core_kept_for() {
+                        if left.is_zero() {
+                            agent.on_agent_thread(Box::new(move || agent.end_idle_core()));
+                            break;
+                        }
+                        // In steps, for a `linger=` shortened meanwhile.
+                        std::thread::sleep(left.min(Duration::from_secs(1)));
+                    }
+                    agent.core_watched.store(false, Ordering::SeqCst);
+                    // A sampler may have stopped between the last look and the store.
+                    if sampling::core_kept_for().is_none()
+                        || agent.core_watched.swap(true, Ordering::SeqCst)
+                    {
+                        return;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            agent.core_watched.store(false, Ordering::SeqCst);
+            log!("cannot start the jtap-linger thread: {e}");
+        }
+    }
+
+    /// [`Agent::watch_idle_core`]'s job, on the agent's thread.
+    fn end_idle_core(&self) {
+        let state = self.state();
+        if state.dead || !sampling::end_idle_core(&self.env) {
+            return;
+        }
+        let release = self.unused_besides(&state, &[], &sampling::capabilities());
+        if let Err(e) = self.env.relinquish_capabilities(&release) {
+            log!("{e}");
+        }
+        log!("sampler: code map dropped, unused since the last recording");
     }
 
     /// Stops the engines of a recording being started, last first.
@@ -582,6 +644,7 @@ impl Agent {
             log!("{e}");
         }
         log!("stopped the {} engine", running.event);
+        self.watch_idle_core();
         report
     }
 
@@ -758,6 +821,13 @@ impl Agent {
             text.push_str(&format!(
                 "capabilities kept from start-up: {}\n",
                 self.kept.names().join(", ")
+            ));
+        }
+        if let Some(left) = sampling::core_kept_for() {
+            text.push_str(&format!(
+                "code map kept for the next recording: {} s more (with {})\n",
+                left.as_secs(),
+                sampling::capabilities().names().join(", ")
             ));
         }
         if state.recordings.is_empty() {

@@ -1,7 +1,8 @@
 //! Several engines and clients at once, on every JDK of the matrix: cpu, alloc, lock and wall
 //! in one session on the 1:2:4 workload, a trace beside two running profiles, clients that
 //! each stop only what they started, a refused second engine of one kind, and 200 start/stop
-//! cycles of all four engines on one JVM.
+//! cycles of all four engines on one JVM (reusing the sampling engines' code map, which ends
+//! with its linger).
 
 mod common;
 
@@ -48,6 +49,17 @@ fn recordings(pid: &str) -> Vec<String> {
         .filter(|l| l.starts_with("recording "))
         .map(|l| l.split(" for ").next().unwrap_or(l).to_string())
         .collect()
+}
+
+/// Whether `status` shows the agent holding nothing for a recording: no capability, or only
+/// the two of the sampling engines' code map while it outlives the last recording (and
+/// says so).
+fn holds_nothing_but_the_code_map(status: &str) -> bool {
+    status.contains("capabilities held: none\n")
+        || (status.contains("code map kept for the next recording: ")
+            && status.contains(
+                "capabilities held: can_get_line_numbers, can_generate_compiled_method_load_events\n",
+            ))
 }
 
 /// Waits until `jtap status` lists `count` recordings.
@@ -260,7 +272,7 @@ fn a_trace_beside_two_profiles_and_each_client_stops_only_its_own() {
         );
         let status = jtap(["status", &pid]).ok();
         assert!(
-            status.contains("recordings: none") && status.contains("capabilities held: none"),
+            status.contains("recordings: none") && holds_nothing_but_the_code_map(&status),
             "JDK {}: {status}",
             jdk.version
         );
@@ -281,9 +293,11 @@ fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
             .jvm_arg("-XX:+AlwaysPreTouch")
             .start();
         let pid = jvm.pid().to_string();
-        // The agent's log: no stop may find a signal handler or callback still running.
+        // The agent's log: no stop may find a signal handler or callback still running. The
+        // code map outlives a recording by 2 s here: back-to-back cycles reuse it, and it
+        // must end once they stop.
         let log = tempfile::NamedTempFile::new().unwrap();
-        jtap(["load", &pid, &format!("log={}", log.path().display())]).ok();
+        jtap(["load", &pid, &format!("log={},linger=2s", log.path().display())]).ok();
         let cpu_engines = ["cpu", "itimer", "ctimer"];
         let cycle = |i: usize| {
             let events = format!("{},alloc,lock,wall", cpu_engines[i % 3]);
@@ -324,10 +338,31 @@ fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
             jdk.version
         );
         assert!(jvm.is_running());
-        let status = jtap(["status", &pid]).ok();
+        let log_text = std::fs::read_to_string(log.path()).unwrap();
+        let (built, kept) = (
+            log_text.matches("sampler: code map of ").count(),
+            log_text.matches("sampler: code map kept from the last recording").count(),
+        );
         assert!(
-            status.contains("recordings: none") && status.contains("capabilities held: none"),
-            "{status}"
+            kept >= 150 && built + kept == 220,
+            "JDK {}: code map built {built} times, kept {kept} times in 220 cycles",
+            jdk.version
+        );
+        // Once the linger has passed: no events, no capabilities.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            let status = jtap(["status", &pid]).ok();
+            if status.contains("capabilities held: none\n") || Instant::now() > deadline {
+                break status;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        assert!(
+            status.contains("recordings: none")
+                && status.contains("capabilities held: none\n")
+                && !status.contains("code map kept"),
+            "JDK {}: {status}",
+            jdk.version
         );
     }
 }

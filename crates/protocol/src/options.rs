@@ -274,6 +274,8 @@ pub struct Options {
     pub channel: Option<String>,
     /// A file (inside the JVM's mount namespace) the agent appends its log to.
     pub log: Option<String>,
+    /// How long the sampling core outlives the last recording, from this command on.
+    pub linger: Option<Duration>,
     /// The client's version; the agent refuses commands from a different version.
     pub client: Option<String>,
     /// Log to the JVM's stderr (never its stdout).
@@ -452,6 +454,7 @@ pub const KEYS: &[Key] = &[
     Key { name: "file", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "write the results to this file, inside the JVM's filesystem (format by extension)" },
     Key { name: "channel", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "control socket of the asking jtap client" },
     Key { name: "log", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "append the agent's log to this file" },
+    Key { name: "linger", takes: Takes::Value("duration"), goes_with: GoesWith::Any, help: "how long the sampling engines' code map, with its events and capabilities, outlives the last recording (default 60s)" },
     Key { name: "client", takes: Takes::Value("version"), goes_with: GoesWith::Any, help: "the asking jtap's version" },
     Key { name: "debug", takes: Takes::Nothing, goes_with: GoesWith::Any, help: "log to the JVM's stderr" },
 ];
@@ -702,6 +705,7 @@ impl Options {
             "interval" => put(&mut self.interval, parse_duration(name, value)?),
             "duration" => put(&mut self.duration, parse_duration(name, value)?),
             "loop" => put(&mut self.rotate, parse_duration(name, value)?),
+            "linger" => put(&mut self.linger, parse_duration(name, value)?),
             "push" => put(&mut self.push, non_empty(name, value)?),
             "app" => put(&mut self.app, non_empty(name, value)?),
             "labels" => {
@@ -815,6 +819,9 @@ impl fmt::Display for Options {
         }
         if let Some(period) = self.rotate {
             items.push(format!("loop={}", format_duration(period)));
+        }
+        if let Some(linger) = self.linger {
+            items.push(format!("linger={}", format_duration(linger)));
         }
         if let Some(keep) = self.keep {
             items.push(format!("keep={keep}"));
@@ -1336,6 +1343,7 @@ mod tests {
                     file,
                     channel,
                     log,
+                    linger: interval.filter(|_| debug),
                     client,
                     debug,
                     live: live && (histogram || has_alloc),

@@ -178,14 +178,49 @@ pub struct Sampler {
     target: Arc<Target>,
     source: Source,
     finished: Mutex<mpsc::Receiver<()>>,
-    env: Env,
 }
 
 /// The samplers in progress, for ThreadStart names.
 static CURRENT: Mutex<Vec<Arc<Shared>>> = Mutex::new(Vec::new());
-/// How many samplers use the core (events, code map); the first sets it up, the last
-/// tears it down.
-static CORE_USERS: Mutex<usize> = Mutex::new(0);
+/// The core (events, code map) the samplers share: the first sets it up; it outlives the
+/// last by its linger ([`set_core_linger`], [`end_idle_core`]).
+static CORE: Mutex<Core> = Mutex::new(Core {
+    users: 0,
+    up: false,
+    idle_since: None,
+    names: None,
+});
+
+/// How long the core outlives its last sampler by default. Setting it up replays every
+/// installed nmethod's CompiledMethodLoad, whose inline records HotSpot builds from the debug
+/// information (~0.5 s of CPU for javac's 6,500 nmethods), so back-to-back recordings (a
+/// loop's periods, `jtap profile` run again, a benchmark's windows) reuse it meanwhile. An
+/// idle core costs the JVM the events of what it compiles (HotSpot builds each new
+/// nmethod's record while the events are on) and the map's memory.
+const DEFAULT_CORE_LINGER: Duration = Duration::from_secs(60);
+
+/// The linger in force (`linger=`), in milliseconds.
+static CORE_LINGER_MS: AtomicU64 = AtomicU64::new(DEFAULT_CORE_LINGER.as_millis() as u64);
+
+/// Sets how long the core outlives its last sampler, from now on.
+pub fn set_core_linger(linger: Duration) {
+    CORE_LINGER_MS.store(linger.as_millis() as u64, Ordering::Relaxed);
+}
+
+fn core_linger() -> Duration {
+    Duration::from_millis(CORE_LINGER_MS.load(Ordering::Relaxed))
+}
+
+struct Core {
+    /// Samplers running.
+    users: usize,
+    /// Set up: events on, code map kept.
+    up: bool,
+    /// Since when no sampler runs, while the core is up.
+    idle_since: Option<Instant>,
+    /// Method names the last processing thread found, for the next one.
+    names: Option<methods::MethodNames>,
+}
 /// Lets ClassPrepare/ThreadStart/ThreadEnd callbacks in only while a sampler runs.
 static EVENTS_GATE: Gate = Gate::new();
 
@@ -222,14 +257,14 @@ impl Sampler {
         let classes = match methods::prepare_loaded_classes(&env, vm) {
             Ok(n) => n,
             Err(e) => {
-                release_core(&env);
+                release_core();
                 return Err(format!("preparing method ids: {e}"));
             }
         };
         let vm_threads = match jvm::VmThreadKey::find(vm) {
             Ok(key) => key,
             Err(e) => {
-                release_core(&env);
+                release_core();
                 return Err(e);
             }
         };
@@ -321,7 +356,7 @@ impl Sampler {
             symbolizer,
         };
         if let Err(e) = spawn_attached(vm, "jtap-sampler".into(), move || worker.run(done)) {
-            release_core(&env);
+            release_core();
             return Err(format!("cannot start the jtap-sampler thread: {e}"));
         }
         current().push(shared.clone());
@@ -332,7 +367,6 @@ impl Sampler {
             target,
             source,
             finished: Mutex::new(finished),
-            env,
         })
     }
 
@@ -368,7 +402,7 @@ impl Sampler {
         if finished.is_err() {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
-        release_core(&self.env);
+        release_core();
         log!(
             "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits, {} in leaf native calls; {} left",
             self.shared.recovered_stub.load(Ordering::Relaxed),
@@ -414,8 +448,8 @@ fn stack_walker(env: &Env, vm: Vm) -> Option<&'static crate::walk::Walker> {
 }
 
 fn acquire_core(env: &Env) -> Result<(), String> {
-    let mut users = CORE_USERS.lock().unwrap_or_else(|e| e.into_inner());
-    if *users == 0 {
+    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    if !core.up {
         recover::STUBS.clear();
         *code::map() = Some(code::CodeMap::default());
         EVENTS_GATE.open();
@@ -426,17 +460,64 @@ fn acquire_core(env: &Env) -> Result<(), String> {
             }
         }
         replay_code_events(env);
+        core.up = true;
+    } else if core.users == 0 {
+        log!("sampler: code map kept from the last recording");
     }
-    *users += 1;
+    core.users += 1;
+    core.idle_since = None;
     Ok(())
 }
 
-/// Undoes [`acquire_core`]; the last sampler tears the core down.
-fn release_core(env: &Env) {
-    let mut users = CORE_USERS.lock().unwrap_or_else(|e| e.into_inner());
-    *users = users.saturating_sub(1);
-    if *users == 0 {
+/// Undoes [`acquire_core`]; the core stays up, idle, until [`end_idle_core`].
+fn release_core() {
+    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    core.users = core.users.saturating_sub(1);
+    if core.users == 0 {
+        core.idle_since = Some(Instant::now());
+    }
+}
+
+/// Whether the core is up (in use or idle): its capabilities ([`capabilities`]) must stay.
+pub fn core_up() -> bool {
+    CORE.lock().unwrap_or_else(|e| e.into_inner()).up
+}
+
+/// How much longer the idle core is kept, if it is up and no sampler runs.
+pub fn core_kept_for() -> Option<Duration> {
+    let core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    let idle = core.idle_since.filter(|_| core.up && core.users == 0)?;
+    Some(core_linger().saturating_sub(idle.elapsed()))
+}
+
+/// Tears the core down if it has been idle for its linger; true if it did (its
+/// capabilities may then go back).
+pub fn end_idle_core(env: &Env) -> bool {
+    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    let due = core.up
+        && core.users == 0
+        && core.idle_since.is_some_and(|idle| idle.elapsed() >= core_linger());
+    if due {
         tear_down_core(env);
+        core.up = false;
+        core.idle_since = None;
+        core.names = None;
+    }
+    due
+}
+
+/// The method names the core keeps, for a processing thread to start from.
+fn take_method_names() -> methods::MethodNames {
+    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    core.names.take().unwrap_or_default()
+}
+
+/// Gives a processing thread's method names back to the core (the larger set, when two
+/// threads ran at once).
+fn keep_method_names(names: methods::MethodNames) {
+    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
+    if core.up && core.names.as_ref().is_none_or(|kept| kept.count() < names.count()) {
+        core.names = Some(names);
     }
 }
 
@@ -536,7 +617,7 @@ const LOGGED_DIFFERENCES: u32 = 5;
 impl Worker {
     fn run(mut self, done: mpsc::Sender<()>) {
         let mut processing = Processing {
-            resolver: methods::Resolver::new(self.env, self.vm),
+            resolver: methods::Resolver::with_names(self.env, self.vm, take_method_names()),
             symbolizer: std::mem::take(&mut self.symbolizer),
             unwinder: unwind::DwarfUnwinder::default(),
             table: FrameTable::default(),
@@ -565,6 +646,7 @@ impl Worker {
             cpu,
             cpu.as_secs_f64() * 1e6 / samples as f64
         );
+        keep_method_names(processing.resolver.into_names());
         let _ = done.send(());
     }
 
