@@ -4,9 +4,11 @@
 # once the classes are restored. Builds jtap in release mode and, per JDK (17 and 25 where
 # installed; JAVAS overrides) and program, in one JVM run:
 #   - baseline: the driver's units of work per second (tests/java/real: H2 transactions,
-#     javac compilations of the test workloads) over 10 s, after 20 s of warm-up;
-#   - during `jtap trace <pid> <package> --threshold 500ms -d 20s`: units per second over the
-#     trace's last 15 s (its first seconds instrument the loaded classes);
+#     javac compilations of the test workloads) over 10 s, after 45 s of warm-up;
+#   - during `jtap trace <pid> <package> --threshold 500ms -d 60s`: units per second over
+#     seconds 5-20 of the trace (its first seconds instrument the loaded classes, then the JIT
+#     compiles the instrumented methods again) and over its last 15 s (the probes' steady
+#     cost, once the JIT is done);
 #   - after: the seconds from the restore until a 1-s window is back to 90 % of the baseline,
 #     and the speed over the 10 s after the restore.
 # On JDKs before 23 each program also runs with jtap's agent loaded at start-up: the first
@@ -47,11 +49,13 @@ for JAVA in $JAVAS; do
             [ "$load" = start-up ] && agent=("-agentpath:$JTAP_AGENT")
             "$JAVA" "${agent[@]}" -cp "$work/classes:$cp" "${args[@]}" >"$log" 2>"$work/$program.err" & pid=$!; pids+=("$pid")
             until grep -q READY "$log"; do sleep 0.2; done
-            sleep 20
+            sleep 45
             base=$(rate "$log" 10)
-            "$JTAP" trace "$pid" "$package" --threshold 500ms -d 20s >/dev/null 2>"$work/trace.err" & jt=$!
+            "$JTAP" trace "$pid" "$package" --threshold 500ms -d 60s >/dev/null 2>"$work/trace.err" & jt=$!
             sleep 5
             during=$(rate "$log" 15)
+            sleep 25
+            late=$(rate "$log" 15)
             wait $jt || true
             methods=$(grep -o 'instrumented ([0-9]* methods)' "$work/trace.err" | grep -o '[0-9]*' || echo "?")
             clock=$(grep -o '(field clock[^,)]*\|(tsc clock\|(coarse clock[^)]*' "$work/trace.err" | head -1 | tr -d '(' || echo "?")
@@ -67,7 +71,7 @@ for JAVA in $JAVAS; do
             done
             after=$(rate "$log" 10)
             kill "$pid"; wait "$pid" 2>/dev/null || true
-            rows+=("$version|$load|$program|$methods|$clock|$base|$during|$recovered|$after")
+            rows+=("$version|$load|$program|$methods|$clock|$base|$during|$late|$recovered|$after")
         done
     done
 done
@@ -75,10 +79,10 @@ done
 echo
 echo "Broad traces on real programs (units of work per second; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "| JDK | jtap's agent | program | methods traced | clock | baseline | during the trace | slowdown | back to 90 % after | speed after |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| JDK | jtap's agent | program | methods traced | clock | baseline | trace, 5-20 s | slowdown | trace, 45-60 s | slowdown | back to 90 % after | speed after |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for row in "${rows[@]}"; do
-    IFS='|' read -r v load program methods clock base during recovered after <<<"$row"
-    slowdown=$(awk -v b="$base" -v d="$during" 'BEGIN {printf "%.2f×", (d > 0 ? b / d : 0)}')
-    echo "| $v | $load | $program | $methods | $clock | $base/s | $during/s | $slowdown | ${recovered} s | $after/s |"
+    IFS='|' read -r v load program methods clock base during late recovered after <<<"$row"
+    ratio() { awk -v b="$base" -v d="$1" 'BEGIN {printf "%.2f×", (d > 0 ? b / d : 0)}'; }
+    echo "| $v | $load | $program | $methods | $clock | $base/s | $during/s | $(ratio "$during") | $late/s | $(ratio "$late") | ${recovered} s | $after/s |"
 done
