@@ -304,6 +304,7 @@ impl<'a> Walk<'a> {
             None => None,
         };
         let mut count = 0;
+        let mut memo = Memo::new();
         for _ in 0..MAX_STEPS {
             if count == out.room() {
                 return Ok(count);
@@ -343,35 +344,49 @@ impl<'a> Walk<'a> {
                 }
                 continue;
             }
-            let blob = self.find_blob(at.pc)?;
-            if let Some(complete) = top {
-                if !blob.nmethod {
-                    // A stub's frame is left to the caller (the sampler's recovery).
-                    return Err(Stop::UnknownCode);
+            let frame_words = match memo.find(at.pc).filter(|_| top.is_none()) {
+                Some(known) => {
+                    let copied = known.count.min(out.room() - count);
+                    for (i, &frame) in known.frames[..copied].iter().enumerate() {
+                        out.put(count + i, frame);
+                    }
+                    count += copied;
+                    known.frame_words
                 }
-                if !complete(at.pc) {
-                    return Err(Stop::NotSetUp);
+                None => {
+                    let blob = self.find_blob(at.pc)?;
+                    if let Some(complete) = top {
+                        if !blob.nmethod {
+                            // A stub's frame is left to the caller (the sampler's recovery).
+                            return Err(Stop::UnknownCode);
+                        }
+                        if !complete(at.pc) {
+                            return Err(Stop::NotSetUp);
+                        }
+                    }
+                    if ends_at_continuation
+                        && blob.nmethod
+                        && self.enters_continuation(&blob, continuation_return)?
+                    {
+                        // A virtual thread's stack ends here (what follows is its carrier's).
+                        return Ok(count);
+                    }
+                    if blob.nmethod {
+                        count += if top.is_some() {
+                            self.compiled(&blob, at.pc, Scope::Near, out, count, None)?
+                        } else {
+                            let entry = memo.claim();
+                            entry.frame_words = blob.frame_words;
+                            self.compiled(&blob, at.pc, Scope::AtReturn, out, count, Some(entry))?
+                        };
+                    }
+                    blob.frame_words
                 }
-            }
-            if ends_at_continuation
-                && blob.nmethod
-                && self.enters_continuation(&blob, continuation_return)?
-            {
-                // A virtual thread's stack ends here (what follows is its carrier's).
-                return Ok(count);
-            }
-            if blob.nmethod {
-                let scope = if top.is_some() {
-                    Scope::Near
-                } else {
-                    Scope::AtReturn
-                };
-                count += self.compiled(&blob, at.pc, scope, out, count)?;
-            }
-            if blob.frame_words == 0 {
+            };
+            if frame_words == 0 {
                 return Err(Stop::Frameless);
             }
-            let sender_sp = at.unextended_sp + blob.frame_words * WORD;
+            let sender_sp = at.unextended_sp + frame_words * WORD;
             if sender_sp <= at.sp || !self.on_stack(sender_sp - 2 * WORD) {
                 return Err(Stop::OffStack);
             }
@@ -678,6 +693,7 @@ impl<'a> Walk<'a> {
 
     /// Writes the frames of compiled `blob` at `pc` from `out[first]` on: its scopes,
     /// innermost first (the method itself, native, for a native wrapper); the count written.
+    /// A scope chain read whole goes to `remember` too, if it fits.
     fn compiled<F: Frames + ?Sized>(
         &self,
         blob: &Blob,
@@ -685,6 +701,7 @@ impl<'a> Walk<'a> {
         scope: Scope,
         out: &mut F,
         first: usize,
+        mut remember: Option<&mut Remembered>,
     ) -> Result<usize, Stop> {
         let layout = self.layout;
         let nm = blob.address;
@@ -770,8 +787,17 @@ impl<'a> Walk<'a> {
                 },
             };
             out.put(first + count, frame);
+            if let Some(entry) = remember.as_deref_mut() {
+                if count < MEMO_FRAMES {
+                    entry.frames[count] = frame;
+                }
+            }
             count += 1;
             if sender == 0 {
+                if let Some(entry) = remember.filter(|_| count <= MEMO_FRAMES) {
+                    entry.count = count;
+                    entry.pc = pc;
+                }
                 break;
             }
             decode = sender as usize;
@@ -863,6 +889,64 @@ enum Scope {
     AtReturn,
     /// The first after the pc, where a signal stopped the method.
     Near,
+}
+
+/// Most frames a [`Memo`] entry holds: a compiled method and what it inlined at one pc.
+const MEMO_FRAMES: usize = 8;
+/// Return addresses a walk remembers.
+const MEMO_ENTRIES: usize = 8;
+
+/// The frames one walk decoded at compiled return addresses, by pc. Recursive code (a tree
+/// visitor, a parser, javac's attribution) returns to the same few pcs at many depths; their
+/// code blob, scopes and jmethodIDs are read once a walk and copied after that. Lives on the
+/// walking thread's stack (about 1 KiB), never allocated.
+struct Memo {
+    entries: [Remembered; MEMO_ENTRIES],
+    /// The entry the next new pc takes (oldest first).
+    next: usize,
+}
+
+/// The frames of one return address into an nmethod, and its frame size; `pc` is 0 until
+/// they were all read.
+#[derive(Clone, Copy)]
+struct Remembered {
+    pc: usize,
+    frame_words: usize,
+    count: usize,
+    frames: [JavaFrame; MEMO_FRAMES],
+}
+
+const NO_FRAME: JavaFrame = JavaFrame {
+    method: 0,
+    bci: 0,
+    kind: Kind::Compiled,
+};
+
+impl Memo {
+    fn new() -> Memo {
+        Memo {
+            entries: [Remembered {
+                pc: 0,
+                frame_words: 0,
+                count: 0,
+                frames: [NO_FRAME; MEMO_FRAMES],
+            }; MEMO_ENTRIES],
+            next: 0,
+        }
+    }
+
+    fn find(&self, pc: usize) -> Option<&Remembered> {
+        self.entries.iter().find(|e| e.pc == pc && pc != 0)
+    }
+
+    /// An entry to fill for a new pc, cleared.
+    fn claim(&mut self) -> &mut Remembered {
+        let entry = &mut self.entries[self.next];
+        self.next = (self.next + 1) % MEMO_ENTRIES;
+        entry.pc = 0;
+        entry.count = 0;
+        entry
+    }
 }
 
 /// Longest code blob name read.
