@@ -786,9 +786,10 @@ fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
             jdk.version
         );
 
-        // A JVM that exits 1.5 s into a 20 s profile: the profile so far is written.
+        // A JVM that exits 4 s into a 20 s profile: the profile so far is written. (Loading
+        // and starting the debug build of the agent takes about a second of that.)
         let mut short = JavaProcess::builder(jdk, "workloads.Burn")
-            .arg("1.5")
+            .arg("4")
             .start();
         let pid = pid_of(&mut short);
         let out = dir.path().join("exiting.collapsed");
@@ -803,8 +804,9 @@ fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
         assert!(started.elapsed() < Duration::from_secs(10));
         assert!(
             samples_with(&collapsed(&out), &["Burn.burnFour"])[0] > 0,
-            "JDK {}",
-            jdk.version
+            "JDK {}: {result:?}, {}",
+            jdk.version,
+            std::fs::read_to_string(&out).unwrap_or_default()
         );
         assert_eq!(
             short.wait(Duration::from_secs(5)),
