@@ -579,8 +579,7 @@ impl Agent {
         let Some(agent) = AGENT.get() else {
             return;
         };
-        if sampling::core_kept_for().is_none() || agent.core_watched.swap(true, Ordering::SeqCst)
-        {
+        if sampling::core_kept_for().is_none() || agent.core_watched.swap(true, Ordering::SeqCst) {
             return;
         }
         let spawned = std::thread::Builder::new()

@@ -788,9 +788,7 @@ fn thread_churn_gc_storm_and_a_jvm_exiting_mid_profile() {
 
         // A JVM that exits 4 s into a 20 s profile: the profile so far is written. (Loading
         // and starting the debug build of the agent takes about a second of that.)
-        let mut short = JavaProcess::builder(jdk, "workloads.Burn")
-            .arg("4")
-            .start();
+        let mut short = JavaProcess::builder(jdk, "workloads.Burn").arg("4").start();
         let pid = pid_of(&mut short);
         let out = dir.path().join("exiting.collapsed");
         let started = Instant::now();

@@ -297,7 +297,12 @@ fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
         // code map outlives a recording by 2 s here: back-to-back cycles reuse it, and it
         // must end once they stop.
         let log = tempfile::NamedTempFile::new().unwrap();
-        jtap(["load", &pid, &format!("log={},linger=2s", log.path().display())]).ok();
+        jtap([
+            "load",
+            &pid,
+            &format!("log={},linger=2s", log.path().display()),
+        ])
+        .ok();
         let cpu_engines = ["cpu", "itimer", "ctimer"];
         let cycle = |i: usize| {
             let events = format!("{},alloc,lock,wall", cpu_engines[i % 3]);
@@ -341,7 +346,9 @@ fn two_hundred_start_stop_cycles_of_four_engines_keep_memory_flat() {
         let log_text = std::fs::read_to_string(log.path()).unwrap();
         let (built, kept) = (
             log_text.matches("sampler: code map of ").count(),
-            log_text.matches("sampler: code map kept from the last recording").count(),
+            log_text
+                .matches("sampler: code map kept from the last recording")
+                .count(),
         );
         assert!(
             kept >= 150 && built + kept == 220,

@@ -155,7 +155,10 @@ fn name_of(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<(String, String)
         frame.delete(class);
         (signature, env.method_name(method).ok()?)
     };
-    Some((format!("{}.{name}", java_class_name(&class_signature)), signature))
+    Some((
+        format!("{}.{name}", java_class_name(&class_signature)),
+        signature,
+    ))
 }
 
 /// `Lcom/example/Foo;` → `com.example.Foo`; array and primitive signatures stay as they are.

@@ -496,7 +496,9 @@ pub fn end_idle_core(env: &Env) -> bool {
     let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
     let due = core.up
         && core.users == 0
-        && core.idle_since.is_some_and(|idle| idle.elapsed() >= core_linger());
+        && core
+            .idle_since
+            .is_some_and(|idle| idle.elapsed() >= core_linger());
     if due {
         tear_down_core(env);
         core.up = false;
@@ -516,7 +518,12 @@ fn take_method_names() -> methods::MethodNames {
 /// threads ran at once).
 fn keep_method_names(names: methods::MethodNames) {
     let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
-    if core.up && core.names.as_ref().is_none_or(|kept| kept.count() < names.count()) {
+    if core.up
+        && core
+            .names
+            .as_ref()
+            .is_none_or(|kept| kept.count() < names.count())
+    {
         core.names = Some(names);
     }
 }
