@@ -587,20 +587,25 @@ impl Agent {
             .spawn(move || {
                 crate::thread::mark_own_thread();
                 loop {
-                    while let Some(left) = sampling::core_kept_for() {
-                        if left.is_zero() {
+                    match sampling::core_kept_for() {
+                        Some(left) if left.is_zero() => {
+                            // The job checks again: a recording may start before it runs.
                             agent.on_agent_thread(Box::new(move || agent.end_idle_core()));
-                            break;
+                            agent.core_watched.store(false, Ordering::SeqCst);
+                            return;
                         }
                         // In steps, for a `linger=` shortened meanwhile.
-                        std::thread::sleep(left.min(Duration::from_secs(1)));
-                    }
-                    agent.core_watched.store(false, Ordering::SeqCst);
-                    // A sampler may have stopped between the last look and the store.
-                    if sampling::core_kept_for().is_none()
-                        || agent.core_watched.swap(true, Ordering::SeqCst)
-                    {
-                        return;
+                        Some(left) => std::thread::sleep(left.min(Duration::from_secs(1))),
+                        // In use again: its last sampler's stop watches anew.
+                        None => {
+                            agent.core_watched.store(false, Ordering::SeqCst);
+                            // Unless it stopped between the last look and the store.
+                            if sampling::core_kept_for().is_none()
+                                || agent.core_watched.swap(true, Ordering::SeqCst)
+                            {
+                                return;
+                            }
+                        }
                     }
                 }
             });
