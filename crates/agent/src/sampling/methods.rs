@@ -30,19 +30,6 @@ pub fn prepare_class(env: &Env, class: sys::jclass) {
     let _ = unsafe { env.class_methods(class) };
 }
 
-/// Methods' names by jmethodID: `pkg.Class.method` and its descriptor. A jmethodID names one method for the life of the VM, so these
-/// outlive a session (the sampling core keeps them between recordings); line tables do not
-/// (retransforming a class changes its methods' bytecode).
-#[derive(Default)]
-pub struct MethodNames(HashMap<usize, (String, String)>);
-
-impl MethodNames {
-    /// Methods named.
-    pub fn count(&self) -> usize {
-        self.0.len()
-    }
-}
-
 struct Method {
     /// `pkg.Class.method`.
     name: String,
@@ -56,29 +43,17 @@ struct Method {
 pub struct Resolver {
     env: Env,
     vm: Vm,
-    names: MethodNames,
     methods: HashMap<usize, Option<Method>>,
 }
 
 impl Resolver {
     /// A resolver; use it on one attached thread.
     pub fn new(env: Env, vm: Vm) -> Resolver {
-        Resolver::with_names(env, vm, MethodNames::default())
-    }
-
-    /// A resolver that starts from names an earlier one found ([`Resolver::into_names`]).
-    pub fn with_names(env: Env, vm: Vm, names: MethodNames) -> Resolver {
         Resolver {
             env,
             vm,
-            names,
             methods: HashMap::new(),
         }
-    }
-
-    /// The names found, for a later resolver.
-    pub fn into_names(self) -> MethodNames {
-        self.names
     }
 
     /// The profile frame of a frame whose kind is unknown (`GetStackTrace` does not say
@@ -93,11 +68,11 @@ impl Resolver {
         if frame.method.is_null() {
             return Frame::new("[unknown_method]", FrameKind::Error);
         }
-        let (env, vm, names) = (self.env, self.vm, &mut self.names);
+        let (env, vm) = (self.env, self.vm);
         let method = self
             .methods
             .entry(frame.method as usize)
-            .or_insert_with(|| describe(&env, vm, names, frame.method));
+            .or_insert_with(|| describe(&env, vm, frame.method));
         let Some(method) = method else {
             return Frame::new("[unloaded_method]", FrameKind::Error);
         };
@@ -117,18 +92,18 @@ impl Resolver {
     }
 }
 
-fn describe(env: &Env, vm: Vm, names: &mut MethodNames, method: sys::jmethodID) -> Option<Method> {
-    // Only names found are kept beyond the session.
-    let (name, signature) = match names.0.get(&(method as usize)) {
-        Some(known) => known.clone(),
-        None => {
-            let found = name_of(env, vm, method)?;
-            names.0.insert(method as usize, found.clone());
-            found
-        }
-    };
+fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
+    let frame = LocalFrame::push(vm, 4)?;
     // SAFETY: jmethodIDs stay valid memory for the life of the VM (HotSpot never frees them;
-    // a method of an unloaded class makes the call fail).
+    // a method of an unloaded class makes these calls fail); the class reference is freed
+    // with the local frame.
+    let (class_signature, (name, signature)) = unsafe {
+        let class = env.method_declaring_class(method).ok()?;
+        let signature = env.class_signature(class).ok()?;
+        frame.delete(class);
+        (signature, env.method_name(method).ok()?)
+    };
+    // SAFETY: as above.
     let mut lines: Vec<(i64, i32)> = unsafe { env.line_number_table(method) }
         .map(|table| {
             table
@@ -139,26 +114,10 @@ fn describe(env: &Env, vm: Vm, names: &mut MethodNames, method: sys::jmethodID) 
         .unwrap_or_default();
     lines.sort_unstable();
     Some(Method {
-        name,
+        name: format!("{}.{name}", java_class_name(&class_signature)),
         signature,
         lines,
     })
-}
-
-/// `pkg.Class.method` and the descriptor of `method`, None if its class is gone.
-fn name_of(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<(String, String)> {
-    let frame = LocalFrame::push(vm, 4)?;
-    // SAFETY: as in `describe`; the class reference is freed with the local frame.
-    let (class_signature, (name, signature)) = unsafe {
-        let class = env.method_declaring_class(method).ok()?;
-        let signature = env.class_signature(class).ok()?;
-        frame.delete(class);
-        (signature, env.method_name(method).ok()?)
-    };
-    Some((
-        format!("{}.{name}", java_class_name(&class_signature)),
-        signature,
-    ))
 }
 
 /// `Lcom/example/Foo;` → `com.example.Foo`; array and primitive signatures stay as they are.

@@ -188,7 +188,6 @@ static CORE: Mutex<Core> = Mutex::new(Core {
     users: 0,
     up: false,
     idle_since: None,
-    names: None,
 });
 
 /// How long the core outlives its last sampler by default. Setting it up replays every
@@ -218,8 +217,6 @@ struct Core {
     up: bool,
     /// Since when no sampler runs, while the core is up.
     idle_since: Option<Instant>,
-    /// Method names the last processing thread found, for the next one.
-    names: Option<methods::MethodNames>,
 }
 /// Lets ClassPrepare/ThreadStart/ThreadEnd callbacks in only while a sampler runs.
 static EVENTS_GATE: Gate = Gate::new();
@@ -503,29 +500,8 @@ pub fn end_idle_core(env: &Env) -> bool {
         tear_down_core(env);
         core.up = false;
         core.idle_since = None;
-        core.names = None;
     }
     due
-}
-
-/// The method names the core keeps, for a processing thread to start from.
-fn take_method_names() -> methods::MethodNames {
-    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
-    core.names.take().unwrap_or_default()
-}
-
-/// Gives a processing thread's method names back to the core (the larger set, when two
-/// threads ran at once).
-fn keep_method_names(names: methods::MethodNames) {
-    let mut core = CORE.lock().unwrap_or_else(|e| e.into_inner());
-    if core.up
-        && core
-            .names
-            .as_ref()
-            .is_none_or(|kept| kept.count() < names.count())
-    {
-        core.names = Some(names);
-    }
 }
 
 fn tear_down_core(env: &Env) {
@@ -624,7 +600,7 @@ const LOGGED_DIFFERENCES: u32 = 5;
 impl Worker {
     fn run(mut self, done: mpsc::Sender<()>) {
         let mut processing = Processing {
-            resolver: methods::Resolver::with_names(self.env, self.vm, take_method_names()),
+            resolver: methods::Resolver::new(self.env, self.vm),
             symbolizer: std::mem::take(&mut self.symbolizer),
             unwinder: unwind::DwarfUnwinder::default(),
             table: FrameTable::default(),
@@ -653,7 +629,6 @@ impl Worker {
             cpu,
             cpu.as_secs_f64() * 1e6 / samples as f64
         );
-        keep_method_names(processing.resolver.into_names());
         let _ = done.send(());
     }
 
