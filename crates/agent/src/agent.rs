@@ -242,6 +242,9 @@ impl Agent {
     ) -> i32 {
         self.commands.fetch_add(1, Ordering::SeqCst);
         log!("command: {options}");
+        if let Some(linger) = options.linger {
+            sampling::set_core_linger(linger);
+        }
         if let Some(channel) = &channel {
             let _ = channel.send(&Frame::Hello {
                 version: VERSION.into(),

@@ -56,9 +56,6 @@ fn start_command(vm: Vm, text: &str, from_onload: bool) -> i32 {
         Err(e) => return reject_options(text, &e.to_string(), from_onload),
     };
     crate::log::configure(&options);
-    if let Some(linger) = options.linger {
-        crate::sampling::set_core_linger(linger);
-    }
     let channel = match options.channel.as_deref().map(Channel::connect) {
         None => None,
         Some(Ok(channel)) => Some(channel),
