@@ -642,15 +642,36 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
 /// (`--threads`: `[VirtualThread[#id,name]]`, in JFR as a virtual thread the JDK's `jfr`
 /// reads), and the lock engine counts virtual threads waiting for the lock (they wait
 /// unmounted, without `Unsafe.park`) with their own stacks, as waits of the virtual threads.
+/// With G1 (compressed references), and with ZGC: generational (colored references, also
+/// in handles) and, on JDK 21, the older non-generational one (colored, multi-mapped).
 #[test]
 fn virtual_threads_are_profiled_as_themselves() {
     let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
-    for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
-        let mut jvm = JavaProcess::start(jdk, "workloads.VirtualCrowd");
+    let collectors = |version: u32| -> Vec<(&str, Vec<&str>)> {
+        let mut collectors = vec![("G1", vec![]), ("ZGC", vec!["-XX:+UseZGC"])];
+        if version < 23 {
+            collectors[1].1.push("-XX:+ZGenerational");
+            collectors.push(("non-generational ZGC", vec!["-XX:+UseZGC"]));
+        }
+        collectors
+    };
+    let runs = jdks()
+        .iter()
+        .filter(|jdk| jdk.version >= 21)
+        .flat_map(|jdk| collectors(jdk.version).into_iter().map(move |gc| (jdk, gc)));
+    for (jdk, (collector, gc_args)) in runs {
+        let mut jvm = gc_args
+            .iter()
+            .fold(JavaProcess::builder(jdk, "workloads.VirtualCrowd"), |jvm, arg| {
+                jvm.jvm_arg(arg)
+            })
+            .start();
         let pid = pid_of(&mut jvm);
-        let base = dir.path().join(format!("crowd{}", jdk.version));
+        let base = dir
+            .path()
+            .join(format!("crowd{}-{}", jdk.version, collector.replace(' ', "-")));
         jtap([
             "profile",
             &pid,
@@ -665,7 +686,7 @@ fn virtual_threads_are_profiled_as_themselves() {
             &format!("{}.jfr", base.display()),
         ])
         .ok();
-        let context = format!("JDK {}", jdk.version);
+        let context = format!("JDK {} with {collector}", jdk.version);
         for engine in ["cpu", "wall"] {
             let stacks = collapsed(&base.with_extension(format!("{engine}.collapsed")));
             let total: u64 = stacks.iter().map(|(_, n)| n).sum();

@@ -9,8 +9,10 @@
 //! `jdk.internal.misc.Unsafe` (JNI calls are not subject to module access checks); an
 //! array's length offset is found by reading a new array whose length is known.
 //!
-//! Every read in the handler goes through [`Fetch`]: an object moved by a concurrent GC, or a
-//! colored ZGC pointer, ends in a failed read and the sample stays with its carrier.
+//! References decode as the heap stores them: plain addresses, compressed oops, or ZGC's
+//! colored pointers ([`Pointers`]). Every read in the handler goes through [`Fetch`]: an
+//! object a concurrent GC has moved, or a reference that may point where an object was,
+//! ends the lookup and the sample stays with its carrier.
 
 use std::ffi::CStr;
 use std::ptr;
@@ -56,8 +58,128 @@ pub struct VirtualThreads {
     mounted_object: usize,
     /// Where the Java objects' fields are.
     java: JavaOffsets,
-    /// How a reference field decodes: `Some((base, shift))` for compressed oops.
-    narrow: Option<(usize, u32)>,
+    /// How references decode.
+    pointers: Pointers,
+}
+
+/// How the heap stores a reference, so the handler can follow it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pointers {
+    /// The object's address. Non-generational ZGC (JDK 21–23 without `ZGenerational`)
+    /// keeps color bits in it too, but maps the heap once per color, so such a pointer reads
+    /// as it is; two pointers to one object are the same object when equal under
+    /// `identity_mask` (`ZAddressOffsetMask` there, all bits otherwise).
+    Plain { identity_mask: usize },
+    /// Compressed oops in fields (`base + (narrow << shift)`); handles hold plain addresses.
+    Narrow { base: usize, shift: u32 },
+    /// Generational ZGC (JDK 21+): every reference, handles too, is the address shifted
+    /// left by `ZPointerLoadShift` with color bits below. One with a bit of the current
+    /// `ZPointerLoadBadMask` may still point where its object was before a relocation, so
+    /// it is not followed; the mask changes at each phase of a collection and is read at
+    /// `load_bad_mask` every time.
+    Colored {
+        load_shift: u32,
+        load_bad_mask: usize,
+    },
+}
+
+impl Pointers {
+    /// Finds out from the VM's structures (after the heap is initialised).
+    fn resolve(structs: &VmStructs, reference_size: usize) -> Result<Pointers, String> {
+        // SAFETY (both closures): static variables of the loaded libjvm.so, of the type
+        // read, set when the heap was initialised at start-up and constant since, or
+        // pointers to them that the VM's own structure tables describe.
+        let read = |address: usize| unsafe { *(address as *const usize) };
+        let read_int = |address: usize| unsafe { *(address as *const i32) };
+        if reference_size == 4 {
+            let static_of = |names: [&str; 2]| {
+                names
+                    .iter()
+                    .find_map(|name| structs.address("CompressedOops", name).ok())
+                    .ok_or("the JVM does not describe CompressedOops")
+            };
+            let base = read(static_of(["_narrow_oop._base", "_base"])?);
+            let shift = read_int(static_of(["_narrow_oop._shift", "_shift"])?) as u32;
+            return Ok(Pointers::Narrow { base, shift });
+        }
+        // ZGC publishes its globals to the serviceability agent through pointers in one
+        // instance; a global is 0 unless that collector initialised it.
+        let zgc_global = |ty: &str, field: &str| -> Option<usize> {
+            let instance = read(structs.address(ty, "_instance_p").ok()?);
+            let pointer = read(instance + structs.offset(&[ty], field).ok()?);
+            (instance != 0 && pointer != 0).then_some(pointer)
+        };
+        if let (Some(shift_at), Some(load_bad_mask)) = (
+            zgc_global("ZGlobalsForVMStructs", "_ZPointerLoadShift"),
+            zgc_global("ZGlobalsForVMStructs", "_ZPointerLoadBadMask"),
+        ) {
+            let load_shift = read(shift_at) as u32;
+            if load_shift != 0 && load_shift < 64 {
+                return Ok(Pointers::Colored {
+                    load_shift,
+                    load_bad_mask,
+                });
+            }
+        }
+        let offset_mask = ["XGlobalsForVMStructs", "ZGlobalsForVMStructs"]
+            .iter()
+            .find_map(|ty| zgc_global(ty, "_ZAddressOffsetMask"))
+            .map(read)
+            .filter(|&mask| mask != 0);
+        Ok(Pointers::Plain {
+            identity_mask: offset_mask.unwrap_or(usize::MAX),
+        })
+    }
+
+    /// The object a handle (an `oop*`) refers to, 0 for null. Async-signal-safe.
+    fn handle(self, fetch: &Fetch, handle: usize) -> Option<usize> {
+        let slot = fetch.word(handle)?;
+        let stored = fetch.word(slot)?;
+        match self {
+            Pointers::Colored { .. } => self.uncolor(fetch, stored),
+            _ => Some(stored),
+        }
+    }
+
+    /// The object the reference field at `address` points to, 0 for null.
+    fn field(self, fetch: &Fetch, address: usize) -> Option<usize> {
+        match self {
+            Pointers::Plain { .. } => fetch.word(address),
+            Pointers::Narrow { base, shift } => {
+                let narrow = fetch.value::<u32>(address)?;
+                Some(if narrow == 0 {
+                    0
+                } else {
+                    base + ((narrow as usize) << shift)
+                })
+            }
+            Pointers::Colored { .. } => self.uncolor(fetch, fetch.word(address)?),
+        }
+    }
+
+    /// A generational ZGC pointer's address, if it is safe to follow.
+    fn uncolor(self, fetch: &Fetch, stored: usize) -> Option<usize> {
+        let Pointers::Colored {
+            load_shift,
+            load_bad_mask,
+        } = self
+        else {
+            return Some(stored);
+        };
+        let address = stored >> load_shift;
+        if address == 0 {
+            return Some(0);
+        }
+        (stored & fetch.word(load_bad_mask)? == 0).then_some(address)
+    }
+
+    /// Whether two decoded references are to one object.
+    fn same(self, a: usize, b: usize) -> bool {
+        match self {
+            Pointers::Plain { identity_mask } => a & identity_mask == b & identity_mask,
+            _ => a == b,
+        }
+    }
 }
 
 impl VirtualThreads {
@@ -68,34 +190,20 @@ impl VirtualThreads {
         let jni = current_jni(vm.0).ok_or("this thread is not attached to the JVM")?;
         // SAFETY: `jni` is this attached thread's JNIEnv.
         let java = unsafe { JavaOffsets::ask(jni) }?;
-        let narrow = if java.reference_size == 4 {
-            let static_of = |names: [&str; 2]| {
-                names
-                    .iter()
-                    .find_map(|name| structs.address("CompressedOops", name).ok())
-                    .ok_or("the JVM does not describe CompressedOops")
-            };
-            let base = static_of(["_narrow_oop._base", "_base"])?;
-            let shift = static_of(["_narrow_oop._shift", "_shift"])?;
-            // SAFETY: static variables of the loaded libjvm.so, set when the heap was
-            // reserved at start-up and constant since.
-            unsafe { Some((*(base as *const usize), *(shift as *const i32) as u32)) }
-        } else {
-            None
-        };
+        let pointers = Pointers::resolve(structs, java.reference_size)?;
         Ok(VirtualThreads {
             thread_object,
             mounted_object,
             java,
-            narrow,
+            pointers,
         })
     }
 
     /// The virtual thread `thread` (a `JavaThread`) runs, if any. Async-signal-safe.
     pub fn mounted(&self, fetch: &Fetch, thread: usize) -> Option<Mounted> {
-        let object = |handle_offset: usize| fetch.word(fetch.word(thread + handle_offset)?);
-        let mounted = object(self.mounted_object)?;
-        if mounted == 0 || Some(mounted) == object(self.thread_object) {
+        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
+        let own = self.pointers.handle(fetch, thread + self.thread_object)?;
+        if mounted == 0 || self.pointers.same(mounted, own) {
             return None;
         }
         let id = fetch.word(mounted + self.java.tid)? as u64;
@@ -115,11 +223,11 @@ impl VirtualThreads {
     /// Copies the ASCII of thread `object`'s name into `out` (other characters as `?`);
     /// how many bytes.
     fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
-        let string = self.reference(fetch, object + self.java.name)?;
+        let string = self.pointers.field(fetch, object + self.java.name)?;
         if string == 0 {
             return Some(0);
         }
-        let bytes = self.reference(fetch, string + self.java.string_value)?;
+        let bytes = self.pointers.field(fetch, string + self.java.string_value)?;
         let utf16 = fetch.value::<u8>(string + self.java.string_coder)? != 0;
         let length = usize::try_from(fetch.value::<i32>(bytes + self.java.array_length)?).ok()?;
         let width = if utf16 { 2 } else { 1 };
@@ -147,21 +255,6 @@ impl VirtualThreads {
             };
         }
         Some(chars as u8)
-    }
-
-    /// The object a reference field at `address` points to (0 for null).
-    fn reference(&self, fetch: &Fetch, address: usize) -> Option<usize> {
-        match self.narrow {
-            None => fetch.word(address),
-            Some((base, shift)) => {
-                let narrow = fetch.value::<u32>(address)?;
-                Some(if narrow == 0 {
-                    0
-                } else {
-                    base + ((narrow as usize) << shift)
-                })
-            }
-        }
     }
 }
 
