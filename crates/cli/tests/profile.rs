@@ -623,7 +623,10 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
             );
             assert_eq!(
                 counts.differed,
-                counts.differed_at_top + counts.differed_at_call + counts.went_further,
+                counts.differed_at_top
+                    + counts.differed_at_call
+                    + counts.went_further
+                    + counts.read_frozen,
                 "JDK {} {engine}: {text}",
                 jdk.version
             );
@@ -664,14 +667,17 @@ fn virtual_threads_are_profiled_as_themselves() {
     for (jdk, (collector, gc_args)) in runs {
         let mut jvm = gc_args
             .iter()
-            .fold(JavaProcess::builder(jdk, "workloads.VirtualCrowd"), |jvm, arg| {
-                jvm.jvm_arg(arg)
-            })
+            .fold(
+                JavaProcess::builder(jdk, "workloads.VirtualCrowd"),
+                |jvm, arg| jvm.jvm_arg(arg),
+            )
             .start();
         let pid = pid_of(&mut jvm);
-        let base = dir
-            .path()
-            .join(format!("crowd{}-{}", jdk.version, collector.replace(' ', "-")));
+        let base = dir.path().join(format!(
+            "crowd{}-{}",
+            jdk.version,
+            collector.replace(' ', "-")
+        ));
         jtap([
             "profile",
             &pid,
@@ -755,6 +761,85 @@ fn virtual_threads_are_profiled_as_themselves() {
             );
         }
         assert!(jvm.is_running(), "{context}: the JVM died");
+    }
+}
+
+/// A remounted virtual thread gets only its top frames back on its carrier's stack (HotSpot
+/// thaws a few at a time); the older ones stay frozen in its continuation's stack chunk on
+/// the heap. jtap's walker reads them there: cpu and alloc samples of `VirtualDeep.work`
+/// keep their 150 `down` callers and the thread's start (`AsyncGetCallTrace` steps from the
+/// oldest thawed frame to the continuation's entry), with G1 and with both ZGCs.
+#[test]
+fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
+    let _serial = one_at_a_time();
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
+        let mut collectors = vec![("G1", vec![]), ("ZGC", vec!["-XX:+UseZGC"])];
+        if jdk.version < 23 {
+            collectors[1].1.push("-XX:+ZGenerational");
+            collectors.push(("non-generational ZGC", vec!["-XX:+UseZGC"]));
+        }
+        for (collector, gc_args) in collectors {
+            let mut jvm = gc_args
+                .iter()
+                .fold(
+                    JavaProcess::builder(jdk, "workloads.VirtualDeep"),
+                    |jvm, arg| jvm.jvm_arg(arg),
+                )
+                .start();
+            let pid = pid_of(&mut jvm);
+            let base = dir.path().join(format!(
+                "deep{}-{}",
+                jdk.version,
+                collector.replace(' ', "-")
+            ));
+            jtap([
+                "profile",
+                &pid,
+                "-e",
+                "cpu,alloc",
+                "-d",
+                "3",
+                "--threads",
+                "--jstackdepth",
+                "400",
+                "-o",
+                &format!("{}.collapsed", base.display()),
+            ])
+            .ok();
+            for engine in ["cpu", "alloc"] {
+                let context = format!("JDK {} with {collector}, {engine}", jdk.version);
+                let stacks = collapsed(&base.with_extension(format!("{engine}.collapsed")));
+                let working: Vec<&(String, u64)> = stacks
+                    .iter()
+                    .filter(|(s, _)| s.contains("workloads.VirtualDeep.work"))
+                    .collect();
+                let total: u64 = working.iter().map(|(_, n)| n).sum();
+                let whole: u64 = working
+                    .iter()
+                    .filter(|(s, _)| {
+                        s.split(';')
+                            .filter(|&frame| frame == "workloads.VirtualDeep.down")
+                            .count()
+                            > 150
+                            && s.contains(";java.lang.VirtualThread.run;")
+                    })
+                    .map(|(_, n)| n)
+                    .sum();
+                eprintln!("{context}: {whole} of {total} samples with every frame");
+                // Samples whose top frame no walker could take (`[unknown_java]`, then
+                // walked from the caller) may be short of frames too.
+                assert!(
+                    total > 0 && whole * 10 >= total * 8,
+                    "{context}: {whole} of {total}: {:?}",
+                    working
+                        .iter()
+                        .find(|(s, _)| !s.contains(";java.lang.VirtualThread.run;"))
+                );
+            }
+            assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
+        }
     }
 }
 

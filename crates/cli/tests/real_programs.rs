@@ -623,7 +623,7 @@ fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     assert!(counts.walked > 0 && counts.compared > 0, "{text}");
     assert_eq!(
         counts.differed,
-        counts.differed_at_top + counts.differed_at_call + counts.went_further,
+        counts.differed_at_top + counts.differed_at_call + counts.went_further + counts.read_frozen,
         "{text}"
     );
     assert!(counts.differed_at_top * 50 <= counts.compared, "{text}");

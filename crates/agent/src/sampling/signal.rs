@@ -32,7 +32,7 @@ use super::buffer::{SampleBuffer, SampleHeader, WALKED_BY_ASGCT, WALKED_BY_VM, W
 use super::jvm::VmThreadKey;
 use super::perf;
 use super::recover;
-use crate::walk::{Began, Comparison, Kind, Stats, Stop, Walker};
+use crate::walk::{Began, Comparison, Interrupted, Kind, Stats, Stop, Walker};
 
 /// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
 const UNKNOWN_JAVA: i32 = -5;
@@ -528,10 +528,10 @@ unsafe fn walk(
     };
     if target.walks == Walks::Vm && !target.verifies_next() {
         match vm_walk(frames) {
-            Ok((count, _)) => {
+            Ok(walked) => {
                 target.stats.walked();
                 return Walked {
-                    num_frames: count as i32,
+                    num_frames: walked.count as i32,
                     by: WALKED_BY_VM,
                     checked: 0,
                 };
@@ -561,23 +561,39 @@ unsafe fn walk(
         by: WALKED_BY_ASGCT,
         checked: 0,
     };
-    if let (Some((count, began)), true) = (ours, num_frames > 0) {
-        let comparison = compare(&theirs[..count], &kept[..num_frames as usize], began);
+    if let (Some(ours), true) = (ours, num_frames > 0) {
+        let count = ours.count;
+        let comparison = compare(&theirs[..count], &kept[..num_frames as usize], ours);
         target.stats.compared(comparison);
         if comparison == Comparison::Differed && target.walks == Walks::Vm {
             target.distrusted.store(true, Ordering::Relaxed);
         }
-        if comparison != Comparison::Same {
-            walked.by = WALKS_DIFFERED;
-            walked.checked = count as u16;
+        match comparison {
+            Comparison::Same => {}
+            // The frozen frames are the virtual thread's own: its stack is jtap's walker's
+            // (`--walker check` shows both).
+            Comparison::ReadFrozen if target.walks == Walks::Vm => {
+                let count = count.min(kept.len());
+                kept[..count].copy_from_slice(&theirs[..count]);
+                target.stats.walked();
+                walked = Walked {
+                    num_frames: count as i32,
+                    by: WALKED_BY_VM,
+                    checked: 0,
+                };
+            }
+            _ => {
+                walked.by = WALKS_DIFFERED;
+                walked.checked = count as u16;
+            }
         }
     }
     walked
 }
 
-/// How jtap's walker's frames (`ours`, kinds known, from a walk that `began` there) compare
-/// with `AsyncGetCallTrace`'s.
-fn compare(ours: &[CallFrame], theirs: &[CallFrame], began: Began) -> Comparison {
+/// How jtap's walker's frames (`ours`, kinds known, from the walk `walked`) compare with
+/// `AsyncGetCallTrace`'s.
+fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Comparison {
     let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
     let common = ours
         .iter()
@@ -589,6 +605,19 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], began: Began) -> Comparison
             true => Comparison::Same,
             false => Comparison::WentFurther,
         };
+    }
+    let common_bottom = ours
+        .iter()
+        .rev()
+        .zip(theirs.iter().rev())
+        .take_while(|(a, b)| same(a, b))
+        .count();
+    if walked.read_frozen
+        && common > 0
+        && common + common_bottom == theirs.len()
+        && ours.len() > theirs.len()
+    {
+        return Comparison::ReadFrozen;
     }
     // The interrupted frame's scopes: its inlined methods, then the compiled one.
     let top = ours
@@ -605,7 +634,7 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], began: Began) -> Comparison
                 && theirs[at - 1].method == ours[top - 1].method
                 && callers.iter().zip(&theirs[at..]).all(|(a, b)| same(a, b)) =>
         {
-            match began {
+            match walked.began {
                 Began::AtSignal => Comparison::DifferedAtTop,
                 Began::AtAnchor => Comparison::DifferedAtCall,
             }
@@ -847,17 +876,28 @@ mod tests {
         let later_scope = plain(&[(2, 21), (1, 7)]);
         let shorter = plain(&[(3, 4), (2, 18)]);
         let other_caller = plain(&[(2, 21), (1, 9)]);
+        let walked = |began| Interrupted {
+            count: 0,
+            began,
+            read_frozen: false,
+        };
         for began in [Began::AtSignal, Began::AtAnchor] {
-            assert_eq!(compare(&ours, &same, began), Comparison::Same);
-            assert_eq!(compare(&ours, &shorter, began), Comparison::WentFurther);
-            assert_eq!(compare(&ours, &other_caller, began), Comparison::Differed);
+            assert_eq!(compare(&ours, &same, walked(began)), Comparison::Same);
+            assert_eq!(
+                compare(&ours, &shorter, walked(began)),
+                Comparison::WentFurther
+            );
+            assert_eq!(
+                compare(&ours, &other_caller, walked(began)),
+                Comparison::Differed
+            );
         }
         assert_eq!(
-            compare(&ours, &later_scope, Began::AtSignal),
+            compare(&ours, &later_scope, walked(Began::AtSignal)),
             Comparison::DifferedAtTop
         );
         assert_eq!(
-            compare(&ours, &later_scope, Began::AtAnchor),
+            compare(&ours, &later_scope, walked(Began::AtAnchor)),
             Comparison::DifferedAtCall
         );
         // An interpreted top frame has no scopes to differ in.
@@ -866,8 +906,34 @@ mod tests {
             frame(1, 7, Some(Interpreted)),
         ];
         assert_eq!(
-            compare(&interpreted, &later_scope, Began::AtSignal),
+            compare(&interpreted, &later_scope, walked(Began::AtSignal)),
             Comparison::Differed
         );
+    }
+
+    #[test]
+    fn frames_read_from_stack_chunks_are_told_apart_from_other_differences() {
+        use Kind::{Compiled, Interpreted};
+        // jtap's: 4 thawed, 3 and 2 frozen in a stack chunk, 1 the continuation's entry.
+        let ours = [
+            frame(4, 1, Some(Compiled)),
+            frame(3, 2, Some(Compiled)),
+            frame(2, 3, Some(Interpreted)),
+            frame(1, 4, Some(Compiled)),
+        ];
+        let skipped = [frame(4, 1, None), frame(1, 4, None)];
+        let frozen = Interrupted {
+            count: ours.len(),
+            began: Began::AtSignal,
+            read_frozen: true,
+        };
+        assert_eq!(compare(&ours, &skipped, frozen), Comparison::ReadFrozen);
+        let other_bottom = [frame(4, 1, None), frame(9, 4, None)];
+        assert_eq!(compare(&ours, &other_bottom, frozen), Comparison::Differed);
+        let not_frozen = Interrupted {
+            read_frozen: false,
+            ..frozen
+        };
+        assert_eq!(compare(&ours, &skipped, not_frozen), Comparison::Differed);
     }
 }

@@ -15,6 +15,11 @@
 //!   virtual thread's bottom frame: a walk from the anchor ends there, as JVMTI's stacks of
 //!   virtual threads do; one from a signal goes on into the carrier's frames, as
 //!   `AsyncGetCallTrace`'s do.
+//! - A remounted virtual thread's older frames may still be frozen in its continuation's
+//!   stack chunks on the heap: HotSpot thaws a few frames at a time, and the oldest thawed one
+//!   returns to the return barrier stub. There the walk reads the chunks' frames (the same
+//!   layout as on a stack, but an interpreted frame's frame pointer and slots relative, in
+//!   words) and goes on at the continuation's entry frame, which lies just above.
 //!
 //! Only the walking thread's own stack is walked: from a point where HotSpot keeps it walkable
 //! (a JVMTI event callback, a native method, a thread in native code or in the VM when a
@@ -27,13 +32,15 @@
 //! walker: its `unsafe` blocks are the reads of the thread's own stack and `JavaThread`.
 
 use std::cell::{Cell, OnceCell};
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fetch::{Fetch, Plain};
 use super::layout::{
     BlobKind, CodeStart, DebugInfo, Layout, ACC_NATIVE, INTERPRETER_BCP_SLOT,
-    INTERPRETER_METHOD_SLOT, INTERPRETER_SENDER_SP_SLOT,
+    INTERPRETER_LOCALS_SLOT, INTERPRETER_METHOD_SLOT, INTERPRETER_SENDER_SP_SLOT,
 };
+use super::vthread::{Chunk, VirtualThreads};
 
 /// What a Java frame is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +177,14 @@ impl Stop {
 
 /// Most physical frames stepped through in one walk.
 const MAX_STEPS: usize = 4096;
+/// Most stack chunks of one continuation read.
+const MAX_CHUNKS: usize = 64;
+/// Most words between the oldest thawed frame's caller's sp and the continuation's entry
+/// (that frame's stack arguments and their padding).
+const MAX_ENTRY_GAP: usize = 8;
+/// Where a `ContinuationEntry`'s continuation (`_cont`) may be, in words: after `_parent`,
+/// itself after a platform-dependent part in some builds.
+const ENTRY_CONTINUATION_SLOTS: [isize; 2] = [1, 2];
 /// Lowest address taken for a pointer (the zero page and the first 64 KiB are never mapped).
 const LOWEST: usize = 1 << 16;
 
@@ -187,6 +202,8 @@ struct Registers {
 pub struct Walk<'a> {
     layout: &'a Layout,
     fetch: &'a Fetch,
+    /// Where virtual threads' frozen frames are (JDK 21+).
+    threads: Option<&'a VirtualThreads>,
     stack_low: usize,
     stack_high: usize,
     state: i32,
@@ -194,6 +211,10 @@ pub struct Walk<'a> {
     heaps: OnceCell<Heaps>,
     /// The last word [`Walk::fetch`] read, and its address.
     last_word: Cell<(usize, usize)>,
+    /// The continuations' return barrier (0: none), read at the first frame it could be.
+    return_barrier: OnceCell<usize>,
+    /// Whether the walk read frames frozen in a continuation's stack chunks.
+    read_frozen: Cell<bool>,
 }
 
 /// Most code heaps (HotSpot has one, or three with segmented code cache).
@@ -228,7 +249,12 @@ impl<'a> Walk<'a> {
     ///
     /// # Safety
     /// `thread` is the calling thread's own `JavaThread`, and `layout` the running VM's.
-    pub unsafe fn new(layout: &'a Layout, fetch: &'a Fetch, thread: usize) -> Result<Self, Stop> {
+    pub unsafe fn new(
+        layout: &'a Layout,
+        fetch: &'a Fetch,
+        threads: Option<&'a VirtualThreads>,
+        thread: usize,
+    ) -> Result<Self, Stop> {
         // SAFETY: the caller's contract.
         let stack = unsafe { stack_of(layout, thread) }.ok_or(Stop::Inconsistent)?;
         // SAFETY: the caller's JavaThread is live; the state is its field.
@@ -236,17 +262,26 @@ impl<'a> Walk<'a> {
         Ok(Walk {
             layout,
             fetch,
+            threads,
             stack_low: stack.start,
             stack_high: stack.end,
             state,
             heaps: OnceCell::new(),
             last_word: Cell::new((0, 0)),
+            return_barrier: OnceCell::new(),
+            read_frozen: Cell::new(false),
         })
     }
 
     /// Whether the thread runs Java code (a signal's registers are then where its walk starts).
     pub fn in_java(&self) -> bool {
         self.state == self.layout.in_java
+    }
+
+    /// Whether the walk so far read frames frozen in a continuation's stack chunks (which
+    /// `AsyncGetCallTrace` steps over).
+    pub fn read_frozen(&self) -> bool {
+        self.read_frozen.get()
     }
 
     /// Writes up to `out.room()` frames of `thread`'s Java stack, top first, from `start`;
@@ -354,6 +389,21 @@ impl<'a> Walk<'a> {
                     known.frame_words
                 }
                 None => {
+                    if top.is_none() && self.is_return_barrier(at.pc) {
+                        let frozen = self.frozen(
+                            thread,
+                            &at,
+                            &interpreter,
+                            ends_at_continuation,
+                            out,
+                            &mut count,
+                        )?;
+                        match frozen {
+                            Some(entry) => at = entry,
+                            None => return Ok(count),
+                        }
+                        continue;
+                    }
                     let blob = self.find_blob(at.pc)?;
                     if let Some(complete) = top {
                         if !blob.nmethod {
@@ -396,6 +446,159 @@ impl<'a> Walk<'a> {
                 pc: self.stack_word(sender_sp, -1)?,
                 fp: self.stack_word(sender_sp, -2)?,
             };
+        }
+        Err(Stop::TooDeep)
+    }
+
+    /// Whether `pc`, a return address, is the return barrier of continuations.
+    fn is_return_barrier(&self, pc: usize) -> bool {
+        let barrier = self.return_barrier.get_or_init(|| {
+            self.threads
+                .and_then(VirtualThreads::return_barrier)
+                .and_then(|variable| self.fetch::<usize>(variable).ok())
+                .unwrap_or(0)
+        });
+        *barrier == pc && pc != 0
+    }
+
+    /// Writes the frames the mounted virtual thread's continuation keeps frozen in its stack
+    /// chunks, newest chunk first, from `out[*count]` on (`at` returns to the return barrier).
+    /// Returns the registers of the continuation's entry frame (`Continuation.enterSpecial`),
+    /// where the walk goes on, or None where the stack ends: at the entry (a walk from the
+    /// anchor), or with `out` full.
+    fn frozen<F: Frames + ?Sized>(
+        &self,
+        thread: usize,
+        at: &Registers,
+        interpreter: &Range<usize>,
+        ends_at_continuation: bool,
+        out: &mut F,
+        count: &mut usize,
+    ) -> Result<Option<Registers>, Stop> {
+        let threads = self.threads.ok_or(Stop::Frameless)?;
+        self.read_frozen.set(true);
+        let (continuation, mut chunk) = threads
+            .continuation(self.fetch, thread)
+            .ok_or(Stop::Unreadable)?;
+        for _ in 0..MAX_CHUNKS {
+            if chunk == 0 {
+                break;
+            }
+            let frames = threads.chunk(self.fetch, chunk).ok_or(Stop::Inconsistent)?;
+            if !self.chunk_frames(&frames, interpreter, out, count)? {
+                return Ok(None);
+            }
+            chunk = frames.parent;
+        }
+        if chunk != 0 {
+            return Err(Stop::TooDeep);
+        }
+        let Some(entry_pc) = self.layout.continuation_return else {
+            return Ok(None);
+        };
+        if ends_at_continuation {
+            return Ok(None);
+        }
+        let entry = self.continuation_entry(thread, at.sp, |entered| {
+            threads.same_object(entered, continuation)
+        })?;
+        Ok(Some(Registers {
+            sp: entry,
+            unextended_sp: entry,
+            fp: at.fp,
+            pc: self.fetch::<usize>(entry_pc)?,
+        }))
+    }
+
+    /// Where the continuation's entry lies: a `ContinuationEntry` at the entry frame's sp,
+    /// the oldest thawed frame's caller's sp `sender_sp` (or, if that frame has stack
+    /// arguments, above them). The VM's tables give the innermost entry since JDK 25; before,
+    /// one at `sender_sp` whose continuation is `ours` is taken (HotSpot 21 puts its
+    /// `_cont` one or two words in, behind a platform-dependent part).
+    fn continuation_entry(
+        &self,
+        thread: usize,
+        sender_sp: usize,
+        ours: impl Fn(usize) -> bool,
+    ) -> Result<usize, Stop> {
+        let entry = match self.layout.thread_continuation_entry {
+            // SAFETY: the caller's own JavaThread; the entry is a field.
+            Some(offset) => unsafe { read::<usize>(thread + offset) },
+            None => {
+                let holds_ours = |slot| self.stack_word(sender_sp, slot).is_ok_and(&ours);
+                if !ENTRY_CONTINUATION_SLOTS.into_iter().any(holds_ours) {
+                    return Err(Stop::Inconsistent);
+                }
+                sender_sp
+            }
+        };
+        if entry < sender_sp || entry > sender_sp + MAX_ENTRY_GAP * WORD || !self.on_stack(entry) {
+            return Err(Stop::Inconsistent);
+        }
+        Ok(entry)
+    }
+
+    /// Writes the frames of stack chunk `chunk`, top first, from `out[*count]` on, as
+    /// HotSpot's `StackChunkFrameStream` steps through them; false if `out` filled up.
+    fn chunk_frames<F: Frames + ?Sized>(
+        &self,
+        chunk: &Chunk,
+        interpreter: &Range<usize>,
+        out: &mut F,
+        count: &mut usize,
+    ) -> Result<bool, Stop> {
+        // Frame slots lie inside the chunk's stack, or in the two words of the top frame's
+        // return address and frame pointer just below it.
+        let read = |address: usize| -> Result<usize, Stop> {
+            if address < chunk.start.saturating_sub(2 * WORD) || address >= chunk.end {
+                return Err(Stop::Inconsistent);
+            }
+            self.fetch::<usize>(address)
+        };
+        // An interpreted frame's frame pointer and slots hold distances in words.
+        let relative =
+            |base: usize, words: usize| base.wrapping_add_signed(words as isize * WORD as isize);
+        let (mut sp, mut unextended_sp) = (chunk.sp, chunk.sp);
+        for _ in 0..MAX_STEPS {
+            if sp >= chunk.end {
+                return Ok(true);
+            }
+            if *count == out.room() {
+                return Ok(false);
+            }
+            let pc = read(sp - WORD)?;
+            let next = if interpreter.contains(&pc) {
+                let link = sp - 2 * WORD;
+                let fp = relative(link, read(link)?);
+                let slot = |index: isize| fp.wrapping_add_signed(index * WORD as isize);
+                let method = read(slot(INTERPRETER_METHOD_SLOT))?;
+                let bcp = read(slot(INTERPRETER_BCP_SLOT))?;
+                out.put(*count, self.interpreted(method, bcp)?);
+                *count += 1;
+                let locals = relative(fp, read(slot(INTERPRETER_LOCALS_SLOT))?);
+                if locals + WORD >= chunk.end {
+                    return Ok(true);
+                }
+                unextended_sp = relative(fp, read(slot(INTERPRETER_SENDER_SP_SLOT))?);
+                fp + 2 * WORD
+            } else {
+                let blob = self.find_blob(pc)?;
+                if !blob.nmethod || blob.frame_words == 0 {
+                    // A stub frozen on top (a preempted thread's) is not walked.
+                    return Err(Stop::Frameless);
+                }
+                *count += self.compiled(&blob, pc, Scope::AtReturn, out, *count, None)?;
+                let next = unextended_sp + blob.frame_words * WORD;
+                if next + 2 * WORD >= chunk.end {
+                    return Ok(true);
+                }
+                unextended_sp = next;
+                next
+            };
+            if next <= sp {
+                return Err(Stop::Inconsistent);
+            }
+            sp = next;
         }
         Err(Stop::TooDeep)
     }

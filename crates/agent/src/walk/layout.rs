@@ -16,6 +16,8 @@ pub const INTERPRETER_METHOD_SLOT: isize = -3;
 pub const INTERPRETER_BCP_SLOT: isize = -8;
 /// The caller's stack pointer before the interpreter extended it.
 pub const INTERPRETER_SENDER_SP_SLOT: isize = -1;
+/// The first local variable's (relative to the frame pointer, in words, since JDK 21).
+pub const INTERPRETER_LOCALS_SLOT: isize = -7;
 
 /// `JVM_ACC_NATIVE` in a method's access flags.
 pub const ACC_NATIVE: u16 = 0x0100;
@@ -134,6 +136,8 @@ pub struct Layout {
     /// frames end where a frame returns there (set by [`super::Walker::resolve`] from the
     /// symbol table where the VM's tables lack it).
     pub continuation_return: Option<usize>,
+    /// `JavaThread::_cont_entry`: the innermost continuation's entry (JDK 25 describes it).
+    pub thread_continuation_entry: Option<usize>,
 }
 
 impl Layout {
@@ -227,6 +231,7 @@ impl Layout {
             pool_holder: s.offset(&["ConstantPool"], "_pool_holder")?,
             jmethod_ids: s.offset(&["InstanceKlass"], "_methods_jmethod_ids")?,
             continuation_return: s.address("ContinuationEntry", "_return_pc").ok(),
+            thread_continuation_entry: s.offset(&["JavaThread"], "_cont_entry").ok(),
         })
     }
 }

@@ -7,7 +7,8 @@
 //! - `fetch`: reads of the VM's memory that cannot fault.
 //! - `frames`: the walk itself.
 //! - `stats`: counts of walks, fallbacks and comparisons, for the log.
-//! - `vthread`: which virtual thread a carrier runs (JDK 21+).
+//! - `vthread`: which virtual thread a carrier runs, and where its continuation keeps the
+//!   frames it has not thawed yet (JDK 21+).
 //!
 //! [`Walker::resolve`] reads the tables once; [`Walker::current`] walks the calling thread's
 //! stack from inside a JVMTI callback or native method, where HotSpot keeps it walkable;
@@ -44,6 +45,18 @@ use vthread::VirtualThreads;
 /// A frame as JVMTI's `GetStackTrace` gives it: jmethodID (as an address) and location (the
 /// bytecode index, -1 for a native method).
 pub type Frame = (usize, i64);
+
+/// What a walk from a signal handler gave ([`Walker::interrupted`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Interrupted {
+    /// Frames written.
+    pub count: usize,
+    /// Where the walk began.
+    pub began: Began,
+    /// Whether it read frames frozen in a virtual thread's stack chunks, which
+    /// `AsyncGetCallTrace` steps over.
+    pub read_frozen: bool,
+}
 
 /// The walker of this VM, once resolved.
 static WALKER: OnceLock<Walker> = OnceLock::new();
@@ -156,9 +169,8 @@ impl Walker {
 
     /// Writes up to `out.room()` frames of the calling thread's Java stack, top first, from a
     /// signal handler that interrupted the thread at `pc`, `sp` and `fp`: from there if it
-    /// ran Java code, else from its last Java frame. Returns how many, and where the walk
-    /// began. `complete` says whether a compiled method's frame is set up at a pc.
-    /// Async-signal-safe.
+    /// ran Java code, else from its last Java frame. `complete` says whether a compiled
+    /// method's frame is set up at a pc. Async-signal-safe.
     ///
     /// # Safety
     /// `jni` is the calling thread's JNIEnv; the registers are the signal's.
@@ -168,7 +180,7 @@ impl Walker {
         (pc, sp, fp): (usize, usize, usize),
         complete: fn(usize) -> bool,
         out: &mut F,
-    ) -> Result<(usize, Began), Stop> {
+    ) -> Result<Interrupted, Stop> {
         let start = Start::Interrupted {
             pc,
             sp,
@@ -178,13 +190,23 @@ impl Walker {
         let thread = (jni as usize).wrapping_sub(self.env_offset);
         // SAFETY: (caller) as in `walk`.
         unsafe {
-            let walk = Walk::new(&self.layout, &self.fetch, thread)?;
+            let walk = Walk::new(
+                &self.layout,
+                &self.fetch,
+                self.virtual_threads.as_ref(),
+                thread,
+            )?;
             let began = if walk.in_java() {
                 Began::AtSignal
             } else {
                 Began::AtAnchor
             };
-            Ok((walk.frames(thread, start, out)?, began))
+            let count = walk.frames(thread, start, out)?;
+            Ok(Interrupted {
+                count,
+                began,
+                read_frozen: walk.read_frozen(),
+            })
         }
     }
 
@@ -200,7 +222,12 @@ impl Walker {
         // SAFETY: (caller) `thread` is the calling thread's own JavaThread, whose JNIEnv
         // lies `env_offset` bytes into it in this VM.
         unsafe {
-            let walk = Walk::new(&self.layout, &self.fetch, thread)?;
+            let walk = Walk::new(
+                &self.layout,
+                &self.fetch,
+                self.virtual_threads.as_ref(),
+                thread,
+            )?;
             walk.frames(thread, start, out)
         }
     }

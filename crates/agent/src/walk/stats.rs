@@ -23,6 +23,10 @@ pub enum Comparison {
     /// other stopped early (`AsyncGetCallTrace` at some Java calls from the VM, such as
     /// `Finalizer.register` called from `Object.<init>`).
     WentFurther,
+    /// jtap's walker has frames between two the other has too: a virtual thread's, frozen
+    /// in its continuation's stack chunks (`AsyncGetCallTrace` steps from the oldest frame
+    /// thawed onto the stack to the continuation's entry).
+    ReadFrozen,
     /// Anywhere else.
     Differed,
 }
@@ -38,10 +42,12 @@ pub struct Stats {
     differed: AtomicU64,
     /// Of those, the stacks that differed only in the scopes of the interrupted compiled
     /// frame (where a signal stopped it between two pcs with debug information), or of one
-    /// stopped at a call, and those where jtap's walker went further.
+    /// stopped at a call, those where jtap's walker went further, and those where it read
+    /// frozen frames.
     differed_at_top: AtomicU64,
     differed_at_call: AtomicU64,
     went_further: AtomicU64,
+    read_frozen: AtomicU64,
     /// Why walks stopped, by [`Stop`] (as `usize`).
     stops: [AtomicU64; Stop::COUNT],
 }
@@ -63,6 +69,7 @@ impl Stats {
             differed_at_top: AtomicU64::new(0),
             differed_at_call: AtomicU64::new(0),
             went_further: AtomicU64::new(0),
+            read_frozen: AtomicU64::new(0),
             stops: [const { AtomicU64::new(0) }; Stop::COUNT],
         }
     }
@@ -77,6 +84,7 @@ impl Stats {
             &self.differed_at_top,
             &self.differed_at_call,
             &self.went_further,
+            &self.read_frozen,
         ]
         .into_iter()
         .chain(self.stops.iter())
@@ -116,6 +124,10 @@ impl Stats {
                 self.went_further.fetch_add(1, Ordering::Relaxed);
                 self.differed.fetch_add(1, Ordering::Relaxed)
             }
+            Comparison::ReadFrozen => {
+                self.read_frozen.fetch_add(1, Ordering::Relaxed);
+                self.differed.fetch_add(1, Ordering::Relaxed)
+            }
             Comparison::Differed => self.differed.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -131,7 +143,7 @@ impl Stats {
             })
             .collect();
         format!(
-            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} only in those of a frame stopped at a call, {} where jtap's went further)",
+            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} only in those of a frame stopped at a call, {} where jtap's went further, {} where it read frames frozen in stack chunks)",
             self.walked.load(Ordering::Relaxed),
             self.fell_back.load(Ordering::Relaxed),
             if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
@@ -140,6 +152,7 @@ impl Stats {
             self.differed_at_top.load(Ordering::Relaxed),
             self.differed_at_call.load(Ordering::Relaxed),
             self.went_further.load(Ordering::Relaxed),
+            self.read_frozen.load(Ordering::Relaxed),
         )
     }
 }

@@ -1,6 +1,7 @@
 //! Which virtual thread a carrier thread runs (JDK 21+), read in a signal handler: its id
 //! and name, so samples of virtual threads are attributed to them rather than to their
-//! carrier.
+//! carrier; and its continuation's stack chunks, where the frames it has not thawed since
+//! its last remount are ([`Chunk`]).
 //!
 //! A `JavaThread` holds two handles: `_threadObj`, its own `java.lang.Thread`, and
 //! `_vthread`, the thread it currently runs — the same object unless a virtual thread is
@@ -60,7 +61,84 @@ pub struct VirtualThreads {
     java: JavaOffsets,
     /// How references decode.
     pointers: Pointers,
+    /// Where a continuation's frozen frames are, if this libjvm's symbols say.
+    frozen: Option<FrozenOffsets>,
 }
+
+/// Offsets of a virtual thread's frozen frames: `VirtualThread.cont`, `Continuation.tail`
+/// (its newest stack chunk), a `StackChunk`'s `parent`, `size`, `sp` and `bottom` (ints, in
+/// words), and where a chunk's copy of the stack begins in it. HotSpot keeps them in static
+/// variables (`java_lang_VirtualThread::_continuation_offset`, …) that only the library's
+/// full symbol table names.
+#[derive(Debug)]
+struct FrozenOffsets {
+    continuation: usize,
+    tail: usize,
+    chunk_parent: usize,
+    chunk_size: usize,
+    chunk_sp: usize,
+    chunk_bottom: usize,
+    chunk_stack: usize,
+    /// Address of `StubRoutines::_cont_returnBarrier`: the stub a lazily thawed frame returns
+    /// to while its callers are still frozen.
+    return_barrier: usize,
+}
+
+impl FrozenOffsets {
+    fn resolve(vm: Vm) -> Result<FrozenOffsets, String> {
+        let int = |name: &str| -> Result<usize, String> {
+            let address = crate::libjvm::local_variable(vm, name)?;
+            // SAFETY: an `int` static of the loaded libjvm.so, set when its class was loaded
+            // at start-up and constant since.
+            let value = unsafe { *(address as *const i32) };
+            usize::try_from(value)
+                .ok()
+                .filter(|&offset| offset > 0)
+                .ok_or_else(|| format!("{name} is {value}"))
+        };
+        Ok(FrozenOffsets {
+            continuation: int("_ZN23java_lang_VirtualThread20_continuation_offsetE")?,
+            tail: int("_ZN28jdk_internal_vm_Continuation12_tail_offsetE")?,
+            chunk_parent: int("_ZN26jdk_internal_vm_StackChunk14_parent_offsetE")?,
+            chunk_size: int("_ZN26jdk_internal_vm_StackChunk12_size_offsetE")?,
+            chunk_sp: int("_ZN26jdk_internal_vm_StackChunk10_sp_offsetE")?,
+            chunk_bottom: int("_ZN26jdk_internal_vm_StackChunk14_bottom_offsetE")?,
+            chunk_stack: int("_ZN23InstanceStackChunkKlass16_offset_of_stackE")?,
+            return_barrier: crate::libjvm::local_variable(
+                vm,
+                "_ZN12StubRoutines19_cont_returnBarrierE",
+            )?,
+        })
+    }
+}
+
+/// Where generational ZGC keeps a pointer's remapped color (one bit of four, JDK 21–25): the
+/// address lies just above that bit, so the lowest bit set from here on gives the shift it
+/// was colored with.
+const ZGC_REMAPPED_BITS: std::ops::Range<u32> = 12..16;
+
+/// The shift a generational ZGC pointer was colored with (see [`ZGC_REMAPPED_BITS`]).
+fn remapped_shift(stored: usize) -> Option<u32> {
+    ZGC_REMAPPED_BITS
+        .into_iter()
+        .find(|&bit| stored & (1 << bit) != 0)
+        .map(|bit| bit + 1)
+}
+
+/// One stack chunk of a continuation, as read in a signal handler: the frozen frames lie from
+/// `sp` (the top one's) up to `end`, each frame's return address in the word below its sp.
+#[derive(Debug, Clone, Copy)]
+pub struct Chunk {
+    /// Where the chunk's copy of the stack begins.
+    pub start: usize,
+    pub sp: usize,
+    pub end: usize,
+    /// The chunk with the older frames (0: none).
+    pub parent: usize,
+}
+
+/// Most words a stack chunk is taken to hold (HotSpot's are a few KiB to a few MiB).
+const MAX_CHUNK_WORDS: usize = 1 << 24;
 
 /// How the heap stores a reference, so the handler can follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,10 +153,11 @@ enum Pointers {
     /// Generational ZGC (JDK 21+): every reference, handles too, is the address shifted
     /// left by `ZPointerLoadShift` with color bits below. One with a bit of the current
     /// `ZPointerLoadBadMask` may still point where its object was before a relocation, so
-    /// it is not followed; the mask changes at each phase of a collection and is read at
-    /// `load_bad_mask` every time.
+    /// it is not followed. Both change at each phase of a collection (the shift is where
+    /// the current color's bit is), so they are read where `load_shift` and `load_bad_mask`
+    /// are, every time.
     Colored {
-        load_shift: u32,
+        load_shift: usize,
         load_bad_mask: usize,
     },
 }
@@ -109,12 +188,12 @@ impl Pointers {
             let pointer = read(instance + structs.offset(&[ty], field).ok()?);
             (instance != 0 && pointer != 0).then_some(pointer)
         };
-        if let (Some(shift_at), Some(load_bad_mask)) = (
+        if let (Some(load_shift), Some(load_bad_mask)) = (
             zgc_global("ZGlobalsForVMStructs", "_ZPointerLoadShift"),
             zgc_global("ZGlobalsForVMStructs", "_ZPointerLoadBadMask"),
         ) {
-            let load_shift = read(shift_at) as u32;
-            if load_shift != 0 && load_shift < 64 {
+            // Set (non-zero) only when generational ZGC is the collector.
+            if read(load_shift) != 0 {
                 return Ok(Pointers::Colored {
                     load_shift,
                     load_bad_mask,
@@ -139,6 +218,20 @@ impl Pointers {
             Pointers::Colored { .. } => self.uncolor(fetch, stored),
             _ => Some(stored),
         }
+    }
+
+    /// Where a handle's object was when the handle was last written or healed: to compare,
+    /// not to follow. (A carrier's own `Thread` object is old and rarely moves, but its
+    /// handle is rarely read by the VM either, so under generational ZGC it can stay
+    /// load-bad from one collection to the next.)
+    fn handle_identity(self, fetch: &Fetch, handle: usize) -> Option<usize> {
+        let stored = fetch.word(fetch.word(handle)?)?;
+        Some(match self {
+            // Each color has its own bit: the remapped one names the shift it was made with.
+            Pointers::Colored { .. } if stored == 0 => 0,
+            Pointers::Colored { .. } => stored >> remapped_shift(stored)?,
+            _ => stored,
+        })
     }
 
     /// The object the reference field at `address` points to, 0 for null.
@@ -166,7 +259,10 @@ impl Pointers {
         else {
             return Some(stored);
         };
-        let address = stored >> load_shift;
+        let shift = u32::try_from(fetch.word(load_shift)?)
+            .ok()
+            .filter(|&shift| shift < usize::BITS)?;
+        let address = stored >> shift;
         if address == 0 {
             return Some(0);
         }
@@ -191,18 +287,24 @@ impl VirtualThreads {
         // SAFETY: `jni` is this attached thread's JNIEnv.
         let java = unsafe { JavaOffsets::ask(jni) }?;
         let pointers = Pointers::resolve(structs, java.reference_size)?;
+        let frozen = FrozenOffsets::resolve(vm)
+            .inspect_err(|e| log!("walker: frames frozen in stack chunks not walked: {e}"))
+            .ok();
         Ok(VirtualThreads {
             thread_object,
             mounted_object,
             java,
             pointers,
+            frozen,
         })
     }
 
     /// The virtual thread `thread` (a `JavaThread`) runs, if any. Async-signal-safe.
     pub fn mounted(&self, fetch: &Fetch, thread: usize) -> Option<Mounted> {
         let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
-        let own = self.pointers.handle(fetch, thread + self.thread_object)?;
+        let own = self
+            .pointers
+            .handle_identity(fetch, thread + self.thread_object)?;
         if mounted == 0 || self.pointers.same(mounted, own) {
             return None;
         }
@@ -220,6 +322,62 @@ impl VirtualThreads {
         Some(found)
     }
 
+    /// Address of the variable holding the return barrier's address, if frozen frames can be
+    /// walked.
+    pub fn return_barrier(&self) -> Option<usize> {
+        Some(self.frozen.as_ref()?.return_barrier)
+    }
+
+    /// The continuation of the virtual thread `thread` (a `JavaThread`) runs, and its newest
+    /// stack chunk (0 if none). Async-signal-safe.
+    pub fn continuation(&self, fetch: &Fetch, thread: usize) -> Option<(usize, usize)> {
+        let frozen = self.frozen.as_ref()?;
+        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
+        let own = self
+            .pointers
+            .handle_identity(fetch, thread + self.thread_object)?;
+        // A platform thread running a continuation of its own has no frozen frames here.
+        if mounted == 0 || self.pointers.same(mounted, own) {
+            return None;
+        }
+        let continuation = self.pointers.field(fetch, mounted + frozen.continuation)?;
+        if continuation == 0 {
+            return None;
+        }
+        let tail = self.pointers.field(fetch, continuation + frozen.tail)?;
+        Some((continuation, tail))
+    }
+
+    /// Stack chunk `chunk`'s frames, if its fields are consistent. Async-signal-safe.
+    pub fn chunk(&self, fetch: &Fetch, chunk: usize) -> Option<Chunk> {
+        let frozen = self.frozen.as_ref()?;
+        let int = |offset: usize| {
+            let value = fetch.value::<i32>(chunk + offset)?;
+            usize::try_from(value).ok()
+        };
+        let (size, sp, bottom) = (
+            int(frozen.chunk_size)?,
+            int(frozen.chunk_sp)?,
+            int(frozen.chunk_bottom)?,
+        );
+        if size > MAX_CHUNK_WORDS || sp > bottom || bottom > size {
+            return None;
+        }
+        let start = chunk + frozen.chunk_stack;
+        let word = std::mem::size_of::<usize>();
+        Some(Chunk {
+            start,
+            sp: start + sp * word,
+            end: start + bottom * word,
+            parent: self.pointers.field(fetch, chunk + frozen.chunk_parent)?,
+        })
+    }
+
+    /// Whether two references read by this walker are to the same object.
+    pub fn same_object(&self, a: usize, b: usize) -> bool {
+        self.pointers.same(a, b)
+    }
+
     /// Copies the ASCII of thread `object`'s name into `out` (other characters as `?`);
     /// how many bytes.
     fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
@@ -227,7 +385,9 @@ impl VirtualThreads {
         if string == 0 {
             return Some(0);
         }
-        let bytes = self.pointers.field(fetch, string + self.java.string_value)?;
+        let bytes = self
+            .pointers
+            .field(fetch, string + self.java.string_value)?;
         let utf16 = fetch.value::<u8>(string + self.java.string_coder)? != 0;
         let length = usize::try_from(fetch.value::<i32>(bytes + self.java.array_length)?).ok()?;
         let width = if utf16 { 2 } else { 1 };

@@ -296,12 +296,14 @@ pub struct WalkerCounts {
     /// Stacks taken both ways, those that differed, and of them those that differed only in
     /// the scopes of the interrupted compiled frame, only in those of a compiled frame
     /// stopped at a call (where `AsyncGetCallTrace` may take the pc descriptor after the
-    /// call's), and those where jtap's walker went on below the other's last frame.
+    /// call's), those where jtap's walker went on below the other's last frame, and those
+    /// where it read a virtual thread's frames frozen in its stack chunks.
     pub compared: u64,
     pub differed: u64,
     pub differed_at_top: u64,
     pub differed_at_call: u64,
     pub went_further: u64,
+    pub read_frozen: u64,
 }
 
 /// The counts of `engine`'s `stacks:` line in the agent's log, if there is one.
@@ -325,5 +327,6 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
         differed_at_top: number_after(" differed (")?,
         differed_at_call: number_before(" only in those of a frame stopped at a call")?,
         went_further: number_before(" where jtap's went further")?,
+        read_frozen: number_before(" where it read frames frozen")?,
     })
 }
