@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::{agent_library, jtap, run, walker_counts, Run};
-use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
+use jtap_testkit::{compiled_workloads, jdks, JavaProcess, Jdk};
 
 /// Samples per stack from collapsed output (`frame;frame count` lines).
 fn collapsed(path: &Path) -> Vec<(String, u64)> {
@@ -640,38 +640,45 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
     }
 }
 
+/// The collectors virtual threads are tested with on JDK `version` (21+), with their
+/// options: G1 (compressed references), generational ZGC (colored references, also in
+/// handles) and, before JDK 23, the older ZGC (colored, multi-mapped).
+fn collectors(version: u32) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut collectors = vec![("G1", vec![]), ("ZGC", vec!["-XX:+UseZGC"])];
+    if version < 23 {
+        collectors[1].1.push("-XX:+ZGenerational");
+        collectors.push(("non-generational ZGC", vec!["-XX:+UseZGC"]));
+    }
+    collectors
+}
+
+/// Starts `main` on `jdk` with the JVM options `options`.
+fn start_with(jdk: &Jdk, main: &str, options: &[&str]) -> JavaProcess {
+    options
+        .iter()
+        .fold(JavaProcess::builder(jdk, main), |jvm, option| {
+            jvm.jvm_arg(option)
+        })
+        .start()
+}
+
 /// 10,000 virtual threads (JDK 21+), half named, computing, contending for one
 /// `ReentrantLock` and parking: cpu and wall samples go to the virtual thread that ran
 /// (`--threads`: `[VirtualThread[#id,name]]`, in JFR as a virtual thread the JDK's `jfr`
 /// reads), and the lock engine counts virtual threads waiting for the lock (they wait
-/// unmounted, without `Unsafe.park`) with their own stacks, as waits of the virtual threads.
-/// With G1 (compressed references), and with ZGC: generational (colored references, also
-/// in handles) and, on JDK 21, the older non-generational one (colored, multi-mapped).
+/// unmounted, without `Unsafe.park`) with their own stacks, as waits of the virtual threads;
+/// with each of [`collectors`].
 #[test]
 fn virtual_threads_are_profiled_as_themselves() {
     let _serial = one_at_a_time();
     agent_library();
     let dir = tempfile::tempdir().unwrap();
-    let collectors = |version: u32| -> Vec<(&str, Vec<&str>)> {
-        let mut collectors = vec![("G1", vec![]), ("ZGC", vec!["-XX:+UseZGC"])];
-        if version < 23 {
-            collectors[1].1.push("-XX:+ZGenerational");
-            collectors.push(("non-generational ZGC", vec!["-XX:+UseZGC"]));
-        }
-        collectors
-    };
     let runs = jdks()
         .iter()
         .filter(|jdk| jdk.version >= 21)
         .flat_map(|jdk| collectors(jdk.version).into_iter().map(move |gc| (jdk, gc)));
     for (jdk, (collector, gc_args)) in runs {
-        let mut jvm = gc_args
-            .iter()
-            .fold(
-                JavaProcess::builder(jdk, "workloads.VirtualCrowd"),
-                |jvm, arg| jvm.jvm_arg(arg),
-            )
-            .start();
+        let mut jvm = start_with(jdk, "workloads.VirtualCrowd", &gc_args);
         let pid = pid_of(&mut jvm);
         let base = dir.path().join(format!(
             "crowd{}-{}",
@@ -775,19 +782,8 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
-        let mut collectors = vec![("G1", vec![]), ("ZGC", vec!["-XX:+UseZGC"])];
-        if jdk.version < 23 {
-            collectors[1].1.push("-XX:+ZGenerational");
-            collectors.push(("non-generational ZGC", vec!["-XX:+UseZGC"]));
-        }
-        for (collector, gc_args) in collectors {
-            let mut jvm = gc_args
-                .iter()
-                .fold(
-                    JavaProcess::builder(jdk, "workloads.VirtualDeep"),
-                    |jvm, arg| jvm.jvm_arg(arg),
-                )
-                .start();
+        for (collector, gc_args) in collectors(jdk.version) {
+            let mut jvm = start_with(jdk, "workloads.VirtualDeep", &gc_args);
             let pid = pid_of(&mut jvm);
             let base = dir.path().join(format!(
                 "deep{}-{}",

@@ -301,13 +301,7 @@ impl VirtualThreads {
 
     /// The virtual thread `thread` (a `JavaThread`) runs, if any. Async-signal-safe.
     pub fn mounted(&self, fetch: &Fetch, thread: usize) -> Option<Mounted> {
-        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
-        let own = self
-            .pointers
-            .handle_identity(fetch, thread + self.thread_object)?;
-        if mounted == 0 || self.pointers.same(mounted, own) {
-            return None;
-        }
+        let mounted = self.virtual_thread(fetch, thread)?;
         let id = fetch.word(mounted + self.java.tid)? as u64;
         // Thread ids start at 1 and count up; anything else is not a thread.
         if id == 0 || id >= 1 << 48 {
@@ -322,6 +316,16 @@ impl VirtualThreads {
         Some(found)
     }
 
+    /// The `VirtualThread` object carrier `thread` (a `JavaThread`) runs: its `_vthread`,
+    /// unless that is its own `Thread` (no virtual thread mounted).
+    fn virtual_thread(&self, fetch: &Fetch, thread: usize) -> Option<usize> {
+        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
+        let own = self
+            .pointers
+            .handle_identity(fetch, thread + self.thread_object)?;
+        (mounted != 0 && !self.pointers.same(mounted, own)).then_some(mounted)
+    }
+
     /// Address of the variable holding the return barrier's address, if frozen frames can be
     /// walked.
     pub fn return_barrier(&self) -> Option<usize> {
@@ -332,14 +336,7 @@ impl VirtualThreads {
     /// stack chunk (0 if none). Async-signal-safe.
     pub fn continuation(&self, fetch: &Fetch, thread: usize) -> Option<(usize, usize)> {
         let frozen = self.frozen.as_ref()?;
-        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
-        let own = self
-            .pointers
-            .handle_identity(fetch, thread + self.thread_object)?;
-        // A platform thread running a continuation of its own has no frozen frames here.
-        if mounted == 0 || self.pointers.same(mounted, own) {
-            return None;
-        }
+        let mounted = self.virtual_thread(fetch, thread)?;
         let continuation = self.pointers.field(fetch, mounted + frozen.continuation)?;
         if continuation == 0 {
             return None;
