@@ -135,6 +135,10 @@ struct Running {
     live: bool,
 }
 
+/// An engine's stop and start at the end of a `loop=` period, or a wait for that end,
+/// longer than this is logged (rotations late by seconds were seen on loaded CI machines).
+const SLOW_ROTATION: Duration = Duration::from_millis(500);
+
 /// Keeps the count of live watcher threads; dropping it counts one down.
 pub struct WatcherTicket(&'static Agent);
 
@@ -705,13 +709,22 @@ impl Agent {
             let Some(rotation) = recording.rotation.as_mut() else {
                 return;
             };
-            if Instant::now() < rotation.due {
+            let posted = Instant::now();
+            if posted < rotation.due {
                 continue;
             }
+            let late = posted - rotation.due;
             // Not again until the job has run (it sets the next period's end).
-            rotation.due = Instant::now() + Duration::from_secs(3600);
+            rotation.due = posted + Duration::from_secs(3600);
             drop(state);
+            if late > SLOW_ROTATION {
+                log!("recording {id}: period seen ending {late:?} late");
+            }
             self.on_agent_thread(Box::new(move || {
+                let queued = posted.elapsed();
+                if queued > SLOW_ROTATION {
+                    log!("recording {id}: period's end waited {queued:?} for the agent's thread");
+                }
                 let mut state = self.state();
                 let Some(at) = state.recordings.iter().position(|r| r.id == id) else {
                     return;
@@ -733,7 +746,9 @@ impl Agent {
         let mut reports = Vec::new();
         let mut restarted = true;
         for running in recording.engines.iter_mut().filter(|r| r.live) {
+            let began = Instant::now();
             reports.push(running.engine.stop(&context));
+            let stopped = began.elapsed();
             if let Err(e) = running.engine.start(&context, &recording.options) {
                 log!(
                     "recording {}: {} did not start again: {e}",
@@ -741,6 +756,14 @@ impl Agent {
                     running.event
                 );
                 restarted = false;
+            }
+            let restarted_in = began.elapsed() - stopped;
+            if stopped + restarted_in > SLOW_ROTATION {
+                log!(
+                    "recording {}: {} took {stopped:?} to stop and {restarted_in:?} to start again",
+                    recording.id,
+                    running.event
+                );
             }
         }
         recording.deliver(ending, &reports);
