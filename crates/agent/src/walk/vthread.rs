@@ -112,9 +112,10 @@ impl FrozenOffsets {
     }
 }
 
-/// Where generational ZGC keeps a pointer's remapped color (one bit of four, JDK 21–25): the
-/// address lies just above that bit, so the lowest bit set from here on gives the shift it
-/// was colored with.
+/// Where generational ZGC keeps a pointer's remapped color (one bit of four, JDK 21–25),
+/// the highest of its 16 bits of color: the address lies just above that bit, so the lowest
+/// bit set from here on gives the shift it was colored with, and a pointer with nothing above
+/// these bits is null.
 const ZGC_REMAPPED_BITS: std::ops::Range<u32> = 12..16;
 
 /// The shift a generational ZGC pointer was colored with (see [`ZGC_REMAPPED_BITS`]).
@@ -228,7 +229,7 @@ impl Pointers {
         let stored = fetch.word(fetch.word(handle)?)?;
         Some(match self {
             // Each color has its own bit: the remapped one names the shift it was made with.
-            Pointers::Colored { .. } if stored == 0 => 0,
+            Pointers::Colored { .. } if stored >> ZGC_REMAPPED_BITS.end == 0 => 0,
             Pointers::Colored { .. } => stored >> remapped_shift(stored)?,
             _ => stored,
         })
@@ -259,14 +260,14 @@ impl Pointers {
         else {
             return Some(stored);
         };
+        // A null reference may carry any color, an old one too.
+        if stored >> ZGC_REMAPPED_BITS.end == 0 {
+            return Some(0);
+        }
         let shift = u32::try_from(fetch.word(load_shift)?)
             .ok()
             .filter(|&shift| shift < usize::BITS)?;
-        let address = stored >> shift;
-        if address == 0 {
-            return Some(0);
-        }
-        (stored & fetch.word(load_bad_mask)? == 0).then_some(address)
+        (stored & fetch.word(load_bad_mask)? == 0).then_some(stored >> shift)
     }
 
     /// Whether two decoded references are to one object.
