@@ -187,15 +187,9 @@ impl Walker {
             fp,
             complete,
         };
-        let thread = (jni as usize).wrapping_sub(self.env_offset);
         // SAFETY: (caller) as in `walk`.
         unsafe {
-            let walk = Walk::new(
-                &self.layout,
-                &self.fetch,
-                self.virtual_threads.as_ref(),
-                thread,
-            )?;
+            let (thread, walk) = self.walk_of(jni)?;
             let began = if walk.in_java() {
                 Began::AtSignal
             } else {
@@ -218,18 +212,30 @@ impl Walker {
         start: Start,
         out: &mut F,
     ) -> Result<usize, Stop> {
+        // SAFETY: (caller) the calling thread's JNIEnv.
+        unsafe {
+            let (thread, walk) = self.walk_of(jni)?;
+            walk.frames(thread, start, out)
+        }
+    }
+
+    /// The calling thread's `JavaThread` and a walk of it.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv.
+    unsafe fn walk_of(&self, jni: *mut sys::JNIEnv) -> Result<(usize, Walk<'_>), Stop> {
         let thread = (jni as usize).wrapping_sub(self.env_offset);
         // SAFETY: (caller) `thread` is the calling thread's own JavaThread, whose JNIEnv
         // lies `env_offset` bytes into it in this VM.
-        unsafe {
-            let walk = Walk::new(
+        let walk = unsafe {
+            Walk::new(
                 &self.layout,
                 &self.fetch,
                 self.virtual_threads.as_ref(),
                 thread,
-            )?;
-            walk.frames(thread, start, out)
-        }
+            )?
+        };
+        Ok((thread, walk))
     }
 }
 
