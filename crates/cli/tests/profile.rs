@@ -828,10 +828,12 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
                 // walked from the caller) may be short of frames too.
                 assert!(
                     total > 0 && whole * 10 >= total * 8,
-                    "{context}: {whole} of {total}: {:?}",
+                    "{context}: {whole} of {total}: {:?}; of {} stacks, the most sampled: {:?}",
                     working
                         .iter()
-                        .find(|(s, _)| !s.contains(";java.lang.VirtualThread.run;"))
+                        .find(|(s, _)| !s.contains(";java.lang.VirtualThread.run;")),
+                    stacks.len(),
+                    stacks.iter().max_by_key(|(_, n)| *n)
                 );
             }
             assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
