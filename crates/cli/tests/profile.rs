@@ -652,14 +652,28 @@ fn collectors(version: u32) -> Vec<(&'static str, Vec<&'static str>)> {
     collectors
 }
 
-/// Starts `main` on `jdk` with the JVM options `options`.
-fn start_with(jdk: &Jdk, main: &str, options: &[&str]) -> JavaProcess {
-    options
+/// Starts `main` on `jdk` under `collector` (one of [`collectors`]); its pid, and where its
+/// profiles go in `dir` (`prefix`, the JDK and the collector).
+fn start_under(
+    jdk: &Jdk,
+    main: &str,
+    (collector, options): &(&str, Vec<&str>),
+    dir: &Path,
+    prefix: &str,
+) -> (JavaProcess, String, std::path::PathBuf) {
+    let mut jvm = options
         .iter()
         .fold(JavaProcess::builder(jdk, main), |jvm, option| {
             jvm.jvm_arg(option)
         })
-        .start()
+        .start();
+    let pid = pid_of(&mut jvm);
+    let base = dir.join(format!(
+        "{prefix}{}-{}",
+        jdk.version,
+        collector.replace(' ', "-")
+    ));
+    (jvm, pid, base)
 }
 
 /// 10,000 virtual threads (JDK 21+), half named, computing, contending for one
@@ -677,14 +691,10 @@ fn virtual_threads_are_profiled_as_themselves() {
         .iter()
         .filter(|jdk| jdk.version >= 21)
         .flat_map(|jdk| collectors(jdk.version).into_iter().map(move |gc| (jdk, gc)));
-    for (jdk, (collector, gc_args)) in runs {
-        let mut jvm = start_with(jdk, "workloads.VirtualCrowd", &gc_args);
-        let pid = pid_of(&mut jvm);
-        let base = dir.path().join(format!(
-            "crowd{}-{}",
-            jdk.version,
-            collector.replace(' ', "-")
-        ));
+    for (jdk, gc) in runs {
+        let (mut jvm, pid, base) =
+            start_under(jdk, "workloads.VirtualCrowd", &gc, dir.path(), "crowd");
+        let collector = gc.0;
         jtap([
             "profile",
             &pid,
@@ -782,14 +792,10 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
     agent_library();
     let dir = tempfile::tempdir().unwrap();
     for jdk in jdks().iter().filter(|jdk| jdk.version >= 21) {
-        for (collector, gc_args) in collectors(jdk.version) {
-            let mut jvm = start_with(jdk, "workloads.VirtualDeep", &gc_args);
-            let pid = pid_of(&mut jvm);
-            let base = dir.path().join(format!(
-                "deep{}-{}",
-                jdk.version,
-                collector.replace(' ', "-")
-            ));
+        for gc in collectors(jdk.version) {
+            let (mut jvm, pid, base) =
+                start_under(jdk, "workloads.VirtualDeep", &gc, dir.path(), "deep");
+            let collector = gc.0;
             jtap([
                 "profile",
                 &pid,
