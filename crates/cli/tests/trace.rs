@@ -191,6 +191,72 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
     }
 }
 
+/// The newest `LONG <count> <ms>` count of `workloads.SpinLoop`.
+fn spin_loop_long_calls(jvm: &JavaProcess) -> u64 {
+    jvm.stdout
+        .text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("LONG "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .last()
+        .unwrap_or(0)
+}
+
+/// A traced method that only loops, inlined by the JIT into a hot caller: under the field
+/// clock its long calls are all reported, from the interpreter to the recompiled code.
+/// (Before the exit probe began with a fence, C2 could read the clock at exit before the
+/// loop, a volatile read being free to move above code that touches no memory: in some runs
+/// none of 120 long calls was reported.)
+#[test]
+fn under_a_threshold_a_loop_without_calls_is_timed_once_compiled() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let mut jvm = JavaProcess::start(jdk, "workloads.SpinLoop");
+        let dir = tempfile::tempdir().unwrap();
+        let pid = jvm.pid().to_string();
+        let mut trace = Background::start(
+            &[
+                "trace",
+                &pid,
+                "workloads.SpinLoop$Spin::spin",
+                "--threshold",
+                "10ms",
+                "--json",
+                "-d",
+                "10s",
+            ],
+            dir.path(),
+        );
+        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let before = spin_loop_long_calls(&jvm);
+        let (code, out, err) = trace.finish(Duration::from_secs(40));
+        let made = spin_loop_long_calls(&jvm) - before;
+        assert_eq!(code, 0, "JDK {v}: {err}");
+        assert!(err.contains("field clock"), "JDK {v}: {err}");
+        let records = json_lines(&out);
+        eprintln!(
+            "JDK {v}: {} calls reported, {made} long calls made",
+            records.len()
+        );
+        assert!(made >= 20, "JDK {v}: only {made} long calls in 10 s");
+        // A few around the start and the end go uncounted or untimed (one runs while the
+        // class is instrumented, more end while the trace restores it and stops); a JIT that
+        // moved the clock's reads would leave out nearly all.
+        assert!(
+            records.len() as u64 * 10 >= made * 9,
+            "JDK {v}: {} of {made} long calls reported: {err}",
+            records.len()
+        );
+        for r in &records {
+            assert!(
+                r["duration_ns"].as_u64().unwrap() >= 10_000_000,
+                "JDK {v}: {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn under_a_threshold_the_field_clock_misses_no_call_and_times_each_within_a_period() {
     agent_library();

@@ -10,6 +10,13 @@
 //! with `threshold` and call into the agent only for a call that lasted that long. They are
 //! small enough for the JIT to inline, so the common case costs two field reads and a
 //! compare, without a native call.
+//!
+//! `leave` begins with `VarHandle.acquireFence()`. Without it, once inlined, its volatile
+//! read of `now` is a load the JIT may schedule before the traced method's body when the body
+//! touches no memory (a loop of arithmetic): the Java memory model allows it, and C2 did it
+//! (`workloads.SpinLoop`: all but a few of its 40-ms calls missed once compiled). The fence
+//! is a point in the code's control flow that the read must follow, and costs no instruction
+//! on x86.
 
 use std::sync::OnceLock;
 
@@ -215,8 +222,8 @@ pub fn class_bytes() -> Result<Vec<u8>, String> {
     Ok(cf.write())
 }
 
-/// `static void leave(long start, int id[, Throwable t]) { if (now - start >= threshold)
-/// native(start, id[, t]); }`
+/// `static void leave(long start, int id[, Throwable t]) { VarHandle.acquireFence(); if (now
+/// - start >= threshold) native(start, id[, t]); }`
 fn leave_code(
     cp: &mut ConstantPool,
     descriptor: &str,
@@ -226,7 +233,9 @@ fn leave_code(
     let threshold = cp.add_field_ref(CLASS, THRESHOLD_FIELD, "J")?;
     let call = cp.add_method_ref(CLASS, native, descriptor)?;
     let with_throwable = descriptor.contains("Throwable");
+    let fence = cp.add_method_ref("java/lang/invoke/VarHandle", "acquireFence", "()V")?;
     let mut code = Vec::with_capacity(24);
+    emit_cp(&mut code, op::INVOKESTATIC, fence);
     emit_cp(&mut code, op::GETSTATIC, now);
     emit_local(&mut code, op::LLOAD, 0);
     code.push(op::LSUB);
@@ -363,19 +372,21 @@ mod tests {
             );
             let code = CodeAttribute::parse(&m.attributes[0].info).unwrap();
             let insns = decode(&code.code).unwrap();
-            // getstatic now, lload 0, lsub, getstatic threshold, lcmp, iflt →return, the call.
-            let calls: Vec<_> = insns
+            // The fence, getstatic now, lload 0, lsub, getstatic threshold, lcmp, iflt
+            // →return, the call.
+            let called: Vec<String> = insns
                 .iter()
                 .filter(|i| i.opcode == op::INVOKESTATIC)
+                .map(|i| {
+                    let jtap_classfile::instruction::Operand::Cp(c) = i.operand else {
+                        panic!()
+                    };
+                    let m = cf.constant_pool.member_ref(c).unwrap();
+                    String::from_utf8_lossy(m.name).into_owned()
+                })
                 .collect();
-            assert_eq!(calls.len(), 1);
-            let jtap_classfile::instruction::Operand::Cp(c) = calls[0].operand else {
-                panic!()
-            };
-            assert_eq!(
-                cf.constant_pool.member_ref(c).unwrap().name,
-                native.as_bytes()
-            );
+            assert_eq!(called, ["acquireFence", native]);
+            assert_eq!(insns[1].opcode, op::GETSTATIC, "the fence comes first");
             let branch = insns.iter().find(|i| i.opcode == op::IFLT).unwrap();
             let target = branch.targets()[0] as usize;
             assert_eq!(code.code[target], op::RETURN);
