@@ -196,9 +196,9 @@ fn spin_loop_long_calls(jvm: &JavaProcess) -> u64 {
     jvm.stdout
         .text()
         .lines()
+        .rev()
         .filter_map(|l| l.strip_prefix("LONG "))
-        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-        .last()
+        .find_map(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
 
