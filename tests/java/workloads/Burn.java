@@ -1,5 +1,6 @@
 package workloads;
 
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -13,12 +14,25 @@ import java.util.concurrent.locks.LockSupport;
 public class Burn {
     static volatile long sink;
     /**
-     * Iterations in one unit of work: about 5 ms once compiled, longer than a scheduler tick,
+     * Iterations in one unit of work: about 6 ms once compiled on every JDK, longer than a scheduler tick,
      * so that tick-based timers see each turn in proportion to its length.
      */
     static final int UNIT = 4_000_000;
+    /**
+     * The burn loop's constants, in fields the JIT cannot fold: from JDK 21, C2 folds an
+     * unrolled {@code x * A + C} with constant A and C into one step per several iterations,
+     * and a unit took 0.4 ms instead of 6 (turns shorter than the samplers' intervals).
+     */
+    static long multiplier = 6364136223846793005L;
+    static long increment = 1442695040888963407L;
     static volatile int turn;
     static final Thread[] THREADS = new Thread[3];
+    /**
+     * Wall-clock nanoseconds each thread has spent in its burn method so far: on a busy machine
+     * the scheduler stretches long turns more than short ones, and the wall-clock shares drift
+     * from 1:2:4 (a test compares a wall-clock profile with these).
+     */
+    static final AtomicLongArray SPENT = new AtomicLongArray(3);
     static double duty = 1.0;
 
     public static void main(String[] args) throws Exception {
@@ -47,6 +61,7 @@ public class Burn {
             while (turn != me) {
                 LockSupport.park();
             }
+            long started = System.nanoTime();
             for (int i = 0; i < units; i++) {
                 if (me == 0) {
                     burnOne(UNIT);
@@ -56,6 +71,7 @@ public class Burn {
                     burnFour(UNIT);
                 }
             }
+            SPENT.addAndGet(me, System.nanoTime() - started);
             if (me == 2 && duty < 1.0) {
                 long busy = System.nanoTime() - roundStart;
                 LockSupport.parkNanos((long) (busy * (1 / duty - 1)));
@@ -67,25 +83,25 @@ public class Burn {
     }
 
     static void burnOne(int iterations) {
-        long x = sink;
+        long x = sink, a = multiplier, c = increment;
         for (int i = 0; i < iterations; i++) {
-            x = x * 6364136223846793005L + 1442695040888963407L;
+            x = x * a + c;
         }
         sink = x;
     }
 
     static void burnTwo(int iterations) {
-        long x = sink;
+        long x = sink, a = multiplier, c = increment;
         for (int i = 0; i < iterations; i++) {
-            x = x * 6364136223846793005L + 1442695040888963407L;
+            x = x * a + c;
         }
         sink = x;
     }
 
     static void burnFour(int iterations) {
-        long x = sink;
+        long x = sink, a = multiplier, c = increment;
         for (int i = 0; i < iterations; i++) {
-            x = x * 6364136223846793005L + 1442695040888963407L;
+            x = x * a + c;
         }
         sink = x;
     }

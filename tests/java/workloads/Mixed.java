@@ -8,8 +8,9 @@ import java.util.concurrent.locks.LockSupport;
  * allocated in {@code AllocSites.intSite/longSite/byteSite} (paced to about 50 MiB/s), and time
  * waited for a monitor in {@code waitOne/waitTwo/waitFour}: a holder thread keeps monitor one
  * for 1 ms, two for 2 ms and four for 4 ms in turn, while one waiter per monitor asks for it
- * every 200 µs and so waits out most of each hold. Prints READY once running; runs until
- * killed.
+ * every 200 µs and so waits out most of each hold. Prints READY once running, then every 100 ms
+ * a line {@code SPENT one two four}: the wall-clock nanoseconds spent so far in each burn method
+ * ({@link Burn#SPENT}). Runs until killed.
  */
 public class Mixed {
     static final Object ONE = new Object();
@@ -31,7 +32,11 @@ public class Mixed {
         daemon(() -> forever(Mixed::waitTwo), "waiter-two");
         daemon(() -> forever(Mixed::waitFour), "waiter-four");
         System.out.println("READY");
-        Thread.sleep(Long.MAX_VALUE);
+        while (true) {
+            Thread.sleep(100);
+            System.out.println(
+                    "SPENT " + Burn.SPENT.get(0) + " " + Burn.SPENT.get(1) + " " + Burn.SPENT.get(2));
+        }
     }
 
     static void daemon(Runnable body, String name) {
