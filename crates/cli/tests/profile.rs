@@ -737,10 +737,13 @@ fn virtual_threads_are_profiled_as_themselves() {
                 );
             }
             assert!(roots.len() >= 20, "{context} {engine}: {roots:?}");
+            // Half are named. (Under generational ZGC a signal handler often cannot read the
+            // name after a collection; the JDK is asked instead.)
+            let named = roots.iter().filter(|r| r.contains(",crowd-")).count();
             assert!(
-                roots.iter().any(|r| r.contains(",crowd-"))
+                named * 5 >= roots.len()
                     && roots.iter().any(|r| r.ends_with("]]") && !r.contains(',')),
-                "{context} {engine}: named and unnamed ones: {roots:?}"
+                "{context} {engine}: {named} named, and unnamed ones: {roots:?}"
             );
             let working: u64 = samples_with(&stacks, &["VirtualCrowd.work"])[0];
             let working_virtual: u64 = virtual_stacks

@@ -1,6 +1,6 @@
 //! The few raw JNI/JVMTI calls the sampler makes that `jtap-jvmti` has no wrapper for: the
 //! calling thread's `JNIEnv` from a signal handler (see [`VmThreadKey`]), JNI local frames and
-//! references, and thread names.
+//! references, and thread names (virtual threads' too).
 
 use std::ffi::CStr;
 use std::ptr;
@@ -179,4 +179,98 @@ pub fn java_thread_names(env: &Env) -> Vec<String> {
         }
     }
     names
+}
+
+/// The id and name of every live virtual thread the JDK tracks: those of its root thread
+/// container (`jdk.internal.vm.ThreadContainers.root().threads()`, where every started
+/// virtual thread is unless `-Djdk.trackAllThreads=false`), at most `limit` of them. Runs
+/// Java code (the container's stream, into an array) on the calling thread, which must be
+/// attached to `vm`. Empty before JDK 21, and when anything on the way fails or throws.
+pub fn virtual_thread_names(vm: Vm, limit: usize) -> Vec<(u64, String)> {
+    let Some(frame) = LocalFrame::push(vm, 16) else {
+        return Vec::new();
+    };
+    // SAFETY: `frame.jni` is this thread's environment, inside `frame`.
+    let names = unsafe { virtual_thread_names_in(&frame, limit) };
+    // SAFETY: as above; ExceptionCheck and ExceptionClear may be called with one pending.
+    unsafe {
+        if jni!(frame.jni, ExceptionCheck()) != Some(0) {
+            jni!(frame.jni, ExceptionClear());
+        }
+    }
+    names.unwrap_or_default()
+}
+
+/// [`virtual_thread_names`] inside its local frame; None at the first failure or exception.
+///
+/// # Safety
+/// `frame` is a local frame of the calling thread.
+unsafe fn virtual_thread_names_in(frame: &LocalFrame, limit: usize) -> Option<Vec<(u64, String)>> {
+    let jni = frame.jni;
+    // SAFETY: (caller) valid env; every name and signature is NUL-terminated; each result is
+    // checked (not null, no exception pending) before use; references are local ones of
+    // `frame`, those made per thread deleted as the loop goes.
+    unsafe {
+        let class = |name: &CStr| checked(jni, jni!(jni, FindClass(name.as_ptr())));
+        let containers = class(c"jdk/internal/vm/ThreadContainers")?;
+        let container = class(c"jdk/internal/vm/ThreadContainer")?;
+        let stream = class(c"java/util/stream/Stream")?;
+        let thread = class(c"java/lang/Thread")?;
+        let virtual_thread = class(c"java/lang/VirtualThread")?;
+        let method = |class, name: &CStr, signature: &CStr| {
+            checked(
+                jni,
+                jni!(jni, GetMethodID(class, name.as_ptr(), signature.as_ptr())),
+            )
+        };
+        let root = jni!(
+            jni,
+            GetStaticMethodID(
+                containers,
+                c"root".as_ptr(),
+                c"()Ljdk/internal/vm/ThreadContainer;".as_ptr()
+            )
+        );
+        let root = checked(jni, root)?;
+        let threads = method(container, c"threads", c"()Ljava/util/stream/Stream;")?;
+        let to_array = method(stream, c"toArray", c"()[Ljava/lang/Object;")?;
+        let get_name = method(thread, c"getName", c"()Ljava/lang/String;")?;
+        let tid = checked(
+            jni,
+            jni!(jni, GetFieldID(thread, c"tid".as_ptr(), c"J".as_ptr())),
+        )?;
+        let root = checked(jni, jni!(jni, CallStaticObjectMethod(containers, root)))?;
+        let all = checked(jni, jni!(jni, CallObjectMethod(root, threads)))?;
+        let all = checked(jni, jni!(jni, CallObjectMethod(all, to_array)))?;
+        let count = jni!(jni, GetArrayLength(all))?;
+        let mut names = Vec::new();
+        for i in 0..count {
+            if names.len() >= limit {
+                break;
+            }
+            let element = checked(jni, jni!(jni, GetObjectArrayElement(all, i)))?;
+            if jni!(jni, IsInstanceOf(element, virtual_thread)) == Some(1) {
+                let id = jni!(jni, GetLongField(element, tid))?;
+                let name = checked(jni, jni!(jni, CallObjectMethod(element, get_name)))?;
+                let utf = jni!(jni, GetStringUTFChars(name, ptr::null_mut()))?;
+                if !utf.is_null() {
+                    let text = CStr::from_ptr(utf).to_string_lossy().into_owned();
+                    jni!(jni, ReleaseStringUTFChars(name, utf));
+                    names.push((id as u64, text));
+                }
+                frame.delete(name);
+            }
+            frame.delete(element);
+        }
+        Some(names)
+    }
+}
+
+/// A JNI call's result, if the function exists, returned something and threw nothing.
+///
+/// # Safety
+/// `jni` is the calling thread's environment.
+unsafe fn checked<T>(jni: *mut sys::JNIEnv, result: Option<*mut T>) -> Option<*mut T> {
+    // SAFETY: (caller) valid env; ExceptionCheck may be called with an exception pending.
+    result.filter(|r| !r.is_null() && unsafe { jni!(jni, ExceptionCheck()) } == Some(0))
 }

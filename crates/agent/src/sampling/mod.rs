@@ -592,6 +592,7 @@ struct Processing {
     ids: Vec<jtap_profile::FrameId>,
     /// Differences between the walks logged so far (`walker=check`).
     differences_logged: u32,
+    virtual_names: threads::VirtualNames,
 }
 
 /// Differences between the walks logged in full.
@@ -611,6 +612,7 @@ impl Worker {
             drained: Vec::new(),
             ids: Vec::new(),
             differences_logged: 0,
+            virtual_names: threads::VirtualNames::new(self.vm),
         };
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
@@ -766,7 +768,7 @@ impl Worker {
                 };
                 if !profile.thread_names().contains_key(&tid) {
                     let name = match sample.virtual_thread {
-                        Some(mounted) => mounted.label(),
+                        Some(mounted) => p.virtual_names.label(&mounted),
                         None => self.shared.names.name(sample.tid),
                     };
                     profile.name_thread(tid, name);
@@ -813,7 +815,7 @@ impl Worker {
     ) -> bool {
         if self.settings.threads {
             let label = match header.virtual_thread {
-                Some(mounted) => format!("[{}]", mounted.label()),
+                Some(mounted) => format!("[{}]", p.virtual_names.label(&mounted)),
                 None => self.shared.names.label(header.tid),
             };
             let thread = Frame::new(label, FrameKind::Thread);

@@ -4,6 +4,11 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::jvm;
+use crate::thread::Vm;
+use crate::walk::{vthread_label, Mounted};
 
 /// Prefix of the agent's own threads, which are never sampled.
 pub const OWN_THREAD_PREFIX: &str = "jtap-";
@@ -231,6 +236,51 @@ impl ThreadNames {
         } else {
             format!("[{name} tid={tid}]")
         }
+    }
+}
+
+/// Names of the virtual threads samples ran, by id: read by the signal handler where it can,
+/// otherwise asked of the JDK (see [`jvm::virtual_thread_names`]) on the processing thread,
+/// at most once every [`ASK_EVERY`]. A name the handler could not read and the JDK no longer
+/// knows (the thread has ended) leaves the thread unnamed.
+pub struct VirtualNames {
+    vm: Vm,
+    known: HashMap<u64, String>,
+    asked: Option<Instant>,
+}
+
+/// How often the JDK is asked for virtual threads' names, at most.
+const ASK_EVERY: Duration = Duration::from_secs(2);
+/// Most virtual threads' names kept: a JDK asked lists them all, perhaps millions.
+const MOST_VIRTUAL_NAMES: usize = 100_000;
+
+impl VirtualNames {
+    /// For the processing thread of `vm` (attached to it).
+    pub fn new(vm: Vm) -> VirtualNames {
+        VirtualNames {
+            vm,
+            known: HashMap::new(),
+            asked: None,
+        }
+    }
+
+    /// How the JDK shows the virtual thread `mounted`: `VirtualThread[#21,worker-3]`.
+    pub fn label(&mut self, mounted: &Mounted) -> String {
+        if let Some(name) = mounted.name() {
+            if self.known.len() < MOST_VIRTUAL_NAMES {
+                self.known.insert(mounted.id, name.to_string());
+            }
+            return vthread_label(mounted.id, name);
+        }
+        if !self.known.contains_key(&mounted.id)
+            && self.asked.is_none_or(|at| at.elapsed() >= ASK_EVERY)
+        {
+            self.asked = Some(Instant::now());
+            self.known = jvm::virtual_thread_names(self.vm, MOST_VIRTUAL_NAMES)
+                .into_iter()
+                .collect();
+        }
+        vthread_label(mounted.id, self.known.get(&mounted.id).map_or("", |n| n))
     }
 }
 

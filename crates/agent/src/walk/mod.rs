@@ -32,7 +32,7 @@ use jtap_jvmti::sys;
 pub use frames::{Began, Frames, JavaFrame, Kind, Stop};
 
 pub use stats::{Comparison, Stats};
-pub use vthread::Mounted;
+pub use vthread::{label as vthread_label, Mounted};
 
 use fetch::Fetch;
 use frames::{Start, Walk};

@@ -34,20 +34,30 @@ pub struct Mounted {
     pub id: u64,
     name: [u8; NAME_BYTES],
     name_len: u8,
+    /// Whether the name could be read (see [`VirtualThreads::name`]).
+    name_read: bool,
 }
 
 impl Mounted {
-    /// Its name (empty for an unnamed one, the default), cut to [`NAME_BYTES`].
-    pub fn name(&self) -> &str {
-        std::str::from_utf8(&self.name[..usize::from(self.name_len)]).unwrap_or("")
+    /// Its name (empty for an unnamed one, the default), cut to [`NAME_BYTES`]; None when
+    /// the handler could not read it.
+    pub fn name(&self) -> Option<&str> {
+        self.name_read
+            .then(|| std::str::from_utf8(&self.name[..usize::from(self.name_len)]).unwrap_or(""))
     }
 
-    /// How the JDK shows it: `VirtualThread[#21]`, `VirtualThread[#21,worker-3]`.
+    /// How the JDK shows it: `VirtualThread[#21]`, `VirtualThread[#21,worker-3]` (unnamed
+    /// when the name could not be read).
     pub fn label(&self) -> String {
-        match self.name() {
-            "" => format!("VirtualThread[#{}]", self.id),
-            name => format!("VirtualThread[#{},{name}]", self.id),
-        }
+        label(self.id, self.name().unwrap_or(""))
+    }
+}
+
+/// How the JDK shows virtual thread `id` named `name` (empty: unnamed).
+pub fn label(id: u64, name: &str) -> String {
+    match name {
+        "" => format!("VirtualThread[#{id}]"),
+        name => format!("VirtualThread[#{id},{name}]"),
     }
 }
 
@@ -312,8 +322,11 @@ impl VirtualThreads {
             id,
             name: [0; NAME_BYTES],
             name_len: 0,
+            name_read: false,
         };
-        found.name_len = self.name(fetch, mounted, &mut found.name).unwrap_or(0);
+        if let Some(len) = self.name(fetch, mounted, &mut found.name) {
+            (found.name_len, found.name_read) = (len, true);
+        }
         Some(found)
     }
 
@@ -377,7 +390,9 @@ impl VirtualThreads {
     }
 
     /// Copies the ASCII of thread `object`'s name into `out` (other characters as `?`);
-    /// how many bytes.
+    /// how many bytes. None when a reference on the way cannot be followed: under
+    /// generational ZGC, a `name` the VM has not loaded since a collection keeps an old
+    /// color, and the address it holds may no longer be the `String`'s.
     fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
         let string = self.pointers.field(fetch, object + self.java.name)?;
         if string == 0 {
@@ -568,10 +583,15 @@ mod tests {
             id: 21,
             name: [0; NAME_BYTES],
             name_len: 0,
+            name_read: true,
         };
         assert_eq!(mounted.label(), "VirtualThread[#21]");
         mounted.name[..8].copy_from_slice(b"worker-3");
         mounted.name_len = 8;
+        assert_eq!(mounted.name(), Some("worker-3"));
         assert_eq!(mounted.label(), "VirtualThread[#21,worker-3]");
+        mounted.name_read = false;
+        assert_eq!(mounted.name(), None);
+        assert_eq!(mounted.label(), "VirtualThread[#21]");
     }
 }
