@@ -95,7 +95,7 @@ impl Fetch {
         let mut bytes = [0u8; 2 * WORD];
         bytes[..WORD].copy_from_slice(&self.word(start)?.to_ne_bytes());
         if offset + size > WORD {
-            bytes[WORD..].copy_from_slice(&self.word(start + WORD)?.to_ne_bytes());
+            bytes[WORD..].copy_from_slice(&self.word(start.checked_add(WORD)?)?.to_ne_bytes());
         }
         // SAFETY: `offset + size` ≤ 2 words, inside `bytes`; `T` is plain data, valid for
         // any bytes.

@@ -328,9 +328,9 @@ impl<'a> Walk<'a> {
         let queue = self.fetch::<usize>(layout.interpreter)?;
         let call_stub_return = self.fetch::<usize>(layout.call_stub_return)?;
         let interpreter = if queue >= LOWEST {
-            let start = self.fetch::<usize>(queue + layout.queue_buffer)?;
-            let limit = self.fetch::<i32>(queue + layout.queue_limit)?;
-            start..start + limit.max(0) as usize
+            let start = self.fetch::<usize>(queue.wrapping_add(layout.queue_buffer))?;
+            let limit = self.fetch::<i32>(queue.wrapping_add(layout.queue_limit))?;
+            start..start.saturating_add(limit.max(0) as usize)
         } else {
             0..0
         };
@@ -436,7 +436,7 @@ impl<'a> Walk<'a> {
             if frame_words == 0 {
                 return Err(Stop::Frameless);
             }
-            let sender_sp = at.unextended_sp + frame_words * WORD;
+            let sender_sp = at.unextended_sp.wrapping_add(frame_words * WORD);
             if sender_sp <= at.sp || !self.on_stack(sender_sp - 2 * WORD) {
                 return Err(Stop::OffStack);
             }
@@ -532,7 +532,10 @@ impl<'a> Walk<'a> {
                 sender_sp
             }
         };
-        if entry < sender_sp || entry > sender_sp + MAX_ENTRY_GAP * WORD || !self.on_stack(entry) {
+        if entry < sender_sp
+            || entry > sender_sp.saturating_add(MAX_ENTRY_GAP * WORD)
+            || !self.on_stack(entry)
+        {
             return Err(Stop::Inconsistent);
         }
         Ok(entry)
@@ -556,8 +559,9 @@ impl<'a> Walk<'a> {
             self.fetch::<usize>(address)
         };
         // An interpreted frame's frame pointer and slots hold distances in words.
-        let relative =
-            |base: usize, words: usize| base.wrapping_add_signed(words as isize * WORD as isize);
+        let relative = |base: usize, words: usize| {
+            base.wrapping_add_signed((words as isize).wrapping_mul(WORD as isize))
+        };
         let (mut sp, mut unextended_sp) = (chunk.sp, chunk.sp);
         for _ in 0..MAX_STEPS {
             if sp >= chunk.end {
@@ -576,11 +580,11 @@ impl<'a> Walk<'a> {
                 out.put(*count, self.interpreted(method, bcp)?);
                 *count += 1;
                 let locals = relative(fp, read(slot(INTERPRETER_LOCALS_SLOT))?);
-                if locals + WORD >= chunk.end {
+                if locals.saturating_add(WORD) >= chunk.end {
                     return Ok(true);
                 }
                 unextended_sp = relative(fp, read(slot(INTERPRETER_SENDER_SP_SLOT))?);
-                fp + 2 * WORD
+                fp.wrapping_add(2 * WORD)
             } else {
                 let blob = self.find_blob(pc)?;
                 if !blob.nmethod || blob.frame_words == 0 {
@@ -588,8 +592,8 @@ impl<'a> Walk<'a> {
                     return Err(Stop::Frameless);
                 }
                 *count += self.compiled(&blob, pc, Scope::AtReturn, out, *count, None)?;
-                let next = unextended_sp + blob.frame_words * WORD;
-                if next + 2 * WORD >= chunk.end {
+                let next = unextended_sp.wrapping_add(blob.frame_words * WORD);
+                if next.saturating_add(2 * WORD) >= chunk.end {
                     return Ok(true);
                 }
                 unextended_sp = next;
@@ -657,7 +661,9 @@ impl<'a> Walk<'a> {
     fn on_stack(&self, address: usize) -> bool {
         address.is_multiple_of(WORD)
             && address >= self.stack_low
-            && address + WORD <= self.stack_high
+            && address
+                .checked_add(WORD)
+                .is_some_and(|end| end <= self.stack_high)
     }
 
     /// The word `slot` words from `base`, if it lies on this thread's stack.
@@ -699,9 +705,11 @@ impl<'a> Walk<'a> {
             });
         }
         let layout = self.layout;
-        let const_method = self.fetch::<usize>(method + layout.method_const)?;
-        let code = const_method + layout.const_method_size;
-        let size = usize::from(self.fetch::<u16>(const_method + layout.const_method_code_size)?);
+        let const_method = self.fetch::<usize>(method.wrapping_add(layout.method_const))?;
+        let code = const_method.wrapping_add(layout.const_method_size);
+        let size = usize::from(
+            self.fetch::<u16>(const_method.wrapping_add(layout.const_method_code_size))?,
+        );
         match bcp.checked_sub(code) {
             Some(bci) if bci < size.max(1) => Ok(JavaFrame {
                 method: id,
@@ -713,7 +721,7 @@ impl<'a> Walk<'a> {
     }
 
     fn is_native(&self, method: usize) -> Result<bool, Stop> {
-        Ok(self.fetch::<u16>(method + self.layout.method_flags)? & ACC_NATIVE != 0)
+        Ok(self.fetch::<u16>(method.wrapping_add(self.layout.method_flags))? & ACC_NATIVE != 0)
     }
 
     /// The jmethodID of `method`: the slot of its class's jmethodID cache at its id number,
@@ -731,21 +739,22 @@ impl<'a> Walk<'a> {
         if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
-        let const_method = pointer(method + layout.method_const)?;
-        let pool = pointer(const_method + layout.const_method_pool)?;
-        let holder = pointer(pool + layout.pool_holder)?;
-        let ids = self.fetch::<usize>(holder + layout.jmethod_ids)?;
+        let const_method = pointer(method.wrapping_add(layout.method_const))?;
+        let pool = pointer(const_method.wrapping_add(layout.const_method_pool))?;
+        let holder = pointer(pool.wrapping_add(layout.pool_holder))?;
+        let ids = self.fetch::<usize>(holder.wrapping_add(layout.jmethod_ids))?;
         if ids == 0 {
             return Err(Stop::NoMethodId);
         }
         if !plausible(ids) {
             return Err(Stop::Inconsistent);
         }
-        let idnum = usize::from(self.fetch::<u16>(const_method + layout.const_method_idnum)?);
+        let idnum =
+            usize::from(self.fetch::<u16>(const_method.wrapping_add(layout.const_method_idnum))?);
         if idnum + 1 > self.fetch::<usize>(ids)? {
             return Err(Stop::NoMethodId);
         }
-        let id = self.fetch::<usize>(ids + (idnum + 1) * WORD)?;
+        let id = self.fetch::<usize>(ids.wrapping_add((idnum + 1) * WORD))?;
         if id == 0 {
             return Err(Stop::NoMethodId);
         }
@@ -766,23 +775,23 @@ impl<'a> Walk<'a> {
             return Err(Stop::UnknownCode);
         }
         let count = self
-            .fetch::<i32>(array + layout.array_len)?
+            .fetch::<i32>(array.wrapping_add(layout.array_len))?
             .clamp(0, MAX_HEAPS as i32);
-        let data = self.fetch::<usize>(array + layout.array_data)?;
+        let data = self.fetch::<usize>(array.wrapping_add(layout.array_data))?;
         let mut heaps = Heaps::default();
         for i in 0..count as usize {
-            let heap = self.fetch::<usize>(data + i * WORD)?;
+            let heap = self.fetch::<usize>(data.wrapping_add(i * WORD))?;
             if heap < LOWEST {
                 continue;
             }
             let memory = heap + layout.heap_memory;
             let segmap = heap + layout.heap_segmap;
-            let shift = self.fetch::<i32>(heap + layout.heap_log2_segment_size)?;
+            let shift = self.fetch::<i32>(heap.wrapping_add(layout.heap_log2_segment_size))?;
             heaps.heaps[heaps.count] = Heap {
-                low: self.fetch::<usize>(memory + layout.space_low)?,
-                high: self.fetch::<usize>(memory + layout.space_high)?,
-                segmap: self.fetch::<usize>(segmap + layout.space_low)?,
-                segmap_high: self.fetch::<usize>(segmap + layout.space_high)?,
+                low: self.fetch::<usize>(memory.wrapping_add(layout.space_low))?,
+                high: self.fetch::<usize>(memory.wrapping_add(layout.space_high))?,
+                segmap: self.fetch::<usize>(segmap.wrapping_add(layout.space_low))?,
+                segmap_high: self.fetch::<usize>(segmap.wrapping_add(layout.space_high))?,
                 shift: u32::try_from(shift)
                     .ok()
                     .filter(|&s| s < 32)
@@ -884,7 +893,7 @@ impl<'a> Walk<'a> {
         const SUFFIX: &[u8] = b"nmethod";
         let mut tail = [0u8; SUFFIX.len()];
         for length in 0..MAX_NAME {
-            let byte = self.fetch::<u8>(name + length)?;
+            let byte = self.fetch::<u8>(name.wrapping_add(length))?;
             if byte == 0 {
                 return Ok(length >= SUFFIX.len() && tail == *SUFFIX);
             }

@@ -136,6 +136,13 @@ fn remapped_shift(stored: usize) -> Option<u32> {
         .map(|bit| bit + 1)
 }
 
+/// `base + offset`, None past the end of the address space: `base` was read from the VM's
+/// memory in a signal handler and may be anything (overflow would panic in a debug build,
+/// and a panic in a handler aborts the JVM).
+fn at(base: usize, offset: usize) -> Option<usize> {
+    base.checked_add(offset)
+}
+
 /// One stack chunk of a continuation, as read in a signal handler: the frozen frames lie from
 /// `sp` (the top one's) up to `end`, each frame's return address in the word below its sp.
 #[derive(Debug, Clone, Copy)]
@@ -313,7 +320,7 @@ impl VirtualThreads {
     /// The virtual thread `thread` (a `JavaThread`) runs, if any. Async-signal-safe.
     pub fn mounted(&self, fetch: &Fetch, thread: usize) -> Option<Mounted> {
         let mounted = self.virtual_thread(fetch, thread)?;
-        let id = fetch.word(mounted + self.java.tid)? as u64;
+        let id = fetch.word(at(mounted, self.java.tid)?)? as u64;
         // Thread ids start at 1 and count up; anything else is not a thread.
         if id == 0 || id >= 1 << 48 {
             return None;
@@ -333,10 +340,12 @@ impl VirtualThreads {
     /// The `VirtualThread` object carrier `thread` (a `JavaThread`) runs: its `_vthread`,
     /// unless that is its own `Thread` (no virtual thread mounted).
     fn virtual_thread(&self, fetch: &Fetch, thread: usize) -> Option<usize> {
-        let mounted = self.pointers.handle(fetch, thread + self.mounted_object)?;
+        let mounted = self
+            .pointers
+            .handle(fetch, at(thread, self.mounted_object)?)?;
         let own = self
             .pointers
-            .handle_identity(fetch, thread + self.thread_object)?;
+            .handle_identity(fetch, at(thread, self.thread_object)?)?;
         (mounted != 0 && !self.pointers.same(mounted, own)).then_some(mounted)
     }
 
@@ -351,11 +360,13 @@ impl VirtualThreads {
     pub fn continuation(&self, fetch: &Fetch, thread: usize) -> Option<(usize, usize)> {
         let frozen = self.frozen.as_ref()?;
         let mounted = self.virtual_thread(fetch, thread)?;
-        let continuation = self.pointers.field(fetch, mounted + frozen.continuation)?;
+        let continuation = self
+            .pointers
+            .field(fetch, at(mounted, frozen.continuation)?)?;
         if continuation == 0 {
             return None;
         }
-        let tail = self.pointers.field(fetch, continuation + frozen.tail)?;
+        let tail = self.pointers.field(fetch, at(continuation, frozen.tail)?)?;
         Some((continuation, tail))
     }
 
@@ -363,7 +374,7 @@ impl VirtualThreads {
     pub fn chunk(&self, fetch: &Fetch, chunk: usize) -> Option<Chunk> {
         let frozen = self.frozen.as_ref()?;
         let int = |offset: usize| {
-            let value = fetch.value::<i32>(chunk + offset)?;
+            let value = fetch.value::<i32>(at(chunk, offset)?)?;
             usize::try_from(value).ok()
         };
         let (size, sp, bottom) = (
@@ -374,13 +385,15 @@ impl VirtualThreads {
         if size > MAX_CHUNK_WORDS || sp > bottom || bottom > size {
             return None;
         }
-        let start = chunk + frozen.chunk_stack;
+        let start = at(chunk, frozen.chunk_stack)?;
         let word = std::mem::size_of::<usize>();
         Some(Chunk {
             start,
-            sp: start + sp * word,
-            end: start + bottom * word,
-            parent: self.pointers.field(fetch, chunk + frozen.chunk_parent)?,
+            sp: at(start, sp * word)?,
+            end: at(start, bottom * word)?,
+            parent: self
+                .pointers
+                .field(fetch, at(chunk, frozen.chunk_parent)?)?,
         })
     }
 
@@ -394,32 +407,33 @@ impl VirtualThreads {
     /// generational ZGC, a `name` the VM has not loaded since a collection keeps an old
     /// color, and the address it holds may no longer be the `String`'s.
     fn name(&self, fetch: &Fetch, object: usize, out: &mut [u8; NAME_BYTES]) -> Option<u8> {
-        let string = self.pointers.field(fetch, object + self.java.name)?;
+        let string = self.pointers.field(fetch, at(object, self.java.name)?)?;
         if string == 0 {
             return Some(0);
         }
         let bytes = self
             .pointers
-            .field(fetch, string + self.java.string_value)?;
-        let utf16 = fetch.value::<u8>(string + self.java.string_coder)? != 0;
-        let length = usize::try_from(fetch.value::<i32>(bytes + self.java.array_length)?).ok()?;
+            .field(fetch, at(string, self.java.string_value)?)?;
+        let utf16 = fetch.value::<u8>(at(string, self.java.string_coder)?)? != 0;
+        let length =
+            usize::try_from(fetch.value::<i32>(at(bytes, self.java.array_length)?)?).ok()?;
         let width = if utf16 { 2 } else { 1 };
         let chars = (length / width).min(NAME_BYTES);
         // One fetch per word of the array, not per byte.
         let mut word = (usize::MAX, 0usize);
-        let mut byte = |at: usize| -> Option<u8> {
-            let aligned = at & !(std::mem::size_of::<usize>() - 1);
+        let mut byte = |address: usize| -> Option<u8> {
+            let aligned = address & !(std::mem::size_of::<usize>() - 1);
             if word.0 != aligned {
                 word = (aligned, fetch.word(aligned)?);
             }
-            Some(super::fetch::cut(word.1, at - aligned))
+            Some(super::fetch::cut(word.1, address - aligned))
         };
         for (i, slot) in out.iter_mut().enumerate().take(chars) {
-            let at = bytes + self.java.array_base + i * width;
+            let address = at(bytes, self.java.array_base + i * width)?;
             let (low, high) = if utf16 {
-                (byte(at)?, byte(at + 1)?)
+                (byte(address)?, byte(at(address, 1)?)?)
             } else {
-                (byte(at)?, 0)
+                (byte(address)?, 0)
             };
             *slot = if high == 0 && low.is_ascii() && !low.is_ascii_control() {
                 low
