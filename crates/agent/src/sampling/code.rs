@@ -545,7 +545,7 @@ pub unsafe fn dynamic_code_generated(name: *const c_char, address: *const c_void
         return;
     }
     // SAFETY: the caller's contract: `size` > 0 bytes of the VM's code at `address`.
-    let code = unsafe { std::slice::from_raw_parts(address as *const u8, size.min(4) as usize) };
+    let code = unsafe { std::slice::from_raw_parts(address as *const u8, size.min(8) as usize) };
     let kind = StubKind::of(&name.to_string_lossy(), code);
     if let Some(map) = map().as_mut() {
         map.stub(name.to_bytes(), address as usize, size, kind);

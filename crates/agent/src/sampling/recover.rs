@@ -89,9 +89,9 @@ pub enum StubKind {
     /// Entered by `call`, builds no frame (vtable and itable stubs, and the inline cache
     /// buffer's `mov rax, value; jmp entry`): it stays at `[sp]`.
     Frameless = 1,
-    /// Builds a frame pointer frame first (`push rbp; mov rbp, rsp`, left by `leave; ret`):
-    /// the arraycopy stubs and most other StubRoutines, C1's runtime stubs. It is at
-    /// `[rbp + 8]`.
+    /// Builds a frame pointer frame first (`push rbp; mov rbp, rsp`, left by `leave; ret`),
+    /// perhaps after one register move: the arraycopy and array fill stubs and most other
+    /// StubRoutines, C1's runtime stubs. It is at `[rbp + 8]`.
     Framed = 2,
     /// The I2C/C2I adapters between interpreted and compiled calling conventions.
     Adapter = 3,
@@ -108,7 +108,7 @@ impl StubKind {
         if name == "I2C/C2I adapters" {
             return StubKind::Adapter;
         }
-        if code.first() == Some(&PUSH_RBP) && is_mov_rbp_rsp(&code[1..]) {
+        if frame_setup_at(code).is_some() {
             StubKind::Framed
         } else {
             StubKind::Other
@@ -135,6 +135,28 @@ const RET: u8 = 0xc3;
 /// `mov rbp, rsp` in either of its two encodings.
 fn is_mov_rbp_rsp(code: &[u8]) -> bool {
     code.starts_with(&[0x48, 0x89, 0xe5]) || code.starts_with(&[0x48, 0x8b, 0xec])
+}
+
+/// Bytes of a 64-bit register-to-register `mov` (REX.W, 89 or 8B, a register operand) at the
+/// start of `code`: the array fill stubs (JDK 21+) move their count into r11 before they
+/// build their frame.
+fn register_move_len(code: &[u8]) -> Option<usize> {
+    match code {
+        [rex, 0x89 | 0x8b, modrm, ..] if rex & 0xf8 == 0x48 && modrm >> 6 == 0b11 => Some(3),
+        _ => None,
+    }
+}
+
+/// Where a stub whose code starts with `code` builds its frame pointer frame (`push rbp; mov
+/// rbp, rsp`): at its first instruction, or after one register move.
+fn frame_setup_at(code: &[u8]) -> Option<usize> {
+    let at = if code.first() == Some(&PUSH_RBP) {
+        0
+    } else {
+        register_move_len(code)?
+    };
+    (code.get(at) == Some(&PUSH_RBP) && code.get(at + 1..).is_some_and(is_mov_rbp_rsp))
+        .then_some(at)
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
@@ -530,13 +552,15 @@ fn slot(stack: &Stack, sp: usize, offset: usize) -> Option<Resume> {
 }
 
 /// The caller of a stub that builds a frame pointer frame (`push rbp; mov rbp, rsp` …
-/// `leave; ret`): at its first two instructions and its `ret` the return address is near
-/// sp, everywhere else at `[rbp + 8]` with the caller's rbp below it.
+/// `leave; ret`), perhaps after a register move: there, at its first two instructions and
+/// its `ret` the return address is near sp, everywhere else at `[rbp + 8]` with the caller's
+/// rbp below it.
 #[cfg(target_arch = "x86_64")]
 fn framed_stub(stack: &Stack, at: &Interrupted) -> Option<Resume> {
     let code = Code::at(at.pc);
     let (before, here) = code.near();
-    if here[0] == PUSH_RBP && is_mov_rbp_rsp(&here[1..]) {
+    // At the frame's setup, or at a register move before it.
+    if frame_setup_at(here).is_some() {
         return slot(stack, at.sp, 0);
     }
     if is_mov_rbp_rsp(here) && before.ends_with(&[PUSH_RBP]) {
@@ -876,8 +900,37 @@ mod tests {
             StubKind::of("g1_post_barrier_slow", &[0x55, 0x48, 0x8b, 0xec]),
             StubKind::Framed
         );
+        // mov r11, rdx; push rbp; mov rbp, rsp (JDK 25's arrayof_jbyte_fill)
+        let fill = [0x49, 0x89, 0xd3, 0x55, 0x48, 0x89, 0xe5, 0x66];
+        assert_eq!(StubKind::of("arrayof_jbyte_fill", &fill), StubKind::Framed);
         assert_eq!(StubKind::of("Interpreter", &[0x48, 0x8b]), StubKind::Other);
         assert_eq!(StubKind::of("call_stub", &[0x55]), StubKind::Other);
+        // A move from memory (mod 00) is no register move.
+        let load = [0x49, 0x8b, 0x13, 0x55, 0x48, 0x89, 0xe5];
+        assert_eq!(StubKind::of("some_stub", &load), StubKind::Other);
+    }
+
+    #[test]
+    fn a_stub_that_moves_a_register_before_its_frame_resumes_from_sp_there() {
+        // mov r11, rdx; push rbp; mov rbp, rsp; leave; ret
+        let code = FakeCode::new(&[0x49, 0x89, 0xd3, 0x55, 0x48, 0x89, 0xe5, 0xc9, 0xc3]);
+        let mut words = FakeStack::new();
+        words.0[10] = 0x7000;
+        let stack = words.stack(10);
+        let regs = |pc: usize| Interrupted {
+            pc: code.pc(pc),
+            sp: words.at(10),
+            fp: words.at(30),
+            r13: 0,
+            rax: 0,
+        };
+        let resume = Some(Resume {
+            pc: 0x7000,
+            sp: words.at(11),
+            fp: None,
+        });
+        assert_eq!(framed_stub(&stack, &regs(0)), resume);
+        assert_eq!(framed_stub(&stack, &regs(3)), resume);
     }
 
     /// A fake thread stack of 64 words whose word `i` is `words(i)`, read as `Stack`.
