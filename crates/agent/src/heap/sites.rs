@@ -174,8 +174,9 @@ pub struct SiteTable {
     pub dropped: AtomicU64,
     /// Sampled objects not tracked for liveness because the live table was full.
     pub untracked: AtomicU64,
-    /// Names of the virtual threads in the event log, by thread key.
-    virtual_threads: Mutex<HashMap<u32, String>>,
+    /// Labels of the virtual threads in the event log, by thread key, and whether their
+    /// name could be read (see [`Mounted::name`]).
+    virtual_threads: Mutex<HashMap<u32, (String, bool)>>,
 }
 
 thread_local! {
@@ -311,15 +312,24 @@ impl SiteTable {
             return current_tid() as u32;
         };
         let key = virtual_thread_key(mounted.id);
-        lock(&self.virtual_threads)
-            .entry(key)
-            .or_insert_with(|| mounted.label());
+        let mut names = lock(&self.virtual_threads);
+        match names.get(&key) {
+            // A name read now replaces a label made when it could not be read.
+            Some((_, true)) => {}
+            Some((_, false)) if mounted.name().is_none() => {}
+            _ => {
+                names.insert(key, (mounted.label(), mounted.name().is_some()));
+            }
+        }
         key
     }
 
     /// Names of the virtual threads of the event log, by thread key.
     pub fn virtual_threads(&self) -> HashMap<u32, String> {
-        lock(&self.virtual_threads).clone()
+        lock(&self.virtual_threads)
+            .iter()
+            .map(|(&key, (label, _))| (key, label.clone()))
+            .collect()
     }
 
     /// A fresh tag for an object about to be tracked, or None when the live table is full.
