@@ -312,14 +312,14 @@ impl SiteTable {
             return current_tid() as u32;
         };
         let key = virtual_thread_key(mounted.id);
+        let read = mounted.name().is_some();
         let mut names = lock(&self.virtual_threads);
-        match names.get(&key) {
-            // A name read now replaces a label made when it could not be read.
-            Some((_, true)) => {}
-            Some((_, false)) if mounted.name().is_none() => {}
-            _ => {
-                names.insert(key, (mounted.label(), mounted.name().is_some()));
-            }
+        // A name read now replaces a label made when it could not be read.
+        if names
+            .get(&key)
+            .is_none_or(|&(_, was_read)| read && !was_read)
+        {
+            names.insert(key, (mounted.label(), read));
         }
         key
     }

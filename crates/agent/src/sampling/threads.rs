@@ -267,7 +267,7 @@ impl VirtualNames {
     /// How the JDK shows the virtual thread `mounted`: `VirtualThread[#21,worker-3]`.
     pub fn label(&mut self, mounted: &Mounted) -> String {
         if let Some(name) = mounted.name() {
-            if self.known.len() < MOST_VIRTUAL_NAMES {
+            if self.known.len() < MOST_VIRTUAL_NAMES && !self.known.contains_key(&mounted.id) {
                 self.known.insert(mounted.id, name.to_string());
             }
             return vthread_label(mounted.id, name);
