@@ -22,6 +22,8 @@ echo "lint: cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "lint: cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+echo "lint: the release agent's signal handler cannot panic, allocate or lock"
+scripts/check-handler.py
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

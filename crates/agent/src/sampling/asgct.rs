@@ -53,7 +53,10 @@ impl Frames for [CallFrame] {
         self.len()
     }
     fn put(&mut self, index: usize, frame: JavaFrame) {
-        self[index] = CallFrame {
+        let Some(slot) = self.get_mut(index) else {
+            return;
+        };
+        *slot = CallFrame {
             bci: if frame.kind == Kind::Native {
                 NATIVE_BCI
             } else {

@@ -12,6 +12,7 @@
 //! and for a copy of the top of the user stack when it unwinds native frames with DWARF.
 
 use std::cell::UnsafeCell;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::asgct::CallFrame;
@@ -134,21 +135,18 @@ impl SampleBuffer {
         }
     }
 
-    /// Most frames one sample holds.
-    pub fn depth(&self) -> usize {
-        self.depth
-    }
-
     /// Claims a free slot, or counts a drop and returns None. Async-signal-safe.
     pub fn claim(&self) -> Option<Claim<'_>> {
         let start = self.next.fetch_add(1, Ordering::Relaxed) as usize;
-        for probe in 0..PROBES.min(self.slots.len()) {
-            let index = (start + probe) % self.slots.len();
-            if self.slots[index]
-                .state
-                .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
+        let slots = NonZeroUsize::new(self.slots.len())?;
+        for probe in 0..PROBES.min(slots.get()) {
+            let index = start.wrapping_add(probe) % slots;
+            let claimed = self.slots.get(index).is_some_and(|slot| {
+                slot.state
+                    .compare_exchange(FREE, WRITING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            });
+            if claimed {
                 return Some(Claim {
                     buffer: self,
                     index,
@@ -217,24 +215,36 @@ impl SampleBuffer {
     }
 
     fn slot_frames(&self, index: usize) -> &[UnsafeCell<CallFrame>] {
-        &self.frames[index * self.depth..(index + 1) * self.depth]
+        slot_area(&self.frames, index, self.depth)
     }
 
     fn slot_chain(&self, index: usize) -> &[UnsafeCell<u64>] {
-        &self.chains[index * self.chain_depth..(index + 1) * self.chain_depth]
+        slot_area(&self.chains, index, self.chain_depth)
     }
 
     fn slot_stack(&self, index: usize) -> &[UnsafeCell<u8>] {
-        &self.stacks[index * self.stack_bytes..(index + 1) * self.stack_bytes]
+        slot_area(&self.stacks, index, self.stack_bytes)
     }
 }
 
+/// Slot `index`'s `width` cells of `cells`. Empty only for an index past the buffer's slots,
+/// which no claim has; written without indexing so that the signal handler has no path that
+/// panics (`scripts/check-handler.sh`).
+fn slot_area<T>(cells: &[UnsafeCell<T>], index: usize, width: usize) -> &[UnsafeCell<T>] {
+    let start = index.checked_mul(width);
+    start
+        .and_then(|start| cells.get(start..start.checked_add(width)?))
+        .unwrap_or_default()
+}
+
 impl Claim<'_> {
-    /// Where the slot's frames go (room for [`SampleBuffer::depth`] frames), for
-    /// `AsyncGetCallTrace` to write into.
-    pub fn frames_ptr(&mut self) -> *mut CallFrame {
-        // UnsafeCell<T> has the layout of T; the claim owns these cells until commit.
-        self.buffer.slot_frames(self.index).as_ptr() as *mut CallFrame
+    /// Where the slot's frames go: room for the buffer's `depth` frames, owned by this claim
+    /// until commit.
+    pub fn frames(&mut self) -> &mut [CallFrame] {
+        let frames = self.buffer.slot_frames(self.index);
+        // SAFETY: UnsafeCell<T> has the layout of T; the claim owns these cells (WRITING)
+        // until commit, and `&mut self` keeps this the only view of them.
+        unsafe { std::slice::from_raw_parts_mut(frames.as_ptr() as *mut CallFrame, frames.len()) }
     }
 
     /// Where the slot's call chain and user stack copy go: room for the buffer's
@@ -255,10 +265,11 @@ impl Claim<'_> {
 
     /// Publishes the sample. Async-signal-safe.
     pub fn commit(self, header: SampleHeader) {
-        let slot = &self.buffer.slots[self.index];
-        // SAFETY: WRITING gives the slot to this claim until it stores READY.
-        unsafe { *slot.header.get() = header };
-        slot.state.store(READY, Ordering::Release);
+        if let Some(slot) = self.buffer.slots.get(self.index) {
+            // SAFETY: WRITING gives the slot to this claim until it stores READY.
+            unsafe { *slot.header.get() = header };
+            slot.state.store(READY, Ordering::Release);
+        }
     }
 }
 
@@ -347,8 +358,7 @@ mod tests {
         for tid in 1..=6 {
             match buffer.claim() {
                 Some(mut claim) => {
-                    // SAFETY: the claim owns room for 3 frames.
-                    unsafe { *claim.frames_ptr() = CallFrame::new(std::ptr::null_mut(), tid) };
+                    claim.frames()[0] = CallFrame::new(std::ptr::null_mut(), tid);
                     let (chain, stack) = claim.chain_and_stack();
                     assert_eq!((chain.len(), stack.len()), (2, 16));
                     chain[0] = tid as u64 * 100;

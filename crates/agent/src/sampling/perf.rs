@@ -36,6 +36,7 @@
 
 use std::ffi::c_int;
 use std::io;
+use std::num::NonZeroU64;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
@@ -202,9 +203,12 @@ pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (us
     };
     // Pairs with the kernel's barrier after writing records and before publishing data_head.
     fence(Ordering::Acquire);
+    let Some(size) = NonZeroU64::new(data_size) else {
+        return (0, 0);
+    };
     let ring = RingData {
         data: (base + page as usize) as *const u8,
-        size: data_size,
+        size,
     };
     let word = |offset: u64| ring.word(offset);
     let mut written = (0, 0);
@@ -271,7 +275,7 @@ fn copy_user_stack(ring: &RingData, mut at: u64, end: u64, user: &mut UserStack<
 /// wrap around.
 struct RingData {
     data: *const u8,
-    size: u64,
+    size: NonZeroU64,
 }
 
 impl RingData {
@@ -286,10 +290,11 @@ impl RingData {
 
     /// Copies the bytes from `offset` on into `out`, in at most two pieces where they wrap.
     fn copy(&self, offset: u64, out: &mut [u8]) {
-        let len = out.len().min(self.size as usize);
+        let size = self.size.get() as usize;
+        let len = out.len().min(size);
         let out = &mut out[..len];
         let start = (offset % self.size) as usize;
-        let first = out.len().min(self.size as usize - start);
+        let first = out.len().min(size - start);
         let (head, tail) = out.split_at_mut(first);
         // SAFETY: both pieces lie inside the data area (`start + first <= size`, and the
         // rest from 0, at most `len <= size` bytes in all), which does not overlap

@@ -656,7 +656,10 @@ const BARRIER: [u8; 3] = [0x41, 0x81, 0x7f];
 /// follows the 8 bytes `before`: after `push rbp; sub rsp, n`, or after `sub rsp, n;
 /// mov [rsp + n - 8], rbp` (C2 frames without a bang).
 fn barrier_slot(before: &[u8]) -> Option<usize> {
-    let before_is = |k: usize, prefix: &[u8]| before[8 - k..].starts_with(prefix);
+    let before_is = |k: usize, prefix: &[u8]| {
+        let last = before.get(before.len().wrapping_sub(k)..);
+        last.is_some_and(|last| last.starts_with(prefix))
+    };
     if before_is(5, &[0x48, 0x89, 0x6c, 0x24]) || before_is(5, &[0x55, 0x48, 0x83, 0xec]) {
         return Some(usize::from(before[7]) + 8);
     }
@@ -682,7 +685,7 @@ impl Code {
         let page = pc & !4095;
         let mut bytes = [0u8; 2 * AROUND];
         for (i, byte) in bytes.iter_mut().enumerate() {
-            let address = (pc + i).wrapping_sub(AROUND);
+            let address = pc.wrapping_add(i).wrapping_sub(AROUND);
             if address & !4095 == page {
                 // SAFETY: inside the page of the interrupted instruction (see above).
                 *byte = unsafe { std::ptr::read_volatile(address as *const u8) };
@@ -693,7 +696,10 @@ impl Code {
 
     /// The 8 bytes ending `back` bytes before pc.
     fn before(&self, back: usize) -> &[u8] {
-        &self.0[AROUND - back - 8..AROUND - back]
+        let start = AROUND.checked_sub(back.saturating_add(8));
+        start
+            .and_then(|start| self.0.get(start..start + 8))
+            .unwrap_or_default()
     }
 
     /// The 8 bytes before pc and the 16 from it.
@@ -704,7 +710,10 @@ impl Code {
     /// Whether pc lies in a piece of code starting up to [`AROUND`] bytes before it whose
     /// length `parse` tells from its bytes (None: not that code).
     fn inside(&self, parse: impl Fn(&[u8]) -> Option<usize>) -> bool {
-        (0..=AROUND).any(|start| parse(&self.0[start..]).is_some_and(|len| start + len > AROUND))
+        (0..=AROUND).any(|start| {
+            let len = self.0.get(start..).and_then(&parse);
+            len.is_some_and(|len| start + len > AROUND)
+        })
     }
 }
 
@@ -789,7 +798,10 @@ fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
     let (before, at) = code.near();
     let ends_with = |pattern: &[u8]| before.ends_with(pattern);
     // `before[8 - k ..]` are the k bytes before pc.
-    let before_is = |k: usize, prefix: &[u8]| before[8 - k..].starts_with(prefix);
+    let before_is = |k: usize, prefix: &[u8]| {
+        let last = before.get(before.len().wrapping_sub(k)..);
+        last.is_some_and(|last| last.starts_with(prefix))
+    };
     // Stack bang (negative displacement), the first instruction of a verified entry.
     if at.starts_with(&[0x89, 0x84, 0x24]) && at[6] & 0x80 != 0 {
         return Some(0);

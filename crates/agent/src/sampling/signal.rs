@@ -404,9 +404,7 @@ unsafe fn record(
     let virtual_thread = jni.and_then(|jni| target.walker.and_then(|w| unsafe { w.mounted(jni) }));
     let num_frames = match jni {
         Some(jni) => {
-            let depth = target.buffer.depth();
-            // SAFETY: the claim owns the slot's `depth` frames until it commits.
-            let frames = unsafe { std::slice::from_raw_parts_mut(claim.frames_ptr(), depth) };
+            let frames = claim.frames();
             // SAFETY: the caller's contract; `jni` is this thread's.
             walked = unsafe { walk(target, jni, frames, context, recover::frame_set_up) };
             if walked.num_frames == UNKNOWN_JAVA {
@@ -561,9 +559,13 @@ unsafe fn walk(
         by: WALKED_BY_ASGCT,
         checked: 0,
     };
-    if let (Some(ours), true) = (ours, num_frames > 0) {
+    let compared = ours.filter(|_| num_frames > 0).and_then(|ours| {
+        let walked_by_both = (theirs.get(..ours.count)?, kept.get(..num_frames as usize)?);
+        Some((ours, walked_by_both))
+    });
+    if let Some((ours, (ours_frames, asgct_frames))) = compared {
         let count = ours.count;
-        let comparison = compare(&theirs[..count], &kept[..num_frames as usize], ours);
+        let comparison = compare(ours_frames, asgct_frames, ours);
         target.stats.compared(comparison);
         if comparison == Comparison::Differed && target.walks == Walks::Vm {
             target.distrusted.store(true, Ordering::Relaxed);
@@ -574,7 +576,9 @@ unsafe fn walk(
             // (`--walker check` shows both).
             Comparison::ReadFrozen if target.walks == Walks::Vm => {
                 let count = count.min(kept.len());
-                kept[..count].copy_from_slice(&theirs[..count]);
+                for (to, from) in kept.iter_mut().zip(ours_frames) {
+                    *to = *from;
+                }
                 target.stats.walked();
                 walked = Walked {
                     num_frames: count as i32,
@@ -624,15 +628,16 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
         .iter()
         .position(|f| f.kind() != Some(Kind::Inlined))
         .map_or(ours.len(), |i| i + 1);
-    let callers = &ours[top..];
-    let compiled_top =
-        ours.get(top.wrapping_sub(1)).and_then(CallFrame::kind) == Some(Kind::Compiled);
+    let callers = ours.get(top..).unwrap_or_default();
+    let compiled = ours.get(top.wrapping_sub(1));
+    let compiled_top = compiled.and_then(CallFrame::kind) == Some(Kind::Compiled);
+    let method = |frame: Option<&CallFrame>| frame.map(|frame| frame.method);
     match theirs.len().checked_sub(callers.len()) {
         Some(at)
             if compiled_top
                 && at > 0
-                && theirs[at - 1].method == ours[top - 1].method
-                && callers.iter().zip(&theirs[at..]).all(|(a, b)| same(a, b)) =>
+                && method(theirs.get(at - 1)) == method(compiled)
+                && callers.iter().zip(theirs.iter().skip(at)).all(|(a, b)| same(a, b)) =>
         {
             match walked.began {
                 Began::AtSignal => Comparison::DifferedAtTop,

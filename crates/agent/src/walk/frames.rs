@@ -66,7 +66,7 @@ pub struct JavaFrame {
 pub trait Frames {
     /// How many frames fit.
     fn room(&self) -> usize;
-    /// Writes frame number `index` (< `room()`).
+    /// Writes frame number `index` (< `room()`; one past the room is not written).
     fn put(&mut self, index: usize, frame: JavaFrame);
 }
 
@@ -84,7 +84,9 @@ impl Frames for [super::Frame] {
             Kind::Native => frame.bci,
             _ => frame.bci.max(0),
         };
-        self[index] = (frame.method, i64::from(bci));
+        if let Some(slot) = self.get_mut(index) {
+            *slot = (frame.method, i64::from(bci));
+        }
     }
 }
 
@@ -212,7 +214,7 @@ pub struct Walk<'a> {
     /// The last word [`Walk::fetch`] read, and its address.
     last_word: Cell<(usize, usize)>,
     /// The continuations' return barrier (0: none), read at the first frame it could be.
-    return_barrier: OnceCell<usize>,
+    return_barrier: Cell<Option<usize>>,
     /// Whether the walk read frames frozen in a continuation's stack chunks.
     read_frozen: Cell<bool>,
 }
@@ -268,7 +270,7 @@ impl<'a> Walk<'a> {
             state,
             heaps: OnceCell::new(),
             last_word: Cell::new((0, 0)),
-            return_barrier: OnceCell::new(),
+            return_barrier: Cell::new(None),
             read_frozen: Cell::new(false),
         })
     }
@@ -381,8 +383,8 @@ impl<'a> Walk<'a> {
             }
             let frame_words = match memo.find(at.pc).filter(|_| top.is_none()) {
                 Some(known) => {
-                    let copied = known.count.min(out.room() - count);
-                    for (i, &frame) in known.frames[..copied].iter().enumerate() {
+                    let copied = known.count.min(out.room().saturating_sub(count));
+                    for (i, &frame) in known.frames.iter().take(copied).enumerate() {
                         out.put(count + i, frame);
                     }
                     count += copied;
@@ -452,13 +454,16 @@ impl<'a> Walk<'a> {
 
     /// Whether `pc`, a return address, is the return barrier of continuations.
     fn is_return_barrier(&self, pc: usize) -> bool {
-        let barrier = self.return_barrier.get_or_init(|| {
-            self.threads
+        let barrier = self.return_barrier.get().unwrap_or_else(|| {
+            let barrier = self
+                .threads
                 .and_then(VirtualThreads::return_barrier)
                 .and_then(|variable| self.fetch::<usize>(variable).ok())
-                .unwrap_or(0)
+                .unwrap_or(0);
+            self.return_barrier.set(Some(barrier));
+            barrier
         });
-        *barrier == pc && pc != 0
+        barrier == pc && pc != 0
     }
 
     /// Writes the frames the mounted virtual thread's continuation keeps frozen in its stack
@@ -787,7 +792,10 @@ impl<'a> Walk<'a> {
             let memory = heap + layout.heap_memory;
             let segmap = heap + layout.heap_segmap;
             let shift = self.fetch::<i32>(heap.wrapping_add(layout.heap_log2_segment_size))?;
-            heaps.heaps[heaps.count] = Heap {
+            let Some(slot) = heaps.heaps.get_mut(heaps.count) else {
+                break;
+            };
+            *slot = Heap {
                 low: self.fetch::<usize>(memory.wrapping_add(layout.space_low))?,
                 high: self.fetch::<usize>(memory.wrapping_add(layout.space_high))?,
                 segmap: self.fetch::<usize>(segmap.wrapping_add(layout.space_low))?,
@@ -799,7 +807,9 @@ impl<'a> Walk<'a> {
             };
             heaps.count += 1;
         }
-        Ok(self.heaps.get_or_init(|| heaps))
+        // Not `get_or_init`, whose check against a reentrant initialisation could panic.
+        let _ = self.heaps.set(heaps);
+        self.heaps.get().ok_or(Stop::Inconsistent)
     }
 
     /// A value inside code heap `heap`: read directly where the heap's committed memory holds
@@ -819,8 +829,10 @@ impl<'a> Walk<'a> {
     fn find_blob(&self, pc: usize) -> Result<Blob, Stop> {
         let layout = self.layout;
         let heaps = self.heaps()?;
-        let Some(heap) = heaps.heaps[..heaps.count]
+        let Some(heap) = heaps
+            .heaps
             .iter()
+            .take(heaps.count)
             .find(|heap| (heap.low..heap.high).contains(&pc))
         else {
             return Err(Stop::UnknownCode);
@@ -897,7 +909,7 @@ impl<'a> Walk<'a> {
             if byte == 0 {
                 return Ok(length >= SUFFIX.len() && tail == *SUFFIX);
             }
-            tail.rotate_left(1);
+            tail.copy_within(1.., 0);
             tail[SUFFIX.len() - 1] = byte;
         }
         Ok(false)
@@ -1153,7 +1165,7 @@ impl Memo {
 
     /// An entry to fill for a new pc, cleared.
     fn claim(&mut self) -> &mut Remembered {
-        let entry = &mut self.entries[self.next];
+        let entry = &mut self.entries[self.next % MEMO_ENTRIES];
         self.next = (self.next + 1) % MEMO_ENTRIES;
         entry.pc = 0;
         entry.count = 0;
