@@ -433,7 +433,7 @@ fn record(
         };
         let frames = frames.get(skip..).unwrap_or(&[]);
         // SAFETY: `jni` is this thread's, inside its allocation callback.
-        let mounted = || crate::walk::resolved().and_then(|w| unsafe { w.mounted(jni) });
+        let mounted = || unsafe { table().current_virtual_thread(env, jni) };
         table().record(class, frames, count, weight, tag, mounted);
     })
 }

@@ -331,7 +331,7 @@ fn record_wait(env: &Env, jni: *mut sys::JNIEnv, class: &str, waited: u64) {
     let class = table().intern(class);
     stack::with_current(env, jni, DEPTH.load(Ordering::Relaxed), &STACKS, |frames| {
         // SAFETY: `jni` is this thread's, inside a callback or native method.
-        let mounted = || crate::walk::resolved().and_then(|w| unsafe { w.mounted(jni) });
+        let mounted = || unsafe { table().current_virtual_thread(env, jni) };
         table().record(class, frames, 1.0, waited as f64, None, mounted)
     });
 }

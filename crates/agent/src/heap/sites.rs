@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use jtap_jvmti::{sys, Env};
 use jtap_profile::{
     virtual_thread_key, Frame, FrameKind, Metadata, Profile, StackCounts, MAX_LOGGED,
 };
@@ -36,6 +37,7 @@ use jtap_protocol::records;
 use jtap_protocol::records::sites::{Amount, Recording};
 
 use crate::heap::class_name::java_name;
+use crate::sampling::jvm::thread_name;
 use crate::sampling::threads::{current_tid, kernel_name};
 use crate::walk::Mounted;
 
@@ -322,6 +324,35 @@ impl SiteTable {
             names.insert(key, (mounted.label(), read));
         }
         key
+    }
+
+    /// The virtual thread the calling thread runs, if any, as [`SiteTable::record`] wants it:
+    /// named by the JVM (JVMTI `GetThreadInfo`, on this thread) where the walker could not read
+    /// the name and the table has no name for it yet, so the JVM is asked about once per
+    /// virtual thread. Call in a callback or native method, outside the table's locks.
+    ///
+    /// # Safety
+    /// `jni` is the calling thread's JNIEnv.
+    pub unsafe fn current_virtual_thread(
+        &self,
+        env: &Env,
+        jni: *mut sys::JNIEnv,
+    ) -> Option<Mounted> {
+        // SAFETY: the caller's contract.
+        let mounted = crate::walk::resolved().and_then(|w| unsafe { w.mounted(jni) })?;
+        if mounted.name().is_some() {
+            return Some(mounted);
+        }
+        let key = virtual_thread_key(mounted.id);
+        let named = lock(&self.virtual_threads)
+            .get(&key)
+            .is_some_and(|&(_, read)| read);
+        if named {
+            return Some(mounted);
+        }
+        // SAFETY: a null thread is the calling one, which runs Java code.
+        let name = unsafe { thread_name(env, std::ptr::null_mut()) };
+        Some(name.map_or(mounted, |name| mounted.named(&name)))
     }
 
     /// Names of the virtual threads of the event log, by thread key.

@@ -128,7 +128,8 @@ impl Drop for LocalFrame {
 /// The name of a `java.lang.Thread`.
 ///
 /// # Safety
-/// `thread` is a valid reference to a thread object, on an attached thread.
+/// `thread` is a valid reference to a thread object (null: the calling thread), on an
+/// attached thread.
 pub unsafe fn thread_name(env: &Env, thread: sys::jthread) -> Option<String> {
     let raw = env.raw();
     let mut info = sys::jvmtiThreadInfo::default();

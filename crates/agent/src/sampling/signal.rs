@@ -637,7 +637,10 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
             if compiled_top
                 && at > 0
                 && method(theirs.get(at - 1)) == method(compiled)
-                && callers.iter().zip(theirs.iter().skip(at)).all(|(a, b)| same(a, b)) =>
+                && callers
+                    .iter()
+                    .zip(theirs.iter().skip(at))
+                    .all(|(a, b)| same(a, b)) =>
         {
             match walked.began {
                 Began::AtSignal => Comparison::DifferedAtTop,

@@ -46,6 +46,18 @@ impl Mounted {
             .then(|| std::str::from_utf8(&self.name[..usize::from(self.name_len)]).unwrap_or(""))
     }
 
+    /// The same virtual thread named `name` (as the JVM gave it where the handler could not
+    /// read it), cut to [`NAME_BYTES`] on a character boundary.
+    pub fn named(mut self, name: &str) -> Mounted {
+        let mut len = name.len().min(NAME_BYTES);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        self.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+        (self.name_len, self.name_read) = (len as u8, true);
+        self
+    }
+
     /// How the JDK shows it: `VirtualThread[#21]`, `VirtualThread[#21,worker-3]` (unnamed
     /// when the name could not be read).
     pub fn label(&self) -> String {
@@ -607,5 +619,12 @@ mod tests {
         mounted.name_read = false;
         assert_eq!(mounted.name(), None);
         assert_eq!(mounted.label(), "VirtualThread[#21]");
+        assert_eq!(
+            mounted.named("crowd-7").label(),
+            "VirtualThread[#21,crowd-7]"
+        );
+        // Cut to NAME_BYTES, never inside a character.
+        let long = format!("{}é", "x".repeat(NAME_BYTES - 1));
+        assert_eq!(mounted.named(&long).name(), Some(&long[..NAME_BYTES - 1]));
     }
 }
