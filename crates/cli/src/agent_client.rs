@@ -412,6 +412,9 @@ pub type FrameSink<'a> = Option<&'a mut dyn FnMut(Frame) -> anyhow::Result<()>>;
 const END_GRACE: Duration = Duration::from_secs(5);
 /// How long the agent gets, once asked to stop, to send the results and end.
 const STOP_WAIT: Duration = Duration::from_secs(120);
+/// How long an engine may take to start (a busy JVM, the first recording's symbol tables
+/// and code map) before the time it took counts against its duration.
+const START_WAIT: Duration = Duration::from_secs(60);
 
 /// Sends `options` to the jtap agent in JVM `pid` (loading it first if needed) and streams its
 /// reply to `out` until the command ends. For `start`, that is when the engine stops.
@@ -628,7 +631,8 @@ pub enum Asked {
 
 /// Reads an engine-owning conversation to its end with `read` on a thread of its own, while
 /// this thread keeps the end in hand: on Ctrl-C (`interrupted`), when `stop_now` says so, or
-/// when the engine runs [`END_GRACE`] past `expected_end` (counted from its start), it sends
+/// when the engine runs [`END_GRACE`] past `expected_end` (counted from its start; from the
+/// conversation's opening, plus [`START_WAIT`], while it has not started), it sends
 /// `Stop`; if the agent then takes more than [`STOP_WAIT`] to end, it gives up with an error
 /// rather than wait for ever.
 /// `tick` runs every 50 ms (progress display). Returns what `read` returned and why a stop
@@ -653,7 +657,11 @@ pub fn supervise<T: Send>(
             if asked == Asked::Nothing {
                 asked = if interrupted.load(Ordering::SeqCst) {
                     Asked::Interrupted
-                } else if expected_end.is_some_and(|end| started().elapsed() >= end + END_GRACE) {
+                } else if expected_end.is_some_and(|end| match engine_started.get() {
+                    Some(at) => at.elapsed() >= end + END_GRACE,
+                    // A start slowed down by a busy JVM does not count against the duration.
+                    None => opened.elapsed() >= end + END_GRACE + START_WAIT,
+                }) {
                     Asked::Overdue
                 } else if stop_now() {
                     Asked::Told
