@@ -196,6 +196,22 @@ fn cpu_engines_see_the_one_two_four_ratio() {
     }
 }
 
+/// How many times the thread named `name` of process `pid` has given up its CPU: blocked, or
+/// woken from a block (a signal to a sleeping thread wakes it up and puts it back to sleep).
+fn context_switches(pid: &str, name: &str) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let task = tasks
+        .map(|task| task.unwrap().path())
+        .find(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|c| c.trim() == name))
+        .unwrap_or_else(|| panic!("no thread {name} in {pid}"));
+    let status = std::fs::read_to_string(task.join("status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
 #[test]
 fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
     let _serial = one_at_a_time();
@@ -205,6 +221,7 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
         let mut jvm = JavaProcess::start(jdk, "workloads.WallMix");
         let pid = pid_of(&mut jvm);
         let out = dir.path().join(format!("{}-wall.collapsed", jdk.version));
+        let sleeper_switches_before = context_switches(&pid, "wall-sleeper");
         jtap([
             "profile",
             &pid,
@@ -219,6 +236,7 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
             out.to_str().unwrap(),
         ])
         .ok();
+        let sleeper_switches = context_switches(&pid, "wall-sleeper") - sleeper_switches_before;
         let stacks = collapsed(&out);
         let [sleeping, spinning] =
             samples_with(&stacks, &["WallMix.sleepForever", "WallMix.spinForever"])[..]
@@ -227,7 +245,14 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
         };
         let ratio = sleeping as f64 / spinning.max(1) as f64;
         eprintln!(
-            "JDK {}: wall samples sleeping {sleeping}, spinning {spinning} (ratio {ratio:.2})",
+            "JDK {}: wall samples sleeping {sleeping}, spinning {spinning} (ratio {ratio:.2}); the sleeper woken {sleeper_switches} times",
+            jdk.version
+        );
+        // The sleeper, which wakes once a second, is not woken by a signal for each sample:
+        // its samples repeat the one that found it asleep.
+        assert!(
+            sleeper_switches * 4 < sleeping,
+            "JDK {}: the sleeping thread was woken {sleeper_switches} times for {sleeping} samples",
             jdk.version
         );
         assert!(

@@ -3,7 +3,9 @@
 //! process's Java threads (with `allthreads`, all its threads: GC, compiler, VM and native
 //! threads too) in turn, whatever they are doing. Each sample is labelled with what the
 //! thread was doing when signalled (`[running]`, or `[sleeping]`: blocked in a system call —
-//! sleep, wait, park, monitor, I/O) and weighs its share of wall time. Ticks come at random
+//! sleep, wait, park, monitor, I/O) and weighs its share of wall time. A thread that has not
+//! run since a sample found it asleep is not signalled again: its next samples repeat that
+//! one (see `sampling::idle`). Ticks come at random
 //! intervals averaging the interval (uniform between half and one and a half of it): at a
 //! fixed period, a workload with a period of its own (threads taking turns every few
 //! milliseconds) was sampled in phase with it, and the shares of its methods were off by up to
@@ -125,6 +127,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
                 })
                 .collect();
             tids.sort_unstable();
+            sampler.forget_idle_threads(|tid| tids.binary_search(&tid).is_ok());
             refreshed = Some(Instant::now());
         }
         if tids.is_empty() {
@@ -137,6 +140,9 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
         );
         for i in 0..per_tick {
             let tid = tids[(cursor + i) % tids.len()];
+            if sampler.counted_asleep(tid) {
+                continue;
+            }
             // SAFETY: tgkill to a thread of this process; a thread that has ended gives ESRCH.
             unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, WALL_SIGNAL) };
         }

@@ -42,6 +42,9 @@ pub struct SampleHeader {
     /// The thread's scheduler state when it was picked ([`super::ThreadState`] as a byte; 0
     /// when not recorded).
     pub state: u8,
+    /// The thread's CPU time (ns) when it was found asleep (0: running, or not recorded),
+    /// for [`super::idle`].
+    pub asleep_at_cpu_ns: u64,
     /// Entries of the perf_event call chain written next to the frames (0: none).
     pub chain: u16,
     /// Where the thread was interrupted (the signal context's instruction pointer; 0 when

@@ -43,6 +43,7 @@ pub(crate) mod asgct;
 mod buffer;
 mod code;
 mod frames;
+mod idle;
 pub(crate) mod jvm;
 pub(crate) mod methods;
 pub(crate) mod native;
@@ -52,6 +53,7 @@ pub mod signal;
 pub mod threads;
 mod unwind;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,6 +66,7 @@ use regex::Regex;
 
 use self::buffer::{SampleBuffer, SampleHeader, WALKED_BY_VM, WALKS_DIFFERED};
 use self::frames::{Filter, FrameRef, FrameTable};
+use self::idle::IdleThreads;
 use self::signal::{Source, Target, ThreadState, Walks};
 use self::threads::ThreadNames;
 use crate::gate::Gate;
@@ -169,6 +172,10 @@ struct Shared {
     recovered_nmethod: AtomicU64,
     recovered_native: AtomicU64,
     unknown_java: AtomicU64,
+    /// Threads last sampled asleep (wall clock), whose repeats need no signal.
+    idle: IdleThreads,
+    /// Samples that were such repeats.
+    repeated: AtomicU64,
 }
 
 /// A running sampler. Dropping it without [`Sampler::stop`] is a bug (it would leave the
@@ -321,6 +328,8 @@ impl Sampler {
             recovered_nmethod: AtomicU64::new(0),
             recovered_native: AtomicU64::new(0),
             unknown_java: AtomicU64::new(0),
+            idle: IdleThreads::default(),
+            repeated: AtomicU64::new(0),
         });
         let tasks: Vec<(i32, String)> = threads::tasks()
             .into_iter()
@@ -378,6 +387,19 @@ impl Sampler {
     /// Weight the handler gives each sample from now on (the wall engine's share of threads).
     pub fn set_sample_weight(&self, nanos: u64) {
         self.target.weight.store(nanos, Ordering::Relaxed);
+    }
+
+    /// For a wall-clock ticker about to signal `tid`: true when the thread has not run since
+    /// a sample found it asleep, which then counts once more without a signal (see
+    /// [`idle`]).
+    pub fn counted_asleep(&self, tid: i32) -> bool {
+        idle::thread_cpu_ns(tid)
+            .is_some_and(|cpu| self.shared.idle.repeat(tid, cpu, signal::monotonic_ns()))
+    }
+
+    /// For a wall-clock ticker: forgets the idle threads not in `alive`.
+    pub fn forget_idle_threads(&self, alive: impl Fn(i32) -> bool) {
+        self.shared.idle.retain(alive);
     }
 
     /// The profile so far (samples still in the buffer arrive with the next drain).
@@ -590,6 +612,10 @@ struct Processing {
     refs: Vec<FrameRef>,
     drained: Vec<Drained>,
     ids: Vec<jtap_profile::FrameId>,
+    /// Samples of idle threads counted by the ticker since the last drain (thread, time).
+    repeats: Vec<(i32, u64)>,
+    /// The last sample of each thread found asleep: its frames, and the virtual thread.
+    asleep: HashMap<i32, (Vec<FrameRef>, Option<Mounted>)>,
     /// Differences between the walks logged so far (`walker=check`).
     differences_logged: u32,
     virtual_names: threads::VirtualNames,
@@ -611,6 +637,8 @@ impl Worker {
             refs: Vec::new(),
             drained: Vec::new(),
             ids: Vec::new(),
+            repeats: Vec::new(),
+            asleep: HashMap::new(),
             differences_logged: 0,
             virtual_names: threads::VirtualNames::new(self.vm),
         };
@@ -627,9 +655,10 @@ impl Worker {
             .unwrap_or_default();
         let samples = self.shared.samples.load(Ordering::Relaxed).max(1);
         log!(
-            "sampler: processing took {:?} of CPU for {samples} samples ({:.1} µs each)",
+            "sampler: processing took {:?} of CPU for {samples} samples ({:.1} µs each; {} of them repeats of idle threads, not signalled)",
             cpu,
-            cpu.as_secs_f64() * 1e6 / samples as f64
+            cpu.as_secs_f64() * 1e6 / samples as f64,
+            self.shared.repeated.load(Ordering::Relaxed)
         );
         let _ = done.send(());
     }
@@ -637,6 +666,27 @@ impl Worker {
     fn drain(&self, p: &mut Processing) {
         p.refs.clear();
         p.drained.clear();
+        // First the repeats of sleeping samples drained before: each is that sample again.
+        self.shared.idle.take_repeats(&mut p.repeats);
+        self.shared.idle.retain_known(&mut p.asleep);
+        let weight = self.target.weight.load(Ordering::Relaxed);
+        self.shared
+            .repeated
+            .fetch_add(p.repeats.len() as u64, Ordering::Relaxed);
+        for &(tid, time_ns) in &p.repeats {
+            if let Some((frames, virtual_thread)) = p.asleep.get(&tid) {
+                let start = p.refs.len();
+                p.refs.extend_from_slice(frames);
+                p.drained.push(Drained {
+                    frames: start..p.refs.len(),
+                    count: 1,
+                    weight,
+                    tid,
+                    virtual_thread: *virtual_thread,
+                    time_ns: time_ns + self.shared.wall_offset_ns,
+                });
+            }
+        }
         self.target.buffer.drain(|header, frames, chain, stack| {
             let used = header.num_frames.clamp(0, frames.len() as i32) as usize;
             let (frames, checked) = frames.split_at(used);
@@ -713,7 +763,17 @@ impl Worker {
             });
             p.kinds.resize(frames.len(), FrameKind::Compiled);
             let start = p.refs.len();
-            if self.stack(p, header, frames, top) {
+            let kept = self.stack(p, header, frames, top);
+            if header.state != 0 {
+                let asleep =
+                    (kept && header.asleep_at_cpu_ns != 0).then_some(header.asleep_at_cpu_ns);
+                if asleep.is_some() {
+                    let frames = p.refs[start..].to_vec();
+                    p.asleep.insert(header.tid, (frames, header.virtual_thread));
+                }
+                self.shared.idle.sampled(header.tid, asleep);
+            }
+            if kept {
                 let count = u64::from(header.count.max(1));
                 p.drained.push(Drained {
                     frames: start..p.refs.len(),

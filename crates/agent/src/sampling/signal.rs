@@ -429,12 +429,8 @@ unsafe fn record(
         }
         None => -3, // not a VM thread: AsyncGetCallTrace's "unknown, not Java"
     };
-    let state = if with_state {
-        // SAFETY: the caller's contract.
-        unsafe { interrupted_state(context) as u8 }
-    } else {
-        0
-    };
+    // SAFETY: the caller's contract.
+    let state = with_state.then(|| unsafe { interrupted_state(context) });
     let mut user_regs = [0u64; 3];
     let (chain, stack) = match perf_fd {
         Some(fd) => {
@@ -452,13 +448,19 @@ unsafe fn record(
         }
         None => (0, 0),
     };
+    // Read last, so that the handler's own time does not count as the thread's running.
+    let asleep_at_cpu_ns = match state {
+        Some(ThreadState::Sleeping) => clock_ns(libc::CLOCK_THREAD_CPUTIME_ID),
+        _ => 0,
+    };
     claim.commit(SampleHeader {
         tid,
         time_ns,
         num_frames,
         weight: target.weight.load(Ordering::Relaxed),
         count,
-        state,
+        state: state.map_or(0, |state| state as u8),
+        asleep_at_cpu_ns,
         // SAFETY: the caller's contract.
         pc: unsafe { interrupted_pc(context) },
         recovered,
@@ -682,13 +684,20 @@ unsafe fn interrupted_registers(_context: *mut c_void) -> Option<(usize, usize, 
 /// CLOCK_MONOTONIC in nanoseconds (async-signal-safe: clock_gettime is, and the vDSO serves
 /// it without a system call).
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The time of `clock`, in ns (0 if it cannot be read). Async-signal-safe.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: `now` is a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+    unsafe { libc::clock_gettime(clock, &mut now) };
+    (now.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(now.tv_nsec as u64)
 }
 
 /// The interrupted instruction pointer, for telling interpreted, compiled and inlined frames
