@@ -45,7 +45,12 @@ impl IdleThreads {
             return false;
         };
         match idle.asleep_at_cpu_ns {
-            Some(asleep) if cpu_ns.saturating_sub(asleep) <= RAN_AT_MOST => {
+            // Less CPU time than at the sample: another thread that got the same id.
+            Some(asleep)
+                if cpu_ns
+                    .checked_sub(asleep)
+                    .is_some_and(|ran| ran <= RAN_AT_MOST) =>
+            {
                 idle.repeats.push(now_ns);
                 true
             }
@@ -116,6 +121,9 @@ mod tests {
         idle.sampled(7, Some(1_000));
         assert!(idle.repeat(7, 1_000, 2));
         assert!(idle.repeat(7, 1_000 + RAN_AT_MOST, 3));
+        // A thread that reused the id of one asleep has used less CPU time.
+        idle.sampled(9, Some(5_000));
+        assert!(!idle.repeat(9, 10, 1));
         // It ran: signalled from now on, until a new sleeping sample.
         assert!(!idle.repeat(7, 50_000, 4));
         assert!(!idle.repeat(7, 50_000, 5));
