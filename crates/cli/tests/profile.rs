@@ -249,9 +249,10 @@ fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
             jdk.version
         );
         // The sleeper, which wakes once a second, is not woken by a signal for each sample:
-        // its samples repeat the one that found it asleep.
+        // its samples repeat the one that found it asleep (5-8 wake-ups for 200 samples on
+        // a quiet machine; up to 46 for 158 beside two JVMs profiled at 1 ms, load 11).
         assert!(
-            sleeper_switches * 4 < sleeping,
+            sleeper_switches * 2 < sleeping,
             "JDK {}: the sleeping thread was woken {sleeper_switches} times for {sleeping} samples",
             jdk.version
         );

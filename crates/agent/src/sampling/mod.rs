@@ -393,8 +393,10 @@ impl Sampler {
     /// a sample found it asleep, which then counts once more without a signal (see
     /// [`idle`]).
     pub fn counted_asleep(&self, tid: i32) -> bool {
-        idle::thread_cpu_ns(tid)
-            .is_some_and(|cpu| self.shared.idle.repeat(tid, cpu, signal::monotonic_ns()))
+        let now = signal::monotonic_ns();
+        self.shared
+            .idle
+            .repeat(tid, now, || idle::thread_cpu_ns(tid))
     }
 
     /// For a wall-clock ticker: forgets the idle threads not in `alive`.
