@@ -770,8 +770,11 @@ impl Worker {
                 let asleep =
                     (kept && header.asleep_at_cpu_ns != 0).then_some(header.asleep_at_cpu_ns);
                 if asleep.is_some() {
-                    let frames = p.refs[start..].to_vec();
-                    p.asleep.insert(header.tid, (frames, header.virtual_thread));
+                    // The thread's previous stack's buffer is reused.
+                    let kept = p.asleep.entry(header.tid).or_default();
+                    kept.0.clear();
+                    kept.0.extend_from_slice(&p.refs[start..]);
+                    kept.1 = header.virtual_thread;
                 }
                 self.shared.idle.sampled(header.tid, asleep);
             }
