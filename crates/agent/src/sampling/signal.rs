@@ -633,23 +633,22 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
     let callers = ours.get(top..).unwrap_or_default();
     let compiled = ours.get(top.wrapping_sub(1));
     let compiled_top = compiled.and_then(CallFrame::kind) == Some(Kind::Compiled);
-    let method = |frame: Option<&CallFrame>| frame.map(|frame| frame.method);
-    match theirs.len().checked_sub(callers.len()) {
-        Some(at)
-            if compiled_top
-                && at > 0
-                && method(theirs.get(at - 1)) == method(compiled)
-                && callers
-                    .iter()
-                    .zip(theirs.iter().skip(at))
-                    .all(|(a, b)| same(a, b)) =>
-        {
-            match walked.began {
-                Began::AtSignal => Comparison::DifferedAtTop,
-                Began::AtAnchor => Comparison::DifferedAtCall,
-            }
-        }
-        _ => Comparison::Differed,
+    let compiled = compiled.map(|frame| frame.method);
+    // Their frames from `at` are our callers (all of them, or the first ones where
+    // `AsyncGetCallTrace` stopped early), below their scopes of the same compiled method.
+    let callers_from = |at: usize| {
+        let rest = theirs.get(at..).unwrap_or_default();
+        rest.len() <= callers.len() && callers.iter().zip(rest).all(|(a, b)| same(a, b))
+    };
+    let scopes_only = compiled_top
+        && theirs
+            .iter()
+            .enumerate()
+            .any(|(i, frame)| Some(frame.method) == compiled && callers_from(i + 1));
+    match (scopes_only, walked.began) {
+        (true, Began::AtSignal) => Comparison::DifferedAtTop,
+        (true, Began::AtAnchor) => Comparison::DifferedAtCall,
+        (false, _) => Comparison::Differed,
     }
 }
 
@@ -893,6 +892,9 @@ mod tests {
         let later_scope = plain(&[(2, 21), (1, 7)]);
         let shorter = plain(&[(3, 4), (2, 18)]);
         let other_caller = plain(&[(2, 21), (1, 9)]);
+        // Seen on Jetty, JDK 11: `AsyncGetCallTrace` took another descriptor of the top
+        // frame and stopped before its caller (at a call from the VM).
+        let later_scope_stopped = plain(&[(2, -1)]);
         let walked = |began| Interrupted {
             count: 0,
             began,
@@ -916,6 +918,10 @@ mod tests {
         assert_eq!(
             compare(&ours, &later_scope, walked(Began::AtAnchor)),
             Comparison::DifferedAtCall
+        );
+        assert_eq!(
+            compare(&ours, &later_scope_stopped, walked(Began::AtSignal)),
+            Comparison::DifferedAtTop
         );
         // An interpreted top frame has no scopes to differ in.
         let interpreted = [

@@ -12,7 +12,8 @@ pub enum Comparison {
     /// Frame for frame.
     Same,
     /// Only in the scopes of the interrupted compiled frame: its inlined methods or bytecode
-    /// index (which the two walkers may take from different pc descriptors).
+    /// index (which the two walkers may take from different pc descriptors); the other may
+    /// also have stopped early below it (see `WentFurther`).
     DifferedAtTop,
     /// Only in the scopes of a compiled frame stopped at a call (the thread was in the VM,
     /// in native code or blocked): jtap's walker takes the call's own pc descriptor, at the
