@@ -572,11 +572,16 @@ unsafe fn walk(
         if comparison == Comparison::Differed && target.walks == Walks::Vm {
             target.distrusted.store(true, Ordering::Relaxed);
         }
-        match comparison {
-            Comparison::Same => {}
-            // The frozen frames are the virtual thread's own: its stack is jtap's walker's
-            // (`--walker check` shows both).
-            Comparison::ReadFrozen if target.walks == Walks::Vm => {
+        match (comparison, target.walks) {
+            (Comparison::Same, Walks::Check) => {}
+            (Comparison::Differed, _) | (_, Walks::Check) => {
+                walked.by = WALKS_DIFFERED;
+                walked.checked = count as u16;
+            }
+            // Where they agree but for what jtap's walker reads better (frozen frames, frames
+            // below where the other stopped, the descriptor at a call), the stack of the walker
+            // asked for (`vm`: only it and `check` walk both ways) is jtap's.
+            _ => {
                 let count = count.min(kept.len());
                 for (to, from) in kept.iter_mut().zip(ours_frames) {
                     *to = *from;
@@ -588,42 +593,21 @@ unsafe fn walk(
                     checked: 0,
                 };
             }
-            _ => {
-                walked.by = WALKS_DIFFERED;
-                walked.checked = count as u16;
-            }
         }
     }
     walked
 }
 
 /// How jtap's walker's frames (`ours`, kinds known, from the walk `walked`) compare with
-/// `AsyncGetCallTrace`'s.
+/// `AsyncGetCallTrace`'s. A stack may differ in several accepted ways at once (the top frame's
+/// scopes, and frames read from stack chunks or below where the other stopped); it is
+/// counted by the first of them from the top.
 fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Comparison {
-    let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
-    let common = ours
-        .iter()
-        .zip(theirs)
-        .take_while(|(a, b)| same(a, b))
-        .count();
-    if common == theirs.len() {
-        return match ours.len() == theirs.len() {
-            true => Comparison::Same,
-            false => Comparison::WentFurther,
-        };
-    }
-    let common_bottom = ours
-        .iter()
-        .rev()
-        .zip(theirs.iter().rev())
-        .take_while(|(a, b)| same(a, b))
-        .count();
-    if walked.read_frozen
-        && common > 0
-        && common + common_bottom == theirs.len()
-        && ours.len() > theirs.len()
-    {
-        return Comparison::ReadFrozen;
+    match below(ours, theirs, walked.read_frozen, false) {
+        Some(Below::Same) => return Comparison::Same,
+        Some(Below::Further) => return Comparison::WentFurther,
+        Some(Below::Frozen) => return Comparison::ReadFrozen,
+        None => {}
     }
     // The interrupted frame's scopes: its inlined methods, then the compiled one.
     let top = ours
@@ -634,22 +618,66 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
     let compiled = ours.get(top.wrapping_sub(1));
     let compiled_top = compiled.and_then(CallFrame::kind) == Some(Kind::Compiled);
     let compiled = compiled.map(|frame| frame.method);
-    // Their frames from `at` are our callers (all of them, or the first ones where
-    // `AsyncGetCallTrace` stopped early), below their scopes of the same compiled method.
-    let callers_from = |at: usize| {
-        let rest = theirs.get(at..).unwrap_or_default();
-        rest.len() <= callers.len() && callers.iter().zip(rest).all(|(a, b)| same(a, b))
-    };
+    // Their scopes of the same compiled method, then our callers.
     let scopes_only = compiled_top
-        && theirs
-            .iter()
-            .enumerate()
-            .any(|(i, frame)| Some(frame.method) == compiled && callers_from(i + 1));
+        && theirs.iter().enumerate().any(|(i, frame)| {
+            Some(frame.method) == compiled
+                && below(
+                    callers,
+                    theirs.get(i + 1..).unwrap_or_default(),
+                    walked.read_frozen,
+                    true,
+                )
+                .is_some()
+        });
     match (scopes_only, walked.began) {
         (true, Began::AtSignal) => Comparison::DifferedAtTop,
         (true, Began::AtAnchor) => Comparison::DifferedAtCall,
         (false, _) => Comparison::Differed,
     }
+}
+
+/// How our frames compare with theirs from one frame down, where they agree.
+enum Below {
+    Same,
+    /// Theirs stopped early.
+    Further,
+    /// Ours has frames between two of theirs: read from stack chunks.
+    Frozen,
+}
+
+/// How `ours` compares with `theirs` if they agree but for the accepted differences of
+/// [`Below`]; `anchored` when the frame above both is known to be the same (frozen frames may
+/// then come first).
+fn below(
+    ours: &[CallFrame],
+    theirs: &[CallFrame],
+    read_frozen: bool,
+    anchored: bool,
+) -> Option<Below> {
+    let same = |a: &CallFrame, b: &CallFrame| a.method == b.method && a.bci == b.bci;
+    let common = ours
+        .iter()
+        .zip(theirs)
+        .take_while(|(a, b)| same(a, b))
+        .count();
+    if common == theirs.len() {
+        return Some(match ours.len() == theirs.len() {
+            true => Below::Same,
+            false => Below::Further,
+        });
+    }
+    let common_bottom = ours
+        .iter()
+        .rev()
+        .zip(theirs.iter().rev())
+        .take_while(|(a, b)| same(a, b))
+        .count();
+    let frozen = read_frozen
+        && (anchored || common > 0)
+        && common + common_bottom >= theirs.len()
+        && ours.len() > theirs.len();
+    frozen.then_some(Below::Frozen)
 }
 
 /// The interrupted pc, sp and fp, on x86-64 (where jtap's walker walks).
@@ -958,5 +986,15 @@ mod tests {
             ..frozen
         };
         assert_eq!(compare(&ours, &skipped, not_frozen), Comparison::Differed);
+        // Seen on JDK 21 with ZGC: the top frame's descriptor differs as well.
+        let other_descriptor = [frame(4, 7, None), frame(1, 4, None)];
+        assert_eq!(
+            compare(&ours, &other_descriptor, frozen),
+            Comparison::DifferedAtTop
+        );
+        assert_eq!(
+            compare(&ours, &other_descriptor, not_frozen),
+            Comparison::Differed
+        );
     }
 }
