@@ -151,6 +151,39 @@ impl Drop for WatcherTicket {
 static AGENT: OnceLock<Agent> = OnceLock::new();
 static INIT: Mutex<()> = Mutex::new(());
 
+/// How long an attach waits for a starting JVM to enter JVMTI's live phase.
+const LIVE_PHASE_WAIT: Duration = Duration::from_secs(10);
+
+/// The agent's JVMTI environment. HotSpot can answer an attach in the first moments of its
+/// life, before JVMTI's live phase, when it has no environment to give yet: the attach then
+/// waits for that phase (the attach thread is in native code, the JVM goes on starting).
+fn environment(vm: Vm, at_startup: bool) -> Result<Env, Failure> {
+    let asked = Instant::now();
+    loop {
+        // SAFETY: vm is the JavaVM the JVM passed to the entry point.
+        match unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) } {
+            Err(e) if e.code == sys::JVMTI_ERROR_WRONG_PHASE && !at_startup => {
+                if asked.elapsed() > LIVE_PHASE_WAIT {
+                    let message = format!(
+                        "the JVM has not finished starting after {} s ({e})",
+                        LIVE_PHASE_WAIT.as_secs()
+                    );
+                    return Err((AGENT_RETURN_INIT, message));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(env) => {
+                let waited = asked.elapsed();
+                if waited > Duration::from_millis(20) {
+                    log!("waited {waited:?} for the JVM to finish starting");
+                }
+                return Ok(env);
+            }
+            Err(e) => return Err((AGENT_RETURN_INIT, e.to_string())),
+        }
+    }
+}
+
 /// The agent, creating it on first use: JVMTI environment, callbacks, VMInit/VMDeath events.
 pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     let _once = INIT.lock().unwrap_or_else(|e| e.into_inner());
@@ -160,8 +193,7 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     crate::log::install_panic_hook();
     crate::entry::pin_library();
     let init_failed = |e: jtap_jvmti::Error| (AGENT_RETURN_INIT, e.to_string());
-    // SAFETY: vm is the JavaVM the JVM passed to the entry point.
-    let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }.map_err(init_failed)?;
+    let env = environment(vm, at_startup)?;
     let callbacks = sys::jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
         VMDeath: Some(on_vm_death),

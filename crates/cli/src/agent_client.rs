@@ -415,6 +415,8 @@ const STOP_WAIT: Duration = Duration::from_secs(120);
 /// How long an engine may take to start (a busy JVM, the first recording's symbol tables
 /// and code map) before the time it took counts against its duration.
 const START_WAIT: Duration = Duration::from_secs(60);
+/// How long a `load` refused before JVMTI's live phase (a JVM still starting) is retried.
+const LIVE_WAIT: Duration = Duration::from_secs(10);
 
 /// Sends `options` to the jtap agent in JVM `pid` (loading it first if needed) and streams its
 /// reply to `out` until the command ends. For `start`, that is when the engine stops.
@@ -497,8 +499,18 @@ impl Conversation {
                 options.to_string(),
             ],
         );
-        let mut reply = vm.execute(&request)?;
-        let text = reply.output_to_string()?;
+        // A JVM answers attaches a little before JVMTI's live phase, in which JDK 21+ refuses
+        // `load` (older JDKs load, and the agent waits for the phase): asked again until then.
+        let asked = Instant::now();
+        let (text, status) = loop {
+            let mut reply = vm.execute(&request)?;
+            let text = reply.output_to_string()?;
+            if text.contains("only permitted in the live phase") && asked.elapsed() < LIVE_WAIT {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            break (text, reply.status);
+        };
         drop(library);
         if text.contains("Dynamic agent loading is not enabled") {
             return Err(AgentError::DynamicLoadingDisabled(pid).into());
@@ -522,7 +534,7 @@ impl Conversation {
                 format!("return code {code}: {}", describe_return_code(code)),
             )
             .into()),
-            (None, None) => Err(load_failed(&process, one_line(&text, reply.status)).into()),
+            (None, None) => Err(load_failed(&process, one_line(&text, status)).into()),
         }
     }
 

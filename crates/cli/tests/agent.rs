@@ -149,6 +149,31 @@ fn dynamic_load_and_later_attaches_reach_the_same_agent() {
     }
 }
 
+/// HotSpot answers an attach from the moment its signal dispatcher runs, a little before
+/// JVMTI's live phase, when it has no JVMTI environment to give an agent: an attach then
+/// (a third of attaches 0–25 ms after `java` starts on JDK 17) waits for that phase instead of
+/// failing.
+#[test]
+fn an_attach_in_a_jvms_first_moments_waits_for_it_to_start() {
+    agent_library();
+    for jdk in jdks() {
+        for attempt in 0..6u64 {
+            let mut jvm = JavaProcess::builder(jdk, "workloads.Sleeper")
+                .ready_line(None)
+                .start();
+            let pid = pid_arg(&mut jvm);
+            thread::sleep(Duration::from_millis(5 * attempt));
+            let status = jtap(["status", &pid]);
+            assert!(
+                status.code == 0 && status.stdout.contains("loaded: by attach"),
+                "JDK {}, attach {} ms after the start: {status:?}",
+                jdk.version,
+                5 * attempt
+            );
+        }
+    }
+}
+
 #[test]
 fn two_hundred_attach_cycles_keep_memory_flat() {
     agent_library();

@@ -21,7 +21,8 @@ unsafe impl Send for Env {}
 unsafe impl Sync for Env {}
 
 impl Env {
-    /// Gets a JVMTI environment of `version` (e.g. [`sys::JVMTI_VERSION_11`]) from the VM.
+    /// Gets a JVMTI environment of `version` (e.g. [`sys::JVMTI_VERSION_11`]) from the VM;
+    /// `JVMTI_ERROR_WRONG_PHASE` before the live phase (but in `Agent_OnLoad`).
     ///
     /// # Safety
     /// `vm` must be the `JavaVM` the JVM passed to `Agent_OnLoad`/`Agent_OnAttach`.
@@ -36,10 +37,12 @@ impl Env {
             }
         };
         if code != sys::JNI_OK as sys::jint || raw.is_null() {
-            let error = if code == sys::JNI_EVERSION {
-                sys::JVMTI_ERROR_UNSUPPORTED_VERSION
-            } else {
-                sys::JVMTI_ERROR_INTERNAL
+            let error = match code {
+                sys::JNI_EVERSION => sys::JVMTI_ERROR_UNSUPPORTED_VERSION,
+                // HotSpot's answer outside the OnLoad and live phases: an attach while the
+                // JVM is still starting.
+                sys::JNI_EDETACHED => sys::JVMTI_ERROR_WRONG_PHASE,
+                _ => sys::JVMTI_ERROR_INTERNAL,
             };
             return Err(Error {
                 code: error,

@@ -107,8 +107,8 @@ impl Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Walks {
     /// jtap's walker, and `AsyncGetCallTrace` where it stops; the first
-    /// [`VERIFIED_SAMPLES`] are walked both ways, and one difference beyond the interrupted
-    /// frame's scopes leaves every later sample to `AsyncGetCallTrace`.
+    /// [`VERIFIED_SAMPLES`] are walked both ways, and one difference other than those
+    /// [`compare`] accepts leaves every later sample to `AsyncGetCallTrace`.
     Vm,
     /// `AsyncGetCallTrace` only.
     Asgct,
@@ -432,16 +432,23 @@ unsafe fn record(
     // SAFETY: the caller's contract.
     let state = with_state.then(|| unsafe { interrupted_state(context) });
     let mut user_regs = [0u64; 3];
+    // SAFETY: the caller's contract.
+    let pc = unsafe { interrupted_pc(context) };
+    // Native frames are those above the Java ones: none when the thread was in the code
+    // cache (JIT code, the interpreter, stubs), which needs no copy of the stack to unwind.
+    let native_top = !target
+        .walker
+        .is_some_and(|walker| walker.code_range().contains(&(pc as usize)));
     let (chain, stack) = match perf_fd {
         Some(fd) => {
             let (chain, bytes) = claim.chain_and_stack();
             let user = perf::UserStack {
                 regs: &mut user_regs,
-                bytes,
+                bytes: if native_top { bytes } else { &mut [] },
             };
             perf::take_sample(fd, chain, user)
         }
-        None if target.copies_stacks => {
+        None if target.copies_stacks && native_top => {
             let (_, bytes) = claim.chain_and_stack();
             // SAFETY: the caller's contract.
             (0, unsafe { copy_own_stack(context, &mut user_regs, bytes) })
@@ -461,8 +468,7 @@ unsafe fn record(
         count,
         state: state.map_or(0, |state| state as u8),
         asleep_at_cpu_ns,
-        // SAFETY: the caller's contract.
-        pc: unsafe { interrupted_pc(context) },
+        pc,
         recovered,
         caller_pc,
         walker: walked.by,
