@@ -631,20 +631,26 @@ fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
 
 /// Every native allocation of the JVM's libraries for 4 s, kept while not freed: the hooks go
 /// in and out of a running program, which keeps working (checked after every check), and
-/// the blocks still allocated at the end are found with their native stacks.
+/// the blocks still allocated at the end are found with their native stacks. What stays
+/// allocated is mostly the JIT's arena chunks (17–100 blocks on Jetty, JDK 17); a program
+/// the JIT is done with may leave none in a window (seen once in CI), so up to three windows.
 fn profile_nativemem(p: &mut Running, dir: &Path) {
-    let stacks = profile_for_4s(
-        p,
-        dir,
-        &["-e", "nativemem", "--live", "--nativemem-interval", "0"],
-    );
-    assert!(
-        stacks
+    let mut sizes = Vec::new();
+    for _ in 0..3 {
+        let stacks = profile_for_4s(
+            p,
+            dir,
+            &["-e", "nativemem", "--live", "--nativemem-interval", "0"],
+        );
+        if stacks
             .iter()
-            .any(|(f, _)| f.iter().any(|f| f.starts_with("libjvm.so!"))),
-        "no libjvm.so frame among {} live native stacks",
-        stacks.len()
-    );
+            .any(|(f, _)| f.iter().any(|f| f.starts_with("libjvm.so!")))
+        {
+            return;
+        }
+        sizes.push(stacks.len());
+    }
+    panic!("no libjvm.so frame among the live native stacks of three windows ({sizes:?})");
 }
 
 /// `jtap profile <pid> <settings> -d 4s` into a collapsed file: its stacks.
