@@ -179,9 +179,14 @@ fn environment(vm: Vm, at_startup: bool) -> Result<Env, Failure> {
                 }
                 return Ok(env);
             }
-            Err(e) => return Err((AGENT_RETURN_INIT, e.to_string())),
+            Err(e) => return Err(init_failed(e)),
         }
     }
+}
+
+/// A JVMTI call of the agent's creation failed.
+fn init_failed(e: jtap_jvmti::Error) -> Failure {
+    (AGENT_RETURN_INIT, e.to_string())
 }
 
 /// The agent, creating it on first use: JVMTI environment, callbacks, VMInit/VMDeath events.
@@ -192,7 +197,6 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     }
     crate::log::install_panic_hook();
     crate::entry::pin_library();
-    let init_failed = |e: jtap_jvmti::Error| (AGENT_RETURN_INIT, e.to_string());
     let env = environment(vm, at_startup)?;
     let callbacks = sys::jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
