@@ -443,10 +443,9 @@ fn resumes_in_code(
         Some(StubKind::Adapter) if stack.known => ([adapter(table, stack, at), None], FROM_STUB),
         Some(_) => return None,
         None => {
-            let offset = prologue_epilogue_slot(at.pc).or_else(|| {
-                let code = Code::at(at.pc);
-                (code.inside(inline_cache_check) || code.inside(hash_code_fast_path)).then_some(0)
-            })?;
+            let code = Code::at(at.pc);
+            let offset =
+                prologue_epilogue_slot(&code).or_else(|| code.in_frameless_entry().then_some(0))?;
             ([slot(stack, at.sp, offset), None], FROM_NMETHOD)
         }
     })
@@ -456,11 +455,8 @@ fn resumes_in_code(
 /// epilogue, its inline cache check or a `hashCode` fast path. Async-signal-safe.
 #[cfg(target_arch = "x86_64")]
 pub fn frame_set_up(pc: usize) -> bool {
-    if prologue_epilogue_slot(pc).is_some() {
-        return false;
-    }
     let code = Code::at(pc);
-    !code.inside(inline_cache_check) && !code.inside(hash_code_fast_path)
+    prologue_epilogue_slot(&code).is_none() && !code.in_frameless_entry()
 }
 
 /// Unknown on other architectures (where jtap's walker does not walk).
@@ -672,6 +668,8 @@ fn barrier_slot(before: &[u8]) -> Option<usize> {
 
 /// Bytes of code read on each side of an interrupted pc.
 const AROUND: usize = 64;
+const PAGE: usize = 4096;
+const WORD: usize = 8;
 
 /// The code around an interrupted pc: [`AROUND`] bytes before it and as many from it, those
 /// outside pc's page zero: the page holding the interrupted instruction is mapped and
@@ -682,14 +680,24 @@ struct Code([u8; 2 * AROUND]);
 #[cfg(target_arch = "x86_64")]
 impl Code {
     fn at(pc: usize) -> Code {
-        let page = pc & !4095;
-        let mut bytes = [0u8; 2 * AROUND];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            let address = pc.wrapping_add(i).wrapping_sub(AROUND);
-            if address & !4095 == page {
-                // SAFETY: inside the page of the interrupted instruction (see above).
-                *byte = unsafe { std::ptr::read_volatile(address as *const u8) };
+        let page = pc & !(PAGE - 1);
+        let start = pc.wrapping_sub(AROUND);
+        // Whole aligned words from the one holding `start`: a word holding a byte of pc's
+        // page lies in it.
+        let first = start & !(WORD - 1);
+        let mut words = [0u8; 2 * AROUND + WORD];
+        for (i, word) in words.chunks_exact_mut(WORD).enumerate() {
+            let address = first.wrapping_add(i * WORD);
+            if address & !(PAGE - 1) == page {
+                // SAFETY: an aligned word inside the page of the interrupted instruction (see
+                // above).
+                let value = unsafe { std::ptr::read_volatile(address as *const u64) };
+                word.copy_from_slice(&value.to_ne_bytes());
             }
+        }
+        let mut bytes = [0u8; 2 * AROUND];
+        if let Some(window) = words.get(start - first..start - first + 2 * AROUND) {
+            bytes.copy_from_slice(window);
         }
         Code(bytes)
     }
@@ -707,12 +715,27 @@ impl Code {
         (&self.0[AROUND - 8..AROUND], &self.0[AROUND..AROUND + 16])
     }
 
+    /// Whether pc lies in code an nmethod runs before building its frame: its inline cache
+    /// check (`mov r10, [rsi + 8]`: REX, `8b 56 08`), or a `hashCode` fast path (`cmp rsi, 0`:
+    /// REX, `83 fe 00`).
+    fn in_frameless_entry(&self) -> bool {
+        self.inside([0x8b, 0x56, 0x08], inline_cache_check)
+            || self.inside([0x83, 0xfe, 0x00], hash_code_fast_path)
+    }
+
     /// Whether pc lies in a piece of code starting up to [`AROUND`] bytes before it whose
-    /// length `parse` tells from its bytes (None: not that code).
-    fn inside(&self, parse: impl Fn(&[u8]) -> Option<usize>) -> bool {
-        (0..=AROUND).any(|start| {
-            let len = self.0.get(start..).and_then(&parse);
-            len.is_some_and(|len| start + len > AROUND)
+    /// length `parse` tells from its bytes (None: not that code). Such code begins with a REX
+    /// prefix (`0x40`–`0x4f`) and the three bytes `lead`; only such starts are parsed.
+    fn inside(&self, lead: [u8; 3], parse: fn(&[u8]) -> Option<usize>) -> bool {
+        let code = &self.0;
+        // Once a sample: memchr's vector search finds the few candidates.
+        memchr::memchr_iter(lead[0], &code[1..AROUND + 2]).any(|start| {
+            let Some(candidate) = code.get(start..) else {
+                return false;
+            };
+            candidate.get(2..4) == Some(&lead[1..])
+                && candidate.first().is_some_and(|rex| rex & 0xf0 == 0x40)
+                && parse(candidate).is_some_and(|len| start + len > AROUND)
         })
     }
 }
@@ -793,8 +816,7 @@ fn hash_code_fast_path(code: &[u8]) -> Option<usize> {
 /// ret                     c3                <- at: [sp]
 /// ```
 #[cfg(target_arch = "x86_64")]
-fn prologue_epilogue_slot(pc: usize) -> Option<usize> {
-    let code = Code::at(pc);
+fn prologue_epilogue_slot(code: &Code) -> Option<usize> {
     let (before, at) = code.near();
     let ends_with = |pattern: &[u8]| before.ends_with(pattern);
     // `before[8 - k ..]` are the k bytes before pc.
@@ -1139,15 +1161,15 @@ mod tests {
     fn slots(code: &[u8], at: &[usize]) -> Vec<Option<usize>> {
         let code = FakeCode::new(code);
         at.iter()
-            .map(|&i| prologue_epilogue_slot(code.pc(i)))
+            .map(|&i| prologue_epilogue_slot(&Code::at(code.pc(i))))
             .collect()
     }
 
-    /// Whether `pc(i)` is inside code `parse` recognises, for each offset of `code`.
-    fn inside(code: &[u8], at: &[usize], parse: fn(&[u8]) -> Option<usize>) -> Vec<bool> {
+    /// Whether `pc(i)` is in a frameless entry, for each offset of `code`.
+    fn frameless(code: &[u8], at: &[usize]) -> Vec<bool> {
         let code = FakeCode::new(code);
         at.iter()
-            .map(|&i| Code::at(code.pc(i)).inside(parse))
+            .map(|&i| Code::at(code.pc(i)).in_frameless_entry())
             .collect()
     }
 
@@ -1160,7 +1182,7 @@ mod tests {
             0x4d, 0x03, 0xd3, 0x49, 0x3b, 0xc2, 0x0f, 0x85, 0xc6, 0xb2, 0xa6, 0xff, 0x66, 0x90,
         ];
         assert_eq!(
-            inside(&jdk17, &[0, 17, 20, 26], inline_cache_check),
+            frameless(&jdk17, &[0, 17, 20, 26]),
             [true, true, true, false]
         );
         // JDK 11 (Jetty): mov r10d, [rsi+8]; mov r12, base; add r10, r12; xor r12, r12;
@@ -1171,7 +1193,7 @@ mod tests {
             0xff, 0x66, 0x66, 0x90,
         ];
         assert_eq!(
-            inside(&jdk11, &[4, 17, 20, 23, 29], inline_cache_check),
+            frameless(&jdk11, &[4, 17, 20, 23, 29]),
             [true, true, true, true, false]
         );
         // JDK 25: mov r10d, [rsi+8]; cmp r10d, [rax+8]; jne miss; then a stack bang.
@@ -1179,10 +1201,7 @@ mod tests {
             0x44, 0x8b, 0x56, 0x08, 0x44, 0x3b, 0x50, 0x08, 0x0f, 0x85, 0xc0, 0x4c, 0x2d, 0x07,
             0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff,
         ];
-        assert_eq!(
-            inside(&jdk25, &[0, 4, 8, 14], inline_cache_check),
-            [true, true, true, false]
-        );
+        assert_eq!(frameless(&jdk25, &[0, 4, 8, 14]), [true, true, true, false]);
         // JDK 17's identityHashCode: null check, mov rax, [rsi]; test rax, 1; je slow;
         // shr rax, 8; and rax, mask; je slow; ret; then the slow path.
         let hash17 = [
@@ -1192,7 +1211,7 @@ mod tests {
             0x84, 0x01, 0x00, 0x00, 0x00, 0xc3, 0x55,
         ];
         assert_eq!(
-            inside(&hash17, &[0, 17, 41, 47, 48], hash_code_fast_path),
+            frameless(&hash17, &[0, 17, 41, 47, 48]),
             [true, true, true, true, false]
         );
         // JDK 25: … mov rax, [rsi]; test al, 2; jne slow; shr rax, 11; and rax, mask; je; ret
@@ -1202,10 +1221,7 @@ mod tests {
             0x0b, 0x48, 0x25, 0xff, 0xff, 0xff, 0x7f, 0x0f, 0x84, 0x01, 0x00, 0x00, 0x00, 0xc3,
             0x55,
         ];
-        assert_eq!(
-            inside(&hash25, &[17, 41, 42], hash_code_fast_path),
-            [true, true, false]
-        );
+        assert_eq!(frameless(&hash25, &[17, 41, 42]), [true, true, false]);
     }
 
     #[test]

@@ -31,11 +31,12 @@
 //! unexpected ends the walk with a [`Stop`], never a guess. This is the FFI module of the
 //! walker: its `unsafe` blocks are the reads of the thread's own stack and `JavaThread`.
 
-use std::cell::{Cell, OnceCell};
-use std::ops::Range;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::code::{CodeCache, Heap};
 use super::fetch::{Fetch, Plain};
+use super::ids::MethodIds;
 use super::layout::{
     BlobKind, CodeStart, DebugInfo, Layout, ACC_NATIVE, INTERPRETER_BCP_SLOT,
     INTERPRETER_LOCALS_SLOT, INTERPRETER_METHOD_SLOT, INTERPRETER_SENDER_SP_SLOT,
@@ -204,46 +205,19 @@ struct Registers {
 pub struct Walk<'a> {
     layout: &'a Layout,
     fetch: &'a Fetch,
+    ids: &'a MethodIds,
     /// Where virtual threads' frozen frames are (JDK 21+).
     threads: Option<&'a VirtualThreads>,
     stack_low: usize,
     stack_high: usize,
     state: i32,
-    /// The code heaps, read at the walk's first code lookup.
-    heaps: OnceCell<Heaps>,
+    code: &'a CodeCache,
     /// The last word [`Walk::fetch`] read, and its address.
     last_word: Cell<(usize, usize)>,
     /// The continuations' return barrier (0: none), read at the first frame it could be.
     return_barrier: Cell<Option<usize>>,
     /// Whether the walk read frames frozen in a continuation's stack chunks.
     read_frozen: Cell<bool>,
-}
-
-/// Most code heaps (HotSpot has one, or three with segmented code cache).
-const MAX_HEAPS: usize = 4;
-
-/// The code heaps of the VM, as one walk read them.
-#[derive(Clone, Copy, Default)]
-struct Heaps {
-    heaps: [Heap; MAX_HEAPS],
-    count: usize,
-}
-
-/// A code heap: its committed memory and its segment map. HotSpot never uncommits either
-/// (`CodeHeap::shrink_by` is unimplemented), so what lies inside can be read directly.
-#[derive(Clone, Copy, Default)]
-struct Heap {
-    low: usize,
-    high: usize,
-    segmap: usize,
-    segmap_high: usize,
-    shift: u32,
-}
-
-impl Heap {
-    fn holds(&self, address: usize, size: usize) -> bool {
-        address >= self.low && address.saturating_add(size) <= self.high
-    }
 }
 
 impl<'a> Walk<'a> {
@@ -254,6 +228,8 @@ impl<'a> Walk<'a> {
     pub unsafe fn new(
         layout: &'a Layout,
         fetch: &'a Fetch,
+        ids: &'a MethodIds,
+        code: &'a CodeCache,
         threads: Option<&'a VirtualThreads>,
         thread: usize,
     ) -> Result<Self, Stop> {
@@ -264,11 +240,12 @@ impl<'a> Walk<'a> {
         Ok(Walk {
             layout,
             fetch,
+            ids,
             threads,
             stack_low: stack.start,
             stack_high: stack.end,
             state,
-            heaps: OnceCell::new(),
+            code,
             last_word: Cell::new((0, 0)),
             return_barrier: Cell::new(None),
             read_frozen: Cell::new(false),
@@ -327,15 +304,7 @@ impl<'a> Walk<'a> {
                 None => return Ok(0),
             },
         };
-        let queue = self.fetch::<usize>(layout.interpreter)?;
-        let call_stub_return = self.fetch::<usize>(layout.call_stub_return)?;
-        let interpreter = if queue >= LOWEST {
-            let start = self.fetch::<usize>(queue.wrapping_add(layout.queue_buffer))?;
-            let limit = self.fetch::<i32>(queue.wrapping_add(layout.queue_limit))?;
-            start..start.saturating_add(limit.max(0) as usize)
-        } else {
-            0..0
-        };
+        let (interpreter, call_stub_return) = (&self.code.interpreter, self.code.call_stub_return);
         let continuation_return = match layout.continuation_return {
             Some(variable) => Some(self.fetch::<usize>(variable)?).filter(|&pc| pc != 0),
             None => None,
@@ -392,14 +361,8 @@ impl<'a> Walk<'a> {
                 }
                 None => {
                     if top.is_none() && self.is_return_barrier(at.pc) {
-                        let frozen = self.frozen(
-                            thread,
-                            &at,
-                            &interpreter,
-                            ends_at_continuation,
-                            out,
-                            &mut count,
-                        )?;
+                        let frozen =
+                            self.frozen(thread, &at, ends_at_continuation, out, &mut count)?;
                         match frozen {
                             Some(entry) => at = entry,
                             None => return Ok(count),
@@ -475,7 +438,6 @@ impl<'a> Walk<'a> {
         &self,
         thread: usize,
         at: &Registers,
-        interpreter: &Range<usize>,
         ends_at_continuation: bool,
         out: &mut F,
         count: &mut usize,
@@ -490,7 +452,7 @@ impl<'a> Walk<'a> {
                 break;
             }
             let frames = threads.chunk(self.fetch, chunk).ok_or(Stop::Inconsistent)?;
-            if !self.chunk_frames(&frames, interpreter, out, count)? {
+            if !self.chunk_frames(&frames, out, count)? {
                 return Ok(None);
             }
             chunk = frames.parent;
@@ -551,7 +513,6 @@ impl<'a> Walk<'a> {
     fn chunk_frames<F: Frames + ?Sized>(
         &self,
         chunk: &Chunk,
-        interpreter: &Range<usize>,
         out: &mut F,
         count: &mut usize,
     ) -> Result<bool, Stop> {
@@ -576,7 +537,7 @@ impl<'a> Walk<'a> {
                 return Ok(false);
             }
             let pc = read(sp - WORD)?;
-            let next = if interpreter.contains(&pc) {
+            let next = if self.code.interpreter.contains(&pc) {
                 let link = sp - 2 * WORD;
                 let fp = relative(link, read(link)?);
                 let slot = |index: isize| fp.wrapping_add_signed(index * WORD as isize);
@@ -729,9 +690,17 @@ impl<'a> Walk<'a> {
         Ok(self.fetch::<u16>(method.wrapping_add(self.layout.method_flags))? & ACC_NATIVE != 0)
     }
 
-    /// The jmethodID of `method`: the slot of its class's jmethodID cache at its id number,
-    /// which must point back at it where `trust` says so.
+    /// The jmethodID of `method`: the one remembered for it if its slot still holds it, else
+    /// the slot of its class's jmethodID cache at its id number, which must point back at it
+    /// where `trust` says so.
     fn method_id(&self, method: usize, trust: Trust) -> Result<usize, Stop> {
+        if !plausible(method) {
+            return Err(Stop::Inconsistent);
+        }
+        let remembered = self.ids.remembered(method);
+        if remembered != 0 && self.fetch::<usize>(remembered) == Ok(method) {
+            return Ok(remembered);
+        }
         let layout = self.layout;
         let pointer = |address: usize| -> Result<usize, Stop> {
             let value = self.fetch::<usize>(address)?;
@@ -741,9 +710,6 @@ impl<'a> Walk<'a> {
                 Err(Stop::Inconsistent)
             }
         };
-        if !plausible(method) {
-            return Err(Stop::Inconsistent);
-        }
         let const_method = pointer(method.wrapping_add(layout.method_const))?;
         let pool = pointer(const_method.wrapping_add(layout.const_method_pool))?;
         let holder = pointer(pool.wrapping_add(layout.pool_holder))?;
@@ -766,50 +732,8 @@ impl<'a> Walk<'a> {
         if !plausible(id) || (trust == Trust::Verify && self.fetch::<usize>(id)? != method) {
             return Err(Stop::Inconsistent);
         }
+        self.ids.remember(method, id);
         Ok(id)
-    }
-
-    /// The code heaps, read once per walk.
-    fn heaps(&self) -> Result<&Heaps, Stop> {
-        if let Some(heaps) = self.heaps.get() {
-            return Ok(heaps);
-        }
-        let layout = self.layout;
-        let array = self.fetch::<usize>(layout.code_heaps)?;
-        if array < LOWEST {
-            return Err(Stop::UnknownCode);
-        }
-        let count = self
-            .fetch::<i32>(array.wrapping_add(layout.array_len))?
-            .clamp(0, MAX_HEAPS as i32);
-        let data = self.fetch::<usize>(array.wrapping_add(layout.array_data))?;
-        let mut heaps = Heaps::default();
-        for i in 0..count as usize {
-            let heap = self.fetch::<usize>(data.wrapping_add(i * WORD))?;
-            if heap < LOWEST {
-                continue;
-            }
-            let memory = heap + layout.heap_memory;
-            let segmap = heap + layout.heap_segmap;
-            let shift = self.fetch::<i32>(heap.wrapping_add(layout.heap_log2_segment_size))?;
-            let Some(slot) = heaps.heaps.get_mut(heaps.count) else {
-                break;
-            };
-            *slot = Heap {
-                low: self.fetch::<usize>(memory.wrapping_add(layout.space_low))?,
-                high: self.fetch::<usize>(memory.wrapping_add(layout.space_high))?,
-                segmap: self.fetch::<usize>(segmap.wrapping_add(layout.space_low))?,
-                segmap_high: self.fetch::<usize>(segmap.wrapping_add(layout.space_high))?,
-                shift: u32::try_from(shift)
-                    .ok()
-                    .filter(|&s| s < 32)
-                    .ok_or(Stop::Inconsistent)?,
-            };
-            heaps.count += 1;
-        }
-        // Not `get_or_init`, whose check against a reentrant initialisation could panic.
-        let _ = self.heaps.set(heaps);
-        self.heaps.get().ok_or(Stop::Inconsistent)
     }
 
     /// A value inside code heap `heap`: read directly where the heap's committed memory holds
@@ -828,15 +752,14 @@ impl<'a> Walk<'a> {
     /// `CodeHeap::find_blob` does.
     fn find_blob(&self, pc: usize) -> Result<Blob, Stop> {
         let layout = self.layout;
-        let heaps = self.heaps()?;
-        let Some(heap) = heaps
-            .heaps
-            .iter()
-            .take(heaps.count)
-            .find(|heap| (heap.low..heap.high).contains(&pc))
-        else {
-            return Err(Stop::UnknownCode);
+        let heap = match self.code.holding(pc) {
+            Some(heap) => heap,
+            None if self.code.refresh(layout, self.fetch) => {
+                self.code.holding(pc).ok_or(Stop::UnknownCode)?
+            }
+            None => return Err(Stop::Unreadable),
         };
+        let heap = &heap;
         let segmap = Heap {
             low: heap.segmap,
             high: heap.segmap_high,

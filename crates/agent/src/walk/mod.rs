@@ -5,7 +5,9 @@
 //! - `structs`: the VM's structure tables (`gHotSpotVMStructs` and friends).
 //! - `layout`: the offsets and frame slots the walk uses, per HotSpot 11–25 family.
 //! - `fetch`: reads of the VM's memory that cannot fault.
+//! - `code`: the code cache: its heaps, the interpreter, the call stub.
 //! - `frames`: the walk itself.
+//! - `ids`: jmethodIDs remembered from one walk to the next.
 //! - `stats`: counts of walks, fallbacks and comparisons, for the log.
 //! - `vthread`: which virtual thread a carrier runs, and where its continuation keeps the
 //!   frames it has not thawed yet (JDK 21+).
@@ -17,8 +19,10 @@
 //! (or `AsyncGetCallTrace`). [`Walker::stack`] tells a signal handler where its thread's
 //! stack is.
 
+mod code;
 mod fetch;
 mod frames;
+mod ids;
 mod layout;
 mod stats;
 mod structs;
@@ -34,8 +38,10 @@ pub use frames::{Began, Frames, JavaFrame, Kind, Stop};
 pub use stats::{Comparison, Stats};
 pub use vthread::{label as vthread_label, Mounted};
 
+use code::CodeCache;
 use fetch::Fetch;
 use frames::{Start, Walk};
+use ids::MethodIds;
 
 use crate::thread::{current_jni, Vm};
 use layout::Layout;
@@ -86,6 +92,8 @@ pub struct Walker {
     env_offset: usize,
     /// Where a mounted virtual thread's id and name are (JDK 21+).
     virtual_threads: Option<VirtualThreads>,
+    code: CodeCache,
+    ids: MethodIds,
 }
 
 impl Walker {
@@ -121,6 +129,7 @@ impl Walker {
             ));
         }
         let fetch = Fetch::resolve(vm)?;
+        let code = CodeCache::read(&layout, &fetch)?;
         let virtual_threads = (jdk >= 21)
             .then(|| VirtualThreads::resolve(vm, &structs))
             .and_then(|resolved| {
@@ -133,6 +142,8 @@ impl Walker {
             fetch,
             env_offset,
             virtual_threads,
+            code,
+            ids: MethodIds::new(),
         })
     }
 
@@ -231,6 +242,8 @@ impl Walker {
             Walk::new(
                 &self.layout,
                 &self.fetch,
+                &self.ids,
+                &self.code,
                 self.virtual_threads.as_ref(),
                 thread,
             )?
