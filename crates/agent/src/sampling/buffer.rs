@@ -59,6 +59,10 @@ pub struct SampleHeader {
     pub walker: u8,
     /// With [`WALKS_DIFFERED`], the frames jtap's walker wrote into the slot's second half.
     pub checked: u16,
+    /// With [`WALKED_BY_VM`], a hash of the frames (method, bytecode index, kind), taken by
+    /// the handler while they were in its cache: the processing thread knows a stack it saw
+    /// before without reading it again (0: none).
+    pub stack_hash: u64,
     /// The virtual thread the sampled carrier ran, if any (JDK 21+).
     pub virtual_thread: Option<Mounted>,
     /// User registers bp, sp, ip when the sample carries a stack copy.

@@ -20,6 +20,9 @@ use super::signal::ThreadState;
 /// A frame's index in its [`FrameTable`].
 pub type FrameRef = u32;
 
+/// Most frames the table keeps in whole stacks (4 bytes each).
+const MAX_STACKED_FRAMES: usize = 1 << 18;
+
 /// Whether a frame's name matches a filter, once asked.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Match {
@@ -35,6 +38,13 @@ pub struct FrameTable {
     by_content: HashMap<Frame, FrameRef>,
     /// Java frames by (jmethodID, bytecode index, kind).
     java: HashMap<(usize, i32, FrameKind), FrameRef>,
+    /// Whole Java stacks by the hash the signal handler took of their frames: their
+    /// references, root first. Programs repeat the same stacks sample after sample; a stack
+    /// known by its hash is not read again (its frames, written by another CPU, would miss
+    /// this one's caches), nor looked up frame by frame.
+    java_stacks: HashMap<u64, Box<[FrameRef]>>,
+    /// Frames in `java_stacks`, which is emptied when they pass [`MAX_STACKED_FRAMES`].
+    stacked_frames: usize,
     /// Native user frames by looked-up address; None: in no mapped file.
     user: HashMap<u64, Option<FrameRef>>,
     kernel: HashMap<u64, FrameRef>,
@@ -72,12 +82,7 @@ impl FrameTable {
     }
 
     /// A sampled Java frame of the given kind, named by `resolver` the first time.
-    pub fn java(
-        &mut self,
-        resolver: &mut Resolver,
-        frame: &CallFrame,
-        kind: FrameKind,
-    ) -> FrameRef {
+    fn java(&mut self, resolver: &mut Resolver, frame: &CallFrame, kind: FrameKind) -> FrameRef {
         let key = (frame.method as usize, frame.bci, kind);
         if let Some(&known) = self.java.get(&key) {
             return known;
@@ -85,6 +90,40 @@ impl FrameTable {
         let named = self.intern(resolver.frame_of_kind(frame, kind));
         self.java.insert(key, named);
         named
+    }
+
+    /// Whether the stack of hash `stack_hash` is known (0: no hash).
+    pub fn knows_java_stack(&self, stack_hash: u64) -> bool {
+        stack_hash != 0 && self.java_stacks.contains_key(&stack_hash)
+    }
+
+    /// Appends the references of a sample's Java frames (`frames`, top first, of the kinds in
+    /// `kinds`) to `out`, root first. A stack of a known `stack_hash` is not read; one of an
+    /// unknown hash (not 0) is remembered by it.
+    pub fn java_stack(
+        &mut self,
+        resolver: &mut Resolver,
+        frames: &[CallFrame],
+        kinds: &[FrameKind],
+        stack_hash: u64,
+        out: &mut Vec<FrameRef>,
+    ) {
+        if let Some(known) = self.java_stacks.get(&stack_hash) {
+            out.extend_from_slice(known);
+            return;
+        }
+        let start = out.len();
+        for (frame, &kind) in frames.iter().zip(kinds).rev() {
+            out.push(self.java(resolver, frame, kind));
+        }
+        if stack_hash != 0 {
+            if self.stacked_frames + frames.len() > MAX_STACKED_FRAMES {
+                self.java_stacks.clear();
+                self.stacked_frames = 0;
+            }
+            self.stacked_frames += frames.len();
+            self.java_stacks.insert(stack_hash, out[start..].into());
+        }
     }
 
     /// The pseudo-frame of a sample `AsyncGetCallTrace` could not walk.

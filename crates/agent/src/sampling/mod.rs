@@ -715,14 +715,17 @@ impl Worker {
                 Some(map) => {
                     let pc = header.pc as usize;
                     if header.walker == WALKED_BY_VM {
-                        // jtap's walker knew each frame's kind.
+                        // jtap's walker knew each frame's kind. A stack known by its hash
+                        // is not read (`stack` takes it whole).
                         p.kinds.clear();
-                        p.kinds.extend(frames.iter().map(|f| match f.kind() {
-                            Some(Kind::Interpreted) => FrameKind::Interpreted,
-                            Some(Kind::Inlined) => FrameKind::Inlined,
-                            Some(Kind::Native) => FrameKind::Native,
-                            Some(Kind::Compiled) | None => FrameKind::Compiled,
-                        }));
+                        if !p.table.knows_java_stack(header.stack_hash) {
+                            p.kinds.extend(frames.iter().map(|f| match f.kind() {
+                                Some(Kind::Interpreted) => FrameKind::Interpreted,
+                                Some(Kind::Inlined) => FrameKind::Inlined,
+                                Some(Kind::Native) => FrameKind::Native,
+                                Some(Kind::Compiled) | None => FrameKind::Compiled,
+                            }));
+                        }
                     } else if header.recovered != recover::NOT_RECOVERED {
                         // The walk began at the return address: the caller's call site.
                         map.classify(
@@ -889,10 +892,13 @@ impl Worker {
         }
         let start = p.refs.len();
         if header.num_frames > 0 {
-            for (frame, &kind) in frames.iter().zip(&p.kinds).rev() {
-                let frame = p.table.java(&mut p.resolver, frame, kind);
-                p.refs.push(frame);
-            }
+            p.table.java_stack(
+                &mut p.resolver,
+                frames,
+                &p.kinds,
+                header.stack_hash,
+                &mut p.refs,
+            );
         } else if !asgct::is_outside_java(header.num_frames)
             || (p.user.is_empty() && p.kernel.is_empty())
         {

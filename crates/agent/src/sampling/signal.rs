@@ -429,6 +429,10 @@ unsafe fn record(
         }
         None => -3, // not a VM thread: AsyncGetCallTrace's "unknown, not Java"
     };
+    let stack_hash = match claim.frames().get(..num_frames.max(0) as usize) {
+        Some(frames) if walked.by == WALKED_BY_VM => stack_hash(frames),
+        _ => 0,
+    };
     // SAFETY: the caller's contract.
     let state = with_state.then(|| unsafe { interrupted_state(context) });
     let mut user_regs = [0u64; 3];
@@ -473,11 +477,30 @@ unsafe fn record(
         caller_pc,
         walker: walked.by,
         checked: walked.checked,
+        stack_hash,
         virtual_thread,
         user_regs,
         chain: u16::try_from(chain).unwrap_or(u16::MAX),
         stack: u16::try_from(stack).unwrap_or(0),
     });
+}
+
+/// A 64-bit hash of the frames (method, bytecode index, kind) of a stack: one full 64×64-bit
+/// multiply per frame (wyhash's mixing), so that two of the stacks a program runs practically
+/// never share one. Never 0.
+fn stack_hash(frames: &[CallFrame]) -> u64 {
+    const SEED: u64 = 0xa076_1d64_78bd_642f;
+    const SITE: u64 = 0xe703_7ed1_a0b4_28db;
+    let mix = |a: u64, b: u64| {
+        let product = u128::from(a) * u128::from(b);
+        product as u64 ^ (product >> 64) as u64
+    };
+    let start = SEED ^ frames.len() as u64;
+    let hash = frames.iter().fold(start, |hash, frame| {
+        let site = u64::from(frame.bci as u32) << 8 | u64::from(frame.kind);
+        mix(hash ^ frame.method as u64, site ^ SITE)
+    });
+    hash.max(1)
 }
 
 /// A walk's result: frames written (or `AsyncGetCallTrace`'s failure code), by whom
@@ -908,6 +931,29 @@ mod tests {
             kind: kind.map_or(0, |k| k as u8 + 1),
             method: method as sys::jmethodID,
         }
+    }
+
+    #[test]
+    fn a_stacks_hash_tells_it_from_stacks_differing_in_any_frame() {
+        let base: Vec<CallFrame> = (0..100)
+            .map(|i| frame(0x7f00_0000 + 8 * (i % 3), i as i32, Some(Kind::Compiled)))
+            .collect();
+        let hash = stack_hash(&base);
+        assert_eq!(stack_hash(&base.clone()), hash);
+        let mut seen = std::collections::HashSet::from([hash, stack_hash(&[])]);
+        for i in 0..base.len() {
+            let mut other = base.clone();
+            other[i].bci += 1;
+            assert!(seen.insert(stack_hash(&other)), "bci of frame {i}");
+            other[i].bci -= 1;
+            other[i].kind = Kind::Inlined as u8 + 1;
+            assert!(seen.insert(stack_hash(&other)), "kind of frame {i}");
+            other[i].kind = base[i].kind;
+            other[i].method = 0x7f00_1000 as sys::jmethodID;
+            assert!(seen.insert(stack_hash(&other)), "method of frame {i}");
+        }
+        assert!(seen.insert(stack_hash(&base[1..])), "one frame fewer");
+        assert!(!seen.contains(&0));
     }
 
     #[test]
