@@ -168,7 +168,8 @@ impl SampleBuffer {
     /// walker's frames after its own.
     pub fn drain(&self, mut sink: impl FnMut(&SampleHeader, &[CallFrame], &[u64], &[u8])) -> usize {
         let mut count = 0;
-        let mut frames = Vec::new();
+        // A sample walked both ways: its frames, then jtap's walker's.
+        let mut both_walks = Vec::new();
         let mut chain = Vec::with_capacity(self.chain_depth);
         for (index, state) in self.states.iter().enumerate() {
             if state.load(Ordering::Acquire) != READY {
@@ -186,11 +187,11 @@ impl SampleBuffer {
                 let half = self.depth / 2;
                 let checked = usize::from(header.checked).min(self.depth - half);
                 let cells = &self.slot_frames(index)[half..half + checked];
-                frames.clear();
-                frames.extend_from_slice(slot_frames);
+                both_walks.clear();
+                both_walks.extend_from_slice(slot_frames);
                 // SAFETY: as above.
-                frames.extend(cells.iter().map(|cell| unsafe { *cell.get() }));
-                slot_frames = &frames;
+                both_walks.extend(cells.iter().map(|cell| unsafe { *cell.get() }));
+                slot_frames = &both_walks;
             }
             let chained = usize::from(header.chain).min(self.chain_depth);
             chain.clear();

@@ -205,12 +205,14 @@ struct Registers {
 pub struct Walk<'a> {
     layout: &'a Layout,
     fetch: &'a Fetch,
+    /// jmethodIDs met by earlier walks.
     ids: &'a MethodIds,
     /// Where virtual threads' frozen frames are (JDK 21+).
     threads: Option<&'a VirtualThreads>,
     stack_low: usize,
     stack_high: usize,
     state: i32,
+    /// The code cache's heaps, interpreter and call stub, read when the walker was resolved.
     code: &'a CodeCache,
     /// The last word [`Walk::fetch`] read, and its address.
     last_word: Cell<(usize, usize)>,

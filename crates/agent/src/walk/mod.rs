@@ -92,7 +92,9 @@ pub struct Walker {
     env_offset: usize,
     /// Where a mounted virtual thread's id and name are (JDK 21+).
     virtual_threads: Option<VirtualThreads>,
+    /// The code cache, read once.
     code: CodeCache,
+    /// jmethodIDs met by walks, for the next ones.
     ids: MethodIds,
 }
 
