@@ -668,6 +668,7 @@ fn barrier_slot(before: &[u8]) -> Option<usize> {
 
 /// Bytes of code read on each side of an interrupted pc.
 const AROUND: usize = 64;
+/// Bytes in a page, and in a word, of the code read.
 const PAGE: usize = 4096;
 const WORD: usize = 8;
 
@@ -728,7 +729,7 @@ impl Code {
     /// prefix (`0x40`–`0x4f`) and the three bytes `lead`; only such starts are parsed.
     fn inside(&self, lead: [u8; 3], parse: fn(&[u8]) -> Option<usize>) -> bool {
         let code = &self.0;
-        // Once a sample: memchr's vector search finds the few candidates.
+        // memchr's vector search finds the few offsets holding `lead[0]`.
         memchr::memchr_iter(lead[0], &code[1..AROUND + 2]).any(|start| {
             let Some(candidate) = code.get(start..) else {
                 return false;

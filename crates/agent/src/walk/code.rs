@@ -12,12 +12,11 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fetch::Fetch;
+use super::frames::LOWEST;
 use super::layout::Layout;
 
 /// Most code heaps (HotSpot has one, or three with a segmented code cache).
 const MAX_HEAPS: usize = 4;
-/// Below this no VM structure lies.
-const LOWEST: usize = 1 << 16;
 
 /// A code heap as a walk uses it: its committed memory and its segment map.
 #[derive(Clone, Copy)]

@@ -189,7 +189,7 @@ const MAX_ENTRY_GAP: usize = 8;
 /// itself after a platform-dependent part in some builds.
 const ENTRY_CONTINUATION_SLOTS: [isize; 2] = [1, 2];
 /// Lowest address taken for a pointer (the zero page and the first 64 KiB are never mapped).
-const LOWEST: usize = 1 << 16;
+pub(super) const LOWEST: usize = 1 << 16;
 
 /// One physical frame's registers.
 #[derive(Clone, Copy)]
