@@ -845,6 +845,10 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
             let (mut jvm, pid, base) =
                 start_under(jdk, "workloads.VirtualDeep", &gc, dir.path(), "deep");
             let collector = gc.0;
+            // The agent's log says why the walker stopped where a sample fell back to
+            // `AsyncGetCallTrace`: printed with a failure.
+            let log = base.with_extension("agent.log");
+            jtap(["load", &pid, &format!("log={}", log.display())]).ok();
             for engine in ["cpu", "alloc"] {
                 let output = base.with_extension(format!("{engine}.collapsed"));
                 jtap([
@@ -884,12 +888,18 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
                 // walked from the caller) may be short of frames too.
                 assert!(
                     total > 0 && whole * 10 >= total * 8,
-                    "{context}: {whole} of {total}: {:?}; of {} stacks, the most sampled: {:?}",
+                    "{context}: {whole} of {total}: {:?}; of {} stacks, the most sampled: {:?}; \
+                     the agent's account of its stacks: {:?}",
                     working
                         .iter()
                         .find(|(s, _)| !s.contains(";java.lang.VirtualThread.run;")),
                     stacks.len(),
-                    stacks.iter().max_by_key(|(_, n)| *n)
+                    stacks.iter().max_by_key(|(_, n)| *n),
+                    std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .lines()
+                        .filter(|line| line.contains(": stacks: ") || line.contains("sampler:"))
+                        .collect::<Vec<_>>()
                 );
             }
             assert!(jvm.is_running(), "JDK {}: the JVM died", jdk.version);
