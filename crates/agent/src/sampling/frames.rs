@@ -187,6 +187,8 @@ impl FrameTable {
                         None => user_done = true,
                     }
                 }
+                // The rest of the chain is the user part past the last library frame.
+                native::Context::User => break,
                 _ => {}
             }
         }

@@ -9,7 +9,8 @@
 //! it was in the kernel, then the user frames the kernel walks itself along the frame
 //! pointers, with its own fault-safe user-memory reads — and then signals the thread. The
 //! handler runs on that very thread, after the record was written: it copies the newest
-//! sample's chain into the sample slot next to `AsyncGetCallTrace`'s Java frames and marks
+//! sample's chain into the sample slot next to the Java frames (only its kernel part when
+//! the thread was in the code cache: no native frame lies above a Java one there) and marks
 //! the ring as read.
 //!
 //! This way no user memory is ever read by jtap inside a signal handler: the kernel's walk
@@ -40,6 +41,8 @@ use std::num::NonZeroU64;
 use std::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
+
+use super::native::CONTEXT_USER;
 
 /// Most call-chain entries (frames and context markers) kept per sample: the kernel's
 /// default `perf_event_max_stack` (127) plus its context markers.
@@ -167,12 +170,17 @@ pub struct UserStack<'a> {
 }
 
 /// Copies the call chain of the newest sample in `fd`'s ring into `chain` (leaf first, with
-/// the kernel's `PERF_CONTEXT_*` markers) and, when the ring's records carry them, its user
+/// the kernel's `PERF_CONTEXT_*` markers; its kernel part only, up to the user part's
+/// marker, unless `with_user_frames`) and, when the ring's records carry them, its user
 /// registers and as much of its stack as `user` has room for; then consumes every record in
-/// the ring. Returns
-/// the chain entries and stack bytes written (0 without a ring or sample).
+/// the ring. Returns the chain entries and stack bytes written (0 without a ring or sample).
 /// Async-signal-safe; call it only on the thread the descriptor signals.
-pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (usize, usize) {
+pub fn take_sample(
+    fd: c_int,
+    chain: &mut [u64],
+    with_user_frames: bool,
+    mut user: UserStack<'_>,
+) -> (usize, usize) {
     let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
         return (0, 0);
     };
@@ -225,9 +233,14 @@ pub fn take_sample(fd: c_int, chain: &mut [u64], mut user: UserStack<'_>) -> (us
             let end = at + size;
             if kind == RECORD_SAMPLE && size >= 16 {
                 let nr = word(at + 8).min((size - 16) / 8);
-                let n = (nr as usize).min(chain.len());
-                for (i, slot) in chain[..n].iter_mut().enumerate() {
-                    *slot = word(at + 16 + 8 * i as u64);
+                let mut n = 0;
+                for (i, slot) in chain.iter_mut().take(nr as usize).enumerate() {
+                    let entry = word(at + 16 + 8 * i as u64);
+                    if entry == CONTEXT_USER && !with_user_frames {
+                        break;
+                    }
+                    *slot = entry;
+                    n += 1;
                 }
                 written = (n, 0);
                 if with_stack {

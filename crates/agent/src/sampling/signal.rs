@@ -439,7 +439,9 @@ unsafe fn record(
     // SAFETY: the caller's contract.
     let pc = unsafe { interrupted_pc(context) };
     // Native frames are those above the Java ones: none when the thread was in the code
-    // cache (JIT code, the interpreter, stubs), which needs no copy of the stack to unwind.
+    // cache (JIT code, the interpreter, stubs), which needs neither a copy of the stack to
+    // unwind nor the user frames of the kernel's call chain (its frame-pointer walk through
+    // Java frames, which the processing thread would drop).
     let native_top = !target
         .walker
         .is_some_and(|walker| walker.code_range().contains(&(pc as usize)));
@@ -450,7 +452,7 @@ unsafe fn record(
                 regs: &mut user_regs,
                 bytes: if native_top { bytes } else { &mut [] },
             };
-            perf::take_sample(fd, chain, user)
+            perf::take_sample(fd, chain, native_top, user)
         }
         None if target.copies_stacks && native_top => {
             let (_, bytes) = claim.chain_and_stack();
