@@ -916,11 +916,12 @@ impl<'a> Walk<'a> {
             .find_scope(heap, pcs, pcs_end, offset, scope)?
             .ok_or(Stop::NoDebugInfo)? as usize;
         let mut count = 0;
+        let mut stream = StreamWord::default();
         while count < room {
             let mut at = scopes + decode;
-            let sender = self.compressed(heap, &mut at)?;
-            let index = self.compressed(heap, &mut at)? as usize;
-            let bci = i64::from(self.compressed(heap, &mut at)?) - 1;
+            let sender = self.compressed(heap, &mut at, &mut stream)?;
+            let index = self.compressed(heap, &mut at, &mut stream)? as usize;
+            let bci = i64::from(self.compressed(heap, &mut at, &mut stream)?) - 1;
             let slot = metadata.start + index.wrapping_sub(1) * WORD;
             if index == 0 || slot + WORD > metadata.end {
                 return Err(Stop::Inconsistent);
@@ -990,15 +991,21 @@ impl<'a> Walk<'a> {
         Ok((decode > 0).then_some(decode as u32))
     }
 
-    /// One compressed `int` of a debug stream at `*at` (HotSpot's `CompressedReadStream`).
-    fn compressed(&self, heap: &Heap, at: &mut usize) -> Result<u32, Stop> {
+    /// One compressed `int` of a debug stream at `*at` (HotSpot's `CompressedReadStream`),
+    /// its bytes read a word at a time through `stream`.
+    fn compressed(
+        &self,
+        heap: &Heap,
+        at: &mut usize,
+        stream: &mut StreamWord,
+    ) -> Result<u32, Stop> {
         // Pack200's UNSIGNED5 coding: bytes below `low` end a number, each other byte adds 6
         // bits; JDK 20+ excludes the zero byte (every byte is one more).
         let excluded = u32::from(self.layout.unsigned5);
         let low = 256 - 64 - excluded;
         let mut sum = 0u32;
         for i in 0..5 {
-            let b = u32::from(self.code::<u8>(heap, *at)?).wrapping_sub(excluded);
+            let b = u32::from(stream.byte(self, heap, *at)?).wrapping_sub(excluded);
             *at += 1;
             sum = sum.wrapping_add(b << (6 * i));
             if b < low {
@@ -1006,6 +1013,31 @@ impl<'a> Walk<'a> {
             }
         }
         Ok(sum)
+    }
+}
+
+/// The aligned word of a debug stream read last: a scope's three numbers lie in one or two
+/// words, read once each (without faulting, where the stream lies outside the code heap, as
+/// JDK 23+'s immutable nmethod data does) rather than once a byte. An aligned word never
+/// crosses a page, so it is readable wherever its bytes are.
+#[derive(Default)]
+struct StreamWord {
+    /// The word's address; 0 before the first read.
+    address: usize,
+    bytes: [u8; WORD],
+}
+
+impl StreamWord {
+    fn byte(&mut self, walk: &Walk<'_>, heap: &Heap, at: usize) -> Result<u8, Stop> {
+        let aligned = at & !(WORD - 1);
+        if aligned != self.address || aligned == 0 {
+            self.bytes = walk.code::<usize>(heap, aligned)?.to_ne_bytes();
+            self.address = aligned;
+        }
+        self.bytes
+            .get(at - aligned)
+            .copied()
+            .ok_or(Stop::Inconsistent)
     }
 }
 
