@@ -1,5 +1,6 @@
 //! Starting a JVM's attach listener: the `.attach_pid<pid>` trigger file plus SIGQUIT, then
-//! polling (with back-off) until `/tmp/.java_pid<pid>` appears.
+//! polling (with back-off) until `/tmp/.java_pid<pid>` appears, signalling once more halfway
+//! to the deadline.
 //!
 //! Polling starts at a quarter of a millisecond because the listener is up ~1.6 ms after the
 //! signal on these machines; fixed sleeps of tens of milliseconds (as in jattach) are what
@@ -208,6 +209,11 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
     };
     send_sigquit(process)?;
 
+    // A JVM in its first moments can take the signal and still not start its listener (it
+    // failed to create the listener's thread, or handled the signal before it could): like
+    // the JDK's own Attach API, signal once more halfway to the deadline. A listener already
+    // starting ignores the second signal.
+    let mut signal_again_at = Some(Instant::now() + timeout / 2);
     let mut pause = Duration::from_micros(250);
     loop {
         if socket.exists() {
@@ -219,6 +225,10 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
         let now = Instant::now();
         if now >= deadline {
             return Err(timed_out());
+        }
+        if signal_again_at.is_some_and(|at| now >= at) {
+            signal_again_at = None;
+            send_sigquit(process)?;
         }
         thread::sleep(pause.min(deadline - now));
         pause = (pause * 3 / 2).min(Duration::from_millis(10));
@@ -303,4 +313,33 @@ fn send_sigquit(process: &Process) -> Result<()> {
         Errno::EPERM => process::permission_denied(process.pid),
         _ => AttachError::io(format!("signalling {}", process.pid), errno.into()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for a JVM whose first SIGQUIT does not start its listener (as when HotSpot
+    /// fails to create the listener's thread in its first moments): a shell that makes the
+    /// socket path only at the second signal.
+    #[test]
+    fn a_listener_that_ignores_the_first_signal_is_signalled_again() {
+        let mut shell = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "n=0; trap 'n=$((n+1)); [ $n -ge 2 ] && touch /tmp/.java_pid$$' QUIT; \
+                 while :; do sleep 0.05; done",
+            ])
+            .spawn()
+            .unwrap();
+        let process = Process::open(shell.id()).unwrap();
+        let started = Instant::now();
+        let found = ensure_listener(&process, Duration::from_secs(4));
+        let _ = shell.kill();
+        let _ = shell.wait();
+        let _ = fs::remove_file(socket_path(&process));
+        assert_eq!(found.unwrap(), socket_path(&process));
+        // The second signal goes halfway to the deadline.
+        assert!(started.elapsed() >= Duration::from_secs(2));
+    }
 }
