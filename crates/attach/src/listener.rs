@@ -212,7 +212,8 @@ pub fn ensure_listener(process: &Process, timeout: Duration) -> Result<PathBuf> 
     // A JVM in its first moments can take the signal and still not start its listener (it
     // failed to create the listener's thread, or handled the signal before it could): like
     // the JDK's own Attach API, signal once more halfway to the deadline. A listener already
-    // starting ignores the second signal.
+    // starting ignores the second signal (an older HotSpot may start a second listener thread
+    // instead, as it does for the JDK's own client).
     let mut signal_again_at = Some(Instant::now() + timeout / 2);
     let mut pause = Duration::from_micros(250);
     loop {
