@@ -321,23 +321,26 @@ mod tests {
     use super::*;
 
     /// A stand-in for a JVM whose first SIGQUIT does not start its listener (as when HotSpot
-    /// fails to create the listener's thread in its first moments): a shell that makes the
-    /// socket path only at the second signal.
+    /// fails to create the listener's thread in its first moments): Perl (Debian's essential
+    /// `perl-base`), which makes the socket path only at the second signal. Not a shell: one
+    /// started in the background of a script (as CI runs the tests) inherits SIGQUIT
+    /// ignored and may not trap it.
     #[test]
     fn a_listener_that_ignores_the_first_signal_is_signalled_again() {
-        let mut shell = std::process::Command::new("sh")
+        let mut stand_in = std::process::Command::new("perl")
             .args([
-                "-c",
-                "n=0; trap 'n=$((n+1)); [ $n -ge 2 ] && touch /tmp/.java_pid$$' QUIT; \
-                 while :; do sleep 0.05; done",
+                "-e",
+                "my $n = 0; \
+                 $SIG{QUIT} = sub { open(my $f, '>', \"/tmp/.java_pid$$\") if ++$n >= 2 }; \
+                 sleep 1 while 1;",
             ])
             .spawn()
             .unwrap();
-        let process = Process::open(shell.id()).unwrap();
+        let process = Process::open(stand_in.id()).unwrap();
         let started = Instant::now();
         let found = ensure_listener(&process, Duration::from_secs(4));
-        let _ = shell.kill();
-        let _ = shell.wait();
+        let _ = stand_in.kill();
+        let _ = stand_in.wait();
         let _ = fs::remove_file(socket_path(&process));
         assert_eq!(found.unwrap(), socket_path(&process));
         // The second signal goes halfway to the deadline.
