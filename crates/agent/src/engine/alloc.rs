@@ -340,6 +340,7 @@ fn instrument(vm: Vm) -> Result<(Arc<Tracing>, usize), String> {
         mode: probes::Mode::Allocations,
         capture: 0,
         threshold_ns: 0,
+        count: None,
     });
     let started = Instant::now();
     match tracing.instrument_loaded() {

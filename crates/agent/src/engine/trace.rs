@@ -23,6 +23,9 @@ use crate::trace::ticker;
 /// How long a stopping session waits for its `jtap-trace` thread to send the calls still
 /// queued; what is left then is not sent, so that the next session's calls are not held up.
 const FLUSH_WAIT: Duration = Duration::from_secs(2);
+/// How long a calltree session ending inside entry calls waits for their threads to hand
+/// over the trees they grow (a thread blocked in its entry call does not).
+const TREE_FLUSH_WAIT: Duration = Duration::from_millis(300);
 
 /// The engine: the session's instrumentation and its reporting thread.
 #[derive(Default)]
@@ -118,6 +121,9 @@ impl Engine for TraceEngine {
             mode,
             capture,
             threshold_ns: plan.threshold.map_or(0, |t| t.as_nanos() as u64),
+            count: (plan.mode == Mode::Calltree)
+                .then_some(plan.count)
+                .flatten(),
         };
         let tracing = Tracing::install(context.vm, plan)?;
         stats::reset();
@@ -189,6 +195,7 @@ impl Engine for TraceEngine {
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
+        probes::flush_open_trees(TREE_FLUSH_WAIT);
         probes::deactivate();
         ticker::stop();
         let Some(tracing) = self.tracing.take() else {

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use jtap_jvmti::sys;
 
+use super::calltree::{self, Admission, Growing, Tree};
 use super::clock::{self, ticks};
 use super::ffi::Jni;
 use super::stats;
@@ -90,8 +91,6 @@ pub enum Mode {
 const SITE: u32 = 1 << 31;
 /// Deepest stack of open calls kept per thread; deeper calls are not timed.
 pub const MAX_DEPTH: usize = 256;
-/// Most nodes of one call tree; later calls inside the same entry call are not recorded.
-const MAX_NODES: usize = 100_000;
 /// Deepest Java stack captured with `--stack`.
 pub const STACK_DEPTH: usize = 64;
 /// Thresholds from which trace mode times calls with the coarse clock: its resolution (4 ms
@@ -107,21 +106,6 @@ pub enum Outcome {
     Returned(Option<String>),
     /// Threw, with the exception when captured.
     Threw(Option<String>),
-}
-
-/// One node of a call tree: a method (inner method or the entry) or a call site.
-#[derive(Debug, Clone, Copy)]
-pub struct Node {
-    /// Method id, or site id for call sites.
-    pub id: u32,
-    /// A call site rather than a method.
-    pub site: bool,
-    /// Index of the parent node (the root is its own parent).
-    pub parent: u32,
-    /// Start and end, in ticks (end 0: never closed).
-    pub start: u64,
-    /// End in ticks.
-    pub end: u64,
 }
 
 /// What probes hand to the `jtap-trace` thread.
@@ -176,10 +160,8 @@ pub enum Record {
         generation: u32,
         /// Thread name.
         thread: Arc<str>,
-        /// Nodes; the first is the entry call.
-        nodes: Vec<Node>,
-        /// Calls not recorded because the tree was full.
-        truncated: u64,
+        /// The tree.
+        tree: Tree,
     },
 }
 
@@ -252,6 +234,8 @@ pub struct Settings {
     pub capture: u8,
     /// Shortest call (tree) reported, in nanoseconds.
     pub threshold_ns: u64,
+    /// Trees reported at most (calltree's `-n`).
+    pub count: Option<u64>,
 }
 
 /// Starts a session: probes act from now on. Returns the session's generation.
@@ -267,10 +251,19 @@ pub fn activate(settings: &Settings) -> u32 {
     );
     DROPPED.store(0, Relaxed);
     UNTIMED.store(0, Relaxed);
+    calltree::reset(settings.count);
     SESSION_START.store(now(), Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
+}
+
+/// Calltree mode: asks every thread inside an entry call to hand over its tree, unfinished
+/// (the session is ending), waiting up to `wait` for them.
+pub fn flush_open_trees(wait: std::time::Duration) {
+    if ACTIVE.load(Relaxed) && mode() == Mode::Calltree {
+        calltree::flush_open_trees(GENERATION.load(Relaxed), wait);
+    }
 }
 
 /// Stops acting: probes return at once from now on (calls already inside finish).
@@ -429,10 +422,7 @@ struct Cold {
     /// Described arguments of open calls, by stack index.
     args: Vec<(u32, String)>,
     /// The call tree being built while inside an entry call (calltree mode).
-    tree: Vec<Node>,
-    truncated: u64,
-    /// Index of the innermost open tree node.
-    open: u32,
+    tree: Growing,
 }
 
 impl Cold {
@@ -473,30 +463,6 @@ impl Cold {
             _ => None,
         }
     }
-
-    fn open_node(&mut self, id: u32, site: bool, now: u64) -> u32 {
-        if self.tree.len() >= MAX_NODES {
-            self.truncated += 1;
-            return u32::MAX;
-        }
-        let index = self.tree.len() as u32;
-        self.tree.push(Node {
-            id,
-            site,
-            parent: self.open,
-            start: now,
-            end: 0,
-        });
-        self.open = index;
-        index
-    }
-
-    fn close_node(&mut self, index: u32, now: u64) {
-        if let Some(node) = self.tree.get_mut(index as usize) {
-            node.end = now;
-            self.open = node.parent;
-        }
-    }
 }
 
 thread_local! {
@@ -504,7 +470,7 @@ thread_local! {
         RefCell::new(Hot { generation: 0, checked: false, own: false, shard: 0, depth: 0, overflow: 0, frames: [NO_FRAME; MAX_DEPTH] })
     };
     static COLD: RefCell<Cold> = const {
-        RefCell::new(Cold { generation: 0, name: None, args: Vec::new(), tree: Vec::new(), truncated: 0, open: 0 })
+        RefCell::new(Cold { generation: 0, name: None, args: Vec::new(), tree: Growing::new() })
     };
 }
 
@@ -574,13 +540,16 @@ pub extern "system" fn alloc(env: *mut sys::JNIEnv, _class: sys::jclass, object:
 }
 
 /// `enter(int)`: method entry.
-pub extern "system" fn enter(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+pub extern "system" fn enter(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
     with_state(|hot| {
         let now = now();
         if mode() == Mode::Calltree {
             // Inner methods count only inside an entry call.
             if let Some(node) = with_cold(hot, |cold| {
-                (!cold.tree.is_empty()).then(|| cold.open_node(id as u32, false, now))
+                flush_if_asked(hot.generation, cold, env, now);
+                cold.tree
+                    .is_growing()
+                    .then(|| cold.tree.open(id as u32, false, now))
             })
             .flatten()
             {
@@ -737,26 +706,14 @@ fn finish_marked(
 }
 
 /// `root(int)`: entry of the calltree entry method.
-pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+pub extern "system" fn root(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
     with_state(|hot| {
         let now = now();
         let node = with_cold(hot, |cold| {
-            if cold.tree.is_empty() {
-                cold.truncated = 0;
-                cold.open = 0;
-                cold.tree.push(Node {
-                    id: id as u32,
-                    site: false,
-                    parent: 0,
-                    start: now,
-                    end: 0,
-                });
-                0
-            } else {
-                // A recursive entry call: a node of the tree in progress.
-                cold.open_node(id as u32, false, now)
-            }
-        });
+            flush_if_asked(hot.generation, cold, env, now);
+            cold.tree.enter_root(id as u32, now)
+        })
+        .flatten();
         if let Some(node) = node {
             hot.push(id as u32, node, now);
         }
@@ -766,15 +723,17 @@ pub extern "system" fn root(_env: *mut sys::JNIEnv, _class: sys::jclass, id: sys
 /// `call(int method, int site)`: before a call site of the entry method (or a method it
 /// calls, down to the depth asked for).
 pub extern "system" fn call(
-    _env: *mut sys::JNIEnv,
+    env: *mut sys::JNIEnv,
     _class: sys::jclass,
     _method: sys::jint,
     site: sys::jint,
 ) {
     with_state(|hot| {
+        let now = now();
         with_cold(hot, |cold| {
-            if !cold.tree.is_empty() {
-                cold.open_node(site as u32, true, now());
+            flush_if_asked(hot.generation, cold, env, now);
+            if cold.tree.is_growing() {
+                cold.tree.open(site as u32, true, now);
             }
         });
     });
@@ -789,18 +748,38 @@ pub extern "system" fn called(
 ) {
     with_state(|hot| {
         let now = now();
-        with_cold(hot, |cold| {
-            let open = cold.open as usize;
-            if open != 0
-                && cold
-                    .tree
-                    .get(open)
-                    .is_some_and(|n| n.site && n.id == site as u32)
-            {
-                cold.close_node(open as u32, now);
-            }
-        });
+        with_cold(hot, |cold| cold.tree.close_site(site as u32, now));
     });
+}
+
+/// Hands over the tree this thread is growing, unfinished, when the session is ending and
+/// asked for it ([`calltree::flush_open_trees`]).
+fn flush_if_asked(generation: u32, cold: &mut Cold, env: *mut sys::JNIEnv, now: u64) {
+    if let Some(tree) = cold.tree.take_if_flushing(generation, now) {
+        // SAFETY: the VM passes this thread's JNIEnv to native methods.
+        let jni = unsafe { Jni::from_raw(env) };
+        send_tree(generation, cold.thread_name(jni), tree);
+    }
+}
+
+/// Hands a tree to the `jtap-trace` thread, unless the session has all it asked for or the
+/// queue is full; switches the probes off at the last tree `-n` asked for.
+fn send_tree(generation: u32, thread: Arc<str>, tree: Tree) {
+    match calltree::admit(tree.nodes.len()) {
+        Admission::Drop => {
+            DROPPED.fetch_add(1, Relaxed);
+        }
+        admission => {
+            send(Record::Tree {
+                generation,
+                thread,
+                tree,
+            });
+            if admission == Admission::SendLast {
+                deactivate();
+            }
+        }
+    }
 }
 
 /// `siteEnter(int method, int site)`: before a call traced where it is made.
@@ -1081,24 +1060,16 @@ fn finish(
                 return;
             }
             with_cold(hot, |cold| {
-                cold.close_node(frame.node, now);
+                cold.tree.close(frame.node, now);
                 if frame.node != 0 {
-                    return;
+                    return flush_if_asked(hot.generation, cold, env, now);
                 }
-                if elapsed < THRESHOLD.load(Relaxed) {
-                    cold.tree.clear();
-                    return;
+                let tree = cold.tree.take();
+                if elapsed >= THRESHOLD.load(Relaxed) {
+                    // SAFETY: the VM passes this thread's JNIEnv to native methods.
+                    let jni = unsafe { Jni::from_raw(env) };
+                    send_tree(hot.generation, cold.thread_name(jni), tree);
                 }
-                // SAFETY: the VM passes this thread's JNIEnv to native methods.
-                let jni = unsafe { Jni::from_raw(env) };
-                let thread = cold.thread_name(jni);
-                let nodes = std::mem::take(&mut cold.tree);
-                send(Record::Tree {
-                    generation: hot.generation,
-                    thread,
-                    nodes,
-                    truncated: cold.truncated,
-                });
             });
         }
     }

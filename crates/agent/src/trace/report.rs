@@ -22,14 +22,20 @@ use jtap_protocol::records::{
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
 
+use super::calltree::{self, Node, Tree};
 use super::clock::clock;
 use super::ffi::Jni;
 use super::instrument::Tracing;
-use super::probes::{self, Node, Outcome, Record, STACK_DEPTH};
+use super::probes::{self, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
 use super::values::{Describer, SEPARATOR};
 use crate::session::Session;
 use crate::thread::{spawn_attached, Vm};
+
+/// Deepest level of a call tree sent to the client (a recursive entry nests as deep as the
+/// tree is large; the record's JSON must stay within what a reader's recursion limit takes):
+/// deeper calls count in their ancestor's time.
+const MAX_DRAWN_DEPTH: u32 = 48;
 
 /// Default monitor interval.
 const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
@@ -174,7 +180,11 @@ impl Reporter {
             };
             let next = match carried.take() {
                 Some(record) => Ok(record),
-                None => receiver.recv_timeout(wait),
+                None => receiver.recv_timeout(wait).inspect(|record| {
+                    if let Record::Tree { tree, .. } = record {
+                        calltree::taken(tree.nodes.len());
+                    }
+                }),
             };
             match next {
                 Ok(record) => {
@@ -236,13 +246,8 @@ impl Reporter {
             } => me
                 .reached((thread.to_string(), tid), method, at, point, values, &stack)
                 .map(records::Record::Reached),
-            Record::Tree {
-                thread,
-                nodes,
-                truncated,
-                ..
-            } => me
-                .tree(thread.to_string(), &nodes, truncated)
+            Record::Tree { thread, tree, .. } => me
+                .tree(thread.to_string(), &tree)
                 .map(records::Record::Tree),
         };
         match jni {
@@ -311,6 +316,13 @@ impl Reporter {
             Outcome::Returned(Some(value)) if self.tracing.plan.sizes => {
                 let (text, size) = Describer::split_size(&value);
                 (records::Outcome::Returned(Some(text.into())), Some(size))
+            }
+            // The probes pass no value for null; a method that returns one returned null.
+            Outcome::Returned(None) if self.tracing.plan.returns => {
+                let callee = site.and_then(|site| self.callee(site));
+                let returned = callee.as_ref().map_or(&descriptor, |c| &c.descriptor);
+                let null = (!returned.ends_with(")V")).then(|| "null".to_string());
+                (records::Outcome::Returned(null), None)
             }
             Outcome::Returned(value) => (records::Outcome::Returned(value), None),
             Outcome::Threw(thrown) => (records::Outcome::Threw(thrown), None),
@@ -504,17 +516,39 @@ impl Reporter {
         Some(format!("{}.{}({place})", name.class, name.method))
     }
 
-    fn tree(&mut self, thread: String, nodes: &[Node], truncated: u64) -> Option<CallTree> {
-        let root = nodes.first()?;
-        let keys: Vec<(String, String)> = nodes.iter().map(|n| self.node_key(n)).collect();
-        let (nodes, keys) = merge_calls_into_sites(nodes, keys);
+    /// A tree as the client gets it, in time linear in its nodes (a full tree has 100,000):
+    /// nodes are named by interned keys, so grouping and merging compare numbers.
+    fn tree(&mut self, thread: String, tree: &Tree) -> Option<CallTree> {
+        let root = tree.nodes.first()?;
+        let mut key_of_node: HashMap<(u32, bool), u32> = HashMap::new();
+        let mut key_of_text: HashMap<(String, String), u32> = HashMap::new();
+        let mut keys: Vec<(String, String)> = Vec::new();
+        let node_keys: Vec<u32> = tree
+            .nodes
+            .iter()
+            .map(|n| {
+                if let Some(&key) = key_of_node.get(&(n.id, n.site)) {
+                    return key;
+                }
+                let text = self.node_key(n);
+                let key = *key_of_text.entry(text.clone()).or_insert_with(|| {
+                    keys.push(text);
+                    keys.len() as u32 - 1
+                });
+                key_of_node.insert((n.id, n.site), key);
+                key
+            })
+            .collect();
+        let (nodes, node_keys) = merge_calls_into_sites(&tree.nodes, node_keys, &keys);
         let names = display_names(&keys);
-        let tree = Aggregate::build(&nodes, &names, self.tracing.plan.depth);
+        let depth = self.tracing.plan.depth;
+        let aggregate = Aggregate::build(&nodes, &node_keys, &names, depth);
         Some(CallTree {
             time_ns: clock().wall_ns(root.start),
             thread,
-            truncated,
-            root: tree.to_node(root.start),
+            truncated: tree.truncated,
+            unfinished: tree.unfinished,
+            root: aggregate.to_node(root.start),
         })
     }
 
@@ -562,15 +596,24 @@ impl Reporter {
 /// A method node right under the call site that called it is the same call seen twice (a
 /// glob entry makes every method an entry, whose call sites are timed too): keeps the site
 /// (timed like its sibling sites) named after the method that ran, drops the method node and
-/// hangs its children under the site. `keys` are the nodes' (`Class.method`, descriptor).
+/// hangs its children under the site. `node_keys` index `keys`, the (`Class.method`,
+/// descriptor) of the nodes.
 fn merge_calls_into_sites(
     nodes: &[Node],
-    mut keys: Vec<(String, String)>,
-) -> (Vec<Node>, Vec<(String, String)>) {
-    let method = |key: &(String, String)| {
-        let name = key.0.rsplit('.').next().unwrap_or(&key.0).to_string();
-        (name, key.1.clone())
-    };
+    mut node_keys: Vec<u32>,
+    keys: &[(String, String)],
+) -> (Vec<Node>, Vec<u32>) {
+    // Each key's method without its class (`work`, descriptor), as a number.
+    let mut methods: HashMap<(&str, &str), u32> = HashMap::new();
+    let method_of_key: Vec<u32> = keys
+        .iter()
+        .map(|(name, descriptor)| {
+            let short = name.rsplit('.').next().unwrap_or(name);
+            let next = methods.len() as u32;
+            *methods.entry((short, descriptor)).or_insert(next)
+        })
+        .collect();
+    let method = |node: usize, node_keys: &[u32]| method_of_key[node_keys[node] as usize];
     let mut parent: Vec<usize> = nodes.iter().map(|n| n.parent as usize).collect();
     let mut merged = vec![false; nodes.len()];
     for i in 1..nodes.len() {
@@ -579,10 +622,10 @@ fn merge_calls_into_sites(
             && p < nodes.len()
             && p != i
             && nodes[p].site
-            && method(&keys[p]) == method(&keys[i])
+            && method(p, &node_keys) == method(i, &node_keys)
         {
             merged[i] = true;
-            keys[p] = keys[i].clone();
+            node_keys[p] = node_keys[i];
         }
     }
     for i in 1..nodes.len() {
@@ -601,7 +644,7 @@ fn merge_calls_into_sites(
         let mut node = nodes[i];
         node.parent = parent[i].min(nodes.len() - 1) as u32;
         kept.push(node);
-        kept_keys.push(keys[i].clone());
+        kept_keys.push(node_keys[i]);
     }
     for node in &mut kept {
         node.parent = index[node.parent as usize];
@@ -612,10 +655,15 @@ fn merge_calls_into_sites(
 /// Names for methods given as (`Class.method`, descriptor): with the parameter types
 /// (`Foo.bar(int, String)`) where two of them share `Class.method`, else without.
 fn display_names(keys: &[(String, String)]) -> Vec<String> {
+    // Per name: its first descriptor, and whether another one was seen.
+    let mut descriptors: HashMap<&str, (&str, bool)> = HashMap::new();
+    for (name, descriptor) in keys {
+        let seen = descriptors.entry(name).or_insert((descriptor, false));
+        seen.1 |= seen.0 != descriptor;
+    }
     keys.iter()
         .map(|(name, descriptor)| {
-            let overloaded = keys.iter().any(|(n, d)| n == name && d != descriptor);
-            if overloaded {
+            if descriptors[name.as_str()].1 {
                 format!("{name}({})", parameter_types(descriptor))
             } else {
                 name.clone()
@@ -667,8 +715,29 @@ struct Aggregate {
     children: Vec<Aggregate>,
 }
 
+/// What [`Aggregate::merge`] reads: the nodes, each node's key (an index into the names) and
+/// children.
+struct Nodes<'a> {
+    nodes: &'a [Node],
+    keys: &'a [u32],
+    names: &'a [String],
+    children: Vec<Vec<usize>>,
+}
+
+impl Nodes<'_> {
+    /// Node `i`'s end; a node never closed (its exit was not seen) ends with its parent.
+    fn end(&self, i: usize, parent_end: u64) -> u64 {
+        match self.nodes[i].end {
+            0 => parent_end,
+            end => end,
+        }
+    }
+}
+
 impl Aggregate {
-    fn build(nodes: &[Node], names: &[String], depth: Option<u32>) -> Aggregate {
+    /// The tree of `nodes` (the first is the root), each named `names[keys[i]]`, merged down
+    /// to `depth` levels (at most [`MAX_DRAWN_DEPTH`]).
+    fn build(nodes: &[Node], keys: &[u32], names: &[String], depth: Option<u32>) -> Aggregate {
         let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
         for (i, n) in nodes.iter().enumerate().skip(1) {
             if (n.parent as usize) < nodes.len() {
@@ -676,67 +745,52 @@ impl Aggregate {
             }
         }
         let root_end = nodes[0].end.max(nodes[0].start);
-        Aggregate::merge(
-            &[0],
+        let tree = Nodes {
             nodes,
+            keys,
             names,
-            &children,
-            root_end,
-            depth.unwrap_or(u32::MAX),
-        )
+            children,
+        };
+        let depth = depth.unwrap_or(u32::MAX).min(MAX_DRAWN_DEPTH);
+        Aggregate::merge(&[0], &tree, root_end, depth)
     }
 
-    /// One aggregate of the nodes `group` (same name, same parent).
-    fn merge(
-        group: &[usize],
-        nodes: &[Node],
-        names: &[String],
-        children: &[Vec<usize>],
-        parent_end: u64,
-        depth: u32,
-    ) -> Aggregate {
-        let first = group.iter().map(|&i| nodes[i].start).min().unwrap_or(0);
+    /// One aggregate of the nodes `group` (same key, same parent).
+    fn merge(group: &[usize], tree: &Nodes, parent_end: u64, depth: u32) -> Aggregate {
+        let first = group
+            .iter()
+            .map(|&i| tree.nodes[i].start)
+            .min()
+            .unwrap_or(0);
         let mut total = 0;
-        let mut kids: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut end = 0;
+        let mut kids: Vec<Vec<usize>> = Vec::new();
+        let mut kid_of_key: HashMap<u32, usize> = HashMap::new();
         for &i in group {
-            // A node never closed (its exit was not seen) ends with its parent.
-            let end = if nodes[i].end == 0 {
-                parent_end
-            } else {
-                nodes[i].end
-            };
-            total += end.saturating_sub(nodes[i].start);
-            for &k in &children[i] {
-                match kids.iter_mut().find(|(name, _)| *name == names[k]) {
-                    Some((_, list)) => list.push(k),
-                    None => kids.push((names[k].clone(), vec![k])),
-                }
+            let i_end = tree.end(i, parent_end);
+            total += i_end.saturating_sub(tree.nodes[i].start);
+            end = end.max(i_end);
+            if depth == 0 {
+                continue;
+            }
+            for &k in &tree.children[i] {
+                let at = *kid_of_key.entry(tree.keys[k]).or_insert_with(|| {
+                    kids.push(Vec::new());
+                    kids.len() - 1
+                });
+                kids[at].push(k);
             }
         }
-        let end = group
-            .iter()
-            .map(|&i| {
-                if nodes[i].end == 0 {
-                    parent_end
-                } else {
-                    nodes[i].end
-                }
-            })
-            .max()
-            .unwrap_or(parent_end);
-        let children = if depth == 0 {
-            Vec::new()
-        } else {
-            kids.iter()
-                .map(|(_, list)| Aggregate::merge(list, nodes, names, children, end, depth - 1))
-                .collect()
-        };
+        let end = if group.is_empty() { parent_end } else { end };
         Aggregate {
-            name: names[group[0]].clone(),
+            name: tree.names[tree.keys[group[0]] as usize].clone(),
             count: group.len() as u64,
             first,
             total,
-            children,
+            children: kids
+                .iter()
+                .map(|list| Aggregate::merge(list, tree, end, depth - 1))
+                .collect(),
         }
     }
 
@@ -842,8 +896,9 @@ mod tests {
             node(4, 2, 6_000, 6_500),
             node(4, 2, 6_500, 7_000),
         ];
-        let names: Vec<String> = ["a", "b", "c", "d", "e", "e"].map(String::from).to_vec();
-        let tree = Aggregate::build(&nodes, &names, None).to_node(nodes[0].start);
+        let names: Vec<String> = ["a", "b", "c", "d", "e"].map(String::from).to_vec();
+        let keys = [0, 1, 2, 3, 4, 4];
+        let tree = Aggregate::build(&nodes, &keys, &names, None).to_node(nodes[0].start);
         let shape = |n: &TreeNode| {
             (
                 n.name.clone(),
@@ -857,8 +912,38 @@ mod tests {
         assert_eq!(shape(c), ("c".into(), 1, 2_000, 7_000));
         // The two calls of e are one node.
         assert_eq!(shape(&c.children[1]), ("e".into(), 2, 6_000, 1_000));
-        let shallow = Aggregate::build(&nodes, &names, Some(1));
+        let shallow = Aggregate::build(&nodes, &keys, &names, Some(1));
         assert!(shallow.children.iter().all(|c| c.children.is_empty()));
+    }
+
+    #[test]
+    fn a_deep_recursion_is_drawn_to_a_depth_its_record_can_be_read_back_at() {
+        let nodes: Vec<Node> = (0..5_000)
+            .map(|i| Node {
+                id: 0,
+                site: false,
+                parent: i.max(1) - 1,
+                start: i as u64,
+                end: 10_000 - i as u64,
+            })
+            .collect();
+        let names = vec!["a.B.recurse".to_string()];
+        let root = Aggregate::build(&nodes, &vec![0; nodes.len()], &names, None).to_node(0);
+        let mut depth = 0;
+        let mut node = &root;
+        while let Some(child) = node.children.first() {
+            depth += 1;
+            node = child;
+        }
+        assert_eq!(depth, MAX_DRAWN_DEPTH);
+        let record = records::Record::Tree(CallTree {
+            time_ns: 0,
+            thread: "main".into(),
+            truncated: 0,
+            unfinished: false,
+            root,
+        });
+        assert!(records::Record::decode(&record.encode()).is_ok());
     }
 
     #[test]
@@ -884,9 +969,9 @@ mod tests {
             key("a.Impl.work", "(I)V"),
             key("a.B.spin", "()J"),
         ];
-        let (kept, keys) = merge_calls_into_sites(&nodes, keys);
+        let (kept, node_keys) = merge_calls_into_sites(&nodes, vec![0, 1, 2, 3], &keys);
         assert_eq!(kept.len(), 3);
-        assert_eq!(keys[1], key("a.Impl.work", "(I)V"));
+        assert_eq!(keys[node_keys[1] as usize], key("a.Impl.work", "(I)V"));
         assert_eq!(kept[2].parent, 1);
         assert!(kept[1].site && kept[1].parent == 0);
     }

@@ -185,6 +185,10 @@ pub struct CallTree {
     pub thread: String,
     /// Calls the tree had no room for.
     pub truncated: u64,
+    /// The session ended (`-d`, Ctrl-C) inside the entry call: the tree holds what was
+    /// recorded until then.
+    #[serde(default)]
+    pub unfinished: bool,
     /// The entry call.
     pub root: TreeNode,
 }
@@ -308,6 +312,9 @@ impl CallTree {
         if self.truncated > 0 {
             let _ = write!(text, " ({} calls not recorded: tree full)", self.truncated);
         }
+        if self.unfinished {
+            text.push_str(" (unfinished: the session ended inside this call)");
+        }
         text.push('\n');
         self.root
             .draw(self.root.total_ns, None, "", None, &mut text);
@@ -318,7 +325,8 @@ impl CallTree {
     pub fn to_json(&self) -> serde_json::Value {
         json!({
             "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
-            "truncated": self.truncated, "tree": self.root.to_json(),
+            "truncated": self.truncated, "unfinished": self.unfinished,
+            "tree": self.root.to_json(),
         })
     }
 }
@@ -567,6 +575,7 @@ pub(crate) mod tests {
             time_ns: 0,
             thread: "main".into(),
             truncated: 0,
+            unfinished: false,
             root: node(
                 "a",
                 1,
