@@ -31,7 +31,7 @@
 //!          | "count:" n            stop after n calls (trees)
 //!          | "interval:" duration  monitor: how often to report
 //!          | "args" | "values" | "callee-values" | "sizes" | "return" | "exceptions"
-//!          | "stack" | "to-string" | "exact"
+//!          | "stack" | "to-string" | "exact" | "batches"
 //! ```
 //!
 //! Method patterns (see [`MethodPattern`]) never contain spaces.
@@ -388,6 +388,12 @@ pub struct Plan {
     /// calls (without it, a threshold of 1 ms or more leaves the start to the field clock,
     /// up to one of its periods early).
     pub exact: bool,
+    /// Trace: send the calls that carry nothing described (no values, return value,
+    /// exception or stack) in batches, each method and thread named once (scripts: a hot
+    /// method's every call reaches the handlers; see [`crate::records::CallBatch`]), and
+    /// at the end how many calls of each method the probes reported
+    /// ([`crate::records::Fired`]).
+    pub batches: bool,
 }
 
 impl Plan {
@@ -493,6 +499,7 @@ impl Plan {
                 "stack" => plan.stack = true,
                 "to-string" => plan.to_string = true,
                 "exact" => plan.exact = true,
+                "batches" => plan.batches = true,
                 _ => return Err(format!("unknown trace plan item {token:?}")),
             }
             last = None;
@@ -572,6 +579,7 @@ impl fmt::Display for Plan {
             (self.stack, "stack"),
             (self.to_string, "to-string"),
             (self.exact, "exact"),
+            (self.batches, "batches"),
         ] {
             if on {
                 tokens.push(word.into());
@@ -665,6 +673,7 @@ mod tests {
             stack: true,
             to_string: true,
             exact: true,
+            batches: true,
         };
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         assert!(Plan::parse("p:a.B").unwrap_err().contains("no mode"));

@@ -2,12 +2,14 @@
 //! (a table, JSON lines, text): nothing the client shows is parsed back out of the agent's
 //! text, and how a result looks is decided where it is shown.
 //!
+//! - [`batch`]: calls many to a record, and how many the probes reported (scripts).
 //! - [`gc`]: collections and pauses counted by the gc engine.
 //! - [`histogram`]: the class histogram.
 //! - [`sites`]: allocation sites ranked by live bytes.
 //! - [`trace`]: what `jtap trace`, `calltree` and `monitor` report: calls, call trees and
 //!   per-method statistics.
 
+pub mod batch;
 pub mod gc;
 pub mod histogram;
 pub mod sites;
@@ -15,6 +17,7 @@ pub mod trace;
 
 use serde::{Deserialize, Serialize};
 
+pub use batch::{BatchCall, BatchProbe, BatchThread, CallBatch, MethodCalls, Reported};
 pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
@@ -41,6 +44,10 @@ pub enum Record {
     Tree(CallTree),
     /// One interval of per-method statistics.
     Monitor(MonitorInterval),
+    /// Traced calls, many to a record.
+    Calls(CallBatch),
+    /// How many calls of each method the probes reported in the session.
+    Reported(Reported),
 }
 
 impl Record {
@@ -64,6 +71,8 @@ impl Record {
             Record::Reached(reached) => reached.to_text(),
             Record::Tree(tree) => tree.to_text(),
             Record::Monitor(interval) => interval.to_text(),
+            Record::Calls(batch) => batch.to_text(),
+            Record::Reported(reported) => reported.to_text(),
         }
     }
 
@@ -75,6 +84,12 @@ impl Record {
             }
             Record::Sites(sites) => {
                 serde_json::to_string(sites).expect("a record always serialises")
+            }
+            Record::Calls(batch) => {
+                serde_json::to_string(batch).expect("a record always serialises")
+            }
+            Record::Reported(reported) => {
+                serde_json::to_string(reported).expect("a record always serialises")
             }
             Record::Gc(pauses) => {
                 serde_json::to_string(pauses).expect("a record always serialises")
@@ -105,6 +120,7 @@ mod tests {
             Record::Sites(sites::tests::sites()),
             Record::Call(trace::tests::call()),
             Record::Tree(trace::tests::tree()),
+            Record::Calls(batch::tests::batch()),
         ];
         for record in records {
             assert_eq!(Record::decode(&record.encode()), Ok(record));
