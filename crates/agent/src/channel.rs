@@ -15,6 +15,13 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long reading the rest of a client's frame may take once its first byte arrived.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where an engine streams what it finds while it runs (the trace engine's calls and trees):
+/// the client session that started it.
+pub trait ClientSink: Send + Sync {
+    /// Sends one frame to the client (dropped when the client is gone).
+    fn send_frame(&self, frame: Frame);
+}
+
 /// What the client did, as [`Channel::poll_client`] saw it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ClientSaid {

@@ -47,7 +47,7 @@ pub extern "C" fn Agent_OnAttach(
 /// The JVM is done with the agent (at its exit); VMDeath already flushed everything.
 #[no_mangle]
 pub extern "C" fn Agent_OnUnload(_vm: *mut sys::JavaVM) {
-    guard_callback(|| log!("unloaded"));
+    crate::callback::guard_callback(|| log!("unloaded"));
 }
 
 fn start_command(vm: Vm, text: &str, from_onload: bool) -> i32 {
@@ -129,26 +129,4 @@ unsafe fn option_text(options: *const c_char) -> String {
 /// Runs an entry point, turning a panic into `AGENT_RETURN_PANIC`.
 fn guard(body: impl FnOnce() -> i32) -> sys::jint {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(AGENT_RETURN_PANIC)
-}
-
-/// Runs an event callback, swallowing a panic (already logged by the panic hook).
-pub fn guard_callback(body: impl FnOnce()) {
-    let _ = catch_unwind(AssertUnwindSafe(body));
-}
-
-/// Keeps this library mapped for the life of the process. The JVM `dlclose`s an agent whose
-/// `Agent_OnAttach` fails, but our callbacks and threads may still be registered or running.
-pub fn pin_library() {
-    // SAFETY: dladdr only reads the address of one of our own functions and fills `info`;
-    // dlopen with RTLD_NOLOAD just adds RTLD_NODELETE to the already-loaded library, and
-    // the handle is deliberately never closed.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(pin_library as *const c_void, &mut info) != 0 && !info.dli_fname.is_null() {
-            libc::dlopen(
-                info.dli_fname,
-                libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
-            );
-        }
-    }
 }

@@ -33,6 +33,7 @@ mod log;
 mod jni;
 
 mod agent;
+mod callback;
 mod channel;
 mod engine;
 mod entry;

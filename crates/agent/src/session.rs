@@ -1,29 +1,14 @@
-//! A client session: the connection of the client that started an engine. A `jtap-session-N`
-//! thread watches it and ends the engine, on this thread (never the JVM's Attach Listener):
-//! - when the client sends `Stop`, sending it the results;
-//! - when the engine's `duration=` elapsed or the engine is done on its own (the tracer's
-//!   `-n`), sending the results too: the agent keeps to what the user asked for even when
-//!   the client is stuck;
-//! - when the client goes away (exit, Ctrl-C, SIGKILL all close the socket), silently.
-//!
-//! While a sampling engine runs, the watcher also sends the client a progress frame (samples
-//! so far) every second.
+//! A client session: the connection of the client that started a recording, over which its
+//! results go and its `Stop` comes in. The agent's watcher thread for it (`agent::watcher`)
+//! ends the recording when the client asks, goes away, or the recording is due.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jtap_protocol::Frame;
 
-use crate::agent::Agent;
-use crate::channel::{Channel, ClientSaid};
+use crate::channel::{Channel, ClientSaid, ClientSink};
 use crate::engine::Report;
-use crate::thread::spawn_attached;
-
-/// How often the watcher checks for the end of the session.
-const POLL: Duration = Duration::from_millis(100);
-/// How often the watcher reports a sampling engine's progress.
-const PROGRESS_EVERY: u32 = 10;
 
 /// One client's connection, kept while its engine runs.
 pub struct Session {
@@ -49,23 +34,6 @@ impl Session {
         })
     }
 
-    /// Sends one frame whole. A write that fails or times out (a client that stopped
-    /// reading) leaves the stream cut mid-frame: nothing more is written to it, so a stuck
-    /// client costs one write timeout, not one per frame.
-    pub fn send_frame(&self, frame: Frame) {
-        if self.is_ended() || self.broken.load(Ordering::SeqCst) {
-            return;
-        }
-        let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
-        if self.broken.load(Ordering::SeqCst) {
-            return;
-        }
-        if let Err(e) = self.channel.send(&frame) {
-            log!("session {}: {e}; no more writes to its client", self.id);
-            self.broken.store(true, Ordering::SeqCst);
-        }
-    }
-
     /// Sends an engine's results: a profile, a record, a text report (stdout) or notes (stderr).
     pub fn send_report(&self, report: &Report) {
         self.send_frame(match report {
@@ -89,50 +57,32 @@ impl Session {
         }
     }
 
+    /// What the client did within `timeout` (see [`Channel::poll_client`]).
+    pub fn poll_client(&self, timeout: std::time::Duration) -> ClientSaid {
+        self.channel.poll_client(timeout)
+    }
+
     /// Whether the session has ended.
     pub fn is_ended(&self) -> bool {
         self.ended.load(Ordering::SeqCst)
     }
 }
 
-/// Starts the session's watcher thread, which returns once the session ends or its client
-/// goes away (then telling the agent).
-pub fn watch(agent: &'static Agent, session: Arc<Session>) {
-    let name = format!("jtap-session-{}", session.id);
-    let ticket = agent.watcher_started();
-    let result = spawn_attached(agent.vm(), name, move || {
-        let _ticket = ticket;
-        let mut polls = 0u32;
-        // Ends run on the agent's thread, like the commands (see `Agent::on_agent_thread`).
-        let end = |how: fn(&Agent, &Arc<Session>, &str), why: String| {
-            let session = session.clone();
-            agent.on_agent_thread(Box::new(move || how(agent, &session, &why)));
-        };
-        while !session.is_ended() {
-            match session.channel.poll_client(POLL) {
-                ClientSaid::Gone => {
-                    end(Agent::client_gone, String::new());
-                    break;
-                }
-                ClientSaid::Stop => {
-                    end(Agent::end_session, "stopped by its client".into());
-                    break;
-                }
-                ClientSaid::Nothing => {}
-            }
-            if let Some(why) = agent.session_due(&session) {
-                end(Agent::end_session, why);
-                break;
-            }
-            polls += 1;
-            if polls.is_multiple_of(PROGRESS_EVERY) {
-                if let Some((samples, dropped)) = agent.progress_of(&session) {
-                    session.send_frame(Frame::Progress { samples, dropped });
-                }
-            }
+impl ClientSink for Session {
+    /// Sends one frame whole. A write that fails or times out (a client that stopped
+    /// reading) leaves the stream cut mid-frame: nothing more is written to it, so a stuck
+    /// client costs one write timeout, not one per frame.
+    fn send_frame(&self, frame: Frame) {
+        if self.is_ended() || self.broken.load(Ordering::SeqCst) {
+            return;
         }
-    });
-    if let Err(e) = result {
-        log!("session: cannot start its thread: {e}");
+        let _sending = self.sending.lock().unwrap_or_else(|e| e.into_inner());
+        if self.broken.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = self.channel.send(&frame) {
+            log!("session {}: {e}; no more writes to its client", self.id);
+            self.broken.store(true, Ordering::SeqCst);
+        }
     }
 }

@@ -1,18 +1,23 @@
 //! The agent's top-level modules form layers, and references point down only:
 //!
-//! 0. FFI: `thread`, `libjvm`, `gate`, `log`, and `entry` (the FFI boundary);
+//! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `jni`, `callback` (no panic into
+//!    the JVM, the library kept mapped) and `channel` (the socket to a client, and the
+//!    [`ClientSink`] trait engines stream through);
 //! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `malloc`
 //!    (allocator hooks), and for continuous profiling `rotation` (the period clock) and `push`
 //!    (delivery to a server);
 //! 2. engines: `engine`;
-//! 3. commands: `agent`, `session`, `channel`.
+//! 3. commands: `agent` (with its session watchers), `session`, and `entry` (the entry points
+//!    the JVM calls).
 //!
 //! This test reads `src/**/*.rs` (comments and literals blanked out), finds every reference
-//! from one top-level module to another — `crate::x` paths (also inside `use crate::{...}`
-//! groups), `super::` chains that climb to the crate root, and macros of `#[macro_use]`
-//! modules — and fails on (a) a cycle between top-level modules and (b) a reference to a
-//! higher layer, unless that reference is listed in [`ALLOWED`]. A module missing from
-//! [`LAYERS`] fails too, so a new module has to be placed.
+//! from one module to another — `crate::x::y` paths (also inside `use crate::{...}` groups),
+//! `super::` chains, and macros of `#[macro_use]` modules — and fails on (a) a reference to a
+//! higher layer, (b) a cycle between top-level modules, and (c) a cycle between the
+//! submodules of any one module (`walk::code` and `walk::frames`, say). A module missing
+//! from [`LAYERS`] fails too, so a new module has to be placed.
+//!
+//! [`ClientSink`]: ../jtap_agent/channel/trait.ClientSink.html
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -25,7 +30,8 @@ const LAYERS: &[(&str, u32)] = &[
     ("gate", 0),
     ("log", 0),
     ("jni", 0),
-    ("entry", 0),
+    ("callback", 0),
+    ("channel", 0),
     ("sampling", 1),
     ("trace", 1),
     ("heap", 1),
@@ -36,78 +42,20 @@ const LAYERS: &[(&str, u32)] = &[
     ("engine", 2),
     ("agent", 3),
     ("session", 3),
-    ("channel", 3),
+    ("entry", 3),
 ];
 
-/// References that broke the rules when this check was written: (file under `src/`, the
-/// module it refers to, why). Each is an upward reference, or (`session.rs` -> `agent`) the
-/// edge that closes a cycle within one layer; listed references count for neither check.
-/// This list must only shrink: an entry whose file no longer refers to that module fails the
-/// test until it is deleted, and new violations are fixed, not added here.
-const ALLOWED: &[(&str, &str, &str)] = &[
-    (
-        "entry.rs",
-        "agent",
-        "the entry points initialise the global agent and hand it the parsed command",
-    ),
-    (
-        "entry.rs",
-        "channel",
-        "the entry points connect the client's control channel, also to report bad options",
-    ),
-    (
-        "trace/probes.rs",
-        "agent",
-        "probes (thread names, stacks) use the agent's JVMTI environment via agent::env()",
-    ),
-    (
-        "trace/probes.rs",
-        "engine",
-        "the allocation probe calls engine::alloc::record_allocated",
-    ),
-    (
-        "trace/values.rs",
-        "agent",
-        "argument rendering uses the agent's JVMTI environment via agent::env()",
-    ),
-    (
-        "trace/report.rs",
-        "session",
-        "the trace reporter holds the session it streams to",
-    ),
-    (
-        "sampling/mod.rs",
-        "agent",
-        "ClassPrepare/ThreadStart callbacks use the agent's JVMTI environment via agent::env()",
-    ),
-    (
-        "session.rs",
-        "agent",
-        "a session's watcher tells the agent when its client is gone, asks to stop, or is due",
-    ),
-    (
-        "engine/mod.rs",
-        "session",
-        "Engine::stream_to takes the session an engine streams to",
-    ),
-    (
-        "engine/trace.rs",
-        "session",
-        "the trace engine's stream_to hands its session to the reporter",
-    ),
-];
-
-/// One reference from a file to another top-level module.
+/// One reference from a file to another module.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Reference {
     /// Path of the referring file under `src/`, with `/` separators.
     file: String,
     /// 1-based line of the reference.
     line: usize,
-    /// Top-level module of the referring file.
-    from: String,
-    /// Top-level module referred to.
-    to: String,
+    /// Module path of the referring file (`[walk, code]`).
+    from: Vec<String>,
+    /// Module path referred to, as deep as the modules go (`[walk, frames]`).
+    to: Vec<String>,
 }
 
 #[test]
@@ -137,7 +85,7 @@ fn agent_modules_point_down_only() {
     // Macros of `#[macro_use]` modules are references to those modules wherever used.
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    let mut macros: BTreeMap<String, String> = BTreeMap::new();
+    let mut macros: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for path in &files {
         let module_path = module_path(&src, path);
         let Some(top) = module_path.first() else {
@@ -148,26 +96,27 @@ fn agent_modules_point_down_only() {
             let tokens = tokenize(&text);
             for w in tokens.windows(3) {
                 if w[0].text == "macro_rules" && w[1].text == "!" {
-                    macros.insert(w[2].text.clone(), top.clone());
+                    macros.insert(w[2].text.clone(), vec![top.clone()]);
                 }
             }
         }
     }
 
+    let known: BTreeSet<Vec<String>> = files.iter().map(|p| module_path(&src, p)).collect();
     let mut references = Vec::new();
     for path in &files {
-        let module_path = module_path(&src, path);
-        let Some(from) = module_path.first().cloned() else {
+        let from = module_path(&src, path);
+        if from.is_empty() {
             continue; // lib.rs itself only declares the modules.
-        };
+        }
         let file = path
             .strip_prefix(&src)
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
         let text = sanitize(&fs::read_to_string(path).unwrap());
-        for (line, to) in references_in(&tokenize(&text), &module_path, &modules, &macros) {
-            if to != from {
+        for (line, to) in references_in(&tokenize(&text), &from, &known, &macros) {
+            if to.first() != from.first() || to.len() > 1 && from.len() > 1 {
                 references.push(Reference {
                     file: file.clone(),
                     line,
@@ -180,69 +129,73 @@ fn agent_modules_point_down_only() {
     references.sort();
     references.dedup();
 
-    let allowed = |r: &Reference| {
-        ALLOWED
-            .iter()
-            .any(|(file, to, _)| *file == r.file && *to == r.to)
-    };
-    for (file, to, _) in ALLOWED {
-        if !references.iter().any(|r| r.file == *file && r.to == *to) {
+    // (a) upward references.
+    for r in references.iter().filter(|r| r.from[0] != r.to[0]) {
+        let (Some(&from_layer), Some(&to_layer)) =
+            (layer.get(r.from[0].as_str()), layer.get(r.to[0].as_str()))
+        else {
+            continue;
+        };
+        if to_layer > from_layer {
             problems.push(format!(
-                "ALLOWED lists src/{file} -> `{to}`, which no longer happens: delete the entry"
+                "src/{}:{}: `{}` (layer {from_layer}) refers up to `{}` (layer {to_layer})",
+                r.file, r.line, r.from[0], r.to[0]
             ));
         }
     }
 
-    // (b) upward references, minus the allowed ones.
-    for r in references.iter().filter(|r| !allowed(r)) {
-        let (Some(&from_layer), Some(&to_layer)) =
-            (layer.get(r.from.as_str()), layer.get(r.to.as_str()))
-        else {
-            continue;
-        };
-        if to_layer <= from_layer {
-            continue;
-        }
-        problems.push(format!(
-            "src/{}:{}: `{}` (layer {from_layer}) refers up to `{}` (layer {to_layer})",
-            r.file, r.line, r.from, r.to
-        ));
-    }
-
-    // (a) cycles between top-level modules, over the references not allowed above.
-    let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut full_graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    // (b, c) cycles among the children of each module (the crate's: the top-level modules):
+    // a reference from a::b::x to a::c::y is an edge b -> c among a's children.
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut witness: BTreeMap<(String, String, String), &Reference> = BTreeMap::new();
     for r in &references {
-        full_graph.entry(&r.from).or_default().insert(&r.to);
-        if !allowed(r) {
-            graph.entry(&r.from).or_default().insert(&r.to);
+        let common = r.from.iter().zip(&r.to).take_while(|(a, b)| a == b).count();
+        let (Some(from), Some(to)) = (r.from.get(common), r.to.get(common)) else {
+            continue; // a module and one of its own submodules
+        };
+        let parent = r.from[..common].join("::");
+        graphs
+            .entry(parent.clone())
+            .or_default()
+            .entry(from.clone())
+            .or_default()
+            .insert(to.clone());
+        witness
+            .entry((parent, from.clone(), to.clone()))
+            .or_insert(r);
+    }
+    for (parent, graph) in &graphs {
+        let graph: BTreeMap<&str, BTreeSet<&str>> = graph
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.iter().map(String::as_str).collect()))
+            .collect();
+        for cycle in cycles(&graph) {
+            let witnesses: Vec<String> = cycle
+                .windows(2)
+                .map(|w| {
+                    let r = witness[&(parent.clone(), w[0].to_string(), w[1].to_string())];
+                    format!("src/{}:{}", r.file, r.line)
+                })
+                .collect();
+            let place = if parent.is_empty() {
+                "top-level modules".to_string()
+            } else {
+                format!("the submodules of `{parent}`")
+            };
+            problems.push(format!(
+                "cycle between {place}: {} ({})",
+                cycle.join(" -> "),
+                witnesses.join(", ")
+            ));
         }
     }
-    for cycle in cycles(&graph) {
-        let witnesses: Vec<String> = cycle
-            .windows(2)
-            .map(|w| {
-                let r = references
-                    .iter()
-                    .find(|r| r.from == w[0] && r.to == w[1] && !allowed(r))
-                    .unwrap();
-                format!("src/{}:{}", r.file, r.line)
-            })
-            .collect();
-        problems.push(format!(
-            "cycle between top-level modules: {} ({})",
-            cycle.join(" -> "),
-            witnesses.join(", ")
-        ));
-    }
 
-    // What the graph looks like, for whoever reads the output (`--nocapture`).
-    for (from, tos) in &full_graph {
-        let tos: Vec<&str> = tos.iter().copied().collect();
-        println!("{from} -> {}", tos.join(", "));
-    }
-    for cycle in cycles(&full_graph) {
-        println!("cycle through allowed references: {}", cycle.join(" -> "));
+    // What the top-level graph looks like, for whoever reads the output (`--nocapture`).
+    if let Some(top) = graphs.get("") {
+        for (from, tos) in top {
+            let tos: Vec<&str> = tos.iter().map(String::as_str).collect();
+            println!("{from} -> {}", tos.join(", "));
+        }
     }
 
     assert!(
@@ -350,20 +303,27 @@ fn tokenize(text: &str) -> Vec<Token> {
     tokens
 }
 
-/// `(line, top-level module)` for every reference in one file's tokens. `module_path` is the
-/// file's module; inline `mod name { ... }` blocks nest below it.
+/// `(line, module path)` for every reference in one file's tokens: the longest module path
+/// in `known` that the referenced path starts with. `module_path` is the file's module;
+/// inline `mod name { ... }` blocks nest below it.
 fn references_in(
     tokens: &[Token],
     module_path: &[String],
-    modules: &BTreeSet<String>,
-    macros: &BTreeMap<String, String>,
-) -> Vec<(usize, String)> {
+    known: &BTreeSet<Vec<String>>,
+    macros: &BTreeMap<String, Vec<String>>,
+) -> Vec<(usize, Vec<String>)> {
     let mut found = Vec::new();
     let mut depth = 0usize;
     // Brace depth at which each open inline module's block started.
     let mut inline_modules: Vec<(usize, String)> = Vec::new();
     let mut pending_module: Option<String> = None;
     let text = |i: usize| tokens.get(i).map_or("", |t| t.text.as_str());
+    let deepest_known = |path: &[String]| -> Option<Vec<String>> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| known.contains(p))
+    };
     let mut i = 0;
     while i < tokens.len() {
         match text(i) {
@@ -383,13 +343,14 @@ fn references_in(
             _ => {}
         }
         let starts_path = i == 0 || text(i - 1) != "::";
-        let here: Vec<&str> = module_path
+        // Inline modules (`mod tests`) are not files: references from them count as the
+        // file's, and `super::` inside them climbs from their level.
+        let here: Vec<String> = module_path
             .iter()
-            .map(String::as_str)
-            .chain(inline_modules.iter().map(|(_, n)| n.as_str()))
+            .cloned()
+            .chain(inline_modules.iter().map(|(_, n)| n.clone()))
             .collect();
-        // Where the path after this token starts, and the module it is relative to.
-        let mut resolved: Option<(usize, Vec<&str>)> = None;
+        let mut resolved: Option<(usize, Vec<String>)> = None;
         if starts_path && text(i + 1) == "::" {
             match text(i) {
                 "crate" => resolved = Some((i + 2, Vec::new())),
@@ -407,21 +368,21 @@ fn references_in(
                 _ => {}
             }
         }
-        if let Some((next, base)) = resolved {
-            let line = tokens[i].line;
-            if let Some(top) = base.first() {
-                found.push((line, top.to_string()));
-            } else if text(next) == "{" {
-                // `crate::{a, b::c, d::{e, f}}`: the first segment of each item.
+        if let Some((mut next, mut base)) = resolved {
+            // The path's segments: `a::b::{c, d::e}` gives [a, b] and then c and d.
+            while is_ident(text(next)) && text(next + 1) == "::" {
+                base.push(text(next).to_string());
+                next += 2;
+            }
+            let mut leaves = Vec::new();
+            if text(next) == "{" {
                 let mut level = 0;
                 let mut expect_item = true;
                 for t in &tokens[next..] {
                     match t.text.as_str() {
                         "{" => {
                             level += 1;
-                            if level == 1 {
-                                expect_item = true;
-                            }
+                            expect_item = level == 1;
                         }
                         "}" => {
                             level -= 1;
@@ -431,23 +392,29 @@ fn references_in(
                         }
                         "," if level == 1 => expect_item = true,
                         name if level == 1 && expect_item => {
-                            if modules.contains(name) {
-                                found.push((t.line, name.to_string()));
-                            }
+                            leaves.push((t.line, name.to_string()));
                             expect_item = false;
                         }
                         _ => {}
                     }
                 }
-            } else if modules.contains(text(next)) {
-                found.push((line, text(next).to_string()));
+            } else if is_ident(text(next)) {
+                leaves.push((tokens[i].line, text(next).to_string()));
             }
-            // Skip the rest of this path's `super::`/`self::` chain.
-            if text(i) == "super" {
-                while text(i + 2) == "super" {
-                    i += 2;
+            if leaves.is_empty() {
+                leaves.push((tokens[i].line, String::new()));
+            }
+            for (line, leaf) in leaves {
+                let mut path = base.clone();
+                if !leaf.is_empty() && leaf != "self" {
+                    path.push(leaf);
+                }
+                if let Some(module) = deepest_known(&path) {
+                    found.push((line, module));
                 }
             }
+            i = next;
+            continue;
         } else if text(i + 1) == "!" && text(i.wrapping_sub(1)) != "macro_rules" {
             if let Some(module) = macros.get(text(i)) {
                 found.push((tokens[i].line, module.clone()));
@@ -456,6 +423,12 @@ fn references_in(
         i += 1;
     }
     found
+}
+
+fn is_ident(text: &str) -> bool {
+    text.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
 /// Source with comments, string, byte-string and char literals replaced by spaces (lines
@@ -619,28 +592,48 @@ fn cycles<'a>(graph: &BTreeMap<&'a str, BTreeSet<&'a str>>) -> Vec<Vec<&'a str>>
 
 #[test]
 fn the_scanner_sees_what_it_should() {
-    let modules: BTreeSet<String> = ["agent", "engine", "gate", "log", "trace"]
-        .map(String::from)
-        .into();
-    let macros: BTreeMap<String, String> = [("log".to_string(), "log".to_string())].into();
+    let known: BTreeSet<Vec<String>> = [
+        "agent",
+        "engine",
+        "engine::alloc",
+        "engine::cpu",
+        "gate",
+        "log",
+        "trace",
+        "trace::probes",
+        "trace::report",
+    ]
+    .map(|m| m.split("::").map(String::from).collect())
+    .into();
+    let macros: BTreeMap<String, Vec<String>> =
+        [("log".to_string(), vec!["log".to_string()])].into();
     let source = r##"
 // crate::agent in a comment
 /* crate::agent /* nested */ crate::agent */
 use crate::{gate::Gate, trace::{probes, report}};
 fn f<'a>(x: &'a str) -> char { let _ = "crate::agent"; let _ = r#"crate::agent"#; '"' }
-fn g() { crate::engine::alloc::x(); log!("crate::agent {}", 1); }
+fn g() { crate::engine::alloc::x(); log!("crate::agent {}", 1); super::alloc::y(); }
 pub(crate) fn h() {}
 mod tests { use super::*; use super::super::agent::A; }
 "##;
     let path: Vec<String> = vec!["engine".into(), "cpu".into()];
-    let found = references_in(&tokenize(&sanitize(source)), &path, &modules, &macros);
-    let mut names: Vec<String> = found.into_iter().map(|(_, m)| m).collect();
+    let found = references_in(&tokenize(&sanitize(source)), &path, &known, &macros);
+    let mut names: Vec<String> = found.into_iter().map(|(_, m)| m.join("::")).collect();
     names.sort();
-    // `super::*` stays in engine; `super::super::agent` from engine::cpu::tests is
-    // `engine::agent`, not the top-level `agent`.
+    // `super::*` from engine::cpu::tests is engine::cpu; `super::super::agent` from there
+    // is `engine::agent`, not the top-level `agent` (so: engine). `trace::{probes, report}`
+    // names the trace module only (its first item is a module under it: `trace`).
     assert_eq!(
         names,
-        ["engine", "engine", "engine", "gate", "log", "trace"]
+        [
+            "engine",
+            "engine::alloc",
+            "engine::alloc",
+            "engine::cpu",
+            "gate",
+            "log",
+            "trace"
+        ]
     );
 }
 

@@ -206,7 +206,7 @@ impl Engine for AllocEngine {
         }
         let (tracing, classes) = if options.exact {
             PROBE_ENV.store(own.env().raw(), Ordering::SeqCst);
-            match instrument(context.vm) {
+            match instrument(context) {
                 Ok((tracing, classes)) => (Some(tracing), classes),
                 Err(e) => {
                     PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
@@ -334,13 +334,15 @@ pub fn estimate(size: f64, interval: f64) -> (f64, f64) {
 
 /// `exact`: rewrites every class the policy allows to call the allocation probe; returns the
 /// instrumentation and how many loaded classes it rewrote.
-fn instrument(vm: Vm) -> Result<(Arc<Tracing>, usize), String> {
-    let tracing = Tracing::install_for_allocations(vm)?;
+fn instrument(context: &Context) -> Result<(Arc<Tracing>, usize), String> {
+    let tracing = Tracing::install_for_allocations(context.vm)?;
     probes::activate(&probes::Settings {
         mode: probes::Mode::Allocations,
         capture: 0,
         threshold_ns: 0,
         count: None,
+        env: context.env,
+        on_allocation: Some(record_allocated),
     });
     let started = Instant::now();
     match tracing.instrument_loaded() {
@@ -371,7 +373,7 @@ unsafe extern "C" fn on_sampled_alloc(
     class: sys::jclass,
     size: sys::jlong,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         if is_own_thread() {
             return;
@@ -504,7 +506,7 @@ fn settle_frees() {
 /// ObjectFree: a tagged object was collected (during the GC on JDK 11–16, later on a
 /// service thread on 17+); only raw-monitor-level work is allowed, and this does none.
 unsafe extern "C" fn on_object_free(_jvmti: *mut sys::jvmtiEnv, tag: sys::jlong) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
             FREES.fetch_add(1, Ordering::Relaxed);
             table().freed(tag);

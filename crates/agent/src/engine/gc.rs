@@ -106,7 +106,7 @@ fn report() -> Report {
 
 /// GarbageCollectionStart callback.
 pub extern "C" fn on_start(_env: *mut sys::jvmtiEnv) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
             PAUSE_START_NS.store(now_ns(), Ordering::SeqCst);
         }
@@ -115,7 +115,7 @@ pub extern "C" fn on_start(_env: *mut sys::jvmtiEnv) {
 
 /// GarbageCollectionFinish callback.
 pub extern "C" fn on_finish(_env: *mut sys::jvmtiEnv) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let started = PAUSE_START_NS.swap(0, Ordering::SeqCst);
         if started == 0 {

@@ -276,7 +276,7 @@ unsafe extern "C" fn on_vm_init(
     _jni: *mut sys::JNIEnv,
     _thread: sys::jthread,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let mut parks = parks();
         if let Some(Parks::Waiting { vm, env, threshold }) = *parks {
@@ -292,7 +292,7 @@ unsafe extern "C" fn on_contended_enter(
     _thread: sys::jthread,
     _object: sys::jobject,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
             WAIT_START_NS.with(|start| start.set(now_ns()));
         }
@@ -306,7 +306,7 @@ unsafe extern "C" fn on_contended_entered(
     _thread: sys::jthread,
     object: sys::jobject,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let started = WAIT_START_NS.with(|start| start.replace(0));
         if started == 0 || started < STARTED_NS.load(Ordering::Relaxed) {

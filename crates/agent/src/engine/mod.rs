@@ -152,7 +152,7 @@ pub trait Engine: Send {
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String>;
     /// Streams results to the client that started the engine as they come (engines that
     /// report continuously); called once, right after `start` was asked for.
-    fn stream_to(&mut self, _session: std::sync::Arc<crate::session::Session>) {}
+    fn stream_to(&mut self, _sink: std::sync::Arc<dyn crate::channel::ClientSink>) {}
     /// The results so far, without stopping.
     fn dump(&self) -> Report;
     /// Why the engine is done on its own (e.g. the tracer reported its `-n` calls), once it

@@ -234,7 +234,7 @@ unsafe extern "C" fn on_class_prepare(
     _thread: sys::jthread,
     class: sys::jclass,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         // SAFETY: the VM calls this with the engine's live environment.
         let env = unsafe { Env::from_raw(jvmti) };

@@ -10,7 +10,8 @@ use jtap_protocol::trace::Mode;
 use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
-use crate::session::Session;
+use crate::channel::ClientSink;
+use crate::trace::batch;
 use crate::trace::instrument::{self, Tracing};
 use crate::trace::probes::{
     self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_SIZES, CAPTURE_STACK, CAPTURE_THROWN,
@@ -124,6 +125,8 @@ impl Engine for TraceEngine {
             count: (plan.mode == Mode::Calltree)
                 .then_some(plan.count)
                 .flatten(),
+            env: context.env,
+            on_allocation: None,
         };
         let tracing = Tracing::install(context.vm, plan)?;
         stats::reset();
@@ -179,8 +182,8 @@ impl Engine for TraceEngine {
         Ok(())
     }
 
-    fn stream_to(&mut self, session: Arc<Session>) {
-        self.output.set_session(session);
+    fn stream_to(&mut self, sink: Arc<dyn ClientSink>) {
+        self.output.set_sink(sink);
     }
 
     fn dump(&self) -> Report {
@@ -210,6 +213,12 @@ impl Engine for TraceEngine {
         let before = probes::calls();
         std::thread::sleep(Duration::from_millis(50));
         let after = probes::calls();
+        if tracing.plan.batches {
+            let registry = tracing.registry.lock().unwrap_or_else(|e| e.into_inner());
+            let reported = batch::reported(&registry, &probes::reported());
+            self.output
+                .send(&jtap_protocol::records::Record::Reported(reported));
+        }
         let field_clock = if tracing.field_clock().is_some() {
             " (with the field clock only calls near the threshold call the agent)"
         } else {

@@ -224,6 +224,67 @@ mod tests {
     use super::*;
 
     #[test]
+    fn chains_become_library_and_kernel_frames() {
+        let mut symbolizer = native::symbolizer_with_kernel(b"ffffffff81000100 t do_read\nffffffff810000f0 t __pfx_do_read\nffffffff81000000 T _stext\n0000000000001000 D data\n");
+        let getpid = libc::getpid as *const () as u64;
+        let heap = Box::new(0u64);
+        let chain = [
+            native::CONTEXT_KERNEL,
+            0xffffffff81000180,
+            0xffffffff81000010,
+            native::CONTEXT_USER,
+            getpid,
+            &*heap as *const u64 as u64,
+            getpid,
+        ];
+        let frames = native_frames(&mut symbolizer, &chain, false);
+        assert_eq!(
+            frames.1,
+            [
+                Frame::new("do_read", FrameKind::Kernel),
+                Frame::new("_stext", FrameKind::Kernel)
+            ]
+        );
+        assert_eq!(
+            frames.0.len(),
+            1,
+            "the user part ends at the heap address: {frames:?}"
+        );
+        assert!(
+            frames.0[0].name.starts_with("libc.so.6!") && frames.0[0].name.contains("getpid"),
+            "{frames:?}"
+        );
+        assert_eq!(frames.0[0].kind, FrameKind::Native);
+        let user_only = native_frames(&mut symbolizer, &chain, true);
+        assert!(user_only.1.is_empty() && user_only.0 == frames.0);
+    }
+
+    /// The user and kernel frames of a chain, each leaf first, as the processing thread
+    /// finds them.
+    fn native_frames(
+        symbolizer: &mut Symbolizer,
+        chain: &[u64],
+        user_only: bool,
+    ) -> (Vec<Frame>, Vec<Frame>) {
+        let mut table = FrameTable::default();
+        let (mut user, mut kernel) = (Vec::new(), Vec::new());
+        table.native(symbolizer, chain, user_only, &mut user, &mut kernel);
+        let frames = |refs: Vec<u32>| refs.into_iter().map(|r| table.frame(r).clone()).collect();
+        (frames(user), frames(kernel))
+    }
+
+    #[test]
+    fn kernel_without_addresses_gives_kernel_frames() {
+        let mut symbolizer = native::symbolizer_with_kernel(b"0000000000000000 T _stext\n");
+        let frames = native_frames(
+            &mut symbolizer,
+            &[native::CONTEXT_KERNEL, 0xffffffff81000180],
+            false,
+        );
+        assert_eq!(frames.1, [Frame::new("[kernel]", FrameKind::Kernel)]);
+    }
+
+    #[test]
     fn each_frame_is_interned_once_and_reaches_the_profile_once() {
         let mut table = FrameTable::default();
         let a = table.intern(Frame::new("a", FrameKind::Native));

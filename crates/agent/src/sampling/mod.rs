@@ -1010,7 +1010,7 @@ pub extern "C" fn on_compiled_method_load(
     _map: *const sys::jvmtiAddrLocationMap,
     compile_info: *const std::ffi::c_void,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };
@@ -1028,7 +1028,7 @@ pub extern "C" fn on_compiled_method_unload(
     method: sys::jmethodID,
     code_address: *const std::ffi::c_void,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };
@@ -1045,7 +1045,7 @@ pub extern "C" fn on_dynamic_code_generated(
     address: *const std::ffi::c_void,
     length: sys::jint,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };
@@ -1056,36 +1056,35 @@ pub extern "C" fn on_dynamic_code_generated(
 
 /// ClassPrepare: create the new class's jmethodIDs.
 pub extern "C" fn on_class_prepare(
-    _env: *mut sys::jvmtiEnv,
+    jvmti: *mut sys::jvmtiEnv,
     _jni: *mut sys::JNIEnv,
     _thread: sys::jthread,
     class: sys::jclass,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };
-        if let Some(agent_env) = crate::agent::env() {
-            methods::prepare_class(&agent_env, class);
-        }
+        // SAFETY: the environment this callback was called with.
+        let env = unsafe { Env::from_raw(jvmti) };
+        methods::prepare_class(&env, class);
     })
 }
 
 /// ThreadStart (on the new thread): remember its name, arm its timer.
 pub extern "C" fn on_thread_start(
-    _env: *mut sys::jvmtiEnv,
+    jvmti: *mut sys::jvmtiEnv,
     _jni: *mut sys::JNIEnv,
     thread: sys::jthread,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };
-        let Some(agent_env) = crate::agent::env() else {
-            return;
-        };
+        // SAFETY: the environment this callback was called with.
+        let env = unsafe { Env::from_raw(jvmti) };
         // SAFETY: the thread reference is valid for the callback.
-        let name = unsafe { jvm::thread_name(&agent_env, thread) }.unwrap_or_default();
+        let name = unsafe { jvm::thread_name(&env, thread) }.unwrap_or_default();
         let tid = threads::current_tid();
         threads::thread_started(tid, &name);
         for shared in current().iter() {
@@ -1100,7 +1099,7 @@ pub extern "C" fn on_thread_end(
     _jni: *mut sys::JNIEnv,
     _thread: sys::jthread,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = EVENTS_GATE.enter() else {
             return;
         };

@@ -35,7 +35,7 @@ use object::{Object, ObjectSection, ObjectSegment};
 
 /// Call-chain context markers (`PERF_CONTEXT_*` in `<linux/perf_event.h>`): entries at or
 /// above [`CONTEXT_MAX`] are markers, not addresses.
-const CONTEXT_KERNEL: u64 = -128i64 as u64;
+pub(super) const CONTEXT_KERNEL: u64 = -128i64 as u64;
 pub(super) const CONTEXT_USER: u64 = -512i64 as u64;
 pub(super) const CONTEXT_MAX: u64 = -4095i64 as u64;
 
@@ -611,79 +611,18 @@ impl Kernel {
     }
 }
 
+/// A symbolizer that knows only the kernel symbols of `/proc/kallsyms`-style `text`.
+#[cfg(test)]
+pub(super) fn symbolizer_with_kernel(text: &[u8]) -> Symbolizer {
+    Symbolizer {
+        kernel: Some(Box::leak(Box::new(Kernel::parse(text)))),
+        ..Symbolizer::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn chains_become_library_and_kernel_frames() {
-        let kernel = Kernel::parse(&b"ffffffff81000100 t do_read\nffffffff810000f0 t __pfx_do_read\nffffffff81000000 T _stext\n0000000000001000 D data\n"[..]);
-        let mut symbolizer = Symbolizer {
-            kernel: Some(Box::leak(Box::new(kernel))),
-            ..Symbolizer::default()
-        };
-        let getpid = libc::getpid as *const () as u64;
-        let heap = Box::new(0u64);
-        let chain = [
-            CONTEXT_KERNEL,
-            0xffffffff81000180,
-            0xffffffff81000010,
-            CONTEXT_USER,
-            getpid,
-            &*heap as *const u64 as u64,
-            getpid,
-        ];
-        let frames = native_frames(&mut symbolizer, &chain, false);
-        assert_eq!(
-            frames.1,
-            [
-                Frame::new("do_read", FrameKind::Kernel),
-                Frame::new("_stext", FrameKind::Kernel)
-            ]
-        );
-        assert_eq!(
-            frames.0.len(),
-            1,
-            "the user part ends at the heap address: {frames:?}"
-        );
-        assert!(
-            frames.0[0].name.starts_with("libc.so.6!") && frames.0[0].name.contains("getpid"),
-            "{frames:?}"
-        );
-        assert_eq!(frames.0[0].kind, FrameKind::Native);
-        let user_only = native_frames(&mut symbolizer, &chain, true);
-        assert!(user_only.1.is_empty() && user_only.0 == frames.0);
-    }
-
-    /// The user and kernel frames of a chain, each leaf first, as the processing thread
-    /// finds them.
-    fn native_frames(
-        symbolizer: &mut Symbolizer,
-        chain: &[u64],
-        user_only: bool,
-    ) -> (Vec<Frame>, Vec<Frame>) {
-        let mut table = super::super::frames::FrameTable::default();
-        let (mut user, mut kernel) = (Vec::new(), Vec::new());
-        table.native(symbolizer, chain, user_only, &mut user, &mut kernel);
-        let frames = |refs: Vec<u32>| refs.into_iter().map(|r| table.frame(r).clone()).collect();
-        (frames(user), frames(kernel))
-    }
-
-    #[test]
-    fn kernel_without_addresses_gives_kernel_frames() {
-        let mut symbolizer = Symbolizer {
-            kernel: Some(Box::leak(Box::new(Kernel::parse(
-                &b"0000000000000000 T _stext\n"[..],
-            )))),
-            ..Symbolizer::default()
-        };
-        let frames = native_frames(
-            &mut symbolizer,
-            &[CONTEXT_KERNEL, 0xffffffff81000180],
-            false,
-        );
-        assert_eq!(frames.1, [Frame::new("[kernel]", FrameKind::Kernel)]);
-    }
 
     #[test]
     fn cpp_names_are_demangled_without_parameters() {

@@ -25,8 +25,9 @@ use jtap_classfile::code::CodeAttribute;
 use jtap_classfile::instruction::{emit_cp, emit_local, op};
 use jtap_classfile::{Attribute, ClassFile, ConstantPool};
 
-use super::ffi::{Global, Jni, Native, StaticLong};
+use super::ffi::{Global, Jni, Native};
 use super::probes;
+use super::ticker::FieldClock;
 
 /// Internal name of the runtime class.
 pub const CLASS: &str = "jtap/runtime/Probes";
@@ -272,15 +273,6 @@ pub struct Runtime {
     pub module: Global,
     /// Its clock fields; None in a class an older jtap defined in this JVM.
     pub clock: Option<FieldClock>,
-}
-
-/// The static fields of the field clock.
-#[derive(Clone, Copy)]
-pub struct FieldClock {
-    /// `now`: the clock, in ticks.
-    pub now: StaticLong,
-    /// `threshold`: ticks from which `leave` calls the agent; `Long.MAX_VALUE` between sessions.
-    pub threshold: StaticLong,
 }
 
 /// The runtime class, defining and binding it on first use (needs the live phase and a

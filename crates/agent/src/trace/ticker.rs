@@ -19,9 +19,17 @@ use std::time::Duration;
 use jtap_protocol::trace::{Mode, Plan};
 
 use super::clock::{self, ticks};
-use super::ffi::Jni;
-use super::runtime::FieldClock;
+use super::ffi::{Jni, StaticLong};
 use crate::thread::{spawn_attached, Vm};
+
+/// The static fields of the field clock.
+#[derive(Clone, Copy)]
+pub struct FieldClock {
+    /// `now`: the clock, in ticks.
+    pub now: StaticLong,
+    /// `threshold`: ticks from which `leave` calls the agent; `Long.MAX_VALUE` between sessions.
+    pub threshold: StaticLong,
+}
 
 /// The shortest threshold timed with the field clock.
 pub const MIN_THRESHOLD: Duration = Duration::from_millis(1);

@@ -11,8 +11,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::fetch::Fetch;
-use super::frames::LOWEST;
+use super::fetch::{Fetch, LOWEST};
 use super::layout::Layout;
 
 /// Most code heaps (HotSpot has one, or three with a segmented code cache).

@@ -12,6 +12,9 @@
 
 use crate::thread::Vm;
 
+/// Lowest address taken for a pointer (the zero page and the first 64 KiB are never mapped).
+pub(super) const LOWEST: usize = 1 << 16;
+
 /// `intptr_t SafeFetchN(intptr_t* address, intptr_t default)`.
 type SafeFetchN = unsafe extern "C" fn(address: *const isize, default: isize) -> isize;
 

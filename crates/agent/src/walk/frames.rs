@@ -35,7 +35,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::code::{CodeCache, Heap};
-use super::fetch::{Fetch, Plain};
+use super::fetch::{Fetch, Plain, LOWEST};
 use super::ids::MethodIds;
 use super::layout::{
     BlobKind, CodeStart, DebugInfo, Layout, ACC_NATIVE, INTERPRETER_BCP_SLOT,
@@ -188,8 +188,6 @@ const MAX_ENTRY_GAP: usize = 8;
 /// Where a `ContinuationEntry`'s continuation (`_cont`) may be, in words: after `_parent`,
 /// itself after a platform-dependent part in some builds.
 const ENTRY_CONTINUATION_SLOTS: [isize; 2] = [1, 2];
-/// Lowest address taken for a pointer (the zero page and the first 64 KiB are never mapped).
-pub(super) const LOWEST: usize = 1 << 16;
 
 /// One physical frame's registers.
 #[derive(Clone, Copy)]

@@ -410,7 +410,7 @@ unsafe extern "C" fn park_hook(
     unsafe { park(jni, receiver, absolute, time) };
     let waited = clock::ticks().saturating_sub(started);
     if waited >= THRESHOLD_TICKS.load(Ordering::Relaxed) {
-        crate::entry::guard_callback(|| on_long_park(jni, run, clock::clock().ns(waited)));
+        crate::callback::guard_callback(|| on_long_park(jni, run, clock::clock().ns(waited)));
     }
 }
 

@@ -101,7 +101,7 @@ unsafe extern "C" fn on_unmount(
     jni: *mut sys::JNIEnv,
     thread: sys::jthread,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = super::super::GATE.enter() else {
             return;
         };
@@ -127,7 +127,7 @@ unsafe extern "C" fn on_mount(
     jni: *mut sys::JNIEnv,
     thread: sys::jthread,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if WAITERS.load(Ordering::Relaxed) == 0 {
             return;
         }

@@ -17,12 +17,15 @@ use jtap_protocol::{
     AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH,
 };
 
-use crate::channel::Channel;
+mod watcher;
+
+use crate::channel::{Channel, ClientSink};
+
 use crate::engine::{self, Context, Engine, Report, Resource};
 use crate::push::{Endpoint, Period, Pusher};
 use crate::rotation::{Ended, Rotation};
 use crate::sampling;
-use crate::session::{self, Session};
+use crate::session::Session;
 use crate::thread::Vm;
 
 /// A failed command: an `AGENT_RETURN_*` code and a one-line reason.
@@ -139,15 +142,6 @@ struct Running {
 /// longer than this is logged (rotations late by seconds were seen on loaded CI machines).
 const SLOW_ROTATION: Duration = Duration::from_millis(500);
 
-/// Keeps the count of live watcher threads; dropping it counts one down.
-pub struct WatcherTicket(&'static Agent);
-
-impl Drop for WatcherTicket {
-    fn drop(&mut self) {
-        self.0.live_watchers.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 static AGENT: OnceLock<Agent> = OnceLock::new();
 static INIT: Mutex<()> = Mutex::new(());
 
@@ -196,7 +190,7 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
         return Ok(agent);
     }
     crate::log::install_panic_hook();
-    crate::entry::pin_library();
+    crate::callback::pin_library();
     let env = environment(vm, at_startup)?;
     let callbacks = sys::jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
@@ -251,11 +245,6 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     Ok(AGENT.get_or_init(|| agent))
 }
 
-/// The agent's JVMTI environment, once the agent exists (for event callbacks).
-pub fn env() -> Option<Env> {
-    AGENT.get().map(|agent| agent.env)
-}
-
 impl Agent {
     /// The JVM.
     pub fn vm(&self) -> Vm {
@@ -264,12 +253,6 @@ impl Agent {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Counts a watcher thread about to start.
-    pub fn watcher_started(&'static self) -> WatcherTicket {
-        self.live_watchers.fetch_add(1, Ordering::SeqCst);
-        WatcherTicket(self)
     }
 
     /// Runs one command. Replies go over `channel` (Hello, text, Done) when there is one;
@@ -359,7 +342,7 @@ impl Agent {
             let started = crate::thread::spawn_attached(self.vm, "jtap-agent".into(), move || {
                 let _ticket = ticket;
                 for job in receiver {
-                    crate::entry::guard_callback(job);
+                    crate::callback::guard_callback(job);
                 }
             });
             match started {
@@ -532,7 +515,7 @@ impl Agent {
         if let Some(session) = owner {
             session.send_frame(Frame::Started(names.clone()));
             if phase_live {
-                session::watch(self, session);
+                self.watch(session);
             } else {
                 state.awaiting_init.push(session);
             }
@@ -806,61 +789,11 @@ impl Agent {
         restarted
     }
 
-    /// Stops the recording `session` owns, if it still runs, and sends the results to it;
-    /// then ends the session with `why`: its client asked (`Stop`), or [`Agent::session_due`].
-    pub fn end_session(&self, session: &Arc<Session>, why: &str) {
-        let mut state = self.state();
-        let reports = state
-            .take_recording_of(session)
-            .map(|recording| self.stop_recording(&state, recording).0);
-        drop(state);
-        for report in reports.iter().flatten() {
-            session.send_report(report);
-        }
-        session.end(AGENT_RETURN_OK, why);
-    }
-
-    /// Why the recording `session` owns should end now without being asked (its `duration=`
-    /// elapsed, or an engine finished on its own), if it should.
-    pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
-        let state = self.state();
-        let recording = state.recording_of(session)?;
-        if recording.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Some("duration elapsed".into());
-        }
-        recording
-            .engines
-            .iter()
-            .filter(|r| r.live)
-            .find_map(|r| r.engine.ended())
-    }
-
-    /// Samples recorded and dropped so far by the sampling engines `session` owns.
-    pub fn progress_of(&self, session: &Arc<Session>) -> Option<(u64, u64)> {
-        let state = self.state();
-        state
-            .recording_of(session)?
-            .engines
-            .iter()
-            .filter_map(|r| r.engine.progress())
-            .reduce(|(s1, d1), (s2, d2)| (s1 + s2, d1 + d2))
-    }
-
     fn context(&self) -> Context {
         Context {
             env: self.env,
             vm: self.vm,
         }
-    }
-
-    /// The watcher saw `session`'s client go away: stop what it started, silently.
-    pub fn client_gone(&self, session: &Arc<Session>, _why: &str) {
-        let mut state = self.state();
-        if let Some(recording) = state.take_recording_of(session) {
-            self.stop_recording(&state, recording);
-        }
-        drop(state);
-        session.end(AGENT_RETURN_OK, "client went away");
     }
 
     fn status(&self, state: &State) -> String {
@@ -963,7 +896,7 @@ impl Agent {
         drop(state);
         let waiting = std::mem::take(&mut self.state().awaiting_init);
         for session in waiting {
-            session::watch(self, session);
+            self.watch(session);
         }
         let _ = self.env.set_event_enabled(sys::JVMTI_EVENT_VM_INIT, false);
     }
@@ -1158,7 +1091,7 @@ fn deliver_record(
 }
 
 extern "C" fn on_vm_init(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thread: sys::jthread) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if let Some(agent) = AGENT.get() {
             agent.vm_init();
         }
@@ -1166,7 +1099,7 @@ extern "C" fn on_vm_init(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv, _thre
 }
 
 extern "C" fn on_vm_death(_env: *mut sys::jvmtiEnv, _jni: *mut sys::JNIEnv) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         if let Some(agent) = AGENT.get() {
             agent.vm_death();
         }
