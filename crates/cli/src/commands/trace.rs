@@ -343,7 +343,7 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
             .collect(),
         targets,
         interval: Some(args.interval),
-        count: args.count,
+        count: monitor_count(args.count, args.common.duration, args.interval),
         ..Plan::default()
     };
     run(
@@ -353,6 +353,28 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         (None, Show::plain(args.common.json)),
         timeout,
     )
+}
+
+/// How many intervals a monitor reports: `-n`, and with `-d` at most the whole intervals of
+/// the duration and a partial last one only if it lasts a tenth of an interval or more. The
+/// agent reports an interval when it has lasted `-i` (a little later each time: it looks every
+/// few milliseconds) and once more when `-d` ends it, which without this bound prints a
+/// nearly empty last table where `-d` is a multiple of `-i`; with it, the session ends at
+/// the last interval that counts, whichever of the two comes first.
+fn monitor_count(
+    count: Option<u64>,
+    duration: Option<Duration>,
+    interval: Duration,
+) -> Option<u64> {
+    let Some(duration) = duration else {
+        return count;
+    };
+    let interval = interval.as_nanos().max(1);
+    let whole = duration.as_nanos() / interval;
+    let rest = duration.as_nanos() % interval;
+    let intervals = (whole + u128::from(rest * 10 >= interval)).max(1);
+    let intervals = u64::try_from(intervals).unwrap_or(u64::MAX);
+    Some(count.map_or(intervals, |n| n.min(intervals)))
 }
 
 fn run(
@@ -633,5 +655,26 @@ fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_
         }
         out.flush()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_monitor_reports_the_intervals_of_its_duration() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(monitor_count(None, Some(s(6)), s(2)), Some(3));
+        assert_eq!(monitor_count(None, Some(s(5)), s(2)), Some(3));
+        assert_eq!(monitor_count(None, Some(ms(6100)), s(2)), Some(3));
+        assert_eq!(monitor_count(None, Some(ms(6200)), s(2)), Some(4));
+        assert_eq!(monitor_count(None, Some(s(1)), s(5)), Some(1));
+        assert_eq!(monitor_count(None, Some(ms(1)), s(5)), Some(1));
+        assert_eq!(monitor_count(Some(2), Some(s(6)), s(2)), Some(2));
+        assert_eq!(monitor_count(Some(9), Some(s(6)), s(2)), Some(3));
+        assert_eq!(monitor_count(Some(9), None, s(2)), Some(9));
+        assert_eq!(monitor_count(None, None, s(2)), None);
     }
 }
