@@ -109,7 +109,7 @@ enum ProfileAction {
 struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
     /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
-    /// (contended monitors)
+    /// (contended monitors), nativemem (native allocations of the JVM's libraries)
     #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_event)]
     event: Vec<Event>,
     #[arg(long, help = help_of("wall"), value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
@@ -149,9 +149,9 @@ struct SamplingArgs {
 /// Where and how the profiles are written.
 #[derive(clap::Args)]
 pub struct OutputArgs {
-    /// Output file; its extension picks the format (.html .heatmap.html .pb.gz .jfr
-    /// .speedscope.json .collapsed .txt). Give it several times to write one profile in
-    /// several formats
+    /// Output file; its extension picks the format (.html .heatmap.html .pb.gz .pprof .jfr
+    /// .speedscope.json .collapsed .folded .txt). Give it several times to write one profile
+    /// in several formats
     #[arg(short, long)]
     output: Vec<PathBuf>,
     /// Output format: text, summary, traces, flat, collapsed, html, heatmap, pprof, jfr,
@@ -401,10 +401,11 @@ fn check_output(output: &OutputArgs) -> anyhow::Result<()> {
 /// A file whose format the extension (or `--format`) names.
 fn check_format(path: &Path, format: Option<Format>) -> anyhow::Result<()> {
     if Format::from_path(path).is_none() && format.is_none() {
+        let known: Vec<&str> = Format::SUFFIXES.iter().map(|(suffix, _)| *suffix).collect();
         return Err(exit::usage(format!(
-            "cannot tell the format of {} from its extension (.html .pb.gz .speedscope.json \
-             .jfr .collapsed .txt); add one, or give --format",
-            path.display()
+            "cannot tell the format of {} from its extension ({}); add one, or give --format",
+            path.display(),
+            known.join(" ")
         )));
     }
     Ok(())
@@ -747,6 +748,52 @@ impl Progress {
     fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The help of `name` in the arguments of `A`.
+    fn help<A: clap::Args>(name: &str) -> String {
+        let command = A::augment_args(clap::Command::new("profile"));
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_id() == name)
+            .unwrap_or_else(|| panic!("no argument {name}"));
+        arg.get_help().map(|h| h.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_help_of_event_names_every_event_profile_takes() {
+        let text = help::<SamplingArgs>("event");
+        for event in Event::ALL.into_iter().filter(profiled) {
+            assert!(
+                text.contains(event.name()),
+                "{} not in {text:?}",
+                event.name()
+            );
+        }
+    }
+
+    #[test]
+    fn the_help_of_output_and_its_error_name_every_extension() {
+        let text = help::<OutputArgs>("output");
+        let error = check_format(Path::new("profile.bin"), None)
+            .unwrap_err()
+            .to_string();
+        for (suffix, _) in Format::SUFFIXES {
+            for (what, text) in [("help", &text), ("error", &error)] {
+                let words: Vec<&str> = text
+                    .split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == ';')
+                    .collect();
+                assert!(
+                    words.contains(suffix),
+                    "{suffix} not in the {what}: {text:?}"
+                );
+            }
         }
     }
 }

@@ -107,21 +107,23 @@ impl Format {
             .map(|(_, f)| *f)
     }
 
+    /// The file name endings that name a format (the longer of two that overlap first).
+    pub const SUFFIXES: &'static [(&'static str, Format)] = &[
+        (".speedscope.json", Format::Speedscope),
+        (".pb.gz", Format::Pprof),
+        (".pprof", Format::Pprof),
+        (".heatmap.html", Format::Heatmap),
+        (".html", Format::Html),
+        (".collapsed", Format::Collapsed),
+        (".folded", Format::Collapsed),
+        (".txt", Format::Text),
+        (".jfr", Format::Jfr),
+    ];
+
     /// Guesses the format from an output file name.
     pub fn from_path(path: &Path) -> Option<Format> {
         let name = path.file_name()?.to_str()?;
-        let by_suffix = [
-            (".speedscope.json", Format::Speedscope),
-            (".pb.gz", Format::Pprof),
-            (".pprof", Format::Pprof),
-            (".heatmap.html", Format::Heatmap),
-            (".html", Format::Html),
-            (".collapsed", Format::Collapsed),
-            (".folded", Format::Collapsed),
-            (".txt", Format::Text),
-            (".jfr", Format::Jfr),
-        ];
-        by_suffix
+        Self::SUFFIXES
             .iter()
             .find(|(suffix, _)| name.ends_with(suffix))
             .map(|(_, f)| *f)
