@@ -5,6 +5,7 @@
 //!   defined in the bootstrap loader and bound to native methods.
 //! - `probes`: those native methods: per-thread call stacks, the threshold, and records for
 //!   the reporting thread; they never throw, block or re-enter.
+//! - `batch`: calls many to a record, for scripts, and how many each method reported.
 //! - `calltree`: the call trees calltree mode grows per entry call, and their bounds.
 //! - `clock`: the probes' clock (the invariant TSC where there is one).
 //! - `ticker`: the field clock that traces under a threshold read without a native call.
@@ -17,6 +18,7 @@
 //! - `values`: Java values as bounded one-line text, without running application code.
 //! - `ffi`: the JNI/JVMTI calls all this makes.
 
+pub mod batch;
 pub mod calltree;
 pub mod clock;
 pub(crate) mod ffi;

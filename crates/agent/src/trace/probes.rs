@@ -52,6 +52,12 @@ static COARSE: AtomicBool = AtomicBool::new(false);
 static SESSION_START: AtomicU64 = AtomicU64::new(0);
 /// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Calls (and points reached) the probes reported in the current session, queued or
+/// dropped, by method id (methods from [`COUNTED_METHODS`] on are not counted): what a
+/// script's client compares with the calls it received (see [`reported`]).
+static REPORTED: [AtomicU64; COUNTED_METHODS] = [const { AtomicU64::new(0) }; COUNTED_METHODS];
+/// Methods whose reported calls [`REPORTED`] counts.
+const COUNTED_METHODS: usize = 1 << 16;
 /// Calls of the current session not timed because their thread's stack of open calls was
 /// full.
 static UNTIMED: AtomicU64 = AtomicU64::new(0);
@@ -251,6 +257,7 @@ pub fn activate(settings: &Settings) -> u32 {
     );
     DROPPED.store(0, Relaxed);
     UNTIMED.store(0, Relaxed);
+    REPORTED.iter().for_each(|count| count.store(0, Relaxed));
     calltree::reset(settings.count);
     SESSION_START.store(now(), Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
@@ -312,6 +319,16 @@ pub fn calls() -> u64 {
 /// Records dropped because the queue was full since the session started.
 pub fn dropped() -> u64 {
     DROPPED.load(Relaxed)
+}
+
+/// Calls (and points reached) reported since the session started, queued or dropped, by
+/// method id: the methods with some.
+pub fn reported() -> Vec<(u32, u64)> {
+    (0..)
+        .zip(&REPORTED)
+        .map(|(id, count)| (id, count.load(Relaxed)))
+        .filter(|&(_, count)| count > 0)
+        .collect()
 }
 
 /// Calls not timed because their thread's stack of open calls was full, since the session
@@ -1144,6 +1161,11 @@ fn current_stack() -> Vec<(usize, i64)> {
 }
 
 fn send(record: Record) {
+    if let Record::Call { method, .. } | Record::Reached { method, .. } = &record {
+        if let Some(count) = REPORTED.get(*method as usize) {
+            count.fetch_add(1, Relaxed);
+        }
+    }
     match queue().sender.try_send(record) {
         Ok(()) => {}
         Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {

@@ -16,12 +16,13 @@ use jtap_classfile::instruction::op::{
     NEWARRAY,
 };
 use jtap_protocol::records::{
-    self, Call, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval, Point, Reached,
-    TreeNode,
+    self, BatchCall, BatchProbe, Call, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval,
+    Point, Reached, TreeNode,
 };
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
 
+use super::batch::Batcher;
 use super::calltree::{self, Node, Tree};
 use super::clock::clock;
 use super::ffi::Jni;
@@ -118,7 +119,9 @@ pub fn spawn(
 ) -> Result<(), String> {
     let done = output.clone();
     spawn_attached(vm, "jtap-trace".into(), move || {
-        Reporter::new(vm, tracing, generation, output).run();
+        let mut reporter = Reporter::new(vm, tracing, generation, output);
+        reporter.run();
+        reporter.flush_calls();
         done.finished.store(true, Ordering::SeqCst);
     })
     .map_err(|e| format!("cannot start the jtap-trace thread: {e}"))
@@ -133,6 +136,8 @@ struct Reporter {
     frames: HashMap<usize, Option<FrameName>>,
     monitor_previous: HashMap<u32, Snapshot>,
     monitor_since: Instant,
+    /// Plans with `batches`: the calls not sent yet.
+    batch: Batcher,
 }
 
 struct FrameName {
@@ -152,6 +157,7 @@ impl Reporter {
             frames: HashMap::new(),
             monitor_previous: HashMap::new(),
             monitor_since: Instant::now(),
+            batch: Batcher::default(),
         }
     }
 
@@ -206,12 +212,13 @@ impl Reporter {
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) if stopping => {
                     break
                 }
-                Err(_) => {}
+                Err(_) => self.flush_calls(),
             }
         }
     }
 
     fn render(&mut self, record: Record) -> Option<records::Record> {
+        let record = self.batched(record)?;
         let jni = Jni::current(self.vm);
         let render = |me: &mut Reporter| match record {
             Record::Call {
@@ -253,6 +260,68 @@ impl Reporter {
         match jni {
             Some(jni) => jni.with_local_frame(64, || render(self)).flatten(),
             None => render(self),
+        }
+    }
+
+    /// Plans with `batches`: a call that carries nothing described goes into the batch
+    /// (None); any other record comes back, once the batch went out before it.
+    fn batched(&mut self, record: Record) -> Option<Record> {
+        let plan = &self.tracing.plan;
+        // With `return`, a call that returned null passes no value but shows one.
+        let batches = plan.batches && plan.count.is_none() && !plan.returns;
+        match record {
+            Record::Call {
+                thread,
+                tid,
+                method,
+                site,
+                start,
+                ticks,
+                args: None,
+                outcome: outcome @ (Outcome::Returned(None) | Outcome::Threw(None)),
+                stack,
+                ..
+            } if batches && stack.is_empty() => {
+                let probe = match self.batch.probe(method, site) {
+                    Some(key) => key,
+                    None => {
+                        let (class, method_name, descriptor) = self.method_name(method);
+                        let named = BatchProbe {
+                            key: 0,
+                            class,
+                            method: method_name,
+                            descriptor,
+                            callee: site.and_then(|site| self.callee(site)),
+                        };
+                        self.batch.name_probe(method, site, named)
+                    }
+                };
+                let c = clock();
+                let thread = self.batch.thread(&thread, tid);
+                self.batch.push(BatchCall {
+                    probe,
+                    threw: matches!(outcome, Outcome::Threw(_)),
+                    thread,
+                    time_ns: c.wall_ns(start),
+                    duration_ns: c.ns(ticks),
+                });
+                self.output.reported.fetch_add(1, Ordering::Relaxed);
+                if self.batch.due() {
+                    self.flush_calls();
+                }
+                None
+            }
+            record => {
+                self.flush_calls();
+                Some(record)
+            }
+        }
+    }
+
+    /// Sends the calls batched so far.
+    fn flush_calls(&mut self) {
+        if let Some(batch) = self.batch.take(probes::whole_milliseconds()) {
+            self.output.send(&records::Record::Calls(batch));
         }
     }
 

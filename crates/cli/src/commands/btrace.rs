@@ -4,13 +4,16 @@
 //! parameters ask for), and runs the handlers here, in the client, on those values, with the
 //! script's timers and `@OnExit` handlers. `--check` only compiles and checks.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use jtap_protocol::records::{Call, Callee, Outcome, Point, Reached, Record};
+use jtap_protocol::records::{
+    BatchProbe, BatchThread, Call, CallBatch, Callee, Outcome, Point, Reached, Record, Reported,
+};
 use jtap_protocol::trace::{CallSites, FieldSites, Guarded, MethodPattern, Mode, Plan, PointKind};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
@@ -207,6 +210,9 @@ fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
         handlers: Vec::new(),
         plan: Plan {
             mode: Mode::Trace,
+            // Every call of a hot method reaches the handlers (those carrying values one
+            // by one), and the agent says how many it reported.
+            batches: true,
             ..Plan::default()
         },
     };
@@ -386,10 +392,176 @@ fn threshold(handler: &Handler) -> Option<Duration> {
 
 /// What the readers of the tracing sessions tell the script's loop.
 enum Happened {
-    /// A traced call for handler `usize`.
-    Fired(usize, Box<Fired>),
+    /// Traced calls (of a record, or a batch), each for handler `usize`.
+    Fired(Vec<(usize, Fired)>),
+    /// Calls the probes reported that did not reach the handlers: `N calls of Class.method`.
+    Unseen(Vec<(u64, String)>),
     /// A session ended (the agent's reason, or the error).
     Ended(Result<String, String>),
+}
+
+/// The reader of a tracing session: which handlers take each record's calls, and how many
+/// calls of each method arrived.
+struct Reader<'p> {
+    probes: &'p Probes,
+    /// The methods (call sites) batches named, by key: the method and the handlers that
+    /// take its calls which returned and which threw (each with its threshold).
+    batch_probes: HashMap<u32, BatchTakers>,
+    batch_threads: HashMap<u32, BatchThread>,
+    /// Calls received, by (`pkg.Class`, method, descriptor).
+    received: HashMap<(String, String, String), u64>,
+}
+
+/// A method a batch named, and the handlers taking its calls.
+struct BatchTakers {
+    probe: BatchProbe,
+    /// Calls counted, added to [`Reader::received`] when the session ends.
+    received: u64,
+    returned: Vec<(usize, Option<Duration>)>,
+    threw: Vec<(usize, Option<Duration>)>,
+}
+
+impl<'p> Reader<'p> {
+    fn new(probes: &'p Probes) -> Reader<'p> {
+        Reader {
+            probes,
+            batch_probes: HashMap::new(),
+            batch_threads: HashMap::new(),
+            received: HashMap::new(),
+        }
+    }
+
+    /// What a record tells the script's loop.
+    fn read(&mut self, record: Record) -> Option<Happened> {
+        let callee_values = self.probes.plan.callee_values;
+        let taken: Vec<(usize, Fired)> = match record {
+            Record::Call(call) => {
+                self.count(&call.class, &call.method, &call.descriptor);
+                self.probes
+                    .handlers
+                    .iter()
+                    .filter(|(_, selector)| selector.takes(&call))
+                    .map(|(index, _)| (*index, fired(call.clone(), callee_values)))
+                    .collect()
+            }
+            Record::Reached(reached) => {
+                self.count(&reached.class, &reached.method, &reached.descriptor);
+                self.probes
+                    .handlers
+                    .iter()
+                    .filter(|(_, selector)| selector.takes_point(&reached))
+                    .map(|(index, _)| (*index, fired_at(reached.clone())))
+                    .collect()
+            }
+            Record::Calls(batch) => self.batch(batch),
+            Record::Reported(reported) => return Some(Happened::Unseen(self.unseen(&reported))),
+            _ => Vec::new(),
+        };
+        (!taken.is_empty()).then_some(Happened::Fired(taken))
+    }
+
+    fn count(&mut self, class: &str, method: &str, descriptor: &str) {
+        let key = (
+            class.to_string(),
+            method.to_string(),
+            descriptor.to_string(),
+        );
+        *self.received.entry(key).or_default() += 1;
+    }
+
+    /// The calls of a batch each handler takes.
+    fn batch(&mut self, batch: CallBatch) -> Vec<(usize, Fired)> {
+        for thread in batch.threads.iter().cloned() {
+            self.batch_threads.insert(thread.key, thread);
+        }
+        for probe in batch.probes.iter().cloned() {
+            // Which handlers take its calls, durations aside.
+            let call = |threw: bool| Call {
+                class: probe.class.clone(),
+                method: probe.method.clone(),
+                descriptor: probe.descriptor.clone(),
+                duration_ns: u64::MAX,
+                outcome: match threw {
+                    true => Outcome::Threw(None),
+                    false => Outcome::Returned(None),
+                },
+                callee: probe.callee.clone(),
+                ..empty_call()
+            };
+            let takers = |call: Call| -> Vec<(usize, Option<Duration>)> {
+                self.probes
+                    .handlers
+                    .iter()
+                    .filter(|(_, selector)| selector.takes(&call))
+                    .map(|(index, selector)| (*index, selector.threshold))
+                    .collect()
+            };
+            let (returned, threw) = (takers(call(false)), takers(call(true)));
+            let takers = BatchTakers {
+                probe,
+                received: 0,
+                returned,
+                threw,
+            };
+            self.batch_probes.insert(takers.probe.key, takers);
+        }
+        let mut taken = Vec::new();
+        for call in batch.iter() {
+            let Some(takers) = self.batch_probes.get_mut(&call.probe) else {
+                continue;
+            };
+            takers.received += 1;
+            let handlers = if call.threw {
+                &takers.threw
+            } else {
+                &takers.returned
+            };
+            for &(index, threshold) in handlers {
+                if threshold.is_some_and(|t| call.duration_ns < t.as_nanos() as u64) {
+                    continue;
+                }
+                let thread = self.batch_threads.get(&call.thread);
+                let probe = &takers.probe;
+                taken.push((
+                    index,
+                    Fired {
+                        class: probe.class.clone(),
+                        method: probe.method.clone(),
+                        start_ns: call.time_ns,
+                        duration_ns: call.duration_ns,
+                        thread: thread.map_or_else(|| "?".into(), |t| t.name.clone()),
+                        tid: thread.map_or(0, |t| t.tid),
+                        callee: probe.callee.clone(),
+                        ..Fired::default()
+                    },
+                ));
+            }
+        }
+        taken
+    }
+
+    /// `N calls of Class.method` for the calls the probes reported that did not arrive.
+    fn unseen(&mut self, reported: &Reported) -> Vec<(u64, String)> {
+        for takers in self.batch_probes.values_mut() {
+            let probe = &takers.probe;
+            let key = (
+                probe.class.clone(),
+                probe.method.clone(),
+                probe.descriptor.clone(),
+            );
+            *self.received.entry(key).or_default() += std::mem::take(&mut takers.received);
+        }
+        reported
+            .methods
+            .iter()
+            .filter_map(|m| {
+                let key = (m.class.clone(), m.method.clone(), m.descriptor.clone());
+                let received = self.received.get(&key).copied().unwrap_or(0);
+                let unseen = m.calls.saturating_sub(received);
+                (unseen > 0).then(|| (unseen, format!("{}.{}", m.class, m.method)))
+            })
+            .collect()
+    }
 }
 
 /// A script running against a JVM.
@@ -454,31 +626,18 @@ impl Session {
             let reader = conversation.map(|conversation| {
                 let sender = sender.clone();
                 scope.spawn(move || {
+                    let mut reader = Reader::new(probes);
                     let ended = conversation.finish(
                         &mut io::stderr(),
                         Some(&mut |frame| {
                             let Frame::Record(bytes) = frame else {
                                 return Ok(());
                             };
-                            let taken: Vec<(usize, Fired)> = match Record::decode(&bytes) {
-                                Ok(Record::Call(call)) => probes
-                                    .handlers
-                                    .iter()
-                                    .filter(|(_, selector)| selector.takes(&call))
-                                    .map(|(index, _)| {
-                                        (*index, fired(call.clone(), probes.plan.callee_values))
-                                    })
-                                    .collect(),
-                                Ok(Record::Reached(reached)) => probes
-                                    .handlers
-                                    .iter()
-                                    .filter(|(_, selector)| selector.takes_point(&reached))
-                                    .map(|(index, _)| (*index, fired_at(reached.clone())))
-                                    .collect(),
-                                _ => Vec::new(),
-                            };
-                            for (index, fired) in taken {
-                                let _ = sender.send(Happened::Fired(index, Box::new(fired)));
+                            if let Some(happened) = Record::decode(&bytes)
+                                .ok()
+                                .and_then(|record| reader.read(record))
+                            {
+                                let _ = sender.send(happened);
                             }
                             Ok(())
                         }),
@@ -489,7 +648,8 @@ impl Session {
             drop(sender);
             let mut ended = false;
             let mut failure = None;
-            loop {
+            let mut unseen = Vec::new();
+            'script: loop {
                 let stop = INTERRUPTED.load(Ordering::SeqCst)
                     || machine.exit_code().is_some()
                     || ended
@@ -504,21 +664,37 @@ impl Session {
                         due.saturating_duration_since(Instant::now())
                     })
                     .min(Duration::from_millis(100));
-                match events.recv_timeout(wait) {
-                    Ok(Happened::Fired(index, fired)) => machine.fire(index, &fired),
-                    Ok(Happened::Ended(result)) => {
-                        ended = true;
-                        if let Err(e) = result {
-                            failure.get_or_insert(e);
+                // What arrived, for up to 10 ms, before the timers and events below.
+                let busy = Instant::now();
+                let mut next = events.recv_timeout(wait);
+                loop {
+                    match next {
+                        Ok(Happened::Fired(taken)) => fire(&mut machine, &taken),
+                        Ok(Happened::Unseen(calls)) => unseen = calls,
+                        Ok(Happened::Ended(result)) => {
+                            ended = true;
+                            if let Err(e) = result {
+                                failure.get_or_insert(e);
+                            }
+                        }
+                        Err(mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            // No probes (or their session ended): timers and events go on.
+                            if timers.is_empty() && !listens {
+                                break 'script;
+                            }
+                            std::thread::sleep(wait);
                         }
                     }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        // No probes (or their session ended): timers and events go on.
-                        if timers.is_empty() && !listens {
-                            break;
-                        }
-                        std::thread::sleep(wait);
+                    if ended
+                        || machine.exit_code().is_some()
+                        || busy.elapsed() >= Duration::from_millis(10)
+                    {
+                        break;
+                    }
+                    match events.try_recv() {
+                        Ok(happened) => next = Ok(happened),
+                        Err(_) => break,
                     }
                 }
                 let status = || {
@@ -550,19 +726,23 @@ impl Session {
             if let Some(reader) = reader {
                 let _ = reader.join();
             }
+            // Calls the script missed count only while it ran to the end of the session.
+            let script_ended = machine.exit_code().is_some();
             while let Ok(event) = events.try_recv() {
                 match event {
-                    Happened::Fired(index, fired) if machine.exit_code().is_none() => {
-                        machine.fire(index, &fired)
-                    }
+                    Happened::Fired(taken) => fire(&mut machine, &taken),
+                    Happened::Unseen(calls) => unseen = calls,
                     Happened::Ended(Err(e)) => {
                         failure.get_or_insert(e);
                     }
-                    _ => {}
+                    Happened::Ended(Ok(_)) => {}
                 }
             }
             machine.finish();
             flush(&mut machine, &mut failures);
+            if !script_ended {
+                print_unseen(&unseen);
+            }
             for (error, times) in failures.iter().filter(|(_, n)| *n > 1) {
                 eprintln!("jtap: {times} times: {error}");
             }
@@ -923,6 +1103,50 @@ pub(crate) fn fired_at(reached: Reached) -> Fired {
     }
 }
 
+/// A call of no method, for the fields a record or batch leaves out.
+fn empty_call() -> Call {
+    Call {
+        time_ns: 0,
+        thread: "main".into(),
+        tid: 1,
+        class: String::new(),
+        method: String::new(),
+        descriptor: String::new(),
+        duration_ns: 0,
+        coarse: false,
+        args: None,
+        values: Vec::new(),
+        sizes: Vec::new(),
+        return_size: None,
+        outcome: Outcome::Returned(None),
+        stack: Vec::new(),
+        callee: None,
+    }
+}
+
+/// Runs the handlers on traced calls, until the script exits.
+fn fire(machine: &mut Machine, taken: &[(usize, Fired)]) {
+    for (index, fired) in taken {
+        if machine.exit_code().is_some() {
+            return;
+        }
+        machine.fire(*index, fired);
+    }
+}
+
+/// Says, after what the script printed, how many calls of each method its handlers did not
+/// see (what it computed misses them).
+fn print_unseen(unseen: &[(u64, String)]) {
+    let mut stdout = io::stdout().lock();
+    for (calls, method) in unseen {
+        let _ = writeln!(
+            stdout,
+            "jtap: {calls} calls of {method} not seen by the script: the JVM made them faster than they could be sent"
+        );
+    }
+    let _ = stdout.flush();
+}
+
 /// Prints what the handlers printed (stdout) and their errors (stderr: each error once, and
 /// how often it recurred at the end).
 fn flush(machine: &mut Machine, failures: &mut Vec<(String, u64)>) {
@@ -948,23 +1172,7 @@ mod tests {
     use super::*;
 
     pub(super) fn call() -> Call {
-        Call {
-            time_ns: 0,
-            thread: "main".into(),
-            tid: 1,
-            class: String::new(),
-            method: String::new(),
-            descriptor: String::new(),
-            duration_ns: 0,
-            coarse: false,
-            args: None,
-            values: Vec::new(),
-            sizes: Vec::new(),
-            return_size: None,
-            outcome: Outcome::Returned(None),
-            stack: Vec::new(),
-            callee: None,
-        }
+        empty_call()
     }
 
     #[test]
