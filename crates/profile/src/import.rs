@@ -4,18 +4,9 @@
 
 use std::path::Path;
 
+use crate::event;
 use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
-
-/// What to read of a file.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Wanted<'a> {
-    /// Only these events (`cpu`, `alloc`, ...); all when empty. The others are skipped
-    /// without decoding.
-    pub events: &'a [String],
-    /// Each sample's time and thread (the event log: time ranges, threads, JFR and heatmap
-    /// output, slow calls). Without it, a recording reads as counts per stack, faster.
-    pub times: bool,
-}
+pub use crate::select::Wanted;
 
 /// The profiles in `bytes` (one per event; with `only`, those events), read as the content
 /// says: a JFR recording by its magic, gzip or a pprof name (`.pb.gz`, `.pb`, `.pprof`) as
@@ -36,45 +27,27 @@ pub fn read(bytes: &[u8], path: &Path, wanted: &Wanted) -> Result<Vec<Profile>, 
     }
     let text = std::str::from_utf8(bytes)
         .map_err(|_| "neither a JFR recording nor collapsed stacks (not text)".to_string())?;
-    collapsed(text, &event_of(path))
+    collapsed(text, event_of(path))
 }
 
 /// `out.alloc.collapsed` → `alloc`; any other name → `cpu`.
-fn event_of(path: &Path) -> String {
+fn event_of(path: &Path) -> &'static event::Kind {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    [
-        "cpu",
-        "wall",
-        "alloc",
-        "lock",
-        "itimer",
-        "ctimer",
-        "live",
-        "nativemem",
-        "nativemem-live",
-    ]
-    .into_iter()
-    .find(|event| name.contains(&format!(".{event}.")))
-    .unwrap_or("cpu")
-    .to_string()
+    event::KINDS
+        .into_iter()
+        .find(|kind| name.contains(&format!(".{}.", kind.name)))
+        .unwrap_or(&event::CPU)
 }
 
 /// `frame;frame;frame count` lines; a frame's `_[j]`-style suffix gives its kind.
-fn collapsed(text: &str, event: &str) -> Result<Vec<Profile>, String> {
+fn collapsed(text: &str, kind: &event::Kind) -> Result<Vec<Profile>, String> {
     let mut profile = Profile::new(Metadata {
-        event: event.to_string(),
+        event: kind.name.to_string(),
         engine: "collapsed".into(),
-        weight_unit: match event {
-            "alloc" | "live" | "nativemem" | "nativemem-live" => "bytes",
-            _ => "nanoseconds",
-        }
-        .into(),
+        weight_unit: kind.weight_unit.into(),
         ..Metadata::default()
     });
-    let weighted = matches!(
-        event,
-        "alloc" | "live" | "lock" | "nativemem" | "nativemem-live"
-    );
+    let weighted = kind.weighted;
     for (number, line) in text.lines().enumerate() {
         let line = line.trim_end();
         if line.is_empty() {
@@ -154,8 +127,12 @@ mod tests {
         for (name, event, unit) in [
             ("p.collapsed", "cpu", "nanoseconds"),
             ("p.alloc.collapsed", "alloc", "bytes"),
-            ("p.nativemem.collapsed", "nativemem", "bytes"),
-            ("p.nativemem-live.collapsed", "nativemem-live", "bytes"),
+            ("p.nativemem.collapsed", event::NATIVEMEM.name, "bytes"),
+            (
+                "p.nativemem-live.collapsed",
+                event::NATIVEMEM_LIVE.name,
+                "bytes",
+            ),
         ] {
             let profiles = read(b"f 7\n", Path::new(name), &Wanted::default()).unwrap();
             let metadata = &profiles[0].metadata;

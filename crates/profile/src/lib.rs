@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 
+pub mod event;
 pub mod export;
 pub mod import;
 mod jfr;

@@ -231,22 +231,19 @@ impl Metadata {
     /// The counter reports show unless told otherwise, as async-profiler does: bytes for
     /// allocations, time waited for locks, samples for the time-based engines.
     pub fn default_counter(&self) -> Counter {
-        match self.event.as_str() {
-            "alloc" | "live" | "lock" | "nativemem" | "nativemem-live" => Counter::Total,
-            _ => Counter::Samples,
+        match crate::event::kind(&self.event).weighted {
+            true => Counter::Total,
+            false => Counter::Samples,
         }
     }
 
     /// What a counter's values are, for report headers: `samples`, the weight's unit, or
     /// the events (`objects`, `waits`).
     pub fn unit(&self, counter: Counter) -> &str {
-        match (counter, self.event.as_str()) {
-            (Counter::Samples, _) => "samples",
-            (Counter::Total, _) => &self.weight_unit,
-            (Counter::Events, "alloc" | "live") => "objects",
-            (Counter::Events, "lock") => "waits",
-            (Counter::Events, "nativemem" | "nativemem-live") => "allocations",
-            (Counter::Events, _) => "samples",
+        match counter {
+            Counter::Samples => "samples",
+            Counter::Total => &self.weight_unit,
+            Counter::Events => crate::event::kind(&self.event).events,
         }
     }
 }

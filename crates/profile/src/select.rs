@@ -1,9 +1,21 @@
-//! Choosing part of a profile: a time range, stacks with (or without) a frame matching a
-//! pattern, and thread names as root frames: what `jtap convert` filters by.
+//! Choosing part of a profile: what to read of a file ([`Wanted`]: events, times), a time
+//! range, stacks with (or without) a frame matching a pattern, and thread names as root
+//! frames: what `jtap convert` filters by.
 
 use regex::Regex;
 
 use crate::model::{Frame, FrameId, FrameKind, Profile, TracedCall, VIRTUAL_THREAD};
+
+/// What to read of a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wanted<'a> {
+    /// Only these events (`cpu`, `alloc`, ...); all when empty. The others are skipped
+    /// without decoding.
+    pub events: &'a [String],
+    /// Each sample's time and thread (the event log: time ranges, threads, JFR and heatmap
+    /// output, slow calls). Without it, a recording reads as counts per stack, faster.
+    pub times: bool,
+}
 
 /// Which samples to keep, and whether each stack gets its thread as root frame.
 #[derive(Debug, Default, Clone)]

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use jtap_profile::{render_set, write_atomically, Counter, ExportOptions, Format, Profile};
+use jtap_profile::{event, render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::options::help_of;
 use jtap_protocol::{wire, Action, Event, Frame, JavaStacks, NativeStacks, Options, ParseError};
 
@@ -136,7 +136,7 @@ struct SamplingArgs {
     timeline: bool,
     #[arg(long, help = help_of("alloc"), visible_alias = "alloc", value_name = "BYTES", value_parser = parse_alloc_interval)]
     alloc_interval: Option<u64>,
-    #[arg(long, help = help_of("nativemem"), visible_alias = "nativemem", value_name = "BYTES", value_parser = parse_nativemem_interval)]
+    #[arg(long, help = help_of(event::NATIVEMEM.name), visible_alias = event::NATIVEMEM.name, value_name = "BYTES", value_parser = parse_nativemem_interval)]
     nativemem_interval: Option<u64>,
     #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
     exact: bool,
@@ -269,25 +269,26 @@ pub fn parse_counter(text: &str) -> Result<Counter, String> {
 
 /// Parses `--alloc-interval` as the agent grammar's `alloc=` does (bytes; k, m, g suffixes).
 pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
-    parse_interval("alloc", text, |o| o.alloc)
+    parse_interval(&event::ALLOC, text, |o| o.alloc)
 }
 
 /// Parses `--nativemem-interval` as the agent grammar's `nativemem=` does (0, or bytes).
 fn parse_nativemem_interval(text: &str) -> Result<u64, String> {
-    parse_interval("nativemem", text, |o| o.nativemem)
+    parse_interval(&event::NATIVEMEM, text, |o| o.nativemem)
 }
 
-/// Parses `text` as the agent grammar's `<event>=` byte interval, read back with `field`.
+/// Parses `text` with the agent grammar's row of `<event>=`, read back with `field`.
 fn parse_interval(
-    event: &str,
+    kind: &event::Kind,
     text: &str,
     field: fn(&Options) -> Option<Option<u64>>,
 ) -> Result<u64, String> {
-    let options = Options::parse(&format!("start,event={event},{event}={text}"))
-        .map_err(|e| e.to_string())?;
+    let row = jtap_protocol::options::key(kind.name).expect("a row for every event key");
+    let mut options = Options::default();
+    (row.parse)(&mut options, Some(text))?;
     field(&options)
         .flatten()
-        .ok_or_else(|| format!("bad {event} interval {text}"))
+        .ok_or_else(|| format!("bad {} interval {text}", kind.name))
 }
 
 fn parse_format(text: &str) -> Result<Format, String> {
@@ -369,7 +370,7 @@ fn check_sampling(sampling: &SamplingArgs) -> anyhow::Result<()> {
         regex::Regex::new(pattern)
             .with_context(|| format!("bad regular expression {pattern:?}"))?;
     }
-    match Options::parse(&start_options(sampling)?.to_string()) {
+    match start_options(sampling)?.validate() {
         Ok(_) => Ok(()),
         // Said with this command's flags rather than the agent's keys.
         Err(ParseError::WrongEvent(key, event)) => Err(exit::usage(format!(

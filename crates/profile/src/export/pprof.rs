@@ -11,6 +11,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
+use crate::event::{self, Kind};
 use crate::model::{Frame, FrameId, FrameKind, Metadata, Profile, StackCounts};
 
 #[derive(Clone, PartialEq, Message)]
@@ -80,35 +81,18 @@ struct Function {
 }
 
 /// The pprof sample types (events, weight) for an event, as Go's tools name them; for the
-/// time-based engines the events are the samples.
-fn sample_types(event: &str, weight_unit: &str) -> [(&'static str, String); 2] {
-    match event {
-        "alloc" => [
-            ("alloc_objects", "count".into()),
-            ("alloc_space", "bytes".into()),
-        ],
-        "live" => [
-            ("inuse_objects", "count".into()),
-            ("inuse_space", "bytes".into()),
-        ],
-        "lock" => [
-            ("contentions", "count".into()),
-            ("delay", "nanoseconds".into()),
-        ],
-        "wall" => [("samples", "count".into()), ("wall", "nanoseconds".into())],
-        "nativemem" => [
-            ("malloc_count", "count".into()),
-            ("malloc_space", "bytes".into()),
-        ],
-        "nativemem-live" => [
-            ("inuse_count", "count".into()),
-            ("inuse_space", "bytes".into()),
-        ],
-        _ => [
-            ("samples", "count".into()),
-            ("cpu", weight_unit.to_string()),
-        ],
-    }
+/// time-based engines the events are the samples. A counted event's weight column is named
+/// after it (`page-faults`).
+fn sample_types(event: &str, weight_unit: &str) -> [(String, String); 2] {
+    let kind = event::kind(event);
+    let weight = match kind == &event::COUNTED {
+        true => event,
+        false => kind.pprof.1,
+    };
+    [
+        (kind.pprof.0.to_string(), "count".into()),
+        (weight.to_string(), weight_unit.to_string()),
+    ]
 }
 
 struct Strings {
@@ -150,7 +134,7 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
             // Two events' "samples" columns would read as one.
             let name = match several && name == "samples" {
                 true => format!("{}_samples", m.event),
-                false => name.to_string(),
+                false => name,
             };
             sample_type.push(ValueType {
                 r#type: strings.id(&name),
@@ -283,23 +267,19 @@ pub fn read(bytes: &[u8], only: &[String]) -> Result<Vec<Profile>, String> {
         })
         .collect();
     let mut profiles = Vec::new();
-    for (event, counts_of) in pprof_events(&columns, p.period.max(0) as u64) {
-        if !only.is_empty() && !only.iter().any(|e| e == event) {
+    for (kind, counts_of) in pprof_events(&columns, p.period.max(0) as u64) {
+        if !only.is_empty() && !only.iter().any(|e| kind.is(e)) {
             continue;
         }
         let mut profile = Profile::new(Metadata {
-            event: event.to_string(),
-            engine: event.to_string(),
+            event: kind.name.to_string(),
+            engine: kind.name.to_string(),
             // The period is the first column pair's: a time-based event's sampling interval.
-            interval: match (profiles.is_empty(), event) {
-                (true, "cpu" | "wall" | "itimer" | "ctimer") => p.period.max(0) as u64,
-                _ => 0,
+            interval: match profiles.is_empty() && kind.timed {
+                true => p.period.max(0) as u64,
+                false => 0,
             },
-            weight_unit: match event {
-                "alloc" | "live" => "bytes",
-                _ => "nanoseconds",
-            }
-            .into(),
+            weight_unit: kind.weight_unit.into(),
             duration_ns: p.duration_nanos.max(0) as u64,
             start_time_ns: p.time_nanos.max(0) as u64,
             ..Metadata::default()
@@ -315,7 +295,7 @@ pub fn read(bytes: &[u8], only: &[String]) -> Result<Vec<Profile>, String> {
                 .rev()
                 .flat_map(|id| locations.get(id).into_iter().flatten().cloned())
                 .collect();
-            if matches!(event, "alloc" | "live" | "lock") {
+            if kind.class_leaf {
                 if let Some(leaf) = stack.last_mut().filter(|f| is_class_leaf(f)) {
                     *leaf = Frame::new(std::mem::take(&mut leaf.name), FrameKind::Class);
                 }
@@ -339,26 +319,26 @@ type CountsOf = Box<dyn Fn(&[i64]) -> StackCounts>;
 
 /// The events a pprof file's columns hold, each with how to read a sample's counts.
 /// `period` (the file's) turns a column of sample counts into time.
-fn pprof_events(columns: &[(&str, &str)], period: u64) -> Vec<(&'static str, CountsOf)> {
+fn pprof_events(columns: &[(&str, &str)], period: u64) -> Vec<(&'static Kind, CountsOf)> {
     let at = |names: &[&str]| columns.iter().position(|(t, _)| names.contains(t));
     let counts = |i: usize| matches!(columns[i].1, "count" | "samples" | "");
     let value = |values: &[i64], i: usize| values.get(i).copied().unwrap_or(0).max(0) as u64;
-    let mut events: Vec<(&'static str, CountsOf)> = Vec::new();
+    let mut events: Vec<(&'static Kind, CountsOf)> = Vec::new();
     // Time-based events: a nanoseconds column named by the event and a count column
     // ("samples", or jtap's "<event>_samples" in a session); async-profiler writes the
     // event's column as sample counts.
-    for event in ["cpu", "wall", "itimer", "ctimer"] {
-        let Some(time) = at(&[event]) else {
+    for kind in event::KINDS.into_iter().filter(|k| k.timed) {
+        let Some(time) = at(&[kind.name]) else {
             continue;
         };
-        let own = format!("{event}_samples");
+        let own = format!("{}_samples", kind.name);
         let count = columns
             .iter()
             .position(|(t, _)| *t == own)
             .or_else(|| at(&["samples"]).filter(|_| events.is_empty()));
         let time_counts = counts(time);
         events.push((
-            event,
+            kind,
             Box::new(move |v| match (count, time_counts) {
                 (_, true) => StackCounts::sampled(value(v, time), value(v, time) * period),
                 (Some(count), false) => StackCounts::sampled(value(v, count), value(v, time)),
@@ -368,21 +348,26 @@ fn pprof_events(columns: &[(&str, &str)], period: u64) -> Vec<(&'static str, Cou
             }),
         ));
     }
-    for (event, objects, weight) in [
-        (
-            "alloc",
-            &["alloc_objects", "allocations"][..],
-            &["alloc_space"][..],
-        ),
-        ("live", &["inuse_objects", "live"][..], &["inuse_space"][..]),
-        ("lock", &["contentions", "locks"][..], &["delay"][..]),
-    ] {
-        let (objects, weight) = (at(objects), at(weight));
+    // Weighted events: an events column and a weight column, by their names or aliases. A
+    // column read as one kind is not read again as another (live and nativemem-live share
+    // `inuse_space`): kinds whose events column is there come first.
+    let mut claimed: Vec<usize> = Vec::new();
+    let mut weighted: Vec<&'static Kind> =
+        event::KINDS.into_iter().filter(|k| k.weighted).collect();
+    weighted.sort_by_key(|k| at(&[k.pprof.0]).is_none() && at(k.pprof_aliases.0).is_none());
+    for kind in weighted {
+        let named = |first: &str, more: &[&str]| {
+            let names: Vec<&str> = std::iter::once(first).chain(more.iter().copied()).collect();
+            at(&names).filter(|i| !claimed.contains(i))
+        };
+        let objects = named(kind.pprof.0, kind.pprof_aliases.0);
+        let weight = named(kind.pprof.1, kind.pprof_aliases.1);
         if objects.is_none() && weight.is_none() {
             continue;
         }
+        claimed.extend(objects.into_iter().chain(weight));
         events.push((
-            event,
+            kind,
             Box::new(move |v| {
                 let events = objects.map_or(0, |i| value(v, i));
                 StackCounts {

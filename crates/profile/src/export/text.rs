@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::ExportOptions;
+use crate::event::{ALLOC, LIVE};
 use crate::model::{Counter, FrameId, Profile, StackCounts};
 
 fn percent(part: u64, total: u64) -> f64 {
@@ -22,7 +23,7 @@ pub fn summary(profile: &Profile) -> String {
     let _ = writeln!(out, "{:<22}: {}", "Event", m.event);
     // `live` (alloc) and `nativemem-live` are parts of their engines' results, not fallbacks.
     let part_of =
-        m.event.starts_with(m.engine.as_str()) || (m.event == "live" && m.engine == "alloc");
+        m.event.starts_with(m.engine.as_str()) || (LIVE.is(&m.event) && ALLOC.is(&m.engine));
     if !m.engine.is_empty() && !part_of {
         let _ = writeln!(out, "{:<22}: {} (fallback)", "Engine used", m.engine);
     }

@@ -17,8 +17,8 @@ pub use write::render as write;
 
 #[cfg(test)]
 mod tests {
-    use crate::import::Wanted;
     use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts, TracedCall};
+    use crate::select::Wanted;
 
     const TIMES: Wanted = Wanted {
         events: &[],
@@ -76,11 +76,14 @@ mod tests {
         let cpu = profile("cpu", None);
         let alloc = profile("alloc", Some("java.lang.String[]"));
         let lock = profile("lock", Some("java.lang.Object"));
-        let nativemem = profile("nativemem", None);
+        let nativemem = profile(crate::event::NATIVEMEM.name, None);
         let bytes = super::write(&[&cpu, &alloc, &lock, &nativemem]);
         let back = super::read(&bytes, &TIMES).unwrap();
         let events: Vec<&str> = back.iter().map(|p| p.metadata.event.as_str()).collect();
-        assert_eq!(events, ["cpu", "alloc", "lock", "nativemem"]);
+        assert_eq!(
+            events,
+            ["cpu", "alloc", "lock", crate::event::NATIVEMEM.name]
+        );
         for (read, written) in back.iter().zip([&cpu, &alloc, &lock, &nativemem]) {
             assert_eq!(read.logged().len(), 2);
             assert_eq!(

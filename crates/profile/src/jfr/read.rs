@@ -21,11 +21,12 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
-use crate::import::Wanted;
+use crate::event;
 use crate::model::{
     virtual_thread_key, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId,
     TracedCall,
 };
+use crate::select::Wanted;
 
 /// Whether `bytes` start like a JFR recording.
 pub fn is_recording(bytes: &[u8]) -> bool {
@@ -533,19 +534,23 @@ impl Kind {
 
     fn event(self) -> &'static str {
         match self {
-            Kind::Cpu => "cpu",
-            Kind::Wall => "wall",
             Kind::Native => "native",
-            Kind::Alloc => "alloc",
-            Kind::Lock => "lock",
-            Kind::NativeMemory => "nativemem",
+            kind => kind.event_kind().name,
         }
     }
 
     fn weight_unit(self) -> &'static str {
+        self.event_kind().weight_unit
+    }
+
+    /// The profile event this kind reads as (JDK's native method samples: as CPU time).
+    fn event_kind(self) -> &'static event::Kind {
         match self {
-            Kind::Alloc | Kind::NativeMemory => "bytes",
-            _ => "nanoseconds",
+            Kind::Cpu | Kind::Native => &event::CPU,
+            Kind::Wall => &event::WALL,
+            Kind::Alloc => &event::ALLOC,
+            Kind::Lock => &event::LOCK,
+            Kind::NativeMemory => &event::NATIVEMEM,
         }
     }
 }

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use super::chunk::{Chunk, Pool};
 use super::encoding::Out;
 use super::types::id;
+use crate::event::JfrType as Kind;
 use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId, TracedCall, VIRTUAL_THREAD};
 
 /// The recording of `profiles` (one per event of a session).
@@ -85,27 +86,9 @@ const FRAME_TYPES: [&str; 6] = [
 /// Thread states, by the key of their pool entry.
 const THREAD_STATES: [&str; 2] = ["STATE_RUNNABLE", "STATE_SLEEPING"];
 
-/// What kind of event a profile's samples are.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Execution,
-    Wall,
-    Allocation,
-    Lock,
-    NativeMemory,
-}
-
-impl Kind {
-    fn of(profile: &Profile) -> Option<Kind> {
-        match profile.metadata.event.as_str() {
-            "cpu" | "itimer" | "ctimer" => Some(Kind::Execution),
-            "wall" => Some(Kind::Wall),
-            "alloc" => Some(Kind::Allocation),
-            "lock" => Some(Kind::Lock),
-            "nativemem" => Some(Kind::NativeMemory),
-            _ => None,
-        }
-    }
+/// The JFR type of a profile's samples, if JFR has one.
+fn kind_of(profile: &Profile) -> Option<Kind> {
+    crate::event::kind(&profile.metadata.event).jfr
 }
 
 impl Recording {
@@ -134,7 +117,7 @@ impl Recording {
 
     /// `jdk.ActiveSetting` events saying how the profile was recorded.
     fn settings(&mut self, profile: &Profile) {
-        let Some(kind) = Kind::of(profile) else {
+        let Some(kind) = kind_of(profile) else {
             return;
         };
         let event = match kind {
@@ -173,7 +156,7 @@ impl Recording {
 
     /// The profile's samples as events.
     fn events(&mut self, index: usize, profile: &Profile) {
-        let Some(kind) = Kind::of(profile) else {
+        let Some(kind) = kind_of(profile) else {
             return;
         };
         if profile.logged().is_empty() {

@@ -17,8 +17,17 @@
 //! with `event=trace`, which records alone, as `gc` does. Durations are an integer with a
 //! unit `ns`, `us`, `ms` or `s` (no unit: nanoseconds).
 
+mod keys;
+mod values;
+
 use std::fmt;
 use std::time::Duration;
+
+use jtap_profile::event;
+
+pub use keys::{help_of, help_text, key, GoesWith, Key, Shown, Takes, KEYS};
+use values::{escape, split_items, Item};
+pub use values::{MAX_ALLOC_INTERVAL, MAX_JSTACKDEPTH};
 
 /// What the agent is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,24 +124,29 @@ impl Event {
     /// The event's name in option strings.
     pub fn name(self) -> &'static str {
         match self {
-            Event::Cpu => "cpu",
-            Event::Itimer => "itimer",
-            Event::Ctimer => "ctimer",
-            Event::Wall => "wall",
-            Event::Alloc => "alloc",
-            Event::Lock => "lock",
             Event::Gc => "gc",
             Event::Trace => "trace",
-            Event::NativeMem => "nativemem",
+            profiled => profiled.kind().map_or("", |kind| kind.name),
+        }
+    }
+
+    /// The kind of the profile the engine records (gc and trace record none).
+    pub fn kind(self) -> Option<&'static event::Kind> {
+        match self {
+            Event::Cpu => Some(&event::CPU),
+            Event::Itimer => Some(&event::ITIMER),
+            Event::Ctimer => Some(&event::CTIMER),
+            Event::Wall => Some(&event::WALL),
+            Event::Alloc => Some(&event::ALLOC),
+            Event::Lock => Some(&event::LOCK),
+            Event::NativeMem => Some(&event::NATIVEMEM),
+            Event::Gc | Event::Trace => None,
         }
     }
 
     /// Whether the event samples stacks over time (cpu, itimer, ctimer, wall).
     pub fn is_time_sampling(self) -> bool {
-        matches!(
-            self,
-            Event::Cpu | Event::Itimer | Event::Ctimer | Event::Wall
-        )
+        self.kind().is_some_and(|kind| kind.timed)
     }
 
     /// Whether the engine can only start in the live phase (at VMInit when given at start-up).
@@ -312,7 +326,7 @@ pub enum ParseError {
     #[error("empty option at position {0} (two commas in a row, or a comma at either end)")]
     Empty(usize),
     /// A word that is neither an action, a flag nor a known key.
-    #[error("unknown option \"{0}\" (known: {known})", known = known())]
+    #[error("unknown option \"{0}\" (known: {known})", known = keys::known())]
     Unknown(String),
     /// A known key with a value it cannot take.
     #[error("bad value for {key}: \"{value}\": {expected}")]
@@ -366,109 +380,6 @@ pub enum ParseError {
     DanglingEscape(String),
 }
 
-/// Every action and key, for the message about an unknown one.
-fn known() -> String {
-    let keys = KEYS.iter().map(|k| match k.takes {
-        Takes::Nothing => k.name.to_string(),
-        Takes::Maybe(_) => format!("{}[=]", k.name),
-        Takes::Value(_) => format!("{}=", k.name),
-    });
-    Action::ALL
-        .iter()
-        .map(|a| a.name().to_string())
-        .chain(keys)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// What a key of the grammar takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Takes {
-    /// Nothing: the key is a flag (`threads`).
-    Nothing,
-    /// Nothing, or `=<value>` (`alloc`, `alloc=512k`); the value's name for help.
-    Maybe(&'static str),
-    /// `=<value>`; the value's name for help.
-    Value(&'static str),
-}
-
-/// The command a key goes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GoesWith {
-    /// Any command.
-    Any,
-    /// `start`.
-    Start,
-    /// `start`, or `stop` and `dump` to choose recordings (`event`).
-    StartStopDump,
-    /// `histogram` (`top`).
-    Histogram,
-    /// `histogram`, or `start` with allocations (`live`).
-    HistogramOrStart,
-}
-
-/// One key of the grammar. [`KEYS`] is the one declaration the parser's checks, the agent's
-/// `help`, the CLI's help of the flags that set these keys and the manual's option list
-/// come from.
-#[derive(Debug, Clone, Copy)]
-pub struct Key {
-    /// The key as written.
-    pub name: &'static str,
-    /// What it takes.
-    pub takes: Takes,
-    /// The command it goes with.
-    pub goes_with: GoesWith,
-    /// One line on what it does.
-    pub help: &'static str,
-}
-
-/// Every key, in the order help lists them.
-pub const KEYS: &[Key] = &[
-    Key { name: "event", takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem"), goes_with: GoesWith::StartStopDump, help: "what start records (alloc, lock, wall and nativemem add theirs); stop and dump: that event's recording" },
-    Key { name: "interval", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "sampling interval of the CPU event, or of wall alone (default 10ms; wall: 50ms)" },
-    Key { name: "alloc", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record allocations too, one sample every this many bytes on average (default 512k; suffixes k, m, g)" },
-    Key { name: "nativemem", takes: Takes::Maybe("bytes"), goes_with: GoesWith::Start, help: "record native memory allocations too (malloc & co. of the JVM's libraries and JNI code), one sample every this many bytes on average (default 512k; 0: every one)" },
-    Key { name: "lock", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "record contended locks too, waits of at least this long (default 10us)" },
-    Key { name: "wall", takes: Takes::Maybe("duration"), goes_with: GoesWith::Start, help: "sample wall-clock time too, at this interval (default 50ms)" },
-    Key { name: "loop", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "continuous profiling: every this long, write the results to a new file= (%t time, %p pid, %n sequence) and start afresh" },
-    Key { name: "keep", takes: Takes::Value("count"), goes_with: GoesWith::Start, help: "with loop=: keep the newest this many files, delete older ones" },
-    Key { name: "push", takes: Takes::Value("url"), goes_with: GoesWith::Start, help: "with loop=: send each period as JFR to this Grafana Pyroscope-compatible ingest endpoint (http://host:port)" },
-    Key { name: "app", takes: Takes::Value("name"), goes_with: GoesWith::Start, help: "with push=: the application's name (default jtap)" },
-    Key { name: "labels", takes: Takes::Value("k=v;k=v"), goes_with: GoesWith::Start, help: "with push=: labels of the pushed profiles" },
-    Key { name: "duration", takes: Takes::Value("duration"), goes_with: GoesWith::Start, help: "the agent ends the recording after this long and sends its results" },
-    Key { name: "threads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "each stack's root frame is its thread's name" },
-    Key { name: "allthreads", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "wall: sample every thread (GC, compiler, VM and native threads too), not only Java threads" },
-    Key { name: "include", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "keep only stacks with a frame matching this regular expression" },
-    Key { name: "exclude", takes: Takes::Value("regex"), goes_with: GoesWith::Start, help: "drop stacks with a frame matching this regular expression" },
-    Key { name: "jstackdepth", takes: Takes::Value("frames"), goes_with: GoesWith::Start, help: "deepest Java stack recorded (default 2048; alloc and lock: 64)" },
-    Key { name: "timeline", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "keep each sample's time and thread, as JFR output needs (implied by file=*.jfr)" },
-    Key { name: "alluser", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "cpu: user-mode CPU time only, so stacks have no kernel frames (also where perf_event_paranoid forbids sampling the kernel)" },
-    Key { name: "walker", takes: Takes::Value("vm|jvmti|asgct|check"), goes_with: GoesWith::Start, help: "Java stacks by jtap's own walk of HotSpot's frames (default), the JVM's own (GetStackTrace in alloc and lock, AsyncGetCallTrace in the sampling engines; jvmti and asgct are one choice), or both compared (differences in the agent's log)" },
-    Key { name: "cstack", takes: Takes::Value("dwarf|fp|no"), goes_with: GoesWith::Start, help: "native frames by DWARF unwinding of a copy of the stack (default), frame pointers only (cpu), or none" },
-    Key { name: "live", takes: Takes::Nothing, goes_with: GoesWith::HistogramOrStart, help: "histogram: only live objects (a full GC first); alloc: only sampled objects still alive at the end; nativemem: only blocks not freed" },
-    Key { name: "sites", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc, alone: a SITES report (live and allocated bytes per allocation site)" },
-    Key { name: "exact", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "alloc: record every allocation instead of sampling (exact counts; slow)" },
-    Key { name: "detach", takes: Takes::Nothing, goes_with: GoesWith::Start, help: "the recording belongs to no client and runs until stop or the JVM's exit" },
-    Key { name: "trace", takes: Takes::Value("plan"), goes_with: GoesWith::Start, help: "event=trace: methods, captures and mode (see jtap_protocol::trace)" },
-    Key { name: "top", takes: Takes::Value("n"), goes_with: GoesWith::Histogram, help: "only the n largest classes by bytes" },
-    Key { name: "file", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "write the results to this file, inside the JVM's filesystem (format by extension)" },
-    Key { name: "channel", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "control socket of the asking jtap client" },
-    Key { name: "log", takes: Takes::Value("path"), goes_with: GoesWith::Any, help: "append the agent's log to this file" },
-    Key { name: "linger", takes: Takes::Value("duration"), goes_with: GoesWith::Any, help: "how long the sampling engines' code map, with its events and capabilities, outlives the last recording (default 60s)" },
-    Key { name: "client", takes: Takes::Value("version"), goes_with: GoesWith::Any, help: "the asking jtap's version" },
-    Key { name: "debug", takes: Takes::Nothing, goes_with: GoesWith::Any, help: "log to the JVM's stderr" },
-];
-
-/// The key called `name`.
-pub fn key(name: &str) -> Option<&'static Key> {
-    KEYS.iter().find(|k| k.name == name)
-}
-
-/// The help line of key `name` (for the CLI flags that set it); empty for an unknown key.
-pub fn help_of(name: &str) -> &'static str {
-    key(name).map_or("", |k| k.help)
-}
-
 impl Options {
     /// Whether engines keep the event log: asked for, or needed by the file's format (JFR) or
     /// by `push=` (which sends JFR).
@@ -482,11 +393,11 @@ impl Options {
     pub fn label_pairs(&self) -> Vec<(String, String)> {
         self.labels
             .as_deref()
-            .and_then(|l| self.label_pairs_of(l))
+            .and_then(Options::label_pairs_of)
             .unwrap_or_default()
     }
 
-    fn label_pairs_of(&self, text: &str) -> Option<Vec<(String, String)>> {
+    fn label_pairs_of(text: &str) -> Option<Vec<(String, String)>> {
         text.split(';')
             .filter(|pair| !pair.is_empty())
             .map(|pair| {
@@ -514,17 +425,25 @@ impl Options {
                 given.push(key);
             }
         }
-        for key in &given {
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Checks that the keys set go with the action, and `start`'s settings with the events
+    /// it records: what [`Options::parse`] checks after reading the items, for options
+    /// built in code.
+    pub fn validate(&self) -> Result<(), ParseError> {
+        for key in KEYS.iter().filter(|k| k.is_set(self)) {
             let fits = match key.goes_with {
                 GoesWith::Any => true,
-                GoesWith::Start => options.action == Some(Action::Start),
+                GoesWith::Start => self.action == Some(Action::Start),
                 GoesWith::StartStopDump => matches!(
-                    options.action,
+                    self.action,
                     Some(Action::Start | Action::Stop | Action::Dump)
                 ),
-                GoesWith::Histogram => options.action == Some(Action::Histogram),
+                GoesWith::Histogram => self.action == Some(Action::Histogram),
                 GoesWith::HistogramOrStart => {
-                    matches!(options.action, Some(Action::Histogram | Action::Start))
+                    matches!(self.action, Some(Action::Histogram | Action::Start))
                 }
             };
             if !fits {
@@ -535,13 +454,13 @@ impl Options {
                 });
             }
         }
-        if options.action == Some(Action::Start) {
-            options.check_events()?;
+        if self.action == Some(Action::Start) {
+            self.check_events()?;
         }
-        if options.exact && options.alloc.flatten().is_some() {
+        if self.exact && self.alloc.flatten().is_some() {
             return Err(ParseError::ExactWithInterval);
         }
-        Ok(options)
+        Ok(())
     }
 
     /// Checks that `start`'s engine settings go with the events it records.
@@ -660,439 +579,33 @@ impl Options {
         let key = key(&item.key)
             .filter(|k| item.value.is_some() || !matches!(k.takes, Takes::Value(_)))
             .ok_or_else(|| ParseError::Unknown(item.raw.clone()))?;
-        let value = match (&item.value, key.takes) {
-            (Some(_), Takes::Nothing) => return Err(ParseError::UnexpectedValue(key.name)),
-            (value, _) => value.as_deref(),
-        };
-        self.set(key.name, value)?;
-        Ok(Some(key))
-    }
-
-    /// Stores the value of a key (None: given as a flag); [`Options::parse`] has checked
-    /// that the key takes it and is given once.
-    fn set(&mut self, name: &'static str, value: Option<&str>) -> Result<(), ParseError> {
-        let Some(value) = value else {
-            let flag = match name {
-                "alloc" => return put(&mut self.alloc, None),
-                "nativemem" => return put(&mut self.nativemem, None),
-                "lock" => return put(&mut self.lock, None),
-                "wall" => return put(&mut self.wall, None),
-                "debug" => &mut self.debug,
-                "threads" => &mut self.threads,
-                "allthreads" => &mut self.allthreads,
-                "detach" => &mut self.detach,
-                "alluser" => &mut self.alluser,
-                "timeline" => &mut self.timeline,
-                "live" => &mut self.live,
-                "sites" => &mut self.sites,
-                "exact" => &mut self.exact,
-                _ => return Err(ParseError::Unknown(name.into())),
-            };
-            *flag = true;
-            return Ok(());
-        };
-        match name {
-            "event" => {
-                let event = Event::from_name(value).ok_or_else(|| {
-                    bad(
-                        "event",
-                        value,
-                        &format!("one of {}", Event::ALL.map(Event::name).join(", ")),
-                    )
-                })?;
-                put(&mut self.event, event)
-            }
-            "interval" => put(&mut self.interval, parse_duration(name, value)?),
-            "duration" => put(&mut self.duration, parse_duration(name, value)?),
-            "loop" => put(&mut self.rotate, parse_duration(name, value)?),
-            "linger" => put(&mut self.linger, parse_duration(name, value)?),
-            "push" => put(&mut self.push, non_empty(name, value)?),
-            "app" => put(&mut self.app, non_empty(name, value)?),
-            "labels" => {
-                if self.label_pairs_of(value).is_none() {
-                    return Err(bad(name, value, "expected k=v;k=v"));
-                }
-                put(&mut self.labels, value.to_string())
-            }
-            "keep" => {
-                let keep = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()))
-                    .ok_or_else(|| bad(name, value, "expected a count of files, at least 1"))?;
-                put(&mut self.keep, keep)
-            }
-            "alloc" => put(&mut self.alloc, Some(parse_bytes(name, value)?)),
-            "nativemem" => {
-                let bytes = if value == "0" {
-                    0
-                } else {
-                    parse_bytes(name, value).map_err(|_| {
-                        bad(
-                            name,
-                            value,
-                            "0 (every allocation) or a number of bytes like 512k",
-                        )
-                    })?
-                };
-                put(&mut self.nativemem, Some(bytes))
-            }
-            "lock" => put(&mut self.lock, Some(parse_duration(name, value)?)),
-            "wall" => put(&mut self.wall, Some(parse_duration(name, value)?)),
-            "trace" => {
-                let plan = crate::trace::Plan::parse(value).map_err(|e| bad(name, value, &e))?;
-                put(&mut self.trace, plan)
-            }
-            "walker" => {
-                let choice = JavaStacks::named(value)
-                    .ok_or_else(|| bad(name, value, "vm, jvmti, asgct or check"))?;
-                put(&mut self.walker, choice)
-            }
-            "cstack" => {
-                let choice = NativeStacks::ALL
-                    .into_iter()
-                    .find(|c| c.name() == value)
-                    .ok_or_else(|| bad(name, value, "dwarf, fp or no"))?;
-                put(&mut self.cstack, choice)
-            }
-            "include" => put(&mut self.include, pattern(name, value)?),
-            "exclude" => put(&mut self.exclude, pattern(name, value)?),
-            "jstackdepth" => {
-                let depth = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|d| (1..=MAX_JSTACKDEPTH).contains(d));
-                let expected = format!("a number of frames from 1 to {MAX_JSTACKDEPTH}");
-                put(
-                    &mut self.jstackdepth,
-                    depth.ok_or_else(|| bad(name, value, &expected))?,
-                )
-            }
-            "file" => put(&mut self.file, non_empty(name, value)?),
-            "channel" => {
-                if !value.starts_with('/') {
-                    return Err(bad(name, value, "an absolute path of a UNIX socket"));
-                }
-                put(&mut self.channel, value.to_string())
-            }
-            "log" => put(&mut self.log, non_empty(name, value)?),
-            "top" => {
-                let top = value
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|&n| n > 0 && value.starts_with(|c: char| c.is_ascii_digit()));
-                put(
-                    &mut self.top,
-                    top.ok_or_else(|| bad(name, value, "a positive number of classes"))?,
-                )
-            }
-            "client" => {
-                let ok = !value.is_empty()
-                    && value
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'));
-                if !ok {
-                    return Err(bad(name, value, "a version like 0.1.0"));
-                }
-                put(&mut self.client, value.to_string())
-            }
-            _ => Err(ParseError::Unknown(name.into())),
+        if item.value.is_some() && key.takes == Takes::Nothing {
+            return Err(ParseError::UnexpectedValue(key.name));
         }
+        let value = item.value.as_deref();
+        (key.parse)(self, value).map_err(|expected| ParseError::BadValue {
+            key: key.name,
+            value: value.unwrap_or_default().to_string(),
+            expected,
+        })?;
+        Ok(Some(key))
     }
 }
 
 impl fmt::Display for Options {
-    /// Prints the canonical option string, which [`Options::parse`] reads back unchanged.
+    /// Prints the canonical option string, which [`Options::parse`] reads back unchanged:
+    /// the action, then each key set, in [`KEYS`]'s order.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut items: Vec<String> = Vec::new();
-        if let Some(action) = self.action {
-            items.push(action.name().into());
-        }
-        if let Some(event) = self.event {
-            items.push(format!("event={event}"));
-        }
-        if let Some(interval) = self.interval {
-            items.push(format!("interval={}", format_duration(interval)));
-        }
-        if let Some(duration) = self.duration {
-            items.push(format!("duration={}", format_duration(duration)));
-        }
-        if let Some(period) = self.rotate {
-            items.push(format!("loop={}", format_duration(period)));
-        }
-        if let Some(linger) = self.linger {
-            items.push(format!("linger={}", format_duration(linger)));
-        }
-        if let Some(keep) = self.keep {
-            items.push(format!("keep={keep}"));
-        }
-        for (key, value) in [
-            ("push", &self.push),
-            ("app", &self.app),
-            ("labels", &self.labels),
-        ] {
-            if let Some(value) = value {
-                items.push(format!("{key}={}", escape(value)));
-            }
-        }
-        if self.threads {
-            items.push("threads".into());
-        }
-        if self.allthreads {
-            items.push("allthreads".into());
-        }
-        if self.detach {
-            items.push("detach".into());
-        }
-        if self.alluser {
-            items.push("alluser".into());
-        }
-        if let Some(cstack) = self.cstack {
-            items.push(format!("cstack={}", cstack.name()));
-        }
-        if let Some(walker) = self.walker {
-            items.push(format!("walker={}", walker.name()));
-        }
-        if self.timeline {
-            items.push("timeline".into());
-        }
-        if let Some(depth) = self.jstackdepth {
-            items.push(format!("jstackdepth={depth}"));
-        }
-        match self.alloc {
-            Some(Some(bytes)) => items.push(format!("alloc={}", format_bytes(bytes))),
-            Some(None) => items.push("alloc".into()),
-            None => {}
-        }
-        match self.nativemem {
-            Some(Some(0)) => items.push("nativemem=0".into()),
-            Some(Some(bytes)) => items.push(format!("nativemem={}", format_bytes(bytes))),
-            Some(None) => items.push("nativemem".into()),
-            None => {}
-        }
-        for (key, setting) in [("lock", self.lock), ("wall", self.wall)] {
-            match setting {
-                Some(Some(duration)) => items.push(format!("{key}={}", format_duration(duration))),
-                Some(None) => items.push(key.into()),
-                None => {}
-            }
-        }
-        if self.sites {
-            items.push("sites".into());
-        }
-        if self.exact {
-            items.push("exact".into());
-        }
-        if let Some(plan) = &self.trace {
-            items.push(format!("trace={}", escape(&plan.to_string())));
-        }
-        for (key, value) in [("include", &self.include), ("exclude", &self.exclude)] {
-            if let Some(value) = value {
-                items.push(format!("{key}={}", escape(value)));
-            }
-        }
-        for (key, value) in [
-            ("file", &self.file),
-            ("channel", &self.channel),
-            ("log", &self.log),
-            ("client", &self.client),
-        ] {
-            if let Some(value) = value {
-                items.push(format!("{key}={}", escape(value)));
-            }
-        }
-        if self.debug {
-            items.push("debug".into());
-        }
-        if self.live {
-            items.push("live".into());
-        }
-        if let Some(top) = self.top {
-            items.push(format!("top={top}"));
-        }
+        let action = self.action.map(|a| a.name().to_string());
+        let keys = KEYS.iter().filter_map(|key| {
+            (key.show)(self).map(|shown| match shown {
+                Shown::Bare => key.name.to_string(),
+                Shown::Value(value) => format!("{}={}", key.name, escape(&value)),
+            })
+        });
+        let items: Vec<String> = action.into_iter().chain(keys).collect();
         f.write_str(&items.join(","))
     }
-}
-
-/// One comma-separated item: its raw text, and for `key=value` the key and unescaped value.
-struct Item {
-    raw: String,
-    key: String,
-    value: Option<String>,
-}
-
-fn split_items(text: &str) -> Result<Vec<Item>, ParseError> {
-    let mut items = Vec::new();
-    let mut raw = String::new();
-    let mut key = String::new();
-    let mut value: Option<String> = None;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ',' => items.push(Item {
-                raw: std::mem::take(&mut raw),
-                key: std::mem::take(&mut key),
-                value: value.take(),
-            }),
-            '\\' => {
-                let Some(escaped) = chars.next() else {
-                    return Err(ParseError::DanglingEscape(raw));
-                };
-                raw.push(c);
-                raw.push(escaped);
-                match &mut value {
-                    Some(v) => v.push(escaped),
-                    None => key.push(escaped),
-                }
-            }
-            '=' if value.is_none() => {
-                raw.push(c);
-                value = Some(String::new());
-            }
-            _ => {
-                raw.push(c);
-                match &mut value {
-                    Some(v) => v.push(c),
-                    None => key.push(c),
-                }
-            }
-        }
-    }
-    items.push(Item { raw, key, value });
-    Ok(items)
-}
-
-fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        if c == ',' || c == '\\' {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn bad(key: &'static str, value: &str, expected: &str) -> ParseError {
-    ParseError::BadValue {
-        key,
-        value: value.to_string(),
-        expected: expected.to_string(),
-    }
-}
-
-/// The largest `jstackdepth` accepted.
-pub const MAX_JSTACKDEPTH: u32 = 4096;
-
-fn pattern(key: &'static str, value: &str) -> Result<String, ParseError> {
-    if value.is_empty() {
-        return Err(bad(key, value, "a regular expression matching frame names"));
-    }
-    Ok(value.to_string())
-}
-
-fn non_empty(key: &'static str, value: &str) -> Result<String, ParseError> {
-    if value.is_empty() {
-        return Err(bad(key, value, "a path"));
-    }
-    Ok(value.to_string())
-}
-
-fn put<T>(slot: &mut Option<T>, value: T) -> Result<(), ParseError> {
-    *slot = Some(value);
-    Ok(())
-}
-
-const UNITS: [(&str, u64); 4] = [
-    ("s", 1_000_000_000),
-    ("ms", 1_000_000),
-    ("us", 1_000),
-    ("ns", 1),
-];
-
-fn parse_duration(key: &'static str, value: &str) -> Result<Duration, ParseError> {
-    let expected = "a positive duration like 10ms (units ns, us, ms, s; no unit: ns)";
-    let digits_end = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (number, unit) = value.split_at(digits_end);
-    let scale = if unit.is_empty() {
-        Some(1)
-    } else {
-        UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s)
-    };
-    let nanos = scale
-        .zip(number.parse::<u64>().ok())
-        .and_then(|(scale, n)| n.checked_mul(scale))
-        .filter(|&n| n > 0)
-        .ok_or_else(|| bad(key, value, expected))?;
-    Ok(Duration::from_nanos(nanos))
-}
-
-const BYTE_UNITS: [(&str, u64); 3] = [("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)];
-
-/// The largest `alloc=` interval: HotSpot takes it as a `jint`.
-pub const MAX_ALLOC_INTERVAL: u64 = i32::MAX as u64;
-
-fn parse_bytes(key: &'static str, value: &str) -> Result<u64, ParseError> {
-    let expected = format!(
-        "a positive number of bytes like 512k (suffixes k, m, g; at most {MAX_ALLOC_INTERVAL})"
-    );
-    let digits_end = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
-    let (number, unit) = value.split_at(digits_end);
-    let scale = if unit.is_empty() {
-        Some(1)
-    } else {
-        BYTE_UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s)
-    };
-    scale
-        .zip(number.parse::<u64>().ok())
-        .and_then(|(scale, n)| n.checked_mul(scale))
-        .filter(|&n| (1..=MAX_ALLOC_INTERVAL).contains(&n))
-        .ok_or_else(|| bad(key, value, &expected))
-}
-
-fn format_bytes(bytes: u64) -> String {
-    match BYTE_UNITS.iter().find(|(_, s)| bytes.is_multiple_of(*s)) {
-        Some((unit, scale)) => format!("{}{unit}", bytes / scale),
-        None => bytes.to_string(),
-    }
-}
-
-fn format_duration(duration: Duration) -> String {
-    // Parsing caps durations at u64 nanoseconds; larger ones print in seconds, which parse.
-    let Ok(nanos) = u64::try_from(duration.as_nanos()) else {
-        return format!("{}s", duration.as_secs());
-    };
-    let (unit, scale) = UNITS
-        .iter()
-        .find(|(_, s)| nanos % s == 0)
-        .copied()
-        .unwrap_or(("ns", 1));
-    format!("{}{unit}", nanos / scale)
-}
-
-/// The help text the `help` action returns, listing every action and key of [`KEYS`].
-pub fn help_text() -> String {
-    let mut text = String::from(
-        "jtap agent options: comma-separated, e.g. start,event=cpu,alloc,lock=10us,file=/tmp/out.html\n\
-         actions: start, stop, status, dump, version, help, histogram\n",
-    );
-    for key in KEYS {
-        let item = match key.takes {
-            Takes::Nothing => key.name.to_string(),
-            Takes::Maybe(value) => format!("{}[=<{value}>]", key.name),
-            Takes::Value(value) => format!("{}=<{value}>", key.name),
-        };
-        text.push_str(&format!("{item:<24} {}\n", key.help));
-    }
-    text.push_str(
-        "durations: a number with ns, us, ms or s (no unit: ns); \
-         write \\, for a comma and \\\\ for a backslash inside values",
-    );
-    text
 }
 
 #[cfg(test)]
@@ -1175,7 +688,7 @@ mod tests {
 
     #[test]
     fn the_manual_lists_every_key_as_help_does() {
-        let manual = include_str!("../../../docs/USAGE.md");
+        let manual = include_str!("../../../../docs/USAGE.md");
         assert!(
             manual.contains(&help_text()),
             "docs/USAGE.md's option list differs from KEYS; it should read:\n{}",
@@ -1183,6 +696,69 @@ mod tests {
         );
         for key in KEYS {
             assert!(!key.help.is_empty() && help_text().contains(key.name));
+        }
+    }
+
+    /// A value each key takes, to round-trip its row (a key without one fails the test).
+    const SAMPLES: &[(&str, &str)] = &[
+        ("event", "wall"),
+        ("interval", "2ms"),
+        ("alloc", "1m"),
+        (event::NATIVEMEM.name, "0"),
+        ("lock", "10us"),
+        ("wall", "20ms"),
+        ("loop", "10s"),
+        ("keep", "3"),
+        ("push", "http://localhost:4040"),
+        ("app", "shop"),
+        ("labels", "env=prod;dc=1"),
+        ("duration", "5s"),
+        ("include", "a\\.b,c"),
+        ("exclude", "x"),
+        ("jstackdepth", "64"),
+        ("walker", "check"),
+        ("cstack", "fp"),
+        ("trace", "mode:trace p:a.B::c count:3"),
+        ("top", "7"),
+        ("file", "/tmp/a,b.jfr"),
+        ("channel", "/tmp/jtap.sock"),
+        ("log", "/tmp/log"),
+        ("linger", "1s"),
+        ("client", "0.1.0"),
+    ];
+
+    #[test]
+    fn every_row_parses_shows_and_round_trips() {
+        for key in KEYS {
+            let mut options = Options::default();
+            let value = SAMPLES
+                .iter()
+                .find(|(name, _)| *name == key.name)
+                .map(|(_, v)| *v);
+            match (key.takes, value) {
+                (Takes::Value(_), None) => panic!("no sample value for {}", key.name),
+                (Takes::Nothing, Some(_)) => panic!("{} takes no value", key.name),
+                _ => {}
+            }
+            (key.parse)(&mut options, value).unwrap_or_else(|e| panic!("{}: {e}", key.name));
+            let shown = (key.show)(&options).unwrap_or_else(|| panic!("{} not shown", key.name));
+            assert_eq!(
+                shown,
+                value.map_or(Shown::Bare, |v| Shown::Value(v.to_string())),
+                "{} shows as it was given",
+                key.name
+            );
+            let text = options.to_string();
+            let mut back = Options::default();
+            for item in split_items(&text).unwrap() {
+                back.apply(&item).unwrap();
+            }
+            assert_eq!(back, options, "{} round-trips through {text:?}", key.name);
+            if let Takes::Maybe(_) = key.takes {
+                let mut bare = Options::default();
+                (key.parse)(&mut bare, None).unwrap();
+                assert_eq!((key.show)(&bare), Some(Shown::Bare), "{}", key.name);
+            }
         }
     }
 
