@@ -145,7 +145,8 @@ mod tests {
         assert_eq!(first.threads.len(), 1);
         // Known methods and threads are not named again.
         assert_eq!(batcher.probe(7, Some(0)), Some(site));
-        batcher.push(call(site, batcher.thread(&main, 10)));
+        let again = batcher.thread(&main, 10);
+        batcher.push(call(site, again));
         let second = batcher.take(false).unwrap();
         assert!(second.probes.is_empty() && second.threads.is_empty());
         for _ in 0..MAX_CALLS {
