@@ -1213,7 +1213,10 @@ mod tests {
         assert_eq!(threshold(&script.handlers[1]), None);
         // g takes every call: the agent cannot drop the short ones.
         let probes = probes(&script, "S.java").unwrap();
-        assert_eq!(probes.plan.to_string(), "mode:trace p:a.B::run p:a.B::run");
+        assert_eq!(
+            probes.plan.to_string(),
+            "mode:trace p:a.B::run p:a.B::run batches"
+        );
         let call = |duration_ns| Call {
             class: "a.B".into(),
             method: "run".into(),
@@ -1239,7 +1242,7 @@ mod tests {
         let probes = probes(&script, "S.java").unwrap();
         assert_eq!(
             probes.plan.to_string(),
-            "mode:trace c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ entry:a.B::run exceptions"
+            "mode:trace c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ entry:a.B::run exceptions batches"
         );
         let at_site = |class: &str, method: &str, threw: bool| Call {
             class: "a.B".into(),
