@@ -16,7 +16,9 @@
 //!   profile.
 //! - `walk`: a Java stack walker of jtap's own, reading HotSpot's frames with the offsets the
 //!   VM publishes (`gHotSpotVMStructs`); the alloc and lock engines' stacks.
-//! - `malloc`: hooks on the C allocator of the JVM's libraries (the nativemem engine).
+//! - `hooks`: hooks on C library functions the JVM's libraries and JNI code call (GOT
+//!   rewriting, entry stubs catching the caller's frame, reentrancy guard), and hooked calls
+//!   recorded at their sites with native and Java stacks; the allocator hooks (nativemem).
 //! - `heap`: the class histogram (`histogram`), computed with a JVMTI heap walk.
 //! - `trace`: method tracing by class-file instrumentation: the runtime class and its native
 //!   probes, the class-file hook, restoring, and the reporting thread.
@@ -39,8 +41,8 @@ mod engine;
 mod entry;
 mod gate;
 mod heap;
+mod hooks;
 mod libjvm;
-mod malloc;
 mod push;
 mod rotation;
 mod sampling;

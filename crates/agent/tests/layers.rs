@@ -3,8 +3,8 @@
 //! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `jni`, `callback` (no panic into
 //!    the JVM, the library kept mapped) and `channel` (the socket to a client, and the
 //!    [`ClientSink`] trait engines stream through);
-//! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `malloc`
-//!    (allocator hooks), and for continuous profiling `rotation` (the period clock) and `push`
+//! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `hooks`
+//!    (hooks on C functions), and for continuous profiling `rotation` (the period clock) and `push`
 //!    (delivery to a server);
 //! 2. engines: `engine`;
 //! 3. commands: `agent` (with its session watchers), `session`, and `entry` (the entry points
@@ -36,7 +36,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("trace", 1),
     ("heap", 1),
     ("walk", 1),
-    ("malloc", 1),
+    ("hooks", 1),
     ("rotation", 1),
     ("push", 1),
     ("engine", 2),

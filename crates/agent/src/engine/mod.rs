@@ -185,8 +185,9 @@ pub enum Resource {
     GcPauses,
     /// The class-file transformer and the probe runtime.
     Instrumentation,
-    /// The hooks on the C allocator and the native allocation table.
-    AllocatorHooks,
+    /// Hooks on C library functions and the site table of their calls, by the engine's name
+    /// (`nativemem`: the C allocator; `io`, `nativelock`).
+    Hooks(&'static str),
 }
 
 /// One row of [`ENGINES`].
@@ -244,7 +245,7 @@ pub const ENGINES: [Registration; 9] = [
     Registration {
         event: Event::NativeMem,
         create: || Box::new(nativemem::NativeMemEngine::default()),
-        holds: &[Resource::AllocatorHooks],
+        holds: &[Resource::Hooks("nativemem")],
     },
 ];
 
