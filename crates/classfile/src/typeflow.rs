@@ -250,174 +250,277 @@ fn step(
     insn: &Insn,
     s: &mut State,
 ) -> Result<bool> {
-    use VType::*;
-    let opc = insn.opcode;
-    let pop = |s: &mut State, k: usize| -> Result<()> {
-        if s.stack.len() < k {
-            return Err(underflow(insn));
+    match insn.opcode {
+        op::NOP | op::IINC => {}
+        op::ACONST_NULL..=op::LDC2_W => constant(cp, insn, s)?,
+        op::ILOAD..=0x2d => load(insn, s)?,
+        0x2e..=0x35 => array_load(cp, insn, s)?,
+        op::ISTORE..=0x4e => store(insn, s)?,
+        0x4f..=0x56 => pop(
+            s,
+            insn,
+            if matches!(insn.opcode, 0x50 | 0x52) {
+                4
+            } else {
+                3
+            },
+        )?,
+        op::POP..=op::SWAP => stack_op(insn, s)?,
+        0x60..=0x83 => arithmetic(insn, s)?,
+        0x85..=0x93 => conversion(insn, s)?,
+        0x94 | 0x97 | 0x98 => {
+            pop(s, insn, 4)?;
+            push(&mut s.stack, VType::Integer);
         }
-        s.stack.truncate(s.stack.len() - k);
-        Ok(())
-    };
-    let local = |s: &State, i: u16| -> Result<VType> {
-        s.locals.get(i as usize).copied().ok_or(Error::BadCode {
-            offset: insn.offset,
-            reason: "local index out of range",
-        })
-    };
-    let lindex = match insn.operand {
+        0x95 | 0x96 => {
+            pop(s, insn, 2)?;
+            push(&mut s.stack, VType::Integer);
+        }
+        0x99..=0x9e | op::IFNULL | op::IFNONNULL => pop(s, insn, 1)?,
+        0x9f..=0xa6 => pop(s, insn, 2)?,
+        op::GOTO | op::GOTO_W => return Ok(false),
+        op::JSR | op::JSR_W | op::RET => return Err(Error::Unsupported("jsr/ret subroutines")),
+        op::TABLESWITCH | op::LOOKUPSWITCH => {
+            pop(s, insn, 1)?;
+            return Ok(false);
+        }
+        op::IRETURN..=op::RETURN | op::ATHROW => return Ok(false),
+        op::GETSTATIC..=op::PUTFIELD => field(cp, cache, insn, s)?,
+        op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC => invoke(cp, cache, m, insn, s)?,
+        op::NEW
+        | op::NEWARRAY
+        | op::ANEWARRAY
+        | op::ARRAYLENGTH
+        | op::CHECKCAST
+        | op::INSTANCEOF
+        | op::MULTIANEWARRAY => object(cp, insn, s)?,
+        op::MONITORENTER | op::MONITOREXIT => pop(s, insn, 1)?,
+        _ => {
+            return Err(Error::BadCode {
+                offset: insn.offset,
+                reason: "invalid opcode",
+            })
+        }
+    }
+    Ok(true)
+}
+
+/// The primitive kinds in opcode order (`i`, `l`, `f`, `d`).
+const PRIM: [VType; 4] = [VType::Integer, VType::Long, VType::Float, VType::Double];
+
+/// Stack slots of a value of type `t`.
+fn size(t: VType) -> usize {
+    if t.is_wide() {
+        2
+    } else {
+        1
+    }
+}
+
+/// Pops `k` slots off the stack of `s` (the state before `insn`).
+fn pop(s: &mut State, insn: &Insn, k: usize) -> Result<()> {
+    if s.stack.len() < k {
+        return Err(underflow(insn));
+    }
+    s.stack.truncate(s.stack.len() - k);
+    Ok(())
+}
+
+/// The local variable index `insn` names (0 for the short forms, which name none).
+fn local_index(insn: &Insn) -> u16 {
+    match insn.operand {
         Operand::Local(i) => i,
         _ => 0,
-    };
-    const PRIM: [VType; 4] = [Integer, Long, Float, Double];
-    let size = |t: VType| if t.is_wide() { 2 } else { 1 };
-    match opc {
-        op::NOP | op::IINC => {}
-        op::ACONST_NULL => push(&mut s.stack, Null),
-        0x02..=0x08 | op::BIPUSH | op::SIPUSH => push(&mut s.stack, Integer),
-        0x09 | 0x0a => push(&mut s.stack, Long),
-        0x0b..=0x0d => push(&mut s.stack, Float),
-        0x0e | 0x0f => push(&mut s.stack, Double),
-        op::LDC | op::LDC_W | op::LDC2_W => {
+    }
+}
+
+/// Constants: `aconst_null`, `iconst`..`dconst`, `bipush`, `sipush`, `ldc`.
+fn constant(cp: &mut ConstantPool, insn: &Insn, s: &mut State) -> Result<()> {
+    use VType::*;
+    let t = match insn.opcode {
+        op::ACONST_NULL => Null,
+        0x02..=0x08 | op::BIPUSH | op::SIPUSH => Integer,
+        0x09 | 0x0a => Long,
+        0x0b..=0x0d => Float,
+        0x0e | 0x0f => Double,
+        _ => {
             let Operand::Cp(c) = insn.operand else {
                 return Err(underflow(insn));
             };
-            let t = match cp.get(c)? {
-                Constant::Integer(_) => Integer,
-                Constant::Float(_) => Float,
-                Constant::Long(_) => Long,
-                Constant::Double(_) => Double,
-                Constant::String(_) => Object(cp.add_class("java/lang/String")?),
-                Constant::Class(_) => Object(cp.add_class("java/lang/Class")?),
-                Constant::MethodType(_) => Object(cp.add_class("java/lang/invoke/MethodType")?),
-                Constant::MethodHandle(..) => {
-                    Object(cp.add_class("java/lang/invoke/MethodHandle")?)
-                }
-                Constant::Dynamic(_, nt) => {
-                    let d = cp.name_and_type(nt)?.1.to_vec();
-                    vtype_of(cp, parse_field_descriptor(&d)?)?.unwrap_or(Top)
-                }
-                _ => {
-                    return Err(Error::BadConstant {
-                        index: c,
-                        expected: "loadable constant",
-                    })
-                }
-            };
-            push(&mut s.stack, t);
+            loadable(cp, c)?
         }
-        0x15..=0x18 => push(&mut s.stack, PRIM[(opc - 0x15) as usize]),
-        0x1a..=0x29 => push(&mut s.stack, PRIM[((opc - 0x1a) / 4) as usize]),
-        op::ALOAD | 0x2a..=0x2d => {
-            let t = local(s, lindex)?;
-            push(&mut s.stack, t);
+    };
+    push(&mut s.stack, t);
+    Ok(())
+}
+
+/// The type `ldc` pushes for constant `c`.
+fn loadable(cp: &mut ConstantPool, c: u16) -> Result<VType> {
+    use VType::*;
+    Ok(match cp.get(c)? {
+        Constant::Integer(_) => Integer,
+        Constant::Float(_) => Float,
+        Constant::Long(_) => Long,
+        Constant::Double(_) => Double,
+        Constant::String(_) => Object(cp.add_class("java/lang/String")?),
+        Constant::Class(_) => Object(cp.add_class("java/lang/Class")?),
+        Constant::MethodType(_) => Object(cp.add_class("java/lang/invoke/MethodType")?),
+        Constant::MethodHandle(..) => Object(cp.add_class("java/lang/invoke/MethodHandle")?),
+        Constant::Dynamic(_, nt) => {
+            let d = cp.name_and_type(nt)?.1.to_vec();
+            vtype_of(cp, parse_field_descriptor(&d)?)?.unwrap_or(Top)
         }
-        0x2e..=0x35 => {
-            let idx_arr = s
-                .stack
-                .len()
-                .checked_sub(2)
-                .ok_or_else(|| underflow(insn))?;
-            let arr = s.stack[idx_arr];
-            pop(s, 2)?;
-            let t = match opc {
-                0x2f => Long,
-                0x30 => Float,
-                0x31 => Double,
-                0x32 => match arr {
-                    Object(c) => {
-                        let name = cp.class_name(c)?.to_vec();
-                        match name.get(1) {
-                            Some(b'L') if name.len() > 3 => {
-                                Object(cp.add_class_bytes(&name[2..name.len() - 1])?)
-                            }
-                            Some(b'[') => Object(cp.add_class_bytes(&name[1..])?),
-                            _ => {
-                                return Err(Error::BadCode {
-                                    offset: insn.offset,
-                                    reason: "aaload on a non-array",
-                                })
-                            }
-                        }
+        _ => {
+            return Err(Error::BadConstant {
+                index: c,
+                expected: "loadable constant",
+            })
+        }
+    })
+}
+
+/// Loads of locals: `iload`..`aload` and their short forms.
+fn load(insn: &Insn, s: &mut State) -> Result<()> {
+    let opc = insn.opcode;
+    let t = match opc {
+        0x15..=0x18 => PRIM[(opc - 0x15) as usize],
+        0x1a..=0x29 => PRIM[((opc - 0x1a) / 4) as usize],
+        _ => {
+            let i = local_index(insn);
+            s.locals.get(i as usize).copied().ok_or(Error::BadCode {
+                offset: insn.offset,
+                reason: "local index out of range",
+            })?
+        }
+    };
+    push(&mut s.stack, t);
+    Ok(())
+}
+
+/// Array loads: `iaload`..`saload`.
+fn array_load(cp: &mut ConstantPool, insn: &Insn, s: &mut State) -> Result<()> {
+    use VType::*;
+    let idx_arr = s
+        .stack
+        .len()
+        .checked_sub(2)
+        .ok_or_else(|| underflow(insn))?;
+    let arr = s.stack[idx_arr];
+    pop(s, insn, 2)?;
+    let t = match insn.opcode {
+        0x2f => Long,
+        0x30 => Float,
+        0x31 => Double,
+        0x32 => match arr {
+            Object(c) => {
+                let name = cp.class_name(c)?.to_vec();
+                match name.get(1) {
+                    Some(b'L') if name.len() > 3 => {
+                        Object(cp.add_class_bytes(&name[2..name.len() - 1])?)
                     }
-                    _ => Null,
-                },
-                _ => Integer,
-            };
-            push(&mut s.stack, t);
-        }
-        0x36..=0x4e => {
-            let (index, wide) = match opc {
-                0x36..=0x3a => (lindex, matches!(opc, 0x37 | 0x39)),
-                _ => (lindex, matches!((opc - 0x3b) / 4, 1 | 3)),
-            };
-            let k = if wide { 2 } else { 1 };
-            let base = s
-                .stack
-                .len()
-                .checked_sub(k)
-                .ok_or_else(|| underflow(insn))?;
-            let t = s.stack[base];
-            pop(s, k)?;
-            let i = index as usize;
-            if i + k > s.locals.len() {
-                return Err(Error::BadCode {
-                    offset: insn.offset,
-                    reason: "local index out of range",
-                });
-            }
-            s.locals[i] = t;
-            if wide {
-                s.locals[i + 1] = Top;
-            }
-            if i > 0 && s.locals[i - 1].is_wide() {
-                s.locals[i - 1] = Top;
-            }
-        }
-        0x4f..=0x56 => pop(s, if matches!(opc, 0x50 | 0x52) { 4 } else { 3 })?,
-        0x57 => pop(s, 1)?,
-        0x58 => pop(s, 2)?,
-        0x59..=0x5f => {
-            let len = s.stack.len();
-            let need = match opc {
-                0x59 => 1,
-                0x5a | 0x5c | 0x5f => 2,
-                0x5b | 0x5d => 3,
-                _ => 4,
-            };
-            if len < need {
-                return Err(underflow(insn));
-            }
-            let st = &mut s.stack;
-            let v1 = st[len - 1];
-            match opc {
-                0x59 => st.push(v1),
-                0x5a => st.insert(len - 2, v1),
-                0x5b => st.insert(len - 3, v1),
-                0x5c => {
-                    let v2 = st[len - 2];
-                    st.extend_from_slice(&[v2, v1]);
+                    Some(b'[') => Object(cp.add_class_bytes(&name[1..])?),
+                    _ => {
+                        return Err(Error::BadCode {
+                            offset: insn.offset,
+                            reason: "aaload on a non-array",
+                        })
+                    }
                 }
-                0x5d => {
-                    let v2 = st[len - 2];
-                    st.splice(len - 3..len - 3, [v2, v1]);
-                }
-                0x5e => {
-                    let v2 = st[len - 2];
-                    st.splice(len - 4..len - 4, [v2, v1]);
-                }
-                _ => st.swap(len - 1, len - 2),
             }
+            _ => Null,
+        },
+        _ => Integer,
+    };
+    push(&mut s.stack, t);
+    Ok(())
+}
+
+/// Stores into locals: `istore`..`astore` and their short forms.
+fn store(insn: &Insn, s: &mut State) -> Result<()> {
+    let opc = insn.opcode;
+    let index = local_index(insn);
+    let wide = match opc {
+        0x36..=0x3a => matches!(opc, 0x37 | 0x39),
+        _ => matches!((opc - 0x3b) / 4, 1 | 3),
+    };
+    let k = if wide { 2 } else { 1 };
+    let base = s
+        .stack
+        .len()
+        .checked_sub(k)
+        .ok_or_else(|| underflow(insn))?;
+    let t = s.stack[base];
+    pop(s, insn, k)?;
+    let i = index as usize;
+    if i + k > s.locals.len() {
+        return Err(Error::BadCode {
+            offset: insn.offset,
+            reason: "local index out of range",
+        });
+    }
+    s.locals[i] = t;
+    if wide {
+        s.locals[i + 1] = VType::Top;
+    }
+    if i > 0 && s.locals[i - 1].is_wide() {
+        s.locals[i - 1] = VType::Top;
+    }
+    Ok(())
+}
+
+/// Stack manipulation: `pop`, `pop2`, the `dup`s and `swap`.
+fn stack_op(insn: &Insn, s: &mut State) -> Result<()> {
+    let opc = insn.opcode;
+    match opc {
+        0x57 => return pop(s, insn, 1),
+        0x58 => return pop(s, insn, 2),
+        _ => {}
+    }
+    let len = s.stack.len();
+    let need = match opc {
+        0x59 => 1,
+        0x5a | 0x5c | 0x5f => 2,
+        0x5b | 0x5d => 3,
+        _ => 4,
+    };
+    if len < need {
+        return Err(underflow(insn));
+    }
+    let st = &mut s.stack;
+    let v1 = st[len - 1];
+    match opc {
+        0x59 => st.push(v1),
+        0x5a => st.insert(len - 2, v1),
+        0x5b => st.insert(len - 3, v1),
+        0x5c => {
+            let v2 = st[len - 2];
+            st.extend_from_slice(&[v2, v1]);
         }
+        0x5d => {
+            let v2 = st[len - 2];
+            st.splice(len - 3..len - 3, [v2, v1]);
+        }
+        0x5e => {
+            let v2 = st[len - 2];
+            st.splice(len - 4..len - 4, [v2, v1]);
+        }
+        _ => st.swap(len - 1, len - 2),
+    }
+    Ok(())
+}
+
+/// Arithmetic, shifts and bitwise operations: `iadd`..`lxor`.
+fn arithmetic(insn: &Insn, s: &mut State) -> Result<()> {
+    use VType::*;
+    let opc = insn.opcode;
+    let (popped, t) = match opc {
         0x60..=0x73 => {
             let t = PRIM[((opc - 0x60) % 4) as usize];
-            pop(s, 2 * size(t))?;
-            push(&mut s.stack, t);
+            (2 * size(t), t)
         }
         0x74..=0x77 => {
             let t = PRIM[(opc - 0x74) as usize];
-            pop(s, size(t))?;
-            push(&mut s.stack, t);
+            (size(t), t)
         }
         0x78..=0x7d => {
             let t = if (opc - 0x78).is_multiple_of(2) {
@@ -425,139 +528,135 @@ fn step(
             } else {
                 Long
             };
-            pop(s, 1 + size(t))?;
-            push(&mut s.stack, t);
+            (1 + size(t), t)
         }
-        0x7e..=0x83 => {
+        _ => {
             let t = if (opc - 0x7e).is_multiple_of(2) {
                 Integer
             } else {
                 Long
             };
-            pop(s, 2 * size(t))?;
+            (2 * size(t), t)
+        }
+    };
+    pop(s, insn, popped)?;
+    push(&mut s.stack, t);
+    Ok(())
+}
+
+/// Conversions: `i2l`..`i2s`.
+fn conversion(insn: &Insn, s: &mut State) -> Result<()> {
+    use VType::*;
+    let (from, to) = match insn.opcode {
+        0x85 => (Integer, Long),
+        0x86 => (Integer, Float),
+        0x87 => (Integer, Double),
+        0x88 => (Long, Integer),
+        0x89 => (Long, Float),
+        0x8a => (Long, Double),
+        0x8b => (Float, Integer),
+        0x8c => (Float, Long),
+        0x8d => (Float, Double),
+        0x8e => (Double, Integer),
+        0x8f => (Double, Long),
+        0x90 => (Double, Float),
+        _ => (Integer, Integer),
+    };
+    pop(s, insn, size(from))?;
+    push(&mut s.stack, to);
+    Ok(())
+}
+
+/// Field accesses: `getstatic`, `putstatic`, `getfield`, `putfield`.
+fn field(cp: &mut ConstantPool, cache: &mut ShapeCache, insn: &Insn, s: &mut State) -> Result<()> {
+    let Operand::Cp(c) = insn.operand else {
+        return Err(underflow(insn));
+    };
+    let shape = member_shape(cp, cache, c, false)?;
+    let t = shape.ret.unwrap_or(VType::Top);
+    match insn.opcode {
+        op::GETSTATIC => push(&mut s.stack, t),
+        op::PUTSTATIC => pop(s, insn, shape.slots as usize)?,
+        op::GETFIELD => {
+            pop(s, insn, 1)?;
             push(&mut s.stack, t);
         }
-        0x85..=0x93 => {
-            let (from, to) = match opc {
-                0x85 => (Integer, Long),
-                0x86 => (Integer, Float),
-                0x87 => (Integer, Double),
-                0x88 => (Long, Integer),
-                0x89 => (Long, Float),
-                0x8a => (Long, Double),
-                0x8b => (Float, Integer),
-                0x8c => (Float, Long),
-                0x8d => (Float, Double),
-                0x8e => (Double, Integer),
-                0x8f => (Double, Long),
-                0x90 => (Double, Float),
-                _ => (Integer, Integer),
-            };
-            pop(s, size(from))?;
-            push(&mut s.stack, to);
+        _ => pop(s, insn, shape.slots as usize + 1)?,
+    }
+    Ok(())
+}
+
+/// Calls: the `invoke…` instructions; a constructor call initializes its receiver.
+fn invoke(
+    cp: &mut ConstantPool,
+    cache: &mut ShapeCache,
+    m: &MethodInfo<'_>,
+    insn: &Insn,
+    s: &mut State,
+) -> Result<()> {
+    let opc = insn.opcode;
+    let Operand::Cp(c) = insn.operand else {
+        return Err(underflow(insn));
+    };
+    let shape = member_shape(cp, cache, c, true)?;
+    pop(s, insn, shape.slots as usize)?;
+    if opc != op::INVOKESTATIC && opc != op::INVOKEDYNAMIC {
+        let recv = *s.stack.last().ok_or_else(|| underflow(insn))?;
+        pop(s, insn, 1)?;
+        if opc == op::INVOKESPECIAL && shape.init {
+            initialize(m, recv, s)?;
         }
-        0x94 | 0x97 | 0x98 => {
-            pop(s, 4)?;
-            push(&mut s.stack, Integer);
-        }
-        0x95 | 0x96 => {
-            pop(s, 2)?;
-            push(&mut s.stack, Integer);
-        }
-        0x99..=0x9e | op::IFNULL | op::IFNONNULL => pop(s, 1)?,
-        0x9f..=0xa6 => pop(s, 2)?,
-        op::GOTO | op::GOTO_W => return Ok(false),
-        op::JSR | op::JSR_W | op::RET => return Err(Error::Unsupported("jsr/ret subroutines")),
-        op::TABLESWITCH | op::LOOKUPSWITCH => {
-            pop(s, 1)?;
-            return Ok(false);
-        }
-        op::IRETURN..=op::RETURN | op::ATHROW => return Ok(false),
-        op::GETSTATIC..=op::PUTFIELD => {
-            let Operand::Cp(c) = insn.operand else {
-                return Err(underflow(insn));
-            };
-            let shape = member_shape(cp, cache, c, false)?;
-            let t = shape.ret.unwrap_or(Top);
-            match opc {
-                op::GETSTATIC => push(&mut s.stack, t),
-                op::PUTSTATIC => pop(s, shape.slots as usize)?,
-                op::GETFIELD => {
-                    pop(s, 1)?;
-                    push(&mut s.stack, t);
-                }
-                _ => pop(s, shape.slots as usize + 1)?,
+    }
+    if let Some(t) = shape.ret {
+        push(&mut s.stack, t);
+    }
+    Ok(())
+}
+
+/// Replaces the uninitialized `recv` of a constructor call by its initialized type
+/// everywhere in `s`.
+fn initialize(m: &MethodInfo<'_>, recv: VType, s: &mut State) -> Result<()> {
+    let init = match recv {
+        VType::UninitializedThis => VType::Object(m.this_class),
+        VType::Uninitialized(off) => {
+            let new_insn = m
+                .insns
+                .binary_search_by_key(&off, |x| x.offset)
+                .ok()
+                .map(|k| &m.insns[k])
+                .filter(|x| x.opcode == op::NEW);
+            match new_insn.map(|x| &x.operand) {
+                Some(Operand::Cp(cls)) => VType::Object(*cls),
+                _ => return Err(Error::BadStackMap("uninitialized type without its new")),
             }
         }
-        op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC => {
-            let Operand::Cp(c) = insn.operand else {
-                return Err(underflow(insn));
-            };
-            let shape = member_shape(cp, cache, c, true)?;
-            pop(s, shape.slots as usize)?;
-            if opc != op::INVOKESTATIC && opc != op::INVOKEDYNAMIC {
-                let recv = *s.stack.last().ok_or_else(|| underflow(insn))?;
-                pop(s, 1)?;
-                if opc == op::INVOKESPECIAL && shape.init {
-                    let init = match recv {
-                        UninitializedThis => Object(m.this_class),
-                        Uninitialized(off) => {
-                            let new_insn = m
-                                .insns
-                                .binary_search_by_key(&off, |x| x.offset)
-                                .ok()
-                                .map(|k| &m.insns[k])
-                                .filter(|x| x.opcode == op::NEW);
-                            match new_insn.map(|x| &x.operand) {
-                                Some(Operand::Cp(cls)) => Object(*cls),
-                                _ => {
-                                    return Err(Error::BadStackMap(
-                                        "uninitialized type without its new",
-                                    ))
-                                }
-                            }
-                        }
-                        other => other,
-                    };
-                    if init != recv {
-                        for t in s.locals.iter_mut().chain(s.stack.iter_mut()) {
-                            if *t == recv {
-                                *t = init;
-                            }
-                        }
-                    }
-                }
-            }
-            if let Some(t) = shape.ret {
-                push(&mut s.stack, t);
+        other => other,
+    };
+    if init != recv {
+        for t in s.locals.iter_mut().chain(s.stack.iter_mut()) {
+            if *t == recv {
+                *t = init;
             }
         }
-        op::NEW => push(&mut s.stack, Uninitialized(insn.offset)),
+    }
+    Ok(())
+}
+
+/// Object and array creation and type checks: `new`, `newarray`, `anewarray`,
+/// `arraylength`, `checkcast`, `instanceof`, `multianewarray`.
+fn object(cp: &mut ConstantPool, insn: &Insn, s: &mut State) -> Result<()> {
+    use VType::*;
+    let t = match insn.opcode {
+        op::NEW => Uninitialized(insn.offset),
         op::NEWARRAY => {
-            pop(s, 1)?;
+            pop(s, insn, 1)?;
             let Operand::NewArray(code) = insn.operand else {
                 return Err(underflow(insn));
             };
-            let name: &str = match code {
-                4 => "[Z",
-                5 => "[C",
-                6 => "[F",
-                7 => "[D",
-                8 => "[B",
-                9 => "[S",
-                10 => "[I",
-                11 => "[J",
-                _ => {
-                    return Err(Error::BadCode {
-                        offset: insn.offset,
-                        reason: "bad newarray type",
-                    })
-                }
-            };
-            push(&mut s.stack, Object(cp.add_class(name)?));
+            Object(cp.add_class(primitive_array(insn, code)?)?)
         }
         op::ANEWARRAY => {
-            pop(s, 1)?;
+            pop(s, insn, 1)?;
             let Operand::Cp(c) = insn.operand else {
                 return Err(underflow(insn));
             };
@@ -571,33 +670,47 @@ fn step(
                 name.extend_from_slice(elem);
                 name.push(b';');
             }
-            push(&mut s.stack, Object(cp.add_class_bytes(&name)?));
+            Object(cp.add_class_bytes(&name)?)
         }
         op::ARRAYLENGTH | op::INSTANCEOF => {
-            pop(s, 1)?;
-            push(&mut s.stack, Integer);
+            pop(s, insn, 1)?;
+            Integer
         }
         op::CHECKCAST => {
-            pop(s, 1)?;
+            pop(s, insn, 1)?;
             let Operand::Cp(c) = insn.operand else {
                 return Err(underflow(insn));
             };
-            push(&mut s.stack, Object(c));
+            Object(c)
         }
-        op::MONITORENTER | op::MONITOREXIT => pop(s, 1)?,
-        op::MULTIANEWARRAY => {
+        _ => {
             let Operand::MultiANewArray(c, dims) = insn.operand else {
                 return Err(underflow(insn));
             };
-            pop(s, dims as usize)?;
-            push(&mut s.stack, Object(c));
+            pop(s, insn, dims as usize)?;
+            Object(c)
         }
+    };
+    push(&mut s.stack, t);
+    Ok(())
+}
+
+/// The array class `newarray` creates for its type `code`.
+fn primitive_array(insn: &Insn, code: u8) -> Result<&'static str> {
+    Ok(match code {
+        4 => "[Z",
+        5 => "[C",
+        6 => "[F",
+        7 => "[D",
+        8 => "[B",
+        9 => "[S",
+        10 => "[I",
+        11 => "[J",
         _ => {
             return Err(Error::BadCode {
                 offset: insn.offset,
-                reason: "invalid opcode",
+                reason: "bad newarray type",
             })
         }
-    }
-    Ok(true)
+    })
 }
