@@ -327,220 +327,22 @@ pub fn relayout(
         ));
     }
     let map = offset_index(insns, code.code.len());
-    // Branch targets as instruction indices: targets[tstart[i]..tstart[i + 1]] (for switches,
-    // the cases then the default).
-    let mut tstart: Vec<u32> = Vec::with_capacity(n + 1);
-    let mut targets: Vec<usize> = Vec::with_capacity(n / 4);
-    for insn in insns {
-        tstart.push(targets.len() as u32);
-        match &insn.operand {
-            Operand::Branch(t) => targets.push(idx(&map, *t as usize, "branch target")?),
-            Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => {
-                for t in insn.targets() {
-                    targets.push(idx(&map, t as usize, "branch target")?);
-                }
-            }
-            _ => {}
-        }
-    }
-    tstart.push(targets.len() as u32);
-    let targets_of = |i: usize| &targets[tstart[i] as usize..tstart[i + 1] as usize];
-
-    // Widen branches until every one reaches.
-    let mut wide = vec![false; n];
-    let layout = loop {
-        let l = compute_layout(insns, edit, &wide);
-        let mut changed = false;
-        for (i, insn) in insns.iter().enumerate() {
-            if !wide[i] && is_short_branch(insn) {
-                let t = targets_of(i).first().copied().unwrap_or(0);
-                let delta = l.start[t] as i64 - l.at[i] as i64;
-                if delta < i16::MIN as i64 || delta > i16::MAX as i64 {
-                    wide[i] = true;
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            break l;
-        }
-    };
+    let targets = Targets::new(insns, &map)?;
+    let (layout, wide) = widen(insns, edit, &targets);
     if layout.total > 65535 {
         return Err(Error::TooLarge("code longer than 65535 bytes"));
     }
-
-    // Emit the code.
-    let mut out = Vec::with_capacity(layout.total as usize);
-    out.extend_from_slice(&edit.prologue);
-    for (i, insn) in insns.iter().enumerate() {
-        out.extend_from_slice(&edit.before[i]);
-        let pc = layout.at[i];
-        debug_assert_eq!(out.len() as u32, pc);
-        let rel = |t: usize, from: u32| layout.start[t] as i64 - from as i64;
-        match &insn.operand {
-            Operand::Branch(_) => {
-                let t = targets_of(i).first().copied().unwrap_or(0);
-                if matches!(insn.opcode, op::GOTO_W | op::JSR_W)
-                    || (wide[i] && matches!(insn.opcode, op::GOTO | op::JSR))
-                {
-                    out.push(if matches!(insn.opcode, op::GOTO | op::GOTO_W) {
-                        op::GOTO_W
-                    } else {
-                        op::JSR_W
-                    });
-                    out.u4(rel(t, pc) as i32 as u32);
-                } else if wide[i] {
-                    out.push(invert_condition(insn.opcode));
-                    out.u2(8);
-                    out.push(op::GOTO_W);
-                    out.u4(rel(t, pc + 3) as i32 as u32);
-                } else {
-                    out.push(insn.opcode);
-                    out.u2(rel(t, pc) as i16 as u16);
-                }
-            }
-            Operand::TableSwitch {
-                low, targets: ts, ..
-            } => {
-                out.push(insn.opcode);
-                while out.len() % 4 != 0 {
-                    out.push(0);
-                }
-                let tg = targets_of(i);
-                out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
-                out.u4(*low as u32);
-                out.u4((*low as i64 + ts.len() as i64 - 1) as i32 as u32);
-                for &t in &tg[..tg.len() - 1] {
-                    out.u4(rel(t, pc) as i32 as u32);
-                }
-            }
-            Operand::LookupSwitch { pairs, .. } => {
-                out.push(insn.opcode);
-                while out.len() % 4 != 0 {
-                    out.push(0);
-                }
-                let tg = targets_of(i);
-                out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
-                out.u4(pairs.len() as u32);
-                for (k, (key, _)) in pairs.iter().enumerate() {
-                    out.u4(*key as u32);
-                    out.u4(rel(tg[k], pc) as i32 as u32);
-                }
-            }
-            _ => {
-                let s = insn.offset as usize;
-                out.extend_from_slice(&code.code[s..s + insn.len as usize]);
-            }
-        }
-        out.extend_from_slice(&edit.after[i]);
-    }
-    for b in &edit.blocks {
-        out.extend_from_slice(&b.code);
-    }
-    debug_assert_eq!(out.len() as u32, layout.total);
-
-    let start_of = |off: u16| -> Result<u16> {
-        Ok(layout.start[idx(&map, off as usize, "range boundary")?] as u16)
+    let relaid = Relaid {
+        code,
+        insns,
+        edit,
+        map,
+        layout,
+        wide,
     };
-    let pos = |p: Pos| -> Result<u16> { Ok(layout.pos(p, edit)? as u16) };
-
-    // Exception table.
-    let mut exception_table = Vec::with_capacity(
-        code.exception_table.len() + edit.handlers_first.len() + edit.handlers_last.len(),
-    );
-    let new_entry = |h: &NewHandler| -> Result<ExceptionEntry> {
-        Ok(ExceptionEntry {
-            start_pc: pos(h.start)?,
-            end_pc: pos(h.end)?,
-            handler_pc: pos(h.handler)?,
-            catch_type: h.catch_type,
-        })
-    };
-    for h in &edit.handlers_first {
-        exception_table.push(new_entry(h)?);
-    }
-    for e in &code.exception_table {
-        if e.start_pc >= e.end_pc {
-            return Err(Error::BadAttribute("exception table range"));
-        }
-        exception_table.push(ExceptionEntry {
-            start_pc: start_of(e.start_pc)?,
-            end_pc: start_of(e.end_pc)?,
-            handler_pc: start_of(e.handler_pc)?,
-            catch_type: e.catch_type,
-        });
-    }
-    for h in &edit.handlers_last {
-        exception_table.push(new_entry(h)?);
-    }
-
-    // Attributes.
-    let mut attributes = Vec::with_capacity(code.attributes.len() + 1);
-    let mut wrote_stackmap = false;
-    for a in &code.attributes {
-        let name = cp.utf8(a.name_index)?;
-        let info = match name {
-            b"LineNumberTable" => {
-                let mut r = Reader::new(&a.info);
-                let k = r.u2("line_number_table_length")?;
-                let mut o = Vec::with_capacity(a.info.len());
-                o.u2(k);
-                for _ in 0..k {
-                    o.u2(start_of(r.u2("start_pc")?)?);
-                    o.u2(r.u2("line_number")?);
-                }
-                o
-            }
-            b"LocalVariableTable" | b"LocalVariableTypeTable" => {
-                let mut r = Reader::new(&a.info);
-                let k = r.u2("local_variable_table_length")?;
-                let mut o = Vec::with_capacity(a.info.len());
-                o.u2(k);
-                for _ in 0..k {
-                    let s = r.u2("start_pc")?;
-                    let l = r.u2("length")?;
-                    let end = s as usize + l as usize;
-                    let ns = if s == 0 { 0 } else { start_of(s)? };
-                    let ne = layout.start[idx(&map, end, "local variable range end")?] as u16;
-                    o.u2(ns);
-                    o.u2(ne - ns);
-                    o.extend_from_slice(r.bytes(6, "local variable entry")?);
-                }
-                o
-            }
-            b"StackMapTable" => match frames.as_mut() {
-                Some(f) => {
-                    wrote_stackmap = true;
-                    encode_frames(f, insns, edit, &map, &layout, &wide)?
-                }
-                None => {
-                    return Err(Error::BadStackMap(
-                        "StackMapTable without frame information",
-                    ))
-                }
-            },
-            // Type annotations on code carry offsets into it; they are not visible to reflection and
-            // are dropped rather than left pointing at the wrong instructions.
-            b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => continue,
-            _ => a.info.clone(),
-        };
-        attributes.push(Attribute {
-            name_index: a.name_index,
-            info,
-        });
-    }
-    if !wrote_stackmap {
-        if let Some(f) = frames.as_mut() {
-            let body = encode_frames(f, insns, edit, &map, &layout, &wide)?;
-            if body != [0, 0] {
-                attributes.push(Attribute {
-                    name_index: cp.add_utf8("StackMapTable")?,
-                    info: body,
-                });
-            }
-        }
-    }
-
+    let out = relaid.emit(&targets);
+    let exception_table = relaid.exception_table()?;
+    let attributes = relaid.attributes(cp, frames.as_mut())?;
     let max_stack = code
         .max_stack
         .checked_add(edit.extra_stack)
@@ -556,6 +358,297 @@ pub fn relayout(
         exception_table,
         attributes,
     })
+}
+
+/// Branch targets as instruction indices: `targets[start[i]..start[i + 1]]` for instruction
+/// `i` (for switches, the cases then the default).
+struct Targets {
+    start: Vec<u32>,
+    targets: Vec<usize>,
+}
+
+impl Targets {
+    /// The targets of `insns`, whose instructions `map` indexes by original offset.
+    fn new(insns: &[Insn], map: &[u32]) -> Result<Self> {
+        let mut start: Vec<u32> = Vec::with_capacity(insns.len() + 1);
+        let mut targets: Vec<usize> = Vec::with_capacity(insns.len() / 4);
+        for insn in insns {
+            start.push(targets.len() as u32);
+            match &insn.operand {
+                Operand::Branch(t) => targets.push(idx(map, *t as usize, "branch target")?),
+                Operand::TableSwitch { .. } | Operand::LookupSwitch { .. } => {
+                    for t in insn.targets() {
+                        targets.push(idx(map, t as usize, "branch target")?);
+                    }
+                }
+                _ => {}
+            }
+        }
+        start.push(targets.len() as u32);
+        Ok(Targets { start, targets })
+    }
+
+    /// The targets of instruction `i`.
+    fn of(&self, i: usize) -> &[usize] {
+        &self.targets[self.start[i] as usize..self.start[i + 1] as usize]
+    }
+}
+
+/// Lays out the code, widening branches until every one reaches; returns the layout and
+/// which branches are wide.
+fn widen(insns: &[Insn], edit: &Edit, targets: &Targets) -> (Layout, Vec<bool>) {
+    let mut wide = vec![false; insns.len()];
+    loop {
+        let l = compute_layout(insns, edit, &wide);
+        let mut changed = false;
+        for (i, insn) in insns.iter().enumerate() {
+            if !wide[i] && is_short_branch(insn) {
+                let t = targets.of(i).first().copied().unwrap_or(0);
+                let delta = l.start[t] as i64 - l.at[i] as i64;
+                if delta < i16::MIN as i64 || delta > i16::MAX as i64 {
+                    wide[i] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return (l, wide);
+        }
+    }
+}
+
+/// The original code and the edit laid out: what the new code, exception table and
+/// attributes are written from.
+struct Relaid<'a> {
+    code: &'a CodeAttribute,
+    insns: &'a [Insn],
+    edit: &'a Edit,
+    /// Instruction indices by original offset (see [`offset_index`]).
+    map: Vec<u32>,
+    layout: Layout,
+    /// Which branches are widened.
+    wide: Vec<bool>,
+}
+
+impl Relaid<'_> {
+    /// The new code: the inserted code around the original instructions, with branches and
+    /// switches relocated.
+    fn emit(&self, targets: &Targets) -> Vec<u8> {
+        let (edit, layout) = (self.edit, &self.layout);
+        let mut out = Vec::with_capacity(layout.total as usize);
+        out.extend_from_slice(&edit.prologue);
+        for (i, insn) in self.insns.iter().enumerate() {
+            out.extend_from_slice(&edit.before[i]);
+            let pc = layout.at[i];
+            debug_assert_eq!(out.len() as u32, pc);
+            let rel = |t: usize, from: u32| layout.start[t] as i64 - from as i64;
+            match &insn.operand {
+                Operand::Branch(_) => {
+                    let t = targets.of(i).first().copied().unwrap_or(0);
+                    emit_branch(&mut out, insn.opcode, self.wide[i], pc, layout.start[t]);
+                }
+                Operand::TableSwitch {
+                    low, targets: ts, ..
+                } => {
+                    out.push(insn.opcode);
+                    while out.len() % 4 != 0 {
+                        out.push(0);
+                    }
+                    let tg = targets.of(i);
+                    out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
+                    out.u4(*low as u32);
+                    out.u4((*low as i64 + ts.len() as i64 - 1) as i32 as u32);
+                    for &t in &tg[..tg.len() - 1] {
+                        out.u4(rel(t, pc) as i32 as u32);
+                    }
+                }
+                Operand::LookupSwitch { pairs, .. } => {
+                    out.push(insn.opcode);
+                    while out.len() % 4 != 0 {
+                        out.push(0);
+                    }
+                    let tg = targets.of(i);
+                    out.u4(rel(tg[tg.len() - 1], pc) as i32 as u32);
+                    out.u4(pairs.len() as u32);
+                    for (k, (key, _)) in pairs.iter().enumerate() {
+                        out.u4(*key as u32);
+                        out.u4(rel(tg[k], pc) as i32 as u32);
+                    }
+                }
+                _ => {
+                    let s = insn.offset as usize;
+                    out.extend_from_slice(&self.code.code[s..s + insn.len as usize]);
+                }
+            }
+            out.extend_from_slice(&edit.after[i]);
+        }
+        for b in &edit.blocks {
+            out.extend_from_slice(&b.code);
+        }
+        debug_assert_eq!(out.len() as u32, layout.total);
+        out
+    }
+
+    /// Where the instruction at original offset `off` starts now (with the code inserted
+    /// before it).
+    fn start_of(&self, off: u16) -> Result<u16> {
+        Ok(self.layout.start[idx(&self.map, off as usize, "range boundary")?] as u16)
+    }
+
+    /// The exception table entry of handler `h`.
+    fn new_entry(&self, h: &NewHandler) -> Result<ExceptionEntry> {
+        let pos = |p: Pos| -> Result<u16> { Ok(self.layout.pos(p, self.edit)? as u16) };
+        Ok(ExceptionEntry {
+            start_pc: pos(h.start)?,
+            end_pc: pos(h.end)?,
+            handler_pc: pos(h.handler)?,
+            catch_type: h.catch_type,
+        })
+    }
+
+    /// The exception table: the edit's first handlers, the original ones relocated, then the
+    /// edit's last handlers.
+    fn exception_table(&self) -> Result<Vec<ExceptionEntry>> {
+        let (code, edit) = (self.code, self.edit);
+        let mut exception_table = Vec::with_capacity(
+            code.exception_table.len() + edit.handlers_first.len() + edit.handlers_last.len(),
+        );
+        for h in &edit.handlers_first {
+            exception_table.push(self.new_entry(h)?);
+        }
+        for e in &code.exception_table {
+            if e.start_pc >= e.end_pc {
+                return Err(Error::BadAttribute("exception table range"));
+            }
+            exception_table.push(ExceptionEntry {
+                start_pc: self.start_of(e.start_pc)?,
+                end_pc: self.start_of(e.end_pc)?,
+                handler_pc: self.start_of(e.handler_pc)?,
+                catch_type: e.catch_type,
+            });
+        }
+        for h in &edit.handlers_last {
+            exception_table.push(self.new_entry(h)?);
+        }
+        Ok(exception_table)
+    }
+
+    /// The Code attribute's attributes, their offsets relocated, with the `StackMapTable`
+    /// written from `frames` (added when the method had none).
+    fn attributes(
+        &self,
+        cp: &mut ConstantPool,
+        mut frames: Option<&mut Frames<'_>>,
+    ) -> Result<Vec<Attribute>> {
+        let mut attributes = Vec::with_capacity(self.code.attributes.len() + 1);
+        let mut wrote_stackmap = false;
+        for a in &self.code.attributes {
+            let info = match cp.utf8(a.name_index)? {
+                b"LineNumberTable" => self.line_numbers(&a.info)?,
+                b"LocalVariableTable" | b"LocalVariableTypeTable" => {
+                    self.local_variables(&a.info)?
+                }
+                b"StackMapTable" => match frames.as_deref_mut() {
+                    Some(f) => {
+                        wrote_stackmap = true;
+                        self.frames(f)?
+                    }
+                    None => {
+                        return Err(Error::BadStackMap(
+                            "StackMapTable without frame information",
+                        ))
+                    }
+                },
+                // Type annotations on code carry offsets into it; they are not visible to
+                // reflection and are dropped rather than left pointing at the wrong
+                // instructions.
+                b"RuntimeVisibleTypeAnnotations" | b"RuntimeInvisibleTypeAnnotations" => continue,
+                _ => a.info.clone(),
+            };
+            attributes.push(Attribute {
+                name_index: a.name_index,
+                info,
+            });
+        }
+        if !wrote_stackmap {
+            if let Some(f) = frames {
+                let body = self.frames(f)?;
+                if body != [0, 0] {
+                    attributes.push(Attribute {
+                        name_index: cp.add_utf8("StackMapTable")?,
+                        info: body,
+                    });
+                }
+            }
+        }
+        Ok(attributes)
+    }
+
+    /// A `LineNumberTable` with its start offsets relocated.
+    fn line_numbers(&self, info: &[u8]) -> Result<Vec<u8>> {
+        let mut r = Reader::new(info);
+        let k = r.u2("line_number_table_length")?;
+        let mut o = Vec::with_capacity(info.len());
+        o.u2(k);
+        for _ in 0..k {
+            o.u2(self.start_of(r.u2("start_pc")?)?);
+            o.u2(r.u2("line_number")?);
+        }
+        Ok(o)
+    }
+
+    /// A `LocalVariableTable` or `LocalVariableTypeTable` with its ranges relocated.
+    fn local_variables(&self, info: &[u8]) -> Result<Vec<u8>> {
+        let mut r = Reader::new(info);
+        let k = r.u2("local_variable_table_length")?;
+        let mut o = Vec::with_capacity(info.len());
+        o.u2(k);
+        for _ in 0..k {
+            let s = r.u2("start_pc")?;
+            let l = r.u2("length")?;
+            let end = s as usize + l as usize;
+            let ns = if s == 0 { 0 } else { self.start_of(s)? };
+            let ne = self.layout.start[idx(&self.map, end, "local variable range end")?] as u16;
+            o.u2(ns);
+            o.u2(ne - ns);
+            o.extend_from_slice(r.bytes(6, "local variable entry")?);
+        }
+        Ok(o)
+    }
+
+    /// The `StackMapTable` of the new code.
+    fn frames(&self, f: &mut Frames<'_>) -> Result<Vec<u8>> {
+        encode_frames(
+            f,
+            self.insns,
+            self.edit,
+            &self.map,
+            &self.layout,
+            &self.wide,
+        )
+    }
+}
+
+/// Writes branch `opcode` at `pc` to `target` (both offsets in the new code): as it was, or
+/// `wide` (`goto_w`/`jsr_w`, or a conditional branch inverted over a `goto_w`).
+fn emit_branch(out: &mut Vec<u8>, opcode: u8, wide: bool, pc: u32, target: u32) {
+    let rel = |from: u32| target as i64 - from as i64;
+    if matches!(opcode, op::GOTO_W | op::JSR_W) || (wide && matches!(opcode, op::GOTO | op::JSR)) {
+        out.push(if matches!(opcode, op::GOTO | op::GOTO_W) {
+            op::GOTO_W
+        } else {
+            op::JSR_W
+        });
+        out.u4(rel(pc) as i32 as u32);
+    } else if wide {
+        out.push(invert_condition(opcode));
+        out.u2(8);
+        out.push(op::GOTO_W);
+        out.u4(rel(pc + 3) as i32 as u32);
+    } else {
+        out.push(opcode);
+        out.u2(rel(pc) as i16 as u16);
+    }
 }
 
 /// `v` with `Uninitialized` offsets moved to where their `new` instructions now are.
