@@ -194,96 +194,158 @@ pub struct Context<'a> {
 
 /// Runs a function.
 pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, String> {
-    let arg = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
-    let int = |i: usize| {
-        arg(i)
+    let c = Call { name, args };
+    for family in FAMILIES {
+        if let Some(value) = family(&c, cx)? {
+            return Ok(value);
+        }
+    }
+    Err(format!("{name} does not take {} arguments", c.args.len()))
+}
+
+/// A function's name and arguments.
+struct Call<'n> {
+    name: &'n str,
+    args: Vec<Value>,
+}
+
+impl Call<'_> {
+    /// Argument `i` (null when missing).
+    fn arg(&self, i: usize) -> Value {
+        self.args.get(i).cloned().unwrap_or(Value::Null)
+    }
+
+    /// Argument `i` as a number, or an error naming the function.
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.arg(i)
             .as_int()
-            .ok_or_else(|| format!("{name}: argument {} is not a number", i + 1))
-    };
-    let text = |i: usize| arg(i).to_string();
-    let s = Value::str;
-    Ok(match (name, args.len()) {
-        ("print", 1) => {
-            cx.out.push_str(&text(0));
-            Value::Null
-        }
-        ("println", 0) => {
+            .ok_or_else(|| format!("{}: argument {} is not a number", self.name, i + 1))
+    }
+
+    /// Argument `i` as text.
+    fn text(&self, i: usize) -> String {
+        self.arg(i).to_string()
+    }
+}
+
+/// The functions of one family: a call's value, or none when the family has no function of
+/// that name taking that many arguments.
+type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
+
+/// The families in the order they are asked (`get` is a field's before a map's before an
+/// atomic's).
+const FAMILIES: [Family; 11] = [
+    output,
+    profiling,
+    strings,
+    threads_and_time,
+    numbers,
+    reflection,
+    maps,
+    atomics,
+    aggregations,
+    jvm,
+    session,
+];
+
+/// Printing: `print`, `println`, `printArray`, `printMap`, `printAggregation`, …
+fn output(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    match (c.name, c.args.len()) {
+        ("print", 1) => cx.out.push_str(&c.text(0)),
+        ("println", 0) => cx.out.push('\n'),
+        ("println" | "printArray" | "printFields", 1) => {
+            cx.out.push_str(&c.text(0));
             cx.out.push('\n');
-            Value::Null
-        }
-        ("println", 1) => {
-            cx.out.push_str(&text(0));
-            cx.out.push('\n');
-            Value::Null
-        }
-        ("printArray", 1) => {
-            cx.out.push_str(&text(0));
-            cx.out.push('\n');
-            Value::Null
         }
         ("printNumberMap" | "printMap", 2) => {
-            cx.out.push_str(&text(0));
+            cx.out.push_str(&c.text(0));
             cx.out.push('\n');
-            if let Value::Map(map) = arg(1) {
+            if let Value::Map(map) = c.arg(1) {
                 for (k, v) in map.borrow().iter() {
                     cx.out.push_str(&format!("{k} = {v}\n"));
                 }
             }
-            Value::Null
         }
         ("printAggregation", 2) => {
-            cx.out.push_str(&text(0));
+            cx.out.push_str(&c.text(0));
             cx.out.push('\n');
-            if let Value::Aggregation(agg) = arg(1) {
+            if let Value::Aggregation(agg) = c.arg(1) {
                 print_aggregation(&agg.borrow(), cx.out);
             }
-            Value::Null
         }
+        ("__print", _) => {
+            let values: Vec<String> = c.args.iter().map(Value::to_string).collect();
+            cx.out.push_str(&values.join(", "));
+            cx.out.push('\n');
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(Value::Null))
+}
+
+/// `Profiling`: profilers recording the time of blocks, their snapshots.
+fn profiling(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    let name = c.name;
+    Ok(Some(match (name, c.args.len()) {
         ("newProfiler", 0 | 1) => Value::Profiler(Rc::default()),
         // The call's start is known when it ends: recordExit does the work.
-        ("recordEntry", 2) => profiler(&arg(0), name).map(|_| Value::Null)?,
+        ("recordEntry", 2) => profiler(&c.arg(0), name).map(|_| Value::Null)?,
         ("recordExit", 3) => {
-            let profiler = profiler(&arg(0), name)?;
-            let duration = u64::try_from(int(2)?).unwrap_or(0);
+            let profiler = profiler(&c.arg(0), name)?;
+            let duration = u64::try_from(c.int(2)?).unwrap_or(0);
             let (tid, start) = match cx.probe {
                 Some(probe) => (probe.tid, probe.start_ns),
                 None => (0, (now_ns() as u64).saturating_sub(duration)),
             };
-            if !profiler.borrow_mut().record(&text(1), tid, start, duration) {
-                return Err(format!("recordExit: a profiler holds at most {MAX_ENTRIES} blocks"));
+            if !profiler
+                .borrow_mut()
+                .record(&c.text(1), tid, start, duration)
+            {
+                return Err(format!(
+                    "recordExit: a profiler holds at most {MAX_ENTRIES} blocks"
+                ));
             }
             Value::Null
         }
-        ("snapshot", 1) => Value::Profiler(Rc::new(RefCell::new(profiler(&arg(0), name)?.borrow().clone()))),
+        ("snapshot", 1) => Value::Profiler(Rc::new(RefCell::new(
+            profiler(&c.arg(0), name)?.borrow().clone(),
+        ))),
         ("snapshotAndReset", 1) => {
-            let profiler = profiler(&arg(0), name)?;
+            let profiler = profiler(&c.arg(0), name)?;
             let snapshot = std::mem::take(&mut *profiler.borrow_mut());
             Value::Profiler(Rc::new(RefCell::new(snapshot)))
         }
         ("reset", 1) => {
-            profiler(&arg(0), name)?.borrow_mut().reset();
+            profiler(&c.arg(0), name)?.borrow_mut().reset();
             Value::Null
         }
         ("printSnapshot", 2) => {
-            let grid = profiler(&arg(1), name)?.borrow().grid();
-            cx.out.push_str(&text(0));
+            let grid = profiler(&c.arg(1), name)?.borrow().grid();
+            cx.out.push_str(&c.text(0));
             cx.out.push('\n');
             print_grid(&grid, cx.out);
             Value::Null
         }
-        ("__print", _) => {
-            let values: Vec<String> = args.iter().map(Value::to_string).collect();
-            cx.out.push_str(&values.join(", "));
-            cx.out.push('\n');
-            Value::Null
-        }
+        _ => return Ok(None),
+    }))
+}
+
+/// `Strings`.
+fn strings(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let s = Value::str;
+    let text = |i: usize| c.text(i);
+    Ok(Some(match (c.name, c.args.len()) {
         ("str", 1) => s(&text(0)),
         ("strcat" | "concat", 2) => Value::built(text(0) + &text(1))?,
         ("strlen" | "length", 1) => Value::Int(text(0).chars().count() as i64),
         ("substr", 2 | 3) => {
             let chars: Vec<char> = text(0).chars().collect();
-            let start = int(1)?.clamp(0, chars.len() as i64) as usize;
-            let end = if args.len() == 3 { int(2)?.clamp(start as i64, chars.len() as i64) as usize } else { chars.len() };
+            let start = c.int(1)?.clamp(0, chars.len() as i64) as usize;
+            let end = if c.args.len() == 3 {
+                c.int(2)?.clamp(start as i64, chars.len() as i64) as usize
+            } else {
+                chars.len()
+            };
             s(&chars[start..end].iter().collect::<String>())
         }
         ("indexOf", 2) => Value::Int(char_index(&text(0), text(0).find(&text(1)))),
@@ -292,7 +354,8 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         ("endsWith", 2) => Value::Bool(text(0).ends_with(&text(1))),
         ("matches", 2) => {
             // BTrace: matches(regex, string).
-            let re = regex::Regex::new(&format!("^(?:{})$", text(0))).map_err(|e| format!("matches: bad regular expression: {e}"))?;
+            let re = regex::Regex::new(&format!("^(?:{})$", text(0)))
+                .map_err(|e| format!("matches: bad regular expression: {e}"))?;
             Value::Bool(re.is_match(&text(1)))
         }
         ("toUpperCase", 1) => s(&text(0).to_uppercase()),
@@ -302,36 +365,107 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             std::cmp::Ordering::Equal => 0,
             std::cmp::Ordering::Greater => 1,
         }),
+        _ => return Ok(None),
+    }))
+}
+
+/// `Threads` and `Time`: stacks, the current thread, clocks and timestamps.
+fn threads_and_time(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    let s = Value::str;
+    Ok(Some(match (c.name, c.args.len()) {
         ("jstack" | "jstackStr", 0 | 1) => {
-            let limit = if args.len() == 1 { int(0)?.max(0) as usize } else { usize::MAX };
+            let limit = if c.args.len() == 1 {
+                c.int(0)?.max(0) as usize
+            } else {
+                usize::MAX
+            };
             let frames = cx.probe.map(|p| p.stack.as_slice()).unwrap_or_default();
             let mut stack = String::new();
             for frame in frames.iter().take(limit) {
                 stack.push_str(frame);
                 stack.push('\n');
             }
-            if name == "jstackStr" {
-                return Ok(s(&stack));
+            if c.name == "jstackStr" {
+                return Ok(Some(s(&stack)));
             }
             cx.out.push_str(&stack);
             Value::Null
         }
         ("currentThread", 0) => match cx.probe {
-            Some(p) => Value::Thread { name: Rc::from(p.thread.as_str()), tid: p.tid },
-            None => Value::Thread { name: Rc::from("jtap"), tid: 0 },
+            Some(p) => Value::Thread {
+                name: Rc::from(p.thread.as_str()),
+                tid: p.tid,
+            },
+            None => Value::Thread {
+                name: Rc::from("jtap"),
+                tid: 0,
+            },
         },
-        ("name", 1) => match arg(0) {
+        ("name", 1) => match c.arg(0) {
             Value::Thread { name, .. } => Value::Str(name),
             other => s(&other.to_string()),
         },
-        ("threadId", 1) => match arg(0) {
+        ("threadId", 1) => match c.arg(0) {
             Value::Thread { tid, .. } => Value::Int(i64::from(tid)),
             _ => Value::Int(0),
         },
         ("timeMillis", 0) => Value::Int(now_ns() / 1_000_000),
         ("timeNanos", 0) => Value::Int(now_ns()),
-        ("parseInt" | "parseLong", 1) => Value::Int(text(0).trim().parse().map_err(|_| format!("{name}: {:?} is not a number", text(0)))?),
-        ("box" | "unbox", 1) => arg(0),
+        ("timestamp", 0 | 1) => {
+            // `new SimpleDateFormat()`'s pattern (en_US) unless given one.
+            let pattern = if c.args.is_empty() {
+                "M/d/yy, h:mm a".to_string()
+            } else {
+                c.text(0)
+            };
+            let now_ms = now_ns() / 1_000_000;
+            let offset = facts(cx, c.name)?.utc_offset_seconds(now_ms.div_euclid(1000));
+            s(&crate::time::format(&pattern, now_ms, offset)?)
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// Numbers: parsing, boxing.
+fn numbers(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let name = c.name;
+    Ok(Some(match (name, c.args.len()) {
+        ("parseInt" | "parseLong", 1) => Value::Int(
+            c.text(0)
+                .trim()
+                .parse()
+                .map_err(|_| format!("{name}: {:?} is not a number", c.text(0)))?,
+        ),
+        ("box" | "unbox", 1) => c.arg(0),
+        _ => return Ok(None),
+    }))
+}
+
+/// `Reflective`: a field handle is its name; an object's value of it comes from the
+/// object's description (its first primitive, string, boxed and enum fields).
+fn reflection(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let s = Value::str;
+    Ok(Some(match (c.name, c.args.len()) {
+        ("field", 2 | 3) => Value::Field(c.text(1).into()),
+        // An object's class, as its description names it (`pkg.Class@hash{...}`).
+        ("classOf", 1) => match c.arg(0) {
+            Value::Object(description) => s(description.split(['@', '{']).next().unwrap_or("")),
+            Value::Str(_) => s("java.lang.String"),
+            other => return Err(format!("classOf: {other} is not an object")),
+        },
+        (
+            "get" | "getInt" | "getLong" | "getShort" | "getByte" | "getChar" | "getBoolean"
+            | "getFloat" | "getDouble",
+            2,
+        ) if matches!(c.arg(0), Value::Field(_)) => read_field(&c.arg(0), &c.arg(1), c.name)?,
+        _ => return Ok(None),
+    }))
+}
+
+/// Maps (`Collections`).
+fn maps(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let (name, arg) = (c.name, |i: usize| c.arg(i));
+    Ok(Some(match (name, c.args.len()) {
         ("newHashMap" | "newWeakMap", 0) => Value::Map(Rc::new(RefCell::new(Vec::new()))),
         ("put", 3) => map_op(&arg(0), name, |m| {
             let key = arg(1);
@@ -345,27 +479,19 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
                 }
             }
         })??,
-        // `Reflective`: a field handle is its name; an object's value of it comes from the
-        // object's description (its first primitive, string, boxed and enum fields).
-        ("field", 2 | 3) => Value::Field(text(1).into()),
-        // An object's class, as its description names it (`pkg.Class@hash{...}`).
-        ("classOf", 1) => match arg(0) {
-            Value::Object(description) => s(description.split(['@', '{']).next().unwrap_or("")),
-            Value::Str(_) => s("java.lang.String"),
-            other => return Err(format!("classOf: {other} is not an object")),
-        },
-        (
-            "get" | "getInt" | "getLong" | "getShort" | "getByte" | "getChar" | "getBoolean"
-            | "getFloat" | "getDouble",
-            2,
-        ) if matches!(arg(0), Value::Field(_)) => read_field(&arg(0), &arg(1), name)?,
         ("get", 2) => map_op(&arg(0), name, |m| {
-            m.iter().find(|(k, _)| k.same(&arg(1))).map_or(Value::Null, |(_, v)| v.clone())
+            m.iter()
+                .find(|(k, _)| k.same(&arg(1)))
+                .map_or(Value::Null, |(_, v)| v.clone())
         })?,
-        ("containsKey", 2) => map_op(&arg(0), name, |m| Value::Bool(m.iter().any(|(k, _)| k.same(&arg(1)))))?,
-        ("remove", 2) => map_op(&arg(0), name, |m| match m.iter().position(|(k, _)| k.same(&arg(1))) {
-            Some(i) => m.remove(i).1,
-            None => Value::Null,
+        ("containsKey", 2) => map_op(&arg(0), name, |m| {
+            Value::Bool(m.iter().any(|(k, _)| k.same(&arg(1))))
+        })?,
+        ("remove", 2) => map_op(&arg(0), name, |m| {
+            match m.iter().position(|(k, _)| k.same(&arg(1))) {
+                Some(i) => m.remove(i).1,
+                None => Value::Null,
+            }
         })?,
         ("size", 1) => map_op(&arg(0), name, |m| Value::Int(m.len() as i64))?,
         ("isEmpty", 1) => map_op(&arg(0), name, |m| Value::Bool(m.is_empty()))?,
@@ -373,13 +499,23 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             m.clear();
             Value::Null
         })?,
-        ("newAtomicInteger" | "newAtomicLong", 1) => Value::Atomic(Rc::new(RefCell::new(int(0)?))),
+        _ => return Ok(None),
+    }))
+}
+
+/// Atomics (`Atomic`).
+fn atomics(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let (name, arg) = (c.name, |i: usize| c.arg(i));
+    Ok(Some(match (name, c.args.len()) {
+        ("newAtomicInteger" | "newAtomicLong", 1) => {
+            Value::Atomic(Rc::new(RefCell::new(c.int(0)?)))
+        }
         ("get", 1) => match arg(0) {
             Value::Atomic(a) => Value::Int(*a.borrow()),
             other => return Err(format!("get: {other} is not an atomic")),
         },
         ("set", 2) => atomic(&arg(0), name, |a| {
-            *a = int(1).unwrap_or(0);
+            *a = c.int(1).unwrap_or(0);
             Value::Null
         })?,
         ("incrementAndGet", 1) => atomic(&arg(0), name, |a| {
@@ -399,35 +535,42 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             Value::Int(*a + 1)
         })?,
         ("addAndGet", 2) => {
-            let d = int(1)?;
+            let d = c.int(1)?;
             atomic(&arg(0), name, |a| {
                 *a += d;
                 Value::Int(*a)
             })?
         }
         ("getAndAdd", 2) => {
-            let d = int(1)?;
+            let d = c.int(1)?;
             atomic(&arg(0), name, |a| {
                 *a += d;
                 Value::Int(*a - d)
             })?
         }
-        ("newAggregation", 1) => match arg(0) {
+        _ => return Ok(None),
+    }))
+}
+
+/// `Aggregations`.
+fn aggregations(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    Ok(Some(match (c.name, c.args.len()) {
+        ("newAggregation", 1) => match c.arg(0) {
             Value::Constant(f) if matches!(&*f, "COUNT" | "SUM" | "MINIMUM" | "MAXIMUM" | "AVERAGE" | "QUANTIZE") => {
                 Value::Aggregation(Rc::new(RefCell::new(Aggregation::new(&f))))
             }
             other => return Err(format!("newAggregation: {other} is not an aggregation function jtap has (COUNT, SUM, MINIMUM, MAXIMUM, AVERAGE, QUANTIZE)")),
         },
-        ("newAggregationKey", _) => Value::Key(args.into()),
+        ("newAggregationKey", _) => Value::Key(c.args.as_slice().into()),
         ("addToAggregation", 2 | 3) => {
-            let (key, value) = match args.len() {
-                3 => (match arg(1) {
+            let (key, value) = match c.args.len() {
+                3 => (match c.arg(1) {
                     Value::Key(k) => k.to_vec(),
                     other => vec![other],
-                }, int(2)?),
-                _ => (Vec::new(), int(1)?),
+                }, c.int(2)?),
+                _ => (Vec::new(), c.int(1)?),
             };
-            match arg(0) {
+            match c.arg(0) {
                 Value::Aggregation(agg) => {
                     if !agg.borrow_mut().add(key, value) {
                         return Err(format!("addToAggregation: aggregations are capped at {MAX_ENTRIES} keys"));
@@ -438,18 +581,27 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             Value::Null
         }
         ("clearAggregation", 1) => {
-            if let Value::Aggregation(agg) = arg(0) {
+            if let Value::Aggregation(agg) = c.arg(0) {
                 agg.borrow_mut().rows.clear();
             }
             Value::Null
         }
+        _ => return Ok(None),
+    }))
+}
+
+/// The JVM (`Sys.Env`, `Sys.VM`, `Sys.Memory`): facts the client reads without running code
+/// in it, and its thread dump.
+fn jvm(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    let (name, text) = (c.name, |i: usize| c.text(i));
+    Ok(Some(match (name, c.args.len()) {
         ("property" | "getenv", 1) => {
             let facts = facts(cx, name)?;
             let found = match name {
                 "property" => facts.property(&text(0)),
                 _ => facts.getenv(&text(0)),
             };
-            found.map_or(Value::Null, |v| s(&v))
+            found.map_or(Value::Null, |v| Value::str(&v))
         }
         ("vmStartTime", 0) => Value::Int(facts(cx, name)?.start_time_ms().unwrap_or(0)),
         ("vmUptime", 0) => Value::Int(
@@ -481,7 +633,7 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
         // BTrace's `dumpHeap(file[, live])`: the file is the JVM's (relative to its directory).
         ("dumpHeap", 1 | 2) => {
             let file = text(0);
-            let all = args.len() == 2 && !arg(1).truthy();
+            let all = c.args.len() == 2 && !c.arg(1).truthy();
             let mut command = vec!["GC.heap_dump"];
             if all {
                 command.push("-all");
@@ -495,46 +647,48 @@ pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, Str
             }
             Value::Null
         }
-        ("timestamp", 0 | 1) => {
-            // `new SimpleDateFormat()`'s pattern (en_US) unless given one.
-            let pattern = if args.is_empty() {
-                "M/d/yy, h:mm a".to_string()
-            } else {
-                text(0)
-            };
-            let now_ms = now_ns() / 1_000_000;
-            let offset = facts(cx, name)?.utc_offset_seconds(now_ms.div_euclid(1000));
-            s(&crate::time::format(&pattern, now_ms, offset)?)
-        }
         // Every thread's stack, as the JVM's thread dump has it.
         ("jstackAll", 0 | 1) => {
-            let dump = facts(cx, name)?.thread_dump().ok_or("jstackAll: the JVM gave no thread dump")?;
+            let dump = facts(cx, name)?
+                .thread_dump()
+                .ok_or("jstackAll: the JVM gave no thread dump")?;
             cx.out.push_str(dump.trim_end());
             cx.out.push('\n');
             Value::Null
         }
         // The deadlocks the JVM's thread dump reports (nothing when there are none).
         ("deadlocks", 0 | 1) => {
-            let dump = facts(cx, name)?.thread_dump().ok_or("deadlocks: the JVM gave no thread dump")?;
-            let with_stacks = args.len() == 1 && matches!(arg(0), Value::Bool(true));
+            let dump = facts(cx, name)?
+                .thread_dump()
+                .ok_or("deadlocks: the JVM gave no thread dump")?;
+            let with_stacks = c.args.len() == 1 && matches!(c.arg(0), Value::Bool(true));
             if let Some(report) = deadlock_report(&dump, with_stacks) {
                 cx.out.push_str(&report);
             }
             Value::Null
         }
-        ("printFields", 1) => {
-            cx.out.push_str(&text(0));
-            cx.out.push('\n');
-            Value::Null
-        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The session: `exit`, and the script's arguments (`$`, `$length`).
+fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    Ok(Some(match (c.name, c.args.len()) {
         ("exit", 0 | 1) => {
-            *cx.exit = Some(if args.is_empty() { 0 } else { int(0)? as i32 });
+            *cx.exit = Some(if c.args.is_empty() {
+                0
+            } else {
+                c.int(0)? as i32
+            });
             Value::Null
         }
-        ("$", 1) => cx.args.get(int(0)?.max(0) as usize).map_or(Value::Null, |a| s(a)),
+        ("$", 1) => cx
+            .args
+            .get(c.int(0)?.max(0) as usize)
+            .map_or(Value::Null, |a| Value::str(a)),
         ("$length", 0) => Value::Int(cx.args.len() as i64),
-        _ => return Err(format!("{name} does not take {} arguments", args.len())),
-    })
+        _ => return Ok(None),
+    }))
 }
 
 /// The deadlocks section of a thread dump (`Found one Java-level deadlock:`, who waits for
