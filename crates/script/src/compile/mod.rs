@@ -1,0 +1,565 @@
+//! Java source to a checked [`Script`].
+//!
+//! tree-sitter's Java grammar parses the whole language, so every construct has a name and a
+//! position; this module accepts what BTrace allows and refuses the rest with a
+//! `file:line:col: message` error: no loops, no `new`, no `try`/`throw`, no calls but the
+//! `BTraceUtils` functions and the script's own (non-recursive) methods, no writes but to the
+//! script's static fields, `@TLS` fields and locals, no `trusted`/`unsafe` scripts.
+//!
+//! This module reads the class, its fields and methods; `probe` reads a handler's
+//! annotations, `body` its statements and expressions, and `check` makes the checks that
+//! need the whole script.
+
+mod body;
+mod check;
+mod probe;
+
+use std::fmt;
+
+use tree_sitter::{Node, Parser};
+
+use crate::ast::{Field, Handler, Method, Param, Pos, Role, Script, Trigger, Type};
+use body::{describe_kind, unquote};
+use check::{calls_stack, measures, Checker};
+use probe::is_throwable;
+
+/// A compile error: where and what, printed as javac prints errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    /// The script's file name.
+    pub file: String,
+    /// Where.
+    pub at: Pos,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.at.line, self.at.col, self.message
+        )
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+type Result<T> = std::result::Result<T, (Pos, String)>;
+
+/// Compiles a script's source; `file` names it in errors.
+pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileError> {
+    let error = |(at, message): (Pos, String)| CompileError {
+        file: file.to_string(),
+        at,
+        message,
+    };
+    let mut parser = Parser::new();
+    parser
+        .set_language(&tree_sitter_java::LANGUAGE.into())
+        .expect("the Java grammar matches tree-sitter's version");
+    let tree = parser
+        .parse(source, None)
+        .ok_or_else(|| error((Pos::default(), "could not parse".into())))?;
+    let root = tree.root_node();
+    if root.has_error() {
+        let bad = first_error(root).unwrap_or(root);
+        let what = if bad.is_missing() {
+            format!("syntax error: missing {}", bad.kind())
+        } else {
+            let text = text(bad, source);
+            let shown: String = text.chars().take(30).collect();
+            format!("syntax error at {shown:?}")
+        };
+        return Err(error((pos(bad), what)));
+    }
+    Compiler { source }.script(root).map_err(error)
+}
+
+fn first_error(node: Node) -> Option<Node> {
+    if node.is_error() || node.is_missing() {
+        return Some(node);
+    }
+    let mut cursor = node.walk();
+    let children: Vec<Node> = node.children(&mut cursor).collect();
+    children.into_iter().find_map(first_error)
+}
+
+fn pos(node: Node) -> Pos {
+    let p = node.start_position();
+    Pos {
+        line: p.row + 1,
+        col: p.column + 1,
+    }
+}
+
+fn text<'s>(node: Node, source: &'s str) -> &'s str {
+    &source[node.byte_range()]
+}
+
+fn named_children(node: Node) -> Vec<Node> {
+    let mut cursor = node.walk();
+    node.named_children(&mut cursor).collect()
+}
+
+fn fail<T>(node: Node, message: impl Into<String>) -> Result<T> {
+    Err((pos(node), message.into()))
+}
+
+struct Compiler<'s> {
+    source: &'s str,
+}
+
+/// An annotation: its simple name and its arguments (`value` for a lone one).
+struct Annotation<'t> {
+    name: String,
+    node: Node<'t>,
+    arguments: Vec<(String, Node<'t>)>,
+}
+
+impl<'s> Compiler<'s> {
+    fn text(&self, node: Node) -> &'s str {
+        text(node, self.source)
+    }
+
+    fn script(&self, root: Node) -> Result<Script> {
+        let mut class = None;
+        for child in named_children(root) {
+            match child.kind() {
+                "import_declaration" | "package_declaration" | "line_comment" | "block_comment" => {
+                }
+                "class_declaration" if class.is_none() => class = Some(child),
+                _ => return fail(child, "a script is one class (and its imports)"),
+            }
+        }
+        let Some(class) = class else {
+            return fail(
+                root,
+                "no class: a BTrace script is a class annotated @BTrace",
+            );
+        };
+        let annotations = self.annotations(class)?;
+        let Some(btrace) = annotations.iter().find(|a| a.name == "BTrace") else {
+            return fail(class, "the class is not annotated @BTrace");
+        };
+        for (key, value) in &btrace.arguments {
+            if matches!(key.as_str(), "trusted" | "unsafe") && self.text(*value) == "true" {
+                return fail(
+                    *value,
+                    format!("{key} scripts are not run: jtap runs only scripts that cannot change the application"),
+                );
+            }
+        }
+        let name = class
+            .child_by_field_name("name")
+            .map(|n| self.text(n).to_string())
+            .unwrap_or_default();
+        let body = class
+            .child_by_field_name("body")
+            .ok_or((pos(class), "the class has no body".to_string()))?;
+        let mut script = Script {
+            name,
+            fields: Vec::new(),
+            static_init: Vec::new(),
+            handlers: Vec::new(),
+            methods: Vec::new(),
+        };
+        for member in named_children(body) {
+            match member.kind() {
+                "field_declaration" => self.fields(member, &mut script.fields)?,
+                "method_declaration" => self.method(member, &mut script)?,
+                "static_initializer" => {
+                    let block = named_children(member)
+                        .into_iter()
+                        .find(|n| n.kind() == "block")
+                        .ok_or((pos(member), "empty static block".to_string()))?;
+                    script.static_init.extend(self.block(block)?);
+                }
+                "line_comment" | "block_comment" => {}
+                "constructor_declaration" => {}
+                other => {
+                    return fail(
+                        member,
+                        format!("{} is not allowed in a BTrace script", describe_kind(other)),
+                    )
+                }
+            }
+        }
+        Checker::new(&script).check()?;
+        Ok(script)
+    }
+
+    /// A declaration's annotations (from its `modifiers`).
+    fn annotations<'t>(&self, node: Node<'t>) -> Result<Vec<Annotation<'t>>> {
+        let Some(modifiers) = named_children(node)
+            .into_iter()
+            .find(|n| n.kind() == "modifiers")
+        else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for child in named_children(modifiers) {
+            if !matches!(child.kind(), "annotation" | "marker_annotation") {
+                continue;
+            }
+            let name = child
+                .child_by_field_name("name")
+                .map(|n| self.text(n).rsplit('.').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            let mut arguments = Vec::new();
+            if let Some(list) = child.child_by_field_name("arguments") {
+                for argument in named_children(list) {
+                    if argument.kind() == "element_value_pair" {
+                        let key = argument
+                            .child_by_field_name("key")
+                            .map(|k| self.text(k).to_string())
+                            .unwrap_or_default();
+                        if let Some(value) = argument.child_by_field_name("value") {
+                            arguments.push((key, value));
+                        }
+                    } else if !argument.kind().ends_with("comment") {
+                        arguments.push(("value".to_string(), argument));
+                    }
+                }
+            }
+            out.push(Annotation {
+                name,
+                node: child,
+                arguments,
+            });
+        }
+        Ok(out)
+    }
+
+    fn modifiers(&self, node: Node) -> Vec<&'s str> {
+        named_children(node)
+            .into_iter()
+            .find(|n| n.kind() == "modifiers")
+            .map(|m| {
+                let mut cursor = m.walk();
+                m.children(&mut cursor)
+                    .filter(|c| !c.kind().contains("annotation"))
+                    .map(|c| self.text(c))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn fields(&self, node: Node, fields: &mut Vec<Field>) -> Result<()> {
+        if !self.modifiers(node).contains(&"static") {
+            return fail(node, "fields of a BTrace script must be static");
+        }
+        let annotations = self.annotations(node)?;
+        let thread_local = annotations.iter().any(|a| a.name == "TLS");
+        let exported = annotations
+            .iter()
+            .any(|a| a.name == "Export" || a.name == "Property");
+        let ty = self.ty(node
+            .child_by_field_name("type")
+            .expect("fields have a type"));
+        let mut cursor = node.walk();
+        for declarator in node.children_by_field_name("declarator", &mut cursor) {
+            let name = declarator
+                .child_by_field_name("name")
+                .map(|n| self.text(n).to_string())
+                .unwrap_or_default();
+            let init = declarator
+                .child_by_field_name("value")
+                .map(|v| self.expr(v))
+                .transpose()?;
+            fields.push(Field {
+                name,
+                ty: ty.clone(),
+                init,
+                thread_local,
+                exported,
+            });
+        }
+        Ok(())
+    }
+
+    fn method(&self, node: Node, script: &mut Script) -> Result<()> {
+        let name = self.text(
+            node.child_by_field_name("name")
+                .expect("methods have names"),
+        );
+        if !self.modifiers(node).contains(&"static") {
+            return fail(node, format!("method {name} must be static"));
+        }
+        let Some(body) = node.child_by_field_name("body") else {
+            return fail(node, format!("method {name} has no body"));
+        };
+        let annotations = self.annotations(node)?;
+        let trigger = self.trigger(&annotations)?;
+        let sampled = self.sampling(&annotations)?;
+        let mut params = Vec::new();
+        let mut arg = 0;
+        if let Some(list) = node.child_by_field_name("parameters") {
+            for p in named_children(list) {
+                if p.kind() == "spread_parameter" {
+                    return fail(p, "varargs parameters are not allowed");
+                }
+                if p.kind() != "formal_parameter" {
+                    continue;
+                }
+                let ty = self.ty(p
+                    .child_by_field_name("type")
+                    .expect("parameters have types"));
+                let param_name = p
+                    .child_by_field_name("name")
+                    .map(|n| self.text(n).to_string())
+                    .unwrap_or_default();
+                let role = match &trigger {
+                    Some(Trigger::Probe(probe)) => self.role(p, &ty, probe.location, &mut arg)?,
+                    Some(Trigger::Error) if is_throwable(&ty) => Role::Thrown,
+                    _ => Role::Plain,
+                };
+                params.push(Param {
+                    name: param_name,
+                    ty,
+                    role,
+                });
+            }
+        }
+        let method = Method {
+            name: name.to_string(),
+            params,
+            body: self.block(body)?,
+            at: pos(node),
+        };
+        let uses_sizes = measures(&method, trigger.is_some())?;
+        match trigger {
+            Some(trigger) => {
+                let uses_stack = calls_stack(&method.body);
+                script.handlers.push(Handler {
+                    trigger,
+                    method,
+                    uses_stack,
+                    uses_sizes,
+                    sampled,
+                });
+            }
+            None => script.methods.push(method),
+        }
+        Ok(())
+    }
+
+    fn string_constant(&self, node: Node) -> Result<String> {
+        match node.kind() {
+            "string_literal" => Ok(unquote(self.text(node))),
+            _ => fail(node, "expected a string literal"),
+        }
+    }
+
+    fn ty(&self, node: Node) -> Type {
+        match self.text(node) {
+            "boolean" => Type::Boolean,
+            "byte" => Type::Integral("byte"),
+            "short" => Type::Integral("short"),
+            "char" => Type::Integral("char"),
+            "int" => Type::Integral("int"),
+            "long" => Type::Integral("long"),
+            "float" => Type::Floating("float"),
+            "double" => Type::Floating("double"),
+            "String" | "java.lang.String" => Type::String,
+            other => Type::Object(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ast::{Location, Probe};
+
+    const TRACKER: &str = r##"
+import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace
+public class Tracker {
+    @OnMethod(clazz = "/me\\.kisimple\\.just4fun\\..*/", method = "/.*/", location = @Location(Kind.RETURN))
+    public static void trace(@ProbeClassName String pcn, @ProbeMethodName String pmn, @Duration long duration) {
+        if (duration > 3000000000l) {
+            print(Strings.strcat("#Duration of ", Strings.strcat(Strings.strcat(pcn, "."), pmn)));
+            print(" is "); print(duration); println("#");
+            jstack();
+        }
+    }
+}
+"##;
+
+    #[test]
+    fn the_issues_tracker_compiles_to_one_return_probe_with_stacks() {
+        let script = compile(TRACKER, "Tracker.java").unwrap();
+        assert_eq!(script.name, "Tracker");
+        assert_eq!(script.handlers.len(), 1);
+        let handler = &script.handlers[0];
+        assert_eq!(
+            handler.trigger,
+            Trigger::Probe(Probe {
+                class: "/me\\.kisimple\\.just4fun\\..*/".into(),
+                method: "/.*/".into(),
+                descriptor: String::new(),
+                location: Location::Return,
+                target: None,
+            })
+        );
+        assert!(handler.uses_stack);
+        let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
+        assert_eq!(
+            roles,
+            [
+                &Role::ClassName,
+                &Role::MethodName { fqn: false },
+                &Role::Duration
+            ]
+        );
+    }
+
+    fn error(source: &str) -> String {
+        let script = format!("import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {{\n{source}\n}}\n");
+        compile(&script, "S.java").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn sizeof_measures_only_what_the_probe_captured() {
+        let local = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(String s) {\n    String t = s;\n    println(sizeof(t));\n}");
+        assert!(
+            local.starts_with("S.java:7:13: sizeof measures a handler's parameter"),
+            "{local}"
+        );
+        let helper = error("static long size(Object o) { return sizeof(o); }\n@OnTimer(100) public static void h() {}");
+        assert!(
+            helper.starts_with("S.java:4:37: sizeof measures"),
+            "{helper}"
+        );
+        let name = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@ProbeMethodName String m) { println(sizeof(m)); }");
+        assert!(name.contains("sizeof measures"), "{name}");
+    }
+
+    #[test]
+    fn allocations_pass_the_object_as_return_only_after() {
+        let before = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEW, clazz=\"a.C\"))\npublic static void h(@Return Object o) {}");
+        assert!(
+            before.contains("@Return at Kind.NEW and Kind.NEWARRAY needs where = Where.AFTER"),
+            "{before}"
+        );
+        let source = "import com.sun.btrace.annotations.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEWARRAY, clazz=\"int\", where=Where.AFTER))\npublic static void h(@Return int[] a) {}\n}\n";
+        let script = compile(source, "S.java").unwrap();
+        assert_eq!(script.handlers[0].method.params[0].role, Role::Return);
+    }
+
+    #[test]
+    fn call_locations_take_what_a_call_site_offers() {
+        let call = |where_: &str, params: &str| {
+            error(&format!(
+                "@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/.*/\", method=\"/.*/\"{where_}))\npublic static void h({params}) {{}}"
+            ))
+        };
+        assert!(
+            call("", "@Duration long d")
+                .contains("S.java:5:22: @Duration at Kind.CALL needs where = Where.AFTER"),
+            "{}",
+            call("", "@Duration long d")
+        );
+        let taken = compile(
+            "import com.sun.btrace.annotations.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/.*/\", method=\"/.*/\", where=Where.AFTER))\npublic static void h(@Self Object self, @TargetInstance Object target, String first, AnyType[] all, @Return int r) {}\n}\n",
+            "S.java",
+        )
+        .unwrap();
+        let roles: Vec<&Role> = taken.handlers[0]
+            .method
+            .params
+            .iter()
+            .map(|p| &p.role)
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                &Role::This,
+                &Role::TargetInstance,
+                &Role::Arg(0),
+                &Role::AllArgs,
+                &Role::Return
+            ]
+        );
+        let entry = error("@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h(@TargetMethodOrField String m) {}");
+        assert!(
+            entry.contains(
+                "@TargetMethodOrField needs location = @Location(value = Kind.CALL, ...)"
+            ),
+            "{entry}"
+        );
+        let throw = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.THROW))\npublic static void h() {}");
+        assert!(throw.contains("location Kind.THROW is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"), "{throw}");
+        let field_return = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.FIELD_GET, clazz=\"a.C\", field=\"n\"))\npublic static void h(@Return int n) {}");
+        assert!(
+            field_return.contains("@Return at Kind.FIELD_GET needs where = Where.AFTER"),
+            "{field_return}"
+        );
+        let array = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.NEWARRAY, clazz=\"char\"))\npublic static void h(String type, int dims, int more) {}");
+        assert!(
+            array.contains("S.java:5:45: this location passes no more values"),
+            "{array}"
+        );
+        let two = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.LINE, line=3))\npublic static void h(int line, int more) {}");
+        assert!(
+            two.contains("S.java:5:32: this location passes no more values"),
+            "{two}"
+        );
+        let duration = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.SYNC_ENTRY))\npublic static void h(@Duration long d) {}");
+        assert!(
+            duration.contains("@Duration needs location = @Location(Kind.RETURN)"),
+            "{duration}"
+        );
+    }
+
+    #[test]
+    fn what_btrace_forbids_is_refused_with_its_position() {
+        let handler = |body: &str| {
+            error(&format!(
+                "@OnMethod(clazz=\"a.B\", method=\"run\")\npublic static void h() {{\n{body}\n}}"
+            ))
+        };
+        assert_eq!(
+            handler("for (;;) {}"),
+            "S.java:6:1: loops are not allowed in BTrace scripts"
+        );
+        assert_eq!(
+            handler("while (true) {}"),
+            "S.java:6:1: loops are not allowed in BTrace scripts"
+        );
+        assert_eq!(
+            handler("Object o = new Object();"),
+            "S.java:6:12: creating objects (new) is not allowed in BTrace scripts"
+        );
+        assert_eq!(
+            handler("try { } finally { }"),
+            "S.java:6:1: try, catch and throw are not allowed in BTrace scripts"
+        );
+        assert!(handler("System.exit(1);").contains("calls to application methods (System.exit)"));
+        assert!(handler("foo();").contains("foo is neither a BTraceUtils function"));
+        assert!(handler("x = 1;").contains("cannot find symbol: x"));
+        assert!(
+            handler("println(\"a\")").starts_with("S.java:6:"),
+            "syntax error"
+        );
+        assert!(error("static void a() { b(); }\nstatic void b() { a(); }")
+            .contains("recursion is not allowed"));
+        assert!(error("int x;").contains("fields of a BTrace script must be static"));
+        let trusted = compile("@BTrace(trusted = true) public class T {}", "T.java").unwrap_err();
+        assert!(
+            trusted.to_string().contains("trusted scripts are not run"),
+            "{trusted}"
+        );
+        assert!(compile("public class T {}", "T.java")
+            .unwrap_err()
+            .message
+            .contains("@BTrace"));
+        assert!(
+            error("@OnMethod(clazz=\"a.B\")\nstatic void h(@Duration long d) {}")
+                .contains("@Duration needs location")
+        );
+    }
+}

@@ -1,0 +1,291 @@
+//! Handler annotations to probes: what each parameter receives, sampling, and where the
+//! probe fires (`@OnMethod`'s location, `@OnTimer`, `@OnEvent`, …).
+
+use tree_sitter::Node;
+
+use super::{fail, named_children, pos, Annotation, Compiler, Result};
+use crate::ast::{Location, Probe, Role, Sampling, Target, Trigger, Type};
+
+impl Compiler<'_> {
+    /// What a handler parameter receives, from its annotation (or its position).
+    pub(super) fn role(
+        &self,
+        p: Node,
+        ty: &Type,
+        location: Location,
+        arg: &mut usize,
+    ) -> Result<Role> {
+        let annotations = self.annotations(p)?;
+        let Some(a) = annotations.first() else {
+            let values = location.point_values();
+            if !values.is_empty() {
+                *arg += 1;
+                return match values.get(*arg - 1) {
+                    Some(role) => Ok(role.clone()),
+                    None => fail(p, "this location passes no more values without an annotation (the line, the class allocated, the array's type and dimensions, or the monitor)"),
+                };
+            }
+            if matches!(ty, Type::Object(t) if t == "AnyType[]") {
+                return Ok(Role::AllArgs);
+            }
+            if location == Location::Error && is_throwable(ty) {
+                return Ok(Role::Thrown);
+            }
+            *arg += 1;
+            return Ok(Role::Arg(*arg - 1));
+        };
+        let role = match a.name.as_str() {
+            "ProbeClassName" => Role::ClassName,
+            "ProbeMethodName" => Role::MethodName {
+                fqn: a
+                    .arguments
+                    .iter()
+                    .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
+            },
+            "Duration" => Role::Duration,
+            "Return" => Role::Return,
+            "Self" => Role::This,
+            "TargetMethodOrField" if location.has_target() => Role::TargetMethod {
+                fqn: a
+                    .arguments
+                    .iter()
+                    .any(|(k, v)| k == "fqn" && self.text(*v) == "true"),
+            },
+            "TargetInstance" if location.has_target() => Role::TargetInstance,
+            "TargetMethodOrField" | "TargetInstance" => {
+                return fail(
+                    a.node,
+                    format!("@{} needs location = @Location(value = Kind.CALL, ...) (or Kind.FIELD_GET, Kind.FIELD_SET)", a.name),
+                )
+            }
+            other => {
+                return fail(
+                    a.node,
+                    format!("@{other} parameters are not supported (yet): @ProbeClassName, @ProbeMethodName, @Duration, @Return, @Self, @TargetInstance, @TargetMethodOrField and the arguments are"),
+                )
+            }
+        };
+        match (&role, location) {
+            (Role::Duration | Role::Return, Location::Entry) => fail(
+                a.node,
+                format!(
+                    "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR)",
+                    a.name
+                ),
+            ),
+            (Role::Return, Location::Field { write: false, after: true })
+            | (Role::Return, Location::New { after: true } | Location::NewArray { after: true }) => {
+                Ok(role)
+            }
+            (Role::Return, Location::New { after: false } | Location::NewArray { after: false }) => {
+                fail(
+                    a.node,
+                    "@Return at Kind.NEW and Kind.NEWARRAY needs where = Where.AFTER",
+                )
+            }
+            (Role::Return, Location::Field { write: false, after: false }) => fail(
+                a.node,
+                "@Return at Kind.FIELD_GET needs where = Where.AFTER",
+            ),
+            (Role::Duration | Role::Return, location) if location.is_point() => fail(
+                a.node,
+                format!(
+                    "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR, or Kind.CALL with Where.AFTER)",
+                    a.name
+                ),
+            ),
+            (Role::Duration | Role::Return, Location::Call { after: false }) => fail(
+                a.node,
+                format!("@{} at Kind.CALL needs where = Where.AFTER", a.name),
+            ),
+            _ => Ok(role),
+        }
+    }
+
+    /// `@Sampled(kind = Sampled.Sampler.X, mean = N)` (BTrace's defaults: `Const`, 10).
+    pub(super) fn sampling(&self, annotations: &[Annotation]) -> Result<Option<Sampling>> {
+        let Some(a) = annotations.iter().find(|a| a.name == "Sampled") else {
+            return Ok(None);
+        };
+        let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let mean = match argument("mean") {
+            Some(v) => self
+                .text(v)
+                .replace('_', "")
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or((pos(v), "@Sampled takes a mean of 1 or more".to_string()))?,
+            None => 10,
+        };
+        let kind = argument("kind").map_or("Const", |v| {
+            let text = self.text(v);
+            text.rsplit('.').next().unwrap_or(text)
+        });
+        match kind {
+            "None" => Ok(None),
+            "Const" => Ok(Some(Sampling::Every(mean))),
+            "Adaptive" => Ok(Some(Sampling::Interval(mean))),
+            other => fail(
+                a.node,
+                format!("@Sampled kind {other} is not None, Const or Adaptive"),
+            ),
+        }
+    }
+
+    /// A handler's trigger, from its annotations; None for plain methods.
+    pub(super) fn trigger(&self, annotations: &[Annotation]) -> Result<Option<Trigger>> {
+        for a in annotations {
+            let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+            match a.name.as_str() {
+                "OnMethod" => {
+                    let string = |key: &str| -> Result<String> {
+                        match argument(key) {
+                            Some(v) => self.string_constant(v),
+                            None => Ok(String::new()),
+                        }
+                    };
+                    let class = string("clazz")?;
+                    if class.is_empty() {
+                        return fail(a.node, "@OnMethod needs clazz");
+                    }
+                    let method = match string("method")? {
+                        m if m.is_empty() => "/.*/".to_string(),
+                        m => m,
+                    };
+                    let (location, target) = match argument("location") {
+                        Some(v) => self.location(v)?,
+                        None => (Location::Entry, None),
+                    };
+                    return Ok(Some(Trigger::Probe(Probe {
+                        class,
+                        method,
+                        descriptor: string("type")?,
+                        location,
+                        target,
+                    })));
+                }
+                "OnTimer" => {
+                    let Some(v) = argument("value") else {
+                        return fail(a.node, "@OnTimer needs its period in milliseconds");
+                    };
+                    let ms = self
+                        .text(v)
+                        .trim_end_matches(['l', 'L'])
+                        .replace('_', "")
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|&ms| ms > 0)
+                        .ok_or((
+                            pos(v),
+                            "@OnTimer takes a period in milliseconds, more than 0".to_string(),
+                        ))?;
+                    return Ok(Some(Trigger::Timer(ms)));
+                }
+                "OnExit" => return Ok(Some(Trigger::Exit)),
+                "OnEvent" => {
+                    let name = argument("value")
+                        .map(|v| self.string_constant(v))
+                        .transpose()?;
+                    return Ok(Some(Trigger::Event(name)));
+                }
+                "OnError" => return Ok(Some(Trigger::Error)),
+                "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
+                    return fail(
+                        a.node,
+                        format!("@{} handlers are not supported yet", a.name),
+                    );
+                }
+                "Sampled" | "Export" | "Property" | "DTrace" | "DTraceRef" => {}
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// `@Location(Kind.RETURN)`, `@Location(value = Kind.RETURN, ...)`, and for `Kind.CALL`
+    /// the called methods (`clazz`, `method`, `type`) and `where`.
+    fn location(&self, node: Node) -> Result<(Location, Option<Target>)> {
+        let mut kind = None;
+        let mut keyed = Vec::new();
+        for arg in node
+            .child_by_field_name("arguments")
+            .map(named_children)
+            .unwrap_or_default()
+        {
+            match arg.kind() {
+                "element_value_pair" => {
+                    let key = arg.child_by_field_name("key").map(|k| self.text(k));
+                    let value = arg.child_by_field_name("value");
+                    match (key, value) {
+                        (Some("value"), Some(v)) => kind = Some(v),
+                        (Some(key), Some(v)) => keyed.push((key, v)),
+                        _ => {}
+                    }
+                }
+                k if k.ends_with("comment") => {}
+                _ => kind = Some(arg),
+            }
+        }
+        let Some(kind) = kind else {
+            return Ok((Location::Entry, None));
+        };
+        let last = |n: Node| self.text(n).rsplit('.').next().unwrap_or("").to_string();
+        let mut target = Target {
+            class: "/.*/".into(),
+            method: "/.*/".into(),
+            descriptor: String::new(),
+        };
+        let mut after = false;
+        let mut line = None;
+        for (key, value) in keyed {
+            match key {
+                "clazz" => target.class = self.string_constant(value)?,
+                "method" | "field" => target.method = self.string_constant(value)?,
+                "type" => target.descriptor = self.string_constant(value)?,
+                "where" => after = last(value) == "AFTER",
+                "line" => {
+                    let text = self.text(value).replace(' ', "");
+                    line = match text.parse::<i64>() {
+                        Ok(-1) => None,
+                        Ok(n) if n > 0 => u32::try_from(n).ok(),
+                        _ => return fail(value, "line takes a line number, or -1 for every line"),
+                    };
+                }
+                _ => {}
+            }
+        }
+        let location = match last(kind).as_str() {
+            "ENTRY" => Location::Entry,
+            "RETURN" => Location::Return,
+            "ERROR" => Location::Error,
+            "CALL" => return Ok((Location::Call { after }, Some(target))),
+            "NEW" => return Ok((Location::New { after }, Some(target))),
+            "NEWARRAY" => return Ok((Location::NewArray { after }, Some(target))),
+            "LINE" => Location::Line(line),
+            "SYNC_ENTRY" => Location::Sync { exit: false },
+            "SYNC_EXIT" => Location::Sync { exit: true },
+            access @ ("FIELD_GET" | "FIELD_SET") => {
+                // A field's `type` is its own; fields are told apart by class and name.
+                let target = Target {
+                    descriptor: String::new(),
+                    ..target
+                };
+                let write = access == "FIELD_SET";
+                return Ok((Location::Field { write, after }, Some(target)));
+            }
+            other => {
+                return fail(
+                    kind,
+                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"),
+                )
+            }
+        };
+        Ok((location, None))
+    }
+}
+
+/// Whether a parameter of type `ty` takes an exception (`Throwable`, `Exception`, …).
+pub(super) fn is_throwable(ty: &Type) -> bool {
+    matches!(ty, Type::Object(t) if t.ends_with("Throwable") || t.ends_with("Exception"))
+}
