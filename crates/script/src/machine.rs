@@ -221,20 +221,10 @@ impl<'s> Machine<'s> {
 
     /// Runs handler `index` for a probe firing (unless `@Sampled` leaves this call out).
     pub fn fire(&mut self, index: usize, probe: &Fired) {
-        let handler = &self.script.handlers[index];
-        if let Some(sampling) = handler.sampled {
-            let (calls, last_ns) = self.sampling.entry(index).or_insert((0, i64::MIN));
-            *calls += 1;
-            let now = probe.start_ns as i64 + probe.duration_ns as i64;
-            let due = match sampling {
-                Sampling::Every(n) => (*calls - 1) % n == 0,
-                Sampling::Interval(ns) => now.saturating_sub(*last_ns) >= ns as i64,
-            };
-            if !due {
-                return;
-            }
-            *last_ns = now;
+        if !self.due(index, probe) {
+            return;
         }
+        let handler = &self.script.handlers[index];
         let (mut locals, mut sizes) = (Vec::new(), Vec::new());
         let mut arg_values = probe
             .values
@@ -242,81 +232,8 @@ impl<'s> Machine<'s> {
             .skip(1)
             .map(|v| Value::from_described(v));
         for param in &handler.method.params {
-            let value = match &param.role {
-                Role::ClassName => Value::str(&probe.class),
-                Role::MethodName { fqn: false } => Value::str(&probe.method),
-                Role::MethodName { fqn: true } => {
-                    Value::str(&format!("{}.{}", probe.class, probe.method))
-                }
-                Role::TargetMethod { fqn } => match (&probe.callee, &probe.point) {
-                    (Some(callee), _) => Value::str(&target_method(callee, *fqn)),
-                    (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
-                        Value::str(&target_field(&access.field, *fqn))
-                    }
-                    _ => Value::Null,
-                },
-                Role::FieldValue => match &probe.point {
-                    Some(Point::FieldSet(access)) => Value::from_described(&access.value),
-                    _ => Value::Null,
-                },
-                Role::Line => match &probe.point {
-                    Some(Point::Line(line)) => Value::Int(i64::from(*line)),
-                    _ => Value::Int(-1),
-                },
-                Role::NewClass => match &probe.point {
-                    Some(Point::New(class)) => Value::str(class),
-                    _ => Value::Null,
-                },
-                Role::ArrayType => match &probe.point {
-                    Some(Point::NewArray { element, .. }) => Value::str(element),
-                    _ => Value::Null,
-                },
-                Role::ArrayDimensions => match &probe.point {
-                    Some(Point::NewArray { dimensions, .. }) => Value::Int(i64::from(*dimensions)),
-                    _ => Value::Int(0),
-                },
-                Role::Lock => match &probe.point {
-                    Some(Point::SyncEnter(lock) | Point::SyncExit(lock)) => {
-                        Value::from_described(lock)
-                    }
-                    _ => Value::Null,
-                },
-                Role::Duration => Value::Int(probe.duration_ns as i64),
-                Role::Return => match (&probe.returned, &probe.point) {
-                    (Some(returned), _) => Value::from_described(returned),
-                    (None, Some(Point::FieldGet(access))) => Value::from_described(&access.value),
-                    _ => Value::Null,
-                },
-                Role::Thrown => probe
-                    .thrown
-                    .as_deref()
-                    .map_or(Value::Null, Value::from_described),
-                Role::TargetInstance => match (&probe.target, &probe.point) {
-                    (Some(target), _) => Value::from_described(target),
-                    (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
-                        Value::from_described(&access.target)
-                    }
-                    _ => Value::Null,
-                },
-                Role::This => probe
-                    .values
-                    .first()
-                    .map_or(Value::Null, |v| Value::from_described(v)),
-                Role::Arg(i) => probe
-                    .values
-                    .get(i + 1)
-                    .map_or(Value::Null, |v| Value::from_described(v)),
-                Role::AllArgs => Value::Array(arg_values.by_ref().collect::<Vec<_>>().into()),
-                Role::Plain => Value::Null,
-            };
-            let size = match &param.role {
-                Role::This => probe.sizes.first().copied(),
-                Role::Arg(i) => probe.sizes.get(i + 1).copied(),
-                Role::Return => probe.returned_size,
-                Role::TargetInstance => probe.target_size,
-                _ => None,
-            };
-            if let Some(size) = size {
+            let value = role_value(&param.role, probe, &mut arg_values);
+            if let Some(size) = role_size(&param.role, probe) {
                 sizes.push((param.name.clone(), size));
             }
             locals.push((param.name.clone(), coerce(&param.ty, value)));
@@ -329,6 +246,24 @@ impl<'s> Machine<'s> {
         };
         let name = handler.method.name.clone();
         self.run_body(&handler.method.body, &mut frame, &name);
+    }
+
+    /// Whether handler `index` runs for this firing: always, unless `@Sampled` leaves it out.
+    fn due(&mut self, index: usize, probe: &Fired) -> bool {
+        let Some(sampling) = self.script.handlers[index].sampled else {
+            return true;
+        };
+        let (calls, last_ns) = self.sampling.entry(index).or_insert((0, i64::MIN));
+        *calls += 1;
+        let now = probe.start_ns as i64 + probe.duration_ns as i64;
+        let due = match sampling {
+            Sampling::Every(n) => (*calls - 1) % n == 0,
+            Sampling::Interval(ns) => now.saturating_sub(*last_ns) >= ns as i64,
+        };
+        if due {
+            *last_ns = now;
+        }
+        due
     }
 
     /// Runs the handlers of a trigger that takes no probe (`@OnTimer` of this period,
@@ -600,54 +535,17 @@ impl<'s> Machine<'s> {
                 }
             }
             ExprKind::Cast(ty, a) => coerce(ty, self.eval(a, frame)?),
-            ExprKind::InstanceOf(a, ty) => {
-                let v = self.eval(a, frame)?;
-                Value::Bool(match &v {
-                    Value::Null => false,
-                    Value::Str(_) => matches!(
-                        ty.as_str(),
-                        "String" | "java.lang.String" | "Object" | "CharSequence"
-                    ),
-                    Value::Object(d) => d.starts_with(ty.as_str()) || ty == "Object",
-                    _ => ty == "Object",
-                })
-            }
+            ExprKind::InstanceOf(a, ty) => Value::Bool(instance_of(&self.eval(a, frame)?, ty)),
             ExprKind::Index(a, i) => {
                 let array = self.eval(a, frame)?;
                 let index = self
                     .eval(i, frame)?
                     .as_int()
                     .ok_or_else(|| at("array index is not a number".into()))?;
-                match array {
-                    Value::Array(items) | Value::Key(items) => items
-                        .get(
-                            usize::try_from(index)
-                                .map_err(|_| at(format!("index {index} out of bounds")))?,
-                        )
-                        .cloned()
-                        .ok_or_else(|| {
-                            at(format!(
-                                "index {index} out of bounds for length {}",
-                                items.len()
-                            ))
-                        })?,
-                    other => return Err(at(format!("{other} is not an array"))),
-                }
+                element(array, index).map_err(at)?
             }
             ExprKind::FieldOf(object, field) => {
-                let object = self.eval(object, frame)?;
-                match &object {
-                    Value::Object(description) => value::field_of(description, field).ok_or_else(|| {
-                        // The class, not the whole description: the same error each call.
-                        let class = description.split(['@', '{']).next().unwrap_or("");
-                        at(format!(
-                            "{class} shows no field {field} (an object's description holds its first primitive, string, boxed and enum fields)"
-                        ))
-                    })?,
-                    Value::Str(s) if field == "length" => Value::Int(s.chars().count() as i64),
-                    Value::Array(items) if field == "length" => Value::Int(items.len() as i64),
-                    _ => return Err(at(format!("{object} has no field {field}"))),
-                }
+                field_of(&self.eval(object, frame)?, field).map_err(at)?
             }
             ExprKind::Builtin(name, args) => self.builtin(name, args, e, frame)?,
             ExprKind::Own(name, args) => match self.script.methods.iter().find(|m| &m.name == name)
@@ -825,6 +723,125 @@ fn binary(op: &str, x: &Value, y: &Value) -> Result<Value, String> {
         },
         _ => return Err(fail()),
     })
+}
+
+/// `v instanceof ty`, as far as the value tells.
+fn instance_of(v: &Value, ty: &str) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Str(_) => matches!(
+            ty,
+            "String" | "java.lang.String" | "Object" | "CharSequence"
+        ),
+        Value::Object(d) => d.starts_with(ty) || ty == "Object",
+        _ => ty == "Object",
+    }
+}
+
+/// `array[index]`.
+fn element(array: Value, index: i64) -> Result<Value, String> {
+    match array {
+        Value::Array(items) | Value::Key(items) => items
+            .get(usize::try_from(index).map_err(|_| format!("index {index} out of bounds"))?)
+            .cloned()
+            .ok_or_else(|| format!("index {index} out of bounds for length {}", items.len())),
+        other => Err(format!("{other} is not an array")),
+    }
+}
+
+/// `object.field`: a field of an object's description, or a string's or array's `length`.
+fn field_of(object: &Value, field: &str) -> Result<Value, String> {
+    match object {
+        Value::Object(description) => value::field_of(description, field).ok_or_else(|| {
+            // The class, not the whole description: the same error each call.
+            let class = description.split(['@', '{']).next().unwrap_or("");
+            format!(
+                "{class} shows no field {field} (an object's description holds its first primitive, string, boxed and enum fields)"
+            )
+        }),
+        Value::Str(s) if field == "length" => Ok(Value::Int(s.chars().count() as i64)),
+        Value::Array(items) if field == "length" => Ok(Value::Int(items.len() as i64)),
+        _ => Err(format!("{object} has no field {field}")),
+    }
+}
+
+/// What a handler parameter of `role` receives from `probe`; `arg_values` are the probed
+/// method's arguments (`@AllArgs` takes them).
+fn role_value(role: &Role, probe: &Fired, arg_values: &mut impl Iterator<Item = Value>) -> Value {
+    match role {
+        Role::ClassName => Value::str(&probe.class),
+        Role::MethodName { fqn: false } => Value::str(&probe.method),
+        Role::MethodName { fqn: true } => Value::str(&format!("{}.{}", probe.class, probe.method)),
+        Role::TargetMethod { fqn } => match (&probe.callee, &probe.point) {
+            (Some(callee), _) => Value::str(&target_method(callee, *fqn)),
+            (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
+                Value::str(&target_field(&access.field, *fqn))
+            }
+            _ => Value::Null,
+        },
+        Role::FieldValue => match &probe.point {
+            Some(Point::FieldSet(access)) => Value::from_described(&access.value),
+            _ => Value::Null,
+        },
+        Role::Line => match &probe.point {
+            Some(Point::Line(line)) => Value::Int(i64::from(*line)),
+            _ => Value::Int(-1),
+        },
+        Role::NewClass => match &probe.point {
+            Some(Point::New(class)) => Value::str(class),
+            _ => Value::Null,
+        },
+        Role::ArrayType => match &probe.point {
+            Some(Point::NewArray { element, .. }) => Value::str(element),
+            _ => Value::Null,
+        },
+        Role::ArrayDimensions => match &probe.point {
+            Some(Point::NewArray { dimensions, .. }) => Value::Int(i64::from(*dimensions)),
+            _ => Value::Int(0),
+        },
+        Role::Lock => match &probe.point {
+            Some(Point::SyncEnter(lock) | Point::SyncExit(lock)) => Value::from_described(lock),
+            _ => Value::Null,
+        },
+        Role::Duration => Value::Int(probe.duration_ns as i64),
+        Role::Return => match (&probe.returned, &probe.point) {
+            (Some(returned), _) => Value::from_described(returned),
+            (None, Some(Point::FieldGet(access))) => Value::from_described(&access.value),
+            _ => Value::Null,
+        },
+        Role::Thrown => probe
+            .thrown
+            .as_deref()
+            .map_or(Value::Null, Value::from_described),
+        Role::TargetInstance => match (&probe.target, &probe.point) {
+            (Some(target), _) => Value::from_described(target),
+            (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
+                Value::from_described(&access.target)
+            }
+            _ => Value::Null,
+        },
+        Role::This => probe
+            .values
+            .first()
+            .map_or(Value::Null, |v| Value::from_described(v)),
+        Role::Arg(i) => probe
+            .values
+            .get(i + 1)
+            .map_or(Value::Null, |v| Value::from_described(v)),
+        Role::AllArgs => Value::Array(arg_values.by_ref().collect::<Vec<_>>().into()),
+        Role::Plain => Value::Null,
+    }
+}
+
+/// The size the agent measured of what a parameter of `role` receives, if it did.
+fn role_size(role: &Role, probe: &Fired) -> Option<u64> {
+    match role {
+        Role::This => probe.sizes.first().copied(),
+        Role::Arg(i) => probe.sizes.get(i + 1).copied(),
+        Role::Return => probe.returned_size,
+        Role::TargetInstance => probe.target_size,
+        _ => None,
+    }
 }
 
 #[cfg(test)]
