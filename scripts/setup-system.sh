@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the build and the tests need (listed in
-# scripts/debian-packages.txt), when they are missing. Needs root (or sudo) for apt-get;
-# without either it only reports what is missing.
+# scripts/debian-packages.txt), when they are missing, and mounts tracefs (the ids of kernel
+# tracepoints, for `-e sched:sched_switch`) where it is not. Needs root (or sudo) for
+# apt-get and mount; without either it only reports what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ ! -e /sys/kernel/tracing/events ]] && [[ $(id -u) -eq 0 ]]; then
+    mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null \
+        || echo "setup-system: cannot mount tracefs: tracepoint tests will be skipped" >&2
+fi
 
 mapfile -t wanted < <(grep -v '^\s*#' scripts/debian-packages.txt | awk 'NF {print $1}')
 missing=()

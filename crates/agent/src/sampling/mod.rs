@@ -1,12 +1,15 @@
-//! The sampling core shared by the time-based engines (`cpu`, `itimer`, `ctimer`, `wall`).
+//! The sampling core shared by the sampling engines (`cpu`, `itimer`, `ctimer`, `wall`,
+//! `perf`).
 //!
 //! - `asgct`: `AsyncGetCallTrace`, found with `dlsym` in `libjvm.so`, and its structures.
 //! - `signal`: the SIGPROF handler (async-signal-safe, chains to the previous handler for
 //!   signals that are not ours): jtap's walker ([`crate::walk`]) first, `AsyncGetCallTrace`
 //!   where it stops (`walker=`), both compared with `walker=check`.
 //! - `buffer`: the preallocated lock-free buffer handlers write samples into.
-//! - `perf`: the `cpu` engine's perf_event descriptors and the per-thread ring buffers the
-//!   kernel writes each sample's call chain into, read by the handler.
+//! - `counters`: per-thread perf_event counters of any event (`cpu-clock` for `cpu`, the
+//!   event named for `perf`), the signal source of those engines.
+//! - `perf`: those counters' descriptors as the handler sees them, and the per-thread ring
+//!   buffers the kernel writes each sample's call chain into, read by the handler.
 //! - `native`: native and kernel frames from those call chains, symbolised by the
 //!   processing thread.
 //! - `unwind`: DWARF unwinding of the user stack copies perf_events takes with `cstack=dwarf`,
@@ -42,6 +45,7 @@
 pub(crate) mod asgct;
 mod buffer;
 mod code;
+pub mod counters;
 mod frames;
 mod idle;
 pub(crate) mod jvm;
@@ -93,8 +97,8 @@ pub fn capabilities() -> Capabilities {
 
 /// How a sampler labels and filters what it records.
 pub struct Settings {
-    /// The event asked for (`cpu`, …).
-    pub event: &'static str,
+    /// The event asked for (`cpu`, `page-faults`, …).
+    pub event: String,
     /// The engine that runs (differs from `event` after a fallback).
     pub engine: &'static str,
     /// Sampling interval; also each sample's weight unless the engine changes it.
@@ -124,7 +128,7 @@ impl Settings {
     /// `alluser`, `cstack`.
     pub fn from_options(
         options: &jtap_protocol::Options,
-        event: &'static str,
+        event: &str,
         engine: &'static str,
         interval: Duration,
         source: Source,
@@ -137,7 +141,7 @@ impl Settings {
                 .transpose()
         };
         Ok(Settings {
-            event,
+            event: event.to_string(),
             engine,
             interval,
             source,
@@ -309,10 +313,10 @@ impl Sampler {
             .map_or(0, |d| d.as_nanos() as u64);
         let wall_offset_ns = start_time_ns.saturating_sub(signal::monotonic_ns());
         let metadata = Metadata {
-            event: settings.event.into(),
+            event: settings.event.clone(),
             engine: settings.engine.into(),
             interval: settings.interval.as_nanos() as u64,
-            weight_unit: "nanoseconds".into(),
+            weight_unit: jtap_profile::event::kind(&settings.event).weight_unit.into(),
             start_time_ns,
             ..Metadata::default()
         };

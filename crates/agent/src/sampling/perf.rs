@@ -61,10 +61,12 @@ pub const DWARF_DATA_PAGES: usize = 4;
 const MAX_FDS: usize = 65536;
 
 /// Descriptor → ring: 0 not ours, [`NO_RING`] ours without a ring, else the ring's address
-/// (page-aligned) with [`WITH_STACK`] set for a ring of stack-carrying records.
+/// (page-aligned) with [`WITH_STACK`] set for a ring of stack-carrying records; either with
+/// [`CONTINUOUS`] set for a counter the handler does not re-arm.
 static RINGS: [AtomicUsize; MAX_FDS] = [const { AtomicUsize::new(0) }; MAX_FDS];
 const NO_RING: usize = 1;
 const WITH_STACK: usize = 2;
+const CONTINUOUS: usize = 4;
 
 /// `PERF_RECORD_SAMPLE`.
 const RECORD_SAMPLE: u32 = 9;
@@ -135,13 +137,14 @@ fn page_size() -> usize {
 
 /// Records `fd` as one of ours, with its ring if it has one. False when the descriptor
 /// number is too high to track.
-pub fn register(fd: c_int, ring: Option<&Ring>) -> bool {
+pub fn register(fd: c_int, ring: Option<&Ring>, continuous: bool) -> bool {
     let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
         return false;
     };
     let value = ring.map_or(NO_RING, |r| {
         r.base as usize | if r.with_stack { WITH_STACK } else { 0 }
     });
+    let value = if continuous { value | CONTINUOUS } else { value };
     entry.store(value, Ordering::SeqCst);
     true
 }
@@ -151,6 +154,15 @@ pub fn unregister(fd: c_int) {
     if let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) {
         entry.store(0, Ordering::SeqCst);
     }
+}
+
+/// Whether the handler re-arms `fd` after its overflow (`PERF_EVENT_IOC_REFRESH`): every
+/// counter but the continuous ones (tracepoints), which stay enabled. Async-signal-safe.
+pub fn rearms(fd: c_int) -> bool {
+    usize::try_from(fd)
+        .ok()
+        .and_then(|fd| RINGS.get(fd))
+        .is_some_and(|e| e.load(Ordering::Acquire) & CONTINUOUS == 0)
 }
 
 /// Whether `fd` is one of ours. Async-signal-safe.
@@ -184,7 +196,7 @@ pub fn take_sample(
     let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
         return (0, 0);
     };
-    let value = entry.load(Ordering::Acquire);
+    let value = entry.load(Ordering::Acquire) & !CONTINUOUS;
     if value == 0 || value == NO_RING {
         return (0, 0);
     }

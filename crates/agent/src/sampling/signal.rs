@@ -372,7 +372,7 @@ unsafe fn take(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) 
         // SAFETY: the caller's contract for context.
         unsafe { record(target, context, source == Source::Tgkill, count, perf_fd) };
     }
-    if let Some(fd) = perf_fd {
+    if let Some(fd) = perf_fd.filter(|&fd| perf::rearms(fd)) {
         // SAFETY: re-arms one more overflow on our own perf_event descriptor.
         unsafe { perf_event_open_sys::ioctls::REFRESH(fd, 1) };
     }
