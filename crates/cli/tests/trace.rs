@@ -513,13 +513,13 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
         assert_eq!(
             with(&[
                 "] workloads.Shapes$Fragile.<init> ",
-                " [-1] threw java.lang.IllegalArgumentException: negative -1"
+                " args=[-1] threw java.lang.IllegalArgumentException: negative -1"
             ]),
             1,
             "JDK {v}: {out}"
         );
         assert_eq!(
-            with(&["] workloads.Shapes$Fragile.<init> ", " [4]"]),
+            with(&["] workloads.Shapes$Fragile.<init> ", " args=[4]"]),
             1,
             "JDK {v}: {out}"
         );
@@ -545,7 +545,7 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
             "JDK {v}: switches, try/catch/finally: {out}"
         );
         assert_eq!(
-            with(&["] workloads.Shapes.control ", " [3] -> 94"]),
+            with(&["] workloads.Shapes.control ", " args=[3] -> 94"]),
             1,
             "JDK {v}: {out}"
         );
@@ -566,7 +566,7 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
             "JDK {v}: method reference target: {out}"
         );
         assert_eq!(
-            with(&["] workloads.Long32k.big ", " [3] -> "]),
+            with(&["] workloads.Long32k.big ", " args=[3] -> "]),
             1,
             "JDK {v}: method over 32 KiB: {out}"
         );

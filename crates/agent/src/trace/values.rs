@@ -167,31 +167,20 @@ impl Describer {
     }
 
     /// `this` (null for static methods and constructors) and the arguments, as
-    /// `this=<value> args=[<value>, ...]`, each value capped, all at most [`ARGS_CAP`].
+    /// `this=<value> args=[<value>, ...]` (`args=[...]` alone without `this`), each value
+    /// capped, all at most [`ARGS_CAP`].
     pub fn call(&self, this: sys::jobject, args: sys::jobject) -> String {
-        let mut out = String::new();
-        if !this.is_null() {
-            out.push_str("this=");
-            out.push_str(&self.value(this));
-            out.push_str(" args=");
-        }
-        out.push('[');
-        if !args.is_null() {
-            for i in 0..self.jni.array_length(args) {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                if out.chars().count() > ARGS_CAP {
-                    out.push_str("...");
-                    break;
-                }
-                let item = self.jni.object_element(args, i);
-                out.push_str(&self.value(item));
-                self.jni.delete_local(item);
-            }
-        }
-        out.push(']');
-        cut(out, ARGS_CAP)
+        let this = (!this.is_null()).then(|| self.value(this));
+        let count = match args.is_null() {
+            true => 0,
+            false => self.jni.array_length(args),
+        };
+        call_text(this.as_deref(), count, |i| {
+            let item = self.jni.object_element(args, i);
+            let text = self.value(item);
+            self.jni.delete_local(item);
+            text
+        })
     }
 
     /// `this` (`null` for static methods and constructors' callers) and each argument, each
@@ -730,6 +719,30 @@ pub fn escape_into(text: &str, in_quotes: bool, out: &mut String) {
 }
 
 /// `text` cut to `cap` characters, with `...` when cut.
+/// `this=<this> args=[<arg>, ...]` (without `this=` when there is none), `arg(i)` giving the
+/// `i`th of `count` arguments, at most [`ARGS_CAP`] characters.
+fn call_text(this: Option<&str>, count: usize, mut arg: impl FnMut(usize) -> String) -> String {
+    let mut out = String::new();
+    if let Some(this) = this {
+        out.push_str("this=");
+        out.push_str(this);
+        out.push(' ');
+    }
+    out.push_str("args=[");
+    for i in 0..count {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        if out.chars().count() > ARGS_CAP {
+            out.push_str("...");
+            break;
+        }
+        out.push_str(&arg(i));
+    }
+    out.push(']');
+    cut(out, ARGS_CAP)
+}
+
 fn cut(text: String, cap: usize) -> String {
     match text.char_indices().nth(cap) {
         Some((end, _)) => format!("{}...", &text[..end]),
@@ -785,6 +798,19 @@ mod tests {
         ] {
             assert!(!is_jdk_collection(name), "{name}");
         }
+    }
+
+    #[test]
+    fn arguments_are_named_with_or_without_this() {
+        let args = |i: usize| ["1", "\"a\""][i].to_string();
+        assert_eq!(call_text(None, 2, args), "args=[1, \"a\"]");
+        assert_eq!(
+            call_text(Some("Foo@1"), 2, args),
+            "this=Foo@1 args=[1, \"a\"]"
+        );
+        assert_eq!(call_text(None, 0, args), "args=[]");
+        let long = call_text(None, 100, |_| "x".repeat(VALUE_CAP));
+        assert!(long.starts_with("args=[x") && long.chars().count() <= ARGS_CAP + 3);
     }
 
     #[test]
