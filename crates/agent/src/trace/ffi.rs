@@ -57,6 +57,17 @@ unsafe impl Send for StaticLong {}
 // SAFETY: as above.
 unsafe impl Sync for StaticLong {}
 
+/// A class loader held by a JNI weak global reference (null: the bootstrap loader), to tell
+/// classes of the same name apart without keeping their loader alive. Deleted with
+/// [`Jni::delete_weak`].
+#[derive(Clone, Copy)]
+pub struct WeakLoader(sys::jweak);
+
+// SAFETY: a weak global reference may be used from any thread.
+unsafe impl Send for WeakLoader {}
+// SAFETY: as above.
+unsafe impl Sync for WeakLoader {}
+
 impl Global {
     /// The reference, for JNI and JVMTI calls.
     pub fn raw(self) -> sys::jobject {
@@ -165,6 +176,47 @@ impl Jni {
         // SAFETY: valid env; object is a live reference.
         let global = unsafe { jni!(self.0, NewGlobalRef(object)) }.unwrap_or(ptr::null_mut());
         (!global.is_null()).then_some(Global(global))
+    }
+
+    /// Holds `loader` (null: the bootstrap loader) weakly; None when the VM has no memory
+    /// for the reference.
+    pub fn weak_loader(self, loader: sys::jobject) -> Option<WeakLoader> {
+        if loader.is_null() {
+            return Some(WeakLoader(ptr::null_mut()));
+        }
+        // SAFETY: valid env; loader is a live reference.
+        let weak = unsafe { jni!(self.0, NewWeakGlobalRef(loader)) }.unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        (!weak.is_null()).then_some(WeakLoader(weak))
+    }
+
+    /// Whether `held` is `loader` (null: the bootstrap loader). A loader since collected is
+    /// no loader.
+    pub fn is_loader(self, held: WeakLoader, loader: sys::jobject) -> bool {
+        match (held.0.is_null(), loader.is_null()) {
+            (true, true) => true,
+            (false, false) => {
+                // SAFETY: valid env; a weak global reference not deleted yet and a live one.
+                (unsafe { jni!(self.0, IsSameObject(held.0, loader)) }) == Some(1)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the loader `held` holds was collected.
+    pub fn is_collected(self, held: WeakLoader) -> bool {
+        // SAFETY: valid env; a weak global reference not deleted yet. A collected object's
+        // weak reference is the same object as null.
+        !held.0.is_null()
+            && (unsafe { jni!(self.0, IsSameObject(held.0, ptr::null_mut())) }) == Some(1)
+    }
+
+    /// Deletes the weak reference (the bootstrap loader's null is ignored).
+    pub fn delete_weak(self, held: WeakLoader) {
+        if !held.0.is_null() {
+            // SAFETY: valid env; a weak global reference deleted only here, once.
+            unsafe { jni!(self.0, DeleteWeakGlobalRef(held.0)) };
+        }
     }
 
     /// Deletes a local reference (null is ignored).
@@ -742,6 +794,13 @@ pub unsafe fn hook_name(name: *const c_char) -> Option<String> {
             .to_string_lossy()
             .into_owned()
     })
+}
+
+/// The loader that defined `class` (a local reference; null for the bootstrap loader).
+pub fn class_loader(env: Env, class: sys::jclass) -> Option<sys::jobject> {
+    let mut loader: sys::jobject = ptr::null_mut();
+    // SAFETY: valid env; class is a live reference; out-parameter on our stack.
+    unsafe { jvmti!(env.raw(), GetClassLoader(class, &mut loader)) }.then_some(loader)
 }
 
 /// Whether JVMTI may retransform `class` (false for arrays, primitives, hidden classes).

@@ -16,7 +16,7 @@ use std::ffi::c_char;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jtap_classfile::plan::{
     instrument_class, Clock, MemberFilter, Pattern, Point, Probe, Registry, Value,
@@ -25,13 +25,17 @@ use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
-use super::ffi::{self, Jni};
+use super::ffi::{self, Jni, WeakLoader};
 use super::runtime::{self, FieldClock, Runtime};
 use super::select::{self, Role, Selector};
 use super::ticker;
 use crate::gate::Gate;
 use crate::libjvm::Flag;
 use crate::thread::Vm;
+
+mod touched;
+
+use touched::{Classes, JvmLoaders};
 
 /// Calltree levels of call sites timed when neither `--inner` nor `--depth` is given.
 const DEFAULT_DEPTH: u32 = 3;
@@ -52,18 +56,6 @@ static GATE: Gate = Gate::new();
 /// The session the hook serves.
 static CURRENT: Mutex<Option<Arc<Tracing>>> = Mutex::new(None);
 
-/// What the session knows about one class it touched.
-#[derive(Default)]
-struct Touched {
-    /// Hash of the bytes the hook was handed when it instrumented the class.
-    seen: u64,
-    /// Hash of the bytes handed to the hook when restoring.
-    restored: Option<u64>,
-    /// Hash of the methods' bytecode sizes before instrumentation (classes loaded and linked
-    /// before the session only).
-    bytecodes_before: Option<u64>,
-}
-
 /// One tracing session's instrumentation.
 pub struct Tracing {
     /// The plan.
@@ -71,7 +63,7 @@ pub struct Tracing {
     selector: Selector,
     /// Method and site ids handed to the probes.
     pub registry: Mutex<Registry>,
-    touched: Mutex<HashMap<String, Touched>>,
+    touched: Mutex<Classes<WeakLoader>>,
     /// Calltree: methods whose call sites are timed below the entry, as (class internal
     /// name, method name, descriptor) with their level (the entry's callees are level 1).
     hosts: Mutex<HashMap<(String, String, String), u32>>,
@@ -142,22 +134,6 @@ pub fn counted(n: usize, one: &str, many: &str) -> String {
         1 => format!("1 {one}"),
         n => format!("{n} {many}"),
     }
-}
-
-/// What restoring found.
-pub struct Restored {
-    /// Classes retransformed back.
-    pub classes: usize,
-    /// Of which the hook was handed exactly the bytes it saw before instrumenting.
-    pub same_bytes: usize,
-    /// Classes whose method bytecodes were compared (loaded before the session).
-    pub bytecodes_checked: usize,
-    /// Of which identical to before the session.
-    pub same_bytecodes: usize,
-    /// Classes that could not be restored or differ, with why.
-    pub problems: Vec<String>,
-    /// Time taken.
-    pub took: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -288,7 +264,7 @@ impl Tracing {
             plan,
             selector,
             registry: Mutex::new(Registry::default()),
-            touched: Mutex::new(HashMap::new()),
+            touched: Mutex::new(Classes::new()),
             hosts: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
             restoring: AtomicBool::new(false),
@@ -365,12 +341,17 @@ impl Tracing {
                 "no loaded class matches {pattern}; waiting for classes loaded later"
             ));
         }
+        let loaders = JvmLoaders { jni, env: self.env };
+        // The defining loaders of the classes chosen, by index in `named`.
+        let mut defining: HashMap<usize, sys::jobject> = HashMap::new();
         let mut chosen = Vec::new();
-        for ((class, internal), dotted) in named.iter().zip(&dotted_names) {
+        for (index, ((class, internal), dotted)) in named.iter().zip(&dotted_names).enumerate() {
             if !self.selector.selects_class(dotted, &[]) {
                 continue;
             }
-            if select::is_generated(internal) {
+            // Hidden and VM-anonymous classes (lambdas, method handle forms): the JVM says
+            // which, whatever their names.
+            if !ffi::is_modifiable(self.env, *class) {
                 self.skipped_generated.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -378,22 +359,20 @@ impl Tracing {
                 self.note(format!("not instrumenting {dotted}: {why}"));
                 continue;
             }
-            if !ffi::is_modifiable(self.env, *class) {
-                self.note(format!(
-                    "not instrumenting {dotted}: the JVM cannot retransform it"
-                ));
-                continue;
-            }
             if ffi::is_erroneous(self.env, *class) {
                 self.skipped_unlinkable.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
+            let Some(loader) = ffi::class_loader(self.env, *class) else {
+                continue;
+            };
             let before = ffi::is_linked(self.env, *class).then(|| self.bytecode_hash(*class));
-            lock(&self.touched)
-                .entry(internal.clone())
-                .or_default()
-                .bytecodes_before = before;
-            chosen.push((*class, internal.clone()));
+            match lock(&self.touched).entry(&loaders, internal, loader) {
+                Some(touched) => touched.bytecodes_before = before,
+                None => continue,
+            }
+            defining.insert(index, loader);
+            chosen.push((*class, internal.clone(), loader));
         }
         if !chosen.is_empty() && !compile_dependencies_recorded(self.vm) {
             self.note(
@@ -403,56 +382,69 @@ impl Tracing {
                     .into(),
             );
         }
-        self.instrument(&chosen);
+        self.instrument(jni, &chosen);
         // Calltree: the call sites of the methods called from the entry, level by level.
         for level in 1..self.call_site_depth() {
             let owners = self.add_hosts(level);
-            let more: Vec<(sys::jclass, String)> = named
-                .iter()
-                .filter(|(class, name)| {
-                    owners.contains(name)
-                        && select::refusal(name).is_none()
-                        && ffi::is_modifiable(self.env, *class)
-                        && !ffi::is_erroneous(self.env, *class)
-                })
-                .map(|(class, name)| {
-                    let mut touched = lock(&self.touched);
-                    let t = touched.entry(name.clone()).or_default();
-                    if t.bytecodes_before.is_none()
-                        && t.seen == 0
-                        && ffi::is_linked(self.env, *class)
-                    {
-                        t.bytecodes_before = Some(self.bytecode_hash(*class));
-                    }
-                    (*class, name.clone())
-                })
-                .collect();
+            let mut more = Vec::new();
+            for (index, (class, name)) in named.iter().enumerate() {
+                if !owners.contains(name)
+                    || select::refusal(name).is_some()
+                    || !ffi::is_modifiable(self.env, *class)
+                    || ffi::is_erroneous(self.env, *class)
+                {
+                    continue;
+                }
+                let loader = match defining.get(&index) {
+                    Some(&loader) => loader,
+                    None => match ffi::class_loader(self.env, *class) {
+                        Some(loader) => loader,
+                        None => continue,
+                    },
+                };
+                let mut touched = lock(&self.touched);
+                let Some(t) = touched.entry(&loaders, name, loader) else {
+                    continue;
+                };
+                if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(self.env, *class) {
+                    t.bytecodes_before = Some(self.bytecode_hash(*class));
+                }
+                defining.insert(index, loader);
+                more.push((*class, name.clone(), loader));
+            }
             if more.is_empty() {
                 break;
             }
-            self.instrument(&more);
+            self.instrument(jni, &more);
         }
         // Classes the hook did not instrument after all (no selected method) are not touched.
         let touched = lock(&self.touched);
-        Ok(named
+        Ok(defining
             .iter()
-            .filter(|(_, n)| touched.get(n).is_some_and(|t| t.seen != 0))
+            .filter(|(index, loader)| {
+                touched
+                    .get(&loaders, &named[**index].1, **loader)
+                    .is_some_and(|t| t.seen != 0)
+            })
             .count())
     }
 
-    /// Retransforms loaded classes to instrument them. A class not linked yet whose
-    /// retransformation fails cannot be linked (a class it needs is missing, or its
-    /// verification fails): it is counted as skipped and forgotten; other failures are noted.
-    fn instrument(&self, classes: &[(sys::jclass, String)]) {
+    /// Retransforms loaded classes (with their defining loaders) to instrument them. A class
+    /// not linked yet whose retransformation fails cannot be linked (a class it needs is
+    /// missing, or its verification fails): it is counted as skipped and forgotten; other
+    /// failures are noted.
+    fn instrument(&self, jni: Jni, classes: &[(sys::jclass, String, sys::jobject)]) {
         let unlinked: Vec<bool> = classes
             .iter()
-            .map(|(class, _)| !ffi::is_linked(self.env, *class))
+            .map(|(class, _, _)| !ffi::is_linked(self.env, *class))
             .collect();
-        for (index, error) in self.retransform(classes) {
-            let name = &classes[index].1;
+        let loaders = JvmLoaders { jni, env: self.env };
+        let refs: Vec<sys::jclass> = classes.iter().map(|(class, _, _)| *class).collect();
+        for (index, error) in self.retransform(&refs) {
+            let (_, name, loader) = &classes[index];
             if unlinked[index] {
                 self.skipped_unlinkable.fetch_add(1, Ordering::Relaxed);
-                lock(&self.touched).remove(name);
+                lock(&self.touched).remove(&loaders, name, *loader);
             } else {
                 self.note(format!(
                     "retransforming {} failed: {error}",
@@ -530,15 +522,14 @@ impl Tracing {
 
     /// Retransforms in batches; a failed batch is retried class by class. Returns the
     /// failures: index in `classes` and the error.
-    fn retransform(&self, classes: &[(sys::jclass, String)]) -> Vec<(usize, String)> {
+    fn retransform(&self, classes: &[sys::jclass]) -> Vec<(usize, String)> {
         let mut failed = Vec::new();
         for (batch_index, batch) in classes.chunks(BATCH).enumerate() {
-            let refs: Vec<sys::jclass> = batch.iter().map(|(c, _)| *c).collect();
             // SAFETY: live local references of this attached thread.
-            if unsafe { self.env.retransform_classes(&refs) }.is_ok() {
+            if unsafe { self.env.retransform_classes(batch) }.is_ok() {
                 continue;
             }
-            for (offset, (class, _)) in batch.iter().enumerate() {
+            for (offset, class) in batch.iter().enumerate() {
                 // SAFETY: as above.
                 if let Err(e) = unsafe { self.env.retransform_classes(&[*class]) } {
                     failed.push((batch_index * BATCH + offset, e.to_string()));
@@ -573,8 +564,9 @@ impl Tracing {
         name: &str,
         bytes: &[u8],
     ) -> Option<Vec<u8>> {
+        let loaders = JvmLoaders { jni, env: self.env };
         if self.restoring.load(Ordering::SeqCst) {
-            if let Some(t) = lock(&self.touched).get_mut(name) {
+            if let Some(t) = lock(&self.touched).get_mut(&loaders, name, loader) {
                 t.restored = Some(hash(bytes));
             }
             return None;
@@ -594,7 +586,7 @@ impl Tracing {
         if !self.selector.selects_class(&dotted, &supers) && !self.hosts_class(name) {
             return None;
         }
-        if select::is_generated(name) {
+        if select::is_hidden_name(name) {
             self.skipped_generated.fetch_add(1, Ordering::Relaxed);
             return None;
         }
@@ -692,10 +684,15 @@ impl Tracing {
                 if out.methods_instrumented == 0 {
                     return None;
                 }
-                lock(&self.touched)
-                    .entry(name.to_string())
-                    .or_default()
-                    .seen = hash(bytes);
+                // A class whose loader cannot be held could not be compared after restoring.
+                let mut touched = lock(&self.touched);
+                let Some(t) = touched.entry(&loaders, name, loader) else {
+                    self.note(format!(
+                        "not instrumenting {dotted}: no memory to hold its loader"
+                    ));
+                    return None;
+                };
+                t.seen = hash(bytes);
                 Some(out.bytes)
             }
             Err(e) => {
@@ -883,86 +880,6 @@ impl Tracing {
         jni.delete_local(module);
     }
 
-    /// Retransforms every touched class back to its original bytes and checks the result.
-    pub fn restore(&self) -> Restored {
-        let started = Instant::now();
-        self.restoring.store(true, Ordering::SeqCst);
-        let mut restored = Restored {
-            classes: 0,
-            same_bytes: 0,
-            bytecodes_checked: 0,
-            same_bytecodes: 0,
-            problems: Vec::new(),
-            took: Duration::ZERO,
-        };
-        let Some(jni) = Jni::current(self.vm) else {
-            restored
-                .problems
-                .push("cannot restore: the stopping thread is not attached to the JVM".into());
-            return restored;
-        };
-        let live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
-        let _ = jni.with_local_frame(16, || {
-            let Ok(classes) = self.env.loaded_classes() else {
-                return;
-            };
-            let mut chosen = Vec::new();
-            {
-                let touched = lock(&self.touched);
-                for &class in classes.iter() {
-                    // SAFETY: live local references from GetLoadedClasses.
-                    let Ok(sig) = (unsafe { self.env.class_signature(class) }) else {
-                        continue;
-                    };
-                    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';'))
-                    else {
-                        continue;
-                    };
-                    if touched.get(internal).is_some_and(|t| t.seen != 0) {
-                        chosen.push((class, internal.to_string()));
-                    }
-                }
-            }
-            if !live {
-                return;
-            }
-            for (index, error) in self.retransform(&chosen) {
-                restored.problems.push(format!(
-                    "retransforming {} failed: {error}",
-                    select::dotted(&chosen[index].1)
-                ));
-            }
-            let touched = lock(&self.touched);
-            for (class, internal) in &chosen {
-                let Some(t) = touched.get(internal) else {
-                    continue;
-                };
-                restored.classes += 1;
-                if t.restored == Some(t.seen) {
-                    restored.same_bytes += 1;
-                } else {
-                    restored.problems.push(format!(
-                        "{}: the bytes after restoring differ from before",
-                        select::dotted(internal)
-                    ));
-                }
-                if let Some(before) = t.bytecodes_before {
-                    restored.bytecodes_checked += 1;
-                    if self.bytecode_hash(*class) == before {
-                        restored.same_bytecodes += 1;
-                    } else {
-                        restored.problems.push(format!(
-                            "{}: method bytecode sizes differ from before the session",
-                            select::dotted(internal)
-                        ));
-                    }
-                }
-            }
-        });
-        restored.took = started.elapsed();
-        restored
-    }
-
     /// Removes the hook, waits for hook calls in flight and disposes of the environment.
     pub fn uninstall(&self) {
         if let Err(e) = self
@@ -976,29 +893,16 @@ impl Tracing {
             log!("trace: {stuck} class-file hook calls still running after 2 s");
         }
         *lock(&CURRENT) = None;
+        // The loaders' weak references, once no hook call may still compare with them (on a
+        // thread not attached to the JVM they are left: a few bytes each).
+        if stuck == 0 {
+            if let Some(jni) = Jni::current(self.vm) {
+                lock(&self.touched).release_all(&JvmLoaders { jni, env: self.env });
+            }
+        }
         if let Err(e) = self.env.dispose() {
             log!("trace: {e}");
         }
-    }
-}
-
-impl Restored {
-    /// One line for the client.
-    pub fn summary(&self) -> String {
-        let mut text = format!(
-            "restored {} classes in {} ms: class bytes identical to before for {}/{}, method bytecode sizes identical for {}/{}",
-            self.classes,
-            self.took.as_millis(),
-            self.same_bytes,
-            self.classes,
-            self.same_bytecodes,
-            self.bytecodes_checked
-        );
-        for p in self.problems.iter().take(10) {
-            text.push_str("\n  ");
-            text.push_str(p);
-        }
-        text
     }
 }
 

@@ -481,16 +481,26 @@ pub fn refusal(internal: &str) -> Option<&'static str> {
     if CLASSES.contains(&outer) {
         return Some("core java.lang classes the probes themselves run (Object, Class, String, boxing, System, stack walking, module reads) cannot be instrumented safely");
     }
-    if is_generated(internal) {
-        return Some("lambda, hidden and generated classes cannot be retransformed");
+    if is_hidden_name(internal) {
+        return Some("hidden classes (lambdas, method handle forms) cannot be retransformed");
     }
     None
 }
 
-/// Whether the class (internal name) is a lambda, hidden or otherwise generated class: the
-/// JVM cannot retransform those, and a broad pattern meets many (counted, not named).
-pub fn is_generated(internal: &str) -> bool {
-    internal.contains("$$") || internal.contains("LambdaForm$") || internal.contains("/0x")
+/// Whether `internal` is a name the JVM gives a hidden (JDK 15+) or VM-anonymous (JDK 11–14)
+/// class: the name it was defined with, `/`, and its address (`a/B$$Lambda/0x0000…`,
+/// `a/B$$Lambda$14/0x0000…`, `java/lang/invoke/LambdaForm$MH/0x…`). The JVM cannot
+/// retransform those, and a broad pattern meets many (counted, not named). This is only for
+/// names the class-file hook is handed (it is not called for hidden classes, but a name alone
+/// is all it has); a loaded class is asked (`IsModifiableClass`). Names such as Scala's
+/// `Typers$Typer$$anonfun$65` or CGLIB's `Foo$$EnhancerByCGLIB$$1` are ordinary classes.
+pub fn is_hidden_name(internal: &str) -> bool {
+    internal
+        .rsplit_once('/')
+        .is_some_and(|(_, last)| last.starts_with("0x"))
+        || internal
+            .split_once("$$Lambda")
+            .is_some_and(|(_, rest)| rest.contains('/'))
 }
 
 /// `java/util/Map$Entry` as `java.util.Map$Entry`.
@@ -574,16 +584,26 @@ mod tests {
             "java/lang/invoke/MethodHandle",
             "jdk/internal/misc/Unsafe",
             "jtap/runtime/Probes",
-            "a/B$$Lambda$12",
+            "a/B$$Lambda$12/0x0000000800066840",
             "a/B$$Lambda/0x0000000800c01234",
+            "a/B$$Lambda$3/1523554304",
         ] {
             assert!(refusal(name).is_some(), "{name}");
         }
-        assert!(is_generated("a/B$$Lambda$12"));
-        assert!(!is_generated("java/lang/String"));
+        assert!(is_hidden_name("a/B$$Lambda$12/0x0000000800066840"));
+        assert!(is_hidden_name(
+            "java/lang/invoke/LambdaForm$MH/0x0000000800c0d000"
+        ));
+        assert!(!is_hidden_name("java/lang/String"));
         for name in [
             "java/util/HashMap",
             "com/example/Foo$Inner",
+            // Ordinary classes of other languages and of bytecode generators.
+            "scala/tools/nsc/typechecker/Typers$Typer$$anonfun$65",
+            "scala/tools/nsc/Global$Run$$anonfun$compileUnits$1",
+            "groovy/lang/MetaClassImpl$$Lambda",
+            "com/acme/Service$$EnhancerByCGLIB$$1a2b3c",
+            "com/acme/Order$HibernateProxy$0xdead",
             "workloads/Traced",
             "java/lang/Thread",
             "java/lang/Throwable",
