@@ -7,7 +7,13 @@
 //! profile), histogrammed, traced (`-n`, `-d`, Ctrl-C, a whole package under a threshold,
 //! `--args --return`) and scripted (a BTrace script with ENTRY, RETURN and CALL handlers on its
 //! hot method), and after every command the program must still be making progress, print no
-//! error, and have no jtap files left in `/tmp`.
+//! error, and have no jtap files left in `/tmp`. Two programs of other JVM languages, Scala
+//! 2.11's compiler (a resident `Global` compiling generated sources in a loop) and a Groovy 2.4
+//! script evaluated again and again, get the checks their classes call for
+//! ([`LANGUAGE_CHECKS`]): a call tree of a deep entry whose session ends with the entry call,
+//! a BTrace script counting every call of a method that returns the next number of a counter,
+//! a package trace that skips no class (Scala's closures are classes of their own), and each
+//! class restored to its own bytes (Groovy loads classes of the same names on every run).
 //!
 //! Every check of a program runs even when an earlier one failed (the program is restarted
 //! after a failure, so one failure does not cascade into the next checks); a test fails at
@@ -22,7 +28,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::{agent_library, jtap_bin, leftover_triggers, walker_counts};
 use jtap_testkit::{compiled_real_programs, debian_jar, jdks, repo_root, JavaProcess, Jdk};
@@ -52,6 +58,14 @@ struct Program {
     args_method_arity: usize,
     /// A whole package of the program, as a regex pattern.
     package: &'static str,
+    /// The checks run on it.
+    checks: &'static [Check],
+    /// A method many levels above the program's work, for `calltree -n 1`.
+    deep_entry: Option<&'static str>,
+    /// A method that returns the next number of a counter of the program's own each call, and
+    /// the Java type it returns: the numbers a script sees returned tell how many calls it
+    /// should have seen.
+    counter: Option<(&'static str, &'static str)>,
 }
 
 static JAVAC: Program = Program {
@@ -66,6 +80,9 @@ static JAVAC: Program = Program {
     args_method: "com.sun.tools.javac.comp.Attr::attribStat",
     args_method_arity: 2,
     package: r"/com\.sun\.tools\.javac\.comp\..*/::/.*/",
+    checks: CHECKS,
+    deep_entry: None,
+    counter: None,
 };
 
 static ECJ: Program = Program {
@@ -80,6 +97,9 @@ static ECJ: Program = Program {
     args_method: "org.eclipse.jdt.internal.compiler.ast.MethodDeclaration::resolveStatements",
     args_method_arity: 0,
     package: r"/org\.eclipse\.jdt\.internal\.compiler\.ast\..*/::/.*/",
+    checks: CHECKS,
+    deep_entry: None,
+    counter: None,
 };
 
 static H2: Program = Program {
@@ -94,6 +114,9 @@ static H2: Program = Program {
     args_method: "org.h2.jdbc.JdbcPreparedStatement::executeUpdate",
     args_method_arity: 0,
     package: r"/org\.h2\..*/::/.*/",
+    checks: CHECKS,
+    deep_entry: None,
+    counter: None,
 };
 
 static JETTY: Program = Program {
@@ -114,6 +137,47 @@ static JETTY: Program = Program {
     args_method: "org.eclipse.jetty.http.HttpFields::put",
     args_method_arity: 2,
     package: r"/org\.eclipse\.jetty\.server\..*/::/.*/",
+    checks: CHECKS,
+    deep_entry: None,
+    counter: None,
+};
+
+static SCALAC: Program = Program {
+    name: "scalac",
+    main_class: "real.ScalacLoop",
+    args: &["2"],
+    jars: &["scala-compiler", "scala-reflect", "scala-library"],
+    // Scala 2.11 reads the JDK's classes through `javax.tools` on JDK 9+: JDKs with
+    // `jdk.compiler` only.
+    only_on: Some(&[17, 25]),
+    classes: "scala.tools.nsc.",
+    hot_method: "scala.tools.nsc.typechecker.Typers$Typer::typedDefDef",
+    // `DefDef.toString()` prints the method's source over many lines.
+    args_method: "scala.tools.nsc.typechecker.Typers$Typer::typedDefDef",
+    args_method_arity: 1,
+    // Closures are classes of their own (`Typers$Typer$$anonfun$65`), and many.
+    package: r"/scala\.tools\.nsc\.typechecker\..*/::/.*/",
+    checks: LANGUAGE_CHECKS,
+    deep_entry: Some("scala.tools.nsc.typechecker.Typers$Typer::typedTemplate"),
+    // Every symbol takes the next id of the resident compiler's symbol table.
+    counter: Some(("scala.reflect.internal.Symbols$class::nextId", "int")),
+};
+
+static GROOVY: Program = Program {
+    name: "groovy",
+    main_class: "real.GroovyLoop",
+    args: &[],
+    jars: &["groovy"],
+    only_on: None,
+    classes: "workload",
+    hot_method: "workload::step",
+    args_method: "workload::step",
+    args_method_arity: 2,
+    // The script and its closures, loaded anew by every run.
+    package: r"/workload.*/::/.*/",
+    checks: LANGUAGE_CHECKS,
+    deep_entry: Some("workload$_run_closure1::doCall"),
+    counter: Some(("workload::nextCall", "long")),
 };
 
 #[test]
@@ -136,6 +200,16 @@ fn jetty() {
     exercise(&JETTY);
 }
 
+#[test]
+fn scalac() {
+    exercise(&SCALAC);
+}
+
+#[test]
+fn groovy() {
+    exercise(&GROOVY);
+}
+
 /// Runs every check on `program` on each JDK it runs on; fails with the list of failures.
 fn exercise(program: &'static Program) {
     agent_library();
@@ -146,7 +220,7 @@ fn exercise(program: &'static Program) {
         }
         let started = Instant::now();
         let mut running = Running::start(program, jdk);
-        for check in CHECKS {
+        for check in program.checks {
             let what = format!("{} on JDK {}: {}", program.name, jdk.version, check.name);
             let check_started = Instant::now();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -262,6 +336,28 @@ const CHECKS: &[Check] = &[
     },
 ];
 
+/// The checks of the programs written in other languages (Scala, Groovy): what their
+/// compilers make of classes (closures as classes of their own; scripts whose classes are
+/// loaded anew by every run) and the sessions that hold probes longest.
+const LANGUAGE_CHECKS: &[Check] = &[
+    Check {
+        name: "calltree <deep entry> -n 1: a tree, and the probes out within 2 s of its end",
+        run: calltree_deep,
+    },
+    Check {
+        name: "btrace <counter method>: every call counted",
+        run: btrace_counted,
+    },
+    Check {
+        name: "trace <package> --threshold 500ms -d 5s: no class skipped",
+        run: trace_whole_package,
+    },
+    Check {
+        name: "trace <method> --args --return -n 50",
+        run: trace_args,
+    },
+];
+
 /// A program running on one JDK.
 struct Running {
     program: &'static Program,
@@ -274,7 +370,8 @@ impl Running {
         let workloads = repo_root().join("tests/java/workloads");
         let mut builder = JavaProcess::builder(jdk, program.main_class)
             .jvm_arg("-Xmx256m")
-            .classpath(compiled_real_programs());
+            .classpath(compiled_real_programs())
+            .ready_line(None);
         for jar in program.jars {
             builder = builder.classpath(debian_jar(jar));
         }
@@ -282,6 +379,15 @@ impl Running {
             builder = builder.arg(arg.replace("{workloads}", &workloads.display().to_string()));
         }
         let mut jvm = builder.start();
+        // Scala's compiler takes its first round in 20–30 s on a loaded 2-core machine.
+        assert!(
+            jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
+            "{} on JDK {} never printed READY; stdout: {:?}; stderr: {:?}",
+            program.main_class,
+            jdk.version,
+            jvm.stdout.text(),
+            jvm.stderr.text()
+        );
         let pid = jvm.pid();
         Running { program, jvm, pid }
     }
@@ -331,6 +437,8 @@ struct Outcome {
     code: i32,
     stdout: String,
     stderr: String,
+    /// When jtap was seen to have exited (within 20 ms).
+    ended: SystemTime,
 }
 
 impl Outcome {
@@ -376,7 +484,7 @@ fn jtap_within(
     let mut interrupt_after = interrupt_after;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
+            break Some((status, SystemTime::now()));
         }
         if interrupt_after.is_some_and(|after| started.elapsed() >= after) {
             // SAFETY: kill(2) on our own child.
@@ -393,7 +501,7 @@ fn jtap_within(
     };
     let stdout = stdout.join().unwrap();
     let stderr = stderr.join().unwrap();
-    let Some(status) = status else {
+    let Some((status, ended)) = status else {
         panic!(
             "`jtap {}` did not return within {bound:?} (killed); stderr: {stderr}; stdout: {} bytes",
             args.join(" "),
@@ -404,6 +512,7 @@ fn jtap_within(
         code: status.code().unwrap_or(-1),
         stdout,
         stderr,
+        ended,
     }
 }
 
@@ -748,15 +857,16 @@ fn assert_traced_and_restored(stderr: &str) {
         .collect();
     let n = numbers.len();
     assert!(n >= 6 && numbers[0] >= 1, "nothing restored: {line}");
+    // The classes that differ are named on the lines after it.
     assert_eq!(
         numbers[n - 4],
         numbers[n - 3],
-        "class bytes differ after restoring: {line}"
+        "class bytes differ after restoring: {stderr}"
     );
     assert_eq!(
         numbers[n - 2],
         numbers[n - 1],
-        "bytecodes differ after restoring: {line}"
+        "bytecodes differ after restoring: {stderr}"
     );
 }
 
@@ -950,6 +1060,153 @@ import static com.sun.btrace.BTraceUtils.*;
         counts.len() == 4 && counts.iter().all(|&n| n > 0),
         "entries, returns, calls and calls on a receiver (with their arguments copied): {}; {}",
         outcome.stdout,
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+/// `calltree -n 1` on a method far above the program's work (a Groovy closure, scalac's
+/// `typedTemplate`): one tree, and the session over — probes out, classes restored — within
+/// 2 s of the end of the entry call it shows (issue 39: sessions kept their probes 40–130 s
+/// while their threads recorded a tree that had overflowed).
+fn calltree_deep(p: &mut Running, dir: &Path) {
+    let entry = p.program.deep_entry.expect("a deep entry");
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["calltree", &pid, entry, "-n", "1", "-d", "120s", "--json"],
+        dir,
+        Duration::from_secs(150),
+        None,
+    );
+    outcome.assert_ok();
+    let trees: Vec<serde_json::Value> = outcome
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(
+        trees.len(),
+        1,
+        "trees: {}; {}",
+        outcome.stdout,
+        outcome.stderr
+    );
+    let tree = &trees[0];
+    let (Some(start), Some(total)) = (tree["time_ns"].as_u64(), tree["tree"]["total_ns"].as_u64())
+    else {
+        panic!("a tree without its time: {tree}");
+    };
+    assert!(
+        tree["tree"]["children"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "a tree without calls: {tree}"
+    );
+    let ended = outcome.ended.duration_since(UNIX_EPOCH).unwrap();
+    let call_ended = Duration::from_nanos(start + total);
+    let after = ended.saturating_sub(call_ended);
+    eprintln!(
+        "{}: entry call of {:.1} ms; the session ended {:.2} s after it",
+        p.program.name,
+        total as f64 / 1e6,
+        after.as_secs_f64()
+    );
+    assert!(
+        after <= Duration::from_secs(2),
+        "the session ended {:.1} s after the entry call it shows: {}",
+        after.as_secs_f64(),
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+/// A BTrace script counting the returns of the program's counter method for 3 s: the calls it
+/// counted are every number the counter gave meanwhile (from the first it saw to the last),
+/// as BTrace, which runs handlers in the program, would count.
+fn btrace_counted(p: &mut Running, dir: &Path) {
+    let (method, kind) = p.program.counter.expect("a counter method");
+    let (class, method) = method.split_once("::").expect("Class::method");
+    let script = dir.join("Counted.java");
+    std::fs::write(
+        &script,
+        format!(
+            r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+@BTrace public class Counted {{
+    private static long calls;
+    private static {kind} first;
+    private static {kind} last;
+    @OnMethod(clazz = "{class}", method = "{method}", location = @Location(Kind.RETURN))
+    public static void counted(@Return {kind} number) {{
+        calls++;
+        if (calls == 1) {{ first = number; }}
+        last = number;
+    }}
+    @OnTimer(3000)
+    public static void done() {{ println(calls + " " + first + " " + last); exit(0); }}
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &["btrace", &pid, script.to_str().unwrap(), "-d", "60s"],
+        dir,
+        Duration::from_secs(60),
+        None,
+    );
+    outcome.assert_ok();
+    let numbers: Vec<u64> = outcome
+        .stdout
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let [calls, first, last] = numbers[..] else {
+        panic!(
+            "calls, first and last number: {}; {}",
+            outcome.stdout, outcome.stderr
+        );
+    };
+    eprintln!(
+        "{}: {calls} calls counted, numbers {first}..={last}",
+        p.program.name
+    );
+    assert!(calls > 0, "no call counted: {}", outcome.stderr);
+    assert_eq!(
+        calls,
+        last - first + 1,
+        "the script counted {calls} calls of {} made (numbers {first} to {last}): {}",
+        last - first + 1,
+        outcome.stderr
+    );
+    assert_traced_and_restored(&outcome.stderr);
+}
+
+/// [`trace_package`], where no class of the package may be skipped: closures compiled to
+/// classes of their own (`Typers$Typer$$anonfun$65`) are ordinary classes, which only the
+/// JVM's hidden classes are not.
+fn trace_whole_package(p: &mut Running, dir: &Path) {
+    let pid = p.pid();
+    let outcome = jtap_within(
+        &[
+            "trace",
+            &pid,
+            p.program.package,
+            "--threshold",
+            "500ms",
+            "-d",
+            "5s",
+        ],
+        dir,
+        Duration::from_secs(60),
+        None,
+    );
+    outcome.assert_ok();
+    call_lines(&outcome.stdout);
+    assert!(
+        !outcome.stderr.contains("hidden"),
+        "classes skipped: {}",
         outcome.stderr
     );
     assert_traced_and_restored(&outcome.stderr);
