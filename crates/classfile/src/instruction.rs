@@ -230,133 +230,13 @@ fn fixed_len(opcode: u8) -> Option<u32> {
 pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
     let mut insns = Vec::with_capacity(code.len() / 2 + 1);
     let mut pc = 0usize;
-    let bad = |offset: usize, reason| Error::BadCode {
-        offset: offset as u32,
-        reason,
-    };
     while pc < code.len() {
         let opcode = code[pc];
-        let truncated = || bad(pc, "truncated instruction");
         let (len, wide, opc, operand) = match opcode {
-            op::TABLESWITCH | op::LOOKUPSWITCH => {
-                let base = (pc + 4) & !3;
-                let default = be_i32(code, base).ok_or_else(truncated)?;
-                let target = |d: i32| -> Result<u32> {
-                    u32::try_from(pc as i64 + d as i64)
-                        .map_err(|_| bad(pc, "branch before code start"))
-                };
-                if opcode == op::TABLESWITCH {
-                    let low = be_i32(code, base + 4).ok_or_else(truncated)?;
-                    let high = be_i32(code, base + 8).ok_or_else(truncated)?;
-                    if high < low {
-                        return Err(bad(pc, "tableswitch high < low"));
-                    }
-                    let n = (high as i64 - low as i64 + 1) as usize;
-                    if base + 12 + n.saturating_mul(4) > code.len() {
-                        return Err(truncated());
-                    }
-                    let mut targets = Vec::with_capacity(n);
-                    for k in 0..n {
-                        targets.push(target(
-                            be_i32(code, base + 12 + 4 * k).ok_or_else(truncated)?,
-                        )?);
-                    }
-                    let len = base + 12 + 4 * n - pc;
-                    (
-                        len,
-                        false,
-                        opcode,
-                        Operand::TableSwitch {
-                            default: target(default)?,
-                            low,
-                            targets,
-                        },
-                    )
-                } else {
-                    let npairs = be_i32(code, base + 4).ok_or_else(truncated)?;
-                    let n = usize::try_from(npairs)
-                        .map_err(|_| bad(pc, "negative lookupswitch count"))?;
-                    if base + 8 + n.saturating_mul(8) > code.len() {
-                        return Err(truncated());
-                    }
-                    let mut pairs = Vec::with_capacity(n);
-                    for k in 0..n {
-                        let key = be_i32(code, base + 8 + 8 * k).ok_or_else(truncated)?;
-                        let t = be_i32(code, base + 12 + 8 * k).ok_or_else(truncated)?;
-                        pairs.push((key, target(t)?));
-                    }
-                    let len = base + 8 + 8 * n - pc;
-                    (
-                        len,
-                        false,
-                        opcode,
-                        Operand::LookupSwitch {
-                            default: target(default)?,
-                            pairs,
-                        },
-                    )
-                }
-            }
-            op::WIDE => {
-                let inner = *code.get(pc + 1).ok_or_else(truncated)?;
-                let index = be_u16(code, pc + 2).ok_or_else(truncated)?;
-                match inner {
-                    op::IINC => {
-                        let delta = be_i16(code, pc + 4).ok_or_else(truncated)?;
-                        (6, true, inner, Operand::Iinc { index, delta })
-                    }
-                    0x15..=0x19 | 0x36..=0x3a | op::RET => (4, true, inner, Operand::Local(index)),
-                    _ => return Err(bad(pc, "bad wide opcode")),
-                }
-            }
-            _ => {
-                let len = fixed_len(opcode).ok_or_else(|| bad(pc, "invalid opcode"))? as usize;
-                if pc + len > code.len() {
-                    return Err(truncated());
-                }
-                let b1 = code.get(pc + 1).copied().unwrap_or(0);
-                let u2 = be_u16(code, pc + 1).unwrap_or(0);
-                let operand = match opcode {
-                    op::BIPUSH => Operand::Int(b1 as i8 as i32),
-                    op::SIPUSH => Operand::Int(u2 as i16 as i32),
-                    op::LDC => Operand::Cp(b1 as u16),
-                    0x15..=0x19 | 0x36..=0x3a | op::RET => Operand::Local(b1 as u16),
-                    0x1a..=0x2d => Operand::Local(((opcode - 0x1a) % 4) as u16),
-                    0x3b..=0x4e => Operand::Local(((opcode - 0x3b) % 4) as u16),
-                    op::IINC => Operand::Iinc {
-                        index: b1 as u16,
-                        delta: b1_i8(code, pc + 2),
-                    },
-                    0x99..=0xa8 | op::IFNULL | op::IFNONNULL => {
-                        let d = u2 as i16 as i64;
-                        Operand::Branch(
-                            u32::try_from(pc as i64 + d)
-                                .map_err(|_| bad(pc, "branch before code start"))?,
-                        )
-                    }
-                    op::GOTO_W | op::JSR_W => {
-                        let d = be_i32(code, pc + 1).ok_or_else(truncated)? as i64;
-                        Operand::Branch(
-                            u32::try_from(pc as i64 + d)
-                                .map_err(|_| bad(pc, "branch before code start"))?,
-                        )
-                    }
-                    op::LDC_W
-                    | op::LDC2_W
-                    | 0xb2..=0xb9
-                    | op::INVOKEDYNAMIC
-                    | op::NEW
-                    | op::ANEWARRAY
-                    | op::CHECKCAST
-                    | op::INSTANCEOF => Operand::Cp(u2),
-                    op::MULTIANEWARRAY => {
-                        Operand::MultiANewArray(u2, code.get(pc + 3).copied().unwrap_or(0))
-                    }
-                    op::NEWARRAY => Operand::NewArray(b1),
-                    _ => Operand::None,
-                };
-                (len, false, opcode, operand)
-            }
+            op::TABLESWITCH => table_switch(code, pc)?,
+            op::LOOKUPSWITCH => lookup_switch(code, pc)?,
+            op::WIDE => wide_form(code, pc)?,
+            _ => fixed(code, pc, opcode)?,
         };
         insns.push(Insn {
             offset: pc as u32,
@@ -367,14 +247,145 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
         });
         pc += len;
     }
-    // Every branch target must be the start of an instruction.
+    check_targets(code, &insns)?;
+    Ok(insns)
+}
+
+/// An instruction as decoded at one offset: its length, whether `wide` prefixes it, its
+/// opcode (the modified one for `wide`) and its operand.
+type Decoded = (usize, bool, u8, Operand);
+
+/// The error for bad code at `offset`.
+fn bad(offset: usize, reason: &'static str) -> Error {
+    Error::BadCode {
+        offset: offset as u32,
+        reason,
+    }
+}
+
+/// The target of a branch at `pc` by `delta`, which must not lie before the code's start.
+fn branch_target(pc: usize, delta: i64) -> Result<u32> {
+    u32::try_from(pc as i64 + delta).map_err(|_| bad(pc, "branch before code start"))
+}
+
+/// A `tableswitch` at `pc`.
+fn table_switch(code: &[u8], pc: usize) -> Result<Decoded> {
+    let truncated = || bad(pc, "truncated instruction");
+    let base = (pc + 4) & !3;
+    let default = be_i32(code, base).ok_or_else(truncated)?;
+    let low = be_i32(code, base + 4).ok_or_else(truncated)?;
+    let high = be_i32(code, base + 8).ok_or_else(truncated)?;
+    if high < low {
+        return Err(bad(pc, "tableswitch high < low"));
+    }
+    let n = (high as i64 - low as i64 + 1) as usize;
+    if base + 12 + n.saturating_mul(4) > code.len() {
+        return Err(truncated());
+    }
+    let mut targets = Vec::with_capacity(n);
+    for k in 0..n {
+        let d = be_i32(code, base + 12 + 4 * k).ok_or_else(truncated)?;
+        targets.push(branch_target(pc, d as i64)?);
+    }
+    let len = base + 12 + 4 * n - pc;
+    let operand = Operand::TableSwitch {
+        default: branch_target(pc, default as i64)?,
+        low,
+        targets,
+    };
+    Ok((len, false, op::TABLESWITCH, operand))
+}
+
+/// A `lookupswitch` at `pc`.
+fn lookup_switch(code: &[u8], pc: usize) -> Result<Decoded> {
+    let truncated = || bad(pc, "truncated instruction");
+    let base = (pc + 4) & !3;
+    let default = be_i32(code, base).ok_or_else(truncated)?;
+    let npairs = be_i32(code, base + 4).ok_or_else(truncated)?;
+    let n = usize::try_from(npairs).map_err(|_| bad(pc, "negative lookupswitch count"))?;
+    if base + 8 + n.saturating_mul(8) > code.len() {
+        return Err(truncated());
+    }
+    let mut pairs = Vec::with_capacity(n);
+    for k in 0..n {
+        let key = be_i32(code, base + 8 + 8 * k).ok_or_else(truncated)?;
+        let t = be_i32(code, base + 12 + 8 * k).ok_or_else(truncated)?;
+        pairs.push((key, branch_target(pc, t as i64)?));
+    }
+    let len = base + 8 + 8 * n - pc;
+    let operand = Operand::LookupSwitch {
+        default: branch_target(pc, default as i64)?,
+        pairs,
+    };
+    Ok((len, false, op::LOOKUPSWITCH, operand))
+}
+
+/// A `wide` instruction at `pc`: a load, store or `ret` with a two-byte index, or `iinc`
+/// with a two-byte index and delta.
+fn wide_form(code: &[u8], pc: usize) -> Result<Decoded> {
+    let truncated = || bad(pc, "truncated instruction");
+    let inner = *code.get(pc + 1).ok_or_else(truncated)?;
+    let index = be_u16(code, pc + 2).ok_or_else(truncated)?;
+    match inner {
+        op::IINC => {
+            let delta = be_i16(code, pc + 4).ok_or_else(truncated)?;
+            Ok((6, true, inner, Operand::Iinc { index, delta }))
+        }
+        0x15..=0x19 | 0x36..=0x3a | op::RET => Ok((4, true, inner, Operand::Local(index))),
+        _ => Err(bad(pc, "bad wide opcode")),
+    }
+}
+
+/// An instruction of fixed length at `pc`.
+fn fixed(code: &[u8], pc: usize, opcode: u8) -> Result<Decoded> {
+    let len = fixed_len(opcode).ok_or_else(|| bad(pc, "invalid opcode"))? as usize;
+    if pc + len > code.len() {
+        return Err(bad(pc, "truncated instruction"));
+    }
+    let b1 = code.get(pc + 1).copied().unwrap_or(0);
+    let u2 = be_u16(code, pc + 1).unwrap_or(0);
+    let operand = match opcode {
+        op::BIPUSH => Operand::Int(b1 as i8 as i32),
+        op::SIPUSH => Operand::Int(u2 as i16 as i32),
+        op::LDC => Operand::Cp(b1 as u16),
+        0x15..=0x19 | 0x36..=0x3a | op::RET => Operand::Local(b1 as u16),
+        0x1a..=0x2d => Operand::Local(((opcode - 0x1a) % 4) as u16),
+        0x3b..=0x4e => Operand::Local(((opcode - 0x3b) % 4) as u16),
+        op::IINC => Operand::Iinc {
+            index: b1 as u16,
+            delta: b1_i8(code, pc + 2),
+        },
+        0x99..=0xa8 | op::IFNULL | op::IFNONNULL => {
+            Operand::Branch(branch_target(pc, u2 as i16 as i64)?)
+        }
+        op::GOTO_W | op::JSR_W => {
+            let d = be_i32(code, pc + 1).ok_or_else(|| bad(pc, "truncated instruction"))?;
+            Operand::Branch(branch_target(pc, d as i64)?)
+        }
+        op::LDC_W
+        | op::LDC2_W
+        | 0xb2..=0xb9
+        | op::INVOKEDYNAMIC
+        | op::NEW
+        | op::ANEWARRAY
+        | op::CHECKCAST
+        | op::INSTANCEOF => Operand::Cp(u2),
+        op::MULTIANEWARRAY => Operand::MultiANewArray(u2, code.get(pc + 3).copied().unwrap_or(0)),
+        op::NEWARRAY => Operand::NewArray(b1),
+        _ => Operand::None,
+    };
+    Ok((len, false, opcode, operand))
+}
+
+/// Checks that every branch target of `insns` is the start of an instruction.
+fn check_targets(code: &[u8], insns: &[Insn]) -> Result<()> {
     let mut boundary = vec![false; code.len() + 1];
-    for i in &insns {
+    for i in insns {
         boundary[i.offset as usize] = true;
     }
     let ok =
         |t: u32| t as usize != code.len() && boundary.get(t as usize).copied().unwrap_or(false);
-    for i in &insns {
+    for i in insns {
         let valid = match &i.operand {
             Operand::Branch(t) => ok(*t),
             Operand::TableSwitch {
@@ -392,7 +403,7 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>> {
             ));
         }
     }
-    Ok(insns)
+    Ok(())
 }
 
 fn b1_i8(code: &[u8], at: usize) -> i16 {
