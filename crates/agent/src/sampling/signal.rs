@@ -874,14 +874,45 @@ unsafe fn interrupted_state(context: *mut c_void) -> ThreadState {
     let ip = registers[libc::REG_RIP as usize] as usize;
     let rax = registers[libc::REG_RAX as usize];
     const SYSCALL: [u8; 2] = [0x0f, 0x05];
-    // SAFETY: the interrupted instruction pointer points into mapped, executable code; two
-    // bytes at it (or before it, after a syscall instruction) are readable.
-    let at = |address: usize| unsafe { std::ptr::read_unaligned(address as *const [u8; 2]) };
-    if ip >= 2 && ((at(ip) == SYSCALL) || (rax == -(libc::EINTR as i64) && at(ip - 2) == SYSCALL)) {
+    let at = |address: usize| code_bytes(ip, address);
+    if ip >= 2
+        && ((at(ip) == Some(SYSCALL))
+            || (rax == -(libc::EINTR as i64) && at(ip - 2) == Some(SYSCALL)))
+    {
         ThreadState::Sleeping
     } else {
         ThreadState::Running
     }
+}
+
+/// The two bytes of code at `address` near the interrupted `ip`, or None if they cannot be
+/// read. Bytes in the page of `ip` are read directly: that page is mapped and readable (the
+/// CPU was executing from it), as in [`recover`]'s reads of the code around a pc. Where the
+/// two bytes reach into a neighbouring page (`ip` at a page's first bytes, or its last), which
+/// need not be mapped, they are copied with `process_vm_readv` on this very process, a system
+/// call that fails instead of faulting.
+#[cfg(target_arch = "x86_64")]
+fn code_bytes(ip: usize, address: usize) -> Option<[u8; 2]> {
+    const PAGE: usize = 4096;
+    let page = ip & !(PAGE - 1);
+    let last = address.checked_add(1)?;
+    if address & !(PAGE - 1) == page && last & !(PAGE - 1) == page {
+        // SAFETY: both bytes lie in the page of the interrupted instruction (see above).
+        return Some(unsafe { std::ptr::read_volatile(address as *const [u8; 2]) });
+    }
+    let mut bytes = [0u8; 2];
+    let local = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as *mut c_void,
+        iov_len: bytes.len(),
+    };
+    // SAFETY: the local buffer is `bytes` (2 bytes); the remote range is only read, by the
+    // kernel, which reports an unmapped one as an error.
+    let copied = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (copied == bytes.len() as isize).then_some(bytes)
 }
 
 /// Without an instruction decoder for this architecture every thread counts as running.
@@ -925,6 +956,37 @@ unsafe fn chain(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn code_bytes_next_to_an_unmapped_page_are_none_not_a_fault() {
+        const PAGE: usize = 4096;
+        // SAFETY: a fresh anonymous mapping of two pages, the second made unreadable; both
+        // unmapped at the end.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                2 * PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(base, libc::MAP_FAILED);
+            let base = base as usize;
+            assert_eq!(
+                libc::mprotect((base + PAGE) as *mut c_void, PAGE, libc::PROT_NONE),
+                0
+            );
+            let end = base + PAGE;
+            std::ptr::write((end - 2) as *mut [u8; 2], [0x0f, 0x05]);
+            assert_eq!(code_bytes(end - 2, end - 2), Some([0x0f, 0x05]));
+            // Read from the unreadable page's side: through the system call, which fails.
+            assert_eq!(code_bytes(end, end - 2), Some([0x0f, 0x05]));
+            assert_eq!(code_bytes(end - 1, end - 1), None);
+            libc::munmap(base as *mut c_void, 2 * PAGE);
+        }
+    }
 
     /// A frame of method number `method` at `bci`, of `kind` as jtap's walker writes it.
     fn frame(method: usize, bci: i32, kind: Option<Kind>) -> CallFrame {
