@@ -1,15 +1,24 @@
 //! The JVMTI environment: creation, phase, capabilities and event control.
 
 use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ops::Deref;
 use std::ptr;
 
 use crate::capabilities::{Capabilities, CapabilityReport};
 use crate::error::{Error, Result};
 use crate::sys;
 
-/// A JVMTI environment. JVMTI functions are thread safe, so it can be shared freely; it stays
-/// valid until [`Env::dispose`] or the VM's end.
-#[derive(Debug, Clone, Copy)]
+/// A JVMTI environment, owned: dropping it disposes of it (its capabilities, callbacks and
+/// tags go away with it), as does [`Env::dispose`], which also reports a failure. JVMTI
+/// functions are thread safe, so `&Env` can be shared freely.
+///
+/// An environment that lives for the process (the agent's own, kept in a static) is simply
+/// never dropped. An environment one does not own — the `jvmti_env` argument of an event
+/// callback, or one whose owner is elsewhere — is an [`EnvRef`], which derefs to `&Env` and
+/// never disposes.
+#[derive(Debug)]
+#[repr(transparent)]
 pub struct Env {
     raw: *mut sys::jvmtiEnv,
 }
@@ -19,6 +28,43 @@ pub struct Env {
 unsafe impl Send for Env {}
 // SAFETY: as above, shared references only pass the pointer to JVMTI functions.
 unsafe impl Sync for Env {}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // SAFETY: an owned, valid env, disposed of once: this value is going away. A failure
+        // (the VM is gone) leaves nothing to release.
+        let _ = unsafe { jvmti_call!(self.raw, DisposeEnvironment()) };
+    }
+}
+
+/// A JVMTI environment borrowed for `'a`: a callback's `jvmti_env` argument, or an owned
+/// [`Env`] lent to code that keeps a copy. Derefs to [`Env`]; dropping it releases nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct EnvRef<'a> {
+    raw: *mut sys::jvmtiEnv,
+    _env: PhantomData<&'a Env>,
+}
+
+// SAFETY: as for `Env`: only the pointer is shared, passed to thread-safe JVMTI functions.
+unsafe impl Send for EnvRef<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for EnvRef<'_> {}
+
+impl Deref for EnvRef<'_> {
+    type Target = Env;
+
+    fn deref(&self) -> &Env {
+        // SAFETY: `Env` is `repr(transparent)` over the same pointer, so a reference to the
+        // pointer is a reference to an `Env`; it is only borrowed, so never dropped (disposed).
+        unsafe { &*(&self.raw as *const *mut sys::jvmtiEnv).cast::<Env>() }
+    }
+}
+
+impl<'a> From<&'a Env> for EnvRef<'a> {
+    fn from(env: &'a Env) -> EnvRef<'a> {
+        env.borrowed()
+    }
+}
 
 impl Env {
     /// Gets a JVMTI environment of `version` (e.g. [`sys::JVMTI_VERSION_11`]) from the VM;
@@ -52,12 +98,25 @@ impl Env {
         Ok(Env { raw: raw.cast() })
     }
 
-    /// The environment an event callback was called with.
+    /// The environment an event callback was called with, borrowed: never disposed of
+    /// through the result.
     ///
     /// # Safety
-    /// `raw` is a live JVMTI environment of this VM (e.g. a callback's `jvmti_env` argument).
-    pub unsafe fn from_raw(raw: *mut sys::jvmtiEnv) -> Env {
-        Env { raw }
+    /// `raw` is a live JVMTI environment of this VM (e.g. a callback's `jvmti_env` argument)
+    /// and stays so for `'a`.
+    pub unsafe fn from_raw<'a>(raw: *mut sys::jvmtiEnv) -> EnvRef<'a> {
+        EnvRef {
+            raw,
+            _env: PhantomData,
+        }
+    }
+
+    /// This environment lent out as a copyable handle that cannot outlive it.
+    pub fn borrowed(&self) -> EnvRef<'_> {
+        EnvRef {
+            raw: self.raw,
+            _env: PhantomData,
+        }
     }
 
     /// The raw environment pointer, for calls that have no wrapper.
@@ -159,10 +218,13 @@ impl Env {
         unsafe { jvmti_call!(self.raw, GenerateEvents(event)) }
     }
 
-    /// Disposes of the environment: its capabilities and callbacks go away with it.
+    /// Disposes of the environment: its capabilities and callbacks go away with it. Dropping
+    /// it does the same but ignores a failure.
     pub fn dispose(self) -> Result<()> {
-        // SAFETY: valid env, consumed here so it cannot be used afterwards through this value.
-        unsafe { jvmti_call!(self.raw, DisposeEnvironment()) }
+        let raw = std::mem::ManuallyDrop::new(self).raw;
+        // SAFETY: valid env, consumed here (and not dropped) so it is disposed of once and
+        // cannot be used afterwards through this value.
+        unsafe { jvmti_call!(raw, DisposeEnvironment()) }
     }
 }
 

@@ -38,7 +38,8 @@ fn failed(message: impl Into<String>) -> Failure {
 /// The agent.
 pub struct Agent {
     vm: Vm,
-    env: Env,
+    /// The agent's own environment: it lives for the process, never disposed of.
+    env: &'static Env,
     at_startup: bool,
     /// Capabilities added at start-up and kept for the JVM's life, whatever runs.
     kept: Capabilities,
@@ -191,7 +192,8 @@ pub fn init(vm: Vm, at_startup: bool) -> Result<&'static Agent, Failure> {
     }
     crate::log::install_panic_hook();
     crate::callback::pin_library();
-    let env = environment(vm, at_startup)?;
+    // Never dropped (disposed of): the agent's environment is the process's, as is the agent.
+    let env: &'static Env = Box::leak(Box::new(environment(vm, at_startup)?));
     let callbacks = sys::jvmtiEventCallbacks {
         VMInit: Some(on_vm_init),
         VMDeath: Some(on_vm_death),
@@ -644,7 +646,7 @@ impl Agent {
     /// [`Agent::watch_idle_core`]'s job, on the agent's thread.
     fn end_idle_core(&self) {
         let state = self.state();
-        if state.dead || !sampling::end_idle_core(&self.env) {
+        if state.dead || !sampling::end_idle_core(self.env) {
             return;
         }
         let release = self.unused_besides(&state, &[], &sampling::capabilities());

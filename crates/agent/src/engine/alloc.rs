@@ -158,7 +158,7 @@ impl Engine for AllocEngine {
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
         stack::choose(
             context.vm,
-            &own.env(),
+            own.env(),
             options.walker.unwrap_or_default(),
             &STACKS,
         );

@@ -26,7 +26,7 @@ impl Engine for GcEngine {
     }
 
     fn start(&mut self, context: &Context, _options: &Options) -> Result<(), String> {
-        start(&context.env)
+        start(context.env)
     }
 
     fn dump(&self) -> Report {
@@ -34,7 +34,7 @@ impl Engine for GcEngine {
     }
 
     fn stop(&mut self, context: &Context) -> Report {
-        stop(&context.env);
+        stop(context.env);
         report()
     }
 }

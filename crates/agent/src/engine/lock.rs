@@ -74,11 +74,7 @@ static PARKS: Mutex<Option<Parks>> = Mutex::new(None);
 enum Parks {
     /// Started before the live phase (`-agentpath`): binding `Unsafe.park` needs JNI, so it
     /// waits for VMInit.
-    Waiting {
-        vm: Vm,
-        env: Env,
-        threshold: Duration,
-    },
+    Waiting { vm: Vm, threshold: Duration },
     /// Tracked: `Unsafe.park` is bound to the hook.
     Tracked,
     /// Not tracked, and why.
@@ -90,7 +86,7 @@ fn parks() -> MutexGuard<'static, Option<Parks>> {
 }
 
 /// Binds `Unsafe.park` to the hook; the outcome.
-fn track_parks(vm: Vm, env: Env, threshold: Duration) -> Parks {
+fn track_parks(vm: Vm, env: &Env, threshold: Duration) -> Parks {
     match park::start(vm, env, threshold) {
         Ok(()) => {
             if let Err(e) = park::start_virtual(env) {
@@ -155,7 +151,7 @@ impl Engine for LockEngine {
         )?;
         stack::choose(
             context.vm,
-            &own.env(),
+            own.env(),
             options.walker.unwrap_or_default(),
             &STACKS,
         );
@@ -192,7 +188,6 @@ impl Engine for LockEngine {
             events.push(sys::JVMTI_EVENT_VM_INIT);
             *parks() = Some(Parks::Waiting {
                 vm: context.vm,
-                env: own.env(),
                 threshold,
             });
         }
@@ -272,15 +267,18 @@ impl Run {
 
 /// VMInit (engine started with `-agentpath`): binds `Unsafe.park` now that JNI works.
 unsafe extern "C" fn on_vm_init(
-    _jvmti: *mut sys::jvmtiEnv,
+    jvmti: *mut sys::jvmtiEnv,
     _jni: *mut sys::JNIEnv,
     _thread: sys::jthread,
 ) {
     crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let mut parks = parks();
-        if let Some(Parks::Waiting { vm, env, threshold }) = *parks {
-            *parks = Some(track_parks(vm, env, threshold));
+        if let Some(Parks::Waiting { vm, threshold }) = *parks {
+            // SAFETY: the engine's environment, which this callback was called with; the
+            // gate pass keeps it from being disposed of.
+            let env = unsafe { Env::from_raw(jvmti) };
+            *parks = Some(track_parks(vm, &env, threshold));
         }
     })
 }

@@ -48,8 +48,8 @@ use crate::thread::Vm;
 /// What engines get from the agent.
 #[derive(Clone, Copy)]
 pub struct Context {
-    /// The agent's JVMTI environment.
-    pub env: Env,
+    /// The agent's JVMTI environment, which lives for the process.
+    pub env: &'static Env,
     /// The JVM.
     pub vm: Vm,
 }

@@ -17,6 +17,7 @@ const SOLO: [&str; 2] = ["can_generate_sampled_object_alloc_events", "can_suspen
 
 /// An environment, disposed of on drop (after its events were turned off).
 pub struct OwnEnv {
+    /// Disposed of when dropped, after [`OwnEnv`]'s drop turned the events off.
     env: Env,
     events: Vec<sys::jvmtiEvent>,
 }
@@ -32,7 +33,8 @@ impl OwnEnv {
             env,
             events: Vec::new(),
         };
-        let report = env
+        let report = own
+            .env
             .add_capabilities(&Capabilities::of(capabilities))
             .map_err(|e| e.to_string())?;
         if !report.refused.is_empty() {
@@ -56,8 +58,8 @@ impl OwnEnv {
     }
 
     /// The environment.
-    pub fn env(&self) -> Env {
-        self.env
+    pub fn env(&self) -> &Env {
+        &self.env
     }
 
     /// Installs the event callbacks and enables `events`; on failure, turns them off again.
@@ -117,9 +119,7 @@ impl OwnEnv {
 
 impl Drop for OwnEnv {
     fn drop(&mut self) {
+        // The environment itself is disposed of right after, when the field is dropped.
         self.disable();
-        if let Err(e) = self.env.dispose() {
-            log!("{e}");
-        }
     }
 }

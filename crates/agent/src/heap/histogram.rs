@@ -55,7 +55,7 @@ pub fn run(vm: Vm, options: &Options) -> Result<Histogram, String> {
     if own.env().phase() != Ok(sys::JVMTI_PHASE_LIVE) {
         return Err("a histogram needs a running JVM (not at start-up or shutdown)".into());
     }
-    let (rows, timings) = histogram(vm, &own.env(), options.live)?;
+    let (rows, timings) = histogram(vm, own.env(), options.live)?;
     Ok(to_record(&rows, options.top.map(|n| n as usize), &timings))
 }
 

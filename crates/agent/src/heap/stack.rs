@@ -207,7 +207,7 @@ fn with_jvmti<R>(env: &Env, depth: usize, f: impl FnOnce(&[RawFrame]) -> R) -> R
 
 /// Resolves raw frames to profile frames, caching methods; use on one attached thread, with an
 /// environment that holds `can_get_line_numbers`.
-pub fn resolver(env: Env, vm: Vm) -> impl FnMut(RawFrame) -> Frame {
+pub fn resolver(env: &Env, vm: Vm) -> impl FnMut(RawFrame) -> Frame + '_ {
     let mut resolver = Resolver::new(env, vm);
     move |(method, location)| {
         // GetStackTrace gives -1 for a native method's location, AsyncGetCallTrace NATIVE_BCI.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use jtap_jvmti::{sys, Env};
+use jtap_jvmti::{sys, Env, EnvRef};
 use jtap_profile::{Frame, FrameKind, Metadata, Profile};
 use jtap_protocol::Options;
 
@@ -48,7 +48,9 @@ pub struct Sites {
 pub struct Recording {
     name: &'static str,
     vm: Vm,
-    env: Env,
+    /// The shared environment of [`Methods`], which lives while this recording is one of its
+    /// users (until [`Sites::stop`] consumes it).
+    env: EnvRef<'static>,
     timeline: bool,
     started: Instant,
     start_time_ns: u64,
@@ -166,7 +168,7 @@ impl Sites {
             dropped: self.table().dropped.load(Ordering::Relaxed),
             ..metadata
         };
-        let mut java = stack::resolver(recording.env, recording.vm);
+        let mut java = stack::resolver(&recording.env, recording.vm);
         let mut symbolizer = Symbolizer::default();
         let resolve = move |frame: RawFrame| {
             if frame.1 == NATIVE_LOCATION {
@@ -201,11 +203,14 @@ static METHODS_GATE: Gate = Gate::new();
 impl Methods {
     /// The shared environment, created (with the jmethodIDs of every loaded class, and a
     /// ClassPrepare callback creating those of later ones) for its first user.
-    fn join(vm: Vm) -> Result<Env, String> {
+    fn join(vm: Vm) -> Result<EnvRef<'static>, String> {
+        // SAFETY: the environment stays alive (owned by METHODS) until its last user leaves,
+        // and the caller is a user until it calls `leave`.
+        let lend = |own: &OwnEnv| unsafe { Env::from_raw(own.env().raw()) };
         let mut methods = METHODS.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(methods) = methods.as_mut() {
             methods.users += 1;
-            return Ok(methods.own.env());
+            return Ok(lend(&methods.own));
         }
         let mut own = OwnEnv::new(vm, &["can_get_line_numbers"])?;
         METHODS_GATE.open();
@@ -217,10 +222,10 @@ impl Methods {
             own.retire(&METHODS_GATE, "hooks");
             return Err(e);
         }
-        if let Err(e) = methods::prepare_loaded_classes(&own.env(), vm) {
+        if let Err(e) = methods::prepare_loaded_classes(own.env(), vm) {
             log!("hooks: Java frames may be missing: {e}");
         }
-        let env = own.env();
+        let env = lend(&own);
         *methods = Some(Methods { own, users: 1 });
         Ok(env)
     }

@@ -40,15 +40,15 @@ struct Method {
 }
 
 /// Resolves sampled frames, caching each method's name and line table for the session.
-pub struct Resolver {
-    env: Env,
+pub struct Resolver<'e> {
+    env: &'e Env,
     vm: Vm,
     methods: HashMap<usize, Option<Method>>,
 }
 
-impl Resolver {
+impl<'e> Resolver<'e> {
     /// A resolver; use it on one attached thread.
-    pub fn new(env: Env, vm: Vm) -> Resolver {
+    pub fn new(env: &'e Env, vm: Vm) -> Resolver<'e> {
         Resolver {
             env,
             vm,
@@ -72,7 +72,7 @@ impl Resolver {
         let method = self
             .methods
             .entry(frame.method as usize)
-            .or_insert_with(|| describe(&env, vm, frame.method));
+            .or_insert_with(|| describe(env, vm, frame.method));
         let Some(method) = method else {
             return Frame::new("[unloaded_method]", FrameKind::Error);
         };

@@ -258,11 +258,11 @@ impl Sampler {
 
     /// Prepares methods, installs the handler and starts the processing thread; the engine
     /// then makes signals arrive. Needs the live phase and [`capabilities`].
-    pub fn start(env: Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
+    pub fn start(env: &'static Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
         let asgct = asgct::function()?;
         signal::install()?;
-        acquire_core(&env)?;
-        let classes = match methods::prepare_loaded_classes(&env, vm) {
+        acquire_core(env)?;
+        let classes = match methods::prepare_loaded_classes(env, vm) {
             Ok(n) => n,
             Err(e) => {
                 release_core();
@@ -276,7 +276,7 @@ impl Sampler {
                 return Err(e);
             }
         };
-        let walker = stack_walker(&env, vm);
+        let walker = stack_walker(env, vm);
         let target = Arc::new(Target {
             // Only perf_event counters deliver call chains; stack copies come from the kernel
             // with them, and the handler takes its own for the other sources.
@@ -339,7 +339,7 @@ impl Sampler {
             .into_iter()
             .filter_map(|tid| Some((tid, threads::kernel_name(tid)?)))
             .collect();
-        shared.names.adopt(&jvm::java_thread_names(&env), &tasks);
+        shared.names.adopt(&jvm::java_thread_names(env), &tasks);
         let (done, finished) = mpsc::channel();
         let source = settings.source;
         let mut symbolizer = native::Symbolizer::default();
@@ -600,14 +600,14 @@ struct Worker {
     shared: Arc<Shared>,
     target: Arc<Target>,
     settings: Settings,
-    env: Env,
+    env: &'static Env,
     vm: Vm,
     symbolizer: native::Symbolizer,
 }
 
 /// What the processing thread keeps from one drain to the next: its caches and buffers.
 struct Processing {
-    resolver: methods::Resolver,
+    resolver: methods::Resolver<'static>,
     symbolizer: native::Symbolizer,
     unwinder: unwind::DwarfUnwinder,
     table: FrameTable,

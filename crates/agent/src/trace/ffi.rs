@@ -262,14 +262,14 @@ impl Jni {
     }
 
     /// The signature of `class` (`Ljava/lang/String;`, `[I`), from JVMTI: no Java code runs.
-    pub fn class_signature(self, env: Env, class: sys::jclass) -> Option<String> {
+    pub fn class_signature(self, env: &Env, class: sys::jclass) -> Option<String> {
         // SAFETY: valid env; class is a live reference.
         unsafe { env.class_signature(class) }.ok()
     }
 
     /// The shallow size of `object` in bytes, as the VM lays it out (JVMTI's
     /// `GetObjectSize`).
-    pub fn object_size(self, env: Env, object: sys::jobject) -> Option<u64> {
+    pub fn object_size(self, env: &Env, object: sys::jobject) -> Option<u64> {
         // SAFETY: valid env; object is a live reference.
         unsafe { env.object_size(object) }
             .ok()
@@ -277,14 +277,14 @@ impl Jni {
     }
 
     /// The identity hash code of `object` (what `System.identityHashCode` returns).
-    pub fn identity_hash(self, env: Env, object: sys::jobject) -> Option<i32> {
+    pub fn identity_hash(self, env: &Env, object: sys::jobject) -> Option<i32> {
         let mut hash: sys::jint = 0;
         // SAFETY: valid env; object is a live reference; out-parameter on our stack.
         unsafe { jvmti!(env.raw(), GetObjectHashCode(object, &mut hash)) }.then_some(hash)
     }
 
     /// The first `most` instance fields `class` itself declares, in declaration order.
-    pub fn instance_fields(self, env: Env, class: sys::jclass, most: usize) -> Vec<Field> {
+    pub fn instance_fields(self, env: &Env, class: sys::jclass, most: usize) -> Vec<Field> {
         const ACC_STATIC: sys::jint = 0x0008;
         let (mut count, mut ids): (sys::jint, *mut sys::jfieldID) = (0, ptr::null_mut());
         // SAFETY: valid env and class; out-parameters on our stack.
@@ -495,7 +495,7 @@ impl Jni {
     /// code) as the error.
     pub fn call_string(
         self,
-        env: Env,
+        env: &Env,
         target: sys::jobject,
         method: sys::jmethodID,
         cap: usize,
@@ -693,7 +693,7 @@ impl Known {
 /// (then the name belongs to the virtual thread running now, not to the OS thread). A
 /// virtual thread is named as the JDK writes it, `VirtualThread[#21]` or
 /// `VirtualThread[#21,name]`.
-pub fn current_thread_label(env: Env, jni: Jni) -> Option<(String, bool)> {
+pub fn current_thread_label(env: &Env, jni: Jni) -> Option<(String, bool)> {
     let name = current_thread_name(env, jni)?;
     let mut thread: sys::jthread = ptr::null_mut();
     // SAFETY: valid env; out-parameter on our stack.
@@ -725,7 +725,7 @@ pub fn current_thread_label(env: Env, jni: Jni) -> Option<(String, bool)> {
 }
 
 /// The calling thread's name (JVMTI GetThreadInfo), or `None` when it has no Java thread.
-pub fn current_thread_name(env: Env, jni: Jni) -> Option<String> {
+pub fn current_thread_name(env: &Env, jni: Jni) -> Option<String> {
     let mut info = sys::jvmtiThreadInfo::default();
     // SAFETY: valid env; a null thread means the current one; out-parameter on our stack.
     if !unsafe { jvmti!(env.raw(), GetThreadInfo(ptr::null_mut(), &mut info)) } {
@@ -746,14 +746,19 @@ pub fn current_thread_name(env: Env, jni: Jni) -> Option<String> {
     name
 }
 
-fn deallocate(env: Env, memory: *mut u8) {
+fn deallocate(env: &Env, memory: *mut u8) {
     // SAFETY: memory was allocated by this env's JVMTI allocator and is freed once.
     let _ = unsafe { jvmti!(env.raw(), Deallocate(memory)) };
 }
 
 /// Bytes allocated with the JVMTI allocator and handed to the VM (a class-file hook's
 /// `new_class_data`): the VM frees them.
-pub fn give_to_vm(env: Env, bytes: &[u8], len_out: *mut sys::jint, data_out: *mut *mut u8) -> bool {
+pub fn give_to_vm(
+    env: &Env,
+    bytes: &[u8],
+    len_out: *mut sys::jint,
+    data_out: *mut *mut u8,
+) -> bool {
     let mut memory: *mut u8 = ptr::null_mut();
     // SAFETY: valid env; out-parameter on our stack.
     if !unsafe { jvmti!(env.raw(), Allocate(bytes.len() as sys::jlong, &mut memory)) }
@@ -797,14 +802,14 @@ pub unsafe fn hook_name(name: *const c_char) -> Option<String> {
 }
 
 /// The loader that defined `class` (a local reference; null for the bootstrap loader).
-pub fn class_loader(env: Env, class: sys::jclass) -> Option<sys::jobject> {
+pub fn class_loader(env: &Env, class: sys::jclass) -> Option<sys::jobject> {
     let mut loader: sys::jobject = ptr::null_mut();
     // SAFETY: valid env; class is a live reference; out-parameter on our stack.
     unsafe { jvmti!(env.raw(), GetClassLoader(class, &mut loader)) }.then_some(loader)
 }
 
 /// Whether JVMTI may retransform `class` (false for arrays, primitives, hidden classes).
-pub fn is_modifiable(env: Env, class: sys::jclass) -> bool {
+pub fn is_modifiable(env: &Env, class: sys::jclass) -> bool {
     let mut modifiable: sys::jboolean = 0;
     // SAFETY: valid env; class is a live reference; out-parameter on our stack.
     unsafe { jvmti!(env.raw(), IsModifiableClass(class, &mut modifiable)) && modifiable != 0 }
@@ -812,18 +817,18 @@ pub fn is_modifiable(env: Env, class: sys::jclass) -> bool {
 
 /// Whether the class has been linked (verified and prepared): before that, the VM reports
 /// its methods' bytecodes differently, and linking may still fail.
-pub fn is_linked(env: Env, class: sys::jclass) -> bool {
+pub fn is_linked(env: &Env, class: sys::jclass) -> bool {
     let linked = (sys::JVMTI_CLASS_STATUS_VERIFIED | sys::JVMTI_CLASS_STATUS_PREPARED) as sys::jint;
     class_status(env, class).is_some_and(|status| status & linked == linked)
 }
 
 /// Whether the class is in the error state (its linking or static initialiser failed).
-pub fn is_erroneous(env: Env, class: sys::jclass) -> bool {
+pub fn is_erroneous(env: &Env, class: sys::jclass) -> bool {
     class_status(env, class)
         .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
 }
 
-fn class_status(env: Env, class: sys::jclass) -> Option<sys::jint> {
+fn class_status(env: &Env, class: sys::jclass) -> Option<sys::jint> {
     let mut status: sys::jint = 0;
     // SAFETY: valid env; class is a live reference; out-parameter on our stack.
     unsafe { jvmti!(env.raw(), GetClassStatus(class, &mut status)) }.then_some(status)
@@ -831,7 +836,7 @@ fn class_status(env: Env, class: sys::jclass) -> Option<sys::jint> {
 
 /// Lets `module` read `to` (so classes of a named module can call the runtime class, which
 /// sits in the bootstrap loader's unnamed module). True when done or not needed.
-pub fn add_module_reads(env: Env, module: sys::jobject, to: sys::jobject) -> bool {
+pub fn add_module_reads(env: &Env, module: sys::jobject, to: sys::jobject) -> bool {
     if module.is_null() || to.is_null() {
         return true;
     }
@@ -840,7 +845,7 @@ pub fn add_module_reads(env: Env, module: sys::jobject, to: sys::jobject) -> boo
 }
 
 /// The named module defining `package` (internal form, `java/util`) in `loader`, or null.
-pub fn named_module(env: Env, loader: sys::jobject, package: &str) -> sys::jobject {
+pub fn named_module(env: &Env, loader: sys::jobject, package: &str) -> sys::jobject {
     let Ok(package) = CString::new(package) else {
         return ptr::null_mut();
     };
@@ -859,7 +864,7 @@ pub fn named_module(env: Env, loader: sys::jobject, package: &str) -> sys::jobje
 }
 
 /// The method's bytecodes as the VM holds them now (needs `can_get_bytecodes`).
-pub fn bytecodes(env: Env, method: sys::jmethodID) -> Option<Vec<u8>> {
+pub fn bytecodes(env: &Env, method: sys::jmethodID) -> Option<Vec<u8>> {
     let (mut len, mut code): (sys::jint, *mut u8) = (0, ptr::null_mut());
     // SAFETY: valid env and method id; out-parameters on our stack.
     if !unsafe { jvmti!(env.raw(), GetBytecodes(method, &mut len, &mut code)) } || code.is_null() {

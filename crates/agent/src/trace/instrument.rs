@@ -22,7 +22,7 @@ use jtap_classfile::plan::{
     instrument_class, Clock, MemberFilter, Pattern, Point, Probe, Registry, Value,
 };
 use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
-use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
 use super::ffi::{self, Jni, WeakLoader};
@@ -82,8 +82,11 @@ pub struct Tracing {
     /// Allocation probes in every class instead of the plan's call probes.
     allocations: bool,
     runtime: &'static Runtime,
-    /// The session's own JVMTI environment.
-    pub env: Env,
+    /// The session's own JVMTI environment, lent out: valid until [`Tracing::uninstall`]
+    /// disposes of [`Tracing::own_env`].
+    pub env: EnvRef<'static>,
+    /// The session's environment itself, taken and disposed of by [`Tracing::uninstall`].
+    own_env: Mutex<Option<Env>>,
     vm: Vm,
 }
 
@@ -242,24 +245,25 @@ impl Tracing {
         // SAFETY: vm is the JavaVM the JVM gave the agent.
         let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }
             .map_err(|e| format!("no JVMTI environment: {e}"))?;
-        let dispose = |e: String| {
-            let _ = env.dispose();
-            e
-        };
+        // On an error the environment is dropped, which disposes of it.
         let report = env
             .add_capabilities(&Capabilities::of(&CAPABILITIES))
-            .map_err(|e| dispose(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         if report.refused.has("can_retransform_classes") {
-            return Err(dispose(
+            return Err(
                 "the JVM cannot retransform classes (can_retransform_classes refused)".into(),
-            ));
+            );
         }
         let callbacks = sys::jvmtiEventCallbacks {
             ClassFileLoadHook: Some(on_class_file_load),
             ..Default::default()
         };
         env.set_event_callbacks(&callbacks)
-            .map_err(|e| dispose(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
+        // SAFETY: the environment lives in `own_env` until `uninstall` disposes of it, after
+        // the hook is off and its calls in flight are drained; the session uses `env` no more
+        // after that.
+        let lent = unsafe { Env::from_raw(env.raw()) };
         let tracing = Arc::new(Tracing {
             plan,
             selector,
@@ -273,12 +277,13 @@ impl Tracing {
             too_brief: Mutex::new(HashSet::new()),
             allocations,
             runtime,
-            env,
+            env: lent,
+            own_env: Mutex::new(Some(env)),
             vm,
         });
         *lock(&CURRENT) = Some(tracing.clone());
         GATE.open();
-        if let Err(e) = env.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true) {
+        if let Err(e) = lent.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true) {
             tracing.uninstall();
             return Err(e.to_string());
         }
@@ -351,7 +356,7 @@ impl Tracing {
             }
             // Hidden and VM-anonymous classes (lambdas, method handle forms): the JVM says
             // which, whatever their names.
-            if !ffi::is_modifiable(self.env, *class) {
+            if !ffi::is_modifiable(&self.env, *class) {
                 self.skipped_generated.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -359,14 +364,14 @@ impl Tracing {
                 self.note(format!("not instrumenting {dotted}: {why}"));
                 continue;
             }
-            if ffi::is_erroneous(self.env, *class) {
+            if ffi::is_erroneous(&self.env, *class) {
                 self.skipped_unlinkable.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            let Some(loader) = ffi::class_loader(self.env, *class) else {
+            let Some(loader) = ffi::class_loader(&self.env, *class) else {
                 continue;
             };
-            let before = ffi::is_linked(self.env, *class).then(|| self.bytecode_hash(*class));
+            let before = ffi::is_linked(&self.env, *class).then(|| self.bytecode_hash(*class));
             match lock(&self.touched).entry(&loaders, internal, loader) {
                 Some(touched) => touched.bytecodes_before = before,
                 None => continue,
@@ -390,14 +395,14 @@ impl Tracing {
             for (index, (class, name)) in named.iter().enumerate() {
                 if !owners.contains(name)
                     || select::refusal(name).is_some()
-                    || !ffi::is_modifiable(self.env, *class)
-                    || ffi::is_erroneous(self.env, *class)
+                    || !ffi::is_modifiable(&self.env, *class)
+                    || ffi::is_erroneous(&self.env, *class)
                 {
                     continue;
                 }
                 let loader = match defining.get(&index) {
                     Some(&loader) => loader,
-                    None => match ffi::class_loader(self.env, *class) {
+                    None => match ffi::class_loader(&self.env, *class) {
                         Some(loader) => loader,
                         None => continue,
                     },
@@ -406,7 +411,8 @@ impl Tracing {
                 let Some(t) = touched.entry(&loaders, name, loader) else {
                     continue;
                 };
-                if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(self.env, *class) {
+                if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(&self.env, *class)
+                {
                     t.bytecodes_before = Some(self.bytecode_hash(*class));
                 }
                 defining.insert(index, loader);
@@ -436,7 +442,7 @@ impl Tracing {
     fn instrument(&self, jni: Jni, classes: &[(sys::jclass, String, sys::jobject)]) {
         let unlinked: Vec<bool> = classes
             .iter()
-            .map(|(class, _, _)| !ffi::is_linked(self.env, *class))
+            .map(|(class, _, _)| !ffi::is_linked(&self.env, *class))
             .collect();
         let loaders = JvmLoaders { jni, env: self.env };
         let refs: Vec<sys::jclass> = classes.iter().map(|(class, _, _)| *class).collect();
@@ -547,7 +553,7 @@ impl Tracing {
         // SAFETY: class is a live reference.
         if let Ok(methods) = unsafe { self.env.class_methods(class) } {
             for &method in methods.iter() {
-                ffi::bytecodes(self.env, method)
+                ffi::bytecodes(&self.env, method)
                     .map(|code| code.len())
                     .hash(&mut h);
             }
@@ -867,11 +873,11 @@ impl Tracing {
     ) {
         let module = if redefined.is_null() {
             let package = name.rsplit_once('/').map_or("", |(p, _)| p);
-            ffi::named_module(self.env, loader, package)
+            ffi::named_module(&self.env, loader, package)
         } else {
             jni.module_of(redefined)
         };
-        if !ffi::add_module_reads(self.env, module, self.runtime.module.raw()) {
+        if !ffi::add_module_reads(&self.env, module, self.runtime.module.raw()) {
             self.note(format!(
                 "{}: cannot let its module read jtap's runtime class",
                 select::dotted(name)
@@ -900,7 +906,7 @@ impl Tracing {
                 lock(&self.touched).release_all(&JvmLoaders { jni, env: self.env });
             }
         }
-        if let Err(e) = self.env.dispose() {
+        if let Some(Err(e)) = lock(&self.own_env).take().map(Env::dispose) {
             log!("trace: {e}");
         }
     }
@@ -936,7 +942,7 @@ extern "C" fn on_class_file_load(
         };
         let Some(name) = name else { return };
         if let Some(out) = tracing.transform(jni, redefined, loader, &name, bytes) {
-            if !ffi::give_to_vm(tracing.env, &out, new_len, new_data) {
+            if !ffi::give_to_vm(&tracing.env, &out, new_len, new_data) {
                 tracing.note(format!(
                     "{}: cannot allocate its new bytes",
                     select::dotted(&name)

@@ -17,7 +17,7 @@
 
 use std::fmt::Write as _;
 
-use jtap_jvmti::{sys, Env};
+use jtap_jvmti::{sys, EnvRef};
 
 use super::ffi::{java_name, Jni, Known, Value};
 
@@ -114,7 +114,7 @@ const JDK_WRAPPERS: [&str; 3] = [
 /// Describes values on the calling (application) thread. Use inside a JNI local frame.
 pub struct Describer {
     jni: Jni,
-    env: Env,
+    env: EnvRef<'static>,
     known: &'static Known,
     /// Call `toString()` of application objects (`--to-string`).
     to_string: bool,
@@ -125,7 +125,7 @@ pub struct Describer {
 impl Describer {
     /// A describer for this thread; None when the JVM's classes or jtap's JVMTI environment
     /// are unavailable.
-    pub fn new(jni: Jni, to_string: bool, sizes: bool) -> Option<Describer> {
+    pub fn new(env: EnvRef<'static>, jni: Jni, to_string: bool, sizes: bool) -> Option<Describer> {
         Some(Describer {
             jni,
             env: crate::agent::env()?,
@@ -143,7 +143,7 @@ impl Describer {
         if self.sizes {
             let size = match object.is_null() {
                 true => 0,
-                false => self.jni.object_size(self.env, object).unwrap_or(0),
+                false => self.jni.object_size(&self.env, object).unwrap_or(0),
             };
             let _ = write!(text, "{SIZE_MARK}{size}");
         }
@@ -206,7 +206,7 @@ impl Describer {
         let class = self.jni.object_class(object);
         let signature = self
             .jni
-            .class_signature(self.env, class)
+            .class_signature(&self.env, class)
             .unwrap_or_default();
         self.describe_as(object, class, &signature, cap, depth, out);
         self.jni.delete_local(class);
@@ -238,7 +238,7 @@ impl Describer {
         if internal == "java/lang/Class" {
             let name = self
                 .jni
-                .class_signature(self.env, object)
+                .class_signature(&self.env, object)
                 .map(|s| java_name(&s))
                 .unwrap_or_else(|| "?".into());
             out.push_str("class ");
@@ -299,7 +299,7 @@ impl Describer {
     fn to_string_into(&self, object: sys::jobject, cap: usize, out: &mut String) {
         match self
             .jni
-            .call_string(self.env, object, self.known.to_string, cap)
+            .call_string(&self.env, object, self.known.to_string, cap)
         {
             Ok(text) => escape_into(&text, false, out),
             Err(thrown) => {
@@ -522,7 +522,7 @@ impl Describer {
         out: &mut String,
     ) {
         out.push_str(&java_name(signature));
-        if let Some(hash) = self.jni.identity_hash(self.env, object) {
+        if let Some(hash) = self.jni.identity_hash(&self.env, object) {
             let _ = write!(out, "@{hash:x}");
         }
         let mut shown = 0;
@@ -531,12 +531,12 @@ impl Describer {
         while !current.is_null() && !more {
             let name = self
                 .jni
-                .class_signature(self.env, current)
+                .class_signature(&self.env, current)
                 .unwrap_or_default();
             if is_jdk_class(&name) {
                 break;
             }
-            for field in self.jni.instance_fields(self.env, current, FIELDS_SCANNED) {
+            for field in self.jni.instance_fields(&self.env, current, FIELDS_SCANNED) {
                 let Some(text) = self.field_text(object, field.id, &field.signature) else {
                     continue;
                 };
@@ -585,7 +585,7 @@ impl Describer {
                 let class = self.jni.object_class(value);
                 let runtime = self
                     .jni
-                    .class_signature(self.env, class)
+                    .class_signature(&self.env, class)
                     .unwrap_or_default();
                 let shown = is_value_type(&runtime)
                     || self.jni.is_instance_of(value, self.known.enum_class);

@@ -92,7 +92,7 @@ static HANDLES: OnceLock<Result<Handles, String>> = OnceLock::new();
 /// Starts tracking parks of at least `threshold` for the lock engine, whose environment is
 /// `env`: finds `Unsafe_Park` and binds `Unsafe.park` to the hook. On an error nothing is bound
 /// and the error says why. Call on a thread attached to the VM, with no run tracking parks.
-pub fn start(vm: Vm, env: Env, threshold: Duration) -> Result<(), String> {
+pub fn start(vm: Vm, env: &Env, threshold: Duration) -> Result<(), String> {
     let original = original(vm)?;
     let jni = current_jni(vm.0).ok_or("this thread is not attached to the JVM")?;
     let _frame = LocalFrame::push(vm, 16).ok_or("no JNI local frame")?;

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use jtap_jvmti::{sys, Env};
+use jtap_jvmti::{sys, EnvRef};
 
 use super::super::ffi::{self, Jni, WeakLoader};
 use super::super::select;
@@ -46,19 +46,19 @@ pub(super) trait Loaders {
 }
 
 /// The JVM's loaders, through JNI and JVMTI (for identity hashes).
-pub(super) struct JvmLoaders {
+pub(super) struct JvmLoaders<'e> {
     pub jni: Jni,
-    pub env: Env,
+    pub env: EnvRef<'e>,
 }
 
-impl Loaders for JvmLoaders {
+impl Loaders for JvmLoaders<'_> {
     type Held = WeakLoader;
     type Loader = sys::jobject;
 
     fn key(&self, loader: sys::jobject) -> i32 {
         match loader.is_null() {
             true => 0,
-            false => self.jni.identity_hash(self.env, loader).unwrap_or(0),
+            false => self.jni.identity_hash(&self.env, loader).unwrap_or(0),
         }
     }
 
@@ -291,7 +291,7 @@ impl Tracing {
                     if !touched.has_name(internal) {
                         continue;
                     }
-                    let Some(loader) = ffi::class_loader(self.env, class) else {
+                    let Some(loader) = ffi::class_loader(&self.env, class) else {
                         continue;
                     };
                     if touched

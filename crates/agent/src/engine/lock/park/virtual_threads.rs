@@ -39,7 +39,7 @@ fn waiting() -> MutexGuard<'static, Option<HashMap<i64, u64>>> {
 /// Starts timing virtual threads' lock waits in the lock engine's environment `env`, once
 /// the parent module tracks parks. Fails where the VM has no virtual threads (before JDK 21)
 /// or refuses the capability.
-pub fn start(env: Env) -> Result<(), String> {
+pub fn start(env: &Env) -> Result<(), String> {
     let report = env
         .add_capabilities(&Capabilities::of(&["can_support_virtual_threads"]))
         .map_err(|e| e.to_string())?;
@@ -80,7 +80,7 @@ pub fn start(env: Env) -> Result<(), String> {
 }
 
 /// Stops posting the events to `env` and forgets the waits in progress.
-pub fn stop(env: Env) {
+pub fn stop(env: &Env) {
     for id in [UNMOUNT, MOUNT] {
         if let Ok(Some((index, _))) = env.extension_event(id) {
             let disabled = env.set_event_enabled(index as sys::jvmtiEvent, false);
