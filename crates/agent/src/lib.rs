@@ -28,6 +28,7 @@
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 #[macro_use]
 mod log;

@@ -9,6 +9,8 @@
 //! HTTP crate would bring TLS and connection pools into every JVM the agent is loaded in.
 //! Only `http://` endpoints; a TLS-terminating proxy serves `https`.
 
+#![deny(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};

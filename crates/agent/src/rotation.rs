@@ -1,6 +1,8 @@
 //! Continuous profiling (`loop=`): a recording's results go to a new file every period, named
 //! by its `file=` pattern, and only the newest `keep=` files stay.
 
+#![deny(unsafe_code)]
+
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -2,6 +2,8 @@
 //! results go and its `Stop` comes in. The agent's watcher thread for it (`agent::watcher`)
 //! ends the recording when the client asks, goes away, or the recording is due.
 
+#![deny(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 

@@ -17,6 +17,13 @@ unsafe impl Send for Vm {}
 unsafe impl Sync for Vm {}
 
 impl Vm {
+    /// A new JVMTI environment of the version jtap needs ([`sys::JVMTI_VERSION_11`]), owned by
+    /// the caller (disposed of when dropped).
+    pub fn jvmti_env(self) -> jtap_jvmti::Result<jtap_jvmti::Env> {
+        // SAFETY: self.0 is the JavaVM the JVM handed to the agent's entry point.
+        unsafe { jtap_jvmti::Env::from_vm(self.0, sys::JVMTI_VERSION_11) }
+    }
+
     /// Attaches the calling native thread as a daemon named `name`; false if the VM refused
     /// (e.g. it is shutting down).
     fn attach_current_thread(&self, name: &str) -> bool {

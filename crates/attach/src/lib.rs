@@ -7,6 +7,7 @@
 //!   the client acts with the target's effective uid/gid ([`credentials`]).
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod credentials;
 pub mod discovery;

@@ -15,6 +15,7 @@
 //! The crate knows nothing about JVMTI and never panics on malformed input.
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod bounded;
 mod bytes;

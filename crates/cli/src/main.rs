@@ -1,5 +1,7 @@
 //! `jtap`: look inside a running HotSpot JVM with one binary and no JDK tools.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod agent_client;
 mod commands;
 mod exit;

@@ -28,8 +28,8 @@ impl Env {
                 // SAFETY: a name JVMTI allocated, freed once.
                 drop(unsafe { Allocation::from_raw(self.raw(), param.name, 1) });
             }
-            // SAFETY: a NUL-terminated id JVMTI allocated, read before it is freed.
             if !event.id.is_null()
+                // SAFETY: a NUL-terminated id JVMTI allocated, read before it is freed.
                 && unsafe { CStr::from_ptr(event.id) }.to_bytes() == id.as_bytes()
             {
                 found = Some((event.extension_event_index, params.len()));

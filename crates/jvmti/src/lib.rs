@@ -13,6 +13,7 @@
 //! `unsafe` lives in this crate's wrappers, each block justified by a `// SAFETY:` comment.
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 /// Calls JVMTI function `$f` through the function table of the raw environment `$raw`,
 /// evaluating to a [`Result`] that names `$f`. Use inside `unsafe`: the caller vouches for

@@ -10,7 +10,7 @@
     dead_code,
     missing_docs
 )]
-#![allow(clippy::all)]
+#![allow(clippy::all, clippy::undocumented_unsafe_blocks)]
 
 include!("sys/bindings.rs");
 

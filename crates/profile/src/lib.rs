@@ -8,6 +8,7 @@
 //! text reports, a self-contained HTML flame graph, pprof and speedscope.
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod event;
 pub mod export;

@@ -14,6 +14,7 @@
 //!   the CLI sees in the attach reply.
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod frame;
 pub mod guard;

@@ -15,6 +15,7 @@
 //!   ([`ast::Handler::argument_guard`]).
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod ast;
 mod builtins;

@@ -5,6 +5,7 @@
 //! end (also when a test panics).
 
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod jdk;
 mod process;

@@ -6,6 +6,8 @@
 //! (a profile and a trace, two clients) as long as their engines hold no
 //! [`Resource`] in common; each client's `Stop` ends only its own recording.
 
+#![deny(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -155,8 +157,7 @@ const LIVE_PHASE_WAIT: Duration = Duration::from_secs(10);
 fn environment(vm: Vm, at_startup: bool) -> Result<Env, Failure> {
     let asked = Instant::now();
     loop {
-        // SAFETY: vm is the JavaVM the JVM passed to the entry point.
-        match unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) } {
+        match vm.jvmti_env() {
             Err(e) if e.code == sys::JVMTI_ERROR_WRONG_PHASE && !at_startup => {
                 if asked.elapsed() > LIVE_PHASE_WAIT {
                     let message = format!(

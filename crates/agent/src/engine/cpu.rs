@@ -21,6 +21,8 @@
 //! the engine falls back to `ctimer`, then to `itimer`, and the profile's metadata names
 //! the engine that ran.
 
+#![deny(unsafe_code)]
+
 use jtap_jvmti::Capabilities;
 use jtap_protocol::Options;
 

@@ -155,8 +155,8 @@ mod tests {
     fn thread_cpu_clocks_match_the_kernel_encoding() {
         // pthread_getcpuclockid gives the same clock for the calling thread.
         let mut clock: libc::clockid_t = 0;
-        // SAFETY: the calling thread's handle and a local out-parameter.
         assert_eq!(
+            // SAFETY: the calling thread's handle and a local out-parameter.
             unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) },
             0
         );
@@ -164,8 +164,8 @@ mod tests {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // SAFETY: a valid clock id and out-parameter.
         assert_eq!(
+            // SAFETY: a valid clock id and out-parameter.
             unsafe { libc::clock_gettime(thread_cpu_clock(threads::current_tid()), &mut via_tid) },
             0
         );

@@ -2,6 +2,8 @@
 //! the JVMTI GarbageCollectionStart/Finish events. The callbacks run inside the GC pause,
 //! where only atomics are allowed, and touch nothing else.
 
+#![deny(unsafe_code)]
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

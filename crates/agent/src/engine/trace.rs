@@ -2,6 +2,8 @@
 //! selects (see [`crate::trace`]), streams what the probes report to the client that started
 //! it, and on stop retransforms every touched class back to its original bytes.
 
+#![deny(unsafe_code)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

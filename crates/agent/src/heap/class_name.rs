@@ -1,5 +1,7 @@
 //! Class names as Java programmers write them, from JVMTI class signatures.
 
+#![deny(unsafe_code)]
+
 /// The Java name of a class given its JVM signature (`GetClassSignature`): `Ljava/lang/String;`
 /// → `java.lang.String`, `[I` → `int[]`, `[[Ljava/util/Map$Entry;` → `java.util.Map$Entry[][]`.
 /// A signature it does not understand comes back unchanged.

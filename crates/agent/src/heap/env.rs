@@ -4,6 +4,8 @@
 //! separate one never disturbs the agent's main environment (or another engine's), and
 //! disposing of it at the end drops every tag and capability it held in one step.
 
+#![deny(unsafe_code)]
+
 use std::time::Duration;
 
 use jtap_jvmti::{sys, Capabilities, Env};
@@ -26,8 +28,8 @@ impl OwnEnv {
     /// A new environment holding all of `capabilities`, or an error naming the ones the VM
     /// refused (and, for single-holder ones, that another agent probably holds them).
     pub fn new(vm: Vm, capabilities: &[&str]) -> Result<OwnEnv, String> {
-        // SAFETY: vm.0 is the JavaVM the JVM handed to the agent's entry point.
-        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }
+        let env = vm
+            .jvmti_env()
             .map_err(|e| format!("no JVMTI environment: {e}"))?;
         let own = OwnEnv {
             env,

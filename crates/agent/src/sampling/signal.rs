@@ -155,9 +155,9 @@ impl Source {
                     Source::PerfEvent => (POLL_IN..=POLL_HUP).contains(&code),
                     Source::Itimer => code == libc::SI_KERNEL,
                     Source::PosixTimer => code == libc::SI_TIMER,
-                    // SAFETY: SI_TKILL siginfo carries the sender's pid.
                     Source::Tgkill => {
                         code == libc::SI_TKILL
+                            // SAFETY: SI_TKILL siginfo carries the sender's pid.
                             && unsafe { (*info).si_pid() } == PID.load(Ordering::Relaxed)
                     }
                 }

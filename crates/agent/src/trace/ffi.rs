@@ -793,8 +793,8 @@ pub unsafe fn hook_bytes<'a>(data: *const u8, len: sys::jint) -> &'a [u8] {
 /// # Safety
 /// `name` is null or a NUL-terminated string valid for the hook call.
 pub unsafe fn hook_name(name: *const c_char) -> Option<String> {
-    // SAFETY: the caller's contract.
     (!name.is_null()).then(|| {
+        // SAFETY: the caller's contract: a NUL-terminated string.
         unsafe { CStr::from_ptr(name) }
             .to_string_lossy()
             .into_owned()

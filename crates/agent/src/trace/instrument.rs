@@ -242,8 +242,8 @@ impl Tracing {
         let selector = Selector::new(&plan)?;
         let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
         let runtime = runtime::get(jni)?;
-        // SAFETY: vm is the JavaVM the JVM gave the agent.
-        let env = unsafe { Env::from_vm(vm.0, sys::JVMTI_VERSION_11) }
+        let env = vm
+            .jvmti_env()
             .map_err(|e| format!("no JVMTI environment: {e}"))?;
         // On an error the environment is dropped, which disposes of it.
         let report = env

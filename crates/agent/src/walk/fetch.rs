@@ -60,8 +60,8 @@ impl Fetch {
                 stub
             }
         };
-        // SAFETY: the address is HotSpot's SafeFetchN, whose C signature is the type's.
         let fetch = Fetch {
+            // SAFETY: the address is HotSpot's SafeFetchN, whose C signature is the type's.
             safe_fetch: unsafe { std::mem::transmute::<usize, SafeFetchN>(address) },
         };
         let probe = 0x1234_5678usize;

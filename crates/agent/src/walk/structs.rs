@@ -40,11 +40,14 @@ impl VmStructs {
         // SAFETY (for every `word`/`int`/`string` call below): the addresses are the exported
         // variables `symbol` found, or entries of the arrays they describe, read within the
         // stride and member offsets HotSpot exports for them, up to the null-named end entry.
+        // SAFETY: as above.
         let word = |address: usize| unsafe { *(address as *const u64) } as usize;
+        // SAFETY: as above.
         let int = |address: usize| unsafe { *(address as *const i32) };
         let string = |address: usize| -> Option<String> {
             let pointer = word(address) as *const c_char;
             (!pointer.is_null()).then(|| {
+                // SAFETY: as above: a name HotSpot's tables point at, NUL-terminated.
                 unsafe { CStr::from_ptr(pointer) }
                     .to_string_lossy()
                     .into_owned()

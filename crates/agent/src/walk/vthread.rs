@@ -198,7 +198,9 @@ impl Pointers {
         // SAFETY (both closures): static variables of the loaded libjvm.so, of the type
         // read, set when the heap was initialised at start-up and constant since, or
         // pointers to them that the VM's own structure tables describe.
+        // SAFETY: as above.
         let read = |address: usize| unsafe { *(address as *const usize) };
+        // SAFETY: as above.
         let read_int = |address: usize| unsafe { *(address as *const i32) };
         if reference_size == 4 {
             let static_of = |names: [&str; 2]| {
