@@ -103,6 +103,17 @@ fn calltree_n_1_ends_when_the_first_entry_call_ends_even_with_a_full_tree() {
             names.iter().any(|n| n == "workloads.TreeFlood.leaf"),
             "JDK {v}: {names:?}"
         );
+        // The string concatenation's invokedynamic, named by its bootstrap method's class.
+        assert!(
+            names
+                .iter()
+                .any(|n| n == "java.lang.invoke.StringConcatFactory.makeConcatWithConstants"),
+            "JDK {v}: {names:?}"
+        );
+        assert!(
+            names.iter().all(|n| !n.starts_with('.')),
+            "JDK {v}: a call site without its class: {names:?}"
+        );
         assert_restored(&err, &format!("JDK {v}"));
     }
 }

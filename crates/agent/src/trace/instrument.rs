@@ -26,9 +26,11 @@ use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
 use super::ffi::{self, Jni, WeakLoader};
-use super::runtime::{self, FieldClock, Runtime};
+use super::probes;
+use super::runtime::{self, Runtime};
 use super::select::{self, Role, Selector};
 use super::ticker;
+use super::ticker::FieldClock;
 use crate::gate::Gate;
 use crate::libjvm::Flag;
 use crate::thread::Vm;
@@ -388,8 +390,13 @@ impl Tracing {
             );
         }
         self.instrument(jni, &chosen);
-        // Calltree: the call sites of the methods called from the entry, level by level.
+        // Calltree: the call sites of the methods called from the entry, level by level,
+        // until the session has what it asked for (`-n` trees may come before the deepest
+        // level is instrumented: the rest would only be restored again).
         for level in 1..self.call_site_depth() {
+            if !probes::is_active() {
+                break;
+            }
             let owners = self.add_hosts(level);
             let mut more = Vec::new();
             for (index, (class, name)) in named.iter().enumerate() {
@@ -926,7 +933,7 @@ extern "C" fn on_class_file_load(
     new_len: *mut sys::jint,
     new_data: *mut *mut u8,
 ) {
-    crate::entry::guard_callback(|| {
+    crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
         let Some(tracing) = lock(&CURRENT).clone() else {
             return;

@@ -13,11 +13,11 @@
 
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use jtap_jvmti::sys;
+use jtap_jvmti::{sys, Env, EnvRef};
 
 use super::calltree::{self, Admission, Growing, Tree};
 use super::clock::{self, ticks};
@@ -27,6 +27,12 @@ use super::values::{Describer, SEPARATOR};
 
 /// Probes do something only while this is set.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The JVMTI environment probes name threads, take stacks and describe values with
+/// ([`Settings::env`]); null before the first session.
+static ENV: AtomicPtr<sys::jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
+/// What the allocation probe hands each object to ([`Settings::on_allocation`]): an
+/// [`AllocationSink`] as a pointer, or null.
+static ALLOCATION_SINK: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
 /// Bumped by every session start and stop; per-thread state of older sessions is discarded.
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 /// The session's [`Mode`].
@@ -242,6 +248,22 @@ pub struct Settings {
     pub threshold_ns: u64,
     /// Trees reported at most (calltree's `-n`).
     pub count: Option<u64>,
+    /// The environment probes name threads, take stacks and describe values with: one that
+    /// lives as long as the process (probes already running may still use it after the
+    /// session ends).
+    pub env: &'static Env,
+    /// Where allocation probes hand each object ([`Mode::Allocations`]).
+    pub on_allocation: Option<AllocationSink>,
+}
+
+/// Receives each object the allocation probes see, on the allocating thread.
+pub type AllocationSink = fn(Jni, sys::jobject);
+
+/// The environment of [`Settings::env`], once a session set it.
+fn env() -> Option<EnvRef<'static>> {
+    let raw = ENV.load(Relaxed);
+    // SAFETY: only ever set from a live environment that lives as long as the process.
+    (!raw.is_null()).then(|| unsafe { Env::from_raw(raw) })
 }
 
 /// Starts a session: probes act from now on. Returns the session's generation.
@@ -259,10 +281,20 @@ pub fn activate(settings: &Settings) -> u32 {
     UNTIMED.store(0, Relaxed);
     REPORTED.iter().for_each(|count| count.store(0, Relaxed));
     calltree::reset(settings.count);
+    ENV.store(settings.env.raw(), Relaxed);
+    let sink = settings
+        .on_allocation
+        .map_or(std::ptr::null_mut(), |f| f as *mut ());
+    ALLOCATION_SINK.store(sink, Relaxed);
     SESSION_START.store(now(), Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
     ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     generation
+}
+
+/// Whether probes act (a session runs and has not reached its `-n`).
+pub fn is_active() -> bool {
+    ACTIVE.load(Relaxed)
 }
 
 /// Calltree mode: asks every thread inside an entry call to hand over its tree, unfinished
@@ -459,8 +491,8 @@ impl Cold {
         if let Some(name) = &self.name {
             return name.clone();
         }
-        let (name, carries) = crate::agent::env()
-            .and_then(|env| super::ffi::current_thread_label(env, jni))
+        let (name, carries) = env()
+            .and_then(|env| super::ffi::current_thread_label(&env, jni))
             .unwrap_or_else(|| ("?".into(), false));
         let name: Arc<str> = name.into();
         if !carries {
@@ -538,7 +570,12 @@ fn mode() -> Mode {
 
 /// A describer of values as this session captures them (`toString()`, sizes).
 fn describer(jni: Jni) -> Option<Describer> {
-    Describer::new(jni, captures(CAPTURE_TO_STRING), captures(CAPTURE_SIZES))
+    Describer::new(
+        env()?,
+        jni,
+        captures(CAPTURE_TO_STRING),
+        captures(CAPTURE_SIZES),
+    )
 }
 
 fn captures(flag: u8) -> bool {
@@ -549,9 +586,13 @@ fn captures(flag: u8) -> bool {
 /// constructed), for the alloc engine's exact recording.
 pub extern "system" fn alloc(env: *mut sys::JNIEnv, _class: sys::jclass, object: sys::jobject) {
     with_state(|_| {
-        if mode() == Mode::Allocations {
+        let sink = ALLOCATION_SINK.load(Relaxed);
+        if mode() == Mode::Allocations && !sink.is_null() {
+            // SAFETY: the pointer was made from an `AllocationSink` in `activate`.
+            let sink: AllocationSink =
+                unsafe { std::mem::transmute::<*mut (), AllocationSink>(sink) };
             // SAFETY: the VM passes this thread's JNI environment to the native method.
-            crate::engine::alloc::record_allocated(unsafe { Jni::from_raw(env) }, object);
+            sink(unsafe { Jni::from_raw(env) }, object);
         }
     });
 }
@@ -1147,7 +1188,7 @@ fn report_call(
 }
 
 fn current_stack() -> Vec<(usize, i64)> {
-    let Some(env) = crate::agent::env() else {
+    let Some(env) = env() else {
         return Vec::new();
     };
     // SAFETY: a null thread means the calling thread, which is a live Java thread.

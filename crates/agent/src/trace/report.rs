@@ -30,7 +30,7 @@ use super::instrument::Tracing;
 use super::probes::{self, Outcome, Record, STACK_DEPTH};
 use super::stats::{self, Snapshot};
 use super::values::{Describer, SEPARATOR};
-use crate::session::Session;
+use crate::channel::ClientSink;
 use crate::thread::{spawn_attached, Vm};
 
 /// Deepest level of a call tree sent to the client (a recursive entry nests as deep as the
@@ -44,7 +44,7 @@ const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
 /// Shared between the engine and its `jtap-trace` thread.
 #[derive(Default)]
 pub struct Output {
-    session: Mutex<Option<Arc<Session>>>,
+    sink: Mutex<Option<Arc<dyn ClientSink>>>,
     /// What was sent before the session was known, sent when it is.
     early: Mutex<Vec<Frame>>,
     stop: AtomicBool,
@@ -60,12 +60,12 @@ pub struct Output {
 
 impl Output {
     /// Where the text goes from now on.
-    pub fn set_session(&self, session: Arc<Session>) {
-        let mut slot = self.session.lock().unwrap_or_else(|e| e.into_inner());
+    pub fn set_sink(&self, sink: Arc<dyn ClientSink>) {
+        let mut slot = self.sink.lock().unwrap_or_else(|e| e.into_inner());
         for frame in std::mem::take(&mut *self.early.lock().unwrap_or_else(|e| e.into_inner())) {
-            session.send_frame(frame);
+            sink.send_frame(frame);
         }
-        *slot = Some(session);
+        *slot = Some(sink);
     }
 
     /// Sends a result (a call, a tree, an interval's statistics) to the client.
@@ -80,13 +80,8 @@ impl Output {
 
     /// Sends `frame`, or keeps it until the session is known.
     fn send_frame(&self, frame: Frame) {
-        match self
-            .session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            Some(session) => session.send_frame(frame),
+        match self.sink.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(sink) => sink.send_frame(frame),
             None => self
                 .early
                 .lock()

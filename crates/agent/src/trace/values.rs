@@ -128,7 +128,7 @@ impl Describer {
     pub fn new(env: EnvRef<'static>, jni: Jni, to_string: bool, sizes: bool) -> Option<Describer> {
         Some(Describer {
             jni,
-            env: crate::agent::env()?,
+            env,
             known: Known::get(jni)?,
             to_string,
             sizes,

@@ -3,8 +3,9 @@
 
 use super::calls::Spill;
 use super::site::Method;
+use crate::class_file::Attribute;
 use crate::code::CodeAttribute;
-use crate::constant_pool::ConstantPool;
+use crate::constant_pool::{Constant, ConstantPool};
 use crate::descriptor::FieldType;
 use crate::error::{Error, Result};
 use crate::instruction::{op, Insn};
@@ -32,6 +33,9 @@ pub(super) struct Facts<'a> {
     pub(super) lines: Vec<Option<u16>>,
     /// For each instruction, where the call or field access there copied its operands.
     pub(super) spills: Vec<Option<Spill>>,
+    /// The class of each of the class's bootstrap methods (`BootstrapMethods`, in order),
+    /// which names an `invokedynamic` call site.
+    pub(super) bootstrap_owners: Vec<String>,
 }
 
 impl Facts<'_> {
@@ -191,4 +195,41 @@ pub(super) fn line_starts(
         }
     }
     Ok(v)
+}
+
+/// The class of each bootstrap method of the class (its `BootstrapMethods` attribute, in
+/// order); empty where it has none or the attribute is malformed (sites are then named
+/// without a class, as before).
+pub(super) fn bootstrap_owners(cp: &ConstantPool, attributes: &[Attribute]) -> Vec<String> {
+    let Some(info) = attributes
+        .iter()
+        .find(|a| {
+            cp.utf8(a.name_index)
+                .is_ok_and(|n| n == b"BootstrapMethods")
+        })
+        .map(|a| a.info.as_slice())
+    else {
+        return Vec::new();
+    };
+    let u2 = |at: usize| {
+        info.get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    };
+    let mut owners = Vec::new();
+    let mut at = 2;
+    for _ in 0..u2(0).unwrap_or(0) {
+        let (Some(handle), Some(arguments)) = (u2(at), u2(at + 2)) else {
+            return Vec::new();
+        };
+        let owner = match cp.get(handle) {
+            Ok(Constant::MethodHandle(_, reference)) => cp
+                .member_ref(reference)
+                .map(|r| String::from_utf8_lossy(r.owner).into_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        owners.push(owner);
+        at += 4 + 2 * arguments as usize;
+    }
+    owners
 }

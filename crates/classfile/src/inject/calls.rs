@@ -203,12 +203,13 @@ impl Placer<'_> {
             let site_id = match self.call_sites[i] {
                 id if id >= 0 => id,
                 _ => {
+                    let named = indy_owner(self.cp, insn, &f.bootstrap_owners).unwrap_or(&owner);
                     let id = self.registry.add_site(
                         f.method.method_id,
                         insn.offset,
                         insn.opcode,
                         "call",
-                        format!("{owner}.{mname}{mdesc}"),
+                        format!("{named}.{mname}{mdesc}"),
                     );
                     self.call_sites[i] = id;
                     id
@@ -330,6 +331,21 @@ fn has_uninitialized(s: &State) -> bool {
 type CallTarget<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>);
 
 /// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
+/// The class of an `invokedynamic`'s bootstrap method (`StringConcatFactory`,
+/// `LambdaMetafactory`, ...), which names its call site.
+fn indy_owner<'a>(cp: &ConstantPool, insn: &Insn, owners: &'a [String]) -> Option<&'a str> {
+    let Operand::Cp(c) = insn.operand else {
+        return None;
+    };
+    match (insn.opcode, cp.get(c)) {
+        (op::INVOKEDYNAMIC, Ok(Constant::InvokeDynamic(bootstrap, _))) => owners
+            .get(bootstrap as usize)
+            .map(String::as_str)
+            .filter(|owner| !owner.is_empty()),
+        _ => None,
+    }
+}
+
 fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<CallTarget<'a>>> {
     let Operand::Cp(c) = insn.operand else {
         return Ok(None);

@@ -114,6 +114,7 @@ pub(crate) fn instrument_method(
         covered: initialized_ranges(&states, insns.len(), uninit_this),
         lines: line_starts(cp, &code, &insns)?,
         spills: Vec::new(),
+        bootstrap_owners: analysis::bootstrap_owners(cp, &cf.attributes),
     };
     let mut placer = Placer::new(cp, refs, registry, insns.len());
     placer.prologue(&facts, plan, guard.as_ref())?;
