@@ -27,8 +27,8 @@ use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
 use jtap_profile::{ExportOptions, Format};
 use jtap_protocol::records::Record;
 use jtap_protocol::{
-    describe_return_code, read_frame, Action, Event, Frame, Options, AGENT_RETURN_VERSION_MISMATCH,
-    VERSION,
+    describe_return_code, read_frame, Action, Ended, Event, Frame, Options,
+    AGENT_RETURN_VERSION_MISMATCH, VERSION,
 };
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 
@@ -557,13 +557,13 @@ impl Conversation {
 
     /// Reads the agent's frames until its `Done`: results to `out`, notes to stderr, profile,
     /// progress and started frames to `frames` when given (otherwise a profile is printed as
-    /// its text report, and progress and the start are dropped). Returns the `Done` message: why the command ended
-    /// (for `start`, why its engine ended: "duration elapsed", "count reached", ...).
+    /// its text report, and progress and the start are dropped). Returns why the command
+    /// ended (for `start`, why its recording ended).
     pub fn finish(
         mut self,
         out: &mut dyn Write,
         mut frames: FrameSink<'_>,
-    ) -> anyhow::Result<String> {
+    ) -> anyhow::Result<Ended> {
         loop {
             let frame =
                 read_frame(&mut self.stream).map_err(|e| AgentError::Channel(e.to_string()))?;
@@ -609,7 +609,7 @@ impl Conversation {
                         (None, _) => {}
                     }
                 }
-                Some(Frame::Done { code: 0, message }) => return Ok(message),
+                Some(Frame::Done { code: 0, message }) => return Ok(Ended::from_message(&message)),
                 Some(Frame::Done {
                     code: AGENT_RETURN_VERSION_MISMATCH,
                     message,

@@ -75,6 +75,59 @@ pub enum Frame {
     },
 }
 
+/// Why a recording ended, as the `Done` of its session says (the message of a `Done` with
+/// code 0; a failure's message is the error itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// The client sent `Stop` (Ctrl-C, or the client's own end of the session).
+    Stopped,
+    /// The recording's `duration=` elapsed.
+    DurationElapsed,
+    /// The tracer reported the `-n` results it was asked for.
+    CountReached,
+    /// The client went away without `Stop`.
+    ClientGone,
+    /// Any other reason, as said (a command's end, an error).
+    Other(String),
+}
+
+impl Ended {
+    /// The `Done` message saying it.
+    pub fn message(&self) -> &str {
+        match self {
+            Ended::Stopped => "stopped by its client",
+            Ended::DurationElapsed => "duration elapsed",
+            Ended::CountReached => "count reached",
+            Ended::ClientGone => "client went away",
+            Ended::Other(text) => text,
+        }
+    }
+
+    /// The reason a `Done` message says.
+    pub fn from_message(text: &str) -> Ended {
+        [
+            Ended::Stopped,
+            Ended::DurationElapsed,
+            Ended::CountReached,
+            Ended::ClientGone,
+        ]
+        .into_iter()
+        .find(|e| e.message() == text)
+        .unwrap_or_else(|| Ended::Other(text.to_string()))
+    }
+
+    /// Whether the recording ended as its bounds (`-d`, `-n`) said it would.
+    pub fn as_bounded(&self) -> bool {
+        matches!(self, Ended::DurationElapsed | Ended::CountReached)
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
 /// A frame that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {

@@ -23,7 +23,7 @@ pub mod records;
 pub mod trace;
 pub mod wire;
 
-pub use frame::{read_frame, Frame, FrameError, MAX_MESSAGE, MAX_PIECE};
+pub use frame::{read_frame, Ended, Frame, FrameError, MAX_MESSAGE, MAX_PIECE};
 pub use options::{Action, Event, JavaStacks, NativeStacks, Options, ParseError};
 
 /// The version of the jtap agent and CLI; both sides must be built from the same release.

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jtap_protocol::{Frame, AGENT_RETURN_OK};
+use jtap_protocol::{Ended, Frame, AGENT_RETURN_OK};
 
 use super::Agent;
 use crate::channel::{ClientSaid, ClientSink};
@@ -51,18 +51,18 @@ impl Agent {
             let _ticket = ticket;
             let mut polls = 0u32;
             // Ends run on the agent's thread, like the commands (see `Agent::on_agent_thread`).
-            let end = |how: fn(&Agent, &Arc<Session>, &str), why: String| {
+            let end = |how: fn(&Agent, &Arc<Session>, &Ended), why: Ended| {
                 let session = session.clone();
                 agent.on_agent_thread(Box::new(move || how(agent, &session, &why)));
             };
             while !session.is_ended() {
                 match session.poll_client(POLL) {
                     ClientSaid::Gone => {
-                        end(Agent::client_gone, String::new());
+                        end(Agent::client_gone, Ended::ClientGone);
                         break;
                     }
                     ClientSaid::Stop => {
-                        end(Agent::end_session, "stopped by its client".into());
+                        end(Agent::end_session, Ended::Stopped);
                         break;
                     }
                     ClientSaid::Nothing => {}
@@ -86,7 +86,7 @@ impl Agent {
 
     /// Stops the recording `session` owns, if it still runs, and sends the results to it;
     /// then ends the session with `why`: its client asked (`Stop`), or [`Agent::session_due`].
-    pub fn end_session(&self, session: &Arc<Session>, why: &str) {
+    pub fn end_session(&self, session: &Arc<Session>, why: &Ended) {
         let mut state = self.state();
         let reports = state
             .take_recording_of(session)
@@ -95,16 +95,16 @@ impl Agent {
         for report in reports.iter().flatten() {
             session.send_report(report);
         }
-        session.end(AGENT_RETURN_OK, why);
+        session.end(AGENT_RETURN_OK, why.message());
     }
 
     /// Why the recording `session` owns should end now without being asked (its `duration=`
     /// elapsed, or an engine finished on its own), if it should.
-    pub fn session_due(&self, session: &Arc<Session>) -> Option<String> {
+    pub fn session_due(&self, session: &Arc<Session>) -> Option<Ended> {
         let state = self.state();
         let recording = state.recording_of(session)?;
         if recording.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Some("duration elapsed".into());
+            return Some(Ended::DurationElapsed);
         }
         recording
             .engines
@@ -125,12 +125,12 @@ impl Agent {
     }
 
     /// The watcher saw `session`'s client go away: stop what it started, silently.
-    pub fn client_gone(&self, session: &Arc<Session>, _why: &str) {
+    pub fn client_gone(&self, session: &Arc<Session>, _why: &Ended) {
         let mut state = self.state();
         if let Some(recording) = state.take_recording_of(session) {
             self.stop_recording(&state, recording);
         }
         drop(state);
-        session.end(AGENT_RETURN_OK, "client went away");
+        session.end(AGENT_RETURN_OK, Ended::ClientGone.message());
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jtap_jvmti::Capabilities;
 use jtap_protocol::trace::Mode;
-use jtap_protocol::Options;
+use jtap_protocol::{Ended, Options};
 
 use super::{Context, Engine, Report};
 use crate::channel::ClientSink;
@@ -192,11 +192,11 @@ impl Engine for TraceEngine {
         Report::Notes(self.summary())
     }
 
-    fn ended(&self) -> Option<String> {
+    fn ended(&self) -> Option<Ended> {
         self.output
             .count_reached
             .load(std::sync::atomic::Ordering::SeqCst)
-            .then(|| "count reached".into())
+            .then_some(Ended::CountReached)
     }
 
     fn stop(&mut self, _context: &Context) -> Report {

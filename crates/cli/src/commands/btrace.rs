@@ -397,7 +397,7 @@ enum Happened {
     /// Calls the probes reported that did not reach the handlers: `N calls of Class.method`.
     Unseen(Vec<(u64, String)>),
     /// A session ended (the agent's reason, or the error).
-    Ended(Result<String, String>),
+    Ended(Result<jtap_protocol::Ended, String>),
 }
 
 /// The reader of a tracing session: which handlers take each record's calls, and how many

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_protocol::records::Record;
-use jtap_protocol::{Action, Event, Frame, Options};
+use jtap_protocol::{Action, Ended, Event, Frame, Options};
 
 use crate::agent_client::{self, AgentError};
 
@@ -112,7 +112,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     if let Some(e) = gc_failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    if !matches!(why.as_str(), "duration elapsed" | "stopped by its client") {
+    if !matches!(why, Ended::DurationElapsed | Ended::Stopped) {
         anyhow::bail!("the allocation engine ended before the report was taken ({why})");
     }
     let mut report = report.context("the agent sent no SITES report")?;

@@ -433,7 +433,7 @@ fn attached(pid: u32, options: &Options, show: Show, timeout: Duration) -> anyho
     if asked == Asked::Told {
         return Ok(0);
     }
-    if asked == Asked::Nothing && !matches!(why.as_str(), "duration elapsed" | "count reached") {
+    if asked == Asked::Nothing && !why.as_bounded() {
         eprintln!("jtap: the session ended: {why}");
     }
     Ok(0)
@@ -517,9 +517,7 @@ fn profiled(
                     )
                 },
             )?;
-            if asked == Asked::Nothing
-                && !matches!(why.as_str(), "duration elapsed" | "count reached")
-            {
+            if asked == Asked::Nothing && !why.as_bounded() {
                 eprintln!("jtap: the session ended: {why}");
             }
             Ok(())
