@@ -11,6 +11,7 @@
 //! - `lock`: contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
 //! - `trace`: method tracing by class-file instrumentation (`trace`, `calltree`, `monitor`),
 //!   streaming its results to the client as they come.
+//! - `perf`: any perf event by name: software events, hardware counters, tracepoints.
 //!
 //! The time-sampling engines only make SIGPROF arrive; the [`crate::sampling`] core turns
 //! signals into stacks and a profile.
@@ -32,6 +33,7 @@ pub mod gc;
 mod itimer;
 mod lock;
 mod nativemem;
+mod perf;
 mod trace;
 mod wall;
 
@@ -201,7 +203,7 @@ pub struct Registration {
 }
 
 /// Every engine, by event.
-pub const ENGINES: [Registration; 9] = [
+pub const ENGINES: [Registration; 10] = [
     Registration {
         event: Event::Cpu,
         create: || Box::new(cpu::CpuEngine::default()),
@@ -246,6 +248,11 @@ pub const ENGINES: [Registration; 9] = [
         event: Event::NativeMem,
         create: || Box::new(nativemem::NativeMemEngine::default()),
         holds: &[Resource::Hooks("nativemem")],
+    },
+    Registration {
+        event: Event::Perf,
+        create: || Box::new(perf::PerfEngine::default()),
+        holds: &[Resource::CpuTimers],
     },
 ];
 

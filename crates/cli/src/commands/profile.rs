@@ -109,9 +109,11 @@ enum ProfileAction {
 struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
     /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
-    /// (contended monitors), nativemem (native allocations of the JVM's libraries)
-    #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_event)]
-    event: Vec<Event>,
+    /// (contended monitors), nativemem (native allocations of the JVM's libraries), or a perf
+    /// event by name: page-faults, context-switches, cpu-migrations, cycles, instructions,
+    /// cache-misses, branch-misses, a tracepoint (sched:sched_switch), ...
+    #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_chosen)]
+    event: Vec<Chosen>,
     #[arg(long, help = help_of("wall"), value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
     wall: Option<Duration>,
     #[arg(short, long, help = help_of("interval"), value_parser = crate::units::parse_interval)]
@@ -237,15 +239,45 @@ fn profiled(event: &Event) -> bool {
     event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock | Event::NativeMem)
 }
 
+/// What `-e` names: one of jtap's events, or a perf event by its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Chosen {
+    Event(Event),
+    Perf(String),
+}
+
+impl Chosen {
+    fn event(&self) -> Event {
+        match self {
+            Chosen::Event(event) => *event,
+            Chosen::Perf(_) => Event::Perf,
+        }
+    }
+}
+
+/// `-e`'s value: a profiled event, or any other name as a perf event's (the agent refuses
+/// names the kernel does not have).
+fn parse_chosen(text: &str) -> Result<Chosen, String> {
+    let perf_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':');
+    match Event::from_name(text) {
+        Some(event) if profiled(&event) => Ok(Chosen::Event(event)),
+        None if !text.is_empty() && text.chars().all(perf_name) => Ok(Chosen::Perf(text.into())),
+        _ => {
+            let known: Vec<&str> = Event::ALL
+                .into_iter()
+                .filter(profiled)
+                .map(Event::name)
+                .collect();
+            Err(format!(
+                "unknown event {text:?} (known: {}, or a perf event by name)",
+                known.join(", ")
+            ))
+        }
+    }
+}
+
 fn parse_event(text: &str) -> Result<Event, String> {
-    Event::from_name(text).filter(profiled).ok_or_else(|| {
-        let known: Vec<&str> = Event::ALL
-            .into_iter()
-            .filter(profiled)
-            .map(Event::name)
-            .collect();
-        format!("unknown event {text:?} (known: {})", known.join(", "))
-    })
+    parse_chosen(text).map(|chosen| chosen.event())
 }
 
 fn parse_walker(text: &str) -> Result<JavaStacks, String> {
@@ -420,7 +452,21 @@ fn parse_pid(text: &str) -> anyhow::Result<u32> {
 /// The agent's `start` options for these arguments: `event=` names the CPU event (or else the
 /// first one), `alloc`, `lock` and `wall` add the others, as in async-profiler's agent.
 fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
-    let mut events = args.event.clone();
+    let perf: Vec<&str> = args
+        .event
+        .iter()
+        .filter_map(|chosen| match chosen {
+            Chosen::Perf(name) => Some(name.as_str()),
+            Chosen::Event(_) => None,
+        })
+        .collect();
+    if perf.len() > 1 {
+        return Err(exit::usage(format!(
+            "-e {} and {}: one perf event at a time",
+            perf[0], perf[1]
+        )));
+    }
+    let mut events: Vec<Event> = args.event.iter().map(Chosen::event).collect();
     for (given, event) in [
         (args.wall.is_some(), Event::Wall),
         (args.alloc_interval.is_some(), Event::Alloc),
@@ -476,6 +522,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         lock: added(Event::Lock, main, &events, args.lock_threshold),
         wall: added(Event::Wall, main, &events, args.wall),
         nativemem: added(Event::NativeMem, main, &events, args.nativemem_interval),
+        perf: perf.first().map(|name| name.to_string()),
         ..Options::default()
     })
 }

@@ -108,7 +108,7 @@ fn given(value: Option<&str>) -> &str {
 pub const KEYS: &[Key] = &[
     Key {
         name: "event",
-        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem"),
+        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem|perf"),
         goes_with: GoesWith::StartStopDump,
         help: "what start records (alloc, lock, wall and nativemem add theirs); stop and dump: that event's recording",
         parse: |o, v| {
@@ -344,6 +344,21 @@ pub const KEYS: &[Key] = &[
         help: "event=trace: methods, captures and mode (see jtap_protocol::trace)",
         parse: |o, v| set(&mut o.trace, crate::trace::Plan::parse(given(v))?),
         show: |o| shown(o.trace.as_ref(), |plan| plan.to_string()),
+    },
+    Key {
+        name: "perf",
+        takes: Takes::Value("event"),
+        goes_with: GoesWith::Start,
+        help: "event=perf: the perf event counted: a software event (page-faults, context-switches, cpu-migrations, ...), a hardware counter (cycles, instructions, cache-misses, branch-misses, ...) or a tracepoint (sched:sched_switch); interval= is its period in events",
+        parse: |o, v| {
+            let name = given(v);
+            let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':');
+            if name.is_empty() || !name.chars().all(plain) {
+                return Err("a perf event name like page-faults or sched:sched_switch".into());
+            }
+            set(&mut o.perf, name.to_string())
+        },
+        show: |o| shown(o.perf.clone(), |s| s),
     },
     Key {
         name: "top",

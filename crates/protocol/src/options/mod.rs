@@ -105,11 +105,13 @@ pub enum Event {
     /// Native memory: `malloc` and friends of the JVM's libraries and JNI code, sampled by
     /// bytes, weighted by bytes (`live`: only what was not freed).
     NativeMem,
+    /// A perf event by name (`perf=`): software events, hardware counters, tracepoints.
+    Perf,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 9] = [
+    pub const ALL: [Event; 10] = [
         Event::Cpu,
         Event::Itimer,
         Event::Ctimer,
@@ -119,6 +121,7 @@ impl Event {
         Event::Gc,
         Event::Trace,
         Event::NativeMem,
+        Event::Perf,
     ];
 
     /// The event's name in option strings.
@@ -126,6 +129,7 @@ impl Event {
         match self {
             Event::Gc => "gc",
             Event::Trace => "trace",
+            Event::Perf => "perf",
             profiled => profiled.kind().map_or("", |kind| kind.name),
         }
     }
@@ -141,6 +145,8 @@ impl Event {
             Event::Lock => Some(&event::LOCK),
             Event::NativeMem => Some(&event::NATIVEMEM),
             Event::Gc | Event::Trace => None,
+            // Named by the event counted (`page-faults`).
+            Event::Perf => Some(&event::COUNTED),
         }
     }
 
@@ -151,7 +157,7 @@ impl Event {
 
     /// Whether the engine can only start in the live phase (at VMInit when given at start-up).
     pub fn needs_live_phase(self) -> bool {
-        self.is_time_sampling() || self == Event::Trace
+        self.is_time_sampling() || matches!(self, Event::Trace | Event::Perf)
     }
 
     /// The event called `word` in the option grammar.
@@ -317,6 +323,8 @@ pub struct Options {
     pub top: Option<u32>,
     /// `event=trace`: the tracing plan.
     pub trace: Option<crate::trace::Plan>,
+    /// `event=perf`: the perf event counted (`page-faults`, `cycles`, `sched:sched_switch`).
+    pub perf: Option<String>,
 }
 
 /// Why an option string was rejected. Messages name the offending item.
@@ -375,6 +383,9 @@ pub enum ParseError {
     /// An action or flag written with a value.
     #[error("\"{0}\" takes no value")]
     UnexpectedValue(&'static str),
+    /// `event=perf` without the event to count.
+    #[error("event=perf counts the perf event perf= names (e.g. perf=page-faults)")]
+    PerfNeedsName,
     /// A backslash at the very end.
     #[error("dangling backslash at the end of \"{0}\"")]
     DanglingEscape(String),
@@ -471,6 +482,7 @@ impl Options {
             ("exact", self.exact, Event::Alloc),
             ("allthreads", self.allthreads, Event::Wall),
             ("trace=", self.trace.is_some(), Event::Trace),
+            ("perf=", self.perf.is_some(), Event::Perf),
         ];
         if let Some((key, _, event)) = one_event
             .into_iter()
@@ -481,11 +493,15 @@ impl Options {
         if self.live && !events.contains(&Event::Alloc) && !events.contains(&Event::NativeMem) {
             return Err(ParseError::WrongEvent("live", "alloc or nativemem"));
         }
-        if self.interval.is_some() && !self.event.is_some_and(Event::is_time_sampling) {
+        let sampled = |e: Event| e.is_time_sampling() || e == Event::Perf;
+        if self.interval.is_some() && !self.event.is_some_and(sampled) {
             return Err(ParseError::WrongEvent(
                 "interval=",
-                "cpu, itimer, ctimer or wall",
+                "cpu, itimer, ctimer, wall or perf",
             ));
+        }
+        if self.event == Some(Event::Perf) && self.perf.is_none() {
+            return Err(ParseError::PerfNeedsName);
         }
         if self.event == Some(Event::Wall)
             && self.interval.is_some()
@@ -719,6 +735,7 @@ mod tests {
         ("walker", "check"),
         ("cstack", "fp"),
         ("trace", "mode:trace p:a.B::c count:3"),
+        ("perf", "sched:sched_switch"),
         ("top", "7"),
         ("file", "/tmp/a,b.jfr"),
         ("channel", "/tmp/jtap.sock"),
@@ -875,7 +892,7 @@ mod tests {
             )| {
                 let starts = action == Some(Action::Start);
                 let histogram = action == Some(Action::Histogram);
-                let event = event.filter(|&e| starts && e != Event::Trace);
+                let event = event.filter(|&e| starts && !matches!(e, Event::Trace | Event::Perf));
                 let sampled = event.is_some_and(Event::is_time_sampling);
                 // gc records alone.
                 let extras = starts && event != Some(Event::Gc);
@@ -930,6 +947,7 @@ mod tests {
                     exact,
                     top: top.filter(|_| histogram),
                     trace: None,
+                    perf: None,
                 }
             },
         )
