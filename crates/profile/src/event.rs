@@ -127,6 +127,18 @@ pub const NATIVEMEM_LIVE: Kind = Kind {
     jfr: None,
     ..NATIVEMEM
 };
+/// File and socket calls at or above a threshold (time spent in them).
+pub const IO: Kind = Kind {
+    name: "io",
+    timed: false,
+    weight_unit: "nanoseconds",
+    events: "calls",
+    weighted: true,
+    class_leaf: false,
+    pprof: ("io_calls", "io_time"),
+    pprof_aliases: (&[], &[]),
+    jfr: None,
+};
 /// Events counted as they happen (perf events given by name): each sample one event.
 pub const COUNTED: Kind = Kind {
     name: "events",
@@ -141,7 +153,7 @@ pub const COUNTED: Kind = Kind {
 };
 
 /// Every named kind, in the order help lists them.
-pub const KINDS: [&Kind; 9] = [
+pub const KINDS: [&Kind; 10] = [
     &CPU,
     &ITIMER,
     &CTIMER,
@@ -151,6 +163,7 @@ pub const KINDS: [&Kind; 9] = [
     &LOCK,
     &NATIVEMEM,
     &NATIVEMEM_LIVE,
+    &IO,
 ];
 
 /// The kind named `name`, if a row has it.

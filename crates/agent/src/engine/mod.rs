@@ -9,6 +9,8 @@
 //! - `alloc`: allocation sampling (JVMTI SampledObjectAlloc), optionally only objects still
 //!   alive (`live`), or as a SITES report (`sites`).
 //! - `lock`: contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
+//! - `io`: file and socket calls of the JVM's libraries and JNI code above a threshold, weighted
+//!   by time, through the hooks of [`crate::hooks`].
 //! - `trace`: method tracing by class-file instrumentation (`trace`, `calltree`, `monitor`),
 //!   streaming its results to the client as they come.
 //! - `perf`: any perf event by name: software events, hardware counters, tracepoints.
@@ -30,6 +32,7 @@ pub(crate) mod alloc;
 mod cpu;
 mod ctimer;
 pub mod gc;
+mod io;
 mod itimer;
 mod lock;
 mod nativemem;
@@ -203,7 +206,7 @@ pub struct Registration {
 }
 
 /// Every engine, by event.
-pub const ENGINES: [Registration; 10] = [
+pub const ENGINES: [Registration; 11] = [
     Registration {
         event: Event::Cpu,
         create: || Box::new(cpu::CpuEngine::default()),
@@ -248,6 +251,11 @@ pub const ENGINES: [Registration; 10] = [
         event: Event::NativeMem,
         create: || Box::new(nativemem::NativeMemEngine::default()),
         holds: &[Resource::Hooks("nativemem")],
+    },
+    Registration {
+        event: Event::Io,
+        create: || Box::new(io::IoEngine::default()),
+        holds: &[Resource::Hooks("io")],
     },
     Registration {
         event: Event::Perf,

@@ -64,7 +64,7 @@ enum ProfileAction {
         /// The JVM
         pid: String,
         #[command(flatten)]
-        sampling: SamplingArgs,
+        sampling: Box<SamplingArgs>,
         /// End the recording after this long (the agent does; default: until `stop`)
         #[arg(short, long, value_parser = crate::units::parse_duration)]
         duration: Option<Duration>,
@@ -109,9 +109,10 @@ enum ProfileAction {
 struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
     /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
-    /// (contended monitors), nativemem (native allocations of the JVM's libraries), or a perf
-    /// event by name: page-faults, context-switches, cpu-migrations, cycles, instructions,
-    /// cache-misses, branch-misses, a tracepoint (sched:sched_switch), ...
+    /// (contended monitors), nativemem (native allocations of the JVM's libraries), io (file
+    /// and socket calls), or a perf event by name: page-faults, context-switches,
+    /// cpu-migrations, cycles, instructions, cache-misses, branch-misses, a tracepoint
+    /// (sched:sched_switch), ...
     #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_chosen)]
     event: Vec<Chosen>,
     #[arg(long, help = help_of("wall"), value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
@@ -140,6 +141,8 @@ struct SamplingArgs {
     alloc_interval: Option<u64>,
     #[arg(long, help = help_of(event::NATIVEMEM.name), visible_alias = event::NATIVEMEM.name, value_name = "BYTES", value_parser = parse_nativemem_interval)]
     nativemem_interval: Option<u64>,
+    #[arg(long, help = help_of(event::IO.name), value_name = "DURATION", value_parser = parse_threshold)]
+    io: Option<Duration>,
     #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
     exact: bool,
     #[arg(long, help = help_of("live"))]
@@ -236,7 +239,11 @@ fn parse_label(text: &str) -> Result<String, String> {
 
 /// The events `jtap profile` samples.
 fn profiled(event: &Event) -> bool {
-    event.is_time_sampling() || matches!(event, Event::Alloc | Event::Lock | Event::NativeMem)
+    event.is_time_sampling()
+        || matches!(
+            event,
+            Event::Alloc | Event::Lock | Event::NativeMem | Event::Io
+        )
 }
 
 /// What `-e` names: one of jtap's events, or a perf event by its name.
@@ -307,6 +314,14 @@ pub fn parse_alloc_interval(text: &str) -> Result<u64, String> {
 /// Parses `--nativemem-interval` as the agent grammar's `nativemem=` does (0, or bytes).
 fn parse_nativemem_interval(text: &str) -> Result<u64, String> {
     parse_interval(&event::NATIVEMEM, text, |o| o.nativemem)
+}
+
+/// A threshold of the hook engines (`--io`): 0 for every call, or a duration with its unit.
+fn parse_threshold(text: &str) -> Result<Duration, String> {
+    match text.trim() {
+        "0" => Ok(Duration::ZERO),
+        text => crate::units::parse_interval(text),
+    }
 }
 
 /// Parses `text` with the agent grammar's row of `<event>=`, read back with `field`.
@@ -472,6 +487,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         (args.alloc_interval.is_some(), Event::Alloc),
         (args.lock_threshold.is_some(), Event::Lock),
         (args.nativemem_interval.is_some(), Event::NativeMem),
+        (args.io.is_some(), Event::Io),
     ] {
         if given && !events.contains(&event) {
             events.push(event);
@@ -522,6 +538,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         lock: added(Event::Lock, main, &events, args.lock_threshold),
         wall: added(Event::Wall, main, &events, args.wall),
         nativemem: added(Event::NativeMem, main, &events, args.nativemem_interval),
+        io: added(Event::Io, main, &events, args.io),
         perf: perf.first().map(|name| name.to_string()),
         ..Options::default()
     })

@@ -104,13 +104,30 @@ fn given(value: Option<&str>) -> &str {
     value.unwrap_or_default()
 }
 
+/// A threshold: a duration, or 0 for none (`io`, `nativelock`).
+fn threshold(text: &str) -> Result<std::time::Duration, String> {
+    match text {
+        "0" => Ok(std::time::Duration::ZERO),
+        text => duration(text).map_err(|_| "0 (every call) or a duration like 1ms".to_string()),
+    }
+}
+
+/// A threshold as [`threshold`] reads it.
+fn format_threshold(threshold: std::time::Duration) -> String {
+    if threshold.is_zero() {
+        "0".into()
+    } else {
+        format_duration(threshold)
+    }
+}
+
 /// Every key, in the order help and the canonical string list them.
 pub const KEYS: &[Key] = &[
     Key {
         name: "event",
-        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem|perf"),
+        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem|io|perf"),
         goes_with: GoesWith::StartStopDump,
-        help: "what start records (alloc, lock, wall and nativemem add theirs); stop and dump: that event's recording",
+        help: "what start records (alloc, lock, wall, nativemem and io add theirs); stop and dump: that event's recording",
         parse: |o, v| {
             let known = || format!("one of {}", Event::ALL.map(Event::name).join(", "));
             o.event = Some(Event::from_name(given(v)).ok_or_else(known)?);
@@ -148,6 +165,14 @@ pub const KEYS: &[Key] = &[
             set(&mut o.nativemem, v.map(every).transpose()?)
         },
         show: |o| maybe(o.nativemem, format_bytes),
+    },
+    Key {
+        name: event::IO.name,
+        takes: Takes::Maybe("duration"),
+        goes_with: GoesWith::Start,
+        help: "record file and socket calls too (read, write, send, recv, connect, accept, poll, epoll_wait, select of the JVM's libraries and JNI code), those taking at least this long, weighted by time (default 1ms; 0: every one)",
+        parse: |o, v| set(&mut o.io, v.map(threshold).transpose()?),
+        show: |o| maybe(o.io, format_threshold),
     },
     Key {
         name: event::LOCK.name,

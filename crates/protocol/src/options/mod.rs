@@ -105,13 +105,16 @@ pub enum Event {
     /// Native memory: `malloc` and friends of the JVM's libraries and JNI code, sampled by
     /// bytes, weighted by bytes (`live`: only what was not freed).
     NativeMem,
+    /// File and socket calls (`read`, `write`, `send`, `recv`, `connect`, `accept`, `poll`, …)
+    /// of the JVM's libraries and JNI code that take at least a threshold, weighted by time.
+    Io,
     /// A perf event by name (`perf=`): software events, hardware counters, tracepoints.
     Perf,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 10] = [
+    pub const ALL: [Event; 11] = [
         Event::Cpu,
         Event::Itimer,
         Event::Ctimer,
@@ -121,6 +124,7 @@ impl Event {
         Event::Gc,
         Event::Trace,
         Event::NativeMem,
+        Event::Io,
         Event::Perf,
     ];
 
@@ -144,6 +148,7 @@ impl Event {
             Event::Alloc => Some(&event::ALLOC),
             Event::Lock => Some(&event::LOCK),
             Event::NativeMem => Some(&event::NATIVEMEM),
+            Event::Io => Some(&event::IO),
             Event::Gc | Event::Trace => None,
             // Named by the event counted (`page-faults`).
             Event::Perf => Some(&event::COUNTED),
@@ -309,6 +314,9 @@ pub struct Options {
     /// `nativemem[=<bytes>]`: record native memory allocations too, with this mean interval
     /// between samples when given (0: every allocation).
     pub nativemem: Option<Option<u64>>,
+    /// `io[=<duration>]`: record file and socket calls too, those that take at least this
+    /// long when given (zero: every one).
+    pub io: Option<Option<Duration>>,
     /// `lock[=<duration>]`: record contended locks too, waits of at least this long when
     /// given.
     pub lock: Option<Option<Duration>>,
@@ -544,6 +552,7 @@ impl Options {
             (self.lock.is_some(), Event::Lock),
             (self.wall.is_some(), Event::Wall),
             (self.nativemem.is_some(), Event::NativeMem),
+            (self.io.is_some(), Event::Io),
         ];
         for (given, event) in extra {
             if given && !events.contains(&event) {
@@ -721,6 +730,7 @@ mod tests {
         ("interval", "2ms"),
         ("alloc", "1m"),
         (event::NATIVEMEM.name, "0"),
+        (event::IO.name, "0"),
         ("lock", "10us"),
         ("wall", "20ms"),
         ("loop", "10s"),
@@ -924,6 +934,7 @@ mod tests {
                     cstack: (alluser && sampled).then_some(NativeStacks::FramePointers),
                     walker: (detach && has_alloc).then_some(JavaStacks::Check),
                     nativemem: (lock.is_some() && extras).then_some(Some(4096)),
+                    io: lock.filter(|_| extras && detach),
                     timeline: detach && sampled,
                     rotate: None,
                     keep: None,
