@@ -139,6 +139,13 @@ pub const IO: Kind = Kind {
     pprof_aliases: (&[], &[]),
     jfr: None,
 };
+/// Waits on pthread locks and conditions at or above a threshold (time waited).
+pub const NATIVELOCK: Kind = Kind {
+    name: "nativelock",
+    events: "waits",
+    pprof: ("native_contentions", "native_delay"),
+    ..IO
+};
 /// Events counted as they happen (perf events given by name): each sample one event.
 pub const COUNTED: Kind = Kind {
     name: "events",
@@ -153,7 +160,7 @@ pub const COUNTED: Kind = Kind {
 };
 
 /// Every named kind, in the order help lists them.
-pub const KINDS: [&Kind; 10] = [
+pub const KINDS: [&Kind; 11] = [
     &CPU,
     &ITIMER,
     &CTIMER,
@@ -164,6 +171,7 @@ pub const KINDS: [&Kind; 10] = [
     &NATIVEMEM,
     &NATIVEMEM_LIVE,
     &IO,
+    &NATIVELOCK,
 ];
 
 /// The kind named `name`, if a row has it.

@@ -11,6 +11,8 @@
 //! - `lock`: contended monitors (JVMTI MonitorContendedEnter/Entered), weighted by time waited.
 //! - `io`: file and socket calls of the JVM's libraries and JNI code above a threshold, weighted
 //!   by time, through the hooks of [`crate::hooks`].
+//! - `nativelock`: waits on pthread mutexes, read-write locks and conditions of the JVM's
+//!   libraries and JNI code above a threshold, weighted by time, through [`crate::hooks`].
 //! - `trace`: method tracing by class-file instrumentation (`trace`, `calltree`, `monitor`),
 //!   streaming its results to the client as they come.
 //! - `perf`: any perf event by name: software events, hardware counters, tracepoints.
@@ -35,6 +37,7 @@ pub mod gc;
 mod io;
 mod itimer;
 mod lock;
+mod nativelock;
 mod nativemem;
 mod perf;
 mod trace;
@@ -206,7 +209,7 @@ pub struct Registration {
 }
 
 /// Every engine, by event.
-pub const ENGINES: [Registration; 11] = [
+pub const ENGINES: [Registration; 12] = [
     Registration {
         event: Event::Cpu,
         create: || Box::new(cpu::CpuEngine::default()),
@@ -256,6 +259,11 @@ pub const ENGINES: [Registration; 11] = [
         event: Event::Io,
         create: || Box::new(io::IoEngine::default()),
         holds: &[Resource::Hooks("io")],
+    },
+    Registration {
+        event: Event::NativeLock,
+        create: || Box::new(nativelock::NativeLockEngine::default()),
+        holds: &[Resource::Hooks("nativelock")],
     },
     Registration {
         event: Event::Perf,

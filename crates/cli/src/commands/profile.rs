@@ -110,9 +110,9 @@ struct SamplingArgs {
     /// What to sample, one or several at once (-e cpu,alloc,lock): cpu (perf_events; falls
     /// back to ctimer/itimer), itimer, ctimer, wall, alloc (heap allocations), lock
     /// (contended monitors), nativemem (native allocations of the JVM's libraries), io (file
-    /// and socket calls), or a perf event by name: page-faults, context-switches,
-    /// cpu-migrations, cycles, instructions, cache-misses, branch-misses, a tracepoint
-    /// (sched:sched_switch), ...
+    /// and socket calls), nativelock (waits on pthread locks), or a perf event by name:
+    /// page-faults, context-switches, cpu-migrations, cycles, instructions, cache-misses,
+    /// branch-misses, a tracepoint (sched:sched_switch), ...
     #[arg(short, long, default_value = "cpu", value_delimiter = ',', value_parser = parse_chosen)]
     event: Vec<Chosen>,
     #[arg(long, help = help_of("wall"), value_name = "INTERVAL", value_parser = crate::units::parse_interval)]
@@ -143,6 +143,8 @@ struct SamplingArgs {
     nativemem_interval: Option<u64>,
     #[arg(long, help = help_of(event::IO.name), value_name = "DURATION", value_parser = parse_threshold)]
     io: Option<Duration>,
+    #[arg(long, help = help_of(event::NATIVELOCK.name), value_name = "DURATION", value_parser = parse_threshold)]
+    nativelock: Option<Duration>,
     #[arg(long, help = help_of("exact"), conflicts_with = "alloc_interval")]
     exact: bool,
     #[arg(long, help = help_of("live"))]
@@ -242,7 +244,7 @@ fn profiled(event: &Event) -> bool {
     event.is_time_sampling()
         || matches!(
             event,
-            Event::Alloc | Event::Lock | Event::NativeMem | Event::Io
+            Event::Alloc | Event::Lock | Event::NativeMem | Event::Io | Event::NativeLock
         )
 }
 
@@ -316,7 +318,8 @@ fn parse_nativemem_interval(text: &str) -> Result<u64, String> {
     parse_interval(&event::NATIVEMEM, text, |o| o.nativemem)
 }
 
-/// A threshold of the hook engines (`--io`): 0 for every call, or a duration with its unit.
+/// A threshold of the hook engines (`--io`, `--nativelock`): 0 for every call, or a duration
+/// with its unit.
 fn parse_threshold(text: &str) -> Result<Duration, String> {
     match text.trim() {
         "0" => Ok(Duration::ZERO),
@@ -488,6 +491,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         (args.lock_threshold.is_some(), Event::Lock),
         (args.nativemem_interval.is_some(), Event::NativeMem),
         (args.io.is_some(), Event::Io),
+        (args.nativelock.is_some(), Event::NativeLock),
     ] {
         if given && !events.contains(&event) {
             events.push(event);
@@ -539,6 +543,7 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         wall: added(Event::Wall, main, &events, args.wall),
         nativemem: added(Event::NativeMem, main, &events, args.nativemem_interval),
         io: added(Event::Io, main, &events, args.io),
+        nativelock: added(Event::NativeLock, main, &events, args.nativelock),
         perf: perf.first().map(|name| name.to_string()),
         ..Options::default()
     })

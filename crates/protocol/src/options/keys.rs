@@ -125,9 +125,9 @@ fn format_threshold(threshold: std::time::Duration) -> String {
 pub const KEYS: &[Key] = &[
     Key {
         name: "event",
-        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem|io|perf"),
+        takes: Takes::Value("cpu|itimer|ctimer|wall|alloc|lock|gc|trace|nativemem|io|nativelock|perf"),
         goes_with: GoesWith::StartStopDump,
-        help: "what start records (alloc, lock, wall, nativemem and io add theirs); stop and dump: that event's recording",
+        help: "what start records (alloc, lock, wall, nativemem, io and nativelock add theirs); stop and dump: that event's recording",
         parse: |o, v| {
             let known = || format!("one of {}", Event::ALL.map(Event::name).join(", "));
             o.event = Some(Event::from_name(given(v)).ok_or_else(known)?);
@@ -173,6 +173,14 @@ pub const KEYS: &[Key] = &[
         help: "record file and socket calls too (read, write, send, recv, connect, accept, poll, epoll_wait, select of the JVM's libraries and JNI code), those taking at least this long, weighted by time (default 1ms; 0: every one)",
         parse: |o, v| set(&mut o.io, v.map(threshold).transpose()?),
         show: |o| maybe(o.io, format_threshold),
+    },
+    Key {
+        name: event::NATIVELOCK.name,
+        takes: Takes::Maybe("duration"),
+        goes_with: GoesWith::Start,
+        help: "record waits on pthread locks too (pthread_mutex_lock, pthread_rwlock_rdlock/wrlock, pthread_cond_wait/timedwait of the JVM's libraries and JNI code), those taking at least this long, weighted by time (default 10us; 0: every contended one)",
+        parse: |o, v| set(&mut o.nativelock, v.map(threshold).transpose()?),
+        show: |o| maybe(o.nativelock, format_threshold),
     },
     Key {
         name: event::LOCK.name,

@@ -108,13 +108,16 @@ pub enum Event {
     /// File and socket calls (`read`, `write`, `send`, `recv`, `connect`, `accept`, `poll`, …)
     /// of the JVM's libraries and JNI code that take at least a threshold, weighted by time.
     Io,
+    /// Waits on pthread mutexes, read-write locks and conditions of the JVM's libraries and
+    /// JNI code that take at least a threshold, weighted by time.
+    NativeLock,
     /// A perf event by name (`perf=`): software events, hardware counters, tracepoints.
     Perf,
 }
 
 impl Event {
     /// Every event, in the order help lists them.
-    pub const ALL: [Event; 11] = [
+    pub const ALL: [Event; 12] = [
         Event::Cpu,
         Event::Itimer,
         Event::Ctimer,
@@ -125,6 +128,7 @@ impl Event {
         Event::Trace,
         Event::NativeMem,
         Event::Io,
+        Event::NativeLock,
         Event::Perf,
     ];
 
@@ -149,6 +153,7 @@ impl Event {
             Event::Lock => Some(&event::LOCK),
             Event::NativeMem => Some(&event::NATIVEMEM),
             Event::Io => Some(&event::IO),
+            Event::NativeLock => Some(&event::NATIVELOCK),
             Event::Gc | Event::Trace => None,
             // Named by the event counted (`page-faults`).
             Event::Perf => Some(&event::COUNTED),
@@ -317,6 +322,9 @@ pub struct Options {
     /// `io[=<duration>]`: record file and socket calls too, those that take at least this
     /// long when given (zero: every one).
     pub io: Option<Option<Duration>>,
+    /// `nativelock[=<duration>]`: record pthread lock and condition waits too, those that
+    /// take at least this long when given (zero: every contended one).
+    pub nativelock: Option<Option<Duration>>,
     /// `lock[=<duration>]`: record contended locks too, waits of at least this long when
     /// given.
     pub lock: Option<Option<Duration>>,
@@ -553,6 +561,7 @@ impl Options {
             (self.wall.is_some(), Event::Wall),
             (self.nativemem.is_some(), Event::NativeMem),
             (self.io.is_some(), Event::Io),
+            (self.nativelock.is_some(), Event::NativeLock),
         ];
         for (given, event) in extra {
             if given && !events.contains(&event) {
@@ -731,6 +740,7 @@ mod tests {
         ("alloc", "1m"),
         (event::NATIVEMEM.name, "0"),
         (event::IO.name, "0"),
+        (event::NATIVELOCK.name, "250us"),
         ("lock", "10us"),
         ("wall", "20ms"),
         ("loop", "10s"),
@@ -935,6 +945,7 @@ mod tests {
                     walker: (detach && has_alloc).then_some(JavaStacks::Check),
                     nativemem: (lock.is_some() && extras).then_some(Some(4096)),
                     io: lock.filter(|_| extras && detach),
+                    nativelock: lock.filter(|_| extras && threads),
                     timeline: detach && sampled,
                     rotate: None,
                     keep: None,
