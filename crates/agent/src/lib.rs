@@ -35,17 +35,18 @@
 //!   `ClientSink` engines stream through.
 //! - `gate`: counts callbacks in flight, so nothing they use is freed under them.
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
-//! - `jni`: the `jni!` macro, a call through the JNI function table.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
 //! - `libjvm`: addresses of functions `libjvm.so` does not export.
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// `jni!`: a call through the JNI function table, and the owning JNI wrappers, live in
+// `jtap-jvmti`.
+#[macro_use]
+extern crate jtap_jvmti;
 #[macro_use]
 mod log;
-#[macro_use]
-mod jni;
 
 mod agent;
 mod callback;

@@ -24,6 +24,16 @@ impl Vm {
         unsafe { jtap_jvmti::Env::from_vm(self.0, sys::JVMTI_VERSION_11) }
     }
 
+    /// Pushes a JNI local frame on the calling thread, if it is attached to the VM: local
+    /// references made in it (also those JVMTI functions return) are freed when it drops.
+    pub fn local_frame(self, capacity: i32) -> Option<jtap_jvmti::LocalFrame<'static>> {
+        // SAFETY: self.0 is the process's JavaVM. The environment is used only through the
+        // frame, which is popped on this thread before it can detach (threads detach when
+        // their code returns).
+        let jni = unsafe { jtap_jvmti::Jni::current(self.0, sys::JNI_VERSION_1_6 as sys::jint) }?;
+        jni.push_local_frame(capacity)
+    }
+
     /// Attaches the calling native thread as a daemon named `name`; false if the VM refused
     /// (e.g. it is shutting down).
     fn attach_current_thread(&self, name: &str) -> bool {

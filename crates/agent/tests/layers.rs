@@ -1,6 +1,6 @@
 //! The agent's top-level modules form layers, and references point down only:
 //!
-//! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `jni`, `callback` (no panic into
+//! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `callback` (no panic into
 //!    the JVM, the library kept mapped) and `channel` (the socket to a client, and the
 //!    [`ClientSink`] trait engines stream through);
 //! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `hooks`
@@ -29,7 +29,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("libjvm", 0),
     ("gate", 0),
     ("log", 0),
-    ("jni", 0),
     ("callback", 0),
     ("channel", 0),
     ("sampling", 1),

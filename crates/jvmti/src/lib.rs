@@ -9,6 +9,8 @@
 //!   never disposed of.
 //! - [`Capabilities`] by name, with a [`CapabilityReport`] of what the VM refused.
 //! - [`Allocation`]: JVMTI-allocated memory, deallocated on drop; [`RawMonitor`] and its guard.
+//! - [`jni`]: the calling thread's [`Jni`], [`LocalFrame`]s popped on drop, [`Local`]
+//!   references bound to their frame, [`GlobalRef`]s deleted on drop, and the [`jni!`] macro.
 //!
 //! `unsafe` lives in this crate's wrappers, each block justified by a `// SAFETY:` comment.
 
@@ -34,6 +36,7 @@ mod env;
 pub mod error;
 mod extensions;
 mod heap;
+pub mod jni;
 mod memory;
 mod monitor;
 mod stack;
@@ -42,5 +45,6 @@ pub mod sys;
 pub use capabilities::{Capabilities, CapabilityReport};
 pub use env::{event_name, Env, EnvRef};
 pub use error::{error_name, Error, Result};
+pub use jni::{GlobalRef, Jni, Local, LocalFrame};
 pub use memory::Allocation;
 pub use monitor::{MonitorGuard, RawMonitor};

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jtap_jvmti::{sys, Capabilities, Env};
+use jtap_jvmti::{sys, Capabilities, Env, Jni};
 use jtap_profile::Metadata;
 use jtap_protocol::Options;
 
@@ -343,17 +343,10 @@ unsafe fn monitor_class_signature(
     jni: *mut sys::JNIEnv,
     object: sys::jobject,
 ) -> Option<String> {
-    // SAFETY: caller's contract; GetObjectClass returns a local reference (or null), which is
-    // deleted right after use.
-    unsafe {
-        let class = (**jni).GetObjectClass?(jni, object);
-        if class.is_null() {
-            return None;
-        }
-        let signature = env.class_signature(class).ok();
-        if let Some(delete) = (**jni).DeleteLocalRef {
-            delete(jni, class);
-        }
-        signature
-    }
+    // SAFETY: caller's contract: this thread's environment, during its callback.
+    let jni = unsafe { Jni::from_raw(jni) };
+    // SAFETY: caller's contract; the class is a local reference deleted when it drops.
+    let class = unsafe { jni.object_class(object) }?;
+    // SAFETY: a live class reference.
+    unsafe { env.class_signature(class.raw()) }.ok()
 }

@@ -25,7 +25,6 @@ use jtap_protocol::Options;
 
 use crate::heap::class_name::java_name;
 use crate::heap::env::OwnEnv;
-use crate::sampling::jvm::LocalFrame;
 use crate::thread::Vm;
 
 /// Instances and bytes of one class.
@@ -67,7 +66,9 @@ fn histogram(vm: Vm, env: &Env, live: bool) -> Result<(Vec<Row>, Timings), Strin
     } else {
         None
     };
-    let _frame = LocalFrame::push(vm, 64).ok_or("this thread is not attached to the VM")?;
+    let _frame = vm
+        .local_frame(64)
+        .ok_or("this thread is not attached to the VM")?;
     let classes = env.loaded_classes().map_err(|e| e.to_string())?;
     let tagged = tag_classes(env, &classes);
     let counted = tagged.and_then(|()| walk_heap(env, classes.len()));

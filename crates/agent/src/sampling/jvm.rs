@@ -5,7 +5,7 @@
 use std::ffi::CStr;
 use std::ptr;
 
-use jtap_jvmti::{sys, Env};
+use jtap_jvmti::{sys, Env, LocalFrame};
 
 use crate::thread::{current_jni, spawn_attached, Vm};
 
@@ -85,46 +85,6 @@ impl VmThreadKey {
     }
 }
 
-/// A JNI local frame on the calling thread: local references made while it lives are freed
-/// when it drops (also those JVMTI functions return, e.g. from `GetLoadedClasses`).
-pub struct LocalFrame {
-    jni: *mut sys::JNIEnv,
-}
-
-impl LocalFrame {
-    /// Pushes a frame, if the calling thread is attached to `vm`.
-    pub fn push(vm: Vm, capacity: i32) -> Option<LocalFrame> {
-        let jni = current_jni(vm.0)?;
-        // SAFETY: jni is the calling thread's environment.
-        let code = unsafe { (**jni).PushLocalFrame.map(|push| push(jni, capacity)) };
-        (code == Some(0)).then_some(LocalFrame { jni })
-    }
-
-    /// Frees one local reference early.
-    pub fn delete(&self, object: sys::jobject) {
-        if object.is_null() {
-            return;
-        }
-        // SAFETY: the reference is a live local reference of this thread.
-        unsafe {
-            if let Some(delete) = (**self.jni).DeleteLocalRef {
-                delete(self.jni, object);
-            }
-        }
-    }
-}
-
-impl Drop for LocalFrame {
-    fn drop(&mut self) {
-        // SAFETY: pops the frame this value pushed, on the same thread (LocalFrame is !Send).
-        unsafe {
-            if let Some(pop) = (**self.jni).PopLocalFrame {
-                pop(self.jni, ptr::null_mut());
-            }
-        }
-    }
-}
-
 /// The name of a `java.lang.Thread`.
 ///
 /// # Safety
@@ -188,17 +148,12 @@ pub fn java_thread_names(env: &Env) -> Vec<String> {
 /// Java code (the container's stream, into an array) on the calling thread, which must be
 /// attached to `vm`. Empty before JDK 21, and when anything on the way fails or throws.
 pub fn virtual_thread_names(vm: Vm, limit: usize) -> Vec<(u64, String)> {
-    let Some(frame) = LocalFrame::push(vm, 16) else {
+    let Some(frame) = vm.local_frame(16) else {
         return Vec::new();
     };
-    // SAFETY: `frame.jni` is this thread's environment, inside `frame`.
+    // SAFETY: `frame` is a local frame of this thread.
     let names = unsafe { virtual_thread_names_in(&frame, limit) };
-    // SAFETY: as above; ExceptionCheck and ExceptionClear may be called with one pending.
-    unsafe {
-        if jni!(frame.jni, ExceptionCheck()) != Some(0) {
-            jni!(frame.jni, ExceptionClear());
-        }
-    }
+    frame.jni().clear_exception();
     names.unwrap_or_default()
 }
 
@@ -206,8 +161,12 @@ pub fn virtual_thread_names(vm: Vm, limit: usize) -> Vec<(u64, String)> {
 ///
 /// # Safety
 /// `frame` is a local frame of the calling thread.
-unsafe fn virtual_thread_names_in(frame: &LocalFrame, limit: usize) -> Option<Vec<(u64, String)>> {
-    let jni = frame.jni;
+unsafe fn virtual_thread_names_in(
+    frame: &LocalFrame<'_>,
+    limit: usize,
+) -> Option<Vec<(u64, String)>> {
+    let local = frame.jni();
+    let jni = local.raw();
     // SAFETY: (caller) valid env; every name and signature is NUL-terminated; each result is
     // checked (not null, no exception pending) before use; references are local ones of
     // `frame`, those made per thread deleted as the loop goes.
@@ -259,9 +218,9 @@ unsafe fn virtual_thread_names_in(frame: &LocalFrame, limit: usize) -> Option<Ve
                     jni!(jni, ReleaseStringUTFChars(name, utf));
                     names.push((id as u64, text));
                 }
-                frame.delete(name);
+                local.delete_local_ref(name);
             }
-            frame.delete(element);
+            local.delete_local_ref(element);
         }
         Some(names)
     }

@@ -8,17 +8,19 @@ use jtap_jvmti::{sys, Env};
 use jtap_profile::{Frame, FrameKind};
 
 use super::asgct::{CallFrame, NATIVE_BCI};
-use super::jvm::LocalFrame;
 use crate::thread::Vm;
 
 /// Creates the jmethodIDs of every loaded class (`GetLoadedClasses` + `GetClassMethods`),
 /// freeing the class references as it goes. Returns how many classes it went through.
 pub fn prepare_loaded_classes(env: &Env, vm: Vm) -> Result<usize, String> {
-    let frame = LocalFrame::push(vm, 16).ok_or("the calling thread is not attached to the VM")?;
+    let frame = vm
+        .local_frame(16)
+        .ok_or("the calling thread is not attached to the VM")?;
     let classes = env.loaded_classes().map_err(|e| e.to_string())?;
     for &class in classes.iter() {
         prepare_class(env, class);
-        frame.delete(class);
+        // SAFETY: a local reference GetLoadedClasses made in this frame, deleted once.
+        unsafe { frame.jni().delete_local_ref(class) };
     }
     Ok(classes.len())
 }
@@ -93,14 +95,14 @@ impl<'e> Resolver<'e> {
 }
 
 fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
-    let frame = LocalFrame::push(vm, 4)?;
+    let frame = vm.local_frame(4)?;
     // SAFETY: jmethodIDs stay valid memory for the life of the VM (HotSpot never frees them;
     // a method of an unloaded class makes these calls fail); the class reference is freed
     // with the local frame.
     let (class_signature, (name, signature)) = unsafe {
         let class = env.method_declaring_class(method).ok()?;
         let signature = env.class_signature(class).ok()?;
-        frame.delete(class);
+        frame.jni().delete_local_ref(class);
         (signature, env.method_name(method).ok()?)
     };
     // SAFETY: as above.

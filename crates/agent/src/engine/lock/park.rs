@@ -43,7 +43,6 @@ use jtap_classfile::class_file::{Attribute, Member, ACC_STATIC};
 use jtap_classfile::ClassFile;
 use jtap_jvmti::{sys, Env};
 
-use crate::sampling::jvm::LocalFrame;
 use crate::thread::{current_jni, Vm};
 use crate::trace::clock;
 
@@ -95,7 +94,7 @@ static HANDLES: OnceLock<Result<Handles, String>> = OnceLock::new();
 pub fn start(vm: Vm, env: &Env, threshold: Duration) -> Result<(), String> {
     let original = original(vm)?;
     let jni = current_jni(vm.0).ok_or("this thread is not attached to the JVM")?;
-    let _frame = LocalFrame::push(vm, 16).ok_or("no JNI local frame")?;
+    let _frame = vm.local_frame(16).ok_or("no JNI local frame")?;
     let handles = HANDLES
         .get_or_init(|| Handles::look_up(jni))
         .as_ref()
@@ -126,7 +125,7 @@ pub fn stop(vm: Vm) {
         log!("lock engine: cannot bind Unsafe.park back here; the inactive hook stays bound");
         return;
     };
-    let Some(_frame) = LocalFrame::push(vm, 16) else {
+    let Some(_frame) = vm.local_frame(16) else {
         return;
     };
     if let Err(e) = handles.bind(jni, ORIGINAL.load(Ordering::SeqCst)) {
