@@ -130,7 +130,7 @@ pub fn install(
         .map(|(&name, stub)| Hook::new(name, stub))
         .collect();
     // SAFETY: each stub has its function's signature (see the stubs below).
-    match unsafe { super::install("nativemem", &hooks) } {
+    match unsafe { super::install("the allocator hooks", &hooks) } {
         Ok(installation) => {
             let libraries = installation.libraries();
             *installed = Some(installation);
