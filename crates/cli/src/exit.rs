@@ -40,7 +40,7 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 
 /// The exit code for an error, looking for an attach error among its causes.
 pub fn code_for(err: &anyhow::Error) -> i32 {
-    use crate::agent_client::AgentError;
+    use jtap_client::AgentError;
     if err.chain().any(|e| e.is::<UsageError>()) {
         return USAGE;
     }

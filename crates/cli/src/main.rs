@@ -2,10 +2,8 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod agent_client;
 mod commands;
 mod exit;
-mod launch;
 mod local_time;
 mod units;
 
@@ -249,19 +247,7 @@ struct AttachArgs {
 
 fn main() {
     exit::die_quietly_on_closed_pipes();
-    // Ctrl-C must not leave trigger files behind in the target's /tmp or cwd.
-    let _ = ctrlc::set_handler(|| {
-        // A profile being collected stops early and is still written.
-        if commands::profile::take_interrupt()
-            || commands::trace::take_interrupt()
-            || commands::btrace::take_interrupt()
-        {
-            return;
-        }
-        jtap_attach::remove_pending_trigger_files();
-        agent_client::remove_pending_files();
-        std::process::exit(exit::INTERRUPTED);
-    });
+    jtap_client::interrupt::install(exit::INTERRUPTED);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

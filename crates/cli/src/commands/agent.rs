@@ -6,11 +6,11 @@ use std::io::{self, Write};
 use jtap_profile::{ExportOptions, Format};
 use std::time::Duration;
 
+use jtap_client::{launch, AgentError};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Frame, Options};
 
-use crate::agent_client::{self, AgentError};
-use crate::{exit, launch};
+use crate::exit;
 
 /// `jtap load <pid> [options]` or `jtap load [options] -- java ...`.
 pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Result<i32> {
@@ -57,7 +57,7 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
                 }
                 Ok(())
             };
-            agent_client::run_with(pid, &options, timeout, &mut out, Some(&mut announce)).map(|_| 0)
+            jtap_client::run_with(pid, &options, timeout, &mut out, Some(&mut announce)).map(|_| 0)
         }
         None => launch::run(&options, java, &mut out),
     }
@@ -67,7 +67,7 @@ pub fn load(args: &[String], java: &[String], timeout: Duration) -> anyhow::Resu
 pub fn status(pid: u32, timeout: Duration) -> anyhow::Result<i32> {
     let options = Options::default().with_action(Action::Status);
     let mut out = io::stdout().lock();
-    agent_client::run(pid, &options, timeout, &mut out)?;
+    jtap_client::run(pid, &options, timeout, &mut out)?;
     // BTrace scripts run in their clients: they answer for themselves.
     for status in super::btrace::script_statuses(pid) {
         write!(out, "btrace script: {status}")?;

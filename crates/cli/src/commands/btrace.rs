@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -19,19 +18,8 @@ use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Handler, Role, Trigger};
 use jtap_script::{compile, Fired, Location, Machine, Script};
 
-use crate::agent_client::Conversation;
 use crate::exit;
-
-/// Set while a script runs: Ctrl-C then ends it (its `@OnExit` handlers run, the classes
-/// are restored) instead of exiting.
-static RUNNING: AtomicBool = AtomicBool::new(false);
-/// Ctrl-C was pressed while a script ran.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// For the Ctrl-C handler: true when a running script takes the interrupt.
-pub fn take_interrupt() -> bool {
-    RUNNING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
-}
+use jtap_client::{interrupt, Conversation};
 
 /// `jtap btrace` arguments.
 #[derive(clap::Args)]
@@ -76,8 +64,9 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         println!("{}", summary(&script, file));
         return Ok(0);
     };
-    RUNNING.store(true, Ordering::SeqCst);
-    let result = Session::run(
+    // Ctrl-C ends the script: its `@OnExit` handlers run, the classes are restored.
+    let _ctrl_c = interrupt::session_takes();
+    Session::run(
         &script,
         file,
         script_args,
@@ -85,9 +74,7 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         pid,
         args.duration,
         timeout,
-    );
-    RUNNING.store(false, Ordering::SeqCst);
-    result
+    )
 }
 
 /// What `--check` says of a script that compiles.
@@ -650,7 +637,7 @@ impl Session {
             let mut failure = None;
             let mut unseen = Vec::new();
             'script: loop {
-                let stop = INTERRUPTED.load(Ordering::SeqCst)
+                let stop = interrupt::requested()
                     || machine.exit_code().is_some()
                     || ended
                     || duration.is_some_and(|d| started.elapsed() >= d)

@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
+use jtap_client::AgentError;
 use jtap_protocol::records::{ClassRow, Histogram, Record};
 use jtap_protocol::{Action, Frame, Options};
-
-use crate::agent_client::{self, AgentError};
 
 /// Who computed a histogram.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -68,7 +67,7 @@ fn agent_histogram(
         }
         Ok(())
     };
-    agent_client::run_with(pid, &options, timeout, &mut io::sink(), Some(&mut take))?;
+    jtap_client::run_with(pid, &options, timeout, &mut io::sink(), Some(&mut take))?;
     histogram.context("the agent sent no histogram")
 }
 

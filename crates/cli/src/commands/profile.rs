@@ -12,28 +12,17 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use jtap_client::{interrupt, launch, AgentError, Asked};
 use jtap_profile::{event, render_set, write_atomically, Counter, ExportOptions, Format, Profile};
 use jtap_protocol::options::help_of;
 use jtap_protocol::{wire, Action, Event, Frame, JavaStacks, NativeStacks, Options, ParseError};
 
-use crate::agent_client::{self, AgentError, Asked};
-use crate::{exit, launch};
-
-/// Set while `jtap profile` collects: Ctrl-C then stops the collection instead of exiting.
-static COLLECTING: AtomicBool = AtomicBool::new(false);
-/// Ctrl-C was pressed during a collection.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// For the Ctrl-C handler: true when a collection takes the interrupt (the first Ctrl-C
-/// stops it early and the result is still written); false means "exit now".
-pub fn take_interrupt() -> bool {
-    COLLECTING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
-}
+use crate::exit;
 
 /// The `jtap profile` command line: `jtap profile <pid>`, a subcommand, or `-- java ...`.
 #[derive(clap::Args)]
@@ -361,7 +350,7 @@ const DEFAULT_DURATION: Duration = Duration::from_secs(30);
 pub fn run(args: ProfileArgs, timeout: Duration) -> anyhow::Result<i32> {
     let status = |pid: &str| -> anyhow::Result<i32> {
         let options = Options::default().with_action(Action::Status);
-        agent_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
+        jtap_client::run(parse_pid(pid)?, &options, timeout, &mut io::stdout().lock())?;
         Ok(0)
     };
     match (args.action, args.pid, args.java.is_empty()) {
@@ -427,7 +416,7 @@ fn check_sampling(sampling: &SamplingArgs) -> anyhow::Result<()> {
             "{} only applies to -e {event}",
             flag_of(key)
         ))),
-        Err(e) => Err(crate::agent_client::AgentError::BadOptions(e).into()),
+        Err(e) => Err(AgentError::BadOptions(e).into()),
     }
 }
 
@@ -600,19 +589,19 @@ fn collect(
     let mut options = start_options(sampling)?;
     options.duration = Some(duration);
     options.timeline |= output.needs_timeline();
-    let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
-    COLLECTING.store(true, Ordering::SeqCst);
+    let conversation = jtap_client::Conversation::open(pid, &options, timeout)?;
+    // Ctrl-C stops the collection early, and the result is still written.
+    let ctrl_c = interrupt::session_takes();
     let progress = Progress::new(pid, &options.events(), Some(duration));
-    let outcome = agent_client::supervise(
+    let outcome = jtap_client::supervise(
         conversation,
         Some(duration),
-        &INTERRUPTED,
         &|| false,
         &mut |elapsed| progress.show(elapsed, received.samples.load(Ordering::Relaxed)),
         |conversation| conversation.finish(&mut io::sink(), Some(&mut received.sink())),
     );
     progress.finish();
-    COLLECTING.store(false, Ordering::SeqCst);
+    drop(ctrl_c);
     let (why, asked) = outcome?;
     let profiles = received
         .take_profiles()?
@@ -661,7 +650,7 @@ fn start_detached(
     options.push = rotation.push;
     options.app = rotation.app;
     options.labels = (!rotation.labels.is_empty()).then(|| rotation.labels.join(";"));
-    agent_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
+    jtap_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }
 
@@ -679,7 +668,7 @@ fn fetch(
         event,
         ..Options::default().with_action(action)
     };
-    agent_client::run_with(
+    jtap_client::run_with(
         pid,
         &options,
         timeout,
@@ -706,14 +695,15 @@ fn launched(
     let mut options = start_options(sampling)?;
     options.duration = duration;
     options.timeline |= output.needs_timeline();
-    COLLECTING.store(true, Ordering::SeqCst);
+    // Ctrl-C reaches the JVM too, whose exit sends the profile.
+    let ctrl_c = interrupt::session_takes();
     let code = launch::run_with(
         &options,
         java,
         &mut io::stderr(),
         Some(&mut received.sink()),
     );
-    COLLECTING.store(false, Ordering::SeqCst);
+    drop(ctrl_c);
     let code = code?;
     let profiles = received
         .take_profiles()?

@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
+use jtap_client::AgentError;
 use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Ended, Event, Frame, Options};
-
-use crate::agent_client::{self, AgentError};
 
 /// What `jtap sites` asks for.
 #[derive(clap::Args)]
@@ -73,7 +72,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         duration: (!gc).then_some(duration),
         ..options
     };
-    let conversation = agent_client::Conversation::open(pid, &options, timeout)?;
+    let conversation = jtap_client::Conversation::open(pid, &options, timeout)?;
     let started = Instant::now();
     let collected = AtomicBool::new(false);
     let gc_failed = std::sync::Mutex::new(None);
@@ -87,10 +86,9 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         true
     };
     let mut report = None;
-    let (why, _) = agent_client::supervise(
+    let (why, _) = jtap_client::supervise(
         conversation,
         Some(duration).filter(|_| !gc),
-        &NEVER,
         &stop_now,
         &mut |_| {},
         |conversation| {
@@ -125,9 +123,6 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     }
     Ok(0)
 }
-
-/// `jtap sites` takes no Ctrl-C of its own: the first one ends the process (and so the engine).
-static NEVER: AtomicBool = AtomicBool::new(false);
 
 /// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
 /// as ObjectFree events: during the collection on JDK 11–16; on 17+ a little later, from the

@@ -10,29 +10,17 @@
 //! restores the classes on its own.
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use jtap_client::{interrupt, launch, AgentError, Asked};
 use jtap_profile::{FrameKind, TracedCall};
 use jtap_protocol::records::{Call, Record};
 use jtap_protocol::trace::{Guarded, MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::Script;
 
-use crate::agent_client::{self, AgentError, Asked};
 use crate::exit;
-use crate::launch;
-
-/// Set while a session runs: Ctrl-C then ends it cleanly instead of exiting.
-static TRACING: AtomicBool = AtomicBool::new(false);
-/// Ctrl-C was pressed during a session.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-/// For the Ctrl-C handler: true when a tracing session takes the interrupt (it stops the
-/// session and restores the classes); false means "exit now".
-pub fn take_interrupt() -> bool {
-    TRACING.load(Ordering::SeqCst) && !INTERRUPTED.swap(true, Ordering::SeqCst)
-}
 
 /// What all three commands share.
 #[derive(clap::Args)]
@@ -385,7 +373,7 @@ fn run(
     timeout: Duration,
 ) -> anyhow::Result<i32> {
     if let Target::Stop(pid) = target {
-        agent_client::stop(pid, Event::Trace, timeout, &mut io::stdout().lock(), None)?;
+        jtap_client::stop(pid, Event::Trace, timeout, &mut io::stdout().lock(), None)?;
         return Ok(0);
     }
     let plan = match plan {
@@ -402,27 +390,25 @@ fn run(
         trace: Some(plan),
         ..Options::default()
     };
-    TRACING.store(true, Ordering::SeqCst);
-    let result = match target {
+    // Ctrl-C stops the session, which restores the classes.
+    let _ctrl_c = interrupt::session_takes();
+    match target {
         Target::Pid(pid) => match slow {
             Some(slow) => profiled(pid, &options, common.json, &slow, timeout),
             None => attached(pid, &options, show, timeout),
         },
         _ => launched(&options, common, show),
-    };
-    TRACING.store(false, Ordering::SeqCst);
-    result
+    }
 }
 
 /// `jtap trace|calltree|monitor <pid> ...`: a session owned by this client. The agent ends it
 /// by itself at `-n` or `-d` (and sends the restore check); Ctrl-C asks it to end early. The
 /// results stream to stdout, the agent's notes to stderr.
 fn attached(pid: u32, options: &Options, show: Show, timeout: Duration) -> anyhow::Result<i32> {
-    let conversation = agent_client::Conversation::open(pid, options, timeout)?;
-    let (why, asked) = agent_client::supervise(
+    let conversation = jtap_client::Conversation::open(pid, options, timeout)?;
+    let (why, asked) = jtap_client::supervise(
         conversation,
         options.duration,
-        &INTERRUPTED,
         &|| {
             show.limit
                 .is_some_and(|n| SHOWN.load(Ordering::SeqCst) >= n)
@@ -472,7 +458,7 @@ fn profiled(
         timeline: true,
         ..Options::default()
     };
-    let profile = agent_client::Conversation::open(pid, &profile_options, timeout)?;
+    let profile = jtap_client::Conversation::open(pid, &profile_options, timeout)?;
     let stopper = profile.stopper()?;
     let received = std::sync::Mutex::new(Vec::new());
     let calls = std::sync::Mutex::new(Vec::new());
@@ -492,11 +478,10 @@ fn profiled(
             )
         });
         let traced = (|| -> anyhow::Result<()> {
-            let conversation = agent_client::Conversation::open(pid, options, timeout)?;
-            let (why, asked) = agent_client::supervise(
+            let conversation = jtap_client::Conversation::open(pid, options, timeout)?;
+            let (why, asked) = jtap_client::supervise(
                 conversation,
                 options.duration,
-                &INTERRUPTED,
                 &|| false,
                 &mut |_| {},
                 |conversation| {

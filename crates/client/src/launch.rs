@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use jtap_protocol::{Options, VERSION};
 
-use crate::agent_client::{locate_library, ChannelListener, Conversation, FrameSink};
+use crate::{locate_library, ChannelListener, Conversation, FrameSink};
 
 /// How long the JVM gets to reach `Agent_OnLoad`.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
