@@ -330,7 +330,6 @@ fn has_uninitialized(s: &State) -> bool {
 /// Owner, name and descriptor of a called method.
 type CallTarget<'a> = (Cow<'a, str>, Cow<'a, str>, Cow<'a, str>);
 
-/// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
 /// The class of an `invokedynamic`'s bootstrap method (`StringConcatFactory`,
 /// `LambdaMetafactory`, ...), which names its call site.
 fn indy_owner<'a>(cp: &ConstantPool, insn: &Insn, owners: &'a [String]) -> Option<&'a str> {
@@ -346,6 +345,7 @@ fn indy_owner<'a>(cp: &ConstantPool, insn: &Insn, owners: &'a [String]) -> Optio
     }
 }
 
+/// Owner, name and descriptor of an invoke instruction (owner is empty for invokedynamic).
 fn call_target<'a>(cp: &'a ConstantPool, insn: &Insn) -> Result<Option<CallTarget<'a>>> {
     let Operand::Cp(c) = insn.operand else {
         return Ok(None);
