@@ -10,6 +10,9 @@
 //! - [`value`]: values at run time and how BTrace prints them.
 //! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call (and BTrace's
 //!   profiler, `Profiling.*`).
+//! - [`plan`]: the back end, a script's probe handlers as one tracing plan for the agent
+//!   ([`Probes`]); [`firing`]: the records that plan brings back as handler firings
+//!   ([`Reader`]).
 //! - [`one_liner()`]: `jtap trace --if/--print` expressions, compiled as a one-handler script.
 //! - `guard`: the part of a handler's condition the agent tests in the traced method
 //!   ([`ast::Handler::argument_guard`]).
@@ -20,9 +23,11 @@
 pub mod ast;
 mod builtins;
 pub mod compile;
+pub mod firing;
 mod guard;
 pub mod machine;
 mod one_liner;
+pub mod plan;
 mod profiler;
 mod time;
 pub mod value;
@@ -30,5 +35,7 @@ pub mod value;
 pub use ast::{Location, Probe, Script};
 pub use builtins::{Facts, Heap};
 pub use compile::{compile, CompileError};
+pub use firing::{fired, Reader, Reading};
 pub use machine::{Fired, Machine};
 pub use one_liner::{one_liner, one_liner_error};
+pub use plan::Probes;

@@ -4,22 +4,18 @@
 //! parameters ask for), and runs the handlers here, in the client, on those values, with the
 //! script's timers and `@OnExit` handlers. `--check` only compiles and checks.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use jtap_protocol::records::{
-    BatchProbe, BatchThread, Call, CallBatch, Callee, Outcome, Point, Reached, Record, Reported,
-};
-use jtap_protocol::trace::{CallSites, FieldSites, Guarded, MethodPattern, Mode, Plan, PointKind};
+use jtap_client::{interrupt, Conversation};
+use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Event, Frame, Options};
-use jtap_script::ast::{Handler, Role, Trigger};
-use jtap_script::{compile, Fired, Location, Machine, Script};
+use jtap_script::ast::Trigger;
+use jtap_script::{compile, Fired, Machine, Probes, Reader, Reading, Script};
 
 use crate::exit;
-use jtap_client::{interrupt, Conversation};
 
 /// `jtap btrace` arguments.
 #[derive(clap::Args)]
@@ -59,7 +55,7 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
     let source =
         std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
     let script = compile(&source, file).map_err(|e| exit::usage(e.to_string()))?;
-    let probes = probes(&script, file)?;
+    let probes = Probes::of(&script, file).map_err(|e| exit::usage(e.to_string()))?;
     let Some(pid) = pid else {
         println!("{}", summary(&script, file));
         return Ok(0);
@@ -93,462 +89,12 @@ fn summary(script: &Script, file: &str) -> String {
     )
 }
 
-/// The `@OnMethod` handlers: which calls each takes, and the one tracing plan that captures
-/// what all of them need (the agent runs one tracing session per JVM).
-struct Probes {
-    /// Per handler (by index): its methods, location and threshold.
-    handlers: Vec<(usize, Selector)>,
-    /// What the agent traces and captures.
-    plan: Plan,
-}
-
-/// Which traced calls a handler takes.
-struct Selector {
-    class: Option<regex::Regex>,
-    method: Option<regex::Regex>,
-    descriptor: Option<String>,
-    location: Location,
-    /// At `Kind.CALL`: the called methods; at `Kind.NEW`: the classes allocated.
-    target: Option<TargetSelector>,
-    threshold: Option<Duration>,
-}
-
-/// The called methods a `Kind.CALL` handler takes, or the classes a `Kind.NEW` one does.
-struct TargetSelector {
-    class: regex::Regex,
-    method: Option<regex::Regex>,
-    descriptor: Option<String>,
-}
-
-impl Selector {
-    fn takes(&self, call: &Call) -> bool {
-        let threw = matches!(call.outcome, Outcome::Threw(_));
-        let location = match (self.location, &call.callee, &self.target) {
-            (Location::Return, None, _) => !threw,
-            (Location::Error, None, _) => threw,
-            // Before a call: every call, but constructors (as BTrace, which cannot pass the
-            // object before its constructor ran).
-            (Location::Call { after: false }, Some(callee), Some(wanted)) => {
-                callee.method != "<init>" && wanted.takes(callee)
-            }
-            (Location::Call { after: true }, Some(callee), Some(wanted)) => {
-                !threw && wanted.takes(callee)
-            }
-            _ => false,
-        };
-        location
-            && self.takes_method(&call.class, &call.method, &call.descriptor)
-            && self
-                .threshold
-                .is_none_or(|t| call.duration_ns >= t.as_nanos() as u64)
-    }
-
-    /// Whether a `Kind.ENTRY`, `LINE`, `NEW` or `SYNC_*` handler takes a point reached.
-    fn takes_point(&self, reached: &Reached) -> bool {
-        let location = match (self.location, &reached.point) {
-            (Location::Entry, Point::Entry) => true,
-            (Location::Line(None), Point::Line(_)) => true,
-            (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
-            (Location::New { .. }, Point::New(class))
-            | (Location::NewArray { .. }, Point::NewArray { element: class, .. }) => {
-                self.target.as_ref().is_none_or(|t| t.class.is_match(class))
-            }
-            (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
-            (Location::Sync { exit: true }, Point::SyncExit(_)) => true,
-            (Location::Field { write: false, .. }, Point::FieldGet(access))
-            | (Location::Field { write: true, .. }, Point::FieldSet(access)) => self
-                .target
-                .as_ref()
-                .is_none_or(|t| t.takes_field(&access.field)),
-            _ => false,
-        };
-        location && self.takes_method(&reached.class, &reached.method, &reached.descriptor)
-    }
-
-    fn takes_method(&self, class: &str, method: &str, descriptor: &str) -> bool {
-        self.class.as_ref().is_none_or(|re| re.is_match(class))
-            && self.method.as_ref().is_none_or(|re| re.is_match(method))
-            && self.descriptor.as_deref().is_none_or(|d| d == descriptor)
-    }
-}
-
-impl TargetSelector {
-    /// Whether it selects `field`, `pkg.Class.field`.
-    fn takes_field(&self, field: &str) -> bool {
-        let (class, name) = field.rsplit_once('.').unwrap_or(("", field));
-        self.class.is_match(class) && self.method.as_ref().is_none_or(|re| re.is_match(name))
-    }
-
-    fn takes(&self, callee: &Callee) -> bool {
-        self.class.is_match(&callee.class)
-            && self
-                .method
-                .as_ref()
-                .is_none_or(|re| re.is_match(&callee.method))
-            && self
-                .descriptor
-                .as_ref()
-                .is_none_or(|d| d == &callee.descriptor)
-    }
-}
-
-fn probes(script: &Script, file: &str) -> anyhow::Result<Probes> {
-    let mut probes = Probes {
-        handlers: Vec::new(),
-        plan: Plan {
-            mode: Mode::Trace,
-            // Every call of a hot method reaches the handlers (those carrying values one
-            // by one), and the agent says how many it reported.
-            batches: true,
-            ..Plan::default()
-        },
-    };
-    let mut thresholds = Vec::new();
-    let (mut lines, mut every_line) = (Vec::new(), false);
-    for (index, handler) in script.handlers.iter().enumerate() {
-        let Trigger::Probe(probe) = &handler.trigger else {
-            continue;
-        };
-        let at = handler.method.at;
-        let located = |e: String| exit::usage(format!("{file}:{}:{}: {e}", at.line, at.col));
-        let pattern =
-            method_pattern(&probe.class, &probe.method, &probe.descriptor).map_err(located)?;
-        let target = probe
-            .target
-            .as_ref()
-            .map(|c| method_pattern(&c.class, &c.method, &c.descriptor))
-            .transpose()
-            .map_err(located)?;
-        if let Some(callee) = target.as_ref().filter(|t| t.subtypes) {
-            return Err(located(format!(
-                "clazz = \"+{}\" in a @Location is not supported: a call site names the method as its code refers to it; name the class or interface itself, or a /regex/",
-                callee.class
-            )));
-        }
-        let roles: Vec<&Role> = handler.method.params.iter().map(|p| &p.role).collect();
-        let plan = &mut probes.plan;
-        // At allocations `@Return` is the object allocated, which the agent describes with
-        // the values.
-        let allocated = matches!(
-            probe.location,
-            Location::New { .. } | Location::NewArray { .. }
-        ) && roles.contains(&&Role::Return);
-        plan.values |= allocated
-            || roles.iter().any(|r| {
-                matches!(
-                    r,
-                    Role::Arg(_) | Role::AllArgs | Role::This | Role::TargetInstance
-                )
-            });
-        // At calls the arguments are the called method's.
-        plan.callee_values |= matches!(probe.location, Location::Call { .. })
-            && roles
-                .iter()
-                .any(|r| matches!(r, Role::Arg(_) | Role::AllArgs | Role::TargetInstance));
-        plan.returns |= !allocated && roles.contains(&&Role::Return);
-        // Error and before-call handlers take calls that throw.
-        plan.exceptions |= matches!(
-            probe.location,
-            Location::Error | Location::Call { after: false }
-        );
-        plan.stack |= handler.uses_stack;
-        plan.sizes |= handler.uses_sizes;
-        let threshold = threshold(handler);
-        thresholds.push(threshold);
-        let regex = |p: &jtap_protocol::trace::NamePattern| regex::Regex::new(&p.to_regex()).ok();
-        probes.handlers.push((
-            index,
-            Selector {
-                // A `+Super` pattern's classes are known to the agent only.
-                class: (!pattern.subtypes).then(|| regex(&pattern.class)).flatten(),
-                method: pattern.method.as_ref().and_then(regex),
-                descriptor: pattern.descriptor.clone(),
-                location: probe.location,
-                target: target.as_ref().and_then(|c| {
-                    Some(TargetSelector {
-                        class: regex(&c.class)?,
-                        method: c.method.as_ref().and_then(regex),
-                        descriptor: c.descriptor.clone(),
-                    })
-                }),
-                threshold,
-            },
-        ));
-        match (probe.location, target) {
-            (Location::Call { .. }, Some(callee)) => plan.call_sites.push(CallSites {
-                host: pattern,
-                callee,
-            }),
-            (Location::Entry, _) => {
-                plan.points.push((PointKind::Entry, pattern));
-                if let Some(guard) = handler.argument_guard() {
-                    plan.guards
-                        .push((Guarded::Point(plan.points.len() - 1), guard));
-                }
-            }
-            (Location::Line(line), _) => {
-                plan.points.push((PointKind::Line, pattern));
-                match line {
-                    Some(line) => lines.push(line),
-                    None => every_line = true,
-                }
-            }
-            (Location::New { .. } | Location::NewArray { .. }, _) => {
-                plan.points.push((PointKind::New, pattern))
-            }
-            (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
-            (Location::Field { write, .. }, Some(field)) => plan.field_sites.push(FieldSites {
-                host: pattern,
-                field,
-                write,
-            }),
-            // RETURN and ERROR: the agent leaves out the calls the condition rejects.
-            _ => {
-                plan.targets.push(pattern);
-                if let Some(guard) = handler.argument_guard() {
-                    plan.guards
-                        .push((Guarded::Target(plan.targets.len() - 1), guard));
-                }
-            }
-        }
-    }
-    // The agent reports the lines some handler takes, or all of them.
-    if !every_line {
-        lines.sort_unstable();
-        lines.dedup();
-        probes.plan.lines = lines;
-    }
-    // The agent keeps calls over the smallest threshold, when every handler has one.
-    probes.plan.threshold = thresholds
-        .iter()
-        .copied()
-        .collect::<Option<Vec<_>>>()
-        .and_then(|t| t.into_iter().min());
-    Ok(probes)
-}
-
-/// Methods as BTrace names them as a trace pattern: `clazz` (name, `/regex/`, `+Super`),
-/// `method` and `type` (a JVM descriptor or Java's `void (java.lang.String, int)`).
-fn method_pattern(class: &str, method: &str, descriptor: &str) -> Result<MethodPattern, String> {
-    let descriptor = match descriptor.trim() {
-        "" => String::new(),
-        d if d.starts_with('(') => d.to_string(),
-        java => jvm_descriptor(java).ok_or_else(|| format!("type {java:?} is neither a JVM descriptor nor like \"void (java.lang.String, int)\""))?,
-    };
-    MethodPattern::parse(&format!("{class}::{method}{descriptor}"))
-}
-
-/// `void (java.lang.String, int[])` → `(Ljava/lang/String;[I)V`.
-fn jvm_descriptor(java: &str) -> Option<String> {
-    let (ret, params) = java.split_once('(')?;
-    let params = params.trim().strip_suffix(')')?;
-    let one = |t: &str| -> Option<String> {
-        let t = t.trim();
-        let (mut base, mut dims) = (t, 0);
-        while let Some(inner) = base.strip_suffix("[]") {
-            base = inner.trim_end();
-            dims += 1;
-        }
-        let code = match base {
-            "void" => "V".to_string(),
-            "boolean" => "Z".into(),
-            "byte" => "B".into(),
-            "char" => "C".into(),
-            "short" => "S".into(),
-            "int" => "I".into(),
-            "long" => "J".into(),
-            "float" => "F".into(),
-            "double" => "D".into(),
-            "" => return None,
-            class => format!("L{};", class.replace('.', "/")),
-        };
-        Some(format!("{}{code}", "[".repeat(dims)))
-    };
-    let params: Option<Vec<String>> = params
-        .split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(one)
-        .collect();
-    Some(format!("({}){}", params?.concat(), one(ret)?))
-}
-
-/// A threshold the agent can apply for the handler (see [`Handler::duration_floor`]).
-fn threshold(handler: &Handler) -> Option<Duration> {
-    handler.duration_floor().map(Duration::from_nanos)
-}
-
-/// What the readers of the tracing sessions tell the script's loop.
+/// What the reader of the tracing session tells the script's loop.
 enum Happened {
-    /// Traced calls (of a record, or a batch), each for handler `usize`.
-    Fired(Vec<(usize, Fired)>),
-    /// Calls the probes reported that did not reach the handlers: `N calls of Class.method`.
-    Unseen(Vec<(u64, String)>),
-    /// A session ended (the agent's reason, or the error).
+    /// What a record said.
+    Read(Reading),
+    /// The session ended (the agent's reason, or the error).
     Ended(Result<jtap_protocol::Ended, String>),
-}
-
-/// The reader of a tracing session: which handlers take each record's calls, and how many
-/// calls of each method arrived.
-struct Reader<'p> {
-    probes: &'p Probes,
-    /// The methods (call sites) batches named, by key: the method and the handlers that
-    /// take its calls which returned and which threw (each with its threshold).
-    batch_probes: HashMap<u32, BatchTakers>,
-    batch_threads: HashMap<u32, BatchThread>,
-    /// Calls received, by (`pkg.Class`, method, descriptor).
-    received: HashMap<(String, String, String), u64>,
-}
-
-/// A method a batch named, and the handlers taking its calls.
-struct BatchTakers {
-    probe: BatchProbe,
-    /// Calls counted, added to [`Reader::received`] when the session ends.
-    received: u64,
-    returned: Vec<(usize, Option<Duration>)>,
-    threw: Vec<(usize, Option<Duration>)>,
-}
-
-impl<'p> Reader<'p> {
-    fn new(probes: &'p Probes) -> Reader<'p> {
-        Reader {
-            probes,
-            batch_probes: HashMap::new(),
-            batch_threads: HashMap::new(),
-            received: HashMap::new(),
-        }
-    }
-
-    /// What a record tells the script's loop.
-    fn read(&mut self, record: Record) -> Option<Happened> {
-        let callee_values = self.probes.plan.callee_values;
-        let taken: Vec<(usize, Fired)> = match record {
-            Record::Call(call) => {
-                self.count(&call.class, &call.method, &call.descriptor);
-                self.probes
-                    .handlers
-                    .iter()
-                    .filter(|(_, selector)| selector.takes(&call))
-                    .map(|(index, _)| (*index, fired(call.clone(), callee_values)))
-                    .collect()
-            }
-            Record::Reached(reached) => {
-                self.count(&reached.class, &reached.method, &reached.descriptor);
-                self.probes
-                    .handlers
-                    .iter()
-                    .filter(|(_, selector)| selector.takes_point(&reached))
-                    .map(|(index, _)| (*index, fired_at(reached.clone())))
-                    .collect()
-            }
-            Record::Calls(batch) => self.batch(batch),
-            Record::Reported(reported) => return Some(Happened::Unseen(self.unseen(&reported))),
-            _ => Vec::new(),
-        };
-        (!taken.is_empty()).then_some(Happened::Fired(taken))
-    }
-
-    fn count(&mut self, class: &str, method: &str, descriptor: &str) {
-        let key = (
-            class.to_string(),
-            method.to_string(),
-            descriptor.to_string(),
-        );
-        *self.received.entry(key).or_default() += 1;
-    }
-
-    /// The calls of a batch each handler takes.
-    fn batch(&mut self, batch: CallBatch) -> Vec<(usize, Fired)> {
-        for thread in batch.threads.iter().cloned() {
-            self.batch_threads.insert(thread.key, thread);
-        }
-        for probe in batch.probes.iter().cloned() {
-            // Which handlers take its calls, durations aside.
-            let call = |threw: bool| Call {
-                class: probe.class.clone(),
-                method: probe.method.clone(),
-                descriptor: probe.descriptor.clone(),
-                duration_ns: u64::MAX,
-                outcome: match threw {
-                    true => Outcome::Threw(None),
-                    false => Outcome::Returned(None),
-                },
-                callee: probe.callee.clone(),
-                ..empty_call()
-            };
-            let takers = |call: Call| -> Vec<(usize, Option<Duration>)> {
-                self.probes
-                    .handlers
-                    .iter()
-                    .filter(|(_, selector)| selector.takes(&call))
-                    .map(|(index, selector)| (*index, selector.threshold))
-                    .collect()
-            };
-            let (returned, threw) = (takers(call(false)), takers(call(true)));
-            let takers = BatchTakers {
-                probe,
-                received: 0,
-                returned,
-                threw,
-            };
-            self.batch_probes.insert(takers.probe.key, takers);
-        }
-        let mut taken = Vec::new();
-        for call in batch.iter() {
-            let Some(takers) = self.batch_probes.get_mut(&call.probe) else {
-                continue;
-            };
-            takers.received += 1;
-            let handlers = if call.threw {
-                &takers.threw
-            } else {
-                &takers.returned
-            };
-            for &(index, threshold) in handlers {
-                if threshold.is_some_and(|t| call.duration_ns < t.as_nanos() as u64) {
-                    continue;
-                }
-                let thread = self.batch_threads.get(&call.thread);
-                let probe = &takers.probe;
-                taken.push((
-                    index,
-                    Fired {
-                        class: probe.class.clone(),
-                        method: probe.method.clone(),
-                        start_ns: call.time_ns,
-                        duration_ns: call.duration_ns,
-                        thread: thread.map_or_else(|| "?".into(), |t| t.name.clone()),
-                        tid: thread.map_or(0, |t| t.tid),
-                        callee: probe.callee.clone(),
-                        ..Fired::default()
-                    },
-                ));
-            }
-        }
-        taken
-    }
-
-    /// `N calls of Class.method` for the calls the probes reported that did not arrive.
-    fn unseen(&mut self, reported: &Reported) -> Vec<(u64, String)> {
-        for takers in self.batch_probes.values_mut() {
-            let probe = &takers.probe;
-            let key = (
-                probe.class.clone(),
-                probe.method.clone(),
-                probe.descriptor.clone(),
-            );
-            *self.received.entry(key).or_default() += std::mem::take(&mut takers.received);
-        }
-        reported
-            .methods
-            .iter()
-            .filter_map(|m| {
-                let key = (m.class.clone(), m.method.clone(), m.descriptor.clone());
-                let received = self.received.get(&key).copied().unwrap_or(0);
-                let unseen = m.calls.saturating_sub(received);
-                (unseen > 0).then(|| (unseen, format!("{}.{}", m.class, m.method)))
-            })
-            .collect()
-    }
 }
 
 /// A script running against a JVM.
@@ -579,7 +125,7 @@ impl Session {
             .handlers
             .iter()
             .any(|h| matches!(h.trigger, Trigger::Event(_)));
-        let conversation = match probes.handlers.is_empty() {
+        let conversation = match probes.is_empty() {
             true => None,
             false => {
                 let options = Options {
@@ -624,7 +170,7 @@ impl Session {
                                 .ok()
                                 .and_then(|record| reader.read(record))
                             {
-                                let _ = sender.send(happened);
+                                let _ = sender.send(Happened::Read(happened));
                             }
                             Ok(())
                         }),
@@ -656,8 +202,8 @@ impl Session {
                 let mut next = events.recv_timeout(wait);
                 loop {
                     match next {
-                        Ok(Happened::Fired(taken)) => fire(&mut machine, &taken),
-                        Ok(Happened::Unseen(calls)) => unseen = calls,
+                        Ok(Happened::Read(Reading::Fired(taken))) => fire(&mut machine, &taken),
+                        Ok(Happened::Read(Reading::Unseen(calls))) => unseen = calls,
                         Ok(Happened::Ended(result)) => {
                             ended = true;
                             if let Err(e) = result {
@@ -717,8 +263,8 @@ impl Session {
             let script_ended = machine.exit_code().is_some();
             while let Ok(event) = events.try_recv() {
                 match event {
-                    Happened::Fired(taken) => fire(&mut machine, &taken),
-                    Happened::Unseen(calls) => unseen = calls,
+                    Happened::Read(Reading::Fired(taken)) => fire(&mut machine, &taken),
+                    Happened::Read(Reading::Unseen(calls)) => unseen = calls,
                     Happened::Ended(Err(e)) => {
                         failure.get_or_insert(e);
                     }
@@ -1041,76 +587,6 @@ fn send_event(words: &[String]) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// A traced call as a probe firing. With `callee_values` (the plan's), a call-site call's
-/// values are `this`, the called method's receiver, then its arguments.
-pub(crate) fn fired(call: Call, callee_values: bool) -> Fired {
-    let (returned, thrown) = match call.outcome {
-        Outcome::Returned(value) => (value, None),
-        Outcome::Threw(exception) => (None, exception),
-    };
-    let mut values = call.values;
-    let mut sizes = call.sizes;
-    let at_call = callee_values && call.callee.is_some() && values.len() > 1;
-    let target = at_call.then(|| values.remove(1));
-    let target_size = (at_call && sizes.len() > 1).then(|| sizes.remove(1));
-    Fired {
-        class: call.class,
-        method: call.method,
-        start_ns: call.time_ns,
-        duration_ns: call.duration_ns,
-        values,
-        target,
-        returned,
-        thrown,
-        sizes,
-        returned_size: call.return_size,
-        target_size,
-        stack: call.stack,
-        thread: call.thread,
-        tid: call.tid,
-        callee: call.callee,
-        point: None,
-    }
-}
-
-/// What a `Kind.ENTRY`, `LINE`, `NEW` or `SYNC_*` handler runs on.
-pub(crate) fn fired_at(reached: Reached) -> Fired {
-    Fired {
-        class: reached.class,
-        method: reached.method,
-        start_ns: reached.time_ns,
-        values: reached.values,
-        sizes: reached.sizes,
-        returned: reached.allocated,
-        stack: reached.stack,
-        thread: reached.thread,
-        tid: reached.tid,
-        point: Some(reached.point),
-        ..Fired::default()
-    }
-}
-
-/// A call of no method, for the fields a record or batch leaves out.
-fn empty_call() -> Call {
-    Call {
-        time_ns: 0,
-        thread: "main".into(),
-        tid: 1,
-        class: String::new(),
-        method: String::new(),
-        descriptor: String::new(),
-        duration_ns: 0,
-        coarse: false,
-        args: None,
-        values: Vec::new(),
-        sizes: Vec::new(),
-        return_size: None,
-        outcome: Outcome::Returned(None),
-        stack: Vec::new(),
-        callee: None,
-    }
-}
-
 /// Runs the handlers on traced calls, until the script exits.
 fn fire(machine: &mut Machine, taken: &[(usize, Fired)]) {
     for (index, fired) in taken {
@@ -1158,10 +634,6 @@ fn flush(machine: &mut Machine, failures: &mut Vec<(String, u64)>) {
 mod tests {
     use super::*;
 
-    pub(super) fn call() -> Call {
-        empty_call()
-    }
-
     #[test]
     fn properties_read_as_java_writes_them() {
         assert_eq!(
@@ -1177,123 +649,5 @@ mod tests {
             Some(("odd=key".into(), "C:\\x é".into()))
         );
         assert_eq!(java_property("#Tue Nov 24"), None);
-    }
-
-    #[test]
-    fn java_types_become_jvm_descriptors() {
-        assert_eq!(
-            jvm_descriptor("void (java.lang.String, int[])").as_deref(),
-            Some("(Ljava/lang/String;[I)V")
-        );
-        assert_eq!(jvm_descriptor("long ()").as_deref(), Some("()J"));
-        assert_eq!(jvm_descriptor("nonsense"), None);
-    }
-
-    #[test]
-    fn a_duration_guard_becomes_the_agents_threshold() {
-        let source = "import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.RETURN))\npublic static void h(@Duration long d) { if (d > 1000) { println(d); } }\n@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.RETURN))\npublic static void g(@Duration long d) { println(d); }\n}";
-        let script = compile(source, "S.java").unwrap();
-        assert_eq!(
-            threshold(&script.handlers[0]),
-            Some(Duration::from_nanos(1001))
-        );
-        assert_eq!(threshold(&script.handlers[1]), None);
-        // g takes every call: the agent cannot drop the short ones.
-        let probes = probes(&script, "S.java").unwrap();
-        assert_eq!(
-            probes.plan.to_string(),
-            "mode:trace p:a.B::run p:a.B::run batches"
-        );
-        let call = |duration_ns| Call {
-            class: "a.B".into(),
-            method: "run".into(),
-            descriptor: "()V".into(),
-            duration_ns,
-            outcome: Outcome::Returned(None),
-            ..call()
-        };
-        let takers = |c: &Call| probes.handlers.iter().filter(|(_, s)| s.takes(c)).count();
-        assert_eq!((takers(&call(500)), takers(&call(5000))), (1, 2));
-    }
-
-    #[test]
-    fn call_handlers_trace_call_sites_and_take_only_their_calls() {
-        let source = "import com.sun.btrace.annotations.*;\nimport static com.sun.btrace.BTraceUtils.*;\n@BTrace public class S {\n\
-            @OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"/java\\\\.io\\\\..*/\", method=\"write\", where=Where.AFTER))\n\
-            public static void after(@TargetMethodOrField String m) { println(m); }\n\
-            @OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"a.C\", method=\"/.*/\"))\n\
-            public static void before(@TargetMethodOrField String m) { println(m); }\n\
-            @OnMethod(clazz=\"a.B\", method=\"run\")\n\
-            public static void entry() { println(1); }\n}";
-        let script = compile(source, "S.java").unwrap();
-        let probes = probes(&script, "S.java").unwrap();
-        assert_eq!(
-            probes.plan.to_string(),
-            "mode:trace c:a.B::run to:/java\\.io\\..*/::write c:a.B::run to:a.C::/.*/ entry:a.B::run exceptions batches"
-        );
-        let at_site = |class: &str, method: &str, threw: bool| Call {
-            class: "a.B".into(),
-            method: "run".into(),
-            descriptor: "()V".into(),
-            outcome: match threw {
-                true => Outcome::Threw(None),
-                false => Outcome::Returned(None),
-            },
-            callee: Some(Callee {
-                class: class.into(),
-                method: method.into(),
-                descriptor: "()V".into(),
-                invoke: "virtual".into(),
-            }),
-            ..call()
-        };
-        let takers = |c: &Call| -> Vec<usize> {
-            probes
-                .handlers
-                .iter()
-                .filter(|(_, s)| s.takes(c))
-                .map(|(i, _)| *i)
-                .collect()
-        };
-        assert_eq!(takers(&at_site("java.io.PrintStream", "write", false)), [0]);
-        assert_eq!(
-            takers(&at_site("java.io.PrintStream", "write", true)),
-            [] as [usize; 0]
-        );
-        assert_eq!(takers(&at_site("a.C", "go", true)), [1]);
-        assert_eq!(takers(&at_site("a.C", "<init>", false)), [] as [usize; 0]);
-        let own = Call {
-            class: "a.B".into(),
-            method: "run".into(),
-            ..call()
-        };
-        assert_eq!(takers(&own), [] as [usize; 0]);
-        let entered = Reached {
-            time_ns: 0,
-            thread: "main".into(),
-            tid: 1,
-            class: "a.B".into(),
-            method: "run".into(),
-            descriptor: "()V".into(),
-            point: Point::Entry,
-            values: Vec::new(),
-            sizes: Vec::new(),
-            allocated: None,
-            stack: Vec::new(),
-        };
-        let entry_takers: Vec<usize> = probes
-            .handlers
-            .iter()
-            .filter(|(_, s)| s.takes_point(&entered))
-            .map(|(i, _)| *i)
-            .collect();
-        assert_eq!(entry_takers, [2]);
-        let subtypes = source.replace("clazz=\"a.C\"", "clazz=\"+a.C\"");
-        let script = compile(&subtypes, "S.java").unwrap();
-        let error = super::probes(&script, "S.java").err().unwrap().to_string();
-        assert!(
-            error.contains("clazz = \"+a.C\" in a @Location is not supported"),
-            "{error}"
-        );
     }
 }

@@ -607,7 +607,7 @@ fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_
                 {
                     return Ok(());
                 }
-                machine.fire(0, &super::btrace::fired(call.clone(), false));
+                machine.fire(0, &jtap_script::fired(call.clone(), false));
                 for error in machine.take_errors() {
                     // Once each: the same expression fails the same way call after call.
                     if reported.insert(error.clone()) {
