@@ -54,7 +54,7 @@ fn engine_settings_of_another_engine_are_refused_before_attaching() {
         ),
         (
             &["profile", "1", "-e", "alloc", "-i", "1ms"][..],
-            "-i only applies to -e cpu, itimer, ctimer or wall",
+            "-i only applies to -e cpu, itimer, ctimer, wall or perf",
         ),
     ] {
         jtap(args).fails_with(2, message);
