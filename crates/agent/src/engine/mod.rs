@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jtap_jvmti::{Capabilities, Env};
-use jtap_profile::{ExportOptions, Format, Profile};
+use jtap_profile::{event, ExportOptions, Format, Profile};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Event, Options};
 
@@ -165,7 +165,7 @@ pub trait Engine: Send {
     fn dump(&self) -> Report;
     /// Why the engine is done on its own (e.g. the tracer reported its `-n` calls), once it
     /// is: the agent then stops it as if its client had asked.
-    fn ended(&self) -> Option<String> {
+    fn ended(&self) -> Option<jtap_protocol::Ended> {
         None
     }
     /// Samples recorded and dropped so far, for the client's progress line (sampling engines).
@@ -253,17 +253,17 @@ pub const ENGINES: [Registration; 12] = [
     Registration {
         event: Event::NativeMem,
         create: || Box::new(nativemem::NativeMemEngine::default()),
-        holds: &[Resource::Hooks("nativemem")],
+        holds: &[Resource::Hooks(event::NATIVEMEM.name)],
     },
     Registration {
         event: Event::Io,
         create: || Box::new(io::IoEngine::default()),
-        holds: &[Resource::Hooks("io")],
+        holds: &[Resource::Hooks(event::IO.name)],
     },
     Registration {
         event: Event::NativeLock,
         create: || Box::new(nativelock::NativeLockEngine::default()),
-        holds: &[Resource::Hooks("nativelock")],
+        holds: &[Resource::Hooks(event::NATIVELOCK.name)],
     },
     Registration {
         event: Event::Perf,

@@ -620,7 +620,7 @@ fn collect(
             "jtap: the agent did not end the profile at {} s; stopped it after {seconds:.1} s",
             duration.as_secs_f64()
         ),
-        Asked::Nothing if why != "duration elapsed" => {
+        Asked::Nothing if why != jtap_protocol::Ended::DurationElapsed => {
             eprintln!(
                 "jtap: the profile ended after {seconds:.1} s ({why}); writing what was collected"
             )
