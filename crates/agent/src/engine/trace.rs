@@ -14,6 +14,7 @@ use jtap_protocol::{Ended, Options};
 use super::{Context, Engine, Report};
 use crate::channel::ClientSink;
 use crate::trace::batch;
+use crate::trace::calltree;
 use crate::trace::instrument::{self, Tracing};
 use crate::trace::probes::{
     self, Settings, CAPTURE_ARGS, CAPTURE_RETURN, CAPTURE_SIZES, CAPTURE_STACK, CAPTURE_THROWN,
@@ -153,7 +154,10 @@ impl Engine for TraceEngine {
         self.clock = probes::clock_name();
         let started = std::time::Instant::now();
         self.classes = match tracing.instrument_loaded() {
-            Ok(n) => n,
+            Ok(n) => {
+                calltree::arm();
+                n
+            }
             Err(e) => {
                 probes::deactivate();
                 ticker::stop();

@@ -10,7 +10,7 @@
 //! entry calls (`-d`, Ctrl-C), [`flush_open_trees`] asks each thread to hand over the tree
 //! it is growing, marked unfinished.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Most nodes of one call tree; later calls inside the same entry call are not recorded.
@@ -27,6 +27,9 @@ static QUEUED_NODES: AtomicI64 = AtomicI64::new(0);
 static OPEN: AtomicU32 = AtomicU32::new(0);
 /// The generation of the session whose threads should hand over their unfinished trees.
 static FLUSH: AtomicU32 = AtomicU32::new(0);
+/// Entry calls start trees: the session's classes are all instrumented (a call that began
+/// while deeper levels were still being instrumented would have a partial tree).
+static ARMED: AtomicBool = AtomicBool::new(false);
 
 /// One node of a call tree: a method (inner method or the entry) or a call site.
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +72,12 @@ pub enum Admission {
 pub fn reset(count: Option<u64>) {
     BUDGET.store(count.unwrap_or(u64::MAX), Relaxed);
     OPEN.store(0, Relaxed);
+    ARMED.store(false, Relaxed);
+}
+
+/// The session's classes are instrumented: entry calls from now on start trees.
+pub fn arm() {
+    ARMED.store(true, Relaxed);
 }
 
 /// Whether a tree of `nodes` nodes may be handed over; counts it as queued if so.
@@ -148,6 +157,9 @@ impl Growing {
             return None;
         }
         if self.nodes.is_empty() {
+            if !ARMED.load(Relaxed) {
+                return None;
+            }
             OPEN.fetch_add(1, Relaxed);
             self.truncated = 0;
             self.open = 0;
@@ -239,8 +251,13 @@ impl Growing {
 mod tests {
     use super::*;
 
+    /// The tests share the module's statics (the budget, the armed flag): one at a time.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn an_unfinished_tree_ends_its_open_nodes_and_stops_growing() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        arm();
         let mut tree = Growing::new();
         assert_eq!(tree.enter_root(7, 10), Some(0));
         let inner = tree.open(8, false, 20);
@@ -260,7 +277,20 @@ mod tests {
     }
 
     #[test]
+    fn entry_calls_start_trees_only_once_armed() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        reset(None);
+        let mut tree = Growing::new();
+        assert_eq!(tree.enter_root(1, 0), None);
+        arm();
+        assert_eq!(tree.enter_root(1, 0), Some(0));
+        tree.take();
+    }
+
+    #[test]
     fn a_full_tree_counts_what_it_cannot_record() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        arm();
         let mut tree = Growing::new();
         tree.enter_root(1, 0);
         for i in 0..MAX_NODES + 5 {
@@ -274,6 +304,7 @@ mod tests {
 
     #[test]
     fn the_budget_admits_the_trees_asked_for_and_marks_the_last() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         reset(Some(2));
         assert_eq!(admit(10), Admission::Send);
         assert_eq!(admit(10), Admission::SendLast);

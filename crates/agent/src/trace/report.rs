@@ -15,6 +15,7 @@ use jtap_classfile::instruction::op::{
     ANEWARRAY, INVOKEINTERFACE, INVOKESPECIAL, INVOKESTATIC, INVOKEVIRTUAL, MULTIANEWARRAY, NEW,
     NEWARRAY,
 };
+use jtap_classfile::plan::Registry;
 use jtap_protocol::records::{
     self, BatchCall, BatchProbe, Call, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval,
     Point, Reached, TreeNode,
@@ -336,17 +337,18 @@ impl Reporter {
         }
     }
 
-    /// A tree node's method as (`Class.method`, descriptor).
-    fn node_key(&self, node: &Node) -> (String, String) {
+    /// A tree node's method as (`Class.method`, descriptor), from the registry (locked once
+    /// per tree: the class-file hook holds it while it instruments a class).
+    fn node_key(registry: &Registry, node: &Node) -> (String, String) {
         if !node.site {
-            let (class, method, descriptor) = self.method_name(node.id);
-            return (format!("{class}.{method}"), descriptor);
+            return match registry.methods.get(node.id as usize) {
+                Some(m) => (
+                    format!("{}.{}", m.class.replace('/', "."), m.name),
+                    m.descriptor.clone(),
+                ),
+                None => (format!("?.method#{}", node.id), String::new()),
+            };
         }
-        let registry = self
-            .tracing
-            .registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
         match registry.sites.get(node.id as usize) {
             Some(site) => {
                 let (member, descriptor) =
@@ -587,6 +589,11 @@ impl Reporter {
         let mut key_of_node: HashMap<(u32, bool), u32> = HashMap::new();
         let mut key_of_text: HashMap<(String, String), u32> = HashMap::new();
         let mut keys: Vec<(String, String)> = Vec::new();
+        let registry = self
+            .tracing
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let node_keys: Vec<u32> = tree
             .nodes
             .iter()
@@ -594,7 +601,7 @@ impl Reporter {
                 if let Some(&key) = key_of_node.get(&(n.id, n.site)) {
                     return key;
                 }
-                let text = self.node_key(n);
+                let text = Reporter::node_key(&registry, n);
                 let key = *key_of_text.entry(text.clone()).or_insert_with(|| {
                     keys.push(text);
                     keys.len() as u32 - 1
@@ -603,6 +610,7 @@ impl Reporter {
                 key
             })
             .collect();
+        drop(registry);
         let (nodes, node_keys) = merge_calls_into_sites(&tree.nodes, node_keys, &keys);
         let names = display_names(&keys);
         let depth = self.tracing.plan.depth;
