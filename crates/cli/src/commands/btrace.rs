@@ -97,10 +97,30 @@ enum Happened {
     Ended(Result<jtap_protocol::Ended, String>),
 }
 
-/// A script running against a JVM.
-struct Session;
+/// A script running against a JVM: its machine, and what its loop keeps between turns.
+struct Session<'s> {
+    machine: Machine<'s>,
+    file: &'s str,
+    pid: u32,
+    started: Instant,
+    duration: Option<Duration>,
+    /// Handler errors, each with how often it recurred.
+    failures: Vec<(String, u64)>,
+    /// The timer handlers: (index, period, when next due).
+    timers: Vec<(usize, Duration, Instant)>,
+    /// Whether some `@OnEvent` handler listens.
+    listens: bool,
+    /// The tracing session ended.
+    ended: bool,
+    /// The first error of the tracing session.
+    failure: Option<String>,
+    /// The calls the handlers did not see, as the agent last reported them.
+    unseen: Vec<(u64, String)>,
+}
 
-impl Session {
+impl Session<'_> {
+    /// Runs the script against JVM `pid`: its probes in a tracing session (when it has any),
+    /// its timers and events here, until it exits, Ctrl-C, `duration` or the JVM's exit.
     fn run(
         script: &Script,
         file: &str,
@@ -117,140 +137,41 @@ impl Session {
             environment: std::cell::OnceCell::new(),
             heap_bounds: std::cell::OnceCell::new(),
         };
-        let mut machine = Machine::new(script, file, script_args.to_vec(), Some(Box::new(facts)));
-        let mut failures = Vec::new();
-        flush(&mut machine, &mut failures);
-        let events_in = EventSocket::bind(pid)?;
-        let listens = script
-            .handlers
-            .iter()
-            .any(|h| matches!(h.trigger, Trigger::Event(_)));
-        let conversation = match probes.is_empty() {
-            true => None,
-            false => {
-                let options = Options {
-                    action: Some(Action::Start),
-                    event: Some(Event::Trace),
-                    trace: Some(probes.plan.clone()),
-                    ..Options::default()
-                };
-                Some(Conversation::open(pid, &options, timeout)?)
-            }
+        let machine = Machine::new(script, file, script_args.to_vec(), Some(Box::new(facts)));
+        let mut session = Session {
+            machine,
+            file,
+            pid,
+            started: Instant::now(),
+            duration,
+            failures: Vec::new(),
+            timers: Vec::new(),
+            listens: script
+                .handlers
+                .iter()
+                .any(|h| matches!(h.trigger, Trigger::Event(_))),
+            ended: false,
+            failure: None,
+            unseen: Vec::new(),
         };
+        session.flush();
+        let events_in = EventSocket::bind(pid)?;
+        let conversation = open_probes(probes, pid, timeout)?;
         let stopper = conversation
             .as_ref()
             .map(Conversation::stopper)
             .transpose()?;
-        let started = Instant::now();
+        session.started = Instant::now();
+        session.timers = timers(script, session.started);
         let (sender, events) = mpsc::channel();
-        let mut timers: Vec<(usize, Duration, Instant)> = script
-            .handlers
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| match h.trigger {
-                Trigger::Timer(ms) => {
-                    let period = Duration::from_millis(ms);
-                    Some((i, period, started + period))
-                }
-                _ => None,
-            })
-            .collect();
         std::thread::scope(|scope| -> anyhow::Result<i32> {
             let reader = conversation.map(|conversation| {
                 let sender = sender.clone();
-                scope.spawn(move || {
-                    let mut reader = Reader::new(probes);
-                    let ended = conversation.finish(
-                        &mut io::stderr(),
-                        Some(&mut |frame| {
-                            let Frame::Record(bytes) = frame else {
-                                return Ok(());
-                            };
-                            if let Some(happened) = Record::decode(&bytes)
-                                .ok()
-                                .and_then(|record| reader.read(record))
-                            {
-                                let _ = sender.send(Happened::Read(happened));
-                            }
-                            Ok(())
-                        }),
-                    );
-                    let _ = sender.send(Happened::Ended(ended.map_err(|e| e.to_string())));
-                })
+                scope.spawn(move || read_probes(conversation, probes, &sender))
             });
             drop(sender);
-            let mut ended = false;
-            let mut failure = None;
-            let mut unseen = Vec::new();
-            'script: loop {
-                let stop = interrupt::requested()
-                    || machine.exit_code().is_some()
-                    || ended
-                    || duration.is_some_and(|d| started.elapsed() >= d)
-                    || !std::path::Path::new(&format!("/proc/{pid}")).exists();
-                if stop {
-                    break;
-                }
-                let next_timer = timers.iter().map(|(_, _, due)| *due).min();
-                let wait = next_timer
-                    .map_or(Duration::from_millis(100), |due| {
-                        due.saturating_duration_since(Instant::now())
-                    })
-                    .min(Duration::from_millis(100));
-                // What arrived, for up to 10 ms, before the timers and events below.
-                let busy = Instant::now();
-                let mut next = events.recv_timeout(wait);
-                loop {
-                    match next {
-                        Ok(Happened::Read(Reading::Fired(taken))) => fire(&mut machine, &taken),
-                        Ok(Happened::Read(Reading::Unseen(calls))) => unseen = calls,
-                        Ok(Happened::Ended(result)) => {
-                            ended = true;
-                            if let Err(e) = result {
-                                failure.get_or_insert(e);
-                            }
-                        }
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(mpsc::RecvTimeoutError::Disconnected) => {
-                            // No probes (or their session ended): timers and events go on.
-                            if timers.is_empty() && !listens {
-                                break 'script;
-                            }
-                            std::thread::sleep(wait);
-                        }
-                    }
-                    if ended
-                        || machine.exit_code().is_some()
-                        || busy.elapsed() >= Duration::from_millis(10)
-                    {
-                        break;
-                    }
-                    match events.try_recv() {
-                        Ok(happened) => next = Ok(happened),
-                        Err(_) => break,
-                    }
-                }
-                let status = || {
-                    let mut text = format!("{file} (jtap pid {})\n", std::process::id());
-                    for (name, value) in machine.exported() {
-                        text.push_str(&format!("  {name} = {value}\n"));
-                    }
-                    text
-                };
-                for name in events_in.received(&status) {
-                    if machine.event(name.as_deref()) == 0 {
-                        let shown = name.as_deref().unwrap_or("(unnamed)");
-                        eprintln!("jtap: no @OnEvent handler takes the event {shown}");
-                    }
-                }
-                let now = Instant::now();
-                for (index, period, due) in &mut timers {
-                    if *due <= now {
-                        machine.run(*index);
-                        *due += *period;
-                    }
-                }
-                flush(&mut machine, &mut failures);
+            while !session.should_stop() && session.take_arrivals(&events) {
+                session.serve(&events_in);
             }
             // The probes end (classes restored); calls already traced still reach the handlers.
             if let Some(stopper) = &stopper {
@@ -259,32 +180,198 @@ impl Session {
             if let Some(reader) = reader {
                 let _ = reader.join();
             }
-            // Calls the script missed count only while it ran to the end of the session.
-            let script_ended = machine.exit_code().is_some();
-            while let Ok(event) = events.try_recv() {
-                match event {
-                    Happened::Read(Reading::Fired(taken)) => fire(&mut machine, &taken),
-                    Happened::Read(Reading::Unseen(calls)) => unseen = calls,
-                    Happened::Ended(Err(e)) => {
-                        failure.get_or_insert(e);
-                    }
-                    Happened::Ended(Ok(_)) => {}
-                }
-            }
-            machine.finish();
-            flush(&mut machine, &mut failures);
-            if !script_ended {
-                print_unseen(&unseen);
-            }
-            for (error, times) in failures.iter().filter(|(_, n)| *n > 1) {
-                eprintln!("jtap: {times} times: {error}");
-            }
-            if let Some(e) = failure {
-                return Err(anyhow::anyhow!(e));
-            }
-            Ok(machine.exit_code().unwrap_or(0))
+            session.end(&events)
         })
     }
+
+    /// Whether the script's loop ends: Ctrl-C, the script's exit, the end of its tracing
+    /// session, its duration, or the JVM's exit.
+    fn should_stop(&self) -> bool {
+        interrupt::requested()
+            || self.machine.exit_code().is_some()
+            || self.ended
+            || self.duration.is_some_and(|d| self.started.elapsed() >= d)
+            || !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+
+    /// Takes what arrived, for up to 10 ms, before the timers and events; waits at most
+    /// until the next timer is due (100 ms at most) for the first. False when nothing more
+    /// can happen: no probes (or their session ended), and no timer or event handler.
+    fn take_arrivals(&mut self, events: &mpsc::Receiver<Happened>) -> bool {
+        let wait = self
+            .timers
+            .iter()
+            .map(|(_, _, due)| *due)
+            .min()
+            .map_or(Duration::from_millis(100), |due| {
+                due.saturating_duration_since(Instant::now())
+            })
+            .min(Duration::from_millis(100));
+        let busy = Instant::now();
+        let mut next = events.recv_timeout(wait);
+        loop {
+            match next {
+                Ok(happened) => self.take(happened),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // No probes (or their session ended): timers and events go on.
+                    if self.timers.is_empty() && !self.listens {
+                        return false;
+                    }
+                    std::thread::sleep(wait);
+                }
+            }
+            if self.ended
+                || self.machine.exit_code().is_some()
+                || busy.elapsed() >= Duration::from_millis(10)
+            {
+                return true;
+            }
+            match events.try_recv() {
+                Ok(happened) => next = Ok(happened),
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Runs the handlers on what the tracing session's reader sent.
+    fn take(&mut self, happened: Happened) {
+        match happened {
+            Happened::Read(Reading::Fired(taken)) => fire(&mut self.machine, &taken),
+            Happened::Read(Reading::Unseen(calls)) => self.unseen = calls,
+            Happened::Ended(result) => {
+                self.ended = true;
+                if let Err(e) = result {
+                    self.failure.get_or_insert(e);
+                }
+            }
+        }
+    }
+
+    /// Answers `jtap btrace event` and `jtap status`, runs the timers due, and prints what
+    /// the handlers printed.
+    fn serve(&mut self, events_in: &EventSocket) {
+        let status = || {
+            let mut text = format!("{} (jtap pid {})\n", self.file, std::process::id());
+            for (name, value) in self.machine.exported() {
+                text.push_str(&format!("  {name} = {value}\n"));
+            }
+            text
+        };
+        for name in events_in.received(&status) {
+            if self.machine.event(name.as_deref()) == 0 {
+                let shown = name.as_deref().unwrap_or("(unnamed)");
+                eprintln!("jtap: no @OnEvent handler takes the event {shown}");
+            }
+        }
+        let now = Instant::now();
+        for (index, period, due) in &mut self.timers {
+            if *due <= now {
+                self.machine.run(*index);
+                *due += *period;
+            }
+        }
+        self.flush();
+    }
+
+    /// Once the probes ended: the calls still in flight reach the handlers, the `@OnExit`
+    /// handlers run, and the calls the script missed and the recurring errors are said.
+    /// Returns the script's exit code.
+    fn end(mut self, events: &mpsc::Receiver<Happened>) -> anyhow::Result<i32> {
+        // Calls the script missed count only while it ran to the end of the session.
+        let script_ended = self.machine.exit_code().is_some();
+        while let Ok(happened) = events.try_recv() {
+            self.take(happened);
+        }
+        self.machine.finish();
+        self.flush();
+        if !script_ended {
+            print_unseen(&self.unseen);
+        }
+        for (error, times) in self.failures.iter().filter(|(_, n)| *n > 1) {
+            eprintln!("jtap: {times} times: {error}");
+        }
+        if let Some(e) = self.failure {
+            return Err(anyhow::anyhow!(e));
+        }
+        Ok(self.machine.exit_code().unwrap_or(0))
+    }
+
+    /// Prints what the handlers printed (stdout) and their errors (stderr: each error once,
+    /// and how often it recurred at the end).
+    fn flush(&mut self) {
+        let out = self.machine.take_output();
+        if !out.is_empty() {
+            let mut stdout = io::stdout().lock();
+            let _ = stdout.write_all(out.as_bytes());
+            let _ = stdout.flush();
+        }
+        for error in self.machine.take_errors() {
+            match self.failures.iter_mut().find(|(e, _)| *e == error) {
+                Some((_, n)) => *n += 1,
+                None => {
+                    eprintln!("jtap: {error}");
+                    self.failures.push((error, 1));
+                }
+            }
+        }
+    }
+}
+
+/// The tracing session of the script's probes (none when it has no probe handler).
+fn open_probes(
+    probes: &Probes,
+    pid: u32,
+    timeout: Duration,
+) -> anyhow::Result<Option<Conversation>> {
+    if probes.is_empty() {
+        return Ok(None);
+    }
+    let options = Options {
+        action: Some(Action::Start),
+        event: Some(Event::Trace),
+        trace: Some(probes.plan.clone()),
+        ..Options::default()
+    };
+    Ok(Some(Conversation::open(pid, &options, timeout)?))
+}
+
+/// The timer handlers of `script`: (index, period, first due from `started`).
+fn timers(script: &Script, started: Instant) -> Vec<(usize, Duration, Instant)> {
+    script
+        .handlers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| match h.trigger {
+            Trigger::Timer(ms) => {
+                let period = Duration::from_millis(ms);
+                Some((i, period, started + period))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads the probes' tracing session to its end, sending each record's firings and then the
+/// end to the script's loop.
+fn read_probes(conversation: Conversation, probes: &Probes, sender: &mpsc::Sender<Happened>) {
+    let mut reader = Reader::new(probes);
+    let ended = conversation.finish(
+        &mut io::stderr(),
+        Some(&mut |frame| {
+            let Frame::Record(bytes) = frame else {
+                return Ok(());
+            };
+            if let Some(happened) = Record::decode(&bytes)
+                .ok()
+                .and_then(|record| reader.read(record))
+            {
+                let _ = sender.send(Happened::Read(happened));
+            }
+            Ok(())
+        }),
+    );
+    let _ = sender.send(Happened::Ended(ended.map_err(|e| e.to_string())));
 }
 
 /// The JVM's facts for `Sys.*`: system properties over the attach protocol (asked once, on
@@ -608,26 +695,6 @@ fn print_unseen(unseen: &[(u64, String)]) {
         );
     }
     let _ = stdout.flush();
-}
-
-/// Prints what the handlers printed (stdout) and their errors (stderr: each error once, and
-/// how often it recurred at the end).
-fn flush(machine: &mut Machine, failures: &mut Vec<(String, u64)>) {
-    let out = machine.take_output();
-    if !out.is_empty() {
-        let mut stdout = io::stdout().lock();
-        let _ = stdout.write_all(out.as_bytes());
-        let _ = stdout.flush();
-    }
-    for error in machine.take_errors() {
-        match failures.iter_mut().find(|(e, _)| *e == error) {
-            Some((_, n)) => *n += 1,
-            None => {
-                eprintln!("jtap: {error}");
-                failures.push((error, 1));
-            }
-        }
-    }
 }
 
 #[cfg(test)]
