@@ -2,12 +2,14 @@
 //! thread is running each time the process has used another interval of CPU time. One timer
 //! for the whole process; resolution is the scheduler tick (4 ms at HZ=250).
 
+#![deny(unsafe_code)]
+
 use jtap_jvmti::Capabilities;
 use jtap_protocol::Options;
 
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
 use crate::sampling::signal::Source;
-use crate::sampling::{self, Sampler, Settings};
+use crate::sampling::{self, timers, Sampler, Settings};
 
 /// The engine; `event` is what the profile says was asked for (`cpu` after a fallback).
 pub struct ItimerEngine {
@@ -25,22 +27,6 @@ impl ItimerEngine {
     }
 }
 
-fn set_timer(period: std::time::Duration) -> std::io::Result<()> {
-    let value = libc::timeval {
-        tv_sec: period.as_secs() as libc::time_t,
-        tv_usec: period.subsec_micros() as libc::suseconds_t,
-    };
-    let timer = libc::itimerval {
-        it_interval: value,
-        it_value: value,
-    };
-    // SAFETY: a valid itimerval; the old value is not asked for.
-    if unsafe { libc::setitimer(libc::ITIMER_PROF, &timer, std::ptr::null_mut()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 impl Engine for ItimerEngine {
     fn name(&self) -> &'static str {
         "itimer"
@@ -55,7 +41,7 @@ impl Engine for ItimerEngine {
         let settings =
             Settings::from_options(options, self.event, "itimer", period, Source::Itimer)?;
         let sampler = Sampler::start(context.env, context.vm, settings)?;
-        if let Err(e) = set_timer(period) {
+        if let Err(e) = timers::set_process_timer(period) {
             sampler.stop();
             return Err(format!("setitimer(ITIMER_PROF): {e}"));
         }
@@ -72,7 +58,7 @@ impl Engine for ItimerEngine {
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        if let Err(e) = set_timer(std::time::Duration::ZERO) {
+        if let Err(e) = timers::set_process_timer(std::time::Duration::ZERO) {
             log!("itimer: cannot disarm: {e}");
         }
         Report::Profile(Box::new(

@@ -11,6 +11,8 @@
 //! milliseconds) was sampled in phase with it, and the shares of its methods were off by up to
 //! 9 points.
 
+#![deny(unsafe_code)]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,7 +25,7 @@ use jtap_protocol::{Event, Options};
 use super::{Context, Engine, Report};
 use crate::sampling::signal::{Source, WALL_SIGNAL};
 use crate::sampling::threads::{self, OWN_THREAD_PREFIX};
-use crate::sampling::{self, Sampler, Settings};
+use crate::sampling::{self, timers, Sampler, Settings};
 
 /// Default wall-clock interval.
 const WALL_INTERVAL: Duration = Duration::from_millis(50);
@@ -100,8 +102,6 @@ impl Engine for WallEngine {
 /// The `jtap-wall` thread: signal the next threads (Java threads only unless `all_threads`)
 /// in turn every `period`.
 fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: bool) {
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
     let mut own: HashMap<i32, bool> = HashMap::new();
     let mut tids: Vec<i32> = Vec::new();
     let mut refreshed: Option<Instant> = None;
@@ -143,8 +143,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
             if sampler.counted_asleep(tid) {
                 continue;
             }
-            // SAFETY: tgkill to a thread of this process; a thread that has ended gives ESRCH.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, WALL_SIGNAL) };
+            timers::signal_thread(tid, WALL_SIGNAL);
         }
         cursor = (cursor + per_tick) % tids.len();
     }

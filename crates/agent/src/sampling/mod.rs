@@ -23,6 +23,8 @@
 //! - `frames`: the processing thread's frame table (each distinct frame named once).
 //! - `threads`: the process's threads, their names, per-thread timers following ThreadStart
 //!   and ThreadEnd.
+//! - `timers`: the process's profiling timer, per-thread CPU-clock timers, and signals sent to
+//!   one thread: the signal sources of `itimer`, `ctimer` and `wall`.
 //! - `jvm`: the few raw JNI/JVMTI calls the rest needs.
 //!
 //! An engine makes signals arrive (a perf_event counter, a timer, `tgkill`); a [`Sampler`]
@@ -55,6 +57,7 @@ pub mod perf;
 mod recover;
 pub mod signal;
 pub mod threads;
+pub mod timers;
 mod unwind;
 
 use std::collections::HashMap;
