@@ -15,42 +15,30 @@
 //! the start.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::Capabilities;
-use jtap_profile::Metadata;
+use jtap_profile::event;
 use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
-use crate::heap::sites::Part;
-use crate::hooks::site::{Recording, Sites};
-use crate::hooks::{self, entry_stub, Caller, Hook, Installation};
+use crate::hooks::timed::{TimedCalls, Timing};
+use crate::hooks::{entry_stub, Caller, Hook};
 
 /// Default threshold: calls shorter than this are not recorded.
 pub const DEFAULT_THRESHOLD: Duration = Duration::from_millis(1);
 
-static SITES: Sites = Sites::new();
-/// Whether the hooks record (they only time and forward when not).
-static RECORDING: AtomicBool = AtomicBool::new(false);
-/// The threshold in nanoseconds.
-static THRESHOLD_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+static CALLS: TimedCalls = TimedCalls::new(&event::IO);
 
 /// The engine.
 #[derive(Default)]
 pub struct IoEngine {
-    run: Option<Run>,
-}
-
-struct Run {
-    recording: Recording,
-    hooks: Installation,
-    threshold: Duration,
+    timing: Option<Timing>,
 }
 
 impl Engine for IoEngine {
     fn name(&self) -> &'static str {
-        "io"
+        event::IO.name
     }
 
     /// None on the agent's environment: the hook engines' own resolves methods.
@@ -60,81 +48,39 @@ impl Engine for IoEngine {
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
         let threshold = options.io.flatten().unwrap_or(DEFAULT_THRESHOLD);
-        let recording = SITES.start("io", context.vm, options)?;
-        THRESHOLD_NS.store(threshold.as_nanos() as u64, Ordering::SeqCst);
-        RECORDING.store(true, Ordering::SeqCst);
         // SAFETY: each stub has the signature of the function it is named for (see below).
-        match unsafe { hooks::install("io", &hooked()) } {
-            Ok(hooks) => {
-                self.run = Some(Run {
-                    recording,
-                    hooks,
-                    threshold,
-                });
-                Ok(())
-            }
-            Err(e) => {
-                RECORDING.store(false, Ordering::SeqCst);
-                SITES.stop(recording);
-                Err(format!("io: {e}"))
-            }
-        }
+        let timing = unsafe { CALLS.start(context.vm, options, threshold, &hooked()) }?;
+        self.timing = Some(timing);
+        Ok(())
     }
 
     fn dump(&self) -> Report {
-        match &self.run {
-            Some(run) => run.report(),
-            None => Report::Text("io: not running".into()),
+        match &self.timing {
+            Some(timing) => Report::Profile(Box::new(CALLS.profile(timing))),
+            None => Report::Text(format!("{}: not running", self.name())),
         }
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        let Some(run) = self.run.take() else {
-            return Report::Text("io: not running".into());
-        };
-        RECORDING.store(false, Ordering::SeqCst);
-        let report = run.report();
-        drop(run.hooks);
-        SITES.stop(run.recording);
-        report
-    }
-}
-
-impl Run {
-    fn report(&self) -> Report {
-        let metadata = Metadata {
-            event: "io".into(),
-            engine: "io".into(),
-            interval: self.threshold.as_nanos() as u64,
-            weight_unit: "nanoseconds".into(),
-            ..Metadata::default()
-        };
-        Report::Profile(Box::new(SITES.profile(
-            &self.recording,
-            Part::Total,
-            metadata,
-        )))
+        match self.timing.take() {
+            Some(timing) => Report::Profile(Box::new(CALLS.stop(timing))),
+            None => Report::Text(format!("{}: not running", self.name())),
+        }
     }
 }
 
 /// A call that took `start`'s elapsed time: recorded when that reaches the threshold, named
 /// `name` (with its descriptor's kind when `fd` is one).
 fn done(name: &'static str, fd: Option<c_int>, start: Instant, fp: usize, ret: usize) {
-    let took = start.elapsed().as_nanos() as u64;
-    if took < THRESHOLD_NS.load(Ordering::Relaxed) || !RECORDING.load(Ordering::Relaxed) {
-        return;
-    }
-    hooks::on_hooked_thread(|| {
-        let leaf = match fd.and_then(kind) {
-            Some(kind) => format!("{name}({kind})"),
-            None => name.to_string(),
-        };
-        let caller = Caller {
-            return_address: ret,
-            frame_pointer: fp,
-        };
-        SITES.record(&caller, &leaf, 1.0, took as f64, None);
-    });
+    let caller = Caller {
+        return_address: ret,
+        frame_pointer: fp,
+    };
+    let leaf = || match fd.and_then(kind) {
+        Some(kind) => format!("{name}({kind})"),
+        None => name.to_string(),
+    };
+    CALLS.took(start.elapsed().as_nanos() as u64, leaf, &caller);
 }
 
 /// What descriptor `fd` is: a socket, a file, a pipe or a device.

@@ -16,42 +16,30 @@
 //! library takes inside itself, HotSpot's spin locks, and libraries loaded after the start.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::Capabilities;
-use jtap_profile::Metadata;
+use jtap_profile::event;
 use jtap_protocol::Options;
 
 use super::{Context, Engine, Report};
-use crate::heap::sites::Part;
-use crate::hooks::site::{Recording, Sites};
-use crate::hooks::{self, entry_stub, Caller, Hook, Installation};
+use crate::hooks::timed::{TimedCalls, Timing};
+use crate::hooks::{entry_stub, Caller, Hook};
 
 /// Default threshold: shorter waits are not recorded.
 pub const DEFAULT_THRESHOLD: Duration = Duration::from_micros(10);
 
-static SITES: Sites = Sites::new();
-/// Whether the hooks record (they only forward when not).
-static RECORDING: AtomicBool = AtomicBool::new(false);
-/// The threshold in nanoseconds.
-static THRESHOLD_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+static CALLS: TimedCalls = TimedCalls::new(&event::NATIVELOCK);
 
 /// The engine.
 #[derive(Default)]
 pub struct NativeLockEngine {
-    run: Option<Run>,
-}
-
-struct Run {
-    recording: Recording,
-    hooks: Installation,
-    threshold: Duration,
+    timing: Option<Timing>,
 }
 
 impl Engine for NativeLockEngine {
     fn name(&self) -> &'static str {
-        "nativelock"
+        event::NATIVELOCK.name
     }
 
     /// None on the agent's environment: the hook engines' own resolves methods.
@@ -61,76 +49,38 @@ impl Engine for NativeLockEngine {
 
     fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
         let threshold = options.nativelock.flatten().unwrap_or(DEFAULT_THRESHOLD);
-        let recording = SITES.start("nativelock", context.vm, options)?;
-        THRESHOLD_NS.store(threshold.as_nanos() as u64, Ordering::SeqCst);
-        RECORDING.store(true, Ordering::SeqCst);
         // SAFETY: each stub has the signature of the function it is named for (see below).
-        match unsafe { hooks::install("nativelock", &hooked()) } {
-            Ok(hooks) => {
-                self.run = Some(Run {
-                    recording,
-                    hooks,
-                    threshold,
-                });
-                Ok(())
-            }
-            Err(e) => {
-                RECORDING.store(false, Ordering::SeqCst);
-                SITES.stop(recording);
-                Err(format!("nativelock: {e}"))
-            }
-        }
+        let timing = unsafe { CALLS.start(context.vm, options, threshold, &hooked()) }?;
+        self.timing = Some(timing);
+        Ok(())
     }
 
     fn dump(&self) -> Report {
-        match &self.run {
-            Some(run) => run.report(),
-            None => Report::Text("nativelock: not running".into()),
+        match &self.timing {
+            Some(timing) => Report::Profile(Box::new(CALLS.profile(timing))),
+            None => Report::Text(format!("{}: not running", self.name())),
         }
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        let Some(run) = self.run.take() else {
-            return Report::Text("nativelock: not running".into());
-        };
-        RECORDING.store(false, Ordering::SeqCst);
-        let report = run.report();
-        drop(run.hooks);
-        SITES.stop(run.recording);
-        report
-    }
-}
-
-impl Run {
-    fn report(&self) -> Report {
-        let metadata = Metadata {
-            event: "nativelock".into(),
-            engine: "nativelock".into(),
-            interval: self.threshold.as_nanos() as u64,
-            weight_unit: "nanoseconds".into(),
-            ..Metadata::default()
-        };
-        Report::Profile(Box::new(SITES.profile(
-            &self.recording,
-            Part::Total,
-            metadata,
-        )))
+        match self.timing.take() {
+            Some(timing) => Report::Profile(Box::new(CALLS.stop(timing))),
+            None => Report::Text(format!("{}: not running", self.name())),
+        }
     }
 }
 
 /// A wait that began at `start`: recorded when it took the threshold or more.
 fn waited(name: &'static str, start: Instant, fp: usize, ret: usize) {
-    let took = start.elapsed().as_nanos() as u64;
-    if took < THRESHOLD_NS.load(Ordering::Relaxed) || !RECORDING.load(Ordering::Relaxed) {
-        return;
-    }
-    hooks::on_hooked_thread(|| {
-        let caller = Caller {
-            return_address: ret,
-            frame_pointer: fp,
-        };
-        SITES.record(&caller, name, 1.0, took as f64, None);
-    });
+    let caller = Caller {
+        return_address: ret,
+        frame_pointer: fp,
+    };
+    CALLS.took(
+        start.elapsed().as_nanos() as u64,
+        || name.to_string(),
+        &caller,
+    );
 }
 
 /// The hooks, by C name.

@@ -16,6 +16,8 @@
 //!   the agent's own threads, `errno` as the hooked call left it, no panic into the caller.
 //! - [`site`]: records a hooked call at its site, with native and Java stacks, into a site
 //!   table, and makes the table a profile.
+//! - [`timed`]: calls timed by their hooks and recorded when they take a threshold (the io
+//!   and nativelock engines).
 //! - [`malloc`]: the hooks on the C allocator (the nativemem engine).
 //!
 //! A hook calls the C library's own function (with the caller's arguments, returning what it
@@ -25,6 +27,7 @@
 mod got;
 pub mod malloc;
 pub mod site;
+pub mod timed;
 
 use std::cell::Cell;
 use std::ffi::c_void;
