@@ -319,7 +319,9 @@ impl Sampler {
             event: settings.event.clone(),
             engine: settings.engine.into(),
             interval: settings.interval.as_nanos() as u64,
-            weight_unit: jtap_profile::event::kind(&settings.event).weight_unit.into(),
+            weight_unit: jtap_profile::event::kind(&settings.event)
+                .weight_unit
+                .into(),
             start_time_ns,
             ..Metadata::default()
         };

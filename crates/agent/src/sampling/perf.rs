@@ -144,7 +144,11 @@ pub fn register(fd: c_int, ring: Option<&Ring>, continuous: bool) -> bool {
     let value = ring.map_or(NO_RING, |r| {
         r.base as usize | if r.with_stack { WITH_STACK } else { 0 }
     });
-    let value = if continuous { value | CONTINUOUS } else { value };
+    let value = if continuous {
+        value | CONTINUOUS
+    } else {
+        value
+    };
     entry.store(value, Ordering::SeqCst);
     true
 }
