@@ -392,7 +392,7 @@ pub struct Plan {
     /// exception or stack) in batches, each method and thread named once (scripts: a hot
     /// method's every call reaches the handlers; see [`crate::records::CallBatch`]), and
     /// at the end how many calls of each method the probes reported
-    /// ([`crate::records::Fired`]).
+    /// ([`crate::records::batch::Reported`]).
     pub batches: bool,
 }
 

@@ -23,7 +23,7 @@ pub struct CallBatch {
     pub threads: Vec<BatchThread>,
     /// Durations are good to a millisecond or worse (see [`super::Call::coarse`]).
     pub coarse: bool,
-    /// [`WORDS`] numbers per call: its probe's key times two, plus one if it threw; its
+    /// Four numbers per call: its probe's key times two, plus one if it threw; its
     /// thread's key; its start (wall clock, ns since the Unix epoch); its duration in ns.
     pub calls: Vec<u64>,
 }
