@@ -24,7 +24,7 @@ pub enum Asked {
     Nothing,
     /// Ctrl-C.
     Interrupted,
-    /// The engine ran [`END_GRACE`] past its expected end.
+    /// The engine ran `END_GRACE` past its expected end.
     Overdue,
     /// `stop_now` said so.
     Told,
@@ -33,9 +33,9 @@ pub enum Asked {
 /// Reads an engine-owning conversation to its end with `read` on a thread of its own, while
 /// this thread keeps the end in hand: on Ctrl-C (taken while an [`interrupt::SessionTakes`] guard
 /// lives), when `stop_now` says so, or
-/// when the engine runs [`END_GRACE`] past `expected_end` (counted from its start; from the
-/// conversation's opening, plus [`START_WAIT`], while it has not started), it sends
-/// `Stop`; if the agent then takes more than [`STOP_WAIT`] to end, it gives up with an error
+/// when the engine runs `END_GRACE` past `expected_end` (counted from its start; from the
+/// conversation's opening, plus `START_WAIT`, while it has not started), it sends
+/// `Stop`; if the agent then takes more than `STOP_WAIT` to end, it gives up with an error
 /// rather than wait for ever.
 /// `tick` runs every 50 ms (progress display). Returns what `read` returned and why a stop
 /// was asked for.

@@ -1,7 +1,7 @@
 //! The back end of a script: its `@OnMethod` handlers as one tracing plan for the agent
 //! (which methods, call sites, points and fields to probe, what to capture, the guards and
 //! thresholds the agent applies), and for each handler which traced calls it takes
-//! ([`Selector`]s, which [`crate::firing`] applies to the records coming back).
+//! (`Selector`s, which [`crate::firing`] applies to the records coming back).
 
 use std::time::Duration;
 
