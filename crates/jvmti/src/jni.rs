@@ -5,7 +5,7 @@
 //! lifetime is the frame (a native method's or callback's call, or a pushed
 //! [`LocalFrame`]) its references live in.
 //!
-//! [`jni!`](crate::jni) calls a function of the table directly, for what has no wrapper.
+//! [`jni!`](macro@crate::jni) calls a function of the table directly, for what has no wrapper.
 
 use std::ffi::{c_void, CStr};
 use std::marker::PhantomData;

@@ -9,7 +9,7 @@
 //!   never disposed of.
 //! - [`Capabilities`] by name, with a [`CapabilityReport`] of what the VM refused.
 //! - [`Allocation`]: JVMTI-allocated memory, deallocated on drop; [`RawMonitor`] and its guard.
-//! - [`jni`]: the calling thread's [`Jni`], [`LocalFrame`]s popped on drop, [`Local`]
+//! - [`jni`](mod@jni): the calling thread's [`Jni`], [`LocalFrame`]s popped on drop, [`Local`]
 //!   references bound to their frame, [`GlobalRef`]s deleted on drop, and the [`jni!`] macro.
 //!
 //! `unsafe` lives in this crate's wrappers, each block justified by a `// SAFETY:` comment.
