@@ -15,7 +15,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, Background};
+use common::{agent_library, jtap, traced_while, Background};
 use jtap_testkit::{jdks, JavaProcess, Jdk};
 
 /// The issue's script, aimed at the test workload: sleepy() takes 20 ms.
@@ -92,8 +92,7 @@ fn one_round(jdk: &Jdk, name: &str, source: &str) -> (String, String) {
         .cwd(dir.path())
         .start();
     let pid = jvm.pid().to_string();
-    let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-    run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let run = Background::tracing(&["btrace", &pid, &script, "-d", "60s"], dir.path());
     round(&jvm, dir.path(), 1);
     // The round's last calls reach the handlers before Ctrl-C ends the script.
     std::thread::sleep(Duration::from_millis(300));
@@ -114,8 +113,7 @@ fn the_issues_tracker_prints_what_btrace_prints() {
             .cwd(dir.path())
             .start();
         let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let run = Background::tracing(&["btrace", &pid, &script, "-d", "60s"], dir.path());
         round(&jvm, dir.path(), 1);
         // Ctrl-C ends the script: the classes are restored.
         run.interrupt();
@@ -347,10 +345,12 @@ fn arguments_state_and_exit_reach_the_script() {
             .cwd(dir.path())
             .start();
         let pid = jvm.pid().to_string();
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, out, err) = run.finish(Duration::from_secs(60));
+        let (_, (code, out, err)) = traced_while(
+            &["btrace", &pid, &script, "-d", "60s"],
+            dir.path(),
+            Duration::from_secs(60),
+            || round(&jvm, dir.path(), 1),
+        );
         // Eight threads call sleepy(0..9): 80 calls, arguments summing to 8 * 45.
         assert_eq!(code, 7, "JDK {}: exit(7) {out} {err}", jdk.version);
         let lines: Vec<&str> = out.lines().collect();
@@ -436,8 +436,7 @@ import static com.sun.btrace.BTraceUtils.*;
         .cwd(dir.path())
         .start();
     let pid = jvm.pid().to_string();
-    let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-    run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let run = Background::tracing(&["btrace", &pid, &script, "-d", "60s"], dir.path());
     round(&jvm, dir.path(), 1);
     // The calls reach the script before the event does.
     std::thread::sleep(Duration::from_millis(500));
@@ -507,8 +506,7 @@ import static com.sun.btrace.BTraceUtils.*;
         let pid = jvm.pid().to_string();
         round(&jvm, dir.path(), 1);
         let untraced = done_line(&jvm, 1);
-        let mut run = Background::start(&["btrace", &pid, &script, "-d", "60s"], dir.path());
-        run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+        let run = Background::tracing(&["btrace", &pid, &script, "-d", "60s"], dir.path());
         round(&jvm, dir.path(), 2);
         run.interrupt();
         let (code, out, err) = run.finish(Duration::from_secs(60));
@@ -1052,8 +1050,7 @@ fn hot_round(jdk: &Jdk, threads: u32, rate: u64, millis: u64) -> (u64, u64, Stri
         .cwd(dir.path())
         .start();
     let pid = jvm.pid().to_string();
-    let mut run = Background::start(&["btrace", &pid, &script, "-d", "120s"], dir.path());
-    run.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let run = Background::tracing(&["btrace", &pid, &script, "-d", "120s"], dir.path());
     std::fs::write(dir.path().join("go1"), b"").unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let made = loop {

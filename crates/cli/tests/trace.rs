@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, jtap_bin, run, Background};
+use common::{agent_library, jtap, jtap_bin, run, traced_while, Background};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess, Jdk};
 
 /// The workload, waiting for `go<N>` files in a fresh directory.
@@ -116,7 +116,7 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let ((_, calls, nanos), (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -129,10 +129,9 @@ fn every_concurrent_call_is_reported_once_with_its_duration() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 1),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        let (_, calls, nanos) = round(&jvm, dir.path(), 1);
-        let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let records = json_lines(&out);
         assert_eq!(calls, 80);
@@ -215,7 +214,7 @@ fn under_a_threshold_a_loop_without_calls_is_timed_once_compiled() {
         let mut jvm = JavaProcess::start(jdk, "workloads.SpinLoop");
         let dir = tempfile::tempdir().unwrap();
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let (before, (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -227,10 +226,9 @@ fn under_a_threshold_a_loop_without_calls_is_timed_once_compiled() {
                 "10s",
             ],
             dir.path(),
+            Duration::from_secs(40),
+            || spin_loop_long_calls(&jvm),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        let before = spin_loop_long_calls(&jvm);
-        let (code, out, err) = trace.finish(Duration::from_secs(40));
         let made = spin_loop_long_calls(&jvm) - before;
         assert_eq!(code, 0, "JDK {v}: {err}");
         assert!(err.contains("field clock"), "JDK {v}: {err}");
@@ -264,7 +262,7 @@ fn under_a_threshold_the_field_clock_misses_no_call_and_times_each_within_a_peri
         let v = jdk.version;
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let ((_, calls, nanos), (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -279,10 +277,9 @@ fn under_a_threshold_the_field_clock_misses_no_call_and_times_each_within_a_peri
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 1),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        let (_, calls, nanos) = round(&jvm, dir.path(), 1);
-        let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {v}: {err}");
         // A tenth of the threshold: the probes compare a field, no native call per call.
         assert!(err.contains("field clock every 1500 µs"), "JDK {v}: {err}");
@@ -364,7 +361,7 @@ fn calltree_shows_the_known_structure_and_times() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut tree = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "calltree",
                 &pid,
@@ -376,10 +373,9 @@ fn calltree_shows_the_known_structure_and_times() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 1),
         );
-        tree.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, out, err) = tree.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let trees = json_lines(&out);
         assert_eq!(trees.len(), 1, "JDK {}: {out}", jdk.version);
@@ -423,7 +419,7 @@ fn calltree_shows_the_known_structure_and_times() {
         assert_restored(&err, &format!("JDK {} calltree", jdk.version));
 
         // The drawn tree, with --inner methods only.
-        let mut text = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "calltree",
                 &pid,
@@ -436,10 +432,9 @@ fn calltree_shows_the_known_structure_and_times() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 2),
         );
-        text.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 2);
-        let (code, out, err) = text.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 5, "JDK {}: {out}", jdk.version);
@@ -469,7 +464,7 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
         // Classes not loaded yet: instrumented by the hook as they load (static initialisers too).
-        let mut trace = Background::start(
+        let trace = Background::tracing(
             &[
                 "trace",
                 &pid,
@@ -485,7 +480,6 @@ fn method_shapes_and_hostile_values_leave_the_program_unchanged() {
             ],
             dir.path(),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let (traced_result, _, _) = round(&jvm, dir.path(), 1);
         let stop = jtap(["trace", "stop", &pid]);
         assert_eq!(stop.code, 0, "JDK {}: {stop:?}", jdk.version);
@@ -610,7 +604,7 @@ fn n_counts_results_and_depth_cuts_stacks() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -623,10 +617,9 @@ fn n_counts_results_and_depth_cuts_stacks() {
                 "3",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 1),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let calls = json_lines(&out);
         assert_eq!(calls.len(), 3, "JDK {}: {out}", jdk.version);
@@ -644,7 +637,7 @@ fn n_counts_results_and_depth_cuts_stacks() {
         }
         assert_restored(&err, &format!("JDK {} trace", jdk.version));
         // monitor -n: that many intervals, then the session ends by itself.
-        let mut monitor = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "monitor",
                 &pid,
@@ -656,10 +649,9 @@ fn n_counts_results_and_depth_cuts_stacks() {
                 "--json",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || round(&jvm, dir.path(), 2),
         );
-        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 2);
-        let (code, out, err) = monitor.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         assert!(
             err.contains("2 intervals reported") && !out.lines().any(str::is_empty),
@@ -685,7 +677,7 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
         let pid = jvm.pid().to_string();
         let out = dir.path().join("slow.collapsed");
         let recording = dir.path().join("slow.jfr");
-        let mut trace = Background::start(
+        let (_, (code, stdout, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -704,10 +696,9 @@ fn a_slow_call_profile_keeps_only_samples_inside_the_reported_calls() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(60),
+            || round(&jvm, dir.path(), 1),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, stdout, err) = trace.finish(Duration::from_secs(60));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         assert!(
             err.contains("80 calls reported"),
@@ -792,8 +783,7 @@ fn monitored_round(
     let mut command = vec!["monitor", pid];
     command.extend_from_slice(args);
     command.extend(["-i", "500ms", "-d", "60s", "--json"]);
-    let mut monitor = Background::start(&command, dir);
-    monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    let monitor = Background::tracing(&command, dir);
     let measured = round(jvm, dir, n);
     std::thread::sleep(Duration::from_millis(700));
     let stop = jtap(["trace", "stop", pid]);
@@ -901,11 +891,10 @@ fn a_sigkilled_client_leaves_no_instrumentation_behind() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let mut trace = Background::tracing(
             &["trace", &pid, "workloads.Traced::sleepy", "-d", "120s"],
             dir.path(),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let killed = Instant::now();
         // SAFETY: kill(2) on our own child.
         unsafe { libc::kill(trace.child.id() as i32, libc::SIGKILL) };
@@ -1045,10 +1034,9 @@ fn show_call(jvm: &mut JavaProcess, dir: &Path, n: u32, extra: &[&str]) -> (Stri
         "60s",
     ];
     args.extend_from_slice(extra);
-    let mut trace = Background::start(&args, dir);
-    trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-    let done = case(jvm, dir, "values", n);
-    let (code, out, err) = trace.finish(Duration::from_secs(30));
+    let (done, (code, out, err)) = traced_while(&args, dir, Duration::from_secs(30), || {
+        case(jvm, dir, "values", n)
+    });
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 1, "one line per call: {out}");
@@ -1227,10 +1215,10 @@ fn a_long_threshold_names_its_clock_and_prints_whole_milliseconds() {
                 "60s",
             ];
             args.extend(extra);
-            let mut trace = Background::start(&args, dir.path());
-            trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-            round(&jvm, dir.path(), n);
-            let (code, out, err) = trace.finish(Duration::from_secs(30));
+            let (_, (code, out, err)) =
+                traced_while(&args, dir.path(), Duration::from_secs(30), || {
+                    round(&jvm, dir.path(), n)
+                });
             assert_eq!(code, 0, "JDK {v}: {err}");
             assert!(err.contains(clock), "JDK {v} {extra:?}: {err}");
             assert!(!err.contains("tsc clock"), "JDK {v}: {err}");
@@ -1262,7 +1250,7 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
         let (mut jvm, dir) = cases(jdk);
         let pid = jvm.pid().to_string();
         // A glob entry: every method of the class is an entry and a callee at once.
-        let mut tree = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "calltree",
                 &pid,
@@ -1273,10 +1261,9 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || case(&jvm, dir.path(), "overloads", 1),
         );
-        tree.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        case(&jvm, dir.path(), "overloads", 1);
-        let (code, out, err) = tree.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {v}: {err}");
         let nodes: Vec<&str> = out.lines().skip(1).collect();
         let named = |name: &str| nodes.iter().filter(|l| l.ends_with(name)).count();
@@ -1302,7 +1289,7 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
         assert!(out.contains("µs"), "JDK {v}: {out}");
         assert!(!out.contains("0.00"), "JDK {v}: {out}");
 
-        let mut monitor = Background::start(
+        let monitor = Background::tracing(
             &[
                 "monitor",
                 &pid,
@@ -1314,7 +1301,6 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
             ],
             dir.path(),
         );
-        monitor.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         case(&jvm, dir.path(), "overloads", 2);
         std::thread::sleep(Duration::from_millis(700));
         let stop = jtap(["trace", "stop", &pid]);
@@ -1334,7 +1320,7 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
             assert!(row(name).contains("µs"), "JDK {v}: {out}");
         }
 
-        let mut trace = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -1345,10 +1331,9 @@ fn overloads_are_told_apart_and_short_times_shown_in_microseconds() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(30),
+            || case(&jvm, dir.path(), "overloads", 3),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        case(&jvm, dir.path(), "overloads", 3);
-        let (code, out, err) = trace.finish(Duration::from_secs(30));
         assert_eq!(code, 0, "JDK {v}: {err}");
         assert_eq!(out.lines().count(), 3, "JDK {v}: {out}");
         assert!(out.lines().any(|l| l.ends_with("µs")), "JDK {v}: {out}");
@@ -1364,11 +1349,10 @@ fn a_stuck_client_cannot_keep_the_probes_past_its_duration() {
         let mut jvm = JavaProcess::start(jdk, "workloads.Busy");
         let pid = jvm.pid().to_string();
         let dir = tempfile::tempdir().unwrap();
-        let mut trace = Background::start(
+        let trace = Background::tracing(
             &["trace", &pid, "workloads.Busy::mix", "-d", "2s"],
             dir.path(),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let client = nix::unistd::Pid::from_raw(trace.child.id() as i32);
         nix::sys::signal::kill(client, nix::sys::signal::Signal::SIGSTOP).unwrap();
         let stopped = Instant::now();
@@ -1403,7 +1387,7 @@ fn if_and_print_keep_and_project_calls() {
     for jdk in jdks() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
-        let mut trace = Background::start(
+        let (_, (code, out, err)) = traced_while(
             &[
                 "trace",
                 &pid,
@@ -1419,10 +1403,9 @@ fn if_and_print_keep_and_project_calls() {
                 "60s",
             ],
             dir.path(),
+            Duration::from_secs(60),
+            || round(&jvm, dir.path(), 1),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
-        round(&jvm, dir.path(), 1);
-        let (code, out, err) = trace.finish(Duration::from_secs(60));
         assert_eq!(code, 0, "JDK {}: {err}", jdk.version);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 17, "JDK {}: {out}", jdk.version);
@@ -1462,7 +1445,7 @@ fn threads_exceptions_and_class_loading_can_be_traced() {
         let (mut jvm, dir) = traced(jdk);
         let pid = jvm.pid().to_string();
         let (untraced, _, _) = round(&jvm, dir.path(), 1);
-        let mut trace = Background::start(
+        let trace = Background::tracing(
             &[
                 "trace",
                 &pid,
@@ -1477,7 +1460,6 @@ fn threads_exceptions_and_class_loading_can_be_traced() {
             ],
             dir.path(),
         );
-        trace.wait_stderr("jtap: tracing:", Duration::from_secs(30));
         let (result, calls, _) = round(&jvm, dir.path(), 2);
         trace.interrupt();
         let (code, out, err) = trace.finish(Duration::from_secs(60));

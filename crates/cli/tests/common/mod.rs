@@ -192,6 +192,26 @@ pub fn collapsed_file(path: &Path) -> Vec<(Vec<String>, u64)> {
     collapsed(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
+/// How long a tracing session may take to put its probes in.
+pub const PROBES_IN: Duration = Duration::from_secs(30);
+
+/// What a session printed and how it exited: (code, stdout, stderr).
+pub type Ended = (i32, String, String);
+
+/// Runs `during` while the tracing session `jtap args...` runs (started in `cwd`, its
+/// probes in), then waits up to `finish_within` for the session's end. Returns what `during`
+/// returned and how the session ended.
+pub fn traced_while<T>(
+    args: &[&str],
+    cwd: &Path,
+    finish_within: Duration,
+    during: impl FnOnce() -> T,
+) -> (T, Ended) {
+    let session = Background::tracing(args, cwd);
+    let result = during();
+    (result, session.finish(finish_within))
+}
+
 /// A `jtap` run in the background whose stderr is collected as it comes.
 pub struct Background {
     pub child: Child,
@@ -230,6 +250,14 @@ impl Background {
         }
     }
 
+    /// Starts `jtap args...` in `cwd` (a `trace`, `calltree`, `monitor` or `btrace` session)
+    /// and waits, up to [`PROBES_IN`], until it says its probes are in (`jtap: tracing:`).
+    pub fn tracing(args: &[&str], cwd: &Path) -> Background {
+        let mut session = Background::start(args, cwd);
+        session.wait_stderr("jtap: tracing:", PROBES_IN);
+        session
+    }
+
     /// Waits until stderr contains `needle`; panics (with what was printed) after `timeout`.
     pub fn wait_stderr(&mut self, needle: &str, timeout: Duration) {
         let deadline = Instant::now() + timeout;
@@ -257,7 +285,7 @@ impl Background {
     }
 
     /// Waits for the exit; returns (code, stdout, stderr).
-    pub fn finish(mut self, timeout: Duration) -> (i32, String, String) {
+    pub fn finish(mut self, timeout: Duration) -> Ended {
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
