@@ -294,6 +294,11 @@ const MAX_SLOT: usize = 4096;
 /// Largest frame of a framed stub (C1's runtime stubs save every register) and of an
 /// interpreted frame below an I2C adapter (its expression stack and the arguments).
 const MAX_FRAME: usize = 64 << 10;
+/// Farthest above sp a framed stub's return address is looked for when its frame pointer
+/// says nothing (the SHA-2 stubs' frames: under 2 KiB).
+const MAX_STUB_SCAN: usize = 4 << 10;
+/// Largest distance from a stub's entry to a pc inside it taken for a call of it.
+const MAX_STUB_SIZE: usize = 64 << 10;
 /// Largest area a C2I adapter adds below its caller's sp (the arguments, two words each).
 const MAX_C2I_AREA: usize = 8 << 10;
 
@@ -439,7 +444,13 @@ fn resumes_in_code(
 ) -> Option<([Option<Resume>; 2], u8)> {
     Some(match table.kind_at(at.pc) {
         Some(StubKind::Frameless) => ([slot(stack, at.sp, 0), None], FROM_STUB),
-        Some(StubKind::Framed) if stack.known => ([framed_stub(stack, at), None], FROM_STUB),
+        Some(StubKind::Framed) if stack.known => (
+            [
+                framed_stub(stack, at),
+                return_address_above(table, stack, at),
+            ],
+            FROM_STUB,
+        ),
         Some(StubKind::Adapter) if stack.known => ([adapter(table, stack, at), None], FROM_STUB),
         Some(_) => return None,
         None => {
@@ -573,6 +584,41 @@ fn framed_stub(stack: &Stack, at: &Interrupted) -> Option<Resume> {
         sp: at.fp + 16,
         fp: Some(stack.word(at.fp)?),
     })
+}
+
+/// The caller of a framed stub whose frame pointer says nothing: the first word above sp,
+/// within [`MAX_STUB_SCAN`], that returns into an nmethod right after a `call` of the stub
+/// `at.pc` is in. HotSpot's AVX2 SHA-256 and SHA-512 stubs (CPUs without SHA-NI) use rbp as
+/// a data register and keep the entry sp in a stack slot; below their return address lie
+/// data, saved registers and stale words of earlier frames, which the `call` test tells from
+/// it (a stale return address follows some other call).
+#[cfg(target_arch = "x86_64")]
+fn return_address_above(table: &Table, stack: &Stack, at: &Interrupted) -> Option<Resume> {
+    (0..MAX_STUB_SCAN).step_by(8).find_map(|offset| {
+        let slot = at.sp.checked_add(offset)?;
+        let word = stack.word(slot)?;
+        (table.in_nmethod(word) && calls_stub_of(table, word, at.pc)).then_some(Resume {
+            pc: word,
+            sp: slot + 8,
+            fp: None,
+        })
+    })
+}
+
+/// Whether the instructions before `return_address` call code at most [`MAX_STUB_SIZE`]
+/// before `pc`, in a stub of `pc`'s kind: a direct `call` (`e8` rel32), or C2's runtime call
+/// `mov r10, imm64; call r10` (`49 ba` imm64, `41 ff d2`).
+#[cfg(target_arch = "x86_64")]
+fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
+    let [p0, p1, i0, i1, i2, i3, i4, i5, i6, i7, q0, q1, q2] = Code::at(return_address).last();
+    let target = if i6 == 0xe8 {
+        return_address.wrapping_add_signed(i32::from_le_bytes([i7, q0, q1, q2]) as isize)
+    } else if [p0, p1, q0, q1, q2] == [0x49, 0xba, 0x41, 0xff, 0xd2] {
+        u64::from_le_bytes([i0, i1, i2, i3, i4, i5, i6, i7]) as usize
+    } else {
+        return false;
+    };
+    target <= pc && pc - target < MAX_STUB_SIZE && table.kind_at(target) == table.kind_at(pc)
 }
 
 /// The caller of an I2C or C2I adapter, most likely first (HotSpot's
@@ -714,6 +760,16 @@ impl Code {
     /// The 8 bytes before pc and the 16 from it.
     fn near(&self) -> (&[u8], &[u8]) {
         (&self.0[AROUND - 8..AROUND], &self.0[AROUND..AROUND + 16])
+    }
+
+    /// The `N` (at most [`AROUND`]) bytes right before pc (zero where they lie in another
+    /// page).
+    fn last<const N: usize>(&self) -> [u8; N] {
+        let mut bytes = [0u8; N];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = self.0.get(AROUND + i - N).copied().unwrap_or(0);
+        }
+        bytes
     }
 
     /// Whether pc lies in code an nmethod runs before building its frame: its inline cache
@@ -1044,6 +1100,56 @@ mod tests {
         );
         // A frame pointer below sp is no frame.
         assert_eq!(framed_stub(&deep, &regs(4, 5, 2)), None);
+    }
+
+    #[test]
+    fn a_stub_using_rbp_as_data_resumes_where_it_was_called() {
+        // One page of code: the stub at 0..64, an nmethod after it calling the stub at 200
+        // (`call rel32` to byte 0) and something else at 300.
+        let mut bytes = vec![0x90; 4096];
+        let call = |bytes: &mut Vec<u8>, at: usize, target: usize| {
+            let rel = (target as i64 - (at as i64 + 5)) as i32;
+            bytes[at] = 0xe8;
+            bytes[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
+        };
+        call(&mut bytes, 200, 0);
+        call(&mut bytes, 300, 1000);
+        let mut code = FakeCode::new(&bytes);
+        // At 400: `mov r10, <stub + 16>; call r10`, as C2 calls runtime stubs.
+        let stub_entry = (code.pc(16) as u64).to_le_bytes();
+        code.0[code.1 + 400..code.1 + 402].copy_from_slice(&[0x49, 0xba]);
+        code.0[code.1 + 402..code.1 + 410].copy_from_slice(&stub_entry);
+        code.0[code.1 + 410..code.1 + 413].copy_from_slice(&[0x41, 0xff, 0xd2]);
+        let table = Table::new();
+        table.note_code(code.pc(0), code.pc(4096));
+        table.add_stub(code.pc(0), code.pc(64), StubKind::Framed);
+        let mut words = FakeStack::new();
+        words.0[4] = 0x1234_5678; // data
+        words.0[5] = code.pc(305); // a stale return address, after a call of something else
+        words.0[6] = words.at(50); // a saved stack pointer
+        words.0[12] = code.pc(205); // the return address after the call of the stub
+        let at = Interrupted {
+            pc: code.pc(40),
+            sp: words.at(4),
+            fp: 0x1234,
+            r13: 0,
+            rax: 0,
+        };
+        assert_eq!(
+            return_address_above(&table, &words.stack(4), &at),
+            Some(Resume {
+                pc: code.pc(205),
+                sp: words.at(13),
+                fp: None,
+            })
+        );
+        words.0[12] = code.pc(413);
+        assert_eq!(
+            return_address_above(&table, &words.stack(4), &at).map(|r| r.pc),
+            Some(code.pc(413))
+        );
+        words.0[12] = 0;
+        assert_eq!(return_address_above(&table, &words.stack(4), &at), None);
     }
 
     #[test]
