@@ -273,7 +273,7 @@ fn malformed_options_are_refused_and_the_jvm_keeps_running() {
         // Valid syntax, failing command: a clear message and exit code 23.
         jtap(["load", &pid, "start,event=gc,interval=10ms"]).fails_with(
             2,
-            "interval= only applies to event=cpu, itimer, ctimer or wall",
+            "interval= only applies to event=cpu, itimer, ctimer, wall or perf",
         );
         jtap(["load", &pid, "start"]).fails_with(23, "start needs event=");
         jtap(["load", &pid, "stop"]).fails_with(23, "nothing to stop");
