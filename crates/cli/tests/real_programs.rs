@@ -21,7 +21,7 @@
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -663,10 +663,20 @@ fn profile_files(p: &mut Running, dir: &Path) {
         "{}: [unknown_java] {unknown} of {total} samples",
         p.program.name
     );
-    assert!(
-        unknown * 100 <= total,
-        "[unknown_java] in {unknown} of {total} samples"
-    );
+    if unknown * 100 > total {
+        // What the unknown samples were in, so that a failure says its cause.
+        let mut kinds: HashMap<&str, u64> = HashMap::new();
+        for (frames, n) in &stacks {
+            if let Some(at) = frames.iter().position(|f| f == "[unknown_java]") {
+                let kind = frames.get(at + 1).map_or("(nothing)", String::as_str);
+                *kinds.entry(kind).or_default() += n;
+            }
+        }
+        let mut kinds: Vec<_> = kinds.into_iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(&a.1));
+        kinds.truncate(5);
+        panic!("[unknown_java] in {unknown} of {total} samples, in: {kinds:?}");
+    }
     let deepest = stacks.iter().map(|(f, _)| f.len()).max().unwrap_or(0);
     assert!(deepest >= 20, "deepest stack has {deepest} frames");
     assert!(
