@@ -39,6 +39,9 @@ use crate::thread::{spawn_attached, Vm};
 /// deeper calls count in their ancestor's time.
 const MAX_DRAWN_DEPTH: u32 = 48;
 
+/// How long a stopping reporter waits for records of probes still running.
+const STOP_GRACE: Duration = Duration::from_millis(50);
+
 /// Default monitor interval.
 const MONITOR_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -175,8 +178,11 @@ impl Reporter {
                 self.monitor_report();
                 self.counted(count, &mut count_sent);
             }
+            // Stopping, the queue is drained until it stays empty for STOP_GRACE: a probe
+            // that was already running when the probes were switched off (taking a stack,
+            // describing values) still hands over its record.
             let wait = if stopping {
-                Duration::ZERO
+                STOP_GRACE
             } else {
                 Duration::from_millis(20)
             };
