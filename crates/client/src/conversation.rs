@@ -89,6 +89,11 @@ impl Stopper {
 }
 
 impl Conversation {
+    /// When the agent said the engine started (set by the reader once it comes).
+    pub fn engine_start(&self) -> Arc<OnceLock<Instant>> {
+        self.engine_started.clone()
+    }
+
     /// Loads the agent into JVM `pid` if needed, hands it `options` with the attach `load`
     /// operation, and waits for it to connect back.
     pub fn open(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<Conversation> {

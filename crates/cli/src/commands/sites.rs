@@ -73,11 +73,17 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         ..options
     };
     let conversation = jtap_client::Conversation::open(pid, &options, timeout)?;
-    let started = Instant::now();
+    // The duration counts from the engine's start (instrumenting classes for --exact takes
+    // seconds on a busy JVM), as the agent counts its own.
+    let engine_start = conversation.engine_start();
+    let recorded = || engine_start.get().map(Instant::elapsed);
     let collected = AtomicBool::new(false);
     let gc_failed = std::sync::Mutex::new(None);
     let stop_now = || {
-        if !gc || started.elapsed() < duration || collected.swap(true, Ordering::SeqCst) {
+        if !gc
+            || recorded().is_none_or(|recorded| recorded < duration)
+            || collected.swap(true, Ordering::SeqCst)
+        {
             return false;
         }
         if let Err(e) = full_gc(pid, timeout) {
