@@ -673,7 +673,7 @@ fn profile_files(p: &mut Running, dir: &Path) {
             }
         }
         let mut kinds: Vec<_> = kinds.into_iter().collect();
-        kinds.sort_by(|a, b| b.1.cmp(&a.1));
+        kinds.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
         kinds.truncate(5);
         panic!("[unknown_java] in {unknown} of {total} samples, in: {kinds:?}");
     }
