@@ -127,10 +127,12 @@ fn a_looping_recording_rotates_its_file_and_keeps_the_newest() {
         // About a second each: rotations wait for the agent's loop thread, which a loaded
         // 2-core machine (the other tests here profile JVMs of their own, one rotating a
         // thousand times) has held up for 2.5-2.8 s (CI, twice in four runs: "period seen
-        // ending 2.55 s late"), so periods may run to 4 s.
+        // ending 2.55 s late"), so periods may run to 4 s. Periods end on the loop's
+        // one-second grid, so the period after a late rotation is that much shorter (CI: a
+        // rotation 0.4 s late, then a period of 0.6 s): no lower bound but its samples.
         for (event, samples, seconds) in &events {
             assert!(
-                *samples > 10 && (0.8..=4.0).contains(seconds),
+                *samples > 10 && *seconds <= 4.0,
                 "JDK {}: period 3's {event}: {samples} samples over {seconds} s; agent log:\n{}",
                 jdk.version,
                 std::fs::read_to_string(&log).unwrap_or_default()
