@@ -1,8 +1,7 @@
 //! What instrumenting needs to know of a method: which instructions need their incoming
 //! state, where `this` is initialized, where lines start, and which locals probe code uses.
 
-use super::calls::Spill;
-use super::site::Method;
+use super::site::{Method, Spill};
 use crate::class_file::Attribute;
 use crate::code::CodeAttribute;
 use crate::constant_pool::{Constant, ConstantPool};

@@ -6,66 +6,16 @@ use std::borrow::Cow;
 
 use super::analysis::{trimmed, Facts};
 use super::place::{At, Placer};
-use super::site::{wants, Site};
-use super::snippet::{erase, load_opcode, store_opcode, Snippet};
+use super::site::{wants, Site, Spill};
+use super::snippet::erase;
 use crate::code::{offset_index, CodeAttribute, NewHandler, Pos};
 use crate::constant_pool::{Constant, ConstantPool};
-use crate::descriptor::{parse_field_descriptor, parse_method_descriptor, return_type, FieldType};
+use crate::descriptor::{parse_field_descriptor, return_type, FieldType};
 use crate::error::{Error, Result};
 use crate::instruction::{op, Insn, Operand};
 use crate::plan::{MemberFilter, Point, Probe, Value};
 use crate::stackmap::VType;
 use crate::typeflow::State;
-
-/// Locals holding a call's receiver (unless static or a constructor's) and arguments, copied
-/// off the operand stack just before the call for the probes there and after it.
-#[derive(Clone)]
-pub(super) struct Spill {
-    pub(super) receiver: Option<u16>,
-    pub(super) args: Vec<(u16, FieldType<'static>)>,
-}
-
-impl Spill {
-    /// Emits the copy at a call of `descriptor` (top of the stack: its arguments, then its
-    /// receiver when `receiver`), into locals from `base`; the stack is left as it was.
-    fn emit(s: &mut Snippet, descriptor: &[u8], receiver: bool, base: u16) -> Result<Spill> {
-        let params = parse_method_descriptor(descriptor)?.params;
-        let mut slot = base;
-        let receiver = receiver.then(|| {
-            slot += 1;
-            base
-        });
-        let mut args = Vec::with_capacity(params.len());
-        for p in params {
-            let p = erase(p);
-            args.push((slot, p));
-            slot = slot
-                .checked_add(p.slots())
-                .ok_or(Error::TooLarge("max_locals"))?;
-        }
-        for &(at, p) in args.iter().rev() {
-            s.local(store_opcode(p), at, -(p.slots() as i32));
-        }
-        if let Some(at) = receiver {
-            s.local(op::ASTORE, at, -1);
-            s.local(op::ALOAD, at, 1);
-        }
-        for &(at, p) in &args {
-            s.local(load_opcode(p), at, p.slots() as i32);
-        }
-        Ok(Spill { receiver, args })
-    }
-
-    /// Locals it takes.
-    pub(super) fn size(&self, base: u16) -> u16 {
-        let end = self
-            .args
-            .last()
-            .map(|&(at, p)| at + p.slots())
-            .or(self.receiver.map(|at| at + 1));
-        end.map_or(0, |end| end - base)
-    }
-}
 
 /// What a call or field access takes off the operand stack, for [`Spill`].
 struct Operands {

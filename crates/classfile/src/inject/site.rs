@@ -1,10 +1,9 @@
 //! The call of one probe: its values as they resolve at one point of the method.
 
-use super::calls::Spill;
-use super::snippet::{load_opcode, Refs, Snippet};
+use super::snippet::{erase, load_opcode, store_opcode, Refs, Snippet};
 use crate::constant_pool::ConstantPool;
-use crate::descriptor::FieldType;
-use crate::error::Result;
+use crate::descriptor::{parse_method_descriptor, FieldType};
+use crate::error::{Error, Result};
 use crate::instruction::op;
 use crate::plan::{Probe, Value};
 
@@ -116,4 +115,59 @@ impl Method<'_> {
 /// Whether `probe` takes value `v`.
 pub(super) fn wants(probe: &Probe, v: Value) -> bool {
     probe.values.contains(&v)
+}
+
+/// Locals holding a call's receiver (unless static or a constructor's) and arguments, copied
+/// off the operand stack just before the call for the probes there and after it.
+#[derive(Clone)]
+pub(super) struct Spill {
+    pub(super) receiver: Option<u16>,
+    pub(super) args: Vec<(u16, FieldType<'static>)>,
+}
+
+impl Spill {
+    /// Emits the copy at a call of `descriptor` (top of the stack: its arguments, then its
+    /// receiver when `receiver`), into locals from `base`; the stack is left as it was.
+    pub(super) fn emit(
+        s: &mut Snippet,
+        descriptor: &[u8],
+        receiver: bool,
+        base: u16,
+    ) -> Result<Spill> {
+        let params = parse_method_descriptor(descriptor)?.params;
+        let mut slot = base;
+        let receiver = receiver.then(|| {
+            slot += 1;
+            base
+        });
+        let mut args = Vec::with_capacity(params.len());
+        for p in params {
+            let p = erase(p);
+            args.push((slot, p));
+            slot = slot
+                .checked_add(p.slots())
+                .ok_or(Error::TooLarge("max_locals"))?;
+        }
+        for &(at, p) in args.iter().rev() {
+            s.local(store_opcode(p), at, -(p.slots() as i32));
+        }
+        if let Some(at) = receiver {
+            s.local(op::ASTORE, at, -1);
+            s.local(op::ALOAD, at, 1);
+        }
+        for &(at, p) in &args {
+            s.local(load_opcode(p), at, p.slots() as i32);
+        }
+        Ok(Spill { receiver, args })
+    }
+
+    /// Locals it takes.
+    pub(super) fn size(&self, base: u16) -> u16 {
+        let end = self
+            .args
+            .last()
+            .map(|&(at, p)| at + p.slots())
+            .or(self.receiver.map(|at| at + 1));
+        end.map_or(0, |end| end - base)
+    }
 }
