@@ -37,7 +37,7 @@ use crate::thread::Vm;
 
 mod touched;
 
-use touched::{Classes, JvmLoaders};
+use touched::{Classes, JvmLoaders, Touched};
 
 /// Calltree levels of call sites timed when neither `--inner` nor `--depth` is given.
 const DEFAULT_DEPTH: u32 = 3;
@@ -201,6 +201,15 @@ fn field_probe(methods: MemberFilter, point: Point) -> Probe {
         point,
         method: "fieldReached".into(),
         values: vec![MethodId, SiteId, This, Target, FieldValue],
+    }
+}
+
+/// Records a class's method bytecode sizes before the session, once: a class the session
+/// already instrumented (asked for again by a later level or a later pass) has its probes in
+/// its methods now, and the sizes it had before are the ones already recorded.
+fn record_bytecodes_before(touched: &mut Touched, sizes: impl FnOnce() -> Option<u64>) {
+    if touched.seen == 0 && touched.bytecodes_before.is_none() {
+        touched.bytecodes_before = sizes();
     }
 }
 
@@ -373,10 +382,14 @@ impl Tracing {
             let Some(loader) = ffi::class_loader(&self.env, *class) else {
                 continue;
             };
-            let before = ffi::is_linked(&self.env, *class).then(|| self.bytecode_hash(*class));
-            match lock(&self.touched).entry(&loaders, internal, loader) {
-                Some(touched) => touched.bytecodes_before = before,
-                None => continue,
+            {
+                let mut touched = lock(&self.touched);
+                let Some(t) = touched.entry(&loaders, internal, loader) else {
+                    continue;
+                };
+                record_bytecodes_before(t, || {
+                    ffi::is_linked(&self.env, *class).then(|| self.bytecode_hash(*class))
+                });
             }
             defining.insert(index, loader);
             chosen.push((*class, internal.clone(), loader));
@@ -418,10 +431,9 @@ impl Tracing {
                 let Some(t) = touched.entry(&loaders, name, loader) else {
                     continue;
                 };
-                if t.bytecodes_before.is_none() && t.seen == 0 && ffi::is_linked(&self.env, *class)
-                {
-                    t.bytecodes_before = Some(self.bytecode_hash(*class));
-                }
+                record_bytecodes_before(t, || {
+                    ffi::is_linked(&self.env, *class).then(|| self.bytecode_hash(*class))
+                });
                 defining.insert(index, loader);
                 more.push((*class, name.clone(), loader));
             }
