@@ -1,5 +1,6 @@
 package workloads;
 
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -10,13 +11,16 @@ import java.util.concurrent.locks.LockSupport;
  * for 1 ms, two for 2 ms and four for 4 ms in turn, while one waiter per monitor asks for it
  * every 200 µs and so waits out most of each hold. Prints READY once running, then every 100 ms
  * a line {@code SPENT one two four}: the wall-clock nanoseconds spent so far in each burn method
- * ({@link Burn#SPENT}). Runs until killed.
+ * ({@link Burn#SPENT}), and a line {@code HELD one two four}: the nanoseconds each monitor was
+ * held (a loaded machine wakes the holder late, and a constant delay bends 1:2:4). Runs until
+ * killed.
  */
 public class Mixed {
     static final Object ONE = new Object();
     static final Object TWO = new Object();
     static final Object FOUR = new Object();
     static volatile long sink;
+    static final AtomicLongArray HELD = new AtomicLongArray(3);
 
     public static void main(String[] args) throws Exception {
         Burn.THREADS[0] = new Thread(() -> Burn.take(0, 1), "burn-one");
@@ -36,6 +40,7 @@ public class Mixed {
             Thread.sleep(100);
             System.out.println(
                     "SPENT " + Burn.SPENT.get(0) + " " + Burn.SPENT.get(1) + " " + Burn.SPENT.get(2));
+            System.out.println("HELD " + HELD.get(0) + " " + HELD.get(1) + " " + HELD.get(2));
         }
     }
 
@@ -67,15 +72,17 @@ public class Mixed {
 
     static void hold() {
         while (true) {
-            holdFor(ONE, 1);
-            holdFor(TWO, 2);
-            holdFor(FOUR, 4);
+            holdFor(ONE, 0, 1);
+            holdFor(TWO, 1, 2);
+            holdFor(FOUR, 2, 4);
         }
     }
 
-    static void holdFor(Object monitor, long millis) {
+    static void holdFor(Object monitor, int index, long millis) {
         synchronized (monitor) {
+            long start = System.nanoTime();
             LockSupport.parkNanos(millis * 1_000_000);
+            HELD.addAndGet(index, System.nanoTime() - start);
         }
     }
 
