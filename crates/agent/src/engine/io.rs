@@ -17,12 +17,11 @@
 use std::ffi::{c_int, c_void};
 use std::time::{Duration, Instant};
 
-use jtap_jvmti::Capabilities;
 use jtap_profile::event;
 use jtap_protocol::Options;
 
-use super::{Context, Engine, Report};
-use crate::hooks::timed::{TimedCalls, Timing};
+use super::timed::TimedEngine;
+use crate::hooks::timed::TimedCalls;
 use crate::hooks::{entry_stub, Caller, Hook};
 
 /// Default threshold: calls shorter than this are not recorded.
@@ -31,42 +30,10 @@ pub const DEFAULT_THRESHOLD: Duration = Duration::from_millis(1);
 static CALLS: TimedCalls = TimedCalls::new(&event::IO);
 
 /// The engine.
-#[derive(Default)]
-pub struct IoEngine {
-    timing: Option<Timing>,
-}
-
-impl Engine for IoEngine {
-    fn name(&self) -> &'static str {
-        event::IO.name
-    }
-
-    /// None on the agent's environment: the hook engines' own resolves methods.
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-    }
-
-    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        let threshold = options.io.flatten().unwrap_or(DEFAULT_THRESHOLD);
-        // SAFETY: each stub has the signature of the function it is named for (see below).
-        let timing = unsafe { CALLS.start(context.vm, options, threshold, &hooked()) }?;
-        self.timing = Some(timing);
-        Ok(())
-    }
-
-    fn dump(&self) -> Report {
-        match &self.timing {
-            Some(timing) => Report::Profile(Box::new(CALLS.profile(timing))),
-            None => Report::Text(format!("{}: not running", self.name())),
-        }
-    }
-
-    fn stop(&mut self, _context: &Context) -> Report {
-        match self.timing.take() {
-            Some(timing) => Report::Profile(Box::new(CALLS.stop(timing))),
-            None => Report::Text(format!("{}: not running", self.name())),
-        }
-    }
+pub fn engine() -> TimedEngine {
+    let threshold = |options: &Options| options.io.flatten().unwrap_or(DEFAULT_THRESHOLD);
+    // SAFETY: each stub has the signature of the function it is named for (see `hooked!`).
+    unsafe { TimedEngine::new(&CALLS, threshold, hooked) }
 }
 
 /// A call that took `start`'s elapsed time: recorded when that reaches the threshold, named
@@ -123,265 +90,57 @@ fn hooked() -> Vec<Hook> {
     ]
 }
 
-entry_stub!(jtap_io_read => read_hook, 3);
-entry_stub!(jtap_io_write => write_hook, 3);
-entry_stub!(jtap_io_pread => pread_hook, 4);
-entry_stub!(jtap_io_pwrite => pwrite_hook, 4);
-entry_stub!(jtap_io_readv => readv_hook, 3);
-entry_stub!(jtap_io_writev => writev_hook, 3);
-entry_stub!(jtap_io_send => send_hook, 4);
-entry_stub!(jtap_io_sendto => sendto_hook, 6);
-entry_stub!(jtap_io_recv => recv_hook, 4);
-entry_stub!(jtap_io_recvfrom => recvfrom_hook, 6);
-entry_stub!(jtap_io_connect => connect_hook, 3);
-entry_stub!(jtap_io_accept => accept_hook, 3);
-entry_stub!(jtap_io_accept4 => accept4_hook, 4);
-entry_stub!(jtap_io_poll => poll_hook, 3);
-entry_stub!(jtap_io_epoll_wait => epoll_wait_hook, 4);
-entry_stub!(jtap_io_select => select_hook, 5);
+/// Hooks of C functions: for each, the entry stub `$stub` ([`entry_stub!`], `$count`
+/// arguments) and a hook in a module named for the function that calls the C library's
+/// function with the caller's arguments, times it, hands the time to [`done`] with `$fd` (the
+/// descriptor it works on, if any) and returns what it returned. The hooks are "C-unwind":
+/// these are cancellation points, and a thread cancelled inside one unwinds through the
+/// hook, which holds nothing to clean up.
+macro_rules! timed_hooks {
+    ($($stub:ident, $count:tt: $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $fd:expr;)*) => {$(
+        mod $name {
+            use super::*;
 
-// The hooks: each calls the C library's function with the caller's arguments, times it and
-// returns what it returned ("C-unwind": these are cancellation points, and a thread cancelled
-// inside one unwinds through the hook, which holds nothing to clean up).
-
-extern "C-unwind" fn read_hook(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::read(fd, buf, n) };
-    done("read", Some(fd), start, fp, ret);
-    result
+            // Up to six arguments of the C function, and the stub's two.
+            #[allow(clippy::too_many_arguments)]
+            pub extern "C-unwind" fn hook($($arg: $ty,)* fp: usize, ret: usize) -> $ret {
+                let start = Instant::now();
+                // SAFETY: the C library's function, with the caller's arguments.
+                let result = unsafe { libc::$name($($arg),*) };
+                done(stringify!($name), $fd, start, fp, ret);
+                result
+            }
+        }
+        entry_stub!($stub => $name::hook, $count);
+    )*};
 }
 
-extern "C-unwind" fn write_hook(
-    fd: c_int,
-    buf: *const c_void,
-    n: usize,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::write(fd, buf, n) };
-    done("write", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn pread_hook(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    offset: i64,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::pread(fd, buf, n, offset) };
-    done("pread", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn pwrite_hook(
-    fd: c_int,
-    buf: *const c_void,
-    n: usize,
-    offset: i64,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::pwrite(fd, buf, n, offset) };
-    done("pwrite", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn readv_hook(
-    fd: c_int,
-    iov: *const libc::iovec,
-    count: c_int,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::readv(fd, iov, count) };
-    done("readv", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn writev_hook(
-    fd: c_int,
-    iov: *const libc::iovec,
-    count: c_int,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::writev(fd, iov, count) };
-    done("writev", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn send_hook(
-    fd: c_int,
-    buf: *const c_void,
-    n: usize,
-    flags: c_int,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::send(fd, buf, n, flags) };
-    done("send", Some(fd), start, fp, ret);
-    result
-}
-
-// sendto's six arguments and the stub's two.
-#[allow(clippy::too_many_arguments)]
-extern "C-unwind" fn sendto_hook(
-    fd: c_int,
-    buf: *const c_void,
-    n: usize,
-    flags: c_int,
-    to: *const libc::sockaddr,
-    length: libc::socklen_t,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::sendto(fd, buf, n, flags, to, length) };
-    done("sendto", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn recv_hook(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    flags: c_int,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::recv(fd, buf, n, flags) };
-    done("recv", Some(fd), start, fp, ret);
-    result
-}
-
-// recvfrom's six arguments and the stub's two.
-#[allow(clippy::too_many_arguments)]
-extern "C-unwind" fn recvfrom_hook(
-    fd: c_int,
-    buf: *mut c_void,
-    n: usize,
-    flags: c_int,
-    from: *mut libc::sockaddr,
-    length: *mut libc::socklen_t,
-    fp: usize,
-    ret: usize,
-) -> isize {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::recvfrom(fd, buf, n, flags, from, length) };
-    done("recvfrom", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn connect_hook(
-    fd: c_int,
-    address: *const libc::sockaddr,
-    length: libc::socklen_t,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::connect(fd, address, length) };
-    done("connect", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn accept_hook(
-    fd: c_int,
-    address: *mut libc::sockaddr,
-    length: *mut libc::socklen_t,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::accept(fd, address, length) };
-    done("accept", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn accept4_hook(
-    fd: c_int,
-    address: *mut libc::sockaddr,
-    length: *mut libc::socklen_t,
-    flags: c_int,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::accept4(fd, address, length, flags) };
-    done("accept4", Some(fd), start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn poll_hook(
-    fds: *mut libc::pollfd,
-    count: libc::nfds_t,
-    timeout: c_int,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::poll(fds, count, timeout) };
-    done("poll", None, start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn epoll_wait_hook(
-    epoll: c_int,
-    events: *mut libc::epoll_event,
-    most: c_int,
-    timeout: c_int,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::epoll_wait(epoll, events, most, timeout) };
-    done("epoll_wait", None, start, fp, ret);
-    result
-}
-
-extern "C-unwind" fn select_hook(
-    count: c_int,
-    read: *mut libc::fd_set,
-    write: *mut libc::fd_set,
-    error: *mut libc::fd_set,
-    timeout: *mut libc::timeval,
-    fp: usize,
-    ret: usize,
-) -> c_int {
-    let start = Instant::now();
-    // SAFETY: the C library's function, with the caller's arguments.
-    let result = unsafe { libc::select(count, read, write, error, timeout) };
-    done("select", None, start, fp, ret);
-    result
+timed_hooks! {
+    jtap_io_read, 3: read(fd: c_int, buf: *mut c_void, n: usize) -> isize, Some(fd);
+    jtap_io_write, 3: write(fd: c_int, buf: *const c_void, n: usize) -> isize, Some(fd);
+    jtap_io_pread, 4: pread(fd: c_int, buf: *mut c_void, n: usize, offset: i64) -> isize, Some(fd);
+    jtap_io_pwrite, 4: pwrite(fd: c_int, buf: *const c_void, n: usize, offset: i64) -> isize,
+        Some(fd);
+    jtap_io_readv, 3: readv(fd: c_int, iov: *const libc::iovec, count: c_int) -> isize, Some(fd);
+    jtap_io_writev, 3: writev(fd: c_int, iov: *const libc::iovec, count: c_int) -> isize,
+        Some(fd);
+    jtap_io_send, 4: send(fd: c_int, buf: *const c_void, n: usize, flags: c_int) -> isize,
+        Some(fd);
+    jtap_io_sendto, 6: sendto(fd: c_int, buf: *const c_void, n: usize, flags: c_int,
+        to: *const libc::sockaddr, length: libc::socklen_t) -> isize, Some(fd);
+    jtap_io_recv, 4: recv(fd: c_int, buf: *mut c_void, n: usize, flags: c_int) -> isize, Some(fd);
+    jtap_io_recvfrom, 6: recvfrom(fd: c_int, buf: *mut c_void, n: usize, flags: c_int,
+        from: *mut libc::sockaddr, length: *mut libc::socklen_t) -> isize, Some(fd);
+    jtap_io_connect, 3: connect(fd: c_int, address: *const libc::sockaddr,
+        length: libc::socklen_t) -> c_int, Some(fd);
+    jtap_io_accept, 3: accept(fd: c_int, address: *mut libc::sockaddr,
+        length: *mut libc::socklen_t) -> c_int, Some(fd);
+    jtap_io_accept4, 4: accept4(fd: c_int, address: *mut libc::sockaddr,
+        length: *mut libc::socklen_t, flags: c_int) -> c_int, Some(fd);
+    jtap_io_poll, 3: poll(fds: *mut libc::pollfd, count: libc::nfds_t, timeout: c_int) -> c_int,
+        None;
+    jtap_io_epoll_wait, 4: epoll_wait(epoll: c_int, events: *mut libc::epoll_event, most: c_int,
+        timeout: c_int) -> c_int, None;
+    jtap_io_select, 5: select(count: c_int, read: *mut libc::fd_set, write: *mut libc::fd_set,
+        error: *mut libc::fd_set, timeout: *mut libc::timeval) -> c_int, None;
 }

@@ -40,6 +40,7 @@ mod lock;
 mod nativelock;
 mod nativemem;
 mod perf;
+mod timed;
 mod trace;
 mod wall;
 
@@ -257,12 +258,12 @@ pub const ENGINES: [Registration; 12] = [
     },
     Registration {
         event: Event::Io,
-        create: || Box::new(io::IoEngine::default()),
+        create: || Box::new(io::engine()),
         holds: &[Resource::Hooks(event::IO.name)],
     },
     Registration {
         event: Event::NativeLock,
-        create: || Box::new(nativelock::NativeLockEngine::default()),
+        create: || Box::new(nativelock::engine()),
         holds: &[Resource::Hooks(event::NATIVELOCK.name)],
     },
     Registration {

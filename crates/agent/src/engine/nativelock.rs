@@ -18,12 +18,11 @@
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
 
-use jtap_jvmti::Capabilities;
 use jtap_profile::event;
 use jtap_protocol::Options;
 
-use super::{Context, Engine, Report};
-use crate::hooks::timed::{TimedCalls, Timing};
+use super::timed::TimedEngine;
+use crate::hooks::timed::TimedCalls;
 use crate::hooks::{entry_stub, Caller, Hook};
 
 /// Default threshold: shorter waits are not recorded.
@@ -32,42 +31,10 @@ pub const DEFAULT_THRESHOLD: Duration = Duration::from_micros(10);
 static CALLS: TimedCalls = TimedCalls::new(&event::NATIVELOCK);
 
 /// The engine.
-#[derive(Default)]
-pub struct NativeLockEngine {
-    timing: Option<Timing>,
-}
-
-impl Engine for NativeLockEngine {
-    fn name(&self) -> &'static str {
-        event::NATIVELOCK.name
-    }
-
-    /// None on the agent's environment: the hook engines' own resolves methods.
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::default()
-    }
-
-    fn start(&mut self, context: &Context, options: &Options) -> Result<(), String> {
-        let threshold = options.nativelock.flatten().unwrap_or(DEFAULT_THRESHOLD);
-        // SAFETY: each stub has the signature of the function it is named for (see below).
-        let timing = unsafe { CALLS.start(context.vm, options, threshold, &hooked()) }?;
-        self.timing = Some(timing);
-        Ok(())
-    }
-
-    fn dump(&self) -> Report {
-        match &self.timing {
-            Some(timing) => Report::Profile(Box::new(CALLS.profile(timing))),
-            None => Report::Text(format!("{}: not running", self.name())),
-        }
-    }
-
-    fn stop(&mut self, _context: &Context) -> Report {
-        match self.timing.take() {
-            Some(timing) => Report::Profile(Box::new(CALLS.stop(timing))),
-            None => Report::Text(format!("{}: not running", self.name())),
-        }
-    }
+pub fn engine() -> TimedEngine {
+    let threshold = |options: &Options| options.nativelock.flatten().unwrap_or(DEFAULT_THRESHOLD);
+    // SAFETY: each stub has the signature of the function it is named for (see below).
+    unsafe { TimedEngine::new(&CALLS, threshold, hooked) }
 }
 
 /// A wait that began at `start`: recorded when it took the threshold or more.

@@ -42,6 +42,11 @@ impl TimedCalls {
         }
     }
 
+    /// The event's name.
+    pub fn name(&self) -> &'static str {
+        self.kind.name
+    }
+
     /// Installs `hooks` and records the calls that take at least `threshold`, with the
     /// `start` options' timeline and threads.
     ///
