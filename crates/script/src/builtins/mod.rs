@@ -1,0 +1,237 @@
+//! The `BTraceUtils` functions scripts call (by their unqualified names, as the static
+//! import and the nested classes `Strings`, `Threads`, `Time`, `Collections`, `Atomic`,
+//! `Aggregations`, `Profiling`, `Sys` give them), run in the client on values the probes
+//! captured.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::machine::Fired;
+use crate::value::Value;
+
+mod aggregations;
+mod collections;
+mod jvm;
+mod text;
+mod threads;
+
+use aggregations::{aggregations, profiling};
+use collections::{atomics, maps};
+use jvm::jvm;
+pub use jvm::{Facts, Heap};
+use text::{numbers, output, strings};
+use threads::{reflection, threads_and_time};
+
+/// Every function [`call`] runs.
+const NAMES: &[&str] = &[
+    // Output.
+    "print",
+    "println",
+    "printArray",
+    "printNumberMap",
+    "printMap",
+    "printAggregation",
+    // Strings.
+    "str",
+    "strcat",
+    "strlen",
+    "length",
+    "substr",
+    "indexOf",
+    "lastIndexOf",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "toUpperCase",
+    "toLowerCase",
+    "compareTo",
+    "concat",
+    // Stacks, threads, time.
+    "jstack",
+    "jstackStr",
+    "currentThread",
+    "name",
+    "threadId",
+    "timeMillis",
+    "timeNanos",
+    "timestamp",
+    // Numbers.
+    "parseInt",
+    "parseLong",
+    "box",
+    "unbox",
+    // Maps and atomics.
+    "newHashMap",
+    "newWeakMap",
+    "put",
+    "get",
+    "containsKey",
+    "remove",
+    "size",
+    "isEmpty",
+    "clear",
+    "newAtomicInteger",
+    "newAtomicLong",
+    "incrementAndGet",
+    "decrementAndGet",
+    "getAndIncrement",
+    "getAndDecrement",
+    "addAndGet",
+    "getAndAdd",
+    "set",
+    // Aggregations.
+    "newAggregation",
+    "newAggregationKey",
+    "addToAggregation",
+    "clearAggregation",
+    // `Profiling`.
+    "newProfiler",
+    "recordEntry",
+    "recordExit",
+    "snapshot",
+    "snapshotAndReset",
+    "reset",
+    "printSnapshot",
+    // The session.
+    "exit",
+    // The JVM (`Sys.Env`, `Sys.VM`, `Sys.Memory`): facts the client reads without running
+    // code in it.
+    "property",
+    "getenv",
+    "vmUptime",
+    "vmStartTime",
+    "availableProcessors",
+    "usedMemory",
+    "totalMemory",
+    "freeMemory",
+    "maxMemory",
+    "heapUsage",
+    "gc",
+    "dumpHeap",
+    "getpid",
+    "jstackAll",
+    "deadlocks",
+    // Objects as the agent described them.
+    "printFields",
+    "field",
+    "classOf",
+    "getInt",
+    "getLong",
+    "getShort",
+    "getByte",
+    "getChar",
+    "getBoolean",
+    "getFloat",
+    "getDouble",
+    // Run by the machine, which knows what the probe measured.
+    "sizeof",
+    // One-liners' projection (`jtap trace --print`).
+    "__print",
+    "$",
+    "$length",
+];
+
+/// Whether `name` is a function [`call`] runs.
+pub fn exists(name: &str) -> bool {
+    NAMES.contains(&name)
+}
+
+/// What functions see of the running script.
+pub struct Context<'a> {
+    /// The probe being handled, if any.
+    pub probe: Option<&'a Fired>,
+    /// Text printed so far.
+    pub out: &'a mut String,
+    /// `exit(code)` was called.
+    pub exit: &'a mut Option<i32>,
+    /// The script's arguments (`$(n)`).
+    pub args: &'a [String],
+    /// The JVM's facts, when the script runs against one.
+    pub facts: Option<&'a dyn Facts>,
+}
+
+/// Runs a function.
+pub fn call(name: &str, args: Vec<Value>, cx: &mut Context) -> Result<Value, String> {
+    let c = Call { name, args };
+    for family in FAMILIES {
+        if let Some(value) = family(&c, cx)? {
+            return Ok(value);
+        }
+    }
+    Err(format!("{name} does not take {} arguments", c.args.len()))
+}
+
+/// A function's name and arguments.
+struct Call<'n> {
+    name: &'n str,
+    args: Vec<Value>,
+}
+
+impl Call<'_> {
+    /// Argument `i` (null when missing).
+    fn arg(&self, i: usize) -> Value {
+        self.args.get(i).cloned().unwrap_or(Value::Null)
+    }
+
+    /// Argument `i` as a number, or an error naming the function.
+    fn int(&self, i: usize) -> Result<i64, String> {
+        self.arg(i)
+            .as_int()
+            .ok_or_else(|| format!("{}: argument {} is not a number", self.name, i + 1))
+    }
+
+    /// Argument `i` as text.
+    fn text(&self, i: usize) -> String {
+        self.arg(i).to_string()
+    }
+}
+
+/// The functions of one family: a call's value, or none when the family has no function of
+/// that name taking that many arguments.
+type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
+
+/// The families in the order they are asked (`get` is a field's before a map's before an
+/// atomic's).
+const FAMILIES: [Family; 11] = [
+    output,
+    profiling,
+    strings,
+    threads_and_time,
+    numbers,
+    reflection,
+    maps,
+    atomics,
+    aggregations,
+    jvm,
+    session,
+];
+
+/// The session: `exit`, and the script's arguments (`$`, `$length`).
+fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    Ok(Some(match (c.name, c.args.len()) {
+        ("exit", 0 | 1) => {
+            *cx.exit = Some(if c.args.is_empty() {
+                0
+            } else {
+                c.int(0)? as i32
+            });
+            Value::Null
+        }
+        ("$", 1) => cx
+            .args
+            .get(c.int(0)?.max(0) as usize)
+            .map_or(Value::Null, |a| Value::str(a)),
+        ("$length", 0) => Value::Int(cx.args.len() as i64),
+        _ => return Ok(None),
+    }))
+}
+
+pub(super) fn facts<'a>(cx: &Context<'a>, name: &str) -> Result<&'a dyn Facts, String> {
+    cx.facts
+        .ok_or_else(|| format!("{name}: no JVM to ask (the script runs without one)"))
+}
+
+pub(super) fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
