@@ -11,6 +11,7 @@ use crate::value::Value;
 mod aggregations;
 mod collections;
 mod jvm;
+mod refused;
 mod text;
 mod threads;
 
@@ -18,6 +19,7 @@ use aggregations::{aggregations, profiling};
 use collections::{atomics, maps};
 use jvm::jvm;
 pub use jvm::{Facts, Heap};
+pub use refused::refusal;
 use text::{numbers, output, strings};
 use threads::{reflection, threads_and_time};
 

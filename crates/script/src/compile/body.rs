@@ -230,6 +230,9 @@ impl Compiler<'_> {
                 if !is_api_class(simple) {
                     return fail(node, format!("calls to application methods ({class}.{name}) are not allowed: only BTraceUtils functions and the script's own methods"));
                 }
+                if let Some(why) = builtins::refusal(Some(simple), name) {
+                    return fail(node, format!("{simple}.{name} is refused: {why}"));
+                }
                 if !builtins::exists(name) {
                     return fail(
                         node,
@@ -294,6 +297,11 @@ fn is_api_class(name: &str) -> bool {
             | "Env"
             | "VM"
             | "Export"
+            | "Counters"
+            | "References"
+            | "Speculation"
+            | "Jfr"
+            | "D"
     )
 }
 

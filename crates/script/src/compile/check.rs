@@ -194,7 +194,9 @@ impl<'a> Checker<'a> {
                     Some((e.at, format!("cannot find symbol: {n}")))
                 }
                 ExprKind::Own(name, _) if !self.methods.contains_key(name.as_str()) => {
-                    if builtins::exists(name) {
+                    if let Some(why) = builtins::refusal(None, name) {
+                        Some((e.at, format!("{name} is refused: {why}")))
+                    } else if builtins::exists(name) {
                         None
                     } else {
                         Some((e.at, format!("{name} is neither a BTraceUtils function jtap knows nor a method of the script (calls to application methods are not allowed)")))

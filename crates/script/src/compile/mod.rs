@@ -540,6 +540,11 @@ public class Tracker {
         );
         assert!(handler("System.exit(1);").contains("calls to application methods (System.exit)"));
         assert!(handler("foo();").contains("foo is neither a BTraceUtils function"));
+        assert_eq!(
+            handler("Sys.Memory.runFinalization();"),
+            "S.java:6:1: Memory.runFinalization is refused: it runs the application's finalizers (application code) in the JVM"
+        );
+        assert!(handler("hash(\"a\");").starts_with("S.java:6:1: hash is refused: it calls"));
         assert!(handler("x = 1;").contains("cannot find symbol: x"));
         assert!(
             handler("println(\"a\")").starts_with("S.java:6:"),

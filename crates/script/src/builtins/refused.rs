@@ -1,0 +1,215 @@
+//! The `BTraceUtils` functions jtap refuses on purpose, each with why: what would let a
+//! script change the application or run its code, and what needs the JVM at the probe
+//! while jtap's handlers run in the client after it.
+
+/// Why a function needs the probed thread itself.
+const AT_THE_PROBE: &str = "it asks the probed thread at the probe, and jtap's handlers run in the client after the probe fired";
+/// Why a function needs a class object.
+const CLASS_OBJECT: &str = "it needs the class object in the JVM; jtap's handlers see classes by name and objects as their descriptions";
+/// Why static fields cannot be read.
+const STATIC_STATE: &str = "it reads static fields in the JVM; the agent captures no static state";
+/// Why object graphs cannot be exported.
+const OBJECT_GRAPH: &str =
+    "it writes object graphs to files; jtap's handlers see objects as descriptions, not graphs";
+/// Why JFR events cannot be declared.
+const JFR_EVENTS: &str = "JFR events declared in scripts are not supported yet";
+/// Why speculative output is not run.
+const SPECULATION: &str = "speculative output is not supported yet";
+
+/// Why a function is not run yet.
+const NOT_YET: &str = "jtap does not run it yet";
+
+/// Refused functions: `Class.name` for one nested class's, a bare name for every class's.
+const REFUSED: &[(&str, &str)] = &[
+    ("runFinalization", "it runs the application's finalizers (application code) in the JVM"),
+    ("hash", "it calls the object's own hashCode() in the JVM (identityHashCode runs no code)"),
+    ("finalizationCount", "the JVM tells it only to Java code (MemoryMXBean), no counter or diagnostic command has it"),
+    ("bootClassPath", "JDK 9 and later have no boot class path (isBootClassPathSupported() is false)"),
+    ("holdsLock", AT_THE_PROBE),
+    ("isInteruppted", AT_THE_PROBE),
+    ("threadState", AT_THE_PROBE),
+    ("currentThreadCpuTime", AT_THE_PROBE),
+    ("currentThreadUserTime", AT_THE_PROBE),
+    ("accessFlags", CLASS_OBJECT),
+    ("contextClassLoader", CLASS_OBJECT),
+    ("declaringClass", CLASS_OBJECT),
+    ("getSuperclass", CLASS_OBJECT),
+    ("instanceOf", CLASS_OBJECT),
+    ("isAssignableFrom", CLASS_OBJECT),
+    ("isInstance", CLASS_OBJECT),
+    ("isInterface", CLASS_OBJECT),
+    ("loader", CLASS_OBJECT),
+    ("parentLoader", CLASS_OBJECT),
+    ("type", CLASS_OBJECT),
+    ("getStatic", STATIC_STATE),
+    ("getBooleanStatic", STATIC_STATE),
+    ("getByteStatic", STATIC_STATE),
+    ("getCharStatic", STATIC_STATE),
+    ("getShortStatic", STATIC_STATE),
+    ("getIntStatic", STATIC_STATE),
+    ("getLongStatic", STATIC_STATE),
+    ("getFloatStatic", STATIC_STATE),
+    ("printStaticFields", STATIC_STATE),
+    ("serialize", OBJECT_GRAPH),
+    ("toXML", OBJECT_GRAPH),
+    ("writeXML", OBJECT_GRAPH),
+    ("writeDOT", OBJECT_GRAPH),
+    ("Jfr.begin", JFR_EVENTS),
+    ("Jfr.commit", JFR_EVENTS),
+    ("Jfr.end", JFR_EVENTS),
+    ("Jfr.prepareEvent", JFR_EVENTS),
+    ("Jfr.setEventField", JFR_EVENTS),
+    ("Jfr.shouldCommit", JFR_EVENTS),
+    ("speculation", SPECULATION),
+    ("speculate", SPECULATION),
+    ("Speculation.commit", SPECULATION),
+    ("discard", SPECULATION),
+    ("addLast", NOT_YET),
+    ("append", NOT_YET),
+    ("classForName", NOT_YET),
+    ("classPath", NOT_YET),
+    ("committed", NOT_YET),
+    ("compare", NOT_YET),
+    ("compareAndSet", NOT_YET),
+    ("compareToIgnoreCase", NOT_YET),
+    ("contains", NOT_YET),
+    ("containsValue", NOT_YET),
+    ("copy", NOT_YET),
+    ("daemonThreadCount", NOT_YET),
+    ("deref", NOT_YET),
+    ("dtraceProbe", NOT_YET),
+    ("exp", NOT_YET),
+    ("getAndSet", NOT_YET),
+    ("getComponentType", NOT_YET),
+    ("getInstrumentationLevel", NOT_YET),
+    ("getMemoryPoolUsage", NOT_YET),
+    ("getTotalGcTime", NOT_YET),
+    ("identityHashCode", NOT_YET),
+    ("identityStr", NOT_YET),
+    ("init", NOT_YET),
+    ("isArray", NOT_YET),
+    ("isBootClassPathSupported", NOT_YET),
+    ("isInfinite", NOT_YET),
+    ("isNaN", NOT_YET),
+    ("isPrimitive", NOT_YET),
+    ("jstackAllStr", NOT_YET),
+    ("lazySet", NOT_YET),
+    ("libraryPath", NOT_YET),
+    ("log", NOT_YET),
+    ("log10", NOT_YET),
+    ("max", NOT_YET),
+    ("millis", NOT_YET),
+    ("nanos", NOT_YET),
+    ("newDeque", NOT_YET),
+    ("newStringBuilder", NOT_YET),
+    ("nonHeapUsage", NOT_YET),
+    ("parseBoolean", NOT_YET),
+    ("parseByte", NOT_YET),
+    ("parseDouble", NOT_YET),
+    ("parseFloat", NOT_YET),
+    ("parseShort", NOT_YET),
+    ("pattern", NOT_YET),
+    ("peakThreadCount", NOT_YET),
+    ("peek", NOT_YET),
+    ("peekFirst", NOT_YET),
+    ("peekLast", NOT_YET),
+    ("perfInt", NOT_YET),
+    ("perfLong", NOT_YET),
+    ("perfString", NOT_YET),
+    ("poll", NOT_YET),
+    ("printEnv", NOT_YET),
+    ("printNumber", NOT_YET),
+    ("printProperties", NOT_YET),
+    ("printStringMap", NOT_YET),
+    ("printVmArguments", NOT_YET),
+    ("probe", NOT_YET),
+    ("probeClass", NOT_YET),
+    ("probeLine", NOT_YET),
+    ("probeMethod", NOT_YET),
+    ("processCPUTime", NOT_YET),
+    ("properties", NOT_YET),
+    ("push", NOT_YET),
+    ("putAll", NOT_YET),
+    ("random", NOT_YET),
+    ("regexp", NOT_YET),
+    ("removeFirst", NOT_YET),
+    ("removeLast", NOT_YET),
+    ("setInstrumentationLevel", NOT_YET),
+    ("softRef", NOT_YET),
+    ("strcmp", NOT_YET),
+    ("stricmp", NOT_YET),
+    ("strstr", NOT_YET),
+    ("systemLoadAverage", NOT_YET),
+    ("threadCount", NOT_YET),
+    ("toArray", NOT_YET),
+    ("toHexString", NOT_YET),
+    ("totalStartedThreadCount", NOT_YET),
+    ("truncateAggregation", NOT_YET),
+    ("used", NOT_YET),
+    ("vmArguments", NOT_YET),
+    ("vmVersion", NOT_YET),
+    ("weakCompareAndSet", NOT_YET),
+    ("weakRef", NOT_YET),
+];
+
+/// Why jtap refuses `name` called on `class` (a nested class's simple name, or none when
+/// called unqualified), if it does.
+pub fn refusal(class: Option<&str>, name: &str) -> Option<&'static str> {
+    REFUSED.iter().find_map(|&(refused, why)| {
+        let matches = match refused.split_once('.') {
+            Some((refused_class, refused_name)) => {
+                refused_name == name && class.is_none_or(|c| c == refused_class)
+            }
+            None => refused == name,
+        };
+        matches.then_some(why)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtins::exists;
+
+    /// BTrace's list: `Nested.Class.name` or a top-level `name` per line.
+    fn btrace_functions() -> impl Iterator<Item = (Option<&'static str>, &'static str)> {
+        include_str!("../../data/btraceutils.txt")
+            .lines()
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(|line| match line.rsplit_once('.') {
+                Some((classes, name)) => (classes.rsplit('.').next(), name),
+                None => (None, line),
+            })
+    }
+
+    #[test]
+    fn every_btraceutils_function_is_run_or_refused_with_a_reason() {
+        let unaccounted: Vec<String> = btrace_functions()
+            .filter(|&(class, name)| refusal(class, name).is_none() && !exists(name))
+            .map(|(class, name)| format!("{}.{name}", class.unwrap_or("BTraceUtils")))
+            .collect();
+        assert!(
+            unaccounted.is_empty(),
+            "neither run nor refused: {unaccounted:?}"
+        );
+        assert!(btrace_functions().count() > 300);
+    }
+
+    #[test]
+    fn refusals_name_btrace_functions_jtap_does_not_run() {
+        for &(refused, _) in REFUSED {
+            let (class, name) = match refused.split_once('.') {
+                Some((class, name)) => (Some(class), name),
+                None => (None, refused),
+            };
+            assert!(
+                btrace_functions().any(|f| f.1 == name && (class.is_none() || f.0 == class)),
+                "{refused} is no BTraceUtils function"
+            );
+            assert!(
+                class.is_some() || !exists(name),
+                "{refused} is both run and refused"
+            );
+        }
+    }
+}
