@@ -29,15 +29,15 @@ use jtap_protocol::Options;
 use super::ctimer::CtimerEngine;
 use super::itimer::ItimerEngine;
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
+use crate::sampling::armed::ArmedSampler;
 use crate::sampling::counters::{Counter, PerfCounters};
 use crate::sampling::signal::Source;
-use crate::sampling::threads;
-use crate::sampling::{self, Sampler, Settings};
+use crate::sampling::{self, Settings};
 
 /// The engine: perf_events when they work, else a fallback engine.
 #[derive(Default)]
 pub struct CpuEngine {
-    sampler: Option<Sampler>,
+    sampler: Option<ArmedSampler>,
     fallback: Option<Box<dyn Engine>>,
 }
 
@@ -66,18 +66,15 @@ impl Engine for CpuEngine {
             return Ok(());
         }
         let settings = Settings::from_options(options, "cpu", "cpu", period, Source::PerfEvent)?;
-        let sampler = Sampler::start(context.env, context.vm, settings)?;
-        match threads::arm_all(Box::new(PerfCounters::new(
-            counter,
-            options.alluser,
-            options.cstack.unwrap_or_default(),
-        ))) {
-            Ok(armed) => log!("cpu: perf_event counters on {armed} threads"),
-            Err(e) => {
-                sampler.stop();
-                return Err(format!("perf_event_open: {e}"));
-            }
-        }
+        let counters =
+            PerfCounters::new(counter, options.alluser, options.cstack.unwrap_or_default());
+        let sampler = ArmedSampler::start(
+            context.env,
+            context.vm,
+            settings,
+            Box::new(counters),
+            "perf_event_open",
+        )?;
         self.sampler = Some(sampler);
         Ok(())
     }
@@ -85,14 +82,14 @@ impl Engine for CpuEngine {
     fn dump(&self) -> Report {
         match &self.fallback {
             Some(fallback) => fallback.dump(),
-            None => Report::so_far(self.sampler.as_ref()),
+            None => Report::so_far(self.sampler.as_ref().map(ArmedSampler::sampler)),
         }
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
         match &self.fallback {
             Some(fallback) => fallback.progress(),
-            None => self.sampler.as_ref().map(Sampler::progress),
+            None => self.sampler.as_ref().map(|s| s.sampler().progress()),
         }
     }
 
@@ -100,12 +97,7 @@ impl Engine for CpuEngine {
         if let Some(mut fallback) = self.fallback.take() {
             return fallback.stop(context);
         }
-        // Signals first (the handler then ignores stray ones), then the signal sources.
-        let profile = self.sampler.take().map(Sampler::stop).unwrap_or_default();
-        let failures = threads::disarm_all();
-        if failures != 0 {
-            log!("cpu: {failures} threads could not get a counter");
-        }
-        Report::Profile(Box::new(profile))
+        let profile = self.sampler.take().map(ArmedSampler::stop);
+        Report::Profile(Box::new(profile.unwrap_or_default()))
     }
 }

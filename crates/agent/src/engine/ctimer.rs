@@ -9,15 +9,15 @@ use jtap_jvmti::Capabilities;
 use jtap_protocol::Options;
 
 use super::{interval, Context, Engine, Report, CPU_INTERVAL};
+use crate::sampling::armed::ArmedSampler;
 use crate::sampling::signal::Source;
-use crate::sampling::threads;
 use crate::sampling::timers::CpuClockTimers;
-use crate::sampling::{self, Sampler, Settings};
+use crate::sampling::{self, Settings};
 
 /// The engine; `event` is what the profile says was asked for (`cpu` after a fallback).
 pub struct CtimerEngine {
     event: &'static str,
-    sampler: Option<Sampler>,
+    sampler: Option<ArmedSampler>,
 }
 
 impl CtimerEngine {
@@ -45,34 +45,28 @@ impl Engine for CtimerEngine {
             .map_err(|e| format!("timer_create(thread CPU clock): {e}"))?;
         let settings =
             Settings::from_options(options, self.event, "ctimer", period, Source::PosixTimer)?;
-        let sampler = Sampler::start(context.env, context.vm, settings)?;
-        let timers = CpuClockTimers::new(period);
-        match threads::arm_all(Box::new(timers)) {
-            Ok(armed) => log!("ctimer: timers on {armed} threads"),
-            Err(e) => {
-                sampler.stop();
-                return Err(format!("timer_create(thread CPU clock): {e}"));
-            }
-        }
+        let timers = Box::new(CpuClockTimers::new(period));
+        let sampler = ArmedSampler::start(
+            context.env,
+            context.vm,
+            settings,
+            timers,
+            "timer_create(thread CPU clock)",
+        )?;
         self.sampler = Some(sampler);
         Ok(())
     }
 
     fn dump(&self) -> Report {
-        Report::so_far(self.sampler.as_ref())
+        Report::so_far(self.sampler.as_ref().map(ArmedSampler::sampler))
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
-        self.sampler.as_ref().map(Sampler::progress)
+        self.sampler.as_ref().map(|s| s.sampler().progress())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        // Signals first (the handler then ignores stray ones), then the signal sources.
-        let profile = self.sampler.take().map(Sampler::stop).unwrap_or_default();
-        let failures = threads::disarm_all();
-        if failures != 0 {
-            log!("ctimer: {failures} threads could not get a timer");
-        }
-        Report::Profile(Box::new(profile))
+        let profile = self.sampler.take().map(ArmedSampler::stop);
+        Report::Profile(Box::new(profile.unwrap_or_default()))
     }
 }

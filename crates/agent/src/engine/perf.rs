@@ -20,10 +20,10 @@ use jtap_protocol::Options;
 use perf_event_open_sys::bindings as perf;
 
 use super::{Context, Engine, Report};
+use crate::sampling::armed::ArmedSampler;
 use crate::sampling::counters::{Counter, PerfCounters};
 use crate::sampling::signal::Source;
-use crate::sampling::threads;
-use crate::sampling::{self, Sampler, Settings};
+use crate::sampling::{self, Settings};
 
 /// Software events by name (perf's names and aliases) and their `PERF_COUNT_SW_*` config.
 const SOFTWARE: &[(&str, u32)] = &[
@@ -69,7 +69,7 @@ const CLOCK_PERIOD: u64 = 10_000_000;
 /// The engine.
 #[derive(Default)]
 pub struct PerfEngine {
-    sampler: Option<Sampler>,
+    sampler: Option<ArmedSampler>,
 }
 
 /// The counter the perf event `name` names, with `period` events between samples (the
@@ -169,35 +169,31 @@ impl Engine for PerfEngine {
         PerfCounters::probe(counter, options.alluser).map_err(|e| refused(name, counter, &e))?;
         let interval = std::time::Duration::from_nanos(counter.period);
         let settings = Settings::from_options(options, name, "perf", interval, Source::PerfEvent)?;
-        let sampler = Sampler::start(context.env, context.vm, settings)?;
         let counters =
             PerfCounters::new(counter, options.alluser, options.cstack.unwrap_or_default());
-        match threads::arm_all(Box::new(counters)) {
-            Ok(armed) => log!("perf: {name} counters on {armed} threads"),
-            Err(e) => {
-                sampler.stop();
-                return Err(format!("perf event {name}: {e}"));
-            }
-        }
+        let source = format!("perf event {name}");
+        let sampler = ArmedSampler::start(
+            context.env,
+            context.vm,
+            settings,
+            Box::new(counters),
+            &source,
+        )?;
         self.sampler = Some(sampler);
         Ok(())
     }
 
     fn dump(&self) -> Report {
-        Report::so_far(self.sampler.as_ref())
+        Report::so_far(self.sampler.as_ref().map(ArmedSampler::sampler))
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
-        self.sampler.as_ref().map(Sampler::progress)
+        self.sampler.as_ref().map(|s| s.sampler().progress())
     }
 
     fn stop(&mut self, _context: &Context) -> Report {
-        let profile = self.sampler.take().map(Sampler::stop).unwrap_or_default();
-        let failures = threads::disarm_all();
-        if failures != 0 {
-            log!("perf: {failures} threads could not get a counter");
-        }
-        Report::Profile(Box::new(profile))
+        let profile = self.sampler.take().map(ArmedSampler::stop);
+        Report::Profile(Box::new(profile.unwrap_or_default()))
     }
 }
 

@@ -45,6 +45,7 @@
 //! (see `code`).
 
 pub(crate) mod asgct;
+pub mod armed;
 mod buffer;
 mod code;
 pub mod counters;
