@@ -231,6 +231,20 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// The busiest threads over an interval with their stacks, blocked threads and who
+    /// holds their lock, deadlocks
+    #[command(
+        after_help = "CPU use comes from /proc (no pause); names, states, stacks and locks from one \
+                            thread dump (as jstack -l: a safepoint).\n\
+                            Examples:\n  jtap threads 1234 -n 3\n  jtap threads 1234 --blocked\n  \
+                            jtap threads 1234 --state RUNNABLE -d 5s --frames 20"
+    )]
+    Threads {
+        #[command(flatten)]
+        args: commands::threads::ThreadsArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -288,6 +302,7 @@ fn main() {
         Command::Calltree { args, attach } => commands::trace::calltree(args, attach.timeout),
         Command::Monitor { args, attach } => commands::trace::monitor(args, attach.timeout),
         Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
+        Command::Threads { args, attach } => commands::threads::run(&args, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

@@ -10,4 +10,6 @@ pub mod heap;
 pub mod profile;
 pub mod ps;
 pub mod sites;
+pub mod thread_dump;
+pub mod threads;
 pub mod trace;

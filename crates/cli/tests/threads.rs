@@ -1,0 +1,137 @@
+//! `jtap threads` on every JDK of the matrix: the hot thread of a workload with one hot and
+//! several idle threads comes first, a thread blocked on a monitor or a ReentrantLock names
+//! the holder, the JVM's deadlocks are reported, and bad input gets a one-line error.
+
+mod common;
+
+use common::jtap;
+use jtap_testkit::{jdks, JavaProcess};
+use serde_json::Value;
+
+fn threads_json(pid: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["threads", pid, "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&jtap(args).ok()).expect("jtap threads --json prints JSON")
+}
+
+fn names(report: &Value) -> Vec<String> {
+    report["threads"]
+        .as_array()
+        .expect("threads")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn holder_of(report: &Value, waiter: &str) -> Option<String> {
+    report["blocked"]
+        .as_array()?
+        .iter()
+        .find(|b| b["thread"] == waiter)?["holder"]
+        .as_str()
+        .map(String::from)
+}
+
+#[test]
+fn the_hot_thread_comes_first_and_blocked_threads_name_their_holder() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let report = threads_json(&pid, &["-n", "3", "-d", "2s"]);
+        let busiest = names(&report);
+        assert_eq!(busiest.len(), 3, "JDK {}: {report}", jdk.version);
+        assert_eq!(busiest[0], "hot-worker", "JDK {}: {report}", jdk.version);
+        let hot = &report["threads"][0];
+        assert!(
+            hot["cpu_percent"].as_f64().unwrap_or(0.0) > 30.0,
+            "JDK {}: {hot}",
+            jdk.version
+        );
+        assert_eq!(hot["state"], "RUNNABLE", "JDK {}", jdk.version);
+        assert!(
+            hot["frames"][0]
+                .as_str()
+                .is_some_and(|f| f.starts_with("workloads.OnCall.")),
+            "JDK {}: {hot}",
+            jdk.version
+        );
+        for (waiter, holder) in [
+            ("monitor-waiter", "monitor-holder"),
+            ("lock-waiter", "lock-holder"),
+        ] {
+            assert_eq!(
+                holder_of(&report, waiter).as_deref(),
+                Some(holder),
+                "JDK {}: {report}",
+                jdk.version
+            );
+        }
+
+        let blocked = threads_json(&pid, &["--blocked", "-n", "0", "-d", "100ms"]);
+        let mut waiting = names(&blocked);
+        waiting.sort();
+        assert_eq!(
+            waiting,
+            ["lock-waiter", "monitor-waiter"],
+            "JDK {}",
+            jdk.version
+        );
+
+        let idle = threads_json(
+            &pid,
+            &["--state", "timed-waiting", "-n", "0", "-d", "100ms"],
+        );
+        let idle_names = names(&idle);
+        for i in 0..4 {
+            assert!(
+                idle_names.contains(&format!("idle-{i}")),
+                "JDK {}: {idle_names:?}",
+                jdk.version
+            );
+        }
+        assert!(!idle_names.contains(&"hot-worker".to_string()));
+
+        let text = jtap(["threads", &pid, "-n", "1", "-d", "500ms"]).ok();
+        assert!(text.contains("hot-worker"), "JDK {}: {text}", jdk.version);
+        assert!(
+            text.contains("\"monitor-waiter\" (BLOCKED) waits for <0x")
+                && text.contains("held by \"monitor-holder\""),
+            "JDK {}: {text}",
+            jdk.version
+        );
+    }
+}
+
+#[test]
+fn deadlocks_are_reported_with_their_cycle() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.Deadlock");
+        let pid = jvm.pid().to_string();
+        let report = threads_json(&pid, &["-d", "100ms"]);
+        let mut cycle: Vec<String> = report["deadlocks"][0]
+            .as_array()
+            .unwrap_or_else(|| panic!("JDK {}: no deadlock in {report}", jdk.version))
+            .iter()
+            .map(|n| n.as_str().unwrap_or("").to_string())
+            .collect();
+        cycle.sort();
+        assert_eq!(cycle, ["lock-ab", "lock-ba"], "JDK {}", jdk.version);
+        assert_eq!(holder_of(&report, "lock-ab").as_deref(), Some("lock-ba"));
+        let text = jtap(["threads", &pid, "-d", "100ms"]).ok();
+        assert!(
+            text.contains("DEADLOCK: \"lock-"),
+            "JDK {}: {text}",
+            jdk.version
+        );
+    }
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error() {
+    jtap(["threads", "999999999"]).fails_with(10, "no process");
+    let own = std::process::id().to_string();
+    jtap(["threads", &own]).fails_with(11, "not a HotSpot JVM");
+    let run = jtap(["threads", &own, "--state", "sleepy"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("not a thread state"), "{run:?}");
+}
