@@ -3,6 +3,7 @@
 //! `toString()`).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::fmt;
 use std::rc::Rc;
 
@@ -35,6 +36,10 @@ pub enum Value {
     Array(Rc<[Value]>),
     /// `Collections.newHashMap()`: insertion order kept.
     Map(Rc<RefCell<Vec<(Value, Value)>>>),
+    /// `Collections.newDeque()`.
+    Deque(Rc<RefCell<VecDeque<Value>>>),
+    /// `Strings.newStringBuilder()`.
+    Builder(Rc<RefCell<String>>),
     /// `Atomic.newAtomicInteger/Long`.
     Atomic(Rc<RefCell<i64>>),
     /// `Aggregations.newAggregation(...)`.
@@ -141,6 +146,8 @@ impl Value {
             }
             (Value::Map(a), Value::Map(b)) => Rc::ptr_eq(a, b),
             (Value::Atomic(a), Value::Atomic(b)) => Rc::ptr_eq(a, b),
+            (Value::Deque(a), Value::Deque(b)) => Rc::ptr_eq(a, b),
+            (Value::Builder(a), Value::Builder(b)) => Rc::ptr_eq(a, b),
             (Value::Aggregation(a), Value::Aggregation(b)) => Rc::ptr_eq(a, b),
             (Value::Profiler(a), Value::Profiler(b)) => Rc::ptr_eq(a, b),
             _ => false,
@@ -160,16 +167,9 @@ impl fmt::Display for Value {
             Value::Str(s) | Value::Object(s) | Value::Constant(s) => f.write_str(s),
             Value::Field(name) => write!(f, "field {name}"),
             Value::Thread { name, .. } => write!(f, "Thread[{name}]"),
-            Value::Array(items) | Value::Key(items) => {
-                f.write_str("[")?;
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{item}")?;
-                }
-                f.write_str("]")
-            }
+            Value::Array(items) | Value::Key(items) => write_list(f, items.iter()),
+            Value::Deque(items) => write_list(f, items.borrow().iter()),
+            Value::Builder(text) => f.write_str(&text.borrow()),
             Value::Map(map) => {
                 f.write_str("{")?;
                 for (i, (k, v)) in map.borrow().iter().enumerate() {
@@ -185,6 +185,21 @@ impl fmt::Display for Value {
             Value::Profiler(_) => f.write_str("Profiler"),
         }
     }
+}
+
+/// A list as Java's collections print: `[a, b]`.
+fn write_list<'v>(
+    f: &mut fmt::Formatter<'_>,
+    items: impl Iterator<Item = &'v Value>,
+) -> fmt::Result {
+    f.write_str("[")?;
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    f.write_str("]")
 }
 
 /// Java's `Double.toString`: a decimal point always, scientific notation outside

@@ -37,12 +37,84 @@ pub(super) fn maps(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
                 None => Value::Null,
             }
         })?,
+        ("containsValue", 2) => map_op(&arg(0), name, |m| {
+            Value::Bool(m.iter().any(|(_, v)| v.same(&arg(1))))
+        })?,
+        // `putAll(src, dst)`; `copy(src, dst)` clears `dst` first.
+        ("putAll" | "copy", 2) => {
+            let source = map_op(&arg(0), name, |m| m.clone())?;
+            map_op(&arg(1), name, |m| {
+                if name == "copy" {
+                    m.clear();
+                }
+                for (key, value) in source {
+                    let full = m.len() >= MAX_ENTRIES;
+                    match m.iter_mut().find(|(k, _)| k.same(&key)) {
+                        Some((_, v)) => *v = value,
+                        None if full => {
+                            return Err(format!("{name}: maps are capped at {MAX_ENTRIES} entries"))
+                        }
+                        None => m.push((key, value)),
+                    }
+                }
+                Ok(Value::Null)
+            })??
+        }
         ("size", 1) => map_op(&arg(0), name, |m| Value::Int(m.len() as i64))?,
         ("isEmpty", 1) => map_op(&arg(0), name, |m| Value::Bool(m.is_empty()))?,
         ("clear", 1) => map_op(&arg(0), name, |m| {
             m.clear();
             Value::Null
         })?,
+        _ => return Ok(None),
+    }))
+}
+
+/// Deques (`Collections.newDeque()`), and `contains`/`toArray` of any collection.
+pub(super) fn deques(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {
+    let name = c.name;
+    if let ("contains", 2, Value::Array(items)) = (name, c.args.len(), c.arg(0)) {
+        return Ok(Some(Value::Bool(items.iter().any(|v| v.same(&c.arg(1))))));
+    }
+    if name == "newDeque" && c.args.is_empty() {
+        return Ok(Some(Value::Deque(Rc::default())));
+    }
+    let Value::Deque(deque) = c.arg(0) else {
+        return Ok(None);
+    };
+    let mut deque = deque.borrow_mut();
+    let empty = |what: &str| format!("{name}: the deque is empty ({what})");
+    Ok(Some(match (name, c.args.len()) {
+        ("push" | "addLast", 2) if deque.len() >= MAX_ENTRIES => {
+            return Err(format!(
+                "{name}: deques are capped at {MAX_ENTRIES} elements"
+            ))
+        }
+        ("push", 2) => {
+            deque.push_front(c.arg(1));
+            Value::Null
+        }
+        ("addLast", 2) => {
+            deque.push_back(c.arg(1));
+            Value::Null
+        }
+        ("poll", 1) => deque.pop_front().unwrap_or_default(),
+        ("peek" | "peekFirst", 1) => deque.front().cloned().unwrap_or_default(),
+        ("peekLast", 1) => deque.back().cloned().unwrap_or_default(),
+        ("removeFirst", 1) => deque
+            .pop_front()
+            .ok_or_else(|| empty("NoSuchElementException"))?,
+        ("removeLast", 1) => deque
+            .pop_back()
+            .ok_or_else(|| empty("NoSuchElementException"))?,
+        ("contains", 2) => Value::Bool(deque.iter().any(|v| v.same(&c.arg(1)))),
+        ("toArray", 1) => Value::Array(deque.iter().cloned().collect()),
+        ("size", 1) => Value::Int(deque.len() as i64),
+        ("isEmpty", 1) => Value::Bool(deque.is_empty()),
+        ("clear", 1) => {
+            deque.clear();
+            Value::Null
+        }
         _ => return Ok(None),
     }))
 }
@@ -58,7 +130,21 @@ pub(super) fn atomics(c: &Call, _: &mut Context) -> Result<Option<Value>, String
             Value::Atomic(a) => Value::Int(*a.borrow()),
             other => return Err(format!("get: {other} is not an atomic")),
         },
-        ("set", 2) => atomic(&arg(0), name, |a| {
+        ("getAndSet", 2) => {
+            let new = c.int(1)?;
+            atomic(&arg(0), name, |a| Value::Int(std::mem::replace(a, new)))?
+        }
+        ("compareAndSet" | "weakCompareAndSet", 3) => {
+            let (expected, new) = (c.int(1)?, c.int(2)?);
+            atomic(&arg(0), name, |a| {
+                let swapped = *a == expected;
+                if swapped {
+                    *a = new;
+                }
+                Value::Bool(swapped)
+            })?
+        }
+        ("set" | "lazySet", 2) => atomic(&arg(0), name, |a| {
             *a = c.int(1).unwrap_or(0);
             Value::Null
         })?,

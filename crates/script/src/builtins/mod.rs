@@ -11,16 +11,20 @@ use crate::value::Value;
 mod aggregations;
 mod collections;
 mod jvm;
+mod numbers;
 mod refused;
+#[cfg(test)]
+mod tests;
 mod text;
 mod threads;
 
 use aggregations::{aggregations, profiling};
-use collections::{atomics, maps};
+use collections::{atomics, deques, maps};
 use jvm::jvm;
 pub use jvm::{Facts, Heap};
+use numbers::numbers;
 pub use refused::refusal;
-use text::{numbers, output, strings};
+use text::{output, strings};
 use threads::{reflection, threads_and_time};
 
 /// Every function [`call`] runs.
@@ -126,6 +130,52 @@ const NAMES: &[&str] = &[
     "getDouble",
     // Run by the machine, which knows what the probe measured.
     "sizeof",
+    // Strings and output (issue #34).
+    "printNumber",
+    "printStringMap",
+    "strcmp",
+    "stricmp",
+    "compareToIgnoreCase",
+    "strstr",
+    "toHexString",
+    "regexp",
+    "pattern",
+    "newStringBuilder",
+    "append",
+    "identityHashCode",
+    "identityStr",
+    "compare",
+    // Numbers.
+    "parseShort",
+    "parseByte",
+    "parseFloat",
+    "parseDouble",
+    "parseBoolean",
+    "exp",
+    "log",
+    "log10",
+    "isNaN",
+    "isInfinite",
+    "random",
+    // Deques, maps and atomics.
+    "newDeque",
+    "push",
+    "addLast",
+    "poll",
+    "peek",
+    "peekFirst",
+    "peekLast",
+    "removeFirst",
+    "removeLast",
+    "contains",
+    "toArray",
+    "containsValue",
+    "putAll",
+    "copy",
+    "getAndSet",
+    "compareAndSet",
+    "weakCompareAndSet",
+    "lazySet",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -193,13 +243,14 @@ type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
 
 /// The families in the order they are asked (`get` is a field's before a map's before an
 /// atomic's).
-const FAMILIES: [Family; 11] = [
+const FAMILIES: [Family; 12] = [
     output,
     profiling,
     strings,
     threads_and_time,
     numbers,
     reflection,
+    deques,
     maps,
     atomics,
     aggregations,
