@@ -66,6 +66,8 @@ pub struct Machine<'s> {
     /// `@Sampled` handlers: calls taken so far, and when the last one handled ended (ns).
     sampling: HashMap<usize, (u64, i64)>,
     exit: Option<i32>,
+    /// `setInstrumentationLevel`'s level.
+    level: i64,
     args: Vec<String>,
     facts: Option<Box<dyn Facts + 's>>,
 }
@@ -178,6 +180,7 @@ impl<'s> Machine<'s> {
             handling_error: false,
             sampling: HashMap::new(),
             exit: None,
+            level: 0,
             args,
             facts,
         };
@@ -575,6 +578,7 @@ impl<'s> Machine<'s> {
             out: &mut self.out,
             exit: &mut self.exit,
             args: &self.args,
+            level: &mut self.level,
             facts: self.facts.as_deref(),
         };
         builtins::call(name, values, &mut cx).map_err(|m| (call.at, m))

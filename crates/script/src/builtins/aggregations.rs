@@ -82,6 +82,26 @@ pub(super) fn aggregations(c: &Call, _: &mut Context) -> Result<Option<Value>, S
             }
             Value::Null
         }
+        // BTrace's `truncate`: the `count` largest rows kept, or the `-count` smallest.
+        ("truncateAggregation", 2) => {
+            let count = c.int(1)?;
+            if let Value::Aggregation(agg) = c.arg(0) {
+                let mut agg = agg.borrow_mut();
+                let mut rows = std::mem::take(&mut agg.rows);
+                rows.sort_by_key(|(_, tally)| agg.result(tally));
+                let keep = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+                let drop = rows.len().saturating_sub(keep);
+                match count {
+                    0 => rows.clear(),
+                    1.. => {
+                        rows.drain(..drop);
+                    }
+                    _ => rows.truncate(rows.len() - drop),
+                }
+                agg.rows = rows;
+            }
+            Value::Null
+        }
         ("clearAggregation", 1) => {
             if let Value::Aggregation(agg) = c.arg(0) {
                 agg.borrow_mut().rows.clear();

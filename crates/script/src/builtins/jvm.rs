@@ -116,12 +116,15 @@ pub(super) fn jvm(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
             Value::Null
         }
         // Every thread's stack, as the JVM's thread dump has it.
-        ("jstackAll", 0 | 1) => {
+        ("jstackAll" | "jstackAllStr", 0 | 1) => {
             let dump = facts(cx, name)?
                 .thread_dump()
-                .ok_or("jstackAll: the JVM gave no thread dump")?;
-            cx.out.push_str(dump.trim_end());
-            cx.out.push('\n');
+                .ok_or_else(|| format!("{name}: the JVM gave no thread dump"))?;
+            let dump = format!("{}\n", dump.trim_end());
+            if name == "jstackAllStr" {
+                return Ok(Some(Value::built(dump)?));
+            }
+            cx.out.push_str(&dump);
             Value::Null
         }
         // The deadlocks the JVM's thread dump reports (nothing when there are none).

@@ -176,6 +176,26 @@ const NAMES: &[&str] = &[
     "compareAndSet",
     "weakCompareAndSet",
     "lazySet",
+    // Threads, time, the probe, classes by name, references.
+    "millis",
+    "nanos",
+    "probeClass",
+    "probeMethod",
+    "probeLine",
+    "classForName",
+    "isArray",
+    "isPrimitive",
+    "getComponentType",
+    "weakRef",
+    "softRef",
+    "deref",
+    "getInstrumentationLevel",
+    "setInstrumentationLevel",
+    "dtraceProbe",
+    "probe",
+    // Aggregations, stacks.
+    "truncateAggregation",
+    "jstackAllStr",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -197,6 +217,8 @@ pub struct Context<'a> {
     pub exit: &'a mut Option<i32>,
     /// The script's arguments (`$(n)`).
     pub args: &'a [String],
+    /// `setInstrumentationLevel`'s level.
+    pub level: &'a mut i64,
     /// The JVM's facts, when the script runs against one.
     pub facts: Option<&'a dyn Facts>,
 }
@@ -258,7 +280,8 @@ const FAMILIES: [Family; 12] = [
     session,
 ];
 
-/// The session: `exit`, and the script's arguments (`$`, `$length`).
+/// The session: `exit`, the script's arguments (`$`, `$length`), its instrumentation
+/// level, DTrace's no-op probes.
 fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
     Ok(Some(match (c.name, c.args.len()) {
         ("exit", 0 | 1) => {
@@ -274,6 +297,16 @@ fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
             .get(c.int(0)?.max(0) as usize)
             .map_or(Value::Null, |a| Value::str(a)),
         ("$length", 0) => Value::Int(cx.args.len() as i64),
+        ("getInstrumentationLevel", 0) => Value::Int(*cx.level),
+        ("setInstrumentationLevel", 1) => {
+            let level = c.int(0)?;
+            if level >= 0 {
+                *cx.level = level;
+            }
+            Value::Null
+        }
+        // DTrace probes: a no-op, as in BTrace where there is no DTrace.
+        ("dtraceProbe" | "probe", 2..=4) => Value::Int(0),
         _ => return Ok(None),
     }))
 }

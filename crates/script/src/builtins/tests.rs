@@ -5,12 +5,13 @@ use crate::value::Value;
 
 /// Calls `name` with no probe and no JVM: its value and what it printed.
 fn run(name: &str, args: Vec<Value>) -> Result<(Value, String), String> {
-    let (mut out, mut exit) = (String::new(), None);
+    let (mut out, mut exit, mut level) = (String::new(), None, 0);
     let mut cx = Context {
         probe: None,
         out: &mut out,
         exit: &mut exit,
         args: &[],
+        level: &mut level,
         facts: None,
     };
     let value = call(name, args, &mut cx)?;
@@ -179,4 +180,82 @@ fn maps_and_numbers_print_as_btrace_prints_them() {
         "n = 4\n"
     );
     assert_eq!(printed("printNumber", vec![s(""), Value::Int(4)]), "4\n");
+}
+
+#[test]
+fn aggregations_truncate_to_their_largest_or_smallest_rows() {
+    let agg = || {
+        let agg = value("newAggregation", vec![Value::Constant("SUM".into())]);
+        for (key, n) in [("a", 3), ("b", 1), ("c", 2)] {
+            value("addToAggregation", vec![agg.clone(), s(key), Value::Int(n)]);
+        }
+        agg
+    };
+    let largest = agg();
+    value("truncateAggregation", vec![largest.clone(), Value::Int(2)]);
+    assert_eq!(
+        printed("printAggregation", vec![s("top"), largest]),
+        "top\n  c  2\n  a  3\n"
+    );
+    let smallest = agg();
+    value(
+        "truncateAggregation",
+        vec![smallest.clone(), Value::Int(-1)],
+    );
+    assert_eq!(
+        printed("printAggregation", vec![s("low"), smallest]),
+        "low\n  b  1\n"
+    );
+}
+
+#[test]
+fn classes_are_their_names() {
+    assert_eq!(
+        value("classForName", vec![s("java.lang.Thread")]).to_string(),
+        "java.lang.Thread"
+    );
+    assert!(value("isArray", vec![s("[I")]).truthy());
+    assert!(value("isPrimitive", vec![s("long")]).truthy());
+    assert_eq!(
+        value("getComponentType", vec![s("[Ljava.lang.String;")]).to_string(),
+        "java.lang.String"
+    );
+    assert_eq!(value("getComponentType", vec![s("[I")]).to_string(), "int");
+    assert_eq!(
+        value("getComponentType", vec![s("int[][]")]).to_string(),
+        "int[]"
+    );
+    assert!(matches!(
+        value("getComponentType", vec![s("int")]),
+        Value::Null
+    ));
+}
+
+#[test]
+fn handlers_know_where_their_probe_fired() {
+    use crate::machine::Machine;
+    let source = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+import org.openjdk.btrace.core.BTraceUtils.D;
+@BTrace public class S {
+    @OnMethod(clazz = "app.Shop", method = "buy")
+    public static void h() {
+        setInstrumentationLevel(2);
+        setInstrumentationLevel(-1);
+        D.probe("shop", "buy");
+        println(probeClass() + "." + probeMethod() + ":" + probeLine() + " level " + getInstrumentationLevel());
+        println(Time.millis() > 0);
+    }
+}"#;
+    let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+    assert!(script.handlers[0].uses_stack, "probeLine takes the stack");
+    let mut machine = Machine::new(&script, "S.java", Vec::new(), None);
+    let probe = crate::Fired {
+        class: "app.Shop".into(),
+        method: "buy".into(),
+        stack: vec!["app.Shop.buy(Shop.java:42)".into()],
+        ..crate::Fired::default()
+    };
+    machine.fire(0, &probe);
+    assert_eq!(machine.take_output(), "app.Shop.buy:42 level 2\ntrue\n");
 }

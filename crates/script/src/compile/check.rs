@@ -8,12 +8,12 @@ use super::Result;
 use crate::ast::{Expr, ExprKind, Method, Role, Script, Stmt};
 use crate::builtins;
 
-/// Whether statements call `jstack` (the probe then captures stacks).
+/// Whether statements call `jstack` or `probeLine` (the probe then captures stacks).
 pub(super) fn calls_stack(body: &[Stmt]) -> bool {
     let mut found = false;
     visit_stmts(body, &mut |e| {
         if let ExprKind::Builtin(name, _) | ExprKind::Own(name, _) = &e.kind {
-            found |= name == "jstack" || name == "jstackStr";
+            found |= matches!(name.as_str(), "jstack" | "jstackStr" | "probeLine");
         }
     });
     found
