@@ -24,7 +24,7 @@ mod watcher;
 use crate::channel::{Channel, ClientSink};
 
 use crate::engine::{self, Context, Engine, Report, Resource};
-use crate::push::{Endpoint, Period, Pusher};
+use crate::push::{Period, Pusher};
 use crate::rotation::{Ended, Rotation};
 use crate::sampling;
 use crate::session::Session;
@@ -484,17 +484,13 @@ impl Agent {
             .collect::<Vec<_>>()
             .join(",");
         let pusher = match &options.push {
-            Some(url) => {
-                let app = options.app.as_deref().unwrap_or("jtap");
-                let endpoint = Endpoint::parse(url, app, &options.label_pairs());
-                match endpoint.and_then(Pusher::start) {
-                    Ok(pusher) => Some(pusher),
-                    Err(e) => {
-                        self.retire_all(&state, engines);
-                        return Err(failed(e));
-                    }
+            Some(_) => match Pusher::start(options) {
+                Ok(pusher) => Some(pusher),
+                Err(e) => {
+                    self.retire_all(&state, engines);
+                    return Err(failed(e));
                 }
-            }
+            },
             None => None,
         };
         state.started += 1;

@@ -218,6 +218,36 @@ struct Continuous {
     /// With --push: a label of the pushed profiles (repeatable)
     #[arg(long = "label", value_name = "K=V", requires = "push", value_parser = parse_label)]
     labels: Vec<String>,
+    #[arg(long, value_name = "FILE", help = help_of("push-ca"), requires = "push")]
+    push_ca: Option<PathBuf>,
+    #[arg(long, value_name = "NAME", help = help_of("push-user"), requires = "push_token_file")]
+    push_user: Option<String>,
+    #[arg(long, value_name = "FILE", help = help_of("push-token-file"), requires = "push")]
+    push_token_file: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", help = help_of("push-spool"), requires = "push")]
+    push_spool: Option<PathBuf>,
+    #[arg(long, value_name = "BYTES", help = help_of("push-spool-max"), requires = "push_spool", value_parser = parse_spool_max)]
+    push_spool_max: Option<u64>,
+}
+
+/// `--push-spool-max` as the agent grammar's `push-spool-max=` reads it.
+fn parse_spool_max(text: &str) -> Result<u64, String> {
+    let mut options = Options::default();
+    let row = jtap_protocol::options::key("push-spool-max").ok_or("no push-spool-max key")?;
+    (row.parse)(&mut options, Some(text))?;
+    options
+        .push_spool_max
+        .ok_or_else(|| format!("bad size {text}"))
+}
+
+/// A path the agent opens, absolute: the JVM's working directory is not this one.
+fn for_the_agent(path: Option<PathBuf>) -> anyhow::Result<Option<String>> {
+    path.map(|p| {
+        std::path::absolute(&p)
+            .map(|p| p.display().to_string())
+            .with_context(|| format!("{}", p.display()))
+    })
+    .transpose()
 }
 
 /// `--label k=v`.
@@ -650,6 +680,11 @@ fn start_detached(
     options.push = rotation.push;
     options.app = rotation.app;
     options.labels = (!rotation.labels.is_empty()).then(|| rotation.labels.join(";"));
+    options.push_ca = for_the_agent(rotation.push_ca)?;
+    options.push_user = rotation.push_user;
+    options.push_token_file = for_the_agent(rotation.push_token_file)?;
+    options.push_spool = for_the_agent(rotation.push_spool)?;
+    options.push_spool_max = rotation.push_spool_max;
     jtap_client::run(pid, &options, timeout, &mut io::stdout().lock())?;
     Ok(0)
 }

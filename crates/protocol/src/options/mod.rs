@@ -277,6 +277,17 @@ pub struct Options {
     pub app: Option<String>,
     /// With `push=`: labels, `k=v;k=v`.
     pub labels: Option<String>,
+    /// With `push=https://`: a PEM file of CA certificates trusted besides the public roots.
+    pub push_ca: Option<String>,
+    /// With `push=`: the user of HTTP basic auth (its password: `push-token-file=`).
+    pub push_user: Option<String>,
+    /// With `push=`: a file holding the secret of each push (a bearer token, or with
+    /// `push-user=` the basic auth password), read at every push.
+    pub push_token_file: Option<String>,
+    /// With `push=`: a directory where periods the server did not take wait for it.
+    pub push_spool: Option<String>,
+    /// With `push-spool=`: the most bytes waiting there; older periods are dropped beyond.
+    pub push_spool_max: Option<u64>,
     /// Sampling engines: put each sample's thread name at the root of its stack.
     pub threads: bool,
     /// `event=wall`: sample every thread of the process, not only Java threads.
@@ -387,6 +398,9 @@ pub enum ParseError {
     /// `push=` without `loop=`.
     #[error("push= sends each period of loop=: give loop= too (e.g. loop=10s)")]
     PushNeedsLoop,
+    /// A `push-*=` setting without the key it refines (`push=`, `push-spool=`).
+    #[error("{0}= goes with {1}=: give {1}= too")]
+    PushSettingAlone(&'static str, &'static str),
     /// `keep=` without `loop=`.
     #[error("keep= counts the files of loop=: give loop= too")]
     KeepNeedsLoop,
@@ -538,6 +552,29 @@ impl Options {
         }
         if self.push.is_some() && self.rotate.is_none() {
             return Err(ParseError::PushNeedsLoop);
+        }
+        let (push, spool) = (self.push.is_some(), self.push_spool.is_some());
+        let push_settings = [
+            ("push-ca", self.push_ca.is_some(), "push", push),
+            ("push-user", self.push_user.is_some(), "push", push),
+            (
+                "push-token-file",
+                self.push_token_file.is_some(),
+                "push",
+                push,
+            ),
+            ("push-spool", spool, "push", push),
+            (
+                "push-spool-max",
+                self.push_spool_max.is_some(),
+                "push-spool",
+                spool,
+            ),
+        ];
+        if let Some((key, _, needed, _)) =
+            push_settings.iter().find(|(_, set, _, has)| *set && !has)
+        {
+            return Err(ParseError::PushSettingAlone(key, needed));
         }
         if self.keep.is_some() && self.rotate.is_none() {
             return Err(ParseError::KeepNeedsLoop);
@@ -748,6 +785,11 @@ mod tests {
         ("push", "http://localhost:4040"),
         ("app", "shop"),
         ("labels", "env=prod;dc=1"),
+        ("push-ca", "/etc/ssl/ca.pem"),
+        ("push-user", "123456"),
+        ("push-token-file", "/run/secrets/token"),
+        ("push-spool", "/var/tmp/spool"),
+        ("push-spool-max", "64m"),
         ("duration", "5s"),
         ("include", "a\\.b,c"),
         ("exclude", "x"),
@@ -822,6 +864,9 @@ mod tests {
             ("start,event=cpu,alloc,sites", "event=alloc,sites records alone"),
             ("dump,threads", "threads= only goes with start"),
             ("status,include=Foo", "include= only goes with start"),
+            ("start,event=cpu,loop=1s,file=/t,push-spool=/s", "push-spool= goes with push=: give push= too"),
+            ("start,event=cpu,loop=1s,push=http://h,push-spool-max=1m", "push-spool-max= goes with push-spool="),
+            ("start,event=cpu,loop=1s,push=http://h,push-spool=/s,push-spool-max=3x", "bad value for push-spool-max"),
             ("start,event=wall,jstackdepth=0", "bad value for jstackdepth"),
             ("start,event=wall,jstackdepth=5000", "bad value for jstackdepth"),
             ("start,event=cpu,exclude=", "bad value for exclude"),
@@ -952,6 +997,11 @@ mod tests {
                     push: None,
                     app: None,
                     labels: None,
+                    push_ca: None,
+                    push_user: None,
+                    push_token_file: None,
+                    push_spool: None,
+                    push_spool_max: None,
                     include: include.filter(|_| starts),
                     exclude: exclude.filter(|_| starts),
                     jstackdepth: jstackdepth.filter(|_| starts),
