@@ -245,6 +245,22 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Loaded classes matching a pattern, their loader and jar or module, and their methods
+    /// and fields with descriptors and modifiers
+    #[command(
+        after_help = "Patterns: a name (com.acme.Cache, or Cache in any package), a glob \
+                            (com.acme.*Service), or /regex/. No agent is loaded: the classes come \
+                            from jcmd VM.classloaders, their members from the class files on the \
+                            JVM's class path or in its runtime image.\n\
+                            Examples:\n  jtap classes 1234 'com.acme.*Service' --methods\n  \
+                            jtap classes 1234 java.lang.String --fields"
+    )]
+    Classes {
+        #[command(flatten)]
+        args: commands::classes::ClassesArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -303,6 +319,7 @@ fn main() {
         Command::Monitor { args, attach } => commands::trace::monitor(args, attach.timeout),
         Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
         Command::Threads { args, attach } => commands::threads::run(&args, attach.timeout),
+        Command::Classes { args, attach } => commands::classes::run(&args, attach.timeout),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

@@ -1,0 +1,114 @@
+//! `jtap classes` on every JDK of the matrix: a workload class's loader, class-path entry,
+//! methods and fields; a JDK class's module from the runtime image (stored or compressed,
+//! as the matrix's JDKs ship it); globs and regexes; one-line errors for bad input.
+
+mod common;
+
+use common::jtap;
+use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
+use serde_json::Value;
+
+fn classes_json(pid: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["classes", pid, "--json"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&jtap(args).ok()).expect("jtap classes --json prints JSON")
+}
+
+fn member<'a>(class: &'a Value, kind: &str, name: &str) -> &'a Value {
+    class[kind]
+        .as_array()
+        .and_then(|members| members.iter().find(|m| m["name"] == name))
+        .unwrap_or_else(|| panic!("no {kind} {name} in {class}"))
+}
+
+#[test]
+fn finds_a_workload_class_with_its_methods_and_fields() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let report = classes_json(&pid, &["workloads.OnCall", "--methods", "--fields"]);
+        assert_eq!(report["matched"], 1, "JDK {}: {report}", jdk.version);
+        let class = &report["classes"][0];
+        assert_eq!(class["name"], "workloads.OnCall");
+        assert!(
+            class["loader"].as_str().unwrap_or("").starts_with("app"),
+            "JDK {}: {class}",
+            jdk.version
+        );
+        let workloads = compiled_workloads().display().to_string();
+        assert_eq!(class["source"], workloads.as_str(), "JDK {}", jdk.version);
+        let spin = member(class, "methods", "spin");
+        assert_eq!(spin["descriptor"], "(J)J");
+        assert_eq!(spin["modifiers"], "static");
+        assert_eq!(spin["java"], "long spin(long)");
+        let owner = member(class, "methods", "owner");
+        assert_eq!(owner["descriptor"], "()Ljava/lang/String;");
+        assert_eq!(owner["modifiers"], "public");
+        let served = member(class, "fields", "requestsServed");
+        assert_eq!(
+            (served["descriptor"].as_str(), served["modifiers"].as_str()),
+            (Some("I"), Some("static"))
+        );
+
+        // By simple name, glob and regex; the lambdas are hidden classes with no class file.
+        let by_glob = classes_json(&pid, &["workloads.On*", "-n", "0"]);
+        let names: Vec<&str> = by_glob["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"workloads.OnCall"),
+            "JDK {}: {names:?}",
+            jdk.version
+        );
+        assert!(
+            names.iter().any(|n| n.contains("$$Lambda")),
+            "JDK {}: {names:?}",
+            jdk.version
+        );
+        assert_eq!(classes_json(&pid, &["OnCall"])["matched"], 1);
+        assert_eq!(
+            classes_json(&pid, &["/^workloads\\.OnCall$/"])["matched"],
+            1
+        );
+
+        let text = jtap(["classes", &pid, "OnCall", "--methods"]).ok();
+        assert!(
+            text.contains("static long spin(long)    (J)J"),
+            "JDK {}: {text}",
+            jdk.version
+        );
+    }
+}
+
+#[test]
+fn finds_a_jdk_class_in_the_runtime_image() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let report = classes_json(
+            &pid,
+            &["java.util.concurrent.locks.ReentrantLock", "--methods"],
+        );
+        let class = &report["classes"][0];
+        assert_eq!(
+            class["loader"], "<bootstrap>",
+            "JDK {}: {report}",
+            jdk.version
+        );
+        assert_eq!(
+            class["source"], "jrt:/java.base",
+            "JDK {}: {report}",
+            jdk.version
+        );
+        assert_eq!(member(class, "methods", "lock")["descriptor"], "()V");
+    }
+}
+
+#[test]
+fn bad_input_gets_a_one_line_error() {
+    jtap(["classes", "999999999", "Foo"]).fails_with(10, "no process");
+    jtap(["classes", "1", "/(/"]).fails_with(2, "bad class pattern");
+}
