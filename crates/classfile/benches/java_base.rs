@@ -7,7 +7,8 @@ mod common;
 use std::fs;
 use std::time::{Duration, Instant};
 
-use jtap_classfile::plan::{instrument_class, Point, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::{Point, Registry};
 use jtap_classfile::{ClassFile, InjectionPlan};
 
 /// CPU time of this thread (from /proc/thread-self/schedstat), so that other processes on a

@@ -7,8 +7,8 @@
 //!   inserted, relocating branches (widening them past ±32 KiB), switches, the exception table,
 //!   line and local-variable tables and the `StackMapTable`.
 //! * [`inject`] places probe calls at method entry, returns, exception exits, call sites,
-//!   allocations, monitors, field accesses and line starts; [`plan`] drives it from an
-//!   [`InjectionPlan`]; a [`guard`] on a method's arguments decides at its entry whether the
+//!   allocations, monitors, field accesses and line starts, as an [`InjectionPlan`] ([`plan`])
+//!   says; a [`guard`] on a method's arguments decides at its entry whether the
 //!   call's probes run.
 //! * [`bounded`] tells the methods whose bytecode bounds their running time.
 //!

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use jtap_classfile::plan::{instrument_class, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::Registry;
 use jtap_classfile::InjectionPlan;
 
 const GROOVY: &str = "/usr/share/java/groovy-all.jar";

@@ -6,7 +6,8 @@ mod common;
 
 use std::fs;
 
-use jtap_classfile::plan::{instrument_class, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::Registry;
 use jtap_classfile::{ClassFile, InjectionPlan};
 
 struct XorShift(u64);

@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::Path;
 
-use jtap_classfile::plan::{instrument_class, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::Registry;
 use jtap_classfile::{ClassFile, InjectionPlan};
 
 #[derive(Default)]

@@ -18,9 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use jtap_classfile::plan::{
-    instrument_class, Clock, MemberFilter, Pattern, Point, Probe, Registry, Value,
-};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::{Clock, MemberFilter, Pattern, Point, Probe, Registry, Value};
 use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
 use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};

@@ -2,7 +2,8 @@
 //! writes back identically, and whatever is instrumented parses again.
 #![no_main]
 
-use jtap_classfile::plan::{instrument_class, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::Registry;
 use jtap_classfile::{ClassFile, InjectionPlan};
 use libfuzzer_sys::fuzz_target;
 

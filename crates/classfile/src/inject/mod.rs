@@ -7,6 +7,7 @@
 //! stores the guard's verdict in a local of its own, and each place's probe code is skipped
 //! by one branch when it is 0 (with a stack map frame where the branch lands).
 //!
+//! [`instrument_class`] rewrites each method some probe of the plan selects. For one method,
 //! `instrument_method` learns what it needs of the method (`analysis`), then places each
 //! probe by its point: `entry`, `exit` (returns and the exception exit), `calls` and
 //! `instructions` (allocations, monitors, field accesses, lines), all through the shared
@@ -14,6 +15,7 @@
 
 mod analysis;
 mod calls;
+mod class;
 mod entry;
 mod exit;
 mod instructions;
@@ -22,7 +24,8 @@ mod place;
 mod site;
 mod snippet;
 
-pub(crate) use snippet::Refs;
+pub use class::{instrument_class, Instrumented};
+use snippet::Refs;
 
 use crate::class_file::{ClassFile, ACC_STATIC};
 use crate::code::{CodeAttribute, Edit};

@@ -270,7 +270,7 @@ pub fn instrument_dir_allowing(
     let mut registry = jtap_classfile::plan::Registry::default();
     for p in class_files(from) {
         let out =
-            jtap_classfile::plan::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry)
+            jtap_classfile::inject::instrument_class(&fs::read(&p).unwrap(), plan, &mut registry)
                 .unwrap();
         assert!(
             out.refused.iter().all(|(_, reason)| allowed(reason)),

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use jtap_classfile::plan::{instrument_class, Registry};
+use jtap_classfile::inject::instrument_class;
+use jtap_classfile::plan::Registry;
 use jtap_classfile::{listing::listing, remap::prefix_classes, ClassFile, InjectionPlan};
 
 /// Probe runtime class named in the instrumented code (it need not exist to verify).
