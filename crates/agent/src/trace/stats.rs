@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-use jtap_protocol::records::CallStats;
+use jtap_protocol::records::{CallStats, LATENCY_BOUNDS_NS};
 
 /// Methods with statistics; later method ids are not counted.
 pub const MAX_METHODS: usize = 1 << 14;
@@ -165,8 +165,22 @@ impl Snapshot {
             p50_ns: quantile(0.5).min(self.max_ns.max(1)),
             p99_ns: quantile(0.99).min(self.max_ns.max(1)),
             max_ns: self.max_ns,
+            buckets: latency_buckets(&counts),
         }
     }
+}
+
+/// The counts of the log-linear buckets regrouped by [`LATENCY_BOUNDS_NS`], each bucket by
+/// its middle value (so within ~6% of a bound, a call may count on either side of it).
+fn latency_buckets(counts: &[u64]) -> [u64; LATENCY_BOUNDS_NS.len()] {
+    let mut grouped = [0; LATENCY_BOUNDS_NS.len()];
+    for (i, &n) in counts.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let value = bucket_value(i);
+        if let Some(slot) = LATENCY_BOUNDS_NS.iter().position(|&bound| value <= bound) {
+            grouped[slot] += n;
+        }
+    }
+    grouped
 }
 
 #[cfg(test)]
@@ -218,6 +232,10 @@ mod tests {
             "{interval:?}"
         );
         assert_eq!(interval.max_ns, 100_000_000);
+        // 1..=100 ms: all within 10 s, about half within 50 ms (the bound is at index 14).
+        assert_eq!(interval.buckets.iter().sum::<u64>(), 100);
+        let within_50ms: u64 = interval.buckets[..=14].iter().sum();
+        assert!((46..=54).contains(&within_50ms), "{interval:?}");
         record(id, 5, false);
         let second = snapshot_all()
             .into_iter()
@@ -229,5 +247,6 @@ mod tests {
             (interval.calls, interval.max_ns, interval.p50_ns),
             (1, 5, 5)
         );
+        assert_eq!((interval.buckets[0], interval.buckets.iter().sum()), (1, 1));
     }
 }

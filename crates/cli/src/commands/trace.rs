@@ -22,6 +22,8 @@ use jtap_script::Script;
 
 use crate::exit;
 
+mod metrics;
+
 /// What all three commands share.
 #[derive(clap::Args)]
 pub struct Common {
@@ -142,6 +144,10 @@ pub struct MonitorArgs {
     /// each other or null, joined by &&, || and ! (tested in the traced methods)
     #[arg(long = "if", value_name = "EXPR")]
     condition: Option<String>,
+    /// Serve the methods' latency histograms (count, errors, buckets) as Prometheus metrics
+    /// at http://[HOST]:PORT/metrics (`:9400`: every interface), updated every interval
+    #[arg(long, value_name = "[HOST]:PORT")]
+    serve: Option<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -205,6 +211,7 @@ pub fn trace(mut args: TraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         one_liner: one_liner.as_ref(),
         // With a condition, the client counts the calls it keeps.
         limit: one_liner.as_ref().and(args.count),
+        metrics: None,
     };
     // A condition's `duration > N` becomes the agent's threshold: shorter calls are not sent.
     let floor = one_liner
@@ -334,11 +341,23 @@ pub fn monitor(mut args: MonitorArgs, timeout: Duration) -> anyhow::Result<i32> 
         count: monitor_count(args.count, args.common.duration, args.interval),
         ..Plan::default()
     };
+    let metrics = match (&args.serve, &target) {
+        (Some(address), Target::Pid(_) | Target::Launch) => {
+            let (metrics, local) = metrics::Metrics::serve(address)?;
+            eprintln!("jtap: serving Prometheus metrics at http://{local}/metrics");
+            Some(metrics)
+        }
+        _ => None,
+    };
+    let show = Show {
+        metrics: metrics.as_deref(),
+        ..Show::plain(args.common.json)
+    };
     run(
         target,
         patterns(&words).map(plan),
         &args.common,
-        (None, Show::plain(args.common.json)),
+        (None, show),
         timeout,
     )
 }
@@ -571,6 +590,8 @@ struct Show<'s> {
     one_liner: Option<&'s Script>,
     /// With a one-liner: show this many calls, then stop.
     limit: Option<u64>,
+    /// `monitor --serve`: the metrics each interval adds to.
+    metrics: Option<&'s metrics::Metrics>,
 }
 
 impl Show<'_> {
@@ -579,6 +600,7 @@ impl Show<'_> {
             json,
             one_liner: None,
             limit: None,
+            metrics: None,
         }
     }
 }
@@ -598,6 +620,9 @@ fn print_records(show: Show<'_>) -> impl FnMut(Frame) -> anyhow::Result<()> + '_
             return Ok(());
         };
         let record = Record::decode(&bytes).map_err(AgentError::Channel)?;
+        if let (Some(metrics), Record::Monitor(interval)) = (show.metrics, &record) {
+            metrics.add(interval);
+        }
         let mut out = io::stdout().lock();
         let text = match (&mut machine, &record) {
             (Some(machine), Record::Call(call)) => {

@@ -23,7 +23,7 @@ pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
 pub use trace::{
     Call, CallStats, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval, Outcome, Point,
-    Reached, TreeNode,
+    Reached, TreeNode, LATENCY_BOUNDS_NS,
 };
 
 /// One result.

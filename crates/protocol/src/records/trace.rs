@@ -244,7 +244,39 @@ pub struct CallStats {
     pub p99_ns: u64,
     /// Longest.
     pub max_ns: u64,
+    /// Calls by duration: `buckets[i]` took more than `LATENCY_BOUNDS_NS[i - 1]` and at most
+    /// [`LATENCY_BOUNDS_NS`]`[i]`; those beyond the last bound are `calls` minus their sum.
+    /// All zero from agents before it.
+    #[serde(default)]
+    pub buckets: [u64; LATENCY_BOUNDS_NS.len()],
 }
+
+/// The upper bounds of [`CallStats::buckets`], in nanoseconds: 1, 2.5 and 5 per decade from
+/// 1 µs to 10 s (the `le` of `jtap monitor --serve`'s histograms).
+pub const LATENCY_BOUNDS_NS: [u64; 22] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+    10_000_000_000,
+];
 
 impl Call {
     /// `13:05:07.042 [main] app.Cache.get 1.25ms args -> value`, then `    at frame` lines.
