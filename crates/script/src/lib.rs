@@ -33,7 +33,7 @@ mod time;
 pub mod value;
 
 pub use ast::{Location, Probe, Script};
-pub use builtins::{Facts, Heap};
+pub use builtins::{Counter, Facts, Heap};
 pub use compile::{compile, CompileError};
 pub use firing::{fired, Reader, Reading};
 pub use machine::{Fired, Machine};

@@ -405,6 +405,29 @@ impl JvmFacts {
         Ok(reply.output_to_string()?)
     }
 
+    /// The system properties, asked once.
+    fn all_properties(&self) -> &[(String, String)] {
+        self.properties.get_or_init(|| {
+            let text = self.ask("properties").unwrap_or_default();
+            text.lines().filter_map(java_property).collect()
+        })
+    }
+
+    /// The process's environment (`/proc/<pid>/environ`), read once.
+    fn all_environment(&self) -> &[(String, String)] {
+        self.environment.get_or_init(|| {
+            std::fs::read(format!("/proc/{}/environ", self.pid))
+                .unwrap_or_default()
+                .split(|&b| b == 0)
+                .filter_map(|entry| {
+                    let entry = String::from_utf8_lossy(entry);
+                    let (k, v) = entry.split_once('=')?;
+                    Some((k.to_string(), v.to_string()))
+                })
+                .collect()
+        })
+    }
+
     /// `InitialHeapSize` and `MaxHeapSize`, as `jcmd VM.flags` prints them.
     fn heap_bounds(&self) -> Option<(i64, i64)> {
         *self.heap_bounds.get_or_init(|| {
@@ -422,14 +445,14 @@ impl JvmFacts {
 
 impl jtap_script::Facts for JvmFacts {
     fn property(&self, name: &str) -> Option<String> {
-        let properties = self.properties.get_or_init(|| {
-            let text = self.ask("properties").unwrap_or_default();
-            text.lines().filter_map(java_property).collect()
-        });
-        properties
+        self.all_properties()
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
+    }
+
+    fn properties(&self) -> Vec<(String, String)> {
+        self.all_properties().to_vec()
     }
 
     fn thread_dump(&self) -> Option<String> {
@@ -437,21 +460,39 @@ impl jtap_script::Facts for JvmFacts {
     }
 
     fn getenv(&self, name: &str) -> Option<String> {
-        let environment = self.environment.get_or_init(|| {
-            std::fs::read(format!("/proc/{}/environ", self.pid))
-                .unwrap_or_default()
-                .split(|&b| b == 0)
-                .filter_map(|entry| {
-                    let entry = String::from_utf8_lossy(entry);
-                    let (k, v) = entry.split_once('=')?;
-                    Some((k.to_string(), v.to_string()))
-                })
-                .collect()
-        });
-        environment
+        self.all_environment()
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
+    }
+
+    fn environment(&self) -> Vec<(String, String)> {
+        self.all_environment().to_vec()
+    }
+
+    fn counter(&self, name: &str) -> Option<jtap_script::Counter> {
+        // Read afresh on each call: the counters move.
+        let process = jtap_attach::process::Process::open(self.pid).ok()?;
+        let perf = jtap_attach::discovery::read_perf_data(&process)?;
+        Some(match perf.get(name)? {
+            jtap_attach::perfdata::PerfValue::Long(n) => jtap_script::Counter::Long(*n),
+            jtap_attach::perfdata::PerfValue::Text(t) => jtap_script::Counter::Text(t.clone()),
+        })
+    }
+
+    /// `utime` and `stime` of `/proc/<pid>/stat`, in clock ticks of 1/100 s (Linux's
+    /// `USER_HZ`).
+    fn cpu_time_ns(&self) -> Option<i64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
+        // The fields after the command's closing parenthesis: state is field 3, utime 14.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i)?.parse::<i64>().ok();
+        Some((ticks(11)? + ticks(12)?) * 10_000_000)
+    }
+
+    fn load_average(&self) -> Option<f64> {
+        let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+        loadavg.split_whitespace().next()?.parse().ok()
     }
 
     fn start_time_ms(&self) -> Option<i64> {

@@ -1,62 +1,9 @@
 //! `Sys` (`Env`, `VM`, `Memory`): facts the client reads of the JVM without running code in
 //! it, and its thread dump.
 
+use super::facts::Counter;
 use super::{facts, now_ns, Call, Context};
 use crate::value::Value;
-
-/// What the client can tell of the JVM for `Sys.*` functions, read without running code in
-/// it (system properties over the attach protocol, the environment from `/proc`, the GC's
-/// perf counters).
-pub trait Facts {
-    /// A system property.
-    fn property(&self, name: &str) -> Option<String>;
-    /// An environment variable of the JVM's process.
-    fn getenv(&self, name: &str) -> Option<String>;
-    /// When the JVM started, milliseconds since the Unix epoch.
-    fn start_time_ms(&self) -> Option<i64>;
-    /// Processors the JVM may use.
-    fn processors(&self) -> Option<i64>;
-    /// The Java heap's sizes.
-    fn heap(&self) -> Option<Heap>;
-    /// The JVM's process id.
-    fn pid(&self) -> i64;
-    /// Seconds east of UTC of the local time zone at `epoch_secs`.
-    fn utc_offset_seconds(&self, epoch_secs: i64) -> i64;
-    /// Runs a diagnostic command in the JVM (`GC.run`, `GC.heap_dump`: operations of the VM,
-    /// no application code) and gives its output, or why it failed.
-    fn jcmd(&self, command: &[&str]) -> Result<String, String>;
-    /// The JVM's thread dump, as `jstack` prints it (the attach protocol's `threaddump`: a
-    /// safepoint operation of the VM, no Java code runs).
-    fn thread_dump(&self) -> Option<String>;
-}
-
-/// The Java heap's sizes in bytes, as `java.lang.management.MemoryUsage` has them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-
-pub struct Heap {
-    /// What the JVM asked for at start-up (`InitialHeapSize`).
-    pub initial: i64,
-    /// Used.
-    pub used: i64,
-    /// Committed.
-    pub committed: i64,
-    /// The most it may grow to (`MaxHeapSize`).
-    pub max: i64,
-}
-
-impl Heap {
-    /// As `MemoryUsage.toString()` writes it.
-    fn describe(&self) -> String {
-        let part = |name: &str, v: i64| format!("{name} = {v}({}K)", v >> 10);
-        [
-            part("init", self.initial),
-            part("used", self.used),
-            part("committed", self.committed),
-            part("max", self.max),
-        ]
-        .join(" ")
-    }
-}
 
 /// The JVM (`Sys.Env`, `Sys.VM`, `Sys.Memory`): facts the client reads without running code
 /// in it, and its thread dump.
@@ -167,6 +114,101 @@ fn deadlock_report(dump: &str, with_stacks: bool) -> Option<String> {
         }
     }
     Some(report)
+}
+
+/// `Sys.VM` and `Sys.Env` facts from the JVM's properties, perf counters and `/proc`, and
+/// `Counters`.
+pub(super) fn vm(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
+    let name = c.name;
+    let property = |cx: &Context, key: &str| -> Result<Value, String> {
+        Ok(facts(cx, name)?
+            .property(key)
+            .map_or(Value::Null, |v| Value::str(&v)))
+    };
+    Ok(Some(match (name, c.args.len()) {
+        ("vmVersion", 0) => property(cx, "java.vm.version")?,
+        ("classPath", 0) => property(cx, "java.class.path")?,
+        ("libraryPath", 0) => property(cx, "java.library.path")?,
+        // JDK 9 and later have no boot class path.
+        ("isBootClassPathSupported", 0) => Value::Bool(false),
+        ("vmArguments" | "printVmArguments", 0) => {
+            let arguments = match counter(cx, name, "java.rt.vmArgs")? {
+                Some(Counter::Text(text)) => text.split_whitespace().map(Value::str).collect(),
+                _ => Vec::new(),
+            };
+            let arguments = Value::Array(arguments.into());
+            if name == "vmArguments" {
+                return Ok(Some(arguments));
+            }
+            cx.out.push_str(&format!("{arguments}\n"));
+            Value::Null
+        }
+        (
+            "threadCount" | "peakThreadCount" | "daemonThreadCount" | "totalStartedThreadCount",
+            0,
+        ) => {
+            let key = match name {
+                "threadCount" => "java.threads.live",
+                "peakThreadCount" => "java.threads.livePeak",
+                "daemonThreadCount" => "java.threads.daemon",
+                _ => "java.threads.started",
+            };
+            Value::Int(long_counter(cx, name, key)?.unwrap_or(0))
+        }
+        // BTrace reads the JVM's own perf data: an `int` is the long's low half.
+        ("perfLong" | "perfInt", 1) => {
+            let value = long_counter(cx, name, &c.text(0))?
+                .ok_or_else(|| format!("{name}: the JVM has no number counter {}", c.text(0)))?;
+            Value::Int(if name == "perfInt" {
+                i64::from(value as i32)
+            } else {
+                value
+            })
+        }
+        ("perfString", 1) => match counter(cx, name, &c.text(0))? {
+            Some(Counter::Text(text)) => Value::str(&text),
+            Some(Counter::Long(n)) => Value::str(&n.to_string()),
+            None => return Err(format!("{name}: the JVM has no counter {}", c.text(0))),
+        },
+        ("properties", 0) => pairs(facts(cx, name)?.properties()),
+        ("getenv", 0) => pairs(facts(cx, name)?.environment()),
+        ("printProperties" | "printEnv", 0) => {
+            let facts = facts(cx, name)?;
+            let pairs = match name {
+                "printProperties" => facts.properties(),
+                _ => facts.environment(),
+            };
+            for (key, value) in pairs {
+                cx.out.push_str(&format!("{key} = {value}\n"));
+            }
+            Value::Null
+        }
+        ("processCPUTime", 0) => Value::Int(facts(cx, name)?.cpu_time_ns().unwrap_or(-1)),
+        ("systemLoadAverage", 0) => Value::Float(facts(cx, name)?.load_average().unwrap_or(-1.0)),
+        _ => return Ok(None),
+    }))
+}
+
+/// A perf data counter of the JVM.
+pub(super) fn counter(cx: &Context, function: &str, key: &str) -> Result<Option<Counter>, String> {
+    Ok(facts(cx, function)?.counter(key))
+}
+
+/// A perf data counter that holds a number.
+pub(super) fn long_counter(cx: &Context, function: &str, key: &str) -> Result<Option<i64>, String> {
+    Ok(match counter(cx, function, key)? {
+        Some(Counter::Long(n)) => Some(n),
+        _ => None,
+    })
+}
+
+/// Names and values as a script's map of strings.
+fn pairs(pairs: Vec<(String, String)>) -> Value {
+    let entries = pairs
+        .into_iter()
+        .map(|(k, v)| (Value::str(&k), Value::str(&v)))
+        .collect();
+    Value::Map(std::rc::Rc::new(std::cell::RefCell::new(entries)))
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@ use crate::value::Value;
 
 mod aggregations;
 mod collections;
+mod facts;
 mod jvm;
+mod memory;
 mod numbers;
 mod refused;
 #[cfg(test)]
@@ -20,8 +22,9 @@ mod threads;
 
 use aggregations::{aggregations, profiling};
 use collections::{atomics, deques, maps};
-use jvm::jvm;
-pub use jvm::{Facts, Heap};
+pub use facts::{Counter, Facts, Heap};
+use jvm::{jvm, vm};
+use memory::memory;
 use numbers::numbers;
 pub use refused::refusal;
 use text::{output, strings};
@@ -196,6 +199,33 @@ const NAMES: &[&str] = &[
     // Aggregations, stacks.
     "truncateAggregation",
     "jstackAllStr",
+    // Sys.VM, Sys.Env, Counters.
+    "vmVersion",
+    "classPath",
+    "libraryPath",
+    "isBootClassPathSupported",
+    "vmArguments",
+    "printVmArguments",
+    "threadCount",
+    "peakThreadCount",
+    "daemonThreadCount",
+    "totalStartedThreadCount",
+    "perfLong",
+    "perfInt",
+    "perfString",
+    "properties",
+    "printProperties",
+    "printEnv",
+    "processCPUTime",
+    "systemLoadAverage",
+    // Sys.Memory.
+    "nonHeapUsage",
+    "getMemoryPoolUsage",
+    "init",
+    "used",
+    "committed",
+    "max",
+    "getTotalGcTime",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -265,7 +295,7 @@ type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
 
 /// The families in the order they are asked (`get` is a field's before a map's before an
 /// atomic's).
-const FAMILIES: [Family; 12] = [
+const FAMILIES: [Family; 14] = [
     output,
     profiling,
     strings,
@@ -277,6 +307,8 @@ const FAMILIES: [Family; 12] = [
     atomics,
     aggregations,
     jvm,
+    vm,
+    memory,
     session,
 ];
 

@@ -16,9 +16,6 @@ const JFR_EVENTS: &str = "JFR events declared in scripts are not supported yet";
 /// Why speculative output is not run.
 const SPECULATION: &str = "speculative output is not supported yet";
 
-/// Why a function is not run yet.
-const NOT_YET: &str = "jtap does not run it yet";
-
 /// Refused functions: `Class.name` for one nested class's, a bare name for every class's.
 const REFUSED: &[(&str, &str)] = &[
     ("runFinalization", "it runs the application's finalizers (application code) in the JVM"),
@@ -64,31 +61,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("speculate", SPECULATION),
     ("Speculation.commit", SPECULATION),
     ("discard", SPECULATION),
-    ("classPath", NOT_YET),
-    ("committed", NOT_YET),
-    ("daemonThreadCount", NOT_YET),
-    ("getMemoryPoolUsage", NOT_YET),
-    ("getTotalGcTime", NOT_YET),
-    ("init", NOT_YET),
-    ("isBootClassPathSupported", NOT_YET),
-    ("libraryPath", NOT_YET),
-    ("max", NOT_YET),
-    ("nonHeapUsage", NOT_YET),
-    ("peakThreadCount", NOT_YET),
-    ("perfInt", NOT_YET),
-    ("perfLong", NOT_YET),
-    ("perfString", NOT_YET),
-    ("printEnv", NOT_YET),
-    ("printProperties", NOT_YET),
-    ("printVmArguments", NOT_YET),
-    ("processCPUTime", NOT_YET),
-    ("properties", NOT_YET),
-    ("systemLoadAverage", NOT_YET),
-    ("threadCount", NOT_YET),
-    ("totalStartedThreadCount", NOT_YET),
-    ("used", NOT_YET),
-    ("vmArguments", NOT_YET),
-    ("vmVersion", NOT_YET),
 ];
 
 /// Why jtap refuses `name` called on `class` (a nested class's simple name, or none when

@@ -259,3 +259,170 @@ import org.openjdk.btrace.core.BTraceUtils.D;
     machine.fire(0, &probe);
     assert_eq!(machine.take_output(), "app.Shop.buy:42 level 2\ntrue\n");
 }
+
+/// A JVM as its perf counters, properties and code cache tell it.
+struct FakeJvm;
+
+/// `Compiler.codecache` as JDK 17 prints it.
+const CODE_CACHE: &str = "CodeHeap 'non-profiled nmethods': size=120036Kb used=324Kb max_used=324Kb free=119712Kb\n bounds [0x00007f24dcec7000, 0x00007f24dd137000, 0x00007f24e4400000]\nCodeHeap 'non-nmethods': size=5692Kb used=1136Kb max_used=1159Kb free=4555Kb\n bounds [0x00007f24dc938000, 0x00007f24dcba8000, 0x00007f24dcec7000]\n total_blobs=1488 nmethods=1073 adapters=329\n";
+
+impl Facts for FakeJvm {
+    fn property(&self, name: &str) -> Option<String> {
+        self.properties()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+    }
+    fn getenv(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn start_time_ms(&self) -> Option<i64> {
+        None
+    }
+    fn processors(&self) -> Option<i64> {
+        None
+    }
+    fn heap(&self) -> Option<Heap> {
+        None
+    }
+    fn pid(&self) -> i64 {
+        1
+    }
+    fn utc_offset_seconds(&self, _: i64) -> i64 {
+        0
+    }
+    fn jcmd(&self, command: &[&str]) -> Result<String, String> {
+        match command {
+            ["Compiler.codecache"] => Ok(CODE_CACHE.into()),
+            _ => Err("no such command".into()),
+        }
+    }
+    fn thread_dump(&self) -> Option<String> {
+        Some("Full thread dump\n\n\"main\" #1\n".into())
+    }
+    fn counter(&self, name: &str) -> Option<Counter> {
+        let long = |n| Some(Counter::Long(n));
+        let text = |t: &str| Some(Counter::Text(t.into()));
+        match name {
+            "java.threads.live" => long(7),
+            "java.threads.daemon" => long(6),
+            "java.rt.vmArgs" => text("-Xmx64m -Dx=1"),
+            "sun.os.hrt.frequency" => long(1_000_000_000),
+            "sun.gc.collector.0.time" => long(67_384_571),
+            "sun.gc.collector.1.time" => long(2_000_000),
+            "sun.gc.policy.name" => text("GarbageFirst"),
+            "sun.gc.generation.0.space.0.name" => text("eden"),
+            "sun.gc.generation.0.space.0.used" => long(4096),
+            "sun.gc.generation.0.space.0.capacity" => long(8192),
+            "sun.gc.generation.0.space.0.maxCapacity" => long(65536),
+            "sun.gc.generation.0.space.0.initCapacity" => long(1024),
+            "sun.gc.generation.0.space.1.name" => text("s1"),
+            "sun.gc.metaspace.used" => long(8_243_784),
+            "sun.gc.metaspace.capacity" => long(8_454_144),
+            "sun.gc.compressedclassspace.used" => long(964_656),
+            "sun.gc.compressedclassspace.capacity" => long(1_048_576),
+            "sun.gc.compressedclassspace.maxCapacity" => long(1_073_741_824),
+            "sun.big" => long(1 << 33 | 5),
+            _ => None,
+        }
+    }
+    fn properties(&self) -> Vec<(String, String)> {
+        [
+            ("java.vm.version", "17.0.15+6"),
+            ("java.class.path", "app.jar"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into()
+    }
+    fn environment(&self) -> Vec<(String, String)> {
+        vec![("HOME".into(), "/root".into())]
+    }
+    fn cpu_time_ns(&self) -> Option<i64> {
+        Some(1_500_000_000)
+    }
+    fn load_average(&self) -> Option<f64> {
+        Some(0.5)
+    }
+}
+
+/// Calls `name` against [`FakeJvm`]: its value and what it printed.
+fn on_jvm(name: &str, args: Vec<Value>) -> (Value, String) {
+    let (mut out, mut exit, mut level) = (String::new(), None, 0);
+    let mut cx = Context {
+        probe: None,
+        out: &mut out,
+        exit: &mut exit,
+        args: &[],
+        level: &mut level,
+        facts: Some(&FakeJvm),
+    };
+    let value = call(name, args, &mut cx).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (value, out)
+}
+
+#[test]
+fn the_vm_is_read_from_its_properties_and_perf_counters() {
+    let value = |name: &str, args| on_jvm(name, args).0.to_string();
+    assert_eq!(value("vmVersion", vec![]), "17.0.15+6");
+    assert_eq!(value("classPath", vec![]), "app.jar");
+    assert_eq!(value("isBootClassPathSupported", vec![]), "false");
+    assert_eq!(value("vmArguments", vec![]), "[-Xmx64m, -Dx=1]");
+    assert_eq!(on_jvm("printVmArguments", vec![]).1, "[-Xmx64m, -Dx=1]\n");
+    assert_eq!(value("threadCount", vec![]), "7");
+    assert_eq!(value("daemonThreadCount", vec![]), "6");
+    assert_eq!(
+        value("perfLong", vec![s("sun.big")]),
+        (1i64 << 33 | 5).to_string()
+    );
+    assert_eq!(value("perfInt", vec![s("sun.big")]), "5");
+    assert_eq!(
+        value("perfString", vec![s("sun.gc.policy.name")]),
+        "GarbageFirst"
+    );
+    assert_eq!(value("getTotalGcTime", vec![]), "69");
+    assert_eq!(value("processCPUTime", vec![]), "1500000000");
+    assert_eq!(value("systemLoadAverage", vec![]), "0.5");
+    assert_eq!(
+        on_jvm("printProperties", vec![]).1,
+        "java.vm.version = 17.0.15+6\njava.class.path = app.jar\n"
+    );
+    assert_eq!(on_jvm("printEnv", vec![]).1, "HOME = /root\n");
+    assert_eq!(value("getenv", vec![]), "{HOME=/root}");
+    assert_eq!(
+        on_jvm("jstackAllStr", vec![]).0.to_string(),
+        "Full thread dump\n\n\"main\" #1\n"
+    );
+}
+
+#[test]
+fn memory_pools_are_the_jvms_pools() {
+    let (usage, _) = on_jvm("nonHeapUsage", vec![]);
+    let used = 324 * 1024 + 1136 * 1024 + 8_243_784 + 964_656;
+    let committed = 0x270000 + 0x270000 + 8_454_144 + 1_048_576;
+    let init = 0x270000 + 0x270000;
+    assert_eq!(
+        usage.to_string(),
+        format!(
+            "init = {init}({}K) used = {used}({}K) committed = {committed}({}K) max = -1(-1K)",
+            init >> 10,
+            used >> 10,
+            committed >> 10
+        )
+    );
+    assert_eq!(int(on_jvm("used", vec![usage.clone()]).0), used);
+    assert_eq!(int(on_jvm("max", vec![usage]).0), -1);
+    let (pools, _) = on_jvm("getMemoryPoolUsage", vec![Value::Null]);
+    assert_eq!(
+        pools.to_string(),
+        "G1 Eden Space;-1;4096;8192;1024\n\
+CodeHeap 'non-profiled nmethods';122916864;331776;2555904;2555904\n\
+CodeHeap 'non-nmethods';5828608;1163264;2555904;2555904\n\
+Metaspace;-1;8243784;8454144;0\n\
+Compressed Class Space;1073741824;964656;1048576;0\n"
+    );
+    let (named, _) = on_jvm("getMemoryPoolUsage", vec![s("%1$-14s|%3$d%n")]);
+    assert!(
+        named.to_string().starts_with("G1 Eden Space |4096\n\n"),
+        "{named}"
+    );
+}
