@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-system.sh
 scripts/setup-jdks.sh
+scripts/setup-python.sh
 scripts/machine-facts.sh
 
 # Lint gates, fail fast: they take about a minute, the tests many, and a run that would fail

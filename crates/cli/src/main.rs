@@ -261,6 +261,20 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// A Model Context Protocol server on stdio: jtap's read-only commands as tools for AI
+    /// assistants
+    #[command(
+        after_help = "Tools: list_jvms, vm_info, threads, heap_histogram, classes, profile, trace, \
+                            monitor, jcmd, btrace_check; heap_dump and btrace_run. Each is bounded \
+                            in time and output. Tools that would change the JVM (heap dumps, full \
+                            GCs, jcmd commands outside a read-only list, BTrace runs) are refused \
+                            unless started with --allow-changes.\n\
+                            Example client entry: {\"command\": \"jtap\", \"args\": [\"mcp\"]}"
+    )]
+    Mcp {
+        #[command(flatten)]
+        args: commands::mcp::McpArgs,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// The shell to complete for
@@ -320,6 +334,7 @@ fn main() {
         Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
         Command::Threads { args, attach } => commands::threads::run(&args, attach.timeout),
         Command::Classes { args, attach } => commands::classes::run(&args, attach.timeout),
+        Command::Mcp { args } => commands::mcp::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
             Ok(0)

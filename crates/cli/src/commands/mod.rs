@@ -9,6 +9,7 @@ pub mod convert;
 pub mod diff;
 pub mod heap;
 pub mod jimage;
+pub mod mcp;
 pub mod profile;
 pub mod ps;
 pub mod sites;

@@ -278,7 +278,7 @@ fn clock_ticks_per_second() -> f64 {
 }
 
 /// `--state`: a `java.lang.Thread.State`, in any case, `-` or `_` between words.
-fn parse_state(text: &str) -> Result<String, String> {
+pub fn parse_state(text: &str) -> Result<String, String> {
     const STATES: [&str; 6] = [
         "NEW",
         "RUNNABLE",

@@ -1,0 +1,178 @@
+//! `jtap mcp` in a session with a real MCP client, the Python `mcp` SDK's (installed into
+//! `.cache/python` by `scripts/setup-python.sh`, which this test runs; `scripts/test.sh`
+//! runs it too), on every JDK of the matrix: the tools are listed with their schemas, each
+//! read-only tool answers on a running JVM, and the tools that would change the JVM are
+//! refused unless the server runs with `--allow-changes`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{agent_library, jtap_bin, run};
+use jtap_testkit::{jdks, repo_root, JavaProcess};
+use serde_json::{json, Value};
+
+/// The Python with the `mcp` SDK, installed on first use.
+fn python() -> &'static PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let setup = run(&mut Command::new(repo_root().join("scripts/setup-python.sh")));
+        assert_eq!(setup.code, 0, "scripts/setup-python.sh failed: {setup:?}");
+        repo_root().join(".cache/python/bin/python")
+    })
+}
+
+/// One session: lists the tools, makes the calls, returns what session.py printed.
+fn session(calls: &Value, server_args: &[&str]) -> Value {
+    let mut command = Command::new(python());
+    command
+        .arg(repo_root().join("tests/mcp/session.py"))
+        .arg(jtap_bin())
+        .arg(calls.to_string())
+        .args(server_args);
+    let out = run(&mut command);
+    assert_eq!(out.code, 0, "MCP session failed: {out:?}");
+    serde_json::from_str(&out.stdout).expect("session.py prints JSON")
+}
+
+/// The answer to call `index`: (is_error, text).
+fn answer(report: &Value, index: usize) -> (bool, String) {
+    let result = &report["results"][index];
+    (
+        result["is_error"].as_bool().unwrap_or(true),
+        result["text"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+const BTRACE_SCRIPT: &str = r#"import com.sun.btrace.annotations.*;
+import static com.sun.btrace.BTraceUtils.*;
+
+@BTrace
+public class Spins {
+    @OnMethod(clazz = "workloads.OnCall", method = "spin", location = @Location(Kind.RETURN))
+    public static void spun(@Duration long duration) {
+        println(duration);
+    }
+}
+"#;
+
+#[test]
+fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("Spins.java");
+    std::fs::write(&script, BTRACE_SCRIPT).unwrap();
+    let script = script.display().to_string();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid();
+        let spin = "workloads.OnCall::spin";
+        let calls = json!([
+            ["list_jvms", {}],
+            ["vm_info", {"pid": pid}],
+            ["threads", {"pid": pid, "top": 3, "duration_ms": 2000}],
+            ["heap_histogram", {"pid": pid, "top": 10}],
+            ["classes", {"pid": pid, "pattern": "OnCall", "methods": true, "fields": true}],
+            ["jcmd", {"pid": pid, "command": "VM.version"}],
+            ["profile", {"pid": pid, "duration_s": 2, "lines": 40}],
+            ["trace", {"pid": pid, "pattern": spin, "count": 3, "duration_s": 20}],
+            ["monitor", {"pid": pid, "pattern": spin, "duration_s": 2, "interval_s": 1}],
+            ["btrace_check", {"script": script}],
+            // Refused: each would change the JVM.
+            ["heap_dump", {"pid": pid, "path": "/tmp/never.hprof"}],
+            ["jcmd", {"pid": pid, "command": "GC.run"}],
+            ["btrace_run", {"pid": pid, "script": script, "duration_s": 1}],
+            ["heap_histogram", {"pid": pid, "live": true}],
+            // Bad input: an error answer, and the server goes on.
+            ["threads", {"pid": 999_999_999}],
+            ["classes", {"pid": pid, "pattern": "/(/"}],
+        ]);
+        let report = session(&calls, &[]);
+        let v = jdk.version;
+        assert_eq!(report["server"], "jtap");
+        let tools = report["tools"].as_object().expect("tools");
+        for tool in [
+            "list_jvms",
+            "vm_info",
+            "threads",
+            "heap_histogram",
+            "classes",
+            "jcmd",
+            "profile",
+            "trace",
+            "monitor",
+            "btrace_check",
+            "heap_dump",
+            "btrace_run",
+        ] {
+            assert!(tools.contains_key(tool), "no tool {tool}: {tools:?}");
+        }
+        assert_eq!(
+            tools["threads"]["required"],
+            json!(["pid"]),
+            "{}",
+            tools["threads"]
+        );
+
+        let expect_ok = |index: usize, needles: &[&str]| {
+            let (is_error, text) = answer(&report, index);
+            assert!(!is_error, "JDK {v}: call {index} failed: {text}");
+            for needle in needles {
+                assert!(
+                    text.contains(needle),
+                    "JDK {v}: call {index} lacks {needle:?}: {text}"
+                );
+            }
+            text
+        };
+        expect_ok(0, &[&format!("\"pid\": {pid}"), "workloads.OnCall"]);
+        expect_ok(1, &["== VM.version", "== VM.flags", "workloads.OnCall"]);
+        let threads = expect_ok(2, &["hot-worker", "held by \"monitor-holder\""]);
+        let first_row = threads.lines().nth(3).unwrap_or("");
+        assert!(first_row.ends_with("hot-worker"), "JDK {v}: {threads}");
+        expect_ok(3, &["INSTANCES", "total"]);
+        expect_ok(4, &["static long spin(long)", "static int requestsServed"]);
+        expect_ok(5, &[&format!("JDK {v}")]);
+        let profile = expect_ok(6, &["workloads.OnCall.spin", "flame graph: "]);
+        let html = profile
+            .lines()
+            .find_map(|l| l.strip_prefix("flame graph: "))
+            .unwrap();
+        assert!(std::path::Path::new(html).exists(), "JDK {v}: {profile}");
+        let trace = expect_ok(7, &["[hot-worker] workloads.OnCall.spin"]);
+        assert_eq!(
+            trace.lines().filter(|l| l.contains("OnCall.spin")).count(),
+            3
+        );
+        expect_ok(8, &["workloads.OnCall.spin", "CALLS"]);
+        expect_ok(9, &["Spins.java: ok: 1 probe handlers"]);
+        for index in 10..=13 {
+            let (is_error, text) = answer(&report, index);
+            assert!(
+                is_error && text.starts_with("refused: ") && text.contains("--allow-changes"),
+                "JDK {v}: call {index} not refused: {text}"
+            );
+        }
+        let (is_error, text) = answer(&report, 14);
+        assert!(is_error && text.contains("no process"), "JDK {v}: {text}");
+        let (is_error, text) = answer(&report, 15);
+        assert!(
+            is_error && text.contains("bad class pattern"),
+            "JDK {v}: {text}"
+        );
+        assert!(jvm.is_running(), "JDK {v}");
+    }
+}
+
+#[test]
+fn with_allow_changes_the_changing_tools_run() {
+    let jdk = &jdks()[0];
+    let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+    let pid = jvm.pid();
+    let calls = json!([["jcmd", {"pid": pid, "command": "GC.run"}]]);
+    let report = session(&calls, &["--allow-changes"]);
+    let (is_error, text) = answer(&report, 0);
+    assert!(!is_error, "JDK {}: {text}", jdk.version);
+}
