@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 fn python() -> &'static PathBuf {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
-        let setup = run(&mut Command::new(repo_root().join("scripts/setup-python.sh")));
+        let setup = run(&mut Command::new(
+            repo_root().join("scripts/setup-python.sh"),
+        ));
         assert_eq!(setup.code, 0, "scripts/setup-python.sh failed: {setup:?}");
         repo_root().join(".cache/python/bin/python")
     })
