@@ -107,6 +107,47 @@ mod tests {
     }
 
     #[test]
+    fn usages_table_says_what_jtap_does_with_each_function() {
+        let usage =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/USAGE.md"))
+                .expect("docs/USAGE.md");
+        let list = include_str!("../../data/btraceutils.txt");
+        for qualified in list
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let (classes, name) = qualified
+                .rsplit_once('.')
+                .unwrap_or(("BTraceUtils", qualified));
+            let class = classes
+                .rsplit('.')
+                .next()
+                .filter(|_| classes != "BTraceUtils");
+            let row = usage
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{classes}` |")))
+                .unwrap_or_else(|| panic!("USAGE has no row for {classes}"));
+            let cells: Vec<&str> = row.trim_matches('|').split('|').collect();
+            let column = if refusal(class, name).is_some() { 2 } else { 1 };
+            assert!(
+                cells[column]
+                    .split(", ")
+                    .any(|cell| cell.trim() == format!("`{name}`")),
+                "USAGE's row for {classes} puts {name} in the wrong column"
+            );
+        }
+        for &(refused, why) in REFUSED {
+            let row = usage
+                .lines()
+                .find(|l| {
+                    l.starts_with('|') && l.contains(&format!("`{refused}`")) && l.ends_with(". |")
+                })
+                .unwrap_or_else(|| panic!("USAGE does not say why {refused} is refused"));
+            assert!(row.to_lowercase().contains(&why.to_lowercase()), "{row}");
+        }
+    }
+
+    #[test]
     fn refusals_name_btrace_functions_jtap_does_not_run() {
         for &(refused, _) in REFUSED {
             let (class, name) = match refused.split_once('.') {
