@@ -232,24 +232,9 @@ impl<'s> Compiler<'s> {
         Ok(out)
     }
 
-    fn modifiers(&self, node: Node) -> Vec<&'s str> {
-        named_children(node)
-            .into_iter()
-            .find(|n| n.kind() == "modifiers")
-            .map(|m| {
-                let mut cursor = m.walk();
-                m.children(&mut cursor)
-                    .filter(|c| !c.kind().contains("annotation"))
-                    .map(|c| self.text(c))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
+    /// A script's fields; as in BTrace 2, one declared without `static` is static all the
+    /// same (a script has no instance).
     fn fields(&self, node: Node, fields: &mut Vec<Field>) -> Result<()> {
-        if !self.modifiers(node).contains(&"static") {
-            return fail(node, "fields of a BTrace script must be static");
-        }
         let annotations = self.annotations(node)?;
         let thread_local = annotations.iter().any(|a| a.name == "TLS");
         let exported = annotations
@@ -284,9 +269,6 @@ impl<'s> Compiler<'s> {
             node.child_by_field_name("name")
                 .expect("methods have names"),
         );
-        if !self.modifiers(node).contains(&"static") {
-            return fail(node, format!("method {name} must be static"));
-        }
         let Some(body) = node.child_by_field_name("body") else {
             return fail(node, format!("method {name} has no body"));
         };
@@ -552,7 +534,12 @@ public class Tracker {
         );
         assert!(error("static void a() { b(); }\nstatic void b() { a(); }")
             .contains("recursion is not allowed"));
-        assert!(error("int x;").contains("fields of a BTrace script must be static"));
+        // As in BTrace 2, what is declared without `static` is static (no `this`).
+        let instance = compile(
+            "@BTrace class T {\n@Property Profiler p = Profiling.newProfiler();\n@OnTimer(10) void t() { Profiling.recordEntry(p, \"b\"); }\n}",
+            "T.java",
+        );
+        assert!(instance.is_ok(), "{:?}", instance.err());
         let trusted = compile("@BTrace(trusted = true) public class T {}", "T.java").unwrap_err();
         assert!(
             trusted.to_string().contains("trusted scripts are not run"),
