@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-system.sh
 scripts/setup-jdks.sh
+scripts/setup-otlp.sh
 scripts/setup-python.sh
 scripts/machine-facts.sh
 

@@ -4,6 +4,7 @@
 mod collapsed;
 pub mod diff;
 mod html;
+mod otlp;
 pub(crate) mod pprof;
 mod set;
 mod speedscope;
@@ -41,6 +42,8 @@ pub enum Format {
     Jfr,
     /// The HTML flame graph with a heatmap of samples over time above it.
     Heatmap,
+    /// OpenTelemetry profiles (OTLP `ProfilesData`, protobuf).
+    Otlp,
 }
 
 /// How to render.
@@ -97,6 +100,7 @@ impl Format {
         ("speedscope", Format::Speedscope),
         ("jfr", Format::Jfr),
         ("heatmap", Format::Heatmap),
+        ("otlp", Format::Otlp),
     ];
 
     /// Parses a `--format` name.
@@ -118,6 +122,7 @@ impl Format {
         (".folded", Format::Collapsed),
         (".txt", Format::Text),
         (".jfr", Format::Jfr),
+        (".otlp", Format::Otlp),
     ];
 
     /// Guesses the format from an output file name.
@@ -129,11 +134,12 @@ impl Format {
             .map(|(_, f)| *f)
     }
 
-    /// Renders the profile in this format: pprof and JFR with every fact of each frame,
-    /// the others with frames as [`Profile::labelled`] shows them.
+    /// Renders the profile in this format: pprof, OTLP and JFR with every fact of each
+    /// frame, the others with frames as [`Profile::labelled`] shows them.
     pub fn render(self, profile: &Profile, options: &ExportOptions) -> Vec<u8> {
         match self {
             Format::Pprof => return pprof::render(&[profile]),
+            Format::Otlp => return otlp::render(&[profile]),
             Format::Jfr => return crate::jfr::write(&[profile]),
             _ => {}
         }
@@ -147,6 +153,7 @@ impl Format {
             Format::Html => html::render(&[profile], options).into_bytes(),
             Format::Heatmap => html::render_heatmap(&[profile], options).into_bytes(),
             Format::Pprof => pprof::render(&[profile]),
+            Format::Otlp => otlp::render(&[profile]),
             Format::Jfr => crate::jfr::write(&[profile]),
             Format::Speedscope => speedscope::render(&[profile], options).into_bytes(),
         }

@@ -83,7 +83,7 @@ struct Function {
 /// The pprof sample types (events, weight) for an event, as Go's tools name them; for the
 /// time-based engines the events are the samples. A counted event's weight column is named
 /// after it (`page-faults`).
-fn sample_types(event: &str, weight_unit: &str) -> [(String, String); 2] {
+pub(super) fn sample_types(event: &str, weight_unit: &str) -> [(String, String); 2] {
     let kind = event::kind(event);
     let weight = match kind == &event::COUNTED {
         true => event,

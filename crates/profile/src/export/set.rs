@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{html, pprof, speedscope, ExportOptions, Format};
+use super::{html, otlp, pprof, speedscope, ExportOptions, Format};
 use crate::model::Profile;
 
 /// Renders the profiles of one session (one per event, in the given order) for `path`
@@ -29,6 +29,7 @@ pub fn render_set(
         Format::Heatmap => html::render_heatmap(&labelled, options).into_bytes(),
         Format::Speedscope => speedscope::render(&labelled, options).into_bytes(),
         Format::Pprof => pprof::render(&profiles.iter().collect::<Vec<_>>()),
+        Format::Otlp => otlp::render(&profiles.iter().collect::<Vec<_>>()),
         Format::Jfr => crate::jfr::write(&profiles.iter().collect::<Vec<_>>()),
         Format::Text | Format::Summary | Format::Traces | Format::Flat => profiles
             .iter()
