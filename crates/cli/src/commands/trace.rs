@@ -145,7 +145,7 @@ pub struct MonitorArgs {
     #[arg(long = "if", value_name = "EXPR")]
     condition: Option<String>,
     /// Serve the methods' latency histograms (count, errors, buckets) as Prometheus metrics
-    /// at http://[HOST]:PORT/metrics (`:9400`: every interface), updated every interval
+    /// at `http://[HOST]:PORT/metrics` (`:9400`: every interface), updated every interval
     #[arg(long, value_name = "[HOST]:PORT")]
     serve: Option<String>,
     #[command(flatten)]
