@@ -67,6 +67,10 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
     let script = dir.path().join("Spins.java");
     std::fs::write(&script, BTRACE_SCRIPT).unwrap();
     let script = script.display().to_string();
+    let stacks = dir.path().join("before.collapsed");
+    std::fs::write(&stacks, "main;work;spin 30\nmain;work;idle 10\n").unwrap();
+    let stacks = stacks.display().to_string();
+    let flame = dir.path().join("before.html").display().to_string();
     for jdk in jdks() {
         let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
         let pid = jvm.pid();
@@ -82,6 +86,9 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             ["trace", {"pid": pid, "pattern": spin, "count": 3, "duration_s": 20}],
             ["monitor", {"pid": pid, "pattern": spin, "duration_s": 2, "interval_s": 1}],
             ["btrace_check", {"script": script}],
+            ["sites", {"pid": pid, "duration_s": 1, "top": 5}],
+            ["convert", {"input": stacks, "output": flame}],
+            ["diff", {"base": stacks, "new": stacks}],
             // Refused: each would change the JVM.
             ["heap_dump", {"pid": pid, "path": "/tmp/never.hprof"}],
             ["jcmd", {"pid": pid, "command": "GC.run"}],
@@ -150,16 +157,20 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
         );
         expect_ok(8, &["workloads.OnCall.spin", "CALLS"]);
         expect_ok(9, &["Spins.java: ok: 1 probe handlers"]);
-        for index in 10..=13 {
+        expect_ok(10, &["SITES BEGIN", "SITES END"]);
+        expect_ok(11, &["spin"]);
+        assert!(std::path::Path::new(&flame).exists(), "JDK {v}: no {flame}");
+        expect_ok(12, &["spin"]);
+        for index in 13..=16 {
             let (is_error, text) = answer(&report, index);
             assert!(
                 is_error && text.starts_with("refused: ") && text.contains("--allow-changes"),
                 "JDK {v}: call {index} not refused: {text}"
             );
         }
-        let (is_error, text) = answer(&report, 14);
+        let (is_error, text) = answer(&report, 17);
         assert!(is_error && text.contains("no process"), "JDK {v}: {text}");
-        let (is_error, text) = answer(&report, 15);
+        let (is_error, text) = answer(&report, 18);
         assert!(
             is_error && text.contains("bad class pattern"),
             "JDK {v}: {text}"

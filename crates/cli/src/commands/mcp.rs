@@ -8,10 +8,10 @@
 //!
 //! `threads`, `classes`, `list_jvms` and the jcmd-based tools call the library functions the
 //! CLI commands use, in this process. The commands whose logic lives in their command
-//! modules' `run` (heap, profile, trace, monitor, btrace) run as a child `jtap` process
-//! (`std::env::current_exe()`) with bounded arguments: they print as they go and end on
-//! their own, and a child keeps their Ctrl-C handling and agent sessions apart from the
-//! server, which must stay up across calls.
+//! modules' `run` (heap, sites, profile, trace, monitor, btrace, convert, diff) run as a
+//! child `jtap` process (this executable, `/proc/self/exe`) with bounded arguments: they
+//! print as they go and end on their own, and a child keeps their Ctrl-C handling and agent
+//! sessions apart from the server, which must stay up across calls.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -214,6 +214,42 @@ pub struct BtraceRunParams {
     pub duration_s: Option<u64>,
 }
 
+/// Parameters of `sites`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SitesParams {
+    /// Pid of the target JVM
+    pub pid: u32,
+    /// Seconds to sample allocations (default 10, at most 60)
+    pub duration_s: Option<u64>,
+    /// How many sites, most live bytes first (default 20, at most 200)
+    pub top: Option<u32>,
+}
+
+/// Parameters of `convert`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct ConvertParams {
+    /// A recording on this machine: JFR (jtap's, the JDK's, async-profiler's), pprof or
+    /// collapsed stacks
+    pub input: String,
+    /// Keep only these events (cpu, wall, native, alloc, lock; comma-separated)
+    pub event: Option<String>,
+    /// Also write this file; its extension picks the format (.html .pb.gz .jfr .collapsed ...)
+    pub output: Option<String>,
+    /// Lines of the text report returned (default 60)
+    pub lines: Option<usize>,
+}
+
+/// Parameters of `diff`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct DiffParams {
+    /// The profile to compare with (.jfr, collapsed)
+    pub base: String,
+    /// The newer profile
+    pub new: String,
+    /// Keep only this event (cpu, wall, alloc, lock)
+    pub event: Option<String>,
+}
+
 /// Parameters of `heap_dump`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct HeapDumpParams {
@@ -386,6 +422,45 @@ impl JtapServer {
     }
 
     #[tool(
+        description = "Allocation sites of a JVM ranked by live bytes over a bounded time (sampled allocations, HPROF SITES style): class, stack, live and allocated bytes and objects."
+    )]
+    async fn sites(&self, Parameters(params): Parameters<SitesParams>) -> ToolResult {
+        let seconds = bounded_seconds(params.duration_s);
+        let (pid, duration) = (params.pid.to_string(), format!("{seconds}s"));
+        let top = params.top.unwrap_or(20).clamp(1, 200).to_string();
+        let args = ["sites", &pid, "-d", &duration, "-n", &top];
+        run_jtap(&args, Duration::from_secs(seconds) + SLACK).await
+    }
+
+    #[tool(
+        description = "Read a recording (JFR, pprof, collapsed stacks) and return the top of its text report (hottest frames); optionally also write it in another format (flame graph .html, .pb.gz, .collapsed, ...). Reads and writes files on this machine only."
+    )]
+    async fn convert(&self, Parameters(params): Parameters<ConvertParams>) -> ToolResult {
+        let mut args = vec!["convert".to_string(), params.input];
+        if let Some(event) = params.event {
+            args.extend(["-e".into(), event]);
+        }
+        let report = run_jtap(&args, SLACK).await?;
+        if let Some(output) = params.output {
+            args.extend(["-o".into(), output.clone()]);
+            run_jtap(&args, SLACK).await?;
+        }
+        let lines = params.lines.unwrap_or(60).max(1);
+        Ok(report.lines().take(lines).collect::<Vec<_>>().join("\n"))
+    }
+
+    #[tool(
+        description = "Compare two profiles (JFR, collapsed): the frames whose share of samples changed most, as a table."
+    )]
+    async fn diff(&self, Parameters(params): Parameters<DiffParams>) -> ToolResult {
+        let mut args = vec!["diff".to_string(), params.base, params.new];
+        if let Some(event) = params.event {
+            args.extend(["-e".into(), event]);
+        }
+        run_jtap(&args, SLACK).await
+    }
+
+    #[tool(
         description = "Trace calls of matching methods in a JVM (bytecode instrumentation, every class restored at the end): time, thread, duration, optionally arguments, return value and stack. Bounded by a call count and a duration."
     )]
     async fn trace(&self, Parameters(params): Parameters<TraceParams>) -> ToolResult {
@@ -512,8 +587,7 @@ where
 fn run_jtap<S: AsRef<str>>(args: &[S], deadline: Duration) -> impl Future<Output = ToolResult> {
     let args: Vec<String> = args.iter().map(|a| a.as_ref().to_string()).collect();
     async move {
-        let exe = std::env::current_exe().map_err(|e| format!("finding jtap itself: {e}"))?;
-        let child = tokio::process::Command::new(exe)
+        let child = tokio::process::Command::new(own_binary()?)
             .args(&args)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
@@ -541,6 +615,17 @@ fn run_jtap<S: AsRef<str>>(args: &[S], deadline: Duration) -> impl Future<Output
             format!("{reason}\n{stdout}").trim_end().to_string(),
         ))
     }
+}
+
+/// This jtap's executable: `/proc/self/exe`, which still runs this build when the file was
+/// replaced or deleted since the server started (`current_exe()` would then name a path that
+/// is gone or holds another build).
+fn own_binary() -> Result<PathBuf, String> {
+    let proc_exe = PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe);
+    }
+    std::env::current_exe().map_err(|e| format!("finding jtap itself: {e}"))
 }
 
 fn attach(pid: u32) -> Result<VirtualMachine, String> {
