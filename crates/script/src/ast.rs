@@ -117,6 +117,18 @@ pub struct Handler {
     pub uses_sizes: bool,
     /// `@Sampled`: which of the calls it takes it handles.
     pub sampled: Option<Sampling>,
+    /// `@OnMethod(enableAt = @Level(...))`: the instrumentation levels it runs at.
+    pub enabled_at: Option<Levels>,
+}
+
+/// The instrumentation levels (`setInstrumentationLevel`) a handler runs at, both ends
+/// included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Levels {
+    /// The lowest.
+    pub min: i64,
+    /// The highest.
+    pub max: i64,
 }
 
 /// `@Sampled(kind, mean)`: a handler that handles some of its calls.

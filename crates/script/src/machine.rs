@@ -251,9 +251,16 @@ impl<'s> Machine<'s> {
         self.run_body(&handler.method.body, &mut frame, &name);
     }
 
-    /// Whether handler `index` runs for this firing: always, unless `@Sampled` leaves it out.
+    /// Whether handler `index` runs for this firing: always, unless the instrumentation
+    /// level is outside its `@Level` or `@Sampled` leaves it out.
     fn due(&mut self, index: usize, probe: &Fired) -> bool {
-        let Some(sampling) = self.script.handlers[index].sampled else {
+        let handler = &self.script.handlers[index];
+        if let Some(levels) = handler.enabled_at {
+            if !(levels.min..=levels.max).contains(&self.level) {
+                return false;
+            }
+        }
+        let Some(sampling) = handler.sampled else {
             return true;
         };
         let (calls, last_ns) = self.sampling.entry(index).or_insert((0, i64::MIN));

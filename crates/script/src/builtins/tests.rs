@@ -426,3 +426,28 @@ Compressed Class Space;1073741824;964656;1048576;0\n"
         "{named}"
     );
 }
+
+#[test]
+fn handlers_run_at_the_levels_they_are_enabled_at() {
+    use crate::machine::Machine;
+    let source = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class S {
+    @OnMethod(clazz = "a.B", method = "c", enableAt = @Level("=0"))
+    public static void zero() { println("zero"); setInstrumentationLevel(1); }
+    @OnMethod(clazz = "a.B", method = "c", enableAt = @Level(">=1"))
+    public static void one() { println("one"); }
+}"#;
+    let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+    let mut machine = Machine::new(&script, "S.java", Vec::new(), None);
+    let probe = crate::Fired::default();
+    for handler in [1, 0, 0, 1] {
+        machine.fire(handler, &probe);
+    }
+    assert_eq!(machine.take_output(), "zero\none\n");
+    let bad = crate::compile(&source.replace("=0", "~0"), "S.java").unwrap_err();
+    assert!(
+        bad.to_string().starts_with("S.java:4:55: @Level takes"),
+        "{bad}"
+    );
+}

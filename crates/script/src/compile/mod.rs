@@ -275,6 +275,7 @@ impl<'s> Compiler<'s> {
         let annotations = self.annotations(node)?;
         let trigger = self.trigger(&annotations)?;
         let sampled = self.sampling(&annotations)?;
+        let enabled_at = self.levels(&annotations)?;
         let mut params = Vec::new();
         let mut arg = 0;
         if let Some(list) = node.child_by_field_name("parameters") {
@@ -320,6 +321,7 @@ impl<'s> Compiler<'s> {
                     uses_stack,
                     uses_sizes,
                     sampled,
+                    enabled_at,
                 });
             }
             None => script.methods.push(method),

@@ -4,7 +4,7 @@
 use tree_sitter::Node;
 
 use super::{fail, named_children, pos, Annotation, Compiler, Result};
-use crate::ast::{Location, Probe, Role, Sampling, Target, Trigger, Type};
+use crate::ast::{Levels, Location, Probe, Role, Sampling, Target, Trigger, Type};
 
 impl Compiler<'_> {
     /// What a handler parameter receives, from its annotation (or its position).
@@ -131,6 +131,47 @@ impl Compiler<'_> {
                 format!("@Sampled kind {other} is not None, Const or Adaptive"),
             ),
         }
+    }
+
+    /// `@OnMethod(enableAt = @Level("..."))`: `N` or `>=N`, `>N`, `=N`, `<N`, `<=N`.
+    pub(super) fn levels(&self, annotations: &[Annotation]) -> Result<Option<Levels>> {
+        let enable_at = annotations
+            .iter()
+            .filter(|a| a.name == "OnMethod")
+            .flat_map(|a| &a.arguments)
+            .find_map(|(k, v)| (k == "enableAt").then_some(*v));
+        let Some(level) = enable_at else {
+            return Ok(None);
+        };
+        let value = level
+            .child_by_field_name("arguments")
+            .map(named_children)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|arg| arg.child_by_field_name("value").unwrap_or(arg))
+            .next();
+        let text = match value {
+            Some(v) => self.string_constant(v)?,
+            None => String::new(),
+        };
+        let bad = || {
+            (pos(level), format!("@Level takes N, =N, >N, >=N, <N or <=N with N a number of 0 or more, not {text:?}"))
+        };
+        let (op, number) = text
+            .trim()
+            .find(|c: char| c.is_ascii_digit())
+            .map(|at| text.trim().split_at(at))
+            .ok_or_else(bad)?;
+        let n: i64 = number.parse().map_err(|_| bad())?;
+        let (min, max) = match op {
+            "" | ">=" => (n, i64::MAX),
+            ">" => (n + 1, i64::MAX),
+            "=" => (n, n),
+            "<" => (0, n - 1),
+            "<=" => (0, n),
+            _ => return Err(bad()),
+        };
+        Ok(Some(Levels { min, max }))
     }
 
     /// A handler's trigger, from its annotations; None for plain methods.
