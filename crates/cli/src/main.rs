@@ -261,6 +261,19 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// A refreshed view of a JVM: heap, GC, safepoints, compilations and its threads by CPU
+    #[command(
+        after_help = "Each refresh reads /proc and hsperfdata only (no pause); Java thread names and \
+                            states come from a thread dump (a brief safepoint) every --dump-every. \
+                            On a terminal the screen is redrawn; otherwise blocks of lines.\n\
+                            Examples:\n  jtap top 1234\n  jtap top 1234 -n 5 -i 2s --iterations 3 | less"
+    )]
+    Top {
+        #[command(flatten)]
+        args: commands::top::TopArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// A Model Context Protocol server on stdio: jtap's read-only commands as tools for AI
     /// assistants
     #[command(
@@ -334,6 +347,7 @@ fn main() {
         Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
         Command::Threads { args, attach } => commands::threads::run(&args, attach.timeout),
         Command::Classes { args, attach } => commands::classes::run(&args, attach.timeout),
+        Command::Top { args, attach } => commands::top::run(&args, attach.timeout),
         Command::Mcp { args } => commands::mcp::run(&args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());

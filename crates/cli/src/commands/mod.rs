@@ -15,4 +15,5 @@ pub mod ps;
 pub mod sites;
 pub mod thread_dump;
 pub mod threads;
+pub mod top;
 pub mod trace;

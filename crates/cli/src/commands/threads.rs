@@ -115,15 +115,7 @@ pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsR
     let before = cpu_times(&process)?;
     thread::sleep(args.interval);
     let after = cpu_times(&process)?;
-    let mut reply = vm.execute(&Request::new("threaddump", ["-l".to_string()]))?;
-    let text = reply.output_to_string()?;
-    if reply.status != 0 {
-        anyhow::bail!(
-            "the JVM refused its thread dump: {}",
-            text.lines().next().unwrap_or("no reason given")
-        );
-    }
-    let dump = ThreadDump::parse(&text);
+    let dump = thread_dump(&mut vm)?;
     let blocked = blocked_threads(&dump);
     let by_nid: HashMap<u32, &DumpedThread> = dump.threads.iter().map(|t| (t.nid, t)).collect();
     let ticks_per_second = clock_ticks_per_second();
@@ -152,6 +144,19 @@ pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsR
         blocked,
         deadlocks: dump.deadlocks,
     })
+}
+
+/// One thread dump with locks (`threaddump -l`, as `jstack -l`), parsed.
+pub fn thread_dump(vm: &mut VirtualMachine) -> anyhow::Result<ThreadDump> {
+    let mut reply = vm.execute(&Request::new("threaddump", ["-l".to_string()]))?;
+    let text = reply.output_to_string()?;
+    if reply.status != 0 {
+        anyhow::bail!(
+            "the JVM refused its thread dump: {}",
+            text.lines().next().unwrap_or("no reason given")
+        );
+    }
+    Ok(ThreadDump::parse(&text))
 }
 
 fn row(
@@ -205,18 +210,19 @@ fn blocked_threads(dump: &ThreadDump) -> Vec<BlockedRow> {
 }
 
 /// CPU time of one thread so far.
-struct CpuSample {
-    tid: u32,
+pub struct CpuSample {
+    /// The thread id, as seen from here.
+    pub tid: u32,
     /// The id the JVM's pid namespace gives the thread (the dump's `nid`).
-    ns_tid: u32,
+    pub ns_tid: u32,
     /// The kernel's name of the thread (`comm`).
-    name: String,
+    pub name: String,
     /// utime + stime, in clock ticks.
-    ticks: u64,
+    pub ticks: u64,
 }
 
 /// Every thread's CPU time so far, keyed by tid (threads that ended meanwhile are skipped).
-fn cpu_times(process: &Process) -> anyhow::Result<HashMap<u32, CpuSample>> {
+pub fn cpu_times(process: &Process) -> anyhow::Result<HashMap<u32, CpuSample>> {
     let task_dir = format!("/proc/{}/task", process.pid);
     let entries = fs::read_dir(&task_dir).with_context(|| format!("reading {task_dir}"))?;
     let in_container = process.ns_pid != process.pid;
@@ -269,7 +275,8 @@ fn namespace_tid(task: &std::path::Path) -> Option<u32> {
     line.split_whitespace().last()?.parse().ok()
 }
 
-fn clock_ticks_per_second() -> f64 {
+/// The kernel's clock ticks per second, the unit of [`CpuSample::ticks`].
+pub fn clock_ticks_per_second() -> f64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
