@@ -44,6 +44,11 @@ impl Endpoint {
         if path.contains(['?', '#']) {
             return Err(format!("push={url}: no query or fragment in the URL"));
         }
+        if path.contains(|c: char| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "push={url}: a space or control character in the path"
+            ));
+        }
         let path = if path == "/" { "/ingest" } else { path };
         let (userinfo, hostport) = match authority.rsplit_once('@') {
             Some((info, hostport)) => {
@@ -178,6 +183,9 @@ impl Auth {
             (None, Some(_), None) => {
                 return Err("push-user=: give its password with push-token-file=".into())
             }
+            (None, Some(user), _) if user.contains(|c: char| c == ':' || c.is_control()) => {
+                return Err(format!("push-user={user}: a user name has no ':'"))
+            }
             (None, Some(user), Some(password)) => Auth::Basic {
                 user: user.clone(),
                 password,
@@ -284,6 +292,7 @@ mod tests {
             "https://:443",
             "http://pyro/ingest?x=1",
             "https://u:%zz@pyro",
+            "http://pyro/a b",
         ] {
             assert!(Endpoint::parse(bad, "a", &[]).is_err(), "{bad}");
         }
@@ -315,6 +324,7 @@ mod tests {
             "Authorization: Basic MTIzNDU2OnMzY3JldA==\r\n"
         );
         assert!(with(Some("123456"), None).is_err());
+        assert!(with(Some("a:b"), Some(&token)).is_err());
         assert!(with(None, Some("/nonexistent/token"))
             .unwrap_err()
             .contains("/nonexistent"));
