@@ -24,7 +24,7 @@ pub mod trace;
 pub mod wire;
 
 pub use frame::{read_frame, Ended, Frame, FrameError, MAX_MESSAGE, MAX_PIECE};
-pub use options::{Action, Event, JavaStacks, NativeStacks, Options, ParseError};
+pub use options::{Action, Event, JavaStacks, NativeStacks, Options, ParseError, DEFAULT_LEAK_AGE};
 
 /// The version of the jtap agent and CLI; both sides must be built from the same release.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
-use jtap_protocol::records::sites::Recording;
+use jtap_protocol::records::sites::{Leaks, Recording};
 use jtap_protocol::records::Record;
 use jtap_protocol::Options;
 
@@ -116,6 +116,8 @@ struct Run {
     /// Keep the event log.
     timeline: bool,
     sites: bool,
+    /// `leaks`: the sites are ranked by the live objects that survived this many collections.
+    leak_age: Option<u32>,
     depth: usize,
     started: Instant,
     start_time_ns: u64,
@@ -138,7 +140,11 @@ impl Engine for AllocEngine {
             options.alloc.flatten().unwrap_or(DEFAULT_INTERVAL)
         };
         // A `.txt` file of an allocation recording alone holds the SITES report.
+        let leak_age = options
+            .leaks
+            .map(|age| age.unwrap_or(jtap_protocol::DEFAULT_LEAK_AGE));
         let sites = options.sites
+            || leak_age.is_some()
             || (options.events().len() == 1
                 && options.file.as_deref().is_some_and(|f| f.ends_with(".txt")));
         let live = options.live || sites;
@@ -155,6 +161,9 @@ impl Engine for AllocEngine {
         if live {
             capabilities.push("can_generate_object_free_events");
         }
+        if leak_age.is_some() {
+            capabilities.push("can_generate_garbage_collection_events");
+        }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
         stack::choose(
             context.vm,
@@ -169,6 +178,9 @@ impl Engine for AllocEngine {
         }
         if options.threads {
             table().keep_threads();
+        }
+        if let Some(age) = leak_age {
+            table().rank_survivors(age);
         }
         table().set_live_limit(if options.exact {
             sites::MAX_LIVE_EXACT
@@ -188,6 +200,7 @@ impl Engine for AllocEngine {
             SampledObjectAlloc: Some(on_sampled_alloc),
             VMObjectAlloc: Some(on_sampled_alloc),
             ObjectFree: Some(on_object_free),
+            GarbageCollectionFinish: Some(on_collection_end),
             ..Default::default()
         };
         let mut events = vec![if options.exact {
@@ -197,6 +210,9 @@ impl Engine for AllocEngine {
         }];
         if live {
             events.push(sys::JVMTI_EVENT_OBJECT_FREE);
+        }
+        if leak_age.is_some() {
+            events.push(sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH);
         }
         GATE.open();
         if let Err(e) = own.enable(&callbacks, &events) {
@@ -230,6 +246,7 @@ impl Engine for AllocEngine {
             interval,
             live,
             sites,
+            leak_age,
             depth,
             timeline,
             started: Instant::now(),
@@ -292,8 +309,12 @@ impl Run {
                     interval: self.interval,
                 }
             };
-            let mut report =
-                sites::sites_report(&sites, recorded, SITES_SHOWN, self.depth, resolve);
+            let leaks = self.leak_age.map(|min_age| Leaks {
+                min_age,
+                collections: table().collections(),
+            });
+            let shown = (SITES_SHOWN, self.depth);
+            let mut report = sites::sites_report(&sites, recorded, leaks, shown, resolve);
             report.tracked_objects = table().live_objects() as u64;
             report.untracked_objects = table().untracked.load(Ordering::Relaxed);
             report.dropped_samples = dropped;
@@ -501,6 +522,16 @@ fn settle_frees() {
         }
         seen = now;
     }
+}
+
+/// GarbageCollectionFinish (`leaks`): in the collector's pause, where no JVMTI or JNI call is
+/// allowed; it only counts the collection.
+unsafe extern "C" fn on_collection_end(_jvmti: *mut sys::jvmtiEnv) {
+    crate::callback::guard_callback(|| {
+        if let Some(_pass) = GATE.enter() {
+            table().collection_ended();
+        }
+    })
 }
 
 /// ObjectFree: a tagged object was collected (during the GC on JDK 11–16, later on a

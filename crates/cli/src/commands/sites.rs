@@ -7,6 +7,13 @@
 //! which sampled objects are still alive; the report is taken when it stops. Objects become "not alive" only when a
 //! collection has freed them, so garbage made since the last collection still counts as
 //! live — unless `--gc` runs a full collection (`jcmd GC.run`) just before the report.
+//!
+//! `--leaks` (`--min-age N`, default 2): the leak suspects instead — the sites whose sampled
+//! objects are still alive after surviving N or more of the collections seen while recording,
+//! ranked by those objects' bytes, with how fast they grew, between how many collections
+//! they were born (a leak keeps some from every interval, a cache filled once from one) and
+//! the oldest's age. Garbage never survives two collections, so sites whose objects are all
+//! collected do not show, however much they allocate.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +46,12 @@ pub struct SitesArgs {
     /// Run a full GC (jcmd GC.run) just before the report, so that garbage does not count as live
     #[arg(long)]
     pub gc: bool,
+    /// Print the leak suspects: sites whose sampled objects survived collections (--min-age)
+    #[arg(long)]
+    pub leaks: bool,
+    /// With --leaks: collections an object must have survived to count (implies --leaks)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_age: Option<u32>,
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
@@ -53,6 +66,8 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         alloc_interval,
         exact,
         gc,
+        leaks,
+        min_age,
         json,
     } = *args;
     let options = Options {
@@ -63,6 +78,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         jstackdepth: Some(depth),
         alloc: alloc_interval.map(Some),
         exact,
+        leaks: (leaks || min_age.is_some()).then_some(min_age),
         ..Options::default()
     };
     // This client owns the engine: if it dies, the agent stops the engine by itself. Without

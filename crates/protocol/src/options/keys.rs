@@ -395,6 +395,17 @@ pub const KEYS: &[Key] = &[
         show: |o| bare(o.sites),
     },
     Key {
+        name: "leaks",
+        takes: Takes::Maybe("collections"),
+        goes_with: GoesWith::Start,
+        help: "alloc, with sites: rank sites by the sampled objects still alive that survived at least this many collections (default 2), with their ages",
+        parse: |o, v| {
+            let age = |text: &str| count(text, "a number of collections, at least 1");
+            set(&mut o.leaks, v.map(age).transpose()?)
+        },
+        show: |o| maybe(o.leaks, |n| n.to_string()),
+    },
+    Key {
         name: "exact",
         takes: Takes::Nothing,
         goes_with: GoesWith::Start,

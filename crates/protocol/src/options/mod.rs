@@ -346,6 +346,9 @@ pub struct Options {
     pub sites: bool,
     /// `event=alloc`: record every allocation (heap sampling interval 0) instead of a sample.
     pub exact: bool,
+    /// `leaks[=<collections>]`, with `sites`: rank sites by the live objects that survived at
+    /// least this many collections (default [`DEFAULT_LEAK_AGE`]).
+    pub leaks: Option<Option<u32>>,
     /// `histogram`: report only this many classes, the largest by bytes.
     pub top: Option<u32>,
     /// `event=trace`: the tracing plan.
@@ -420,6 +423,10 @@ pub enum ParseError {
     #[error("dangling backslash at the end of \"{0}\"")]
     DanglingEscape(String),
 }
+
+/// Collections a sampled object must survive to count towards a leak (`leaks`): one
+/// collection is survived by garbage that was still in use when it ran, two rarely are.
+pub const DEFAULT_LEAK_AGE: u32 = 2;
 
 impl Options {
     /// Whether engines keep the event log: asked for, or needed by the file's format (JFR) or
@@ -510,6 +517,7 @@ impl Options {
         let one_event = [
             ("sites", self.sites, Event::Alloc),
             ("exact", self.exact, Event::Alloc),
+            ("leaks", self.leaks.is_some(), Event::Alloc),
             ("allthreads", self.allthreads, Event::Wall),
             ("trace=", self.trace.is_some(), Event::Trace),
             ("perf=", self.perf.is_some(), Event::Perf),
@@ -1017,6 +1025,7 @@ mod tests {
                     wall,
                     sites: sites && has_alloc && alone,
                     exact,
+                    leaks: top.filter(|_| has_alloc && !histogram).map(Some),
                     top: top.filter(|_| histogram),
                     trace: None,
                     perf: None,

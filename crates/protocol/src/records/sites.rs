@@ -1,5 +1,6 @@
 //! The SITES report of `jtap sites` (`start,event=alloc,sites`): allocation sites ranked by
-//! live bytes, as HPROF's `heap=sites` printed them.
+//! live bytes, as HPROF's `heap=sites` printed them; with `leaks`, ranked by the live bytes of
+//! objects that survived collections, the leak suspects.
 
 use std::fmt::Write;
 
@@ -26,6 +27,31 @@ pub struct Sites {
     pub allocated: Amount,
     /// With `exact`: the tracer's check that every rewritten class got its bytes back.
     pub restored: Option<String>,
+    /// With `leaks`: what the sites are ranked by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaks: Option<Leaks>,
+}
+
+/// How a leak report ranks its sites: by the sampled objects still alive that survived at
+/// least `min_age` of the `collections` seen while recording.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Leaks {
+    /// Collections an object must have survived to count.
+    pub min_age: u32,
+    /// Collections that ended while recording.
+    pub collections: u32,
+}
+
+/// What survived at a site (leak reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Survivors {
+    /// Live objects and bytes that survived at least the report's `min_age` collections.
+    pub old: Amount,
+    /// Between how many collections those were allocated: a leak keeps objects from every
+    /// interval, a cache filled once from one.
+    pub born_in: u32,
+    /// Collections the oldest of them survived.
+    pub oldest: u32,
 }
 
 /// How the allocations of a [`Sites`] report were recorded.
@@ -70,6 +96,9 @@ pub struct Site {
     pub allocated: Amount,
     /// The stack, top frame first, as `pkg.Class.method:line`.
     pub frames: Vec<String>,
+    /// With `leaks`: what survived collections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub survivors: Option<Survivors>,
 }
 
 impl Sites {
@@ -79,16 +108,12 @@ impl Sites {
     }
 
     /// HPROF's columns: rank, self and accumulated share of live bytes, live and allocated
-    /// bytes and objects, the class and its stack.
+    /// bytes and objects, the class and its stack. A leak report: [`Sites::leaks_text`].
     pub fn to_text(&self) -> String {
-        let recorded = match self.recorded {
-            Recording::Exact { seconds, classes } => format!(
-                "every allocation recorded for {seconds:.1} s; exact; {classes} classes instrumented at start"
-            ),
-            Recording::Sampled { seconds, interval } => format!(
-                "allocation sampling every {interval} bytes for {seconds:.1} s; estimated"
-            ),
-        };
+        if let Some(leaks) = self.leaks {
+            return self.leaks_text(leaks);
+        }
+        let recorded = self.recorded_text();
         let mut text = format!(
             "SITES BEGIN (ordered by live bytes) ({recorded}; {} objects tracked, {} untracked, {} samples dropped)\n",
             self.tracked_objects, self.untracked_objects, self.dropped_samples
@@ -139,6 +164,77 @@ impl Sites {
     }
 }
 
+impl Sites {
+    fn recorded_text(&self) -> String {
+        match self.recorded {
+            Recording::Exact { seconds, classes } => format!(
+                "every allocation recorded for {seconds:.1} s; exact; {classes} classes instrumented at start"
+            ),
+            Recording::Sampled { seconds, interval } => format!(
+                "allocation sampling every {interval} bytes for {seconds:.1} s; estimated"
+            ),
+        }
+    }
+
+    /// The leak suspects: per site, the bytes and objects alive that survived `min_age`
+    /// collections, how fast they grew, between how many collections they were born and the
+    /// oldest's age, then what is live and was allocated there, the class and the stack.
+    fn leaks_text(&self, leaks: Leaks) -> String {
+        let seconds = match self.recorded {
+            Recording::Exact { seconds, .. } | Recording::Sampled { seconds, .. } => seconds,
+        };
+        let mut text = format!(
+            "LEAK SUSPECTS BEGIN (ordered by bytes alive after {} or more of the {} collections; {}; {} objects tracked, {} untracked)\n",
+            leaks.min_age,
+            leaks.collections,
+            self.recorded_text(),
+            self.tracked_objects,
+            self.untracked_objects
+        );
+        text.push_str(
+            " rank     old bytes    objs  bytes/min  born in  oldest    live bytes   alloc'ed bytes  class / stack\n",
+        );
+        let per_minute = |bytes: f64| match seconds > 0.0 {
+            true => bytes * 60.0 / seconds,
+            false => 0.0,
+        };
+        for site in &self.sites {
+            let survivors = site.survivors.unwrap_or_default();
+            let _ = writeln!(
+                text,
+                "{:>5} {:>13.0} {:>7.0} {:>10.0} {:>8} {:>7} {:>13.0} {:>16.0}  {}",
+                site.rank,
+                survivors.old.bytes,
+                survivors.old.objects,
+                per_minute(survivors.old.bytes),
+                survivors.born_in,
+                survivors.oldest,
+                site.live.bytes,
+                site.allocated.bytes,
+                site.class
+            );
+            for frame in &site.frames {
+                let _ = writeln!(text, "{:>50}at {frame}", "");
+            }
+        }
+        let old: f64 = self
+            .sites
+            .iter()
+            .filter_map(|s| s.survivors)
+            .map(|s| s.old.bytes)
+            .sum();
+        let _ = write!(
+            text,
+            "LEAK SUSPECTS END: {} sites; {:.0} bytes shown survived; live {:.0} bytes in {:.0} objects",
+            self.site_count,
+            old + 0.0,
+            self.live.bytes + 0.0,
+            self.live.objects + 0.0
+        );
+        text
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -151,6 +247,7 @@ pub(crate) mod tests {
             live,
             allocated,
             frames: frames.iter().map(|f| f.to_string()).collect(),
+            survivors: None,
         };
         Sites {
             recorded: Recording::Sampled {
@@ -175,6 +272,7 @@ pub(crate) mod tests {
             live: amount(4.0, 1000.0),
             allocated: amount(16.0, 4500.0),
             restored: None,
+            leaks: None,
         }
     }
 
@@ -207,5 +305,47 @@ pub(crate) mod tests {
             !text.contains("long[]") && text.ends_with("SITES END: 3 sites; live 1000 bytes in 4 objects; allocated 4500 bytes in 16 objects\nrestored 2 classes"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn leak_reports_show_what_survived_and_how_fast_it_grew() {
+        let mut sites = sites();
+        sites.leaks = Some(Leaks {
+            min_age: 2,
+            collections: 12,
+        });
+        sites.sites[0].survivors = Some(Survivors {
+            old: Amount {
+                bytes: 600.0,
+                objects: 2.0,
+            },
+            born_in: 9,
+            oldest: 11,
+        });
+        let text = sites.to_text();
+        assert!(
+            text.starts_with("LEAK SUSPECTS BEGIN (ordered by bytes alive after 2 or more of the 12 collections; allocation sampling every 1024 bytes for 2.0 s;"),
+            "{text}"
+        );
+        let first = text.lines().nth(2).unwrap();
+        let columns: Vec<&str> = first.split_whitespace().collect();
+        assert_eq!(
+            columns,
+            [
+                "1",
+                "600",
+                "2",
+                "18000",
+                "9",
+                "11",
+                "750",
+                "1000",
+                "workloads.Sites$Kept"
+            ],
+            "{text}"
+        );
+        assert!(text.ends_with("LEAK SUSPECTS END: 3 sites; 600 bytes shown survived; live 1000 bytes in 4 objects"), "{text}");
+        let json = serde_json::to_string(&sites).unwrap();
+        assert_eq!(serde_json::from_str::<Sites>(&json).unwrap(), sites);
     }
 }

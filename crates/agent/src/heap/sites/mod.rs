@@ -25,7 +25,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,7 +34,7 @@ use jtap_profile::{
     virtual_thread_key, Frame, FrameKind, Metadata, Profile, StackCounts, MAX_LOGGED,
 };
 use jtap_protocol::records;
-use jtap_protocol::records::sites::{Amount, Recording};
+use jtap_protocol::records::sites::{Amount, Leaks, Recording};
 
 use crate::heap::class_name::java_name;
 use crate::sampling::jvm::thread_name;
@@ -102,8 +102,21 @@ pub struct Site {
     pub total: Tally,
     /// Of that, objects not freed (alloc engine with live tracking).
     pub live: Tally,
+    /// Of those, the ones that survived collections (with [`SiteTable::rank_survivors`]).
+    pub survivors: Survivors,
     /// With a timeline, the samples of `total` as they came (fewer once the log is full).
     pub events: Vec<SiteEvent>,
+}
+
+/// The live objects of a site that survived at least the table's minimum age in collections.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Survivors {
+    /// Their counts.
+    pub old: Tally,
+    /// Between how many distinct collections they were born.
+    pub born_in: u32,
+    /// Collections the oldest survived.
+    pub oldest: u32,
 }
 
 /// A class, interned by [`SiteTable::intern`]: sites hold this small number instead of the
@@ -119,11 +132,14 @@ struct Key {
     frames: Box<[RawFrame]>,
 }
 
-/// A tracked live object: its site (None when the site table was full), and what it stands for.
+/// A tracked live object: its site (None when the site table was full), what it stands for,
+/// and when it was born.
 struct Live {
     site: Option<Arc<Key>>,
     count: f64,
     weight: f64,
+    /// Collections that had ended when it was allocated.
+    born: u32,
 }
 
 /// One shard's sites, by [`site_hash`]; sites whose hashes collide share a bucket.
@@ -176,6 +192,10 @@ pub struct SiteTable {
     pub dropped: AtomicU64,
     /// Sampled objects not tracked for liveness because the live table was full.
     pub untracked: AtomicU64,
+    /// Collections ended since the table was cleared (see [`SiteTable::collection_ended`]).
+    collections: AtomicU32,
+    /// Collections a live object must survive to count in [`Site::survivors`]; 0: none do.
+    survivor_age: AtomicU32,
     /// Labels of the virtual threads in the event log, by thread key, and whether their
     /// name could be read (see [`Mounted::name`]).
     virtual_threads: Mutex<HashMap<u32, (String, bool)>>,
@@ -245,6 +265,8 @@ impl SiteTable {
             logged: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             untracked: AtomicU64::new(0),
+            collections: AtomicU32::new(0),
+            survivor_age: AtomicU32::new(0),
             virtual_threads: Mutex::new(HashMap::new()),
         }
     }
@@ -267,6 +289,25 @@ impl SiteTable {
         self.live_objects.store(0, Ordering::SeqCst);
         self.dropped.store(0, Ordering::SeqCst);
         self.untracked.store(0, Ordering::SeqCst);
+        self.collections.store(0, Ordering::SeqCst);
+        self.survivor_age.store(0, Ordering::SeqCst);
+    }
+
+    /// Counts live objects that survived at least `age` collections as [`Site::survivors`]
+    /// from now on (until [`SiteTable::clear`]).
+    pub fn rank_survivors(&self, age: u32) {
+        self.survivor_age.store(age, Ordering::SeqCst);
+    }
+
+    /// A collection ended (GarbageCollectionFinish: in the collector's pause, so this only
+    /// counts it).
+    pub fn collection_ended(&self) {
+        self.collections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Collections ended since the table was cleared.
+    pub fn collections(&self) -> u32 {
+        self.collections.load(Ordering::Relaxed)
     }
 
     /// Keeps each sample's time and thread from now on, up to [`MAX_LOGGED`] samples (until
@@ -453,6 +494,7 @@ impl SiteTable {
                 site: site.unwrap_or(None),
                 count,
                 weight,
+                born: self.collections(),
             };
             lock(&self.live[live_shard(tag)]).insert(tag, live);
         }
@@ -495,14 +537,16 @@ impl SiteTable {
                 events.entry(key).or_default().push(event);
             }
         }
+        let mut survivors = Ages::new(self.collections(), self.survivor_age.load(Ordering::SeqCst));
         for shard in &self.live {
-            let copy: Vec<(Arc<Key>, f64, f64)> = lock(shard)
+            let copy: Vec<(Arc<Key>, f64, f64, u32)> = lock(shard)
                 .values()
-                .filter_map(|l| Some((l.site.clone()?, l.count, l.weight)))
+                .filter_map(|l| Some((l.site.clone()?, l.count, l.weight, l.born)))
                 .collect();
-            for (key, count, weight) in copy {
+            for (key, count, weight, born) in copy {
                 if let Some((_, live)) = merged.get_mut(&key) {
                     live.add(count, weight);
+                    survivors.add(&key, count, weight, born);
                 }
             }
         }
@@ -516,6 +560,7 @@ impl SiteTable {
                     .get(key.class as usize)
                     .map_or("[unknown class]".into(), |name| Box::from(&**name));
                 Site {
+                    survivors: survivors.of(&key),
                     key: SiteKey {
                         class,
                         thread: (key.thread != 0).then_some(key.thread),
@@ -527,6 +572,48 @@ impl SiteTable {
                 }
             })
             .collect()
+    }
+}
+
+/// The survivors of each site, gathered from the live objects.
+struct Ages {
+    now: u32,
+    /// Minimum age; 0: nothing is gathered.
+    min_age: u32,
+    by_site: HashMap<Arc<Key>, (Tally, Vec<u32>)>,
+}
+
+impl Ages {
+    fn new(now: u32, min_age: u32) -> Ages {
+        Ages {
+            now,
+            min_age,
+            by_site: HashMap::new(),
+        }
+    }
+
+    /// A live object of `key` born after `born` collections.
+    fn add(&mut self, key: &Arc<Key>, count: f64, weight: f64, born: u32) {
+        if self.min_age == 0 || self.now.saturating_sub(born) < self.min_age {
+            return;
+        }
+        let (old, births) = self.by_site.entry(key.clone()).or_default();
+        old.add(count, weight);
+        births.push(born);
+    }
+
+    fn of(&mut self, key: &Arc<Key>) -> Survivors {
+        let Some((old, mut births)) = self.by_site.remove(key) else {
+            return Survivors::default();
+        };
+        births.sort_unstable();
+        let oldest = births.first().map_or(0, |&born| self.now - born);
+        births.dedup();
+        Survivors {
+            old,
+            born_in: births.len() as u32,
+            oldest,
+        }
     }
 }
 
@@ -617,19 +704,27 @@ pub fn to_profile(
 }
 
 /// The SITES report: the first `top` sites by live bytes (then allocated bytes), each with
-/// `depth` frames, and totals over all sites. The caller fills in the table's counters.
+/// `depth` frames, and totals over all sites; with `leaks`, the sites whose live objects
+/// survived collections, by their bytes. The caller fills in the table's counters.
 pub fn sites_report(
     sites: &[Site],
     recorded: Recording,
-    top: usize,
-    depth: usize,
+    leaks: Option<Leaks>,
+    (top, depth): (usize, usize),
     mut resolve: impl FnMut(RawFrame) -> Frame,
 ) -> records::Sites {
-    let mut ranked: Vec<&Site> = sites.iter().collect();
+    let mut ranked: Vec<&Site> = sites
+        .iter()
+        .filter(|site| leaks.is_none() || site.survivors.old.samples > 0)
+        .collect();
     ranked.sort_by(|a, b| {
-        b.live
-            .weight
-            .total_cmp(&a.live.weight)
+        let old = |site: &Site| site.survivors.old.weight;
+        let by_survivors = match leaks {
+            Some(_) => old(b).total_cmp(&old(a)),
+            None => std::cmp::Ordering::Equal,
+        };
+        by_survivors
+            .then(b.live.weight.total_cmp(&a.live.weight))
             .then(b.total.weight.total_cmp(&a.total.weight))
             .then(a.key.cmp(&b.key))
     });
@@ -655,6 +750,11 @@ pub fn sites_report(
                 class: java_name(&site.key.class),
                 live: amount(&site.live),
                 allocated: amount(&site.total),
+                survivors: leaks.map(|_| records::sites::Survivors {
+                    old: amount(&site.survivors.old),
+                    born_in: site.survivors.born_in,
+                    oldest: site.survivors.oldest,
+                }),
                 frames: site
                     .key
                     .frames
@@ -668,294 +768,9 @@ pub fn sites_report(
         live: sum(|s| &s.live),
         allocated: sum(|s| &s.total),
         restored: None,
+        leaks,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sites_are_kept_apart_per_thread_when_asked() {
-        let table = SiteTable::new();
-        let class = table.intern("[B");
-        table.keep_threads();
-        let record = || table.record(class, &raw(&[1, 2]), 1.0, 8.0, None, || None);
-        record();
-        std::thread::scope(|s| {
-            s.spawn(record);
-        });
-        let sites = table.snapshot();
-        assert_eq!(sites.len(), 2, "{sites:?}");
-        assert!(sites.iter().all(|s| s.key.thread.is_some()));
-        let profile = to_profile(
-            &sites,
-            Part::Total,
-            false,
-            &HashMap::new(),
-            Metadata::default(),
-            |(m, _)| Frame::new(format!("m{m}"), FrameKind::Compiled),
-        );
-        for stack in profile.stacks() {
-            let root = profile.frame(stack.0[0]);
-            assert!(
-                root.kind == FrameKind::Thread && root.name.contains("tid="),
-                "{root:?}"
-            );
-        }
-    }
-
-    fn key(class: &str, frames: &[usize]) -> SiteKey {
-        SiteKey {
-            class: class.into(),
-            thread: None,
-            frames: raw(frames).into(),
-        }
-    }
-
-    fn raw(frames: &[usize]) -> Vec<RawFrame> {
-        frames.iter().map(|&m| (m, 0)).collect()
-    }
-
-    fn name(frame: RawFrame) -> Frame {
-        Frame::new(format!("m{}", frame.0), FrameKind::Compiled)
-    }
-
-    #[test]
-    fn sums_per_site_across_threads_and_tracks_live_objects() {
-        let table = Arc::new(SiteTable::new());
-        let threads: Vec<_> = (0..4)
-            .map(|_| {
-                let table = table.clone();
-                std::thread::spawn(move || {
-                    let (bytes, string) = (table.intern("[B"), table.intern("Ljava/lang/String;"));
-                    for _ in 0..100 {
-                        let tag = table.reserve_tag();
-                        table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tag, || None);
-                        table.record(string, &raw(&[3]), 1.0, 24.0, None, || None);
-                    }
-                })
-            })
-            .collect();
-        threads.into_iter().for_each(|t| t.join().unwrap());
-        assert_eq!(table.live_objects(), 400);
-        for tag in 1..=100 {
-            table.freed(tag);
-        }
-        table.freed(100_000); // unknown tags are ignored
-        assert_eq!(table.live_objects(), 300);
-        let mut sites = table.snapshot();
-        sites.sort_by(|a, b| a.key.cmp(&b.key));
-        assert_eq!(sites.len(), 2);
-        let bytes = &sites[1];
-        assert_eq!(&*bytes.key.class, "[B");
-        assert_eq!(
-            (bytes.total.samples, bytes.total.count, bytes.total.weight),
-            (400, 800.0, 40_000.0)
-        );
-        assert_eq!(
-            (bytes.live.samples, bytes.live.count, bytes.live.weight),
-            (300, 600.0, 30_000.0)
-        );
-        assert_eq!(sites[0].live, Tally::default());
-
-        let live = to_profile(
-            &sites,
-            Part::Live,
-            false,
-            &HashMap::new(),
-            Metadata::default(),
-            name,
-        );
-        assert_eq!(
-            (
-                live.stack_count(),
-                live.total_samples(),
-                live.total(jtap_profile::Counter::Events),
-                live.total_weight()
-            ),
-            (1, 300, 600, 30_000),
-            "samples taken, objects they stand for, bytes"
-        );
-        let stack = live.stacks()[0]
-            .0
-            .iter()
-            .map(|&id| live.frame(id).name.clone())
-            .collect::<Vec<_>>();
-        assert_eq!(stack, ["m2", "m1", "byte[]"], "root first, class as leaf");
-        let all = to_profile(
-            &sites,
-            Part::Total,
-            false,
-            &HashMap::new(),
-            Metadata::default(),
-            name,
-        );
-        assert_eq!((all.stack_count(), all.total_weight()), (2, 40_000 + 9_600));
-
-        table.clear();
-        assert!(table.snapshot().is_empty());
-        assert_eq!(table.live_objects(), 0);
-    }
-
-    #[test]
-    fn sites_differ_by_class_and_every_frame_even_when_hashes_collide() {
-        let table = SiteTable::new();
-        let (a, b) = (table.intern("La;"), table.intern("Lb;"));
-        assert_eq!(table.intern("La;"), a, "interning is stable");
-        for frames in [&[1, 2][..], &[1, 3], &[1], &[]] {
-            table.record(a, &raw(frames), 1.0, 8.0, None, || None);
-            table.record(b, &raw(frames), 1.0, 8.0, None, || None);
-        }
-        table.record(a, &raw(&[1, 2]), 1.0, 8.0, None, || None);
-        let mut sites = table.snapshot();
-        sites.sort_by(|x, y| x.key.cmp(&y.key));
-        assert_eq!(sites.len(), 8);
-        assert_eq!(
-            (
-                &*sites[0].key.class,
-                &*sites[0].key.frames,
-                sites[0].total.samples
-            ),
-            ("La;", &[][..], 1)
-        );
-        let twice = sites
-            .iter()
-            .find(|s| &*s.key.class == "La;" && *s.key.frames == [(1, 0), (2, 0)])
-            .unwrap();
-        assert_eq!(twice.total.samples, 2);
-        // Two keys in one bucket, as if their hashes had collided.
-        let mut shard = lock(&table.shards[0]);
-        let key = |class, frames: &[usize]| {
-            Arc::new(Key {
-                class,
-                thread: 0,
-                frames: raw(frames).into(),
-            })
-        };
-        shard.sites.insert(
-            7,
-            vec![
-                (key(a, &[9]), Tally::default()),
-                (key(b, &[9]), Tally::default()),
-            ],
-        );
-        drop(shard);
-        assert_eq!(table.snapshot().len(), 10);
-    }
-
-    #[test]
-    fn a_timeline_logs_each_sample_with_its_time_and_thread() {
-        let table = SiteTable::new();
-        let ints = table.intern("[I");
-        table.record(ints, &raw(&[1]), 1.0, 16.0, None, || None); // before the timeline: counted only
-        table.keep_timeline();
-        table.record(ints, &raw(&[1]), 2.0, 32.0, None, || None);
-        table.record(ints, &raw(&[2]), 1.0, 16.0, None, || None);
-        let sites = table.snapshot();
-        let profile = to_profile(
-            &sites,
-            Part::Total,
-            true,
-            &HashMap::new(),
-            Metadata::default(),
-            name,
-        );
-        assert_eq!(profile.total_samples(), 3);
-        assert_eq!(profile.total_weight(), 64);
-        let log = profile.logged();
-        assert_eq!(log.len(), 2);
-        assert_eq!(profile.metadata.unlogged, 1);
-        assert!(log
-            .iter()
-            .all(|e| e.tid == current_tid() as u32 && e.time_ns > 0));
-        assert_eq!(
-            log.iter().map(|e| e.counts.weight).sum::<u64>(),
-            48,
-            "each logged sample keeps its own weight"
-        );
-        assert!(profile.thread_names().contains_key(&(current_tid() as u32)));
-        table.clear();
-        table.record(ints, &raw(&[1]), 1.0, 16.0, None, || None);
-        assert!(
-            table.snapshot()[0].events.is_empty(),
-            "clear ends the timeline"
-        );
-    }
-
-    #[test]
-    fn the_table_is_bounded() {
-        let table = SiteTable::new();
-        let ints = table.intern("[I");
-        for i in 0..MAX_SITES + 10 {
-            table.record(ints, &raw(&[i]), 1.0, 16.0, None, || None);
-        }
-        let tag = table.reserve_tag();
-        table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag, || None);
-        assert_eq!(table.snapshot().len(), MAX_SITES);
-        assert_eq!(table.dropped.load(Ordering::SeqCst), 11);
-        assert_eq!(
-            table.live_objects(),
-            1,
-            "a dropped site's object is still tracked"
-        );
-        table.freed(tag.unwrap());
-        assert_eq!(table.live_objects(), 0);
-    }
-
-    #[test]
-    fn sites_report_ranks_by_live_bytes_and_sums_every_site() {
-        let tally = |count: f64, weight: f64| Tally {
-            samples: 1,
-            count,
-            weight,
-        };
-        let sites = [
-            Site {
-                key: key("[B", &[1, 2, 3]),
-                total: tally(10.0, 3000.0),
-                live: Tally::default(),
-                events: Vec::new(),
-            },
-            Site {
-                key: key("Lworkloads/Sites$Kept;", &[4]),
-                total: tally(5.0, 1000.0),
-                live: tally(3.0, 750.0),
-                events: Vec::new(),
-            },
-            Site {
-                key: key("[J", &[5]),
-                total: tally(1.0, 500.0),
-                live: tally(1.0, 250.0),
-                events: Vec::new(),
-            },
-        ];
-        let recorded = Recording::Sampled {
-            seconds: 1.0,
-            interval: 1024,
-        };
-        let report = sites_report(&sites, recorded, 10, 2, name);
-        let ranked: Vec<(u32, &str, usize)> = report
-            .sites
-            .iter()
-            .map(|s| (s.rank, s.class.as_str(), s.frames.len()))
-            .collect();
-        assert_eq!(
-            ranked,
-            [
-                (1, "workloads.Sites$Kept", 1),
-                (2, "long[]", 1),
-                (3, "byte[]", 2)
-            ]
-        );
-        assert_eq!(report.sites[2].frames, ["m1", "m2"]);
-        assert_eq!((report.live.bytes, report.live.objects), (1000.0, 4.0));
-        assert_eq!(
-            (report.allocated.bytes, report.allocated.objects),
-            (4500.0, 16.0)
-        );
-        assert_eq!(report.site_count, 3);
-        let first = sites_report(&sites, report.recorded.clone(), 1, 2, name);
-        assert_eq!((first.sites.len(), first.site_count), (1, 3));
-    }
-}
+mod tests;
