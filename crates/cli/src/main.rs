@@ -277,8 +277,8 @@ enum Command {
     /// A Model Context Protocol server on stdio: jtap's read-only commands as tools for AI
     /// assistants
     #[command(
-        after_help = "Tools: list_jvms, vm_info, threads, heap_histogram, classes, profile, sites, \
-                            trace, monitor, jcmd, btrace_check, convert, diff; heap_dump and \
+        after_help = "Tools: list_jvms, vm_info, top, threads, heap_histogram, classes, profile, \
+                            sites, trace, monitor, jcmd, btrace_check, convert, diff; heap_dump and \
                             btrace_run. Each is bounded in time and output. Tools that would change \
                             the JVM (heap dumps, full GCs, jcmd commands outside a read-only list, \
                             BTrace runs) are refused unless started with --allow-changes.\n\

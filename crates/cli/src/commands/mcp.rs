@@ -8,7 +8,7 @@
 //!
 //! `threads`, `classes`, `list_jvms` and the jcmd-based tools call the library functions the
 //! CLI commands use, in this process. The commands whose logic lives in their command
-//! modules' `run` (heap, sites, profile, trace, monitor, btrace, convert, diff) run as a
+//! modules' `run` (heap, top, sites, profile, trace, monitor, btrace, convert, diff) run as a
 //! child `jtap` process (this executable, `/proc/self/exe`) with bounded arguments: they
 //! print as they go and end on their own, and a child keeps their Ctrl-C handling and agent
 //! sessions apart from the server, which must stay up across calls.
@@ -212,6 +212,17 @@ pub struct BtraceRunParams {
     pub script: String,
     /// Seconds to run (default 10, at most 60)
     pub duration_s: Option<u64>,
+}
+
+/// Parameters of `top`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TopParams {
+    /// Pid of the target JVM
+    pub pid: u32,
+    /// Threads to show, busiest first (default 10, at most 100)
+    pub threads: Option<usize>,
+    /// Seconds over which CPU use is measured (default 1, at most 10)
+    pub interval_s: Option<u64>,
 }
 
 /// Parameters of `sites`.
@@ -419,6 +430,26 @@ impl JtapServer {
             jfr.display(),
             text.display()
         ))
+    }
+
+    #[tool(
+        description = "A snapshot of a JVM like top: CPU, heap, GC counts and times, safepoints and compilations (hsperfdata), and its threads by CPU with Java names, states and top frames."
+    )]
+    async fn top(&self, Parameters(params): Parameters<TopParams>) -> ToolResult {
+        let seconds = params.interval_s.unwrap_or(1).clamp(1, 10);
+        let (pid, interval) = (params.pid.to_string(), format!("{seconds}s"));
+        let threads = params.threads.unwrap_or(10).clamp(1, 100).to_string();
+        let args = [
+            "top",
+            &pid,
+            "-n",
+            &threads,
+            "-i",
+            &interval,
+            "--iterations",
+            "1",
+        ];
+        run_jtap(&args, Duration::from_secs(seconds) + SLACK).await
     }
 
     #[tool(
