@@ -1,7 +1,7 @@
 //! BTraceUtils functions scripts call, on every JDK of the matrix: `Sys.VM`, `Sys.Memory`
 //! and `Counters` read the JVM's properties, perf counters and code cache summary as its
 //! MXBeans would report them, and `probeClass`/`probeMethod`/`probeLine` name where the
-//! probe fired.
+//! probe fired; an `@OnLowMemory` handler runs when its pool reaches the threshold.
 
 mod common;
 
@@ -73,5 +73,38 @@ fn sys_vm_memory_and_counters_read_the_jvm_and_probe_functions_name_the_probe() 
             "{context}"
         );
         assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn a_low_memory_handler_runs_when_its_pool_reaches_the_threshold() {
+    agent_library();
+    let usage = regex::Regex::new(
+        r"^init = \d+\(\d+K\) used = \d+\(\d+K\) committed = \d+\(\d+K\) max = -?\d+\(-?\d+K\)\n$",
+    )
+    .unwrap();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("Low.java");
+        std::fs::write(
+            &script,
+            r#"import org.openjdk.btrace.core.annotations.*;
+import java.lang.management.MemoryUsage;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Low {
+    @OnLowMemory(pool = "Metaspace", threshold = 1000)
+    public static void low(MemoryUsage mu) { println(mu); exit(3); }
+}
+"#,
+        )
+        .unwrap();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Traced")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let run = common::jtap(["btrace", &pid, script.to_str().unwrap(), "-d", "60s"]);
+        let context = format!("JDK {}: {}{}", jdk.version, run.stdout, run.stderr);
+        assert_eq!(run.code, 3, "{context}");
+        assert!(usage.is_match(&run.stdout), "{context}");
     }
 }

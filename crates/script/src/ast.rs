@@ -204,6 +204,14 @@ pub enum Trigger {
     Event(Option<String>),
     /// `@OnError`: another handler failed (its `Throwable` parameter receives the error).
     Error,
+    /// `@OnLowMemory(pool, threshold)`: the pool's usage rose to the threshold (bytes); its
+    /// parameter receives the pool's `MemoryUsage`.
+    LowMemory {
+        /// The pool, as its `MemoryPoolMXBean` is named (`G1 Old Gen`, `Tenured Gen`).
+        pool: String,
+        /// Bytes used.
+        threshold: i64,
+    },
 }
 
 /// Which methods an `@OnMethod` handler probes, and where.

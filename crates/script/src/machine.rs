@@ -68,6 +68,8 @@ pub struct Machine<'s> {
     exit: Option<i32>,
     /// `setInstrumentationLevel`'s level.
     level: i64,
+    /// `@OnLowMemory` handlers: whether their pool was at its threshold at the last look.
+    above_threshold: HashMap<usize, bool>,
     args: Vec<String>,
     facts: Option<Box<dyn Facts + 's>>,
 }
@@ -181,6 +183,7 @@ impl<'s> Machine<'s> {
             sampling: HashMap::new(),
             exit: None,
             level: 0,
+            above_threshold: HashMap::new(),
             args,
             facts,
         };
@@ -279,12 +282,26 @@ impl<'s> Machine<'s> {
     /// Runs the handlers of a trigger that takes no probe (`@OnTimer` of this period,
     /// `@OnExit`).
     pub fn run(&mut self, index: usize) {
-        let method = &self.script.handlers[index].method;
+        let handler = &self.script.handlers[index];
+        let mut given = Vec::new();
+        if let Trigger::LowMemory { pool, threshold } = &handler.trigger {
+            match self.low_memory(index, pool, *threshold) {
+                Some(usage) => given.push(Value::Object(usage.into())),
+                None => return,
+            }
+        }
+        let method = &handler.method;
         let name = method.name.clone();
+        let mut given = given.into_iter();
         let locals = method
             .params
             .iter()
-            .map(|p| (p.name.clone(), default_of(&p.ty)))
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    given.next().unwrap_or_else(|| default_of(&p.ty)),
+                )
+            })
             .collect();
         self.run_body(
             &method.body,
@@ -296,6 +313,16 @@ impl<'s> Machine<'s> {
             },
             &name,
         );
+    }
+
+    /// For `@OnLowMemory` handler `index`: the pool's usage (as `MemoryUsage` prints it)
+    /// when it has risen to `threshold` since the last look, as the JVM's usage threshold
+    /// notifies once per crossing.
+    fn low_memory(&mut self, index: usize, pool: &str, threshold: i64) -> Option<String> {
+        let usage = builtins::pool_usage(self.facts.as_deref()?, pool);
+        let above = usage.is_some_and(|u| u.used >= threshold);
+        let was_above = self.above_threshold.insert(index, above).unwrap_or(false);
+        usage.filter(|_| above && !was_above).map(|u| u.describe())
     }
 
     /// Runs the `@OnEvent` handlers of an event: named ones for `Some(name)`, unnamed ones

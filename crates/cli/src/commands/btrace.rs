@@ -78,12 +78,13 @@ fn summary(script: &Script, file: &str) -> String {
     let count =
         |f: &dyn Fn(&Trigger) -> bool| script.handlers.iter().filter(|h| f(&h.trigger)).count();
     format!(
-        "{file}: ok: {} probe handlers, {} timers, {} event handlers, {} exit handlers, {} error handlers, {} fields, {} methods",
+        "{file}: ok: {} probe handlers, {} timers, {} event handlers, {} exit handlers, {} error handlers, {} low-memory handlers, {} fields, {} methods",
         count(&|t| matches!(t, Trigger::Probe(_))),
         count(&|t| matches!(t, Trigger::Timer(_))),
         count(&|t| matches!(t, Trigger::Event(_))),
         count(&|t| matches!(t, Trigger::Exit)),
         count(&|t| matches!(t, Trigger::Error)),
+        count(&|t| matches!(t, Trigger::LowMemory { .. })),
         script.fields.len(),
         script.methods.len()
     )
@@ -336,7 +337,9 @@ fn open_probes(
     Ok(Some(Conversation::open(pid, &options, timeout)?))
 }
 
-/// The timer handlers of `script`: (index, period, first due from `started`).
+/// The timer handlers of `script`: (index, period, first due from `started`). An
+/// `@OnLowMemory` handler is one too: every 100 ms it looks at its pool, and runs when the
+/// pool's usage has risen to its threshold.
 fn timers(script: &Script, started: Instant) -> Vec<(usize, Duration, Instant)> {
     script
         .handlers
@@ -347,6 +350,7 @@ fn timers(script: &Script, started: Instant) -> Vec<(usize, Duration, Instant)> 
                 let period = Duration::from_millis(ms);
                 Some((i, period, started + period))
             }
+            Trigger::LowMemory { .. } => Some((i, Duration::from_millis(100), started)),
             _ => None,
         })
         .collect()

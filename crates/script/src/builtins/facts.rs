@@ -61,7 +61,7 @@ pub struct Heap {
 
 impl Heap {
     /// As `MemoryUsage.toString()` writes it.
-    pub(super) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let part = |name: &str, v: i64| format!("{name} = {v}({}K)", v >> 10);
         [
             part("init", self.initial),

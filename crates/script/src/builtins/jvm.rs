@@ -190,12 +190,12 @@ pub(super) fn vm(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
 }
 
 /// A perf data counter of the JVM.
-pub(super) fn counter(cx: &Context, function: &str, key: &str) -> Result<Option<Counter>, String> {
+fn counter(cx: &Context, function: &str, key: &str) -> Result<Option<Counter>, String> {
     Ok(facts(cx, function)?.counter(key))
 }
 
 /// A perf data counter that holds a number.
-pub(super) fn long_counter(cx: &Context, function: &str, key: &str) -> Result<Option<i64>, String> {
+fn long_counter(cx: &Context, function: &str, key: &str) -> Result<Option<i64>, String> {
     Ok(match counter(cx, function, key)? {
         Some(Counter::Long(n)) => Some(n),
         _ => None,

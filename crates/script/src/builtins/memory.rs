@@ -2,8 +2,7 @@
 //! code cache's summary (`Compiler.codecache`): what `MemoryPoolMXBean`s and
 //! `GarbageCollectorMXBean`s report, read without running code in the JVM.
 
-use super::facts::{Counter, Heap};
-use super::jvm::{counter, long_counter};
+use super::facts::{Counter, Facts, Heap};
 use super::{facts, Call, Context};
 use crate::value::Value;
 
@@ -15,7 +14,11 @@ pub(super) fn memory(c: &Call, cx: &mut Context) -> Result<Option<Value>, String
     let name = c.name;
     Ok(Some(match (name, c.args.len()) {
         ("nonHeapUsage", 0) => {
-            let pools: Vec<Heap> = non_heap_pools(cx, name)?.into_iter().map(|p| p.1).collect();
+            let pools: Vec<Heap> = non_heap_pools(facts(cx, name)?)
+                .map_err(|e| format!("{name}: {e}"))?
+                .into_iter()
+                .map(|p| p.1)
+                .collect();
             let max = match pools.iter().any(|p| p.max < 0) {
                 true => -1,
                 false => pools.iter().map(|p| p.max).sum(),
@@ -33,8 +36,9 @@ pub(super) fn memory(c: &Call, cx: &mut Context) -> Result<Option<Value>, String
                 Value::Null => POOL_FORMAT.to_string(),
                 other => other.to_string(),
             };
-            let mut pools = heap_pools(cx, name)?;
-            pools.extend(non_heap_pools(cx, name)?);
+            let facts = facts(cx, name)?;
+            let mut pools = heap_pools(facts);
+            pools.extend(non_heap_pools(facts).map_err(|e| format!("{name}: {e}"))?);
             let mut text = String::new();
             for (pool, usage) in pools {
                 let args = [
@@ -61,11 +65,12 @@ pub(super) fn memory(c: &Call, cx: &mut Context) -> Result<Option<Value>, String
             Value::Int(value)
         }
         ("getTotalGcTime", 0) => {
-            let frequency = long_counter(cx, name, "sun.os.hrt.frequency")?.unwrap_or(0);
+            let facts = facts(cx, name)?;
+            let frequency = long(facts, "sun.os.hrt.frequency").unwrap_or(0);
             let mut ticks = 0;
             for collector in 0.. {
                 let key = format!("sun.gc.collector.{collector}.time");
-                match long_counter(cx, name, &key)? {
+                match long(facts, &key) {
                     Some(time) => ticks += time,
                     None => break,
                 }
@@ -82,31 +87,31 @@ pub(super) fn memory(c: &Call, cx: &mut Context) -> Result<Option<Value>, String
 
 /// The heap's pools as the JVM's `MemoryPoolMXBean`s name them, from the generations' perf
 /// counters (`sun.gc.generation.G.space.S.*`).
-fn heap_pools(cx: &Context, function: &str) -> Result<Vec<(String, Heap)>, String> {
-    let policy = text_counter(cx, function, "sun.gc.policy.name")?.unwrap_or_default();
+fn heap_pools(facts: &dyn Facts) -> Vec<(String, Heap)> {
+    let policy = text(facts, "sun.gc.policy.name").unwrap_or_default();
     let mut pools = Vec::new();
     for generation in 0..4 {
         for space in 0..8 {
             let key = |part: &str| format!("sun.gc.generation.{generation}.space.{space}.{part}");
-            let Some(name) = text_counter(cx, function, &key("name"))? else {
+            let Some(name) = text(facts, &key("name")) else {
                 break;
             };
             let Some(pool) = pool_name(&policy, &name) else {
                 continue;
             };
-            let long = |part: &str| long_counter(cx, function, &key(part));
+            let part = |part: &str| long(facts, &key(part));
             // G1's young spaces have no maximum of their own.
             let bounded = !(policy == "GarbageFirst" && generation == 0);
             let usage = Heap {
-                initial: long("initCapacity")?.unwrap_or(0),
-                used: long("used")?.unwrap_or(0),
-                committed: long("capacity")?.unwrap_or(0),
-                max: long("maxCapacity")?.filter(|_| bounded).unwrap_or(-1),
+                initial: part("initCapacity").unwrap_or(0),
+                used: part("used").unwrap_or(0),
+                committed: part("capacity").unwrap_or(0),
+                max: part("maxCapacity").filter(|_| bounded).unwrap_or(-1),
             };
             pools.push((pool, usage));
         }
     }
-    Ok(pools)
+    pools
 }
 
 /// A heap space's pool name under a GC policy (`sun.gc.policy.name`); none for the spaces
@@ -131,35 +136,64 @@ fn pool_name(policy: &str, space: &str) -> Option<String> {
 /// The pools outside the heap: the code cache's heaps (`Compiler.codecache`), `Metaspace`
 /// and `Compressed Class Space`. Metaspace's maximum is unlimited (-1) as without
 /// `-XX:MaxMetaspaceSize`; a code heap's initial size is taken to be its committed size.
-fn non_heap_pools(cx: &Context, function: &str) -> Result<Vec<(String, Heap)>, String> {
-    let summary = facts(cx, function)?
-        .jcmd(&["Compiler.codecache"])
-        .map_err(|e| format!("{function}: {e}"))?;
-    let mut pools = code_heaps(&summary);
-    for (pool, key, unlimited) in [
-        ("Metaspace", "sun.gc.metaspace", true),
+fn non_heap_pools(facts: &dyn Facts) -> Result<Vec<(String, Heap)>, String> {
+    let mut pools = code_heaps(&facts.jcmd(&["Compiler.codecache"])?);
+    // JDK 11 updates its metaspace counters only at collections; its `GC.heap_info` is
+    // current. JDK 25's no longer shows the metaspace, whose counters are then current.
+    let heap_info = facts.jcmd(&["GC.heap_info"]).unwrap_or_default();
+    for (pool, key, line, unlimited) in [
+        ("Metaspace", "sun.gc.metaspace", " Metaspace ", true),
         (
             "Compressed Class Space",
             "sun.gc.compressedclassspace",
+            "  class space ",
             false,
         ),
     ] {
-        let long = |part: &str| long_counter(cx, function, &format!("{key}.{part}"));
-        let Some(used) = long("used")? else {
-            continue;
-        };
-        let max = long("maxCapacity")?.unwrap_or(-1);
-        pools.push((
-            pool.to_string(),
-            Heap {
-                initial: 0,
-                used,
-                committed: long("capacity")?.unwrap_or(0),
-                max: if unlimited { -1 } else { max },
-            },
-        ));
+        let usage = heap_info
+            .lines()
+            .find(|l| l.starts_with(line))
+            .and_then(heap_info_usage)
+            .or_else(|| {
+                let part = |part: &str| long(facts, &format!("{key}.{part}"));
+                Some(Heap {
+                    initial: 0,
+                    used: part("used")?,
+                    committed: part("capacity").unwrap_or(0),
+                    max: part("maxCapacity").unwrap_or(-1),
+                })
+            });
+        if let Some(usage) = usage {
+            let max = if unlimited { -1 } else { usage.max };
+            pools.push((pool.to_string(), Heap { max, ..usage }));
+        }
     }
     Ok(pools)
+}
+
+/// A metaspace line of `GC.heap_info`: `Metaspace used 3025K, capacity 4486K, committed
+/// 4864K, reserved 1056768K` (the reserved size is the maximum).
+fn heap_info_usage(line: &str) -> Option<Heap> {
+    let kilobytes = |key: &str| {
+        let after = line.split(&format!("{key} ")).nth(1)?;
+        let number = after.split('K').next()?;
+        number.trim().parse::<i64>().ok().map(|k| k * 1024)
+    };
+    Some(Heap {
+        initial: 0,
+        used: kilobytes("used")?,
+        committed: kilobytes("committed")?,
+        max: kilobytes("reserved").unwrap_or(-1),
+    })
+}
+
+/// The usage of the memory pool named `pool` (as its `MemoryPoolMXBean` is), if the JVM has
+/// one of that name.
+pub fn pool_usage(facts: &dyn Facts, pool: &str) -> Option<Heap> {
+    let find = |pools: Vec<(String, Heap)>| pools.into_iter().find(|(name, _)| name == pool);
+    find(heap_pools(facts))
+        .or_else(|| find(non_heap_pools(facts).ok()?))
+        .map(|(_, usage)| usage)
 }
 
 /// The code heaps of `Compiler.codecache`'s summary: `CodeHeap 'name': size=…Kb used=…Kb`
@@ -214,11 +248,19 @@ fn code_heaps(summary: &str) -> Vec<(String, Heap)> {
 }
 
 /// A perf data counter that holds text.
-fn text_counter(cx: &Context, function: &str, key: &str) -> Result<Option<String>, String> {
-    Ok(match counter(cx, function, key)? {
-        Some(Counter::Text(text)) => Some(text),
-        _ => None,
-    })
+fn text(facts: &dyn Facts, key: &str) -> Option<String> {
+    match facts.counter(key)? {
+        Counter::Text(text) => Some(text),
+        Counter::Long(_) => None,
+    }
+}
+
+/// A perf data counter that holds a number.
+fn long(facts: &dyn Facts, key: &str) -> Option<i64> {
+    match facts.counter(key)? {
+        Counter::Long(n) => Some(n),
+        Counter::Text(_) => None,
+    }
 }
 
 /// Java's `String.format` for what pool formats use: `%s`, `%d` (with an argument index
@@ -258,4 +300,28 @@ fn java_format(format: &str, args: &[Value]) -> Result<String, String> {
     }
     out.push_str(&format[last..]);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_infos_metaspace_lines_are_usages() {
+        let jdk11 =
+            " Metaspace       used 3025K, capacity 4486K, committed 4864K, reserved 1056768K";
+        let jdk17 = "  class space    used 1062K, committed 1152K, reserved 1048576K";
+        let usage = |used: i64, committed: i64, max: i64| Heap {
+            initial: 0,
+            used: used * 1024,
+            committed: committed * 1024,
+            max: max * 1024,
+        };
+        assert_eq!(heap_info_usage(jdk11), Some(usage(3025, 4864, 1_056_768)));
+        assert_eq!(heap_info_usage(jdk17), Some(usage(1062, 1152, 1_048_576)));
+        assert_eq!(
+            heap_info_usage(" region size 1024K, 10 young (10240K)"),
+            None
+        );
+    }
 }

@@ -25,6 +25,7 @@ use collections::{atomics, deques, maps};
 pub use facts::{Counter, Facts, Heap};
 use jvm::{jvm, vm};
 use memory::memory;
+pub use memory::pool_usage;
 use numbers::numbers;
 pub use refused::refusal;
 use text::{output, strings};

@@ -451,3 +451,30 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
         "{bad}"
     );
 }
+
+#[test]
+fn low_memory_handlers_run_once_per_crossing_of_their_threshold() {
+    use crate::machine::Machine;
+    let source = r#"import org.openjdk.btrace.core.annotations.*;
+import java.lang.management.MemoryUsage;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class S {
+    @OnLowMemory(pool = "G1 Eden Space", threshold = 4000)
+    public static void low(MemoryUsage mu) { println(Sys.Memory.used(mu)); }
+    @OnLowMemory(pool = "G1 Eden Space", threshold = 5_000L)
+    public static void high(MemoryUsage mu) { println("high"); }
+}"#;
+    let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+    let mut machine = Machine::new(&script, "S.java", Vec::new(), Some(Box::new(FakeJvm)));
+    for _ in 0..3 {
+        machine.run(0);
+        machine.run(1);
+    }
+    assert_eq!(machine.take_output(), "4096\n");
+    let bad = crate::compile(&source.replace(", threshold = 4000", ""), "S.java").unwrap_err();
+    assert!(
+        bad.to_string()
+            .contains("@OnLowMemory needs pool and threshold"),
+        "{bad}"
+    );
+}

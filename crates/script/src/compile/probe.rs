@@ -231,7 +231,28 @@ impl Compiler<'_> {
                     return Ok(Some(Trigger::Event(name)));
                 }
                 "OnError" => return Ok(Some(Trigger::Error)),
-                "OnLowMemory" | "OnProbe" | "OnCheckPoint" => {
+                "OnLowMemory" => {
+                    let (Some(pool), Some(threshold)) = (argument("pool"), argument("threshold"))
+                    else {
+                        return fail(a.node, "@OnLowMemory needs pool and threshold");
+                    };
+                    let threshold = self
+                        .text(threshold)
+                        .trim_end_matches(['l', 'L'])
+                        .replace('_', "")
+                        .parse::<i64>()
+                        .ok()
+                        .filter(|&bytes| bytes >= 0)
+                        .ok_or((
+                            pos(threshold),
+                            "@OnLowMemory takes a threshold in bytes, 0 or more".to_string(),
+                        ))?;
+                    return Ok(Some(Trigger::LowMemory {
+                        pool: self.string_constant(pool)?,
+                        threshold,
+                    }));
+                }
+                "OnProbe" | "OnCheckPoint" => {
                     return fail(
                         a.node,
                         format!("@{} handlers are not supported yet", a.name),
