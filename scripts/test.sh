@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 scripts/setup-system.sh
 scripts/setup-jdks.sh
 scripts/setup-otlp.sh
-scripts/setup-python.sh
+scripts/setup-mcp-clients.sh
 scripts/machine-facts.sh
 
 # Lint gates, fail fast: they take about a minute, the tests many, and a run that would fail

@@ -1,8 +1,10 @@
-//! `jtap mcp` in a session with a real MCP client, the Python `mcp` SDK's (installed into
-//! `.cache/python` by `scripts/setup-python.sh`, which this test runs; `scripts/test.sh`
-//! runs it too), on every JDK of the matrix: the tools are listed with their schemas, each
-//! read-only tool answers on a running JVM, and the tools that would change the JVM are
-//! refused unless the server runs with `--allow-changes`.
+//! `jtap mcp` with real MCP clients, installed under `.cache/` by
+//! `scripts/setup-mcp-clients.sh` (which these tests run; `scripts/test.sh` runs it too):
+//! - the Python `mcp` SDK's client, on every JDK of the matrix: the tools are listed with
+//!   their schemas, each read-only tool answers on a running JVM, and the tools that would
+//!   change the JVM are refused unless the server runs with `--allow-changes`;
+//! - the MCP Inspector's CLI (npm; skipped, saying so, where the machine has no node): lists
+//!   the tools, calls `threads` and sees a refusal.
 
 mod common;
 
@@ -14,16 +16,23 @@ use common::{agent_library, jtap_bin, run};
 use jtap_testkit::{jdks, repo_root, JavaProcess};
 use serde_json::{json, Value};
 
-/// The Python with the `mcp` SDK, installed on first use.
-fn python() -> &'static PathBuf {
-    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        let setup = run(&mut Command::new(
-            repo_root().join("scripts/setup-python.sh"),
-        ));
-        assert_eq!(setup.code, 0, "scripts/setup-python.sh failed: {setup:?}");
-        repo_root().join(".cache/python/bin/python")
-    })
+/// Installs the MCP clients once per test binary.
+fn setup_clients() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let script = repo_root().join("scripts/setup-mcp-clients.sh");
+        let setup = run(&mut Command::new(script));
+        assert_eq!(
+            setup.code, 0,
+            "scripts/setup-mcp-clients.sh failed: {setup:?}"
+        );
+    });
+}
+
+/// The Python with the `mcp` SDK.
+fn python() -> PathBuf {
+    setup_clients();
+    repo_root().join(".cache/python/bin/python")
 }
 
 /// One session: lists the tools, makes the calls, returns what session.py printed.
@@ -194,4 +203,90 @@ fn with_allow_changes_the_changing_tools_run() {
     let report = session(&calls, &["--allow-changes"]);
     let (is_error, text) = answer(&report, 0);
     assert!(!is_error, "JDK {}: {text}", jdk.version);
+}
+
+/// `mcp-inspector --cli <jtap> mcp <inspector args...>`: (exit code, stdout).
+fn inspector(
+    inspector: &std::path::Path,
+    catalog: &std::path::Path,
+    args: &[&str],
+) -> (i32, String) {
+    let mut command = Command::new(inspector);
+    command
+        .env("MCP_CATALOG_PATH", catalog)
+        .arg("--cli")
+        .arg(jtap_bin())
+        .arg("mcp")
+        .args(args);
+    let out = run(&mut command);
+    (out.code, out.stdout)
+}
+
+#[test]
+fn the_mcp_inspector_cli_lists_tools_calls_one_and_sees_a_refusal() {
+    setup_clients();
+    let binary = repo_root().join(".cache/mcp-inspector/node_modules/.bin/mcp-inspector");
+    if !binary.exists() {
+        eprintln!("SKIPPING the MCP Inspector test: no node/npm to install it with");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let jdk = &jdks()[0];
+    let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+    let pid = format!("pid={}", jvm.pid());
+
+    let (code, listed) = inspector(&binary, &catalog, &["--method", "tools/list"]);
+    assert_eq!(code, 0, "{listed}");
+    let tools: Value = serde_json::from_str(&listed).expect("tools/list prints JSON");
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"threads") && names.contains(&"heap_dump"),
+        "{names:?}"
+    );
+
+    let call = ["--method", "tools/call", "--tool-name"];
+    let (code, answer) = inspector(
+        &binary,
+        &catalog,
+        &[&call[..], &["threads", "--tool-arg", &pid, "top=2"]].concat(),
+    );
+    assert_eq!(code, 0, "{answer}");
+    let answer: Value = serde_json::from_str(&answer).expect("tools/call prints JSON");
+    assert_eq!(answer["isError"], false, "{answer}");
+    assert!(
+        answer["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hot-worker"),
+        "{answer}"
+    );
+
+    let (_, refused) = inspector(
+        &binary,
+        &catalog,
+        &[
+            &call[..],
+            &["heap_dump", "--tool-arg", &pid, "path=/tmp/never.hprof"],
+        ]
+        .concat(),
+    );
+    let first = refused
+        .find("\n}\n")
+        .map_or(refused.as_str(), |end| &refused[..end + 2]);
+    let refusal: Value = serde_json::from_str(first).expect("the refusal is JSON");
+    assert_eq!(refusal["isError"], true, "{refused}");
+    assert!(
+        refusal["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("refused: "),
+        "{refused}"
+    );
+    assert!(!std::path::Path::new("/tmp/never.hprof").exists());
 }
