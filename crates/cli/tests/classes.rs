@@ -1,11 +1,14 @@
 //! `jtap classes` on every JDK of the matrix: a workload class's loader, class-path entry,
 //! methods and fields; a JDK class's module from the runtime image (stored or compressed,
-//! as the matrix's JDKs ship it); globs and regexes; one-line errors for bad input.
+//! as the matrix's JDKs ship it); a Jetty handler's members and its superclass's jar;
+//! globs and regexes; one-line errors for bad input.
 
 mod common;
 
 use common::jtap;
-use jtap_testkit::{compiled_workloads, jdks, JavaProcess};
+use std::time::Duration;
+
+use jtap_testkit::{compiled_real_programs, compiled_workloads, debian_jar, jdks, JavaProcess};
 use serde_json::Value;
 
 fn classes_json(pid: &str, extra: &[&str]) -> Value {
@@ -104,6 +107,69 @@ fn finds_a_jdk_class_in_the_runtime_image() {
             jdk.version
         );
         assert_eq!(member(class, "methods", "lock")["descriptor"], "()V");
+    }
+}
+
+#[test]
+fn finds_a_jetty_handler_and_the_jar_of_its_superclass() {
+    let jars = [
+        "jetty9-server",
+        "jetty9-http",
+        "jetty9-io",
+        "jetty9-util",
+        "servlet-api",
+    ];
+    for jdk in jdks() {
+        let mut builder = JavaProcess::builder(jdk, "real.JettyLoad")
+            .jvm_arg("-Xmx256m")
+            .classpath(compiled_real_programs())
+            .arg("2")
+            .ready_line(None);
+        for jar in jars {
+            builder = builder.classpath(debian_jar(jar));
+        }
+        let mut jvm = builder.start();
+        assert!(
+            jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
+            "JDK {}: Jetty never printed READY",
+            jdk.version
+        );
+        let pid = jvm.pid().to_string();
+        let v = jdk.version;
+        let report = classes_json(
+            &pid,
+            &["real.JettyLoad$WorkHandler", "--methods", "--fields"],
+        );
+        let handler = &report["classes"][0];
+        assert_eq!(
+            handler["super_class"], "org.eclipse.jetty.server.handler.AbstractHandler",
+            "JDK {v}: {report}"
+        );
+        let handle = member(handler, "methods", "handle");
+        assert_eq!(
+            handle["descriptor"],
+            "(Ljava/lang/String;Lorg/eclipse/jetty/server/Request;\
+             Ljavax/servlet/http/HttpServletRequest;Ljavax/servlet/http/HttpServletResponse;)V"
+        );
+        assert_eq!(
+            member(handler, "fields", "NOTE")["modifiers"],
+            "static final"
+        );
+
+        let report = classes_json(
+            &pid,
+            &[
+                "org.eclipse.jetty.server.handler.AbstractHandler",
+                "--fields",
+            ],
+        );
+        let base = &report["classes"][0];
+        let jar = debian_jar("jetty9-server").display().to_string();
+        assert_eq!(base["source"], jar.as_str(), "JDK {v}: {report}");
+        assert!(
+            base["fields"].as_array().is_some_and(|f| !f.is_empty()),
+            "JDK {v}: {report}"
+        );
     }
 }
 
