@@ -68,6 +68,8 @@ pub struct Machine<'s> {
     exit: Option<i32>,
     /// `setInstrumentationLevel`'s level.
     level: i64,
+    /// `Speculation`'s buffers.
+    speculations: builtins::Speculations,
     /// `@OnLowMemory` handlers: whether their pool was at its threshold at the last look.
     above_threshold: HashMap<usize, bool>,
     args: Vec<String>,
@@ -184,6 +186,7 @@ impl<'s> Machine<'s> {
             exit: None,
             level: 0,
             above_threshold: HashMap::new(),
+            speculations: builtins::Speculations::default(),
             args,
             facts,
         };
@@ -613,9 +616,14 @@ impl<'s> Machine<'s> {
             exit: &mut self.exit,
             args: &self.args,
             level: &mut self.level,
+            speculations: &mut self.speculations,
             facts: self.facts.as_deref(),
         };
-        builtins::call(name, values, &mut cx).map_err(|m| (call.at, m))
+        let printed_from = cx.out.len();
+        let value = builtins::call(name, values, &mut cx).map_err(|m| (call.at, m));
+        let tid = frame.probe.map_or(0, |p| p.tid);
+        self.speculations.divert(tid, &mut self.out, printed_from);
+        value
     }
 
     /// `sizeof(p)`: the size the probe measured of the object parameter `p` holds (the

@@ -15,6 +15,7 @@ mod jvm;
 mod memory;
 mod numbers;
 mod refused;
+mod speculation;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -28,6 +29,8 @@ use memory::memory;
 pub use memory::pool_usage;
 use numbers::numbers;
 pub use refused::refusal;
+use speculation::speculation;
+pub use speculation::Speculations;
 use text::{output, strings};
 use threads::{reflection, threads_and_time};
 
@@ -227,6 +230,11 @@ const NAMES: &[&str] = &[
     "committed",
     "max",
     "getTotalGcTime",
+    // Speculation.
+    "speculation",
+    "speculate",
+    "commit",
+    "discard",
     // One-liners' projection (`jtap trace --print`).
     "__print",
     "$",
@@ -250,6 +258,8 @@ pub struct Context<'a> {
     pub args: &'a [String],
     /// `setInstrumentationLevel`'s level.
     pub level: &'a mut i64,
+    /// The speculative buffers.
+    pub speculations: &'a mut Speculations,
     /// The JVM's facts, when the script runs against one.
     pub facts: Option<&'a dyn Facts>,
 }
@@ -296,7 +306,7 @@ type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
 
 /// The families in the order they are asked (`get` is a field's before a map's before an
 /// atomic's).
-const FAMILIES: [Family; 14] = [
+const FAMILIES: [Family; 15] = [
     output,
     profiling,
     strings,
@@ -310,6 +320,7 @@ const FAMILIES: [Family; 14] = [
     jvm,
     vm,
     memory,
+    speculation,
     session,
 ];
 

@@ -13,8 +13,6 @@ const OBJECT_GRAPH: &str =
     "it writes object graphs to files; jtap's handlers see objects as descriptions, not graphs";
 /// Why JFR events cannot be declared.
 const JFR_EVENTS: &str = "JFR events declared in scripts are not supported yet";
-/// Why speculative output is not run.
-const SPECULATION: &str = "speculative output is not supported yet";
 
 /// Refused functions: `Class.name` for one nested class's, a bare name for every class's.
 const REFUSED: &[(&str, &str)] = &[
@@ -57,10 +55,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("Jfr.prepareEvent", JFR_EVENTS),
     ("Jfr.setEventField", JFR_EVENTS),
     ("Jfr.shouldCommit", JFR_EVENTS),
-    ("speculation", SPECULATION),
-    ("speculate", SPECULATION),
-    ("Speculation.commit", SPECULATION),
-    ("discard", SPECULATION),
 ];
 
 /// Why jtap refuses `name` called on `class` (a nested class's simple name, or none when
@@ -69,7 +63,9 @@ pub fn refusal(class: Option<&str>, name: &str) -> Option<&'static str> {
     REFUSED.iter().find_map(|&(refused, why)| {
         let matches = match refused.split_once('.') {
             Some((refused_class, refused_name)) => {
-                refused_name == name && class.is_none_or(|c| c == refused_class)
+                // Unqualified, the name is another class's when jtap runs one of that name.
+                refused_name == name
+                    && class.map_or(!super::exists(name), |c| c == refused_class)
             }
             None => refused == name,
         };

@@ -6,12 +6,14 @@ use crate::value::Value;
 /// Calls `name` with no probe and no JVM: its value and what it printed.
 fn run(name: &str, args: Vec<Value>) -> Result<(Value, String), String> {
     let (mut out, mut exit, mut level) = (String::new(), None, 0);
+    let mut speculations = Speculations::default();
     let mut cx = Context {
         probe: None,
         out: &mut out,
         exit: &mut exit,
         args: &[],
         level: &mut level,
+        speculations: &mut speculations,
         facts: None,
     };
     let value = call(name, args, &mut cx)?;
@@ -348,12 +350,14 @@ impl Facts for FakeJvm {
 /// Calls `name` against [`FakeJvm`]: its value and what it printed.
 fn on_jvm(name: &str, args: Vec<Value>) -> (Value, String) {
     let (mut out, mut exit, mut level) = (String::new(), None, 0);
+    let mut speculations = Speculations::default();
     let mut cx = Context {
         probe: None,
         out: &mut out,
         exit: &mut exit,
         args: &[],
         level: &mut level,
+        speculations: &mut speculations,
         facts: Some(&FakeJvm),
     };
     let value = call(name, args, &mut cx).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -476,5 +480,41 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
         bad.to_string()
             .contains("@OnLowMemory needs pool and threshold"),
         "{bad}"
+    );
+}
+
+#[test]
+fn speculative_output_appears_only_when_committed() {
+    use crate::machine::Machine;
+    let source = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class S {
+    @TLS private static int id = -1;
+    @OnMethod(clazz = "a.B", method = "open")
+    public static void open() { id = speculation(); speculate(id); println("opened " + id); }
+    @OnMethod(clazz = "a.B", method = "keep")
+    public static void keep() { commit(id); println("kept " + id); }
+    @OnMethod(clazz = "a.B", method = "drop")
+    public static void drop() { discard(id); }
+    @OnMethod(clazz = "a.B", method = "bad")
+    public static void bad() { speculate(99); }
+}"#;
+    let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+    let mut machine = Machine::new(&script, "S.java", Vec::new(), None);
+    let on = |tid| crate::Fired {
+        tid,
+        ..crate::Fired::default()
+    };
+    machine.fire(0, &on(1));
+    machine.fire(0, &on(2));
+    assert_eq!(machine.take_output(), "", "held until committed");
+    machine.fire(2, &on(2));
+    machine.fire(1, &on(1));
+    assert_eq!(machine.take_output(), "opened 0\nkept 0\n");
+    machine.fire(3, &on(1));
+    let errors = machine.take_errors();
+    assert!(
+        errors[0].contains("invalid speculative buffer id: 99"),
+        "{errors:?}"
     );
 }
