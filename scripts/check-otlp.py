@@ -2,9 +2,9 @@
 """Decodes an OTLP profiles file (jtap's `-o profile.otlp`) with the official generated
 modules of opentelemetry-proto (scripts/setup-otlp.sh installs them into .cache/otlp-python)
 and checks what the format requires: index 0 of every dictionary table its zero value, every
-index in range. Prints one JSON object: for each profile its sample type and unit, sample
-count, total of values, and its heaviest stack's leaf function; exits non-zero on a failed
-check."""
+index in range. Prints one JSON object: each resource's attributes, and for each profile
+its sample type and unit, sample count, total of values, and its heaviest stack's leaf
+function; exits non-zero on a failed check."""
 import json
 import os
 import sys
@@ -52,6 +52,8 @@ def main(path):
                 for line in d.location_table[location].lines:
                     check(line.function_index, d.function_table, "function")
     profiles = []
+    resources = [{a.key: a.value.string_value for a in r.resource.attributes}
+                 for r in data.resource_profiles]
     for resource in data.resource_profiles:
         for scope in resource.scope_profiles:
             for profile in scope.profiles:
@@ -68,7 +70,7 @@ def main(path):
                     "total": sum(sum(s.values) for s in profile.samples),
                     "top_leaf": None if heaviest is None else leaf(heaviest),
                 })
-    print(json.dumps({"profiles": profiles, "problems": problems}))
+    print(json.dumps({"resources": resources, "profiles": profiles, "problems": problems}))
     return 1 if problems else 0
 
 

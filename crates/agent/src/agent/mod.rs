@@ -24,7 +24,7 @@ mod watcher;
 use crate::channel::{Channel, ClientSink};
 
 use crate::engine::{self, Context, Engine, Report, Resource};
-use crate::push::{Period, Pusher};
+use crate::push::{Contents, Period, Pusher};
 use crate::rotation::{Ended, Rotation};
 use crate::sampling;
 use crate::session::Session;
@@ -124,7 +124,18 @@ impl Recording {
             pusher.push(Period {
                 from: seconds(period.began),
                 until: seconds(period.ended).max(seconds(period.began) + 1),
-                jfr: Report::render_jfr(reports),
+                contents: match pusher.takes_jfr() {
+                    true => Contents::Jfr(Report::render_jfr(reports)),
+                    false => Contents::Profiles(
+                        reports
+                            .iter()
+                            .filter_map(|report| match report {
+                                Report::Profile(profile) => Some(profile.as_ref().clone()),
+                                _ => None,
+                            })
+                            .collect(),
+                    ),
+                },
             });
         }
     }

@@ -1,4 +1,5 @@
-//! Where periods go: `push=`'s URL (`http[s]://[user:password@]host[:port][/path]`) and the
+//! Where periods go: `push=`'s URL (`http[s]://[user:password@]host[:port][/path]` for a
+//! Pyroscope ingest endpoint, `otlp[s]://...` for an OTLP/HTTP profiles receiver) and the
 //! credentials each request carries (the URL's, or `push-user=` and `push-token-file=`).
 
 use jtap_protocol::options::Options;
@@ -12,34 +13,57 @@ pub enum Scheme {
     Https,
 }
 
+/// What a period is sent as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// JFR in a multipart form, to a Pyroscope `/ingest` endpoint.
+    PyroscopeJfr,
+    /// An OTLP `ExportProfilesServiceRequest`, protobuf, to an OTLP/HTTP receiver.
+    Otlp,
+}
+
 /// Where periods go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub(super) scheme: Scheme,
+    pub(super) payload: Payload,
     pub(super) host: String,
     pub(super) port: u16,
     /// Path of the ingest endpoint, `/ingest` unless the URL says otherwise.
     pub(super) path: String,
     /// `app{k=v,...}`, URL-encoded.
     pub(super) name: String,
+    /// OTLP's resource attributes: `service.name` (the app) and the labels.
+    pub(super) resource: Vec<(String, String)>,
     /// User and password of the URL (`https://user:password@host`), percent-decoded.
     pub(super) userinfo: Option<(String, String)>,
 }
 
 impl Endpoint {
-    /// From `push=http[s]://[user:password@]host[:port][/path]`, the application's name and
-    /// `k=v` labels.
+    /// From `push=http[s]|otlp[s]://[user:password@]host[:port][/path]`, the application's
+    /// name and `k=v` labels.
     pub fn parse(url: &str, app: &str, labels: &[(String, String)]) -> Result<Endpoint, String> {
-        let (scheme, rest) = if let Some(rest) = url.strip_prefix("http://") {
-            (Scheme::Http, rest)
-        } else if let Some(rest) = url.strip_prefix("https://") {
-            (Scheme::Https, rest)
-        } else {
-            return Err(format!("push={url}: expected an http:// or https:// URL"));
+        let schemes = [
+            ("http://", Scheme::Http, Payload::PyroscopeJfr),
+            ("https://", Scheme::Https, Payload::PyroscopeJfr),
+            ("otlp://", Scheme::Http, Payload::Otlp),
+            ("otlps://", Scheme::Https, Payload::Otlp),
+        ];
+        let Some((scheme, payload, rest)) = schemes
+            .iter()
+            .find_map(|(prefix, s, p)| Some((*s, *p, url.strip_prefix(prefix)?)))
+        else {
+            return Err(format!(
+                "push={url}: expected an http://, https://, otlp:// or otlps:// URL"
+            ));
+        };
+        let default_path = match payload {
+            Payload::PyroscopeJfr => "/ingest",
+            Payload::Otlp => "/v1development/profiles",
         };
         let (authority, path) = match rest.find(['/', '?']) {
             Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/ingest"),
+            None => (rest, default_path),
         };
         if path.contains(['?', '#']) {
             return Err(format!("push={url}: no query or fragment in the URL"));
@@ -49,7 +73,7 @@ impl Endpoint {
                 "push={url}: a space or control character in the path"
             ));
         }
-        let path = if path == "/" { "/ingest" } else { path };
+        let path = if path == "/" { default_path } else { path };
         let (userinfo, hostport) = match authority.rsplit_once('@') {
             Some((info, hostport)) => {
                 let (user, password) = info.split_once(':').unwrap_or((info, ""));
@@ -63,9 +87,10 @@ impl Endpoint {
             }
             None => (None, authority),
         };
-        let default_port = match scheme {
-            Scheme::Http => 80,
-            Scheme::Https => 443,
+        let default_port = match (payload, scheme) {
+            (Payload::Otlp, _) => 4318,
+            (_, Scheme::Http) => 80,
+            (_, Scheme::Https) => 443,
         };
         let (host, port) = split_host_port(hostport)
             .ok_or_else(|| format!("push={url}: bad host {hostport:?}"))?;
@@ -78,13 +103,18 @@ impl Endpoint {
         if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c.is_control()) {
             return Err(format!("push={url}: no host"));
         }
-        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let service = ("service.name".to_string(), app.to_string());
         Ok(Endpoint {
             scheme,
+            payload,
             host: host.to_string(),
             port,
             path: path.to_string(),
-            name: url_encode(&format!("{app}{{{}}}", labels.join(","))),
+            name: url_encode(&format!("{app}{{{}}}", pairs.join(","))),
+            resource: std::iter::once(service)
+                .chain(labels.iter().cloned())
+                .collect(),
             userinfo,
         })
     }
@@ -284,6 +314,18 @@ mod tests {
         assert_eq!(e.userinfo, Some(("u@x".into(), "p:w".into())));
         let e = Endpoint::parse("https://[::1]:8443", "a", &[]).unwrap();
         assert_eq!((e.host.as_str(), e.port), ("::1", 8443));
+        let e = Endpoint::parse("otlps://collector", "shop", &labels).unwrap();
+        assert_eq!(
+            (e.scheme, e.payload, e.port, e.path.as_str()),
+            (
+                Scheme::Https,
+                Payload::Otlp,
+                4318,
+                "/v1development/profiles"
+            )
+        );
+        assert_eq!(e.resource[0], ("service.name".into(), "shop".into()));
+        assert_eq!(e.resource[1], ("env".into(), "prod".into()));
         for bad in [
             "ftp://pyro",
             "pyro:4040",

@@ -15,7 +15,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 
-use super::endpoint::{Auth, Endpoint, Scheme};
+use super::endpoint::{Auth, Endpoint, Payload, Scheme};
 use super::spool::Item;
 
 /// How long connecting may take.
@@ -69,6 +69,16 @@ impl Client {
         &self.endpoint.name
     }
 
+    /// What periods are sent as.
+    pub fn payload(&self) -> Payload {
+        self.endpoint.payload
+    }
+
+    /// OTLP's resource attributes.
+    pub fn resource(&self) -> &[(String, String)] {
+        &self.endpoint.resource
+    }
+
     /// One POST of a period; Ok on a 2xx reply.
     pub fn send(&self, item: &Item) -> Result<(), Refusal> {
         let tcp = self.connect().map_err(Refusal::Retry)?;
@@ -113,31 +123,43 @@ impl Client {
 
     /// Writes the request, reads the reply's status code.
     fn exchange(&self, mut stream: impl Read + Write, item: &Item) -> Result<u16, String> {
-        let part_head = format!(
-            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"jfr\"; filename=\"jfr\"\r\nContent-Type: application/octet-stream\r\n\r\n"
-        );
-        let part_tail = format!("\r\n--{BOUNDARY}--\r\n");
-        let length = part_head.len() + item.jfr.len() + part_tail.len();
+        // Pyroscope: the JFR recording as the `jfr` part of a multipart form, the period in
+        // the query; OTLP: the message as the body.
+        let (target, kind, part_head, part_tail) = match self.endpoint.payload {
+            Payload::PyroscopeJfr => (
+                format!(
+                    "{}?name={}&from={}&until={}&format=jfr&spyName=jtap",
+                    self.endpoint.path, item.name, item.from, item.until
+                ),
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+                format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"jfr\"; filename=\"jfr\"\r\nContent-Type: application/octet-stream\r\n\r\n"),
+                format!("\r\n--{BOUNDARY}--\r\n"),
+            ),
+            Payload::Otlp => (
+                self.endpoint.path.clone(),
+                "application/x-protobuf".to_string(),
+                String::new(),
+                String::new(),
+            ),
+        };
+        let length = part_head.len() + item.payload.len() + part_tail.len();
         let head = format!(
-            "POST {}?name={}&from={}&until={}&format=jfr&spyName=jtap HTTP/1.1\r\nHost: {}\r\nUser-Agent: jtap/{}\r\n{}Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n",
-            self.endpoint.path,
-            item.name,
-            item.from,
-            item.until,
+            "POST {target} HTTP/1.1\r\nHost: {}\r\nUser-Agent: jtap/{}\r\n{}Content-Type: {kind}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n",
             self.endpoint.host_header(),
             jtap_protocol::VERSION,
             self.auth.header()?,
         );
-        [
+        let parts = [
             head.as_bytes(),
             part_head.as_bytes(),
-            &item.jfr,
+            &item.payload,
             part_tail.as_bytes(),
-        ]
-        .iter()
-        .try_for_each(|bytes| stream.write_all(bytes))
-        .and_then(|()| stream.flush())
-        .map_err(|e| format!("sending: {e}"))?;
+        ];
+        parts
+            .iter()
+            .try_for_each(|bytes| stream.write_all(bytes))
+            .and_then(|()| stream.flush())
+            .map_err(|e| format!("sending: {e}"))?;
         status_of(&mut stream)
     }
 }

@@ -1,11 +1,13 @@
 //! `push=`: each period of a looping recording goes, as JFR, to a Grafana Pyroscope-compatible
 //! ingest endpoint (`POST /ingest?name=app{labels}&from=&until=&format=jfr`, the recording as
-//! the `jfr` part of a multipart form), over `http://` or `https://` (rustls), with basic auth
+//! the `jfr` part of a multipart form), or (`otlp[s]://`) as an OTLP profiles message to an
+//! OTLP/HTTP receiver (`POST /v1development/profiles`, `service.name` the app, the labels
+//! resource attributes), over `http://` or `https://` (rustls), with basic auth
 //! (the URL's `user:password@`, or `push-user=` and `push-token-file=`) or a bearer token
 //! (`push-token-file=`, read at each push so that it may rotate).
 //!
-//! A thread of its own sends, TLS included: application threads and the agent's own do not
-//! wait for a server. A period the server does not take waits in a backlog: a few periods in
+//! A thread of its own renders and sends, TLS included: application threads and the agent's
+//! own do not wait for a server. A period the server does not take waits in a backlog: a few periods in
 //! memory, or with `push-spool=DIR` up to `push-spool-max=` bytes on disk (where they outlive
 //! the JVM). While periods wait, the server is retried with growing pauses (0.5 s to 30 s,
 //! jittered); when it takes one, the backlog goes oldest first. Past its bound the oldest
@@ -22,10 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use jtap_profile::Profile;
 use jtap_protocol::options::Options;
 
-use endpoint::Auth;
 pub use endpoint::Endpoint;
+use endpoint::{Auth, Payload};
 use http::{Client, Refusal};
 use spool::{Backlog, Item, Spool};
 
@@ -45,8 +48,16 @@ pub struct Period {
     pub from: u64,
     /// See `from`.
     pub until: u64,
-    /// The JFR recording.
-    pub jfr: Vec<u8>,
+    /// What it holds, as [`Pusher::takes_jfr`] asks.
+    pub contents: Contents,
+}
+
+/// A period's results.
+pub enum Contents {
+    /// Rendered as JFR, for a Pyroscope endpoint.
+    Jfr(Vec<u8>),
+    /// Its profiles, one per event, for an OTLP endpoint: the push thread renders them.
+    Profiles(Vec<Profile>),
 }
 
 /// A pusher: its queue and counters, shared with its thread.
@@ -114,6 +125,11 @@ impl Pusher {
             })
             .map_err(|e| format!("cannot start the push thread: {e}"))?;
         Ok(Pusher { shared })
+    }
+
+    /// Whether periods come as JFR (a Pyroscope endpoint), else as profiles (OTLP).
+    pub fn takes_jfr(&self) -> bool {
+        self.shared.client.payload() == Payload::PyroscopeJfr
     }
 
     /// Hands a period to the push thread; the oldest one not yet taken is dropped when
@@ -202,7 +218,7 @@ impl Shared {
                     name: self.client.name().to_string(),
                     from: period.from,
                     until: period.until,
-                    jfr: period.jfr,
+                    payload: self.render(period.contents),
                 };
                 // While periods wait, new ones wait behind them: the server gets them in order.
                 let waiting = retry.next.is_some() || !backlog.is_empty();
@@ -220,6 +236,17 @@ impl Shared {
                     self.dropped.fetch_add(left as u64, Ordering::Relaxed);
                 }
                 return;
+            }
+        }
+    }
+
+    /// A period's body: JFR as it came, profiles as an OTLP message.
+    fn render(&self, contents: Contents) -> Vec<u8> {
+        match contents {
+            Contents::Jfr(bytes) => bytes,
+            Contents::Profiles(profiles) => {
+                let profiles: Vec<&Profile> = profiles.iter().collect();
+                jtap_profile::export::otlp::render_for(&profiles, self.client.resource())
             }
         }
     }

@@ -3,14 +3,14 @@
 //! recording with the same spool. Past the bound the oldest periods are dropped.
 //!
 //! On disk each period is a file `<sequence>.period`: a line `jtap-period <name> <from>
-//! <until>`, then the JFR recording. It is written to a temporary name and renamed, so a
+//! <until>`, then the payload (JFR or OTLP, as the endpoint takes). It is written to a temporary name and renamed, so a
 //! crash leaves whole periods only.
 
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// One period on its way: its ingest name (`app{labels}`, URL-encoded), span and recording.
+/// One period on its way: its ingest name (`app{labels}`, URL-encoded), span and payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// `app{k=v}`, URL-encoded.
@@ -19,8 +19,8 @@ pub struct Item {
     pub from: u64,
     /// End, Unix seconds.
     pub until: u64,
-    /// The JFR recording.
-    pub jfr: Vec<u8>,
+    /// The request's body: a JFR recording, or an OTLP message.
+    pub payload: Vec<u8>,
 }
 
 /// Where waiting periods are kept.
@@ -88,7 +88,7 @@ impl Backlog {
         match self {
             Backlog::Memory { periods, .. } => (
                 periods.len(),
-                periods.iter().map(|p| p.jfr.len() as u64).sum(),
+                periods.iter().map(|p| p.payload.len() as u64).sum(),
             ),
             Backlog::Disk(spool) => (spool.files.len(), spool.bytes),
         }
@@ -144,7 +144,7 @@ impl Spool {
     /// Writes a period; drops the oldest while the spool would exceed its bound.
     fn add(&mut self, item: &Item) -> u64 {
         let header = format!("{MAGIC} {} {} {}\n", item.name, item.from, item.until);
-        let size = (header.len() + item.jfr.len()) as u64;
+        let size = (header.len() + item.payload.len()) as u64;
         if size > self.max {
             log!("push-spool: a period of {size} bytes exceeds push-spool-max: dropped");
             return 1;
@@ -155,7 +155,7 @@ impl Spool {
         let written = std::fs::File::create(&temporary)
             .and_then(|mut file| {
                 file.write_all(header.as_bytes())?;
-                file.write_all(&item.jfr)
+                file.write_all(&item.payload)
             })
             .and_then(|()| std::fs::rename(&temporary, &path));
         match written {
@@ -230,7 +230,7 @@ fn parse(bytes: &[u8]) -> Result<Item, String> {
         name,
         from,
         until,
-        jfr: bytes[line_end + 1..].to_vec(),
+        payload: bytes[line_end + 1..].to_vec(),
     })
 }
 
@@ -243,7 +243,7 @@ mod tests {
             name: "app%7B%7D".into(),
             from,
             until: from + 1,
-            jfr: vec![7; bytes],
+            payload: vec![7; bytes],
         }
     }
 

@@ -10,7 +10,7 @@ fn period(from: u64) -> Period {
     Period {
         from,
         until: from + 1,
-        jfr: vec![0; 1000],
+        contents: Contents::Jfr(vec![0; 1000]),
     }
 }
 
@@ -208,7 +208,7 @@ fn bad_settings_fail_the_start_with_one_line() {
     let mut settings = options("https://localhost:1");
     settings.push_ca = Some("/nonexistent/ca.pem".into());
     for (settings, says) in [
-        (options("ftp://x"), "http:// or https://"),
+        (options("ftp://x"), "http://, https://, otlp:// or otlps://"),
         (settings, "/nonexistent/ca.pem"),
         (
             Options {

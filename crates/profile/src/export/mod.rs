@@ -4,7 +4,7 @@
 mod collapsed;
 pub mod diff;
 mod html;
-mod otlp;
+pub mod otlp;
 pub(crate) mod pprof;
 mod set;
 mod speedscope;

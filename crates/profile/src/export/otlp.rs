@@ -291,6 +291,12 @@ impl<'p> Tables<'p> {
 
 /// Encodes the profiles of one session (one per event) as one OTLP `ProfilesData`.
 pub fn render(profiles: &[&Profile]) -> Vec<u8> {
+    render_for(profiles, &[])
+}
+
+/// [`render`] with these resource attributes besides `process.runtime.name` (`service.name`
+/// and labels, for `push=otlp://`).
+pub fn render_for(profiles: &[&Profile], resource: &[(String, String)]) -> Vec<u8> {
     let mut tables = Tables::new();
     let mut otlp_profiles = Vec::new();
     for profile in profiles {
@@ -331,12 +337,16 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
     let message = ProfilesData {
         resource_profiles: vec![ResourceProfiles {
             resource: Some(Resource {
-                attributes: vec![KeyValue {
-                    key: "process.runtime.name".into(),
-                    value: Some(AnyValue {
-                        string_value: "java".into(),
-                    }),
-                }],
+                attributes: [("process.runtime.name".to_string(), "java".to_string())]
+                    .iter()
+                    .chain(resource)
+                    .map(|(key, value)| KeyValue {
+                        key: key.clone(),
+                        value: Some(AnyValue {
+                            string_value: value.clone(),
+                        }),
+                    })
+                    .collect(),
             }),
             scope_profiles: vec![ScopeProfiles {
                 scope: Some(InstrumentationScope {

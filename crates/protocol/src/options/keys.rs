@@ -218,7 +218,7 @@ pub const KEYS: &[Key] = &[
         name: "push",
         takes: Takes::Value("url"),
         goes_with: GoesWith::Start,
-        help: "with loop=: send each period as JFR to this Grafana Pyroscope-compatible ingest endpoint (http[s]://[user:password@]host[:port][/path])",
+        help: "with loop=: send each period as JFR to this Grafana Pyroscope-compatible ingest endpoint (http[s]://[user:password@]host[:port][/path]), or as OTLP to an OTLP/HTTP receiver (otlp[s]://host[:port][/path])",
         parse: |o, v| set(&mut o.push, path(given(v))?),
         show: |o| shown(o.push.clone(), |s| s),
     },
