@@ -138,21 +138,24 @@ fn pool_name(policy: &str, space: &str) -> Option<String> {
 /// `-XX:MaxMetaspaceSize`; a code heap's initial size is taken to be its committed size.
 fn non_heap_pools(facts: &dyn Facts) -> Result<Vec<(String, Heap)>, String> {
     let mut pools = code_heaps(&facts.jcmd(&["Compiler.codecache"])?);
-    // JDK 11 updates its metaspace counters only at collections; its `GC.heap_info` is
-    // current. JDK 25's no longer shows the metaspace, whose counters are then current.
-    let heap_info = facts.jcmd(&["GC.heap_info"]).unwrap_or_default();
+    // The metaspace counters move only at collections; `GC.heap_info` (to JDK 21) and
+    // `VM.metaspace basic` (JDK 25) print the current usage.
+    let mut summary = facts.jcmd(&["GC.heap_info"]).unwrap_or_default();
+    if !summary.contains("Metaspace ") {
+        summary = facts.jcmd(&["VM.metaspace", "basic"]).unwrap_or_default();
+    }
     for (pool, key, line, unlimited) in [
-        ("Metaspace", "sun.gc.metaspace", " Metaspace ", true),
+        ("Metaspace", "sun.gc.metaspace", "Metaspace ", true),
         (
             "Compressed Class Space",
             "sun.gc.compressedclassspace",
-            "  class space ",
+            "class space ",
             false,
         ),
     ] {
-        let usage = heap_info
+        let usage = summary
             .lines()
-            .find(|l| l.starts_with(line))
+            .find(|l| l.trim_start().starts_with(line))
             .and_then(heap_info_usage)
             .or_else(|| {
                 let part = |part: &str| long(facts, &format!("{key}.{part}"));
@@ -171,8 +174,8 @@ fn non_heap_pools(facts: &dyn Facts) -> Result<Vec<(String, Heap)>, String> {
     Ok(pools)
 }
 
-/// A metaspace line of `GC.heap_info`: `Metaspace used 3025K, capacity 4486K, committed
-/// 4864K, reserved 1056768K` (the reserved size is the maximum).
+/// A metaspace line of `GC.heap_info` or `VM.metaspace basic`: `Metaspace used 3025K,
+/// capacity 4486K, committed 4864K, reserved 1056768K` (the reserved size is the maximum).
 fn heap_info_usage(line: &str) -> Option<Heap> {
     let kilobytes = |key: &str| {
         let after = line.split(&format!("{key} ")).nth(1)?;
