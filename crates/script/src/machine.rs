@@ -367,6 +367,32 @@ impl<'s> Machine<'s> {
             .collect()
     }
 
+    /// `Counters.perf*("btrace.pkg.Script.field")`: BTrace names an `@Export` field's
+    /// counter so; jtap's are the script's own fields.
+    fn exported_counter(&self, name: &str, args: &[Value]) -> Option<Value> {
+        if !matches!(name, "perfLong" | "perfInt" | "perfString") {
+            return None;
+        }
+        let Some(Value::Str(counter)) = args.first() else {
+            return None;
+        };
+        let (class, field) = counter.strip_prefix("btrace.")?.rsplit_once('.')?;
+        let script = class.rsplit('.').next()?;
+        let exported = self
+            .script
+            .fields
+            .iter()
+            .any(|f| f.exported && f.name == field);
+        if script != self.script.name || !exported {
+            return None;
+        }
+        let value = self.statics.get(field).cloned().unwrap_or_default();
+        Some(match name {
+            "perfString" => Value::str(&value.to_string()),
+            _ => value,
+        })
+    }
+
     /// Text printed since the last call.
     pub fn take_output(&mut self) -> String {
         std::mem::take(&mut self.out)
@@ -610,6 +636,9 @@ impl<'s> Machine<'s> {
             .iter()
             .map(|a| self.eval(a, frame))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(value) = self.exported_counter(name, &values) {
+            return Ok(value);
+        }
         let mut cx = Context {
             probe: frame.probe,
             out: &mut self.out,

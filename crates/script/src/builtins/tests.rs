@@ -518,3 +518,23 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
         "{errors:?}"
     );
 }
+
+#[test]
+fn exported_fields_are_btraces_perf_counters() {
+    use crate::machine::Machine;
+    let source = r#"package org.example;
+import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Counted {
+    @Export private static long count = 41;
+    @OnTimer(10)
+    public static void t() {
+        count++;
+        println(Counters.perfLong("btrace.org.example.Counted.count") + " " + perfString("btrace.Counted.count"));
+    }
+}"#;
+    let script = crate::compile(source, "Counted.java").unwrap_or_else(|e| panic!("{e}"));
+    let mut machine = Machine::new(&script, "Counted.java", Vec::new(), None);
+    machine.run(0);
+    assert_eq!(machine.take_output(), "42 42\n");
+}
