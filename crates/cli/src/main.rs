@@ -261,6 +261,20 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Live instances of a class and their fields, or a static field, described without
+    /// running application code
+    #[command(
+        after_help = "Reads a heap dump of live objects (jcmd GC.heap_dump: a full GC and a pause as \
+                            long as the dump), written to the JVM's /tmp and deleted at once.\n\
+                            Examples:\n  jtap inspect 1234 com.acme.Cache -n 3\n  \
+                            jtap inspect 1234 com.acme.Config --static INSTANCE"
+    )]
+    Inspect {
+        #[command(flatten)]
+        args: commands::inspect::InspectArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// A refreshed view of a JVM: heap, GC, safepoints, compilations and its threads by CPU
     #[command(
         after_help = "Each refresh reads /proc and hsperfdata only (no pause); Java thread names and \
@@ -278,10 +292,11 @@ enum Command {
     /// assistants
     #[command(
         after_help = "Tools: list_jvms, vm_info, top, threads, heap_histogram, classes, profile, \
-                            sites, trace, monitor, jcmd, btrace_check, convert, diff; heap_dump and \
-                            btrace_run. Each is bounded in time and output. Tools that would change \
-                            the JVM (heap dumps, full GCs, jcmd commands outside a read-only list, \
-                            BTrace runs) are refused unless started with --allow-changes.\n\
+                            sites, trace, monitor, jcmd, btrace_check, convert, diff; inspect, \
+                            heap_dump and btrace_run. Each is bounded in time and output. Tools \
+                            that would change the JVM (heap dumps, full GCs, jcmd commands outside \
+                            a read-only list, BTrace runs) are refused unless started with \
+                            --allow-changes.\n\
                             Example client entry: {\"command\": \"jtap\", \"args\": [\"mcp\"]}"
     )]
     Mcp {
@@ -347,6 +362,7 @@ fn main() {
         Command::Btrace { args, attach } => commands::btrace::run(&args, attach.timeout),
         Command::Threads { args, attach } => commands::threads::run(&args, attach.timeout),
         Command::Classes { args, attach } => commands::classes::run(&args, attach.timeout),
+        Command::Inspect { args, attach } => commands::inspect::run(&args, attach.timeout),
         Command::Top { args, attach } => commands::top::run(&args, attach.timeout),
         Command::Mcp { args } => commands::mcp::run(&args),
         Command::Completions { shell } => {

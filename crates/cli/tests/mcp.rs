@@ -107,6 +107,7 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             // Bad input: an error answer, and the server goes on.
             ["threads", {"pid": 999_999_999}],
             ["classes", {"pid": pid, "pattern": "/(/"}],
+            ["inspect", {"pid": pid, "class": "workloads.OnCall"}],
         ]);
         let report = session(&calls, &[]);
         let v = jdk.version;
@@ -127,6 +128,7 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             "convert",
             "diff",
             "top",
+            "inspect",
             "heap_dump",
             "btrace_run",
         ] {
@@ -190,6 +192,8 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             is_error && text.contains("bad class pattern"),
             "JDK {v}: {text}"
         );
+        let (is_error, text) = answer(&report, 20);
+        assert!(is_error && text.starts_with("refused: "), "JDK {v}: {text}");
         assert!(jvm.is_running(), "JDK {v}");
     }
 }
@@ -199,10 +203,18 @@ fn with_allow_changes_the_changing_tools_run() {
     let jdk = &jdks()[0];
     let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
     let pid = jvm.pid();
-    let calls = json!([["jcmd", {"pid": pid, "command": "GC.run"}]]);
+    let calls = json!([
+        ["jcmd", {"pid": pid, "command": "GC.run"}],
+        ["inspect", {"pid": pid, "class": "workloads.OnCall"}],
+        ["inspect", {"pid": pid, "class": "workloads.OnCall", "static_field": "requestsServed"}],
+    ]);
     let report = session(&calls, &["--allow-changes"]);
     let (is_error, text) = answer(&report, 0);
     assert!(!is_error, "JDK {}: {text}", jdk.version);
+    let (is_error, text) = answer(&report, 1);
+    assert!(!is_error && text.contains("owner = \"main\""), "{text}");
+    let (is_error, text) = answer(&report, 2);
+    assert!(!is_error && text.contains("requestsServed = 42"), "{text}");
 }
 
 /// `mcp-inspector --cli <jtap> mcp <inspector args...>`: (exit code, stdout).

@@ -4,11 +4,12 @@
 //! Every tool is bounded in time (durations capped, and a deadline on each call) and in
 //! output (text cut at [`MAX_OUTPUT`] characters, saying so). Tools that would change the JVM
 //! — a heap dump, a full GC, jcmd commands outside a read-only list, a BTrace run — answer
-//! with a refusal unless the server was started with `--allow-changes`.
+//! with a refusal unless the server was started with `--allow-changes`; so does `inspect`,
+//! whose heap dump runs a full GC.
 //!
 //! `threads`, `classes`, `list_jvms` and the jcmd-based tools call the library functions the
 //! CLI commands use, in this process. The commands whose logic lives in their command
-//! modules' `run` (heap, top, sites, profile, trace, monitor, btrace, convert, diff) run as a
+//! modules' `run` (heap, top, inspect, sites, profile, trace, monitor, btrace, convert, diff) run as a
 //! child `jtap` process (this executable, `/proc/self/exe`) with bounded arguments: they
 //! print as they go and end on their own, and a child keeps their Ctrl-C handling and agent
 //! sessions apart from the server, which must stay up across calls.
@@ -259,6 +260,19 @@ pub struct DiffParams {
     pub new: String,
     /// Keep only this event (cpu, wall, alloc, lock)
     pub event: Option<String>,
+}
+
+/// Parameters of `inspect`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct InspectParams {
+    /// Pid of the target JVM
+    pub pid: u32,
+    /// The class, by its full Java name (com.acme.Cache, com.acme.Outer$Inner)
+    pub class: String,
+    /// Show at most this many instances (default 5, at most 50)
+    pub limit: Option<usize>,
+    /// Show this static field of the class instead of instances
+    pub static_field: Option<String>,
 }
 
 /// Parameters of `heap_dump`.
@@ -570,6 +584,20 @@ impl JtapServer {
         let (pid, duration) = (params.pid.to_string(), format!("{seconds}s"));
         let args = ["btrace", &pid, &params.script, "-d", &duration];
         run_jtap(&args, Duration::from_secs(seconds) + SLACK).await
+    }
+
+    #[tool(
+        description = "Live instances of a class and their fields, or one static field, described without running application code (strings by contents, objects as Class@id). Takes a heap dump of live objects (a full GC and a pause), so it needs --allow-changes."
+    )]
+    async fn inspect(&self, Parameters(params): Parameters<InspectParams>) -> ToolResult {
+        self.check_allowed("inspect (a heap dump of live objects: a full GC and a pause)")?;
+        let pid = params.pid.to_string();
+        let limit = params.limit.unwrap_or(5).clamp(1, 50).to_string();
+        let mut args = vec!["inspect", &pid, &params.class, "-n", &limit];
+        if let Some(name) = &params.static_field {
+            args.extend(["--static", name]);
+        }
+        run_jtap(&args, MAX_RUN + SLACK).await
     }
 
     #[tool(

@@ -8,6 +8,8 @@ pub mod classes;
 pub mod convert;
 pub mod diff;
 pub mod heap;
+pub mod hprof;
+pub mod inspect;
 pub mod jimage;
 pub mod mcp;
 pub mod profile;
