@@ -1,11 +1,14 @@
 //! `jtap inspect` on every JDK of the matrix: a workload's live instance with its fields
 //! (a string by its contents), its statics (a primitive, a reference), a JDK class's
-//! instances, and one-line errors for an unknown class or static.
+//! instances, an H2 setting's static (found by `jtap classes` in H2's jar first), and
+//! one-line errors for an unknown class or static.
 
 mod common;
 
 use common::jtap;
-use jtap_testkit::{jdks, JavaProcess};
+use std::time::Duration;
+
+use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
 
 #[test]
 fn shows_instances_and_statics_of_a_workload_class() {
@@ -44,6 +47,43 @@ fn shows_instances_and_statics_of_a_workload_class() {
         jtap(["inspect", &pid, "workloads.OnCall", "--static", "nope"])
             .fails_with(2, "has no static field nope");
         jtap(["inspect", &pid, "no.such.Class"]).fails_with(2, "is not loaded");
+    }
+}
+
+#[test]
+fn finds_an_h2_settings_static() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "real.H2Load")
+            .jvm_arg("-Xmx256m")
+            .classpath(compiled_real_programs())
+            .classpath(debian_jar("h2"))
+            .arg("3")
+            .ready_line(None)
+            .start();
+        assert!(
+            jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
+            "JDK {}: H2 never printed READY",
+            jdk.version
+        );
+        let pid = jvm.pid().to_string();
+        let v = jdk.version;
+        let class = "org.h2.engine.SysProperties";
+        let fields = jtap(["classes", &pid, class, "--fields"]).ok();
+        let jar = debian_jar("h2").display().to_string();
+        assert!(
+            fields.contains(&format!("from    {jar}")),
+            "JDK {v}: {fields}"
+        );
+        assert!(
+            fields.contains("public static final java.lang.String CLIENT_TRACE_DIRECTORY"),
+            "JDK {v}: {fields}"
+        );
+        let value = jtap(["inspect", &pid, class, "--static", "CLIENT_TRACE_DIRECTORY"]).ok();
+        assert_eq!(
+            value,
+            format!("{class}.CLIENT_TRACE_DIRECTORY = \"trace.db/\"\n"),
+            "JDK {v}"
+        );
     }
 }
 
