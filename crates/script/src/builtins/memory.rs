@@ -71,12 +71,12 @@ pub(super) fn memory(c: &Call, cx: &mut Context) -> Result<Option<Value>, String
             for collector in 0.. {
                 let key = format!("sun.gc.collector.{collector}.time");
                 match long(facts, &key) {
-                    Some(time) => ticks += time,
+                    Some(time) => ticks = time.saturating_add(ticks),
                     None => break,
                 }
             }
             Value::Int(if frequency > 0 {
-                ticks * 1000 / frequency
+                (i128::from(ticks) * 1000 / i128::from(frequency)) as i64
             } else {
                 0
             })

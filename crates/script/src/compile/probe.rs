@@ -165,7 +165,7 @@ impl Compiler<'_> {
         let n: i64 = number.parse().map_err(|_| bad())?;
         let (min, max) = match op {
             "" | ">=" => (n, i64::MAX),
-            ">" => (n + 1, i64::MAX),
+            ">" => (n.saturating_add(1), i64::MAX),
             "=" => (n, n),
             "<" => (0, n - 1),
             "<=" => (0, n),
