@@ -231,27 +231,7 @@ impl Compiler<'_> {
                     return Ok(Some(Trigger::Event(name)));
                 }
                 "OnError" => return Ok(Some(Trigger::Error)),
-                "OnLowMemory" => {
-                    let (Some(pool), Some(threshold)) = (argument("pool"), argument("threshold"))
-                    else {
-                        return fail(a.node, "@OnLowMemory needs pool and threshold");
-                    };
-                    let threshold = self
-                        .text(threshold)
-                        .trim_end_matches(['l', 'L'])
-                        .replace('_', "")
-                        .parse::<i64>()
-                        .ok()
-                        .filter(|&bytes| bytes >= 0)
-                        .ok_or((
-                            pos(threshold),
-                            "@OnLowMemory takes a threshold in bytes, 0 or more".to_string(),
-                        ))?;
-                    return Ok(Some(Trigger::LowMemory {
-                        pool: self.string_constant(pool)?,
-                        threshold,
-                    }));
-                }
+                "OnLowMemory" => return self.low_memory(a).map(Some),
                 "OnProbe" | "OnCheckPoint" => {
                     return fail(
                         a.node,
@@ -263,6 +243,29 @@ impl Compiler<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// `@OnLowMemory(pool = "...", threshold = N)`.
+    fn low_memory(&self, a: &Annotation) -> Result<Trigger> {
+        let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let (Some(pool), Some(threshold)) = (argument("pool"), argument("threshold")) else {
+            return fail(a.node, "@OnLowMemory needs pool and threshold");
+        };
+        let bytes = self
+            .text(threshold)
+            .trim_end_matches(['l', 'L'])
+            .replace('_', "")
+            .parse::<i64>()
+            .ok()
+            .filter(|&bytes| bytes >= 0)
+            .ok_or((
+                pos(threshold),
+                "@OnLowMemory takes a threshold in bytes, 0 or more".to_string(),
+            ))?;
+        Ok(Trigger::LowMemory {
+            pool: self.string_constant(pool)?,
+            threshold: bytes,
+        })
     }
 
     /// `@Location(Kind.RETURN)`, `@Location(value = Kind.RETURN, ...)`, and for `Kind.CALL`
