@@ -1,7 +1,7 @@
 //! `jtap sites --leaks` on every JDK of the matrix: beside an equal rate of allocations that
 //! are collected and a far larger rate of garbage, the site that keeps its objects comes
-//! first, with objects born between most of the collections, and the collected sites do not
-//! show.
+//! first, with objects born between most of the collections and their paths from a GC root
+//! through the static list that keeps them, and the collected sites do not show.
 
 mod common;
 
@@ -64,6 +64,29 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
             "JDK {}: survivors born between {born_in} of {collections} collections: {json}",
             jdk.version
         );
+        // Its objects are held by the static list: each path from a GC root passes
+        // through it and ends at the array's element.
+        let paths = first["paths"].as_array().unwrap();
+        assert!(!paths.is_empty(), "JDK {}: no path: {json}", jdk.version);
+        for path in paths {
+            let steps: Vec<&str> = path
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            let through = steps
+                .iter()
+                .position(|s| *s == "static CACHE: java.util.ArrayList");
+            assert!(
+                through.is_some_and(|i| steps[i + 1] == ".elementData: java.lang.Object[]")
+                    && steps
+                        .last()
+                        .is_some_and(|s| s.starts_with('[') && s.ends_with("]: byte[]")),
+                "JDK {}: {steps:?}",
+                jdk.version
+            );
+        }
         for site in sites {
             let top = top_frame(site);
             assert!(

@@ -56,6 +56,7 @@ use jtap_protocol::Options;
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
+use crate::heap::roots;
 use crate::heap::sites::{self, ClassId, Part, SiteTable};
 use crate::heap::stack;
 use crate::thread::Vm;
@@ -69,6 +70,10 @@ pub const DEFAULT_INTERVAL: u64 = 512 * 1024;
 pub const DEFAULT_DEPTH: usize = 64;
 /// Sites a SITES report lists.
 const SITES_SHOWN: usize = 100;
+/// Leak suspects whose objects' paths from GC roots a leak report gives.
+const SUSPECTS_WALKED: usize = 3;
+/// Objects per suspect whose path it gives.
+const PATHS_PER_SUSPECT: usize = 2;
 
 static GATE: Gate = Gate::new();
 /// How this engine's stacks were taken.
@@ -280,6 +285,9 @@ impl Engine for AllocEngine {
         if let Report::Record(record) = &mut report {
             if let Record::Sites(sites) = record.as_mut() {
                 sites.restored = restored;
+                if run.leak_age.is_some() {
+                    run.add_root_paths(sites);
+                }
             }
         }
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
@@ -292,6 +300,28 @@ impl Engine for AllocEngine {
 }
 
 impl Run {
+    /// The paths from GC roots to the oldest objects of the first suspects of a leak report
+    /// (a heap walk: the application pauses meanwhile).
+    fn add_root_paths(&self, report: &mut jtap_protocol::records::Sites) {
+        let Some(jni) = Jni::current(self.vm) else {
+            return;
+        };
+        let snapshot = table().snapshot();
+        let suspects = sites::leak_suspects(&snapshot);
+        let chosen: Vec<Vec<i64>> = suspects
+            .iter()
+            .take(SUSPECTS_WALKED)
+            .map(|site| table().survivor_tags(&site.key, PATHS_PER_SUSPECT))
+            .collect();
+        let targets: Vec<i64> = chosen.iter().flatten().copied().collect();
+        let started = Instant::now();
+        let paths = roots::paths_to(self.own.env(), jni, &targets);
+        log!("alloc: paths from GC roots in {:?}", started.elapsed());
+        for (site, tags) in report.sites.iter_mut().zip(&chosen) {
+            site.paths = tags.iter().filter_map(|t| paths.get(t).cloned()).collect();
+        }
+    }
+
     fn report(&self) -> Report {
         let sites = table().snapshot();
         let resolve = stack::resolver(self.own.env(), self.vm);

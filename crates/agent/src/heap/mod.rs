@@ -7,10 +7,12 @@
 //!   with its tags and capabilities at the end.
 //! - `sites`: allocation sites — sampled allocations summed per (class, stack), the live ones
 //!   tracked by tag — for the alloc and lock engines' profiles and the SITES report.
+//! - `roots`: paths from the GC roots to chosen objects (the leak report's suspects).
 //! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
 pub mod class_name;
 pub mod env;
 pub mod histogram;
+pub mod roots;
 pub mod sites;
 pub mod stack;

@@ -285,6 +285,18 @@ impl Jni {
 
     /// The first `most` instance fields `class` itself declares, in declaration order.
     pub fn instance_fields(self, env: &Env, class: sys::jclass, most: usize) -> Vec<Field> {
+        self.declared_fields(env, class, most, false)
+    }
+
+    /// The first `most` static fields (`statics`) or instance fields `class` itself declares,
+    /// in declaration order.
+    pub fn declared_fields(
+        self,
+        env: &Env,
+        class: sys::jclass,
+        most: usize,
+        statics: bool,
+    ) -> Vec<Field> {
         const ACC_STATIC: sys::jint = 0x0008;
         let (mut count, mut ids): (sys::jint, *mut sys::jfieldID) = (0, ptr::null_mut());
         // SAFETY: valid env and class; out-parameters on our stack.
@@ -304,7 +316,7 @@ impl Jni {
             let mut modifiers: sys::jint = 0;
             // SAFETY: valid env, class and field id; out-parameter on our stack.
             if !unsafe { jvmti!(env.raw(), GetFieldModifiers(class, id, &mut modifiers)) }
-                || modifiers & ACC_STATIC != 0
+                || (modifiers & ACC_STATIC != 0) != statics
             {
                 continue;
             }
@@ -401,6 +413,19 @@ impl Jni {
                 }
             }
         }
+    }
+
+    /// The value of the reference-typed static field `id` of `class` (a local reference, or
+    /// null): a plain read, no Java code.
+    pub fn static_object(self, class: sys::jclass, id: sys::jfieldID) -> sys::jobject {
+        // SAFETY: valid env; id is a static reference field of class.
+        unsafe { jni!(self.0, GetStaticObjectField(class, id)) }.unwrap_or(ptr::null_mut())
+    }
+
+    /// Whether two references are to the same object.
+    pub fn is_same(self, a: sys::jobject, b: sys::jobject) -> bool {
+        // SAFETY: valid env; both are live references (or null).
+        (unsafe { jni!(self.0, IsSameObject(a, b)) }) == Some(1)
     }
 
     /// The length of `array` (an array reference).

@@ -13,7 +13,9 @@
 //! ranked by those objects' bytes, with how fast they grew, between how many collections
 //! they were born (a leak keeps some from every interval, a cache filled once from one) and
 //! the oldest's age. Garbage never survives two collections, so sites whose objects are all
-//! collected do not show, however much they allocate.
+//! collected do not show, however much they allocate. For the first three suspects the report
+//! gives the paths from a GC root to two of their oldest objects, field by field: a walk of
+//! the heap's references at the end, which pauses the application as a heap dump does.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -99,6 +99,11 @@ pub struct Site {
     /// With `leaks`: what survived collections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub survivors: Option<Survivors>,
+    /// With `leaks`, for the first suspects: paths from a GC root to a few of their oldest
+    /// objects, each step as `how: class` (`system class: class app.Cache`, `static CACHE:
+    /// java.util.ArrayList`, `.elementData: java.lang.Object[]`, `[12]: byte[]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<Vec<String>>,
 }
 
 impl Sites {
@@ -108,7 +113,8 @@ impl Sites {
     }
 
     /// HPROF's columns: rank, self and accumulated share of live bytes, live and allocated
-    /// bytes and objects, the class and its stack. A leak report: [`Sites::leaks_text`].
+    /// bytes and objects, the class and its stack. A leak report (`leaks`) shows what
+    /// survived instead: bytes, growth, ages, and paths from GC roots.
     pub fn to_text(&self) -> String {
         if let Some(leaks) = self.leaks {
             return self.leaks_text(leaks);
@@ -216,6 +222,12 @@ impl Sites {
             for frame in &site.frames {
                 let _ = writeln!(text, "{:>50}at {frame}", "");
             }
+            for path in &site.paths {
+                let _ = writeln!(text, "{:>50}path from a GC root:", "");
+                for step in path {
+                    let _ = writeln!(text, "{:>52}{step}", "");
+                }
+            }
         }
         let old: f64 = self
             .sites
@@ -248,6 +260,7 @@ pub(crate) mod tests {
             allocated,
             frames: frames.iter().map(|f| f.to_string()).collect(),
             survivors: None,
+            paths: Vec::new(),
         };
         Sites {
             recorded: Recording::Sampled {

@@ -507,6 +507,26 @@ impl SiteTable {
         }
     }
 
+    /// The tags of up to `most` of `site`'s oldest survivors.
+    pub fn survivor_tags(&self, site: &SiteKey, most: usize) -> Vec<i64> {
+        let Some(class) = lock(&self.classes).ids.get(&*site.class).copied() else {
+            return Vec::new();
+        };
+        let now = self.collections();
+        let min_age = self.survivor_age.load(Ordering::SeqCst).max(1);
+        let thread = site.thread.unwrap_or(0);
+        let mut found: Vec<(u32, i64)> = Vec::new();
+        for shard in &self.live {
+            found.extend(lock(shard).iter().filter_map(|(&tag, live)| {
+                let key = live.site.as_ref()?;
+                let same = key.class == class && key.thread == thread && key.frames == site.frames;
+                (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, tag))
+            }));
+        }
+        found.sort_unstable();
+        found.into_iter().take(most).map(|(_, tag)| tag).collect()
+    }
+
     /// Tracked live objects now.
     pub fn live_objects(&self) -> usize {
         self.live_objects.load(Ordering::SeqCst)
@@ -703,6 +723,32 @@ pub fn to_profile(
     profile
 }
 
+/// How a report ranks sites: by the bytes of their survivors (`leaks`), then by live bytes,
+/// then by allocated bytes.
+fn ranking(leaks: bool) -> impl Fn(&&Site, &&Site) -> std::cmp::Ordering {
+    move |a, b| {
+        let old = |site: &Site| site.survivors.old.weight;
+        let by_survivors = match leaks {
+            true => old(b).total_cmp(&old(a)),
+            false => std::cmp::Ordering::Equal,
+        };
+        by_survivors
+            .then(b.live.weight.total_cmp(&a.live.weight))
+            .then(b.total.weight.total_cmp(&a.total.weight))
+            .then(a.key.cmp(&b.key))
+    }
+}
+
+/// The sites with survivors, the most first (the leak report's order).
+pub fn leak_suspects(sites: &[Site]) -> Vec<&Site> {
+    let mut ranked: Vec<&Site> = sites
+        .iter()
+        .filter(|s| s.survivors.old.samples > 0)
+        .collect();
+    ranked.sort_by(ranking(true));
+    ranked
+}
+
 /// The SITES report: the first `top` sites by live bytes (then allocated bytes), each with
 /// `depth` frames, and totals over all sites; with `leaks`, the sites whose live objects
 /// survived collections, by their bytes. The caller fills in the table's counters.
@@ -713,21 +759,14 @@ pub fn sites_report(
     (top, depth): (usize, usize),
     mut resolve: impl FnMut(RawFrame) -> Frame,
 ) -> records::Sites {
-    let mut ranked: Vec<&Site> = sites
-        .iter()
-        .filter(|site| leaks.is_none() || site.survivors.old.samples > 0)
-        .collect();
-    ranked.sort_by(|a, b| {
-        let old = |site: &Site| site.survivors.old.weight;
-        let by_survivors = match leaks {
-            Some(_) => old(b).total_cmp(&old(a)),
-            None => std::cmp::Ordering::Equal,
-        };
-        by_survivors
-            .then(b.live.weight.total_cmp(&a.live.weight))
-            .then(b.total.weight.total_cmp(&a.total.weight))
-            .then(a.key.cmp(&b.key))
-    });
+    let ranked = match leaks {
+        Some(_) => leak_suspects(sites),
+        None => {
+            let mut ranked: Vec<&Site> = sites.iter().collect();
+            ranked.sort_by(ranking(false));
+            ranked
+        }
+    };
     let amount = |tally: &Tally| Amount {
         bytes: tally.weight,
         objects: tally.count,
@@ -750,6 +789,7 @@ pub fn sites_report(
                 class: java_name(&site.key.class),
                 live: amount(&site.live),
                 allocated: amount(&site.total),
+                paths: Vec::new(),
                 survivors: leaks.map(|_| records::sites::Survivors {
                     old: amount(&site.survivors.old),
                     born_in: site.survivors.born_in,
