@@ -267,6 +267,7 @@ enum Command {
         after_help = "Reads a heap dump of live objects (jcmd GC.heap_dump: a full GC and a pause as \
                             long as the dump), written to the JVM's /tmp and deleted at once.\n\
                             Examples:\n  jtap inspect 1234 com.acme.Cache -n 3\n  \
+                            jtap inspect 1234 com.acme.Cache --path map.size\n  \
                             jtap inspect 1234 com.acme.Config --static INSTANCE"
     )]
     Inspect {

@@ -38,6 +38,25 @@ fn shows_instances_and_statics_of_a_workload_class() {
             "JDK {v}: {current}"
         );
 
+        let owner = jtap(["inspect", &pid, "workloads.OnCall", "--path", "owner"]).ok();
+        assert!(owner.contains(".owner = \"main\"\n"), "JDK {v}: {owner}");
+        let groups = jtap([
+            "inspect",
+            &pid,
+            "java.lang.Thread",
+            "-n",
+            "50",
+            "--path",
+            "name",
+        ])
+        .ok();
+        assert!(
+            groups.contains(".name = \"hot-worker\"\n"),
+            "JDK {v}: {groups}"
+        );
+        jtap(["inspect", &pid, "java.lang.Thread", "--path", "a..b"])
+            .fails_with(2, "bad field path");
+
         let threads = jtap(["inspect", &pid, "java.lang.Thread", "-n", "50"]).ok();
         assert!(
             threads.contains("name = \"hot-worker\""),

@@ -1,5 +1,5 @@
-//! `jtap inspect <pid> CLASS [-n 5] [--static NAME]`: live instances of a class and their
-//! fields, or one of its static fields, described without running application code:
+//! `jtap inspect <pid> CLASS [-n 5] [--path a.b.c] [--static NAME]`: live instances of a
+//! class and their fields (or the value at a path of fields), or one of its static fields, described without running application code:
 //! strings by their contents, other objects as `Class@0xid`, arrays by type and length.
 //!
 //! The values come from a heap dump of live objects (`jcmd GC.heap_dump`: a full GC and a
@@ -32,10 +32,20 @@ pub struct InspectArgs {
     /// Show this static field of the class instead of instances
     #[arg(long = "static", value_name = "NAME")]
     pub static_field: Option<String>,
+    /// Show only the value at this path of fields of each instance (owner, cache.map.size)
+    #[arg(long, conflicts_with = "static_field")]
+    pub path: Option<String>,
 }
 
 /// Dumps the heap, prints the instances or the static, deletes the dump.
 pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
+    if let Some(path) = args
+        .path
+        .as_ref()
+        .filter(|p| p.split('.').any(str::is_empty))
+    {
+        return Err(exit::usage(format!("bad field path {path:?}")));
+    }
     let mut vm = VirtualMachine::attach(args.pid, &AttachOptions { timeout })?;
     let dump = heap_dump(&mut vm)?;
     let class_ids = dump.class_ids(&args.class);
@@ -60,7 +70,20 @@ pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
     let (instances, total) = dump.instances_of(&class_ids, args.limit);
     let plural = if total == 1 { "" } else { "s" };
     writeln!(out, "{total} live instance{plural} of {}", args.class)?;
-    for (object_id, bytes) in &instances {
+    if let Some(path) = &args.path {
+        let steps: Vec<&str> = path.split('.').collect();
+        let values = follow(&dump, class_ids[0], &instances, &steps);
+        let found: Vec<Value> = values.iter().filter_map(|v| v.clone().ok()).collect();
+        let mut described = describe_all(&dump, &found).into_iter();
+        for ((object_id, _), value) in instances.iter().zip(values) {
+            let text = match value {
+                Ok(_) => described.next().unwrap_or_default(),
+                Err(why) => format!("({why})"),
+            };
+            writeln!(out, "{}@0x{object_id:x}.{path} = {text}", args.class)?;
+        }
+    }
+    for (object_id, bytes) in instances.iter().filter(|_| args.path.is_none()) {
         let fields = dump.fields_of(class_ids[0], bytes);
         let values: Vec<Value> = fields.iter().map(|(_, v)| v.clone()).collect();
         let described = describe_all(&dump, &values);
@@ -73,6 +96,56 @@ pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
         writeln!(out, "... {} more (-n shows more)", total - instances.len())?;
     }
     Ok(0)
+}
+
+/// Follows a path of field names from each instance: the value at its end, or why not.
+/// One pass over the dump per step.
+fn follow(
+    dump: &HeapDump,
+    class_id: u64,
+    instances: &[(u64, Vec<u8>)],
+    steps: &[&str],
+) -> Vec<Result<Value, String>> {
+    let mut current: Vec<Result<(u64, Vec<u8>), String>> = instances
+        .iter()
+        .map(|(_, bytes)| Ok((class_id, bytes.clone())))
+        .collect();
+    for (index, name) in steps.iter().enumerate() {
+        let values: Vec<Result<Value, String>> = current
+            .into_iter()
+            .map(|object| {
+                let (class_id, bytes) = object?;
+                dump.fields_of(class_id, &bytes)
+                    .into_iter()
+                    .find(|(field, _)| field == name)
+                    .map(|(_, value)| value)
+                    .ok_or_else(|| format!("no field {name}"))
+            })
+            .collect();
+        if index + 1 == steps.len() {
+            return values;
+        }
+        let wanted: HashSet<u64> = values
+            .iter()
+            .filter_map(|v| match v {
+                Ok(Value::Object(id)) if *id != 0 => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let objects = dump.objects(&wanted);
+        current = values
+            .into_iter()
+            .map(|value| match value? {
+                Value::Object(0) => Err(format!("{name} is null")),
+                Value::Object(id) => match objects.get(&id) {
+                    Some(Object::Instance { class_id, bytes }) => Ok((*class_id, bytes.clone())),
+                    _ => Err(format!("{name} is an array")),
+                },
+                Value::Primitive(_) => Err(format!("{name} is a primitive")),
+            })
+            .collect();
+    }
+    Vec::new()
 }
 
 /// A heap dump of live objects, written by the JVM into its `/tmp` and read from there.

@@ -273,6 +273,8 @@ pub struct InspectParams {
     pub limit: Option<usize>,
     /// Show this static field of the class instead of instances
     pub static_field: Option<String>,
+    /// Show only the value at this path of fields of each instance (owner, cache.map.size)
+    pub path: Option<String>,
 }
 
 /// Parameters of `heap_dump`.
@@ -596,6 +598,9 @@ impl JtapServer {
         let mut args = vec!["inspect", &pid, &params.class, "-n", &limit];
         if let Some(name) = &params.static_field {
             args.extend(["--static", name]);
+        }
+        if let Some(path) = &params.path {
+            args.extend(["--path", path]);
         }
         run_jtap(&args, MAX_RUN + SLACK).await
     }
