@@ -14,6 +14,8 @@ pub struct Script {
     pub handlers: Vec<Handler>,
     /// The script's other methods, which handlers may call.
     pub methods: Vec<Method>,
+    /// What jtap accepts but does differently from BTrace, to tell the user once.
+    pub notes: Vec<String>,
 }
 
 /// A static field.

@@ -55,6 +55,9 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
     let source =
         std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
     let script = compile(&source, file).map_err(|e| exit::usage(e.to_string()))?;
+    for note in &script.notes {
+        eprintln!("jtap: {file}: {note}");
+    }
     let probes = Probes::of(&script, file).map_err(|e| exit::usage(e.to_string()))?;
     let Some(pid) = pid else {
         println!("{}", summary(&script, file));

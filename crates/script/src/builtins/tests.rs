@@ -251,6 +251,11 @@ import org.openjdk.btrace.core.BTraceUtils.D;
 }"#;
     let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
     assert!(script.handlers[0].uses_stack, "probeLine takes the stack");
+    assert!(
+        script.notes[0].starts_with("DTrace probes"),
+        "{:?}",
+        script.notes
+    );
     let mut machine = Machine::new(&script, "S.java", Vec::new(), None);
     let probe = crate::Fired {
         class: "app.Shop".into(),
@@ -469,6 +474,7 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
     public static void high(MemoryUsage mu) { println("high"); }
 }"#;
     let script = crate::compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+    assert!(script.notes.is_empty(), "{:?}", script.notes);
     let mut machine = Machine::new(&script, "S.java", Vec::new(), Some(Box::new(FakeJvm)));
     for _ in 0..3 {
         machine.run(0);

@@ -10,10 +10,15 @@ use crate::builtins;
 
 /// Whether statements call `jstack` or `probeLine` (the probe then captures stacks).
 pub(super) fn calls_stack(body: &[Stmt]) -> bool {
+    calls_any(body, &["jstack", "jstackStr", "probeLine"])
+}
+
+/// Whether statements call one of `functions`.
+pub(super) fn calls_any(body: &[Stmt], functions: &[&str]) -> bool {
     let mut found = false;
     visit_stmts(body, &mut |e| {
         if let ExprKind::Builtin(name, _) | ExprKind::Own(name, _) = &e.kind {
-            found |= matches!(name.as_str(), "jstack" | "jstackStr" | "probeLine");
+            found |= functions.contains(&name.as_str());
         }
     });
     found

@@ -20,7 +20,7 @@ use tree_sitter::{Node, Parser};
 
 use crate::ast::{Field, Handler, Method, Param, Pos, Role, Script, Trigger, Type};
 use body::{describe_kind, unquote};
-use check::{calls_stack, measures, Checker};
+use check::{calls_any, calls_stack, measures, Checker};
 use probe::is_throwable;
 
 /// A compile error: where and what, printed as javac prints errors.
@@ -75,6 +75,25 @@ pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileE
         return Err(error((pos(bad), what)));
     }
     Compiler { source }.script(root).map_err(error)
+}
+
+/// Whether a script declares DTrace probes (`@DTrace`, `@DTraceRef` on its class) or fires
+/// them (`D.probe`, `dtraceProbe`).
+fn uses_dtrace(class_annotations: &[Annotation], script: &Script) -> bool {
+    let own_probe = script.methods.iter().any(|m| m.name == "probe");
+    let fired = match own_probe {
+        true => &["dtraceProbe"][..],
+        false => &["dtraceProbe", "probe"][..],
+    };
+    class_annotations
+        .iter()
+        .any(|a| matches!(a.name.as_str(), "DTrace" | "DTraceRef"))
+        || script
+            .handlers
+            .iter()
+            .map(|h| &h.method)
+            .chain(&script.methods)
+            .any(|m| calls_any(&m.body, fired))
 }
 
 fn first_error(node: Node) -> Option<Node> {
@@ -164,6 +183,7 @@ impl<'s> Compiler<'s> {
             static_init: Vec::new(),
             handlers: Vec::new(),
             methods: Vec::new(),
+            notes: Vec::new(),
         };
         for member in named_children(body) {
             match member.kind() {
@@ -187,6 +207,9 @@ impl<'s> Compiler<'s> {
             }
         }
         Checker::new(&script).check()?;
+        if uses_dtrace(&annotations, &script) {
+            script.notes.push("DTrace probes (@DTrace, @DTraceRef, D.probe) do nothing: there is no DTrace here, and BTrace ignores them too then".into());
+        }
         Ok(script)
     }
 
