@@ -9,6 +9,7 @@ the server answered it as an error. The `jtap mcp` tests (crates/cli/tests/mcp.r
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -16,7 +17,8 @@ from mcp.client.stdio import stdio_client
 
 
 async def session(jtap, calls, server_args):
-    server = StdioServerParameters(command=jtap, args=["mcp", *server_args])
+    # The whole environment, TMPDIR included (where the profile tool writes).
+    server = StdioServerParameters(command=jtap, args=["mcp", *server_args], env=dict(os.environ))
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as client:
             init = await client.initialize()

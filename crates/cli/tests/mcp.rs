@@ -35,17 +35,21 @@ fn python() -> PathBuf {
     repo_root().join(".cache/python/bin/python")
 }
 
-/// One session: lists the tools, makes the calls, returns what session.py printed.
-fn session(calls: &Value, server_args: &[&str]) -> Value {
+/// One session: lists the tools, makes the calls, returns what session.py printed. The
+/// server's files (profiles) go to a temporary directory.
+fn session(calls: &Value, server_args: &[&str]) -> (Value, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
     let mut command = Command::new(python());
     command
+        .env("TMPDIR", tmp.path())
         .arg(repo_root().join("tests/mcp/session.py"))
         .arg(jtap_bin())
         .arg(calls.to_string())
         .args(server_args);
     let out = run(&mut command);
     assert_eq!(out.code, 0, "MCP session failed: {out:?}");
-    serde_json::from_str(&out.stdout).expect("session.py prints JSON")
+    let report = serde_json::from_str(&out.stdout).expect("session.py prints JSON");
+    (report, tmp)
 }
 
 /// The answer to call `index`: (is_error, text).
@@ -109,7 +113,7 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             ["classes", {"pid": pid, "pattern": "/(/"}],
             ["inspect", {"pid": pid, "class": "workloads.OnCall"}],
         ]);
-        let report = session(&calls, &[]);
+        let (report, tmp) = session(&calls, &[]);
         let v = jdk.version;
         assert_eq!(report["server"], "jtap");
         let tools = report["tools"].as_object().expect("tools");
@@ -165,7 +169,11 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             .lines()
             .find_map(|l| l.strip_prefix("flame graph: "))
             .unwrap();
-        assert!(std::path::Path::new(html).exists(), "JDK {v}: {profile}");
+        assert!(
+            html.starts_with(&tmp.path().display().to_string())
+                && std::path::Path::new(html).exists(),
+            "JDK {v}: {profile}"
+        );
         let trace = expect_ok(7, &["[hot-worker] workloads.OnCall.spin"]);
         assert_eq!(
             trace.lines().filter(|l| l.contains("OnCall.spin")).count(),
@@ -208,7 +216,7 @@ fn with_allow_changes_the_changing_tools_run() {
         ["inspect", {"pid": pid, "class": "workloads.OnCall"}],
         ["inspect", {"pid": pid, "class": "workloads.OnCall", "static_field": "requestsServed"}],
     ]);
-    let report = session(&calls, &["--allow-changes"]);
+    let (report, _tmp) = session(&calls, &["--allow-changes"]);
     let (is_error, text) = answer(&report, 0);
     assert!(!is_error, "JDK {}: {text}", jdk.version);
     let (is_error, text) = answer(&report, 1);
