@@ -64,6 +64,13 @@ pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileE
         .ok_or_else(|| error((Pos::default(), "could not parse".into())))?;
     let root = tree.root_node();
     if root.has_error() {
+        // Not Java: BTrace's scripts may go through the C preprocessor first.
+        if let Some(at) = preprocessor_line(source) {
+            return Err(error((
+                at,
+                "#include and #define need BTrace's C preprocessor (btrace -I), which jtap does not run: expand them first".into(),
+            )));
+        }
         let bad = first_error(root).unwrap_or(root);
         let what = if bad.is_missing() {
             format!("syntax error: missing {}", bad.kind())
@@ -75,6 +82,21 @@ pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileE
         return Err(error((pos(bad), what)));
     }
     Compiler { source }.script(root).map_err(error)
+}
+
+/// Where the first preprocessor directive (`#include`, `#define`, …) of a source is, if it
+/// has one.
+fn preprocessor_line(source: &str) -> Option<Pos> {
+    source.lines().enumerate().find_map(|(i, line)| {
+        let directive = line.trim_start();
+        let is_directive = ["#include", "#define", "#if", "#undef"]
+            .iter()
+            .any(|d| directive.starts_with(d));
+        is_directive.then(|| Pos {
+            line: i + 1,
+            col: line.len() - directive.len() + 1,
+        })
+    })
 }
 
 /// Whether a script declares DTrace probes (`@DTrace`, `@DTraceRef` on its class) or fires
@@ -553,6 +575,8 @@ public class Tracker {
         );
         assert!(handler("hash(\"a\");").starts_with("S.java:6:1: hash is refused: it calls"));
         assert!(handler("x = 1;").contains("cannot find symbol: x"));
+        assert!(error("#include \"defs.h\"\nclass T {}")
+            .starts_with("S.java:4:1: #include and #define need BTrace's C preprocessor"));
         assert!(
             handler("println(\"a\")").starts_with("S.java:6:"),
             "syntax error"
