@@ -249,9 +249,13 @@ impl HeapDump {
             .collect()
     }
 
-    /// Up to `limit` instances of the classes `class_ids`: (object id, field bytes), and how
-    /// many there are in all.
-    pub fn instances_of(&self, class_ids: &[u64], limit: usize) -> (Vec<(u64, Vec<u8>)>, usize) {
+    /// Up to `limit` instances of the classes `class_ids` (several when loaders define the
+    /// name apart): (object id, class id, field bytes), and how many there are in all.
+    pub fn instances_of(
+        &self,
+        class_ids: &[u64],
+        limit: usize,
+    ) -> (Vec<(u64, u64, Vec<u8>)>, usize) {
         let mut found = Vec::new();
         let mut total = 0;
         self.each_object(|dump, tag, at| {
@@ -259,12 +263,13 @@ impl HeapDump {
                 return;
             }
             let id = dump.id_size;
-            if dump.id(at + id + 4).is_some_and(|c| class_ids.contains(&c)) {
-                total += 1;
-                if found.len() < limit {
-                    if let Some(object) = dump.instance(at) {
-                        found.push((dump.id(at).unwrap_or(0), object));
-                    }
+            let Some(class_id) = dump.id(at + id + 4).filter(|c| class_ids.contains(c)) else {
+                return;
+            };
+            total += 1;
+            if found.len() < limit {
+                if let Some(object) = dump.instance(at) {
+                    found.push((dump.id(at).unwrap_or(0), class_id, object));
                 }
             }
         });

@@ -72,10 +72,10 @@ pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
     writeln!(out, "{total} live instance{plural} of {}", args.class)?;
     if let Some(path) = &args.path {
         let steps: Vec<&str> = path.split('.').collect();
-        let values = follow(&dump, class_ids[0], &instances, &steps);
+        let values = follow(&dump, &instances, &steps);
         let found: Vec<Value> = values.iter().filter_map(|v| v.clone().ok()).collect();
         let mut described = describe_all(&dump, &found).into_iter();
-        for ((object_id, _), value) in instances.iter().zip(values) {
+        for ((object_id, _, _), value) in instances.iter().zip(values) {
             let text = match value {
                 Ok(_) => described.next().unwrap_or_default(),
                 Err(why) => format!("({why})"),
@@ -83,8 +83,8 @@ pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
             writeln!(out, "{}@0x{object_id:x}.{path} = {text}", args.class)?;
         }
     }
-    for (object_id, bytes) in instances.iter().filter(|_| args.path.is_none()) {
-        let fields = dump.fields_of(class_ids[0], bytes);
+    for (object_id, class_id, bytes) in instances.iter().filter(|_| args.path.is_none()) {
+        let fields = dump.fields_of(*class_id, bytes);
         let values: Vec<Value> = fields.iter().map(|(_, v)| v.clone()).collect();
         let described = describe_all(&dump, &values);
         writeln!(out, "{}@0x{object_id:x}", args.class)?;
@@ -102,13 +102,12 @@ pub fn run(args: &InspectArgs, timeout: Duration) -> anyhow::Result<i32> {
 /// One pass over the dump per step.
 fn follow(
     dump: &HeapDump,
-    class_id: u64,
-    instances: &[(u64, Vec<u8>)],
+    instances: &[(u64, u64, Vec<u8>)],
     steps: &[&str],
 ) -> Vec<Result<Value, String>> {
     let mut current: Vec<Result<(u64, Vec<u8>), String>> = instances
         .iter()
-        .map(|(_, bytes)| Ok((class_id, bytes.clone())))
+        .map(|(_, class_id, bytes)| Ok((*class_id, bytes.clone())))
         .collect();
     for (index, name) in steps.iter().enumerate() {
         let values: Vec<Result<Value, String>> = current
