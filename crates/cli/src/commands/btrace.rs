@@ -63,6 +63,8 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         println!("{}", summary(&script, file));
         return Ok(0);
     };
+    // A script of timers alone never attaches: the pid is checked first all the same.
+    jtap_attach::JvmInfo::inspect(pid)?;
     // Ctrl-C ends the script: its `@OnExit` handlers run, the classes are restored.
     let _ctrl_c = interrupt::session_takes();
     Session::run(
