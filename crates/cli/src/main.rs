@@ -180,6 +180,23 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
+    /// Leak suspects: allocation sites whose objects survive collections, with paths from GC roots
+    #[command(
+        after_help = "The same as `jtap sites --leaks`: samples allocations for the duration, then ranks \
+                            the sites whose sampled objects are still alive after surviving --min-age \
+                            collections (default 2) by those objects' bytes, with their growth, between \
+                            how many collections they were born and the oldest's age; for the first three \
+                            suspects, the paths from a GC root to two of their oldest objects (a walk of the \
+                            heap at the end, which pauses the application as a heap dump does)."
+    )]
+    Leaks {
+        /// Pid of the target JVM
+        pid: u32,
+        #[command(flatten)]
+        args: commands::sites::SitesArgs,
+        #[command(flatten)]
+        attach: AttachArgs,
+    },
     /// Print each call of matching methods: time, thread, method, duration (args, return, stack)
     #[command(
         after_help = "Patterns: pkg.Class::method, pkg.Class (every method), globs (com.example.*Service::handle*), \
@@ -353,6 +370,14 @@ fn main() {
             attach,
         } => commands::heap::run(pid, live, top, json, walk, attach.timeout),
         Command::Sites { pid, args, attach } => commands::sites::run(pid, &args, attach.timeout),
+        Command::Leaks {
+            pid,
+            mut args,
+            attach,
+        } => {
+            args.leaks = true;
+            commands::sites::run(pid, &args, attach.timeout)
+        }
         Command::Bytecode { command } => commands::bytecode::run(command),
         Command::Convert { args } => commands::convert::run(&args),
         Command::Diff { args } => commands::diff::run(&args),

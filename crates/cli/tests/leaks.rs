@@ -96,7 +96,7 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
             );
         }
         // The same as people read it.
-        let text = jtap(["sites", &pid, "--min-age", "3", "-d", "3s", "-n", "3"]).ok();
+        let text = jtap(["leaks", &pid, "--min-age", "3", "-d", "3s", "-n", "3"]).ok();
         assert!(
             text.starts_with("LEAK SUSPECTS BEGIN (ordered by bytes alive after 3 or more of the")
                 && text.contains("workloads.Leaky.remember"),
