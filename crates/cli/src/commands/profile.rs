@@ -146,8 +146,8 @@ struct SamplingArgs {
 #[derive(clap::Args)]
 pub struct OutputArgs {
     /// Output file; its extension picks the format (.html .heatmap.html .pb.gz .pprof .jfr
-    /// .speedscope.json .collapsed .folded .txt). Give it several times to write one profile
-    /// in several formats
+    /// .otlp .speedscope.json .collapsed .folded .txt). Give it several times to write one
+    /// profile in several formats
     #[arg(short, long)]
     output: Vec<PathBuf>,
     /// Output format: text, summary, traces, flat, collapsed, html, heatmap, pprof, jfr,
