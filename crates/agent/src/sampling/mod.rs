@@ -44,8 +44,8 @@
 //! (pc in the interpreter or in an nmethod's inlining scope), the others by what is installed
 //! (see `code`).
 
-pub(crate) mod asgct;
 pub mod armed;
+pub(crate) mod asgct;
 mod buffer;
 mod code;
 pub mod counters;

@@ -64,8 +64,7 @@ pub fn refusal(class: Option<&str>, name: &str) -> Option<&'static str> {
         let matches = match refused.split_once('.') {
             Some((refused_class, refused_name)) => {
                 // Unqualified, the name is another class's when jtap runs one of that name.
-                refused_name == name
-                    && class.map_or(!super::exists(name), |c| c == refused_class)
+                refused_name == name && class.map_or(!super::exists(name), |c| c == refused_class)
             }
             None => refused == name,
         };
