@@ -129,9 +129,7 @@ fn describe(process: &Process, perf: Option<&PerfData>) -> JvmInfo {
         heap_committed: perf
             .and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".capacity"))
             .map(|v| v as u64),
-        heap_max: perf
-            .and_then(|p| p.sum_matching("sun.gc.generation.", 0, ".maxCapacity"))
-            .map(|v| v as u64),
+        heap_max: perf.and_then(PerfData::heap_max).map(|v| v as u64),
         jvm_args,
         source: if perf.is_some() { "perfdata" } else { "proc" },
     }

@@ -115,6 +115,18 @@ impl PerfData {
         (!values.is_empty()).then(|| values.iter().sum())
     }
 
+    /// The heap's maximum size: the generations' maxima added up, except under G1 (policy
+    /// `GarbageFirst`), whose young and old generations may each grow to the whole heap.
+    pub fn heap_max(&self) -> Option<i64> {
+        if self.text("sun.gc.policy.name") != Some("GarbageFirst") {
+            return self.sum_matching("sun.gc.generation.", 0, ".maxCapacity");
+        }
+        ["sun.gc.generation.0.maxCapacity", "sun.gc.generation.1.maxCapacity"]
+            .iter()
+            .filter_map(|name| self.long(name))
+            .max()
+    }
+
     /// Number of entries read.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -112,6 +112,8 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
             ["threads", {"pid": 999_999_999}],
             ["classes", {"pid": pid, "pattern": "/(/"}],
             ["inspect", {"pid": pid, "class": "workloads.OnCall"}],
+            // A read-only command may not carry another on a second line.
+            ["jcmd", {"pid": pid, "command": "VM.uptime\nGC.run"}],
         ]);
         let (report, tmp) = session(&calls, &[]);
         let v = jdk.version;
@@ -202,6 +204,11 @@ fn an_mcp_client_lists_and_calls_the_tools_and_sees_refusals() {
         );
         let (is_error, text) = answer(&report, 20);
         assert!(is_error && text.starts_with("refused: "), "JDK {v}: {text}");
+        let (is_error, text) = answer(&report, 21);
+        assert!(
+            is_error && text.contains("one jcmd command at a time"),
+            "JDK {v}: {text}"
+        );
         assert!(jvm.is_running(), "JDK {v}");
     }
 }

@@ -562,6 +562,11 @@ impl JtapServer {
         description = "Run a diagnostic command (jcmd) in a JVM. Read-only commands (VM.version, VM.flags, VM.system_properties, Thread.print, GC.heap_info, VM.classloaders, ...; 'help' lists all the JVM knows) always run; any other (GC.run, GC.heap_dump, VM.set_flag, JFR.start, ...) needs --allow-changes."
     )]
     async fn jcmd(&self, Parameters(params): Parameters<JcmdParams>) -> ToolResult {
+        // The JVM runs each line of a request as a command of its own: one read-only name
+        // first must not carry others.
+        if params.command.contains(['\n', '\r']) {
+            return Err("refused: one jcmd command at a time (no line breaks)".into());
+        }
         let name = params.command.split_whitespace().next().unwrap_or("help");
         if !READ_ONLY_JCMD.contains(&name) {
             self.check_allowed(&format!("jcmd {name} (not on the read-only list)"))?;

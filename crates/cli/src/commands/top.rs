@@ -174,7 +174,7 @@ fn write_header(
         "heap {} used / {} committed / {} max",
         mib(perf.sum_matching("sun.gc.generation.", 2, ".used")),
         mib(perf.sum_matching("sun.gc.generation.", 0, ".capacity")),
-        mib(perf.sum_matching("sun.gc.generation.", 0, ".maxCapacity")),
+        mib(perf.heap_max()),
     )?;
     let frequency = perf
         .long("sun.os.hrt.frequency")
