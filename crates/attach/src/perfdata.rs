@@ -121,10 +121,13 @@ impl PerfData {
         if self.text("sun.gc.policy.name") != Some("GarbageFirst") {
             return self.sum_matching("sun.gc.generation.", 0, ".maxCapacity");
         }
-        ["sun.gc.generation.0.maxCapacity", "sun.gc.generation.1.maxCapacity"]
-            .iter()
-            .filter_map(|name| self.long(name))
-            .max()
+        [
+            "sun.gc.generation.0.maxCapacity",
+            "sun.gc.generation.1.maxCapacity",
+        ]
+        .iter()
+        .filter_map(|name| self.long(name))
+        .max()
     }
 
     /// Number of entries read.
