@@ -1,6 +1,33 @@
-//! Field and method descriptors.
+//! Field and method descriptors, and type names as Java programmers write them.
 
 use crate::error::{Error, Result};
+
+/// The Java name of a JVM type: a descriptor or class signature (`Ljava/lang/String;` →
+/// `java.lang.String`, `[I` → `int[]`, `[[Ljava/util/Map$Entry;` → `java.util.Map$Entry[][]`,
+/// `V` → `void`) or an internal or dotted class name (`java/lang/String`, `[Ljava.lang.String;`
+/// as HotSpot's histogram prints it). An array with no element type comes back unchanged.
+pub fn java_name(name: &str) -> String {
+    let dims = name.bytes().take_while(|&b| b == b'[').count();
+    let element = &name[dims..];
+    let base = match element {
+        "" => return name.to_string(),
+        "Z" => "boolean".to_string(),
+        "B" => "byte".into(),
+        "C" => "char".into(),
+        "S" => "short".into(),
+        "I" => "int".into(),
+        "J" => "long".into(),
+        "F" => "float".into(),
+        "D" => "double".into(),
+        "V" => "void".into(),
+        _ => element
+            .strip_prefix('L')
+            .and_then(|e| e.strip_suffix(';'))
+            .unwrap_or(element)
+            .replace('/', "."),
+    };
+    base + &"[]".repeat(dims)
+}
 
 /// A field type (or `Void` for method returns).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,4 +188,33 @@ pub fn return_type(d: &[u8]) -> Result<FieldType<'_>> {
         return Err(bad(d));
     }
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_names_read_as_java_writes_them() {
+        let cases = [
+            ("Ljava/lang/String;", "java.lang.String"),
+            ("java/lang/String", "java.lang.String"),
+            ("java.lang.String", "java.lang.String"),
+            ("[I", "int[]"),
+            ("[[J", "long[][]"),
+            ("V", "void"),
+            ("[Ljava/lang/String;", "java.lang.String[]"),
+            ("[Ljava.lang.String;", "java.lang.String[]"),
+            ("[[Ljava/util/Map$Entry;", "java.util.Map$Entry[][]"),
+            (
+                "Ljava/lang/invoke/LambdaForm$MH+0x0000000800c01000;",
+                "java.lang.invoke.LambdaForm$MH+0x0000000800c01000",
+            ),
+            ("", ""),
+            ("[", "["),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(java_name(name), expected, "{name}");
+        }
+    }
 }

@@ -23,9 +23,9 @@ use jtap_jvmti::{sys, Env};
 use jtap_protocol::records::{ClassRow, Histogram};
 use jtap_protocol::Options;
 
-use crate::heap::class_name::java_name;
 use crate::heap::env::OwnEnv;
 use crate::thread::Vm;
+use jtap_classfile::descriptor::java_name;
 
 /// Instances and bytes of one class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //!
 //! - `histogram`: the class histogram (`histogram[,live][,top=N]`): instances and bytes per
 //!   class from one JVMTI heap walk, in a JVMTI environment of its own.
-//! - `class_name`: JVM class signatures as Java names (`[[I` → `int[][]`).
 //! - `env`: a JVMTI environment of one's own (histogram, alloc and lock engines), disposed of
 //!   with its tags and capabilities at the end.
 //! - `sites`: allocation sites — sampled allocations summed per (class, stack), the live ones
@@ -10,7 +9,6 @@
 //! - `roots`: paths from the GC roots to chosen objects (the leak report's suspects).
 //! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
-pub mod class_name;
 pub mod env;
 pub mod histogram;
 pub mod roots;

@@ -15,8 +15,8 @@ use std::ffi::c_void;
 
 use jtap_jvmti::{sys, Env};
 
-use crate::heap::class_name::java_name;
 use crate::trace::ffi::{Jni, Value};
+use jtap_classfile::descriptor::java_name;
 
 /// Most objects one walk visits.
 pub const MOST_VISITED: usize = 2_000_000;

@@ -4,6 +4,7 @@
 //! bytecodes and the allocation that a class-file hook returns. This is the tracing
 //! FFI module: every `unsafe` block of `trace` lives here.
 
+use jtap_classfile::descriptor::java_name;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
 use std::sync::OnceLock;
@@ -603,32 +604,6 @@ pub enum Value {
     Double(f64),
     /// A reference (a local reference the caller deletes), possibly null.
     Object(sys::jobject),
-}
-
-/// A class signature as a Java name: `Ljava/lang/String;` as `java.lang.String`, `[I` as
-/// `int[]`.
-pub fn java_name(signature: &str) -> String {
-    let dims = signature.bytes().take_while(|&b| b == b'[').count();
-    let element = &signature[dims..];
-    let mut name = match element.as_bytes().first() {
-        Some(b'Z') => "boolean".to_string(),
-        Some(b'B') => "byte".into(),
-        Some(b'C') => "char".into(),
-        Some(b'S') => "short".into(),
-        Some(b'I') => "int".into(),
-        Some(b'J') => "long".into(),
-        Some(b'F') => "float".into(),
-        Some(b'D') => "double".into(),
-        Some(b'V') => "void".into(),
-        _ => element
-            .trim_start_matches('L')
-            .trim_end_matches(';')
-            .replace('/', "."),
-    };
-    for _ in 0..dims {
-        name.push_str("[]");
-    }
-    name
 }
 
 /// Method ids and classes of `java.lang`/`java.util` used to describe values (classes of

@@ -770,7 +770,7 @@ fn parameter_types(descriptor: &str) -> String {
                 None => break,
             },
             Some(&code) => (
-                super::ffi::java_name(&(code as char).to_string()),
+                jtap_classfile::descriptor::java_name(&(code as char).to_string()),
                 &rest[dims + 1..],
             ),
             None => break,

@@ -19,7 +19,8 @@ use std::fmt::Write as _;
 
 use jtap_jvmti::{sys, EnvRef};
 
-use super::ffi::{java_name, Jni, Known, Value};
+use super::ffi::{Jni, Known, Value};
+use jtap_classfile::descriptor::java_name;
 
 /// Longest text of one value.
 pub const VALUE_CAP: usize = 256;

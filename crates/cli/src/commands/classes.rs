@@ -9,6 +9,7 @@
 //! the JDK's own classes. Classes that were defined from bytes elsewhere (hidden classes,
 //! custom loaders reading other places) are listed without members.
 
+use jtap_classfile::descriptor::java_name;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read, Write};
@@ -388,10 +389,10 @@ fn member(class: &ClassFile, member: &Member, method: bool) -> Option<MemberInfo
     let modifiers = modifiers(member.access_flags, method);
     let java = if method {
         let (params, result) = descriptor.strip_prefix('(')?.split_once(')')?;
-        let params: Vec<String> = field_types(params).iter().map(|t| java_type(t)).collect();
-        format!("{} {name}({})", java_type(result), params.join(", "))
+        let params: Vec<String> = field_types(params).iter().map(|t| java_name(t)).collect();
+        format!("{} {name}({})", java_name(result), params.join(", "))
     } else {
-        format!("{} {name}", java_type(&descriptor))
+        format!("{} {name}", java_name(&descriptor))
     };
     Some(MemberInfo {
         modifiers,
@@ -414,25 +415,6 @@ fn field_types(mut descriptors: &str) -> Vec<&str> {
         descriptors = &descriptors[end..];
     }
     types
-}
-
-/// A field descriptor in Java's spelling: `[Ljava/lang/String;` → `java.lang.String[]`.
-fn java_type(descriptor: &str) -> String {
-    let element = descriptor.trim_start_matches('[');
-    let dims = descriptor.len() - element.len();
-    let base = match element {
-        "Z" => "boolean",
-        "B" => "byte",
-        "C" => "char",
-        "S" => "short",
-        "I" => "int",
-        "J" => "long",
-        "F" => "float",
-        "D" => "double",
-        "V" => "void",
-        _ => element.trim_start_matches('L').trim_end_matches(';'),
-    };
-    format!("{}{}", base.replace('/', "."), "[]".repeat(dims))
 }
 
 /// Java modifiers of a method's or field's access flags (JVMS 4.5, 4.6).
@@ -574,7 +556,7 @@ mod tests {
             field_types("IJ[[Ljava/lang/String;B"),
             ["I", "J", "[[Ljava/lang/String;", "B"]
         );
-        assert_eq!(java_type("[[Ljava/lang/String;"), "java.lang.String[][]");
+        assert_eq!(java_name("[[Ljava/lang/String;"), "java.lang.String[][]");
         assert_eq!(modifiers(0x0009, true), "public static");
         assert_eq!(class_declaration(0x0601), "public interface");
     }

@@ -5,6 +5,7 @@
 //! `--walk` jtap's agent walks the heap through JVMTI (see the agent's `heap::histogram`),
 //! which also tells the full GC's pause apart from the walk's.
 
+use jtap_classfile::descriptor::java_name;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
@@ -143,31 +144,6 @@ fn parse_inspection(text: &str) -> Option<Histogram> {
         walk_ms: 0.0,
         gc_ms: None,
     })
-}
-
-/// A class name as HotSpot's histogram prints it (`[B`, `[[Ljava.lang.String;`) in Java's
-/// spelling (`byte[]`, `java.lang.String[][]`).
-fn java_name(name: &str) -> String {
-    let element = name.trim_start_matches('[');
-    let dimensions = name.len() - element.len();
-    if dimensions == 0 {
-        return name.to_string();
-    }
-    let base = match element {
-        "Z" => "boolean",
-        "B" => "byte",
-        "C" => "char",
-        "S" => "short",
-        "I" => "int",
-        "J" => "long",
-        "F" => "float",
-        "D" => "double",
-        _ => element
-            .strip_prefix('L')
-            .and_then(|e| e.strip_suffix(';'))
-            .unwrap_or(element),
-    };
-    format!("{base}{}", "[]".repeat(dimensions))
 }
 
 fn write_table(

@@ -17,6 +17,7 @@
 //! with every profile of the recording, for `convert --latency`. Every other event is
 //! skipped by its size.
 
+use jtap_classfile::descriptor::java_name;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
@@ -928,32 +929,6 @@ fn method_of(chunk: &Chunk, method: &Value) -> (String, String, Option<String>) 
         .text(chunk.get(method, "descriptor"))
         .filter(|d| !d.is_empty());
     (class, name, descriptor)
-}
-
-/// `java/lang/String` → `java.lang.String`; `[I` → `int[]`; `[Ljava/lang/Object;` →
-/// `java.lang.Object[]`.
-fn java_name(internal: &str) -> String {
-    let dimensions = internal.bytes().take_while(|&b| b == b'[').count();
-    if dimensions == 0 {
-        return internal.replace('/', ".");
-    }
-    let element = &internal[dimensions..];
-    let element = match element {
-        "Z" => "boolean".to_string(),
-        "B" => "byte".to_string(),
-        "C" => "char".to_string(),
-        "S" => "short".to_string(),
-        "I" => "int".to_string(),
-        "J" => "long".to_string(),
-        "F" => "float".to_string(),
-        "D" => "double".to_string(),
-        class => class
-            .strip_prefix('L')
-            .and_then(|c| c.strip_suffix(';'))
-            .unwrap_or(class)
-            .replace('/', "."),
-    };
-    format!("{element}{}", "[]".repeat(dimensions))
 }
 
 #[cfg(test)]

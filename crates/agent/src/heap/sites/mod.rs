@@ -36,10 +36,10 @@ use jtap_profile::{
 use jtap_protocol::records;
 use jtap_protocol::records::sites::{Amount, Leaks, Recording};
 
-use crate::heap::class_name::java_name;
 use crate::sampling::jvm::thread_name;
 use crate::sampling::threads::{current_tid, kernel_name};
 use crate::walk::Mounted;
+use jtap_classfile::descriptor::java_name;
 
 /// Number of shards.
 pub const SHARDS: usize = 64;
