@@ -12,46 +12,8 @@ use crate::ast::{
     Expr, ExprKind, Literal, Method, Pos, Role, Sampling, Script, Stmt, Trigger, Type,
 };
 use crate::builtins::{self, Context, Facts};
+use crate::firing::Fired;
 use crate::value::{self, Value};
-
-/// What one probe firing captured (from a traced call).
-#[derive(Debug, Clone, Default)]
-pub struct Fired {
-    /// The probed method's class (`pkg.Class`).
-    pub class: String,
-    /// The probed method's name.
-    pub method: String,
-    /// When the call started (or the point was reached), nanoseconds since the Unix epoch.
-    pub start_ns: u64,
-    /// How long the call took, in nanoseconds.
-    pub duration_ns: u64,
-    /// `this` (`null` when static) and each argument, as the agent described them.
-    pub values: Vec<String>,
-    /// The value returned, described (RETURN probes of non-void methods).
-    pub returned: Option<String>,
-    /// The shallow size in bytes of each of `values`, when the probe measured them
-    /// (handlers calling `sizeof`).
-    pub sizes: Vec<u64>,
-    /// The shallow size of the value returned, when measured.
-    pub returned_size: Option<u64>,
-    /// The shallow size of the called method's receiver, when measured.
-    pub target_size: Option<u64>,
-    /// The exception thrown, described (ERROR probes).
-    pub thrown: Option<String>,
-    /// The Java stack, `Class.method(File.java:line)` per frame, innermost first.
-    pub stack: Vec<String>,
-    /// The thread's name.
-    pub thread: String,
-    /// The thread's kernel id.
-    pub tid: u32,
-    /// At `Kind.CALL`: the method called.
-    pub callee: Option<Callee>,
-    /// At `Kind.CALL`: the receiver of the method called, described (`null` for static calls
-    /// and constructors); `values` then hold the called method's arguments after `this`.
-    pub target: Option<String>,
-    /// At `Kind.LINE`, `NEW` and `SYNC_*`: the point reached.
-    pub point: Option<Point>,
-}
 
 /// A running script.
 pub struct Machine<'s> {

@@ -93,7 +93,8 @@ fn rewrite(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{Fired, Machine};
+    use crate::firing::Fired;
+    use crate::machine::Machine;
 
     fn run(condition: Option<&str>, print: Option<&str>, call: &Fired) -> String {
         let script = one_liner(condition, print).unwrap_or_else(|e| panic!("{e}"));

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::value::MAX_ENTRIES;
+use crate::limits::MAX_ENTRIES;
 
 /// Calls kept per thread that no later call has been found to contain (yet): a call
 /// containing older ones counts their time as its children's only while they are kept.

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::rc::Rc;
 
+use crate::limits::{MAX_ENTRIES, MAX_TEXT};
 use crate::profiler::Profiler;
 
 /// A value.
@@ -53,13 +54,6 @@ pub enum Value {
     /// `Reflective.field(class, name)`: a field, read from objects' descriptions by name.
     Field(Rc<str>),
 }
-
-/// Longest string a script builds (bytes): a handler growing one without end fails instead
-/// of filling the client's memory.
-pub const MAX_TEXT: usize = 1 << 20;
-
-/// Most entries of a map or rows of an aggregation.
-pub const MAX_ENTRIES: usize = 1_000_000;
 
 impl Value {
     /// A string value.

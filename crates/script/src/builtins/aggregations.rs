@@ -4,8 +4,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::{now_ns, Call, Context};
+use crate::limits::MAX_ENTRIES;
 use crate::profiler::Profiler;
-use crate::value::{self, Aggregation, Tally, Value, MAX_ENTRIES};
+use crate::value::{self, Aggregation, Tally, Value};
 
 /// `Profiling`: profilers recording the time of blocks, their snapshots.
 pub(super) fn profiling(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {

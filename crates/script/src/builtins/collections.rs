@@ -4,7 +4,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::{Call, Context};
-use crate::value::{Value, MAX_ENTRIES};
+use crate::limits::MAX_ENTRIES;
+use crate::value::Value;
 
 /// Maps (`Collections`).
 pub(super) fn maps(c: &Call, _: &mut Context) -> Result<Option<Value>, String> {

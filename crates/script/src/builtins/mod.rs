@@ -5,7 +5,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::machine::Fired;
+use crate::firing::Fired;
 use crate::value::Value;
 
 mod aggregations;

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use super::{Call, Context};
-use crate::value::{Value, MAX_TEXT};
+use crate::limits::MAX_TEXT;
+use crate::value::Value;
 
 /// Most speculations a script opens (BTrace's `Short.MAX_VALUE`); `speculation()` then
 /// gives -1.

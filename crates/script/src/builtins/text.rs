@@ -4,7 +4,8 @@ use super::aggregations::print_aggregation;
 use super::{Call, Context};
 use std::rc::Rc;
 
-use crate::value::{Value, MAX_TEXT};
+use crate::limits::MAX_TEXT;
+use crate::value::Value;
 
 /// Printing: `print`, `println`, `printArray`, `printMap`, `printAggregation`, …
 pub(super) fn output(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use super::{facts, now_ns, Call, Context};
 use jtap_protocol::records::Point;
 
-use crate::machine::Fired;
+use crate::firing::Fired;
 use crate::value::{self, Value};
 
 /// `Threads` and `Time`: stacks, the current thread, clocks and timestamps.
