@@ -206,7 +206,7 @@ impl PerfCounters {
 impl ThreadTimer for PerfCounters {
     fn arm(&mut self, tid: i32) -> io::Result<()> {
         let (fd, ring) = self.open_with_ring(tid)?;
-        if !perf_fds::register(fd, ring.as_ref(), self.counter.continuous) {
+        if !perf_fds::register(fd, ring.as_ref(), self.counter.continuous, tid) {
             drop(ring);
             // SAFETY: our own descriptor.
             unsafe { libc::close(fd) };

@@ -38,7 +38,7 @@
 use std::ffi::c_int;
 use std::io;
 use std::num::NonZeroU64;
-use std::sync::atomic::{fence, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicI32, AtomicUsize, Ordering};
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
@@ -64,6 +64,10 @@ const MAX_FDS: usize = 65536;
 /// (page-aligned) with [`WITH_STACK`] set for a ring of stack-carrying records; either with
 /// [`CONTINUOUS`] set for a counter the handler does not re-arm.
 static RINGS: [AtomicUsize; MAX_FDS] = [const { AtomicUsize::new(0) }; MAX_FDS];
+/// Descriptor → the thread whose counter it is (0: none). A signal can name another thread's
+/// descriptor (one queued for a counter since closed, whose number a counter of another thread
+/// took); that thread may unmap its ring at any time, so a handler reads only its own.
+static OWNERS: [AtomicI32; MAX_FDS] = [const { AtomicI32::new(0) }; MAX_FDS];
 const NO_RING: usize = 1;
 const WITH_STACK: usize = 2;
 const CONTINUOUS: usize = 4;
@@ -135,12 +139,15 @@ fn page_size() -> usize {
     size
 }
 
-/// Records `fd` as one of ours, with its ring if it has one. False when the descriptor
-/// number is too high to track.
-pub fn register(fd: c_int, ring: Option<&Ring>, continuous: bool) -> bool {
-    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
+/// Records `fd` as one of ours, the counter of thread `owner`, with its ring if it has one.
+/// False when the descriptor number is too high to track.
+pub fn register(fd: c_int, ring: Option<&Ring>, continuous: bool, owner: i32) -> bool {
+    let Some(index) = usize::try_from(fd).ok().filter(|&fd| fd < MAX_FDS) else {
         return false;
     };
+    let entry = &RINGS[index];
+    // The owner first: a handler that finds the ring finds whose it is.
+    OWNERS[index].store(owner, Ordering::SeqCst);
     let value = ring.map_or(NO_RING, |r| {
         r.base as usize | if r.with_stack { WITH_STACK } else { 0 }
     });
@@ -155,8 +162,9 @@ pub fn register(fd: c_int, ring: Option<&Ring>, continuous: bool) -> bool {
 
 /// Forgets `fd` (before its ring is unmapped and the descriptor closed).
 pub fn unregister(fd: c_int) {
-    if let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) {
-        entry.store(0, Ordering::SeqCst);
+    if let Some(index) = usize::try_from(fd).ok().filter(|&fd| fd < MAX_FDS) {
+        RINGS[index].store(0, Ordering::SeqCst);
+        OWNERS[index].store(0, Ordering::SeqCst);
     }
 }
 
@@ -189,18 +197,24 @@ pub struct UserStack<'a> {
 /// the kernel's `PERF_CONTEXT_*` markers; its kernel part only, up to the user part's
 /// marker, unless `with_user_frames`) and, when the ring's records carry them, its user
 /// registers and as much of its stack as `user` has room for; then consumes every record in
-/// the ring. Returns the chain entries and stack bytes written (0 without a ring or sample).
-/// Async-signal-safe; call it only on the thread the descriptor signals.
+/// the ring. Returns the chain entries and stack bytes written (0 without a ring or sample,
+/// or when `fd` is not the counter of thread `tid`, the caller's). Async-signal-safe.
 pub fn take_sample(
     fd: c_int,
+    tid: i32,
     chain: &mut [u64],
     with_user_frames: bool,
     mut user: UserStack<'_>,
 ) -> (usize, usize) {
-    let Some(entry) = usize::try_from(fd).ok().and_then(|fd| RINGS.get(fd)) else {
+    let Some(index) = usize::try_from(fd).ok().filter(|&fd| fd < MAX_FDS) else {
         return (0, 0);
     };
-    let value = entry.load(Ordering::Acquire) & !CONTINUOUS;
+    // Another thread's ring may be unmapped under us: only the caller's own is read (its
+    // ring goes only on this thread, or once sampling has stopped).
+    if OWNERS[index].load(Ordering::Acquire) != tid {
+        return (0, 0);
+    }
+    let value = RINGS[index].load(Ordering::Acquire) & !CONTINUOUS;
     if value == 0 || value == NO_RING {
         return (0, 0);
     }

@@ -452,7 +452,7 @@ unsafe fn record(
                 regs: &mut user_regs,
                 bytes: if native_top { bytes } else { &mut [] },
             };
-            perf::take_sample(fd, chain, native_top, user)
+            perf::take_sample(fd, tid, chain, native_top, user)
         }
         None if target.copies_stacks && native_top => {
             let (_, bytes) = claim.chain_and_stack();

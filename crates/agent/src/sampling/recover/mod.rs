@@ -610,7 +610,12 @@ fn return_address_above(table: &Table, stack: &Stack, at: &Interrupted) -> Optio
 /// `mov r10, imm64; call r10` (`49 ba` imm64, `41 ff d2`).
 #[cfg(target_arch = "x86_64")]
 fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
-    let [p0, p1, i0, i1, i2, i3, i4, i5, i6, i7, q0, q1, q2] = Code::at(return_address).last();
+    // A word of the stack that falls in the code cache's range need not be in code that is
+    // mapped (the range spans the code heaps' uncommitted parts): copied, not read.
+    let Some([p0, p1, i0, i1, i2, i3, i4, i5, i6, i7, q0, q1, q2]) = copied_before(return_address)
+    else {
+        return false;
+    };
     let target = if i6 == 0xe8 {
         return_address.wrapping_add_signed(i32::from_le_bytes([i7, q0, q1, q2]) as isize)
     } else if [p0, p1, q0, q1, q2] == [0x49, 0xba, 0x41, 0xff, 0xd2] {
@@ -619,6 +624,26 @@ fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
         return false;
     };
     target <= pc && pc - target < MAX_STUB_SIZE && table.kind_at(target) == table.kind_at(pc)
+}
+
+/// The `N` bytes right before `address`, copied with `process_vm_readv` on this very process:
+/// a system call, which fails where they are not mapped instead of faulting.
+/// Async-signal-safe.
+#[cfg(target_arch = "x86_64")]
+fn copied_before<const N: usize>(address: usize) -> Option<[u8; N]> {
+    let mut bytes = [0u8; N];
+    let local = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: N,
+    };
+    let remote = libc::iovec {
+        iov_base: address.checked_sub(N)? as *mut c_void,
+        iov_len: N,
+    };
+    // SAFETY: the local buffer is `bytes` (N bytes); the remote range is only read, by the
+    // kernel, which reports an unmapped one as an error.
+    let copied = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (copied == N as isize).then_some(bytes)
 }
 
 /// The caller of an I2C or C2I adapter, most likely first (HotSpot's
@@ -760,16 +785,6 @@ impl Code {
     /// The 8 bytes before pc and the 16 from it.
     fn near(&self) -> (&[u8], &[u8]) {
         (&self.0[AROUND - 8..AROUND], &self.0[AROUND..AROUND + 16])
-    }
-
-    /// The `N` (at most [`AROUND`]) bytes right before pc (zero where they lie in another
-    /// page).
-    fn last<const N: usize>(&self) -> [u8; N] {
-        let mut bytes = [0u8; N];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = self.0.get(AROUND + i - N).copied().unwrap_or(0);
-        }
-        bytes
     }
 
     /// Whether pc lies in code an nmethod runs before building its frame: its inline cache
