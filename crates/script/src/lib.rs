@@ -25,7 +25,7 @@ mod builtins;
 pub mod compile;
 pub mod firing;
 mod guard;
-mod limits;
+pub mod limits;
 pub mod machine;
 mod one_liner;
 pub mod plan;
