@@ -7,7 +7,8 @@
 //!
 //! - [`ast`]: what a script is made of (handlers, probes, statements, expressions).
 //! - [`mod@compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
-//! - [`value`]: values at run time and how BTrace prints them.
+//! - [`value`]: values at run time and how BTrace prints them; [`limits`]: how much of them a
+//!   script may hold.
 //! - [`machine`]: runs handlers, with the `BTraceUtils` functions scripts call (and BTrace's
 //!   profiler, `Profiling.*`).
 //! - [`plan`]: the back end, a script's probe handlers as one tracing plan for the agent
