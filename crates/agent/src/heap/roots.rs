@@ -114,38 +114,44 @@ unsafe extern "C" fn on_reference(
     _length: sys::jint,
     user_data: *mut c_void,
 ) -> sys::jint {
-    // SAFETY: `user_data` is the Walk `paths_to` hands to FollowReferences, used by this walk
-    // alone; `tag` is valid for the callback, `referrer_tag` is null for a root, and `info`
-    // is null or describes a reference of this kind.
-    unsafe {
-        let walk = &mut *user_data.cast::<Walk>();
-        let (index, method) = match (info.is_null(), kind) {
-            (true, _) => (0, std::ptr::null_mut()),
-            (false, sys::JVMTI_HEAP_REFERENCE_FIELD | sys::JVMTI_HEAP_REFERENCE_STATIC_FIELD) => {
-                ((*info).field.index, std::ptr::null_mut())
-            }
-            (false, sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT) => {
-                ((*info).array.index, std::ptr::null_mut())
-            }
-            (false, sys::JVMTI_HEAP_REFERENCE_STACK_LOCAL) => (0, (*info).stack_local.method),
-            _ => (0, std::ptr::null_mut()),
-        };
-        let from = if referrer_tag.is_null() {
-            0
-        } else {
-            *referrer_tag
-        };
-        let link = Link {
-            from,
-            kind,
-            index,
-            method,
-            depth: 0,
-        };
-        let (new_tag, verdict) = walk.reached(*tag, link);
-        *tag = new_tag;
-        verdict
-    }
+    // A panic ends the walk instead of unwinding into the VM.
+    let mut verdict = sys::JVMTI_VISIT_ABORT as sys::jint;
+    crate::callback::guard_callback(|| {
+        // SAFETY: `user_data` is the Walk `paths_to` hands to FollowReferences, used by this
+        // walk alone; `tag` is valid for the callback, `referrer_tag` is null for a root, and
+        // `info` is null or describes a reference of this kind.
+        unsafe {
+            let walk = &mut *user_data.cast::<Walk>();
+            let (index, method) = match (info.is_null(), kind) {
+                (true, _) => (0, std::ptr::null_mut()),
+                (
+                    false,
+                    sys::JVMTI_HEAP_REFERENCE_FIELD | sys::JVMTI_HEAP_REFERENCE_STATIC_FIELD,
+                ) => ((*info).field.index, std::ptr::null_mut()),
+                (false, sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT) => {
+                    ((*info).array.index, std::ptr::null_mut())
+                }
+                (false, sys::JVMTI_HEAP_REFERENCE_STACK_LOCAL) => (0, (*info).stack_local.method),
+                _ => (0, std::ptr::null_mut()),
+            };
+            let from = if referrer_tag.is_null() {
+                0
+            } else {
+                *referrer_tag
+            };
+            let link = Link {
+                from,
+                kind,
+                index,
+                method,
+                depth: 0,
+            };
+            let (new_tag, answer) = walk.reached(*tag, link);
+            *tag = new_tag;
+            verdict = answer;
+        }
+    });
+    verdict
 }
 
 /// The paths from a GC root to each of `targets` (tags the caller gave objects) the walk
@@ -155,8 +161,9 @@ pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, Vec<String
         next_tag: FIRST_WALK_TAG,
         links: HashMap::new(),
         targets: targets.iter().copied().collect(),
-        left: targets.len(),
+        left: 0,
     };
+    walk.left = walk.targets.len();
     if targets.is_empty() {
         return HashMap::new();
     }
@@ -182,8 +189,8 @@ pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, Vec<String
     log!(
         "leaks: the walk reached {} objects, {} of {} chosen ones",
         walk.links.len(),
-        targets.len() - walk.left,
-        targets.len()
+        walk.targets.len() - walk.left,
+        walk.targets.len()
     );
     let paths: Vec<(i64, Vec<(i64, Link)>)> = targets
         .iter()

@@ -627,7 +627,9 @@ impl Ages {
             return Survivors::default();
         };
         births.sort_unstable();
-        let oldest = births.first().map_or(0, |&born| self.now - born);
+        let oldest = births
+            .first()
+            .map_or(0, |&born| self.now.saturating_sub(born));
         births.dedup();
         Survivors {
             old,
