@@ -92,14 +92,9 @@ pub struct MemberInfo {
 
 /// Finds and prints the classes of JVM `args.pid` that match `args.pattern`.
 pub fn run(args: &ClassesArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let report = collect(args, timeout)?;
-    let mut out = io::stdout().lock();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        write_text(&report, &mut out)?;
-    }
-    Ok(0)
+    super::print_report(&collect(args, timeout)?, args.json, |r, out| {
+        write_text(r, out)
+    })
 }
 
 /// Lists the matching classes and reads what was asked of each from its class file.

@@ -98,14 +98,9 @@ pub struct BlockedRow {
 
 /// Measures and prints the busiest threads of JVM `args.pid`.
 pub fn run(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<i32> {
-    let report = collect(args, timeout)?;
-    let mut out = io::stdout().lock();
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        write_text(&report, &mut out)?;
-    }
-    Ok(0)
+    super::print_report(&collect(args, timeout)?, args.json, |r, out| {
+        write_text(r, out)
+    })
 }
 
 /// Samples CPU time over the interval, takes a thread dump and joins them.
