@@ -563,19 +563,25 @@ impl Tracing {
         failed
     }
 
-    /// A hash of the sizes of the current bytecodes of every method of `class` with code.
-    /// (Sizes, not bytes: after a redefinition HotSpot may renumber constant-pool indices in
-    /// the bytecodes it reports, while probes always make a method longer.)
+    /// A hash of the sizes of the current bytecodes of every method of `class` with code,
+    /// by name and descriptor. (Sizes, not bytes: after a redefinition HotSpot may renumber
+    /// constant-pool indices in the bytecodes it reports, while probes always make a method
+    /// longer. Sorted, because HotSpot orders methods by name alone, and overloads such as a
+    /// Groovy closure's two `doCall`s may come in another order after a retransformation.)
     fn bytecode_hash(&self, class: sys::jclass) -> u64 {
-        let mut h = DefaultHasher::new();
+        let mut sizes = Vec::new();
         // SAFETY: class is a live reference.
         if let Ok(methods) = unsafe { self.env.class_methods(class) } {
             for &method in methods.iter() {
-                ffi::bytecodes(&self.env, method)
-                    .map(|code| code.len())
-                    .hash(&mut h);
+                // SAFETY: GetClassMethods returned the method of a live class.
+                let name = unsafe { self.env.method_name(method) }.ok();
+                let size = ffi::bytecodes(&self.env, method).map(|code| code.len());
+                sizes.push((name, size));
             }
         }
+        sizes.sort();
+        let mut h = DefaultHasher::new();
+        sizes.hash(&mut h);
         h.finish()
     }
 
