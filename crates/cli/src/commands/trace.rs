@@ -23,6 +23,7 @@ use jtap_script::Script;
 use crate::exit;
 
 mod metrics;
+mod slowpath;
 
 /// What all three commands share.
 #[derive(clap::Args)]
@@ -121,6 +122,13 @@ pub struct CalltreeArgs {
     /// Print this many trees, then stop
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     count: Option<u64>,
+    /// Find the slow path: time the callees the JVM resolves (interface calls, lambdas,
+    /// reflection), following the heaviest down in rounds, within -d (default 60s)
+    #[arg(long, conflicts_with_all = ["inner", "depth", "threshold", "count"])]
+    auto: bool,
+    // --auto: the slow path as a flame graph too (-o).
+    #[command(flatten)]
+    output: super::profile::OutputArgs,
     #[command(flatten)]
     common: Common,
 }
@@ -286,6 +294,32 @@ pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32
         &args.words,
         !args.common.java.is_empty(),
     )?;
+    match (&target, args.auto) {
+        (Target::Pid(pid), true) if words.len() == 1 => {
+            return slowpath::run(&slowpath::Auto {
+                pid: *pid,
+                entry: &words[0],
+                budget: args.common.duration,
+                json: args.common.json,
+                output: &args.output,
+                timeout,
+            })
+        }
+        (Target::Pid(_), true) => {
+            return Err(exit::usage("calltree --auto takes one entry pattern"))
+        }
+        (Target::Launch, true) => {
+            return Err(exit::usage(
+                "calltree --auto needs a running JVM's pid (not -- java ...)",
+            ))
+        }
+        (_, false) if !args.output.writes_nothing() => {
+            return Err(exit::usage(
+                "calltree writes a flame graph (-o) with --auto only",
+            ))
+        }
+        _ => {}
+    }
     let plan = (|| {
         if !matches!(target, Target::Stop(_)) && words.len() != 1 {
             return Err(

@@ -1,0 +1,458 @@
+//! `jtap calltree <pid> ENTRY --auto`: the slow path below an entry method, found in rounds.
+//!
+//! Each round is a calltree session of its own (every class restored at its end, with the
+//! agent's check) beside a wall-clock profile of the JVM. The session times the entry and a
+//! window of the path's levels — at most [`MAX_METHODS`] methods, instrumented where the JVM
+//! resolved them (the implementation an interface call reached, a lambda's body) — so each
+//! level's time in the entry calls is exact. The samples taken inside entry calls show the
+//! methods the JVM actually called below the path so far ([`path::propose`]): the next
+//! round instruments the heaviest of them and restores the levels already timed. The path
+//! ends in a level's own code, or in a call jtap does not instrument (native code, the JDK's
+//! internals), named.
+
+use std::collections::HashSet;
+use std::io::{self, Write};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use jtap_client::{interrupt, Asked};
+use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_protocol::records::trace::format_duration;
+use jtap_protocol::records::{CallTree, Record, TreeNode};
+use jtap_protocol::trace::{MethodPattern, Mode, Plan};
+use jtap_protocol::{Action, Event, Options};
+
+mod path;
+
+use path::{End, Level, Method, Timed};
+
+/// Most methods instrumented at once (the entry besides).
+pub const MAX_METHODS: usize = 16;
+/// How long each round's session runs.
+const ROUND: Duration = Duration::from_secs(2);
+/// The whole search's time when `-d` does not say.
+const BUDGET: Duration = Duration::from_secs(60);
+/// Rounds in a row that may see no entry call, or too few samples, before the search gives up.
+const IDLE_ROUNDS: u32 = 3;
+
+/// What `--auto` was given.
+pub struct Auto<'a> {
+    /// The JVM.
+    pub pid: u32,
+    /// The entry pattern.
+    pub entry: &'a str,
+    /// The whole search's time (`-d`).
+    pub budget: Option<Duration>,
+    /// JSON lines instead of text.
+    pub json: bool,
+    /// Where the flame graph goes (`-o`), if anywhere.
+    pub output: &'a crate::commands::profile::OutputArgs,
+    /// Attach timeout.
+    pub timeout: Duration,
+}
+
+/// The search's state: the path (the entry first), the levels timed so far and the methods
+/// jtap did not instrument when asked.
+struct Search {
+    path: Vec<Method>,
+    timed: Vec<Option<Timed>>,
+    refused: HashSet<Method>,
+    entry_name: Option<String>,
+    end: Option<End>,
+    rounds: u32,
+    truncated: u64,
+}
+
+impl Search {
+    /// Levels below the entry with their times.
+    fn measured(&self) -> usize {
+        self.timed
+            .iter()
+            .skip(1)
+            .take_while(|t| t.is_some())
+            .count()
+    }
+
+    /// The methods of the levels not timed yet, in path order, at most [`MAX_METHODS`].
+    fn window(&self) -> Vec<Method> {
+        let mut window: Vec<Method> = Vec::new();
+        for method in &self.path[1 + self.measured()..] {
+            if !window.contains(method) {
+                if window.len() == MAX_METHODS {
+                    break;
+                }
+                window.push(method.clone());
+            }
+        }
+        window
+    }
+}
+
+/// Runs the search and prints the path (and writes its flame graph).
+pub fn run(auto: &Auto) -> anyhow::Result<i32> {
+    MethodPattern::parse(auto.entry).map_err(crate::exit::usage)?;
+    auto.output.check()?;
+    let _ctrl_c = interrupt::session_takes();
+    let started = Instant::now();
+    let budget = auto.budget.unwrap_or(BUDGET);
+    let wall_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut search = Search {
+        path: vec![Method {
+            class: String::new(),
+            name: String::new(),
+            descriptor: None,
+        }],
+        timed: vec![None],
+        refused: HashSet::new(),
+        entry_name: None,
+        end: None,
+        rounds: 0,
+        truncated: 0,
+    };
+    let mut idle = 0;
+    while search.end.is_none() && !interrupt::requested() && started.elapsed() < budget {
+        let left = budget.saturating_sub(started.elapsed());
+        let (trees, profile) = round(auto, &search.window(), ROUND.min(left).max(MIN_ROUND))?;
+        search.rounds += 1;
+        if interrupt::requested() {
+            break;
+        }
+        if !learn(&mut search, &trees, profile.as_ref()) {
+            idle += 1;
+            if idle >= IDLE_ROUNDS {
+                break;
+            }
+        } else {
+            idle = 0;
+        }
+    }
+    report(auto, &search, wall_start, started.elapsed())
+}
+
+/// A round shorter than this could not instrument, sample and restore.
+const MIN_ROUND: Duration = Duration::from_millis(500);
+
+/// What a round taught: the times of the window's levels, the methods not instrumented, and
+/// the path below the levels timed. False when it taught nothing (no entry call, or too few
+/// samples to go on).
+fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> bool {
+    let Some(first) = trees.first() else {
+        eprintln!("jtap: no call of the entry method in this round");
+        return false;
+    };
+    let entry_name = first.root.name.split('(').next().unwrap_or_default();
+    if search.entry_name.is_none() {
+        let (class, name) = entry_name.rsplit_once('.').unwrap_or(("", entry_name));
+        search.path[0] = Method {
+            class: class.into(),
+            name: name.into(),
+            descriptor: None,
+        };
+        search.entry_name = Some(entry_name.to_string());
+    }
+    search.truncated += trees.iter().map(|t| t.truncated).sum::<u64>();
+    let measured = search.measured();
+    let window: HashSet<Method> = search.window().into_iter().collect();
+    let timed = path::time_levels(trees, &search.path, &window);
+    merge_entry(&mut search.timed[0], &timed[0]);
+    for index in measured + 1..search.path.len() {
+        if !window.contains(&search.path[index]) {
+            break;
+        }
+        if timed[index].per_call.is_empty() {
+            // Its caller ran but it was never seen: jtap did not instrument it.
+            let parent_seen = index == 1 || !timed[index - 1].per_call.is_empty();
+            if parent_seen {
+                search.refused.insert(search.path[index].clone());
+            }
+            break;
+        }
+        search.timed[index] = Some(timed[index].clone());
+    }
+    let measured = search.measured();
+    search.path.truncate(measured + 1);
+    search.timed.truncate(measured + 1);
+    let Some(profile) = profile else {
+        return false;
+    };
+    let stacks = path::reduced_stacks(
+        profile,
+        search.entry_name.as_deref().unwrap_or(""),
+        &search.refused,
+    );
+    let prefix: Vec<Level> = search.path[1..].iter().cloned().map(Level::Call).collect();
+    let (more, end, samples) = path::propose(&stacks, &prefix);
+    let deeper = more.len();
+    for level in more {
+        if let Level::Call(method) = level {
+            search.path.push(method);
+            search.timed.push(None);
+        }
+    }
+    eprintln!(
+        "jtap: round {}: {} entry calls, {} samples inside them; {} levels timed, {} more to time",
+        search.rounds,
+        trees.len(),
+        samples,
+        measured,
+        deeper
+    );
+    match end {
+        End::TooFewSamples if deeper == 0 => false,
+        End::TooFewSamples => true,
+        end if deeper == 0 => {
+            search.end = Some(end);
+            true
+        }
+        _ => true,
+    }
+}
+
+/// Adds a round's entry times to those of earlier rounds.
+fn merge_entry(into: &mut Option<Timed>, round: &Timed) {
+    let all = into.get_or_insert_with(Timed::default);
+    all.per_call.extend(&round.per_call);
+    all.calls += round.calls;
+    all.total_ns += round.total_ns;
+    all.entry_ns += round.entry_ns;
+    all.entry_calls += round.entry_calls;
+}
+
+/// One round: a calltree session timing the entry and `window` for `length`, beside a wall
+/// profile of the JVM; returns the session's trees and the profile.
+fn round(
+    auto: &Auto,
+    window: &[Method],
+    length: Duration,
+) -> anyhow::Result<(Vec<CallTree>, Option<Profile>)> {
+    let mut inner = vec![MethodPattern::parse(auto.entry).map_err(crate::exit::usage)?];
+    for method in window {
+        inner.push(MethodPattern::parse(&method.pattern()).map_err(crate::exit::usage)?);
+    }
+    let options = Options {
+        action: Some(Action::Start),
+        event: Some(Event::Trace),
+        duration: Some(length),
+        trace: Some(Plan {
+            mode: Mode::Calltree,
+            targets: vec![MethodPattern::parse(auto.entry).map_err(crate::exit::usage)?],
+            // The entry among the inner methods makes a tree of inner methods only (no call
+            // sites); as the target, it is timed as the entry.
+            inner,
+            ..Plan::default()
+        }),
+        ..Options::default()
+    };
+    let profile_options = Options {
+        action: Some(Action::Start),
+        event: Some(Event::Wall),
+        interval: Some(Duration::from_millis(10)),
+        ..Options::default()
+    };
+    let profile = jtap_client::Conversation::open(auto.pid, &profile_options, auto.timeout)?;
+    let stopper = profile.stopper()?;
+    let received = Mutex::new(Vec::new());
+    let trees = Mutex::new(Vec::new());
+    std::thread::scope(|scope| -> anyhow::Result<_> {
+        let reader = scope.spawn(|| {
+            profile.finish(
+                &mut io::sink(),
+                Some(&mut |frame| {
+                    if let jtap_protocol::Frame::Profile(bytes) = frame {
+                        received
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(bytes);
+                    }
+                    Ok(())
+                }),
+            )
+        });
+        let traced = (|| -> anyhow::Result<()> {
+            let conversation = jtap_client::Conversation::open(auto.pid, &options, auto.timeout)?;
+            let (why, asked) = jtap_client::supervise(
+                conversation,
+                options.duration,
+                &|| false,
+                &mut |_| {},
+                |conversation| {
+                    conversation.finish(
+                        &mut io::sink(),
+                        Some(&mut |frame| {
+                            if let jtap_protocol::Frame::Record(bytes) = &frame {
+                                if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
+                                    trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
+                                }
+                            }
+                            Ok(())
+                        }),
+                    )
+                },
+            )?;
+            if asked == Asked::Nothing && !why.as_bounded() {
+                eprintln!("jtap: the session ended: {why}");
+            }
+            Ok(())
+        })();
+        // The profile ends with the round, whatever ended it.
+        let _ = stopper.stop();
+        let ended = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
+        traced?;
+        ended?;
+        Ok(())
+    })?;
+    let received = received.into_inner().unwrap_or_else(|e| e.into_inner());
+    let mut merged: Option<Profile> = None;
+    for bytes in &received {
+        let profile = jtap_protocol::wire::decode_profile(bytes)
+            .map_err(|e| anyhow::anyhow!("the round's profile: {e}"))?;
+        match &mut merged {
+            Some(all) => all.merge(&profile),
+            None => merged = Some(profile),
+        }
+    }
+    Ok((
+        trees.into_inner().unwrap_or_else(|e| e.into_inner()),
+        merged,
+    ))
+}
+
+/// The path as one chain of tree nodes: each level's mean time per entry call (its share of
+/// the entry's time in the round that timed it, times the entry's mean), named with its
+/// p50/p99 per entry call that reached it.
+fn chain(search: &Search) -> Option<TreeNode> {
+    let entry = search.timed.first()?.as_ref()?;
+    let entry_mean = entry.total_ns / entry.entry_calls.max(1);
+    let mut nodes: Vec<TreeNode> = Vec::new();
+    for (method, timed) in search.path.iter().zip(&search.timed) {
+        let Some(timed) = timed else { break };
+        // Levels timed in different rounds: none above its caller.
+        let total_ns = match nodes.last() {
+            None => entry_mean,
+            Some(caller) => caller
+                .total_ns
+                .min((timed.share() * entry_mean as f64).round() as u64),
+        };
+        nodes.push(TreeNode {
+            name: format!(
+                "{} [p50 {}, p99 {}]",
+                method.dotted(),
+                format_duration(timed.quantile(0.5)),
+                format_duration(timed.quantile(0.99))
+            ),
+            count: timed.calls,
+            offset_ns: 0,
+            total_ns,
+            children: Vec::new(),
+        });
+    }
+    let mut node = nodes.pop()?;
+    while let Some(mut parent) = nodes.pop() {
+        parent.children.push(node);
+        node = parent;
+    }
+    Some(node)
+}
+
+/// Why the path ends, one line.
+fn ending(search: &Search, interrupted: bool) -> String {
+    let last = search.path.last().map(Method::dotted).unwrap_or_default();
+    match &search.end {
+        Some(End::SelfTime) => format!("the slow path ends in the own code of {last}"),
+        Some(End::Terminal(name, why)) => {
+            format!("the slow path ends in {name}, called from {last}: {why}")
+        }
+        _ if interrupted => "interrupted: the slow path so far".to_string(),
+        _ => "the search ended before the path did (too few entry calls or samples, or -d): the slow path so far".to_string(),
+    }
+}
+
+/// Prints the path and writes its flame graph.
+fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyhow::Result<i32> {
+    let Some(root) = chain(search) else {
+        eprintln!(
+            "jtap: no call of {} finished in {:.1} s: no slow path to show",
+            auto.entry,
+            took.as_secs_f64()
+        );
+        return Ok(1);
+    };
+    let entry_calls = search.timed[0].as_ref().map_or(0, |t| t.entry_calls);
+    let tree = CallTree {
+        time_ns: wall_start,
+        thread: format!(
+            "slow path: {entry_calls} entry calls, {} rounds, {:.1} s",
+            search.rounds,
+            took.as_secs_f64()
+        ),
+        truncated: search.truncated,
+        unfinished: false,
+        root,
+    };
+    let ending = ending(search, interrupt::requested());
+    let record = Record::Tree(tree);
+    let text = match auto.json {
+        true => format!(
+            "{}\n{}",
+            record.to_json_lines(),
+            serde_json::json!({ "end": ending, "levels": search.measured() + 1 })
+        ),
+        false => format!("{}\n{ending}", record.to_text()),
+    };
+    let mut out = io::stdout().lock();
+    // A reader that went away (`| head`) ends the output, not jtap.
+    if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
+        return Ok(0);
+    }
+    drop(out);
+    if !auto.output.writes_nothing() {
+        let Record::Tree(tree) = &record else {
+            unreachable!()
+        };
+        super::super::profile::write_profiles(auto.output, &[flame(tree, search)])?;
+    }
+    Ok(0)
+}
+
+/// The path's levels as a profile of wall time per entry call (a "sample" a microsecond):
+/// each level's own time at its stack, and the call it ends in above the last.
+fn flame(tree: &CallTree, search: &Search) -> Profile {
+    let mut profile = Profile::new(Metadata {
+        event: "wall".into(),
+        engine: "calltree".into(),
+        interval: 1_000,
+        weight_unit: "nanoseconds".into(),
+        start_time_ns: tree.time_ns,
+        ..Metadata::default()
+    });
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut node = Some(&tree.root);
+    let mut levels = search.path.iter();
+    while let (Some(n), Some(method)) = (node, levels.next()) {
+        stack.push(Frame::java(
+            method.dotted(),
+            FrameKind::Compiled,
+            method.descriptor.clone(),
+            None,
+        ));
+        let own = n.self_ns();
+        let last = n.children.is_empty();
+        if let (true, Some(End::Terminal(name, why))) = (last, &search.end) {
+            let kind = match *why == "native code" {
+                true => FrameKind::Native,
+                false => FrameKind::Interpreted,
+            };
+            let mut below = stack.clone();
+            below.push(Frame::new(name.clone(), kind));
+            profile.add_frame_counts(&below, StackCounts::sampled(own / 1_000, own));
+        } else if own >= 1_000 {
+            profile.add_frame_counts(&stack, StackCounts::sampled(own / 1_000, own));
+        }
+        node = n.children.first();
+    }
+    profile
+}

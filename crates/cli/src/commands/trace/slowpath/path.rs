@@ -1,0 +1,413 @@
+//! What `calltree --auto` reasons with: the stacks sampled inside entry calls, reduced to the
+//! levels jtap could instrument, which propose the heaviest path; and the call trees of a
+//! round, which time the path's levels exactly.
+//!
+//! A sampled stack names the methods as the JVM resolved them (an interface call's
+//! implementation, a lambda's body, the target of a reflective or method-handle call), which
+//! the call sites of the bytecode cannot. The levels of the path are those methods; the
+//! frames of the JVM's dispatch machinery in between (hidden lambda and method-handle
+//! classes, `java.lang.invoke`, reflection) are passed through, since jtap cannot
+//! instrument them and the time goes on below them.
+
+use std::collections::HashSet;
+
+use jtap_profile::{Frame, FrameKind, Profile};
+use jtap_protocol::records::{CallTree, TreeNode};
+
+/// A Java method as samples name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Method {
+    /// `pkg.Class`.
+    pub class: String,
+    /// The method's name.
+    pub name: String,
+    /// Its descriptor, when the sample had it.
+    pub descriptor: Option<String>,
+}
+
+impl Method {
+    fn of(frame: &Frame) -> Option<Method> {
+        Some(Method {
+            class: frame.class()?.to_string(),
+            name: frame.method()?.to_string(),
+            descriptor: frame.signature.clone(),
+        })
+    }
+
+    /// `pkg.Class.method`, as trees and flame graphs show it.
+    pub fn dotted(&self) -> String {
+        format!("{}.{}", self.class, self.name)
+    }
+
+    /// The method pattern selecting exactly this method.
+    pub fn pattern(&self) -> String {
+        format!(
+            "{}::{}{}",
+            self.class,
+            self.name,
+            self.descriptor.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// One level below the entry in a reduced stack.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// A method jtap may instrument.
+    Call(Method),
+    /// Where a path must end: code jtap does not instrument, and why.
+    Terminal(String, &'static str),
+}
+
+/// Why a path ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum End {
+    /// In its last level's own code.
+    SelfTime,
+    /// In a call jtap does not instrument.
+    Terminal(String, &'static str),
+    /// Too few samples reached its last level to say.
+    TooFewSamples,
+}
+
+/// Samples below a level before the path may go deeper.
+const MIN_SAMPLES: u64 = 4;
+
+/// Java frames of the JVM's dispatch machinery, passed through on the way to the method
+/// called: hidden classes (lambdas, method-handle forms), method handles and reflection.
+fn dispatch(frame: &Frame) -> bool {
+    let name = &frame.name;
+    name.contains("$$Lambda")
+        || name.contains("/0x")
+        || name.contains(".0x")
+        || name.contains("LambdaForm$")
+        || [
+            "java.lang.invoke.",
+            "java.lang.reflect.",
+            "jdk.internal.reflect.",
+            "sun.reflect.",
+            "com.sun.proxy.",
+            "jdk.proxy",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || name.contains(".$Proxy")
+}
+
+/// The levels of one stack (root first) below its outermost `entry` frame, or None when the
+/// stack holds no entry frame. Methods in `refused` (jtap did not instrument them when asked)
+/// end it, as native code does; the dispatch machinery ends it only when no Java method
+/// follows.
+pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Option<Vec<Level>> {
+    let start = frames
+        .iter()
+        .position(|f| f.kind.is_java() && f.name == entry)?;
+    let mut levels = Vec::new();
+    let mut dispatching: Option<&Frame> = None;
+    for frame in &frames[start + 1..] {
+        if matches!(
+            frame.kind,
+            FrameKind::Native | FrameKind::Cpp | FrameKind::Kernel
+        ) {
+            levels.push(Level::Terminal(frame.name.clone(), "native code"));
+            return Some(levels);
+        }
+        // Pseudo-frames: a thread's state (`[running]`), an allocated class.
+        if !frame.kind.is_java() {
+            continue;
+        }
+        if dispatch(frame) {
+            dispatching.get_or_insert(frame);
+            continue;
+        }
+        dispatching = None;
+        let Some(method) = Method::of(frame) else {
+            continue;
+        };
+        if refused.contains(&method) {
+            levels.push(Level::Terminal(
+                method.dotted(),
+                "not instrumented (native, or a class jtap refuses)",
+            ));
+            return Some(levels);
+        }
+        levels.push(Level::Call(method));
+    }
+    if let Some(frame) = dispatching {
+        levels.push(Level::Terminal(
+            frame.name.clone(),
+            "JDK internals jtap does not instrument",
+        ));
+    }
+    Some(levels)
+}
+
+/// The reduced stacks of a profile's samples inside entry calls, with their sample counts.
+pub fn reduced_stacks(
+    profile: &Profile,
+    entry: &str,
+    refused: &HashSet<Method>,
+) -> Vec<(Vec<Level>, u64)> {
+    profile
+        .stacks()
+        .into_iter()
+        .filter_map(|(ids, counts)| {
+            let frames: Vec<&Frame> = ids.iter().map(|&id| profile.frame(id)).collect();
+            reduce(&frames, entry, refused).map(|levels| (levels, counts.samples))
+        })
+        .collect()
+}
+
+/// The heaviest path below `prefix`: from the samples whose reduced stacks begin with it, level
+/// by level the heaviest next level, until the samples ending at a level (its own code)
+/// outweigh its heaviest callee, or a terminal level. Returns the levels after `prefix`, why
+/// the path ends, and the samples under `prefix`.
+pub fn propose(stacks: &[(Vec<Level>, u64)], prefix: &[Level]) -> (Vec<Level>, End, u64) {
+    let mut path: Vec<Level> = prefix.to_vec();
+    let mut under: Vec<&(Vec<Level>, u64)> = stacks
+        .iter()
+        .filter(|(levels, _)| levels.starts_with(prefix))
+        .collect();
+    let total = under.iter().map(|(_, n)| n).sum();
+    loop {
+        let depth = path.len();
+        let here: u64 = under.iter().map(|(_, n)| n).sum();
+        if here < MIN_SAMPLES {
+            return (path.split_off(prefix.len()), End::TooFewSamples, total);
+        }
+        let own: u64 = under
+            .iter()
+            .filter(|(levels, _)| levels.len() == depth)
+            .map(|(_, n)| n)
+            .sum();
+        let mut next: Vec<(&Level, u64)> = Vec::new();
+        for (levels, n) in under.iter().filter(|(l, _)| l.len() > depth) {
+            match next.iter_mut().find(|(level, _)| *level == &levels[depth]) {
+                Some((_, sum)) => *sum += n,
+                None => next.push((&levels[depth], *n)),
+            }
+        }
+        let Some((heaviest, weight)) = next.into_iter().max_by_key(|&(_, n)| n) else {
+            return (path.split_off(prefix.len()), End::SelfTime, total);
+        };
+        if own >= weight {
+            return (path.split_off(prefix.len()), End::SelfTime, total);
+        }
+        let heaviest = heaviest.clone();
+        if let Level::Terminal(name, why) = &heaviest {
+            let end = End::Terminal(name.clone(), why);
+            return (path.split_off(prefix.len()), end, total);
+        }
+        under.retain(|(levels, _)| levels.len() > depth && levels[depth] == heaviest);
+        path.push(heaviest);
+    }
+}
+
+/// One level's time in a round's entry calls, as the probes measured it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timed {
+    /// Its time in each entry call that reached it.
+    pub per_call: Vec<u64>,
+    /// Calls of the method at this level, all entry calls together.
+    pub calls: u64,
+    /// Its time over all the round's entry calls.
+    pub total_ns: u64,
+    /// The entry calls' time in the round.
+    pub entry_ns: u64,
+    /// Entry calls in the round.
+    pub entry_calls: u64,
+}
+
+impl Timed {
+    /// Its share of the entry's time.
+    pub fn share(&self) -> f64 {
+        match self.entry_ns {
+            0 => 0.0,
+            all => self.total_ns as f64 / all as f64,
+        }
+    }
+
+    /// The `q` quantile (0..=1) of its time per entry call that reached it.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let mut sorted = self.per_call.clone();
+        sorted.sort_unstable();
+        match sorted.len() {
+            0 => 0,
+            n => sorted[((n - 1) as f64 * q).round() as usize],
+        }
+    }
+}
+
+/// A tree node's method, `Class.method` (overloads show their parameter types after it).
+fn base_name(node: &TreeNode) -> &str {
+    node.name.split('(').next().unwrap_or(&node.name)
+}
+
+/// Times the levels of `path` whose methods were instrumented (`instrumented`) in a round's
+/// trees: each tree is followed down those levels, child by child; a level a tree does not
+/// reach has no time in that entry call. Returns one [`Timed`] per level of `path` (the
+/// entry first), default for levels not instrumented.
+pub fn time_levels(
+    trees: &[CallTree],
+    path: &[Method],
+    instrumented: &HashSet<Method>,
+) -> Vec<Timed> {
+    let mut timed = vec![Timed::default(); path.len()];
+    let entry_ns: u64 = trees.iter().map(|t| t.root.total_ns).sum();
+    for tree in trees {
+        timed[0].per_call.push(tree.root.total_ns);
+        timed[0].calls += tree.root.count;
+        let mut node = &tree.root;
+        for (index, method) in path.iter().enumerate().skip(1) {
+            if !instrumented.contains(method) {
+                continue;
+            }
+            let name = method.dotted();
+            let Some(child) = node
+                .children
+                .iter()
+                .filter(|c| base_name(c) == name)
+                .max_by_key(|c| c.total_ns)
+            else {
+                break;
+            };
+            timed[index].per_call.push(child.total_ns);
+            timed[index].calls += child.count;
+            timed[index].total_ns += child.total_ns;
+            node = child;
+        }
+    }
+    timed[0].total_ns = entry_ns;
+    for t in &mut timed {
+        t.entry_ns = entry_ns;
+        t.entry_calls = trees.len() as u64;
+    }
+    timed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn java(name: &str) -> Frame {
+        Frame::java(name, FrameKind::Compiled, Some("()V".into()), None)
+    }
+
+    fn call(name: &str) -> Level {
+        let (class, method) = name.rsplit_once('.').unwrap();
+        Level::Call(Method {
+            class: class.into(),
+            name: method.into(),
+            descriptor: Some("()V".into()),
+        })
+    }
+
+    #[test]
+    fn a_stack_is_reduced_below_its_entry_through_the_dispatch_machinery() {
+        let frames = [
+            java("java.lang.Thread.run"),
+            java("app.Api.handle"),
+            java("app.Impl.work"),
+            java("app.Api$$Lambda$14/0x0000000800c01200.apply"),
+            java("java.lang.invoke.LambdaForm$MH/0x1.invoke"),
+            java("app.Api.lambda$handle$0"),
+            Frame::new("libc.so.6!nanosleep", FrameKind::Native),
+            Frame::new("[sleeping]", FrameKind::Error),
+            Frame::new("kernel!do_nanosleep", FrameKind::Kernel),
+        ];
+        let refs: Vec<&Frame> = frames.iter().collect();
+        let levels = reduce(&refs, "app.Api.handle", &HashSet::new()).unwrap();
+        let state = [
+            java("app.Api.handle"),
+            Frame::new("[running]", FrameKind::Error),
+        ];
+        let own: Vec<&Frame> = state.iter().collect();
+        assert_eq!(
+            reduce(&own, "app.Api.handle", &HashSet::new()),
+            Some(vec![])
+        );
+        assert_eq!(
+            levels,
+            vec![
+                call("app.Impl.work"),
+                call("app.Api.lambda$handle$0"),
+                Level::Terminal("libc.so.6!nanosleep".into(), "native code"),
+            ]
+        );
+        assert!(reduce(&refs, "app.Other.run", &HashSet::new()).is_none());
+        let refused = HashSet::from([Method::of(&frames[2]).unwrap()]);
+        let cut = reduce(&refs, "app.Api.handle", &refused).unwrap();
+        assert!(matches!(&cut[..], [Level::Terminal(name, _)] if name == "app.Impl.work"));
+        let reflective = [
+            java("app.Api.handle"),
+            java("jdk.internal.reflect.NativeMethodAccessorImpl.invoke0"),
+        ];
+        let refs: Vec<&Frame> = reflective.iter().collect();
+        let levels = reduce(&refs, "app.Api.handle", &HashSet::new()).unwrap();
+        assert!(matches!(&levels[..], [Level::Terminal(_, why)] if why.contains("JDK internals")));
+    }
+
+    #[test]
+    fn the_path_follows_the_heaviest_level_until_own_code_outweighs_it() {
+        let (a, b, c, d) = (call("p.A.a"), call("p.B.b"), call("p.C.c"), call("p.D.d"));
+        let stacks = vec![
+            (vec![a.clone(), b.clone()], 30),
+            (vec![a.clone(), c.clone()], 10),
+            (vec![a.clone()], 5),
+            (vec![a.clone(), b.clone(), d.clone()], 8),
+            (vec![d.clone()], 20),
+        ];
+        let (path, end, total) = propose(&stacks, &[]);
+        assert_eq!(path, vec![a.clone(), b.clone()]);
+        assert_eq!(end, End::SelfTime);
+        assert_eq!(total, 73);
+        let (path, end, _) = propose(&stacks, &[a.clone(), c.clone()]);
+        assert!(path.is_empty());
+        assert_eq!(end, End::SelfTime);
+        let native = Level::Terminal("libz.so!inflate".into(), "native code");
+        let stacks = vec![(vec![a.clone(), native.clone()], 9), (vec![a.clone()], 1)];
+        let (path, end, _) = propose(&stacks, &[]);
+        assert_eq!(path, vec![a]);
+        assert_eq!(end, End::Terminal("libz.so!inflate".into(), "native code"));
+        let (_, end, _) = propose(&stacks[1..], &[]);
+        assert_eq!(end, End::TooFewSamples);
+    }
+
+    fn node(name: &str, total_ns: u64, children: Vec<TreeNode>) -> TreeNode {
+        TreeNode {
+            name: name.into(),
+            count: 1,
+            offset_ns: 0,
+            total_ns,
+            children,
+        }
+    }
+
+    #[test]
+    fn levels_are_timed_down_the_instrumented_ones() {
+        let tree = |root: TreeNode| CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            root,
+        };
+        let m = |name: &str| match call(name) {
+            Level::Call(m) => m,
+            Level::Terminal(..) => unreachable!(),
+        };
+        let path = [m("p.E.e"), m("p.A.a"), m("p.B.b"), m("p.C.c")];
+        let trees = [
+            tree(node("p.E.e", 100, vec![node("p.C.c", 60, vec![])])),
+            tree(node("p.E.e", 300, vec![node("p.X.x", 10, vec![])])),
+        ];
+        let instrumented = HashSet::from([path[0].clone(), path[3].clone()]);
+        let timed = time_levels(&trees, &path, &instrumented);
+        assert_eq!(timed[0].total_ns, 400);
+        assert_eq!(timed[0].per_call, vec![100, 300]);
+        assert_eq!(timed[3].per_call, vec![60]);
+        assert!((timed[3].share() - 0.15).abs() < 1e-9);
+        assert_eq!(timed[3].quantile(0.99), 60);
+        assert!(timed[1].per_call.is_empty());
+    }
+}

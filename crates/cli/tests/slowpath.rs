@@ -1,0 +1,140 @@
+//! `jtap calltree --auto` finds the slow path of `workloads.SlowPath` on every JDK of the
+//! matrix: a method five interface calls (a lambda and a virtual call among them) below the
+//! entry, reached only through callees the JVM resolves at run time, where the bytecode's
+//! call sites name interfaces. Every round's classes are restored to identical bytes; Ctrl-C
+//! in the middle ends the search with the path so far, restored too.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{agent_library, collapsed_file, jtap, Background};
+use jtap_testkit::{jdks, JavaProcess};
+
+const ENTRY: &str = "workloads.SlowPath::handle";
+
+/// The levels the JVM runs from the entry to the slow method.
+const PATH: [&str; 7] = [
+    "workloads.SlowPath.handle",
+    "workloads.SlowPath$Router.process",
+    "workloads.SlowPath$Router.lambda$new$",
+    "workloads.SlowPath$OrderService.serve",
+    "workloads.SlowPath$AbstractRepository.load",
+    "workloads.SlowPath$CachedRepository.fetch",
+    "workloads.SlowPath$SlowCodec.decode",
+];
+
+/// The chain of methods of a `--json` tree, from the entry down.
+fn chain(tree: &serde_json::Value) -> Vec<(String, f64)> {
+    let mut levels = Vec::new();
+    let mut node = &tree["tree"];
+    let entry = node["total_ns"].as_f64().unwrap_or(0.0);
+    while let Some(method) = node["method"].as_str() {
+        let total = node["total_ns"].as_f64().unwrap_or(0.0);
+        levels.push((method.to_string(), total / entry.max(1.0)));
+        match node["children"].get(0) {
+            Some(child) => node = child,
+            None => break,
+        }
+    }
+    levels
+}
+
+/// Every round's restore report says the classes came back identical.
+fn assert_all_restored(stderr: &str, context: &str) {
+    let reports: Vec<&str> = stderr.lines().filter(|l| l.contains("restored ")).collect();
+    assert!(
+        !reports.is_empty(),
+        "{context}: no restore report: {stderr}"
+    );
+    for line in reports {
+        let counts = line
+            .split("identical to before for ")
+            .nth(1)
+            .and_then(|rest| rest.split([',', ' ', ':']).next())
+            .and_then(|n| n.split_once('/'));
+        assert!(
+            counts.is_some_and(|(same, all)| same == all),
+            "{context}: {line}"
+        );
+    }
+}
+
+#[test]
+fn auto_calltree_ends_at_the_slow_call_five_interface_calls_deep() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let dir = tempfile::tempdir().unwrap();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.SlowPath")
+            .cwd(dir.path())
+            .start();
+        let pid = jvm.pid().to_string();
+        let flame = dir.path().join("path.collapsed");
+        let run = jtap([
+            "calltree",
+            &pid,
+            ENTRY,
+            "--auto",
+            "--json",
+            "-d",
+            "60s",
+            "-o",
+            flame.to_str().unwrap(),
+        ]);
+        let context = format!("JDK {v}: {run:?}");
+        assert_eq!(run.code, 0, "{context}");
+        let tree: serde_json::Value = run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("{\"time"))
+            .and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("{context}: no tree"));
+        let levels = chain(&tree);
+        let names: Vec<&str> = levels.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(names.len(), PATH.len(), "{context}: {names:#?}");
+        for (name, expected) in names.iter().zip(PATH) {
+            assert!(name.starts_with(expected), "{context}: {names:#?}");
+        }
+        // The slow method's own loop is a thousand times its siblings' work: it holds most of
+        // the entry's time (a level's share is exact, from its probes).
+        let (_, share) = levels.last().unwrap();
+        assert!(*share > 0.5, "{context}: {levels:?}");
+        assert!(
+            run.stdout
+                .contains("own code of workloads.SlowPath$SlowCodec.decode"),
+            "{context}"
+        );
+        assert_all_restored(&run.stderr, &context);
+        let stacks = collapsed_file(&flame);
+        assert!(
+            stacks.iter().any(|(frames, _)| frames
+                .last()
+                .is_some_and(|f| f.starts_with("workloads.SlowPath$SlowCodec.decode"))),
+            "{context}: {stacks:?}"
+        );
+        assert!(jvm.is_running(), "{context}: the JVM died");
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_search_with_the_path_so_far_and_every_class_restored() {
+    agent_library();
+    let Some(jdk) = jdks().first() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut jvm = JavaProcess::builder(jdk, "workloads.SlowPath")
+        .cwd(dir.path())
+        .start();
+    let pid = jvm.pid().to_string();
+    let mut search = Background::start(&["calltree", &pid, ENTRY, "--auto"], dir.path());
+    search.wait_stderr("jtap: round 1:", Duration::from_secs(60));
+    // Inside the second round's session: its probes are in.
+    search.wait_stderr("jtap: tracing:", Duration::from_secs(30));
+    search.interrupt();
+    let (code, stdout, stderr) = search.finish(Duration::from_secs(30));
+    let context = format!("JDK {}: {stdout}\n{stderr}", jdk.version);
+    assert_eq!(code, 0, "{context}");
+    assert!(stdout.contains("workloads.SlowPath.handle"), "{context}");
+    assert_all_restored(&stderr, &context);
+    assert!(jvm.is_running(), "{context}: the JVM died");
+}
