@@ -78,6 +78,29 @@ pub enum Point {
     /// At the first instruction of each source line (from the LineNumberTable); of these
     /// lines only, when any are given.
     Line(Vec<u32>),
+    /// At each instruction of a kind (array accesses, throws, catches, type checks).
+    Instruction(InsnKind),
+}
+
+/// The instructions a [`Point::Instruction`] probes, and what its probes' [`Value::Target`]
+/// and [`Value::CallArgs`] are there (the operands the instruction takes, as they were
+/// before it). Each site's detail names the type involved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsnKind {
+    /// After each array load: the array, the index; [`Value::ReturnValue`] the element.
+    /// Detail: the element type (`int`, `java.lang.Object` for any reference).
+    ArrayLoad,
+    /// Before each array store: the array, then the index and the value. Detail: as loads.
+    ArrayStore,
+    /// Before each `athrow`: the exception.
+    Throw,
+    /// At the start of each handler of a typed `catch`: the exception caught. Detail: the
+    /// type caught.
+    Catch,
+    /// Before each `checkcast`: the object. Detail: the type cast to.
+    CheckCast,
+    /// Before each `instanceof`: the object. Detail: the type tested.
+    InstanceOf,
 }
 
 /// A value passed to the probe method, in parameter order.
@@ -110,10 +133,12 @@ pub enum Value {
     Mark,
     /// `Object`: at call points, the called method's receiver (null for static calls and
     /// calls of constructors); at field points, the object whose field is read or written
-    /// (null for static fields); null at other points.
+    /// (null for static fields); at instruction points, see [`InsnKind`]; null at other
+    /// points.
     Target,
     /// `Object[]`: at call points, the called method's arguments, boxed (as they were before
-    /// the call, also after it); null at other points and on a call's exception path.
+    /// the call, also after it); at instruction points, see [`InsnKind`]; null at other
+    /// points and on a call's exception path.
     CallArgs,
 }
 

@@ -24,6 +24,9 @@
 //!          | ("entry:" | "line:" | "new:" | "sync:") pattern
 //!                                  trace: report each entry, line, object allocation
 //!                                  or monitor enter and exit these methods reach
+//!          | ("aget:" | "aset:" | "throw:" | "catch:" | "checkcast:" | "instanceof:")
+//!            pattern               trace: likewise each array read and write, throw,
+//!                                  catch and type check, with the values it takes
 //!          | "lines:" n ("," n)*   the only lines "line:" reports
 //!          | "depth:" n            calltree: levels of call sites below the entry; trace:
 //!                                  frames of each stack (at most 64)
@@ -321,9 +324,35 @@ pub enum PointKind {
     New,
     /// A `synchronized` block entered or left.
     Sync,
+    /// An array element read (reported once read, with the array, index and element).
+    ArrayGet,
+    /// An array element about to be written (with the array, index and value).
+    ArraySet,
+    /// An exception about to be thrown by `throw`.
+    Throw,
+    /// An exception caught by a typed `catch` (`finally` is not one).
+    Catch,
+    /// An object about to be cast (with the type cast to).
+    CheckCast,
+    /// An object about to be tested by `instanceof` (with the type tested).
+    InstanceOf,
 }
 
 impl PointKind {
+    /// Every kind, as the plan's text names them.
+    pub const ALL: [PointKind; 10] = [
+        PointKind::Entry,
+        PointKind::Line,
+        PointKind::New,
+        PointKind::Sync,
+        PointKind::ArrayGet,
+        PointKind::ArraySet,
+        PointKind::Throw,
+        PointKind::Catch,
+        PointKind::CheckCast,
+        PointKind::InstanceOf,
+    ];
+
     /// Its token in the plan's text.
     pub fn name(self) -> &'static str {
         match self {
@@ -331,6 +360,12 @@ impl PointKind {
             PointKind::Line => "line",
             PointKind::New => "new",
             PointKind::Sync => "sync",
+            PointKind::ArrayGet => "aget",
+            PointKind::ArraySet => "aset",
+            PointKind::Throw => "throw",
+            PointKind::Catch => "catch",
+            PointKind::CheckCast => "checkcast",
+            PointKind::InstanceOf => "instanceof",
         }
     }
 }
@@ -431,16 +466,11 @@ impl Plan {
                     continue;
                 }
                 "i" => plan.inner.push(MethodPattern::parse(value)?),
-                "entry" | "line" | "new" | "sync" => {
-                    let kind = [
-                        PointKind::Entry,
-                        PointKind::Line,
-                        PointKind::New,
-                        PointKind::Sync,
-                    ]
-                    .into_iter()
-                    .find(|k| k.name() == key)
-                    .expect("one of the three");
+                key if PointKind::ALL.iter().any(|k| k.name() == key) => {
+                    let kind = PointKind::ALL
+                        .into_iter()
+                        .find(|k| k.name() == key)
+                        .expect("a point kind");
                     plan.points.push((kind, MethodPattern::parse(value)?));
                     last =
                         (kind == PointKind::Entry).then_some(Guarded::Point(plan.points.len() - 1));

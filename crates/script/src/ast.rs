@@ -102,6 +102,10 @@ pub enum Role {
     ArrayDimensions,
     /// At `Kind.SYNC_ENTRY`/`SYNC_EXIT`: the monitor.
     Lock,
+    /// At `Kind.ARRAY_GET`/`ARRAY_SET`: the index (0) or the value written (1).
+    Operand(usize),
+    /// At `Kind.CHECKCAST`/`INSTANCEOF`: the type cast to or tested (`pkg.Class`).
+    CheckedType,
     /// A parameter of a method that is not a handler.
     Plain,
 }
@@ -287,6 +291,24 @@ pub enum Location {
         /// `where = Where.AFTER`.
         after: bool,
     },
+    /// `Kind.ARRAY_GET` (false) or `Kind.ARRAY_SET` (true): an array element read or
+    /// written. A read is reported once it is done (`Where.AFTER` passes the element as
+    /// `@Return`), a write before it is done.
+    Array {
+        /// `Kind.ARRAY_SET`.
+        write: bool,
+        /// `where = Where.AFTER`.
+        after: bool,
+    },
+    /// `Kind.THROW`: an exception about to be thrown by `throw`.
+    Throw,
+    /// `Kind.CATCH`: an exception caught by a typed `catch`.
+    Catch,
+    /// `Kind.CHECKCAST` (false) or `Kind.INSTANCEOF` (true): an object about to be checked.
+    TypeCheck {
+        /// `Kind.INSTANCEOF`.
+        instance_of: bool,
+    },
 }
 
 impl Location {
@@ -299,19 +321,38 @@ impl Location {
             Location::NewArray { .. } => &[Role::ArrayType, Role::ArrayDimensions],
             Location::Sync { .. } => &[Role::Lock],
             Location::Field { write: true, .. } => &[Role::FieldValue],
+            Location::Array { write: false, .. } => &[Role::Operand(0)],
+            Location::Array { write: true, .. } => &[Role::Operand(0), Role::Operand(1)],
+            Location::TypeCheck { .. } => &[Role::CheckedType],
             _ => &[],
         }
     }
 
-    /// Whether `@TargetInstance` and `@TargetMethodOrField` mean something here: a call or a
-    /// field access.
+    /// Whether `@TargetInstance` means something here: a call or a field access (and
+    /// `@TargetMethodOrField` there), an array access, a throw, a catch or a type check.
     pub fn has_target(self) -> bool {
+        self.has_member() || self.is_instruction()
+    }
+
+    /// Whether `@TargetMethodOrField` means something here: a call or a field access.
+    pub fn has_member(self) -> bool {
         matches!(self, Location::Call { .. } | Location::Field { .. })
+    }
+
+    /// Whether handlers here take instructions of a kind: array accesses, throws, catches
+    /// or type checks.
+    pub fn is_instruction(self) -> bool {
+        matches!(
+            self,
+            Location::Array { .. } | Location::Throw | Location::Catch | Location::TypeCheck { .. }
+        )
     }
 
     /// Whether handlers at this location take the points a method reaches, not its calls.
     pub fn is_point(self) -> bool {
-        !self.point_values().is_empty() || matches!(self, Location::Field { .. })
+        !self.point_values().is_empty()
+            || matches!(self, Location::Field { .. })
+            || self.is_instruction()
     }
 }
 

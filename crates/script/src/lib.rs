@@ -29,8 +29,10 @@ mod guard;
 pub mod limits;
 pub mod machine;
 mod one_liner;
+mod operators;
 pub mod plan;
 mod profiler;
+mod roles;
 mod time;
 pub mod value;
 

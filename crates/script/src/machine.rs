@@ -6,14 +6,12 @@
 
 use std::collections::HashMap;
 
-use jtap_protocol::records::{Callee, Point};
-
-use crate::ast::{
-    Expr, ExprKind, Literal, Method, Pos, Role, Sampling, Script, Stmt, Trigger, Type,
-};
+use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Sampling, Script, Stmt, Trigger};
 use crate::builtins::{self, Context, Facts};
 use crate::firing::Fired;
-use crate::value::{self, Value};
+use crate::operators::{binary, coerce, default_of, element, field_of, instance_of};
+use crate::roles::{role_size, role_value};
+use crate::value::Value;
 
 /// A running script.
 pub struct Machine<'s> {
@@ -55,72 +53,6 @@ struct Frame<'p> {
     /// A handler's parameters holding objects the probe measured, with their sizes
     /// (`sizeof`).
     sizes: Vec<(String, u64)>,
-}
-
-/// `@TargetMethodOrField`: the called method's name, or with `fqn` as BTrace writes it:
-/// how it is called, its return type, `Class#name` and its parameter types when it has
-/// some (`virtual java.lang.String java.lang.String#toUpperCase`,
-/// `static void app.Db#query(java.lang.String, int[])`).
-fn target_method(callee: &Callee, fqn: bool) -> String {
-    if !fqn {
-        return callee.method.clone();
-    }
-    let (params, ret) = java_types(&callee.descriptor);
-    let mut text = format!("{} {ret} {}#{}", callee.invoke, callee.class, callee.method);
-    if !params.is_empty() {
-        text.push_str(&format!("({})", params.join(", ")));
-    }
-    text
-}
-
-/// A field as `@TargetMethodOrField` gives it: its name, or with `fqn` `pkg.Class.field`
-/// (`field` is the latter).
-fn target_field(field: &str, fqn: bool) -> String {
-    match fqn {
-        true => field.to_string(),
-        false => field.rsplit('.').next().unwrap_or(field).to_string(),
-    }
-}
-
-/// A method descriptor's parameter and return types as Java writes them.
-fn java_types(descriptor: &str) -> (Vec<String>, String) {
-    let mut types = Vec::new();
-    let mut rest = descriptor.trim_start_matches('(');
-    let mut params = None;
-    while let Some(c) = rest.chars().next() {
-        if c == ')' {
-            params = Some(std::mem::take(&mut types));
-            rest = &rest[1..];
-            continue;
-        }
-        let dims = rest.len() - rest.trim_start_matches('[').len();
-        rest = &rest[dims..];
-        let (base, len) = match rest.as_bytes().first() {
-            Some(b'L') => {
-                let end = rest.find(';').unwrap_or(rest.len() - 1);
-                (rest[1..end].replace('/', "."), end + 1)
-            }
-            Some(code) => {
-                let name = match code {
-                    b'Z' => "boolean",
-                    b'B' => "byte",
-                    b'C' => "char",
-                    b'S' => "short",
-                    b'I' => "int",
-                    b'J' => "long",
-                    b'F' => "float",
-                    b'D' => "double",
-                    _ => "void",
-                };
-                (name.to_string(), 1)
-            }
-            None => break,
-        };
-        types.push(format!("{base}{}", "[]".repeat(dims)));
-        rest = &rest[len.min(rest.len())..];
-    }
-    let ret = types.pop().unwrap_or_else(|| "void".into());
-    (params.unwrap_or_default(), ret)
 }
 
 /// Deepest nesting of the script's own method calls (they cannot recurse; this bounds
@@ -681,210 +613,11 @@ impl<'s> Machine<'s> {
     }
 }
 
-/// The value a field or local of `ty` starts with.
-fn default_of(ty: &Type) -> Value {
-    match ty {
-        Type::Boolean => Value::Bool(false),
-        Type::Integral(_) => Value::Int(0),
-        Type::Floating(_) => Value::Float(0.0),
-        Type::String | Type::Object(_) => Value::Null,
-    }
-}
-
-/// A value as a variable of `ty` holds it (`(int) 2.5` is 2, a `long` from an `int`, …).
-fn coerce(ty: &Type, value: Value) -> Value {
-    match (ty, value) {
-        (Type::Integral(width), v @ (Value::Int(_) | Value::Float(_))) => {
-            let n = v.as_int().unwrap_or(0);
-            Value::Int(match *width {
-                "byte" => n as i8 as i64,
-                "short" => n as i16 as i64,
-                "char" => n as u16 as i64,
-                "int" => n as i32 as i64,
-                _ => n,
-            })
-        }
-        (Type::Floating(_), Value::Int(n)) => Value::Float(n as f64),
-        (Type::String, v @ Value::Object(_)) => Value::str(&v.to_string()),
-        (_, v) => v,
-    }
-}
-
-/// `x op y` for Java's binary operators.
-fn binary(op: &str, x: &Value, y: &Value) -> Result<Value, String> {
-    use Value::{Bool, Float, Int};
-    let fail = || format!("{op} does not apply to {x} and {y}");
-    Ok(match (op, x, y) {
-        ("+", Value::Str(_), _) | ("+", _, Value::Str(_)) => Value::built(format!("{x}{y}"))?,
-        ("==", ..) => Bool(x.same(y)),
-        ("!=", ..) => Bool(!x.same(y)),
-        (_, Int(a), Int(b)) => match op {
-            "+" => Int(a.wrapping_add(*b)),
-            "-" => Int(a.wrapping_sub(*b)),
-            "*" => Int(a.wrapping_mul(*b)),
-            "/" | "%" if *b == 0 => return Err("division by zero".into()),
-            "/" => Int(a.wrapping_div(*b)),
-            "%" => Int(a.wrapping_rem(*b)),
-            "<" => Bool(a < b),
-            "<=" => Bool(a <= b),
-            ">" => Bool(a > b),
-            ">=" => Bool(a >= b),
-            "&" => Int(a & b),
-            "|" => Int(a | b),
-            "^" => Int(a ^ b),
-            "<<" => Int(a.wrapping_shl(*b as u32)),
-            ">>" => Int(a.wrapping_shr(*b as u32)),
-            ">>>" => Int(((*a as u64) >> (*b as u32 & 63)) as i64),
-            _ => return Err(fail()),
-        },
-        (_, Int(_) | Float(_), Int(_) | Float(_)) => {
-            let (a, b) = (x.as_float().unwrap_or(0.0), y.as_float().unwrap_or(0.0));
-            match op {
-                "+" => Float(a + b),
-                "-" => Float(a - b),
-                "*" => Float(a * b),
-                "/" => Float(a / b),
-                "%" => Float(a % b),
-                "<" => Bool(a < b),
-                "<=" => Bool(a <= b),
-                ">" => Bool(a > b),
-                ">=" => Bool(a >= b),
-                _ => return Err(fail()),
-            }
-        }
-        (_, Bool(a), Bool(b)) => match op {
-            "&" => Bool(a & b),
-            "|" => Bool(a | b),
-            "^" => Bool(a ^ b),
-            _ => return Err(fail()),
-        },
-        _ => return Err(fail()),
-    })
-}
-
-/// `v instanceof ty`, as far as the value tells.
-fn instance_of(v: &Value, ty: &str) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Str(_) => matches!(
-            ty,
-            "String" | "java.lang.String" | "Object" | "CharSequence"
-        ),
-        Value::Object(d) => d.starts_with(ty) || ty == "Object",
-        _ => ty == "Object",
-    }
-}
-
-/// `array[index]`.
-fn element(array: Value, index: i64) -> Result<Value, String> {
-    match array {
-        Value::Array(items) | Value::Key(items) => items
-            .get(usize::try_from(index).map_err(|_| format!("index {index} out of bounds"))?)
-            .cloned()
-            .ok_or_else(|| format!("index {index} out of bounds for length {}", items.len())),
-        other => Err(format!("{other} is not an array")),
-    }
-}
-
-/// `object.field`: a field of an object's description, or a string's or array's `length`.
-fn field_of(object: &Value, field: &str) -> Result<Value, String> {
-    match object {
-        Value::Object(description) => value::field_of(description, field).ok_or_else(|| {
-            // The class, not the whole description: the same error each call.
-            let class = description.split(['@', '{']).next().unwrap_or("");
-            format!(
-                "{class} shows no field {field} (an object's description holds its first primitive, string, boxed and enum fields)"
-            )
-        }),
-        Value::Str(s) if field == "length" => Ok(Value::Int(s.chars().count() as i64)),
-        Value::Array(items) if field == "length" => Ok(Value::Int(items.len() as i64)),
-        _ => Err(format!("{object} has no field {field}")),
-    }
-}
-
-/// What a handler parameter of `role` receives from `probe`; `arg_values` are the probed
-/// method's arguments (`@AllArgs` takes them).
-fn role_value(role: &Role, probe: &Fired, arg_values: &mut impl Iterator<Item = Value>) -> Value {
-    match role {
-        Role::ClassName => Value::str(&probe.class),
-        Role::MethodName { fqn: false } => Value::str(&probe.method),
-        Role::MethodName { fqn: true } => Value::str(&format!("{}.{}", probe.class, probe.method)),
-        Role::TargetMethod { fqn } => match (&probe.callee, &probe.point) {
-            (Some(callee), _) => Value::str(&target_method(callee, *fqn)),
-            (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
-                Value::str(&target_field(&access.field, *fqn))
-            }
-            _ => Value::Null,
-        },
-        Role::FieldValue => match &probe.point {
-            Some(Point::FieldSet(access)) => Value::from_described(&access.value),
-            _ => Value::Null,
-        },
-        Role::Line => match &probe.point {
-            Some(Point::Line(line)) => Value::Int(i64::from(*line)),
-            _ => Value::Int(-1),
-        },
-        Role::NewClass => match &probe.point {
-            Some(Point::New(class)) => Value::str(class),
-            _ => Value::Null,
-        },
-        Role::ArrayType => match &probe.point {
-            Some(Point::NewArray { element, .. }) => Value::str(element),
-            _ => Value::Null,
-        },
-        Role::ArrayDimensions => match &probe.point {
-            Some(Point::NewArray { dimensions, .. }) => Value::Int(i64::from(*dimensions)),
-            _ => Value::Int(0),
-        },
-        Role::Lock => match &probe.point {
-            Some(Point::SyncEnter(lock) | Point::SyncExit(lock)) => Value::from_described(lock),
-            _ => Value::Null,
-        },
-        Role::Duration => Value::Int(probe.duration_ns as i64),
-        Role::Return => match (&probe.returned, &probe.point) {
-            (Some(returned), _) => Value::from_described(returned),
-            (None, Some(Point::FieldGet(access))) => Value::from_described(&access.value),
-            _ => Value::Null,
-        },
-        Role::Thrown => probe
-            .thrown
-            .as_deref()
-            .map_or(Value::Null, Value::from_described),
-        Role::TargetInstance => match (&probe.target, &probe.point) {
-            (Some(target), _) => Value::from_described(target),
-            (None, Some(Point::FieldGet(access) | Point::FieldSet(access))) => {
-                Value::from_described(&access.target)
-            }
-            _ => Value::Null,
-        },
-        Role::This => probe
-            .values
-            .first()
-            .map_or(Value::Null, |v| Value::from_described(v)),
-        Role::Arg(i) => probe
-            .values
-            .get(i + 1)
-            .map_or(Value::Null, |v| Value::from_described(v)),
-        Role::AllArgs => Value::Array(arg_values.by_ref().collect::<Vec<_>>().into()),
-        Role::Plain => Value::Null,
-    }
-}
-
-/// The size the agent measured of what a parameter of `role` receives, if it did.
-fn role_size(role: &Role, probe: &Fired) -> Option<u64> {
-    match role {
-        Role::This => probe.sizes.first().copied(),
-        Role::Arg(i) => probe.sizes.get(i + 1).copied(),
-        Role::Return => probe.returned_size,
-        Role::TargetInstance => probe.target_size,
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::compile::compile;
+    use jtap_protocol::records::Callee;
 
     fn script(body: &str) -> Script {
         let source = format!(

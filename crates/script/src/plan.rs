@@ -131,6 +131,19 @@ fn capture(plan: &mut Plan, handler: &Handler, probe: &Probe) {
     plan.sizes |= handler.uses_sizes;
 }
 
+/// The point kind of an instruction location (array accesses, throws, catches, type checks).
+fn insn_kind(location: Location) -> Option<PointKind> {
+    Some(match location {
+        Location::Array { write: false, .. } => PointKind::ArrayGet,
+        Location::Array { write: true, .. } => PointKind::ArraySet,
+        Location::Throw => PointKind::Throw,
+        Location::Catch => PointKind::Catch,
+        Location::TypeCheck { instance_of: false } => PointKind::CheckCast,
+        Location::TypeCheck { instance_of: true } => PointKind::InstanceOf,
+        _ => return None,
+    })
+}
+
 /// Adds the handler's probe to the plan where its location says: a call site, a point, a
 /// field access or a traced method (with the guard the agent tests, if any); `lines`
 /// collects the lines `Kind.LINE` handlers take.
@@ -165,6 +178,9 @@ fn place(
             plan.points.push((PointKind::New, pattern))
         }
         (Location::Sync { .. }, _) => plan.points.push((PointKind::Sync, pattern)),
+        (location, _) if insn_kind(location).is_some() => plan
+            .points
+            .extend(insn_kind(location).map(|kind| (kind, pattern))),
         (Location::Field { write, .. }, Some(field)) => plan.field_sites.push(FieldSites {
             host: pattern,
             field,
@@ -249,7 +265,8 @@ impl Selector {
                 .is_none_or(|t| call.duration_ns >= t.as_nanos() as u64)
     }
 
-    /// Whether a `Kind.ENTRY`, `LINE`, `NEW` or `SYNC_*` handler takes a point reached.
+    /// Whether a handler at a point (`Kind.ENTRY`, `LINE`, `NEW`, `SYNC_*`, a field or
+    /// array access, …) takes a point reached.
     pub(crate) fn takes_point(&self, reached: &Reached) -> bool {
         let location = match (self.location, &reached.point) {
             (Location::Entry, Point::Entry) => true,
@@ -261,6 +278,9 @@ impl Selector {
             }
             (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
             (Location::Sync { exit: true }, Point::SyncExit(_)) => true,
+            (location, Point::Insn(insn)) => {
+                insn_kind(location).is_some_and(|kind| kind.name() == insn.kind)
+            }
             (Location::Field { write: false, .. }, Point::FieldGet(access))
             | (Location::Field { write: true, .. }, Point::FieldSet(access)) => self
                 .target

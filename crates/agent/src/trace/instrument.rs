@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use jtap_classfile::inject::instrument_class;
-use jtap_classfile::plan::{Clock, MemberFilter, Pattern, Point, Probe, Registry, Value};
+use jtap_classfile::plan::{Clock, InsnKind, MemberFilter, Pattern, Point, Probe, Registry, Value};
 use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
 use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
@@ -192,9 +192,27 @@ fn point_probes(methods: MemberFilter, kind: PointKind, plan: &Plan) -> Vec<Prob
 }
 
 /// The probe reporting each access of `point` (a field read or write) in `methods`, with the
+        PointKind::ArrayGet => insn_probe(methods.clone(), InsnKind::ArrayLoad),
+        PointKind::ArraySet => insn_probe(methods.clone(), InsnKind::ArrayStore),
+        PointKind::Throw => insn_probe(methods.clone(), InsnKind::Throw),
+        PointKind::Catch => insn_probe(methods.clone(), InsnKind::Catch),
+        PointKind::CheckCast => insn_probe(methods.clone(), InsnKind::CheckCast),
+        PointKind::InstanceOf => insn_probe(methods.clone(), InsnKind::InstanceOf),
 /// method's `this`, the object whose field it is and the value read or written.
 fn field_probe(methods: MemberFilter, point: Point) -> Probe {
     use Value::*;
+/// The probe reporting each instruction of `kind` in `methods`, with the method's `this`, the
+/// object the instruction takes, its other operands and an array load's element.
+fn insn_probe(methods: MemberFilter, kind: InsnKind) -> Vec<Probe> {
+    use Value::*;
+    vec![Probe {
+        methods,
+        point: Point::Instruction(kind),
+        method: "insnReached".into(),
+        values: vec![MethodId, SiteId, This, Target, CallArgs, ReturnValue],
+    }]
+}
+
     Probe {
         methods,
         point,

@@ -201,6 +201,8 @@ pub enum Reached {
     Sync(u32, String),
     /// A field read or write site, the object whose field it is and the value, described.
     Field(u32, String, String),
+    /// An instruction site, the object it takes and its other operands, described.
+    Insn(u32, String, Vec<String>),
 }
 
 struct Queue {
@@ -1036,6 +1038,38 @@ pub extern "system" fn field_reached(
                 let describer = describer?;
                 let (target, value) = (describer.value(target), describer.value(value));
                 Some(Reached::Field(site as u32, target, value))
+            },
+        )
+    });
+}
+
+/// `insnReached(int method, int site, Object this, Object target, Object[] operands, Object
+/// loaded)`: an array access, throw, catch or type check of `target` (the array, exception
+/// or object checked) in a method probed inside; `operands` an array access's index (and
+/// value stored), `loaded` an array load's element (null elsewhere).
+pub extern "system" fn insn_reached(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    method: sys::jint,
+    site: sys::jint,
+    this: sys::jobject,
+    target: sys::jobject,
+    operands: sys::jobjectArray,
+    loaded: sys::jobject,
+) {
+    with_state(|hot| {
+        report_reached(
+            hot,
+            env,
+            method,
+            (this, std::ptr::null_mut()),
+            |describer| {
+                let describer = describer?;
+                let mut values = describer.elements(operands);
+                if !loaded.is_null() {
+                    values.push(describer.value(loaded));
+                }
+                Some(Reached::Insn(site as u32, describer.value(target), values))
             },
         )
     });

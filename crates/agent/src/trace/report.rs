@@ -17,8 +17,8 @@ use jtap_classfile::instruction::op::{
 };
 use jtap_classfile::plan::Registry;
 use jtap_protocol::records::{
-    self, BatchCall, BatchProbe, Call, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval,
-    Point, Reached, TreeNode,
+    self, BatchCall, BatchProbe, Call, CallTree, Callee, FieldAccess, InsnReached, MethodStats,
+    MonitorInterval, Point, Reached, TreeNode,
 };
 use jtap_protocol::trace::Mode;
 use jtap_protocol::Frame;
@@ -470,6 +470,15 @@ impl Reporter {
                     "field-write" => Point::FieldSet(access),
                     _ => Point::FieldGet(access),
                 }
+            }
+            probes::Reached::Insn(id, target, values) => {
+                let (kind, _, detail) = site(id)?;
+                Point::Insn(InsnReached {
+                    kind: kind.into(),
+                    detail,
+                    target,
+                    values,
+                })
             }
         };
         let depth = self.tracing.plan.depth.map_or(STACK_DEPTH, |d| d as usize);

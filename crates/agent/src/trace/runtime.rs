@@ -168,6 +168,12 @@ pub fn natives() -> Vec<Native> {
             function: probes::alloc as *mut _,
         },
     ]
+        Native {
+            name: c"insnReached",
+            signature:
+                c"(IILjava/lang/Object;Ljava/lang/Object;[Ljava/lang/Object;Ljava/lang/Object;)V",
+            function: probes::insn_reached as *mut _,
+        },
 }
 
 const ACC_PUBLIC: u16 = 0x0001;

@@ -189,14 +189,31 @@ impl Describer {
     /// escaped).
     pub fn values(&self, this: sys::jobject, args: sys::jobject) -> String {
         let mut values = vec![self.measured(this)];
-        if !args.is_null() {
-            for i in 0..self.jni.array_length(args) {
-                let item = self.jni.object_element(args, i);
-                values.push(self.measured(item));
-                self.jni.delete_local(item);
-            }
-        }
+        values.extend(self.elements_with(args, Self::measured));
         values.join(&SEPARATOR.to_string())
+    }
+
+    /// The elements of `array` (an `Object[]`; none when null), each described.
+    pub fn elements(&self, array: sys::jobject) -> Vec<String> {
+        self.elements_with(array, Self::value)
+    }
+
+    fn elements_with(
+        &self,
+        array: sys::jobject,
+        describe: fn(&Self, sys::jobject) -> String,
+    ) -> Vec<String> {
+        if array.is_null() {
+            return Vec::new();
+        }
+        (0..self.jni.array_length(array))
+            .map(|i| {
+                let item = self.jni.object_element(array, i);
+                let text = describe(self, item);
+                self.jni.delete_local(item);
+                text
+            })
+            .collect()
     }
 
     fn describe(&self, object: sys::jobject, cap: usize, depth: u32, out: &mut String) {

@@ -35,6 +35,8 @@ pub(super) struct Facts<'a> {
     /// The class of each of the class's bootstrap methods (`BootstrapMethods`, in order),
     /// which names an `invokedynamic` call site.
     pub(super) bootstrap_owners: Vec<String>,
+    /// The typed catch handlers: (first instruction, the caught class's constant).
+    pub(super) catches: Vec<(usize, u16)>,
 }
 
 impl Facts<'_> {
@@ -83,10 +85,15 @@ pub(super) fn wanted_states(
         matches!(p.point, Point::FieldRead(_) | Point::FieldWrite(_))
             && (p.values.contains(&Value::This) || p.values.contains(&Value::Target))
     });
+    // Instruction points: their `this` anywhere (catch handlers start anywhere).
+    let everywhere = probes
+        .iter()
+        .any(|(_, p)| matches!(p.point, Point::Instruction(_)));
     insns
         .iter()
         .map(|insn| {
             uninit_this
+                || everywhere
                 || at_returns && matches!(insn.opcode, op::IRETURN..=op::RETURN)
                 || at_calls && matches!(insn.opcode, op::INVOKEVIRTUAL..=op::INVOKEDYNAMIC)
                 || at_inits && insn.opcode == op::INVOKESPECIAL
@@ -191,6 +198,23 @@ pub(super) fn line_starts(
                 }
                 _ => return Err(Error::BadAttribute("LineNumberTable")),
             }
+        }
+    }
+    Ok(v)
+}
+
+/// The typed handlers of `code`'s exception table (a `finally` catches any type: not one),
+/// each handler once: (its first instruction, the caught class's constant).
+pub(super) fn catches(code: &CodeAttribute, insns: &[Insn]) -> Result<Vec<(usize, u16)>> {
+    let map = crate::code::offset_index(insns, code.code.len());
+    let mut v: Vec<(usize, u16)> = Vec::new();
+    for e in code.exception_table.iter().filter(|e| e.catch_type != 0) {
+        let i = match map.get(e.handler_pc as usize) {
+            Some(&i) if (i as usize) < insns.len() => i as usize,
+            _ => return Err(Error::BadAttribute("exception handler offset")),
+        };
+        if !v.iter().any(|&(at, _)| at == i) {
+            v.push((i, e.catch_type));
         }
     }
     Ok(v)

@@ -20,6 +20,7 @@ mod entry;
 mod exit;
 mod instructions;
 mod layout;
+mod opcodes;
 mod place;
 mod site;
 mod snippet;
@@ -118,10 +119,13 @@ pub(crate) fn instrument_method(
         lines: line_starts(cp, &code, &insns)?,
         spills: Vec::new(),
         bootstrap_owners: analysis::bootstrap_owners(cp, &cf.attributes),
+        catches: analysis::catches(&code, &insns)?,
     };
     let mut placer = Placer::new(cp, refs, registry, insns.len());
     placer.prologue(&facts, plan, guard.as_ref())?;
-    facts.spills = placer.spill_operands(&facts, probes)?;
+    let mut spills = placer.spill_operands(&facts, probes)?;
+    placer.spill_insn_operands(&facts, probes, &mut spills)?;
+    facts.spills = spills;
     for &probe in probes {
         placer.place_probe(&facts, probe)?;
     }
@@ -188,6 +192,7 @@ impl Placer<'_> {
             Point::FieldRead(filter) => self.field_accesses(f, probe, filter, true),
             Point::FieldWrite(filter) => self.field_accesses(f, probe, filter, false),
             Point::Line(only) => self.lines(f, probe, only),
+            Point::Instruction(kind) => self.instructions(f, probe, *kind),
         }
     }
 

@@ -22,8 +22,8 @@ pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
 pub use sites::Sites;
 pub use trace::{
-    Call, CallStats, CallTree, Callee, FieldAccess, MethodStats, MonitorInterval, Outcome, Point,
-    Reached, TreeNode, LATENCY_BOUNDS_NS,
+    Call, CallStats, CallTree, Callee, FieldAccess, InsnReached, MethodStats, MonitorInterval,
+    Outcome, Point, Reached, TreeNode, LATENCY_BOUNDS_NS,
 };
 
 /// One result.

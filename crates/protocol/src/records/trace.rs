@@ -122,6 +122,24 @@ pub enum Point {
     FieldGet(FieldAccess),
     /// A field about to be written, with the value written.
     FieldSet(FieldAccess),
+    /// An array access, throw, catch or type check (see [`InsnReached`]).
+    Insn(InsnReached),
+}
+
+/// An instruction reached at a [`Point::Insn`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InsnReached {
+    /// The kind, as the plan's text names it (`aget`, `aset`, `throw`, `catch`, `checkcast`,
+    /// `instanceof`).
+    pub kind: String,
+    /// The type involved: the element type of an array access (`int`, `java.lang.Object` for
+    /// any reference), the type caught, cast to or tested; empty for a throw.
+    pub detail: String,
+    /// The array, the exception or the object checked, described.
+    pub target: String,
+    /// An array access's index and the element read or written, described.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
 }
 
 /// A field access at a [`Point`].
@@ -151,6 +169,13 @@ impl Reached {
             Point::SyncExit(lock) => format!("exits {lock}"),
             Point::FieldGet(access) => format!("reads {} = {}", access.field, access.value),
             Point::FieldSet(access) => format!("writes {} = {}", access.field, access.value),
+            Point::Insn(insn) => [&insn.kind, &insn.detail, &insn.target]
+                .into_iter()
+                .chain(&insn.values)
+                .filter(|part| !part.is_empty())
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
         };
         let mut line = format!(
             "{} [{}] {}.{} {point}",

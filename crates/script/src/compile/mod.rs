@@ -520,8 +520,18 @@ public class Tracker {
             ),
             "{entry}"
         );
-        let throw = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.THROW))\npublic static void h() {}");
-        assert!(throw.contains("location Kind.THROW is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"), "{throw}");
+        let bogus = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.BOGUS))\npublic static void h() {}");
+        assert!(
+            bogus.contains("location Kind.BOGUS is not a BTrace location (ENTRY, "),
+            "{bogus}"
+        );
+        let get = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.ARRAY_GET))\npublic static void h(@Return int v) {}");
+        assert!(
+            get.contains("@Return at Kind.ARRAY_GET needs where = Where.AFTER"),
+            "{get}"
+        );
+        let throw = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(Kind.THROW))\npublic static void h(@TargetMethodOrField String m) {}");
+        assert!(throw.contains("@TargetMethodOrField needs"), "{throw}");
         let field_return = error("@OnMethod(clazz=\"a.B\", method=\"run\", location=@Location(value=Kind.FIELD_GET, clazz=\"a.C\", field=\"n\"))\npublic static void h(@Return int n) {}");
         assert!(
             field_return.contains("@Return at Kind.FIELD_GET needs where = Where.AFTER"),

@@ -22,7 +22,7 @@ impl Compiler<'_> {
                 *arg += 1;
                 return match values.get(*arg - 1) {
                     Some(role) => Ok(role.clone()),
-                    None => fail(p, "this location passes no more values without an annotation (the line, the class allocated, the array's type and dimensions, or the monitor)"),
+                    None => fail(p, "this location passes no more values without an annotation (the line, the class allocated, the array's type and dimensions, the monitor, the value written, an array's index and value, or the type checked)"),
                 };
             }
             if matches!(ty, Type::Object(t) if t == "AnyType[]") {
@@ -45,7 +45,7 @@ impl Compiler<'_> {
             "Duration" => Role::Duration,
             "Return" => Role::Return,
             "Self" => Role::This,
-            "TargetMethodOrField" if location.has_target() => Role::TargetMethod {
+            "TargetMethodOrField" if location.has_member() => Role::TargetMethod {
                 fqn: a
                     .arguments
                     .iter()
@@ -55,7 +55,7 @@ impl Compiler<'_> {
             "TargetMethodOrField" | "TargetInstance" => {
                 return fail(
                     a.node,
-                    format!("@{} needs location = @Location(value = Kind.CALL, ...) (or Kind.FIELD_GET, Kind.FIELD_SET)", a.name),
+                    format!("@{} needs location = @Location(value = Kind.CALL, ...) (or Kind.FIELD_GET, Kind.FIELD_SET{})", a.name, if a.name == "TargetInstance" { ", ARRAY_GET, ARRAY_SET, THROW, CATCH, CHECKCAST, INSTANCEOF" } else { "" }),
                 )
             }
             other => {
@@ -74,6 +74,7 @@ impl Compiler<'_> {
                 ),
             ),
             (Role::Return, Location::Field { write: false, after: true })
+            | (Role::Return, Location::Array { write: false, after: true })
             | (Role::Return, Location::New { after: true } | Location::NewArray { after: true }) => {
                 Ok(role)
             }
@@ -86,6 +87,10 @@ impl Compiler<'_> {
             (Role::Return, Location::Field { write: false, after: false }) => fail(
                 a.node,
                 "@Return at Kind.FIELD_GET needs where = Where.AFTER",
+            ),
+            (Role::Return, Location::Array { write: false, after: false }) => fail(
+                a.node,
+                "@Return at Kind.ARRAY_GET needs where = Where.AFTER",
             ),
             (Role::Duration | Role::Return, location) if location.is_point() => fail(
                 a.node,
@@ -330,6 +335,15 @@ impl Compiler<'_> {
             "LINE" => Location::Line(line),
             "SYNC_ENTRY" => Location::Sync { exit: false },
             "SYNC_EXIT" => Location::Sync { exit: true },
+            access @ ("ARRAY_GET" | "ARRAY_SET") => Location::Array {
+                write: access == "ARRAY_SET",
+                after,
+            },
+            "THROW" => Location::Throw,
+            "CATCH" => Location::Catch,
+            check @ ("CHECKCAST" | "INSTANCEOF") => Location::TypeCheck {
+                instance_of: check == "INSTANCEOF",
+            },
             access @ ("FIELD_GET" | "FIELD_SET") => {
                 // A field's `type` is its own; fields are told apart by class and name.
                 let target = Target {
@@ -342,7 +356,7 @@ impl Compiler<'_> {
             other => {
                 return fail(
                     kind,
-                    format!("location Kind.{other} is not supported yet (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET and FIELD_SET are)"),
+                    format!("location Kind.{other} is not a BTrace location (ENTRY, RETURN, ERROR, CALL, LINE, NEW, NEWARRAY, SYNC_ENTRY, SYNC_EXIT, FIELD_GET, FIELD_SET, ARRAY_GET, ARRAY_SET, THROW, CATCH, CHECKCAST and INSTANCEOF are)"),
                 )
             }
         };
