@@ -87,8 +87,8 @@ fn auto_calltree_ends_at_the_slow_call_five_interface_calls_deep() {
         let tree: serde_json::Value = run
             .stdout
             .lines()
-            .find(|l| l.starts_with("{\"time"))
-            .and_then(|l| serde_json::from_str(l).ok())
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get("tree").is_some())
             .unwrap_or_else(|| panic!("{context}: no tree"));
         let levels = chain(&tree);
         let names: Vec<&str> = levels.iter().map(|(m, _)| m.as_str()).collect();

@@ -11,6 +11,7 @@
 //! internals), named.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -28,6 +29,9 @@ use path::{End, Level, Method, Timed};
 
 /// Most methods instrumented at once (the entry besides).
 pub const MAX_METHODS: usize = 16;
+/// Most bytes of method patterns a round sends (the agent's options travel in the 1 KiB of an
+/// attach argument on JDKs before 24).
+const PATTERN_BYTES: usize = 640;
 /// How long each round's session runs.
 const ROUND: Duration = Duration::from_secs(2);
 /// The whole search's time when `-d` does not say.
@@ -59,6 +63,8 @@ struct Search {
     refused: HashSet<Method>,
     entry_name: Option<String>,
     end: Option<End>,
+    /// Where the samples inside the call the path ends in were taken most, and their share.
+    top: Option<(String, f64)>,
     rounds: u32,
     truncated: u64,
 }
@@ -73,12 +79,15 @@ impl Search {
             .count()
     }
 
-    /// The methods of the levels not timed yet, in path order, at most [`MAX_METHODS`].
+    /// The methods of the levels not timed yet, in path order: at most [`MAX_METHODS`], whose
+    /// patterns take at most [`PATTERN_BYTES`].
     fn window(&self) -> Vec<Method> {
         let mut window: Vec<Method> = Vec::new();
+        let mut bytes = 0;
         for method in &self.path[1 + self.measured()..] {
             if !window.contains(method) {
-                if window.len() == MAX_METHODS {
+                bytes += method.pattern().len() + 3;
+                if window.len() == MAX_METHODS || (bytes > PATTERN_BYTES && !window.is_empty()) {
                     break;
                 }
                 window.push(method.clone());
@@ -108,6 +117,7 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         refused: HashSet::new(),
         entry_name: None,
         end: None,
+        top: None,
         rounds: 0,
         truncated: 0,
     };
@@ -119,7 +129,13 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         if interrupt::requested() {
             break;
         }
-        if !learn(&mut search, &trees, profile.as_ref()) {
+        let before = (search.measured(), search.refused.len());
+        let trees = settled(trees);
+        let learnt = learn(&mut search, &trees, profile.as_ref());
+        let progress = search.rounds == 1
+            || search.end.is_some()
+            || before != (search.measured(), search.refused.len());
+        if !(learnt && progress) {
             idle += 1;
             if idle >= IDLE_ROUNDS {
                 break;
@@ -129,6 +145,25 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         }
     }
     report(auto, &search, wall_start, started.elapsed())
+}
+
+/// Entry calls that started this long after a round's first are timed with the JIT's code
+/// for the instrumented methods rather than the interpreter's (each retransformation throws
+/// their compiled code away).
+const WARM_UP: Duration = Duration::from_millis(500);
+
+/// The trees of calls that started [`WARM_UP`] after the round's first, when there are ten
+/// or more; all of them otherwise.
+fn settled(trees: Vec<CallTree>) -> Vec<CallTree> {
+    let Some(first) = trees.iter().map(|t| t.time_ns).min() else {
+        return trees;
+    };
+    let from = first + WARM_UP.as_nanos() as u64;
+    let late = trees.iter().filter(|t| t.time_ns >= from).count();
+    match late >= 10 {
+        true => trees.into_iter().filter(|t| t.time_ns >= from).collect(),
+        false => trees,
+    }
 }
 
 /// A round shorter than this could not instrument, sample and restore.
@@ -153,35 +188,13 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
         search.entry_name = Some(entry_name.to_string());
     }
     search.truncated += trees.iter().map(|t| t.truncated).sum::<u64>();
-    let measured = search.measured();
-    let window: HashSet<Method> = search.window().into_iter().collect();
-    let timed = path::time_levels(trees, &search.path, &window);
-    merge_entry(&mut search.timed[0], &timed[0]);
-    for index in measured + 1..search.path.len() {
-        if !window.contains(&search.path[index]) {
-            break;
-        }
-        if timed[index].per_call.is_empty() {
-            // Its caller ran but it was never seen: jtap did not instrument it.
-            let parent_seen = index == 1 || !timed[index - 1].per_call.is_empty();
-            if parent_seen {
-                search.refused.insert(search.path[index].clone());
-            }
-            break;
-        }
-        search.timed[index] = Some(timed[index].clone());
-    }
-    let measured = search.measured();
-    search.path.truncate(measured + 1);
-    search.timed.truncate(measured + 1);
+    time_window(search, trees);
     let Some(profile) = profile else {
         return false;
     };
-    let stacks = path::reduced_stacks(
-        profile,
-        search.entry_name.as_deref().unwrap_or(""),
-        &search.refused,
-    );
+    let measured = search.measured();
+    let entry = search.entry_name.clone().unwrap_or_default();
+    let stacks = path::reduced_stacks(profile, &entry, &search.refused);
     let prefix: Vec<Level> = search.path[1..].iter().cloned().map(Level::Call).collect();
     let (more, end, samples) = path::propose(&stacks, &prefix);
     let deeper = more.len();
@@ -200,14 +213,47 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
         deeper
     );
     match end {
-        End::TooFewSamples if deeper == 0 => false,
-        End::TooFewSamples => true,
-        end if deeper == 0 => {
+        End::TooFewSamples => deeper > 0,
+        _ if deeper > 0 => true,
+        End::Terminal(name, why) => {
+            let mut levels = prefix;
+            levels.push(Level::Terminal(name.clone(), why));
+            search.top = path::top_inside(profile, &entry, &search.refused, &levels);
+            search.end = Some(End::Terminal(name, why));
+            true
+        }
+        end => {
             search.end = Some(end);
             true
         }
-        _ => true,
     }
+}
+
+/// Keeps the times of the window's levels the round's trees reached, and forgets the path
+/// below the first level they did not: a level whose caller ran and which the trees never
+/// show was not instrumented (native, or refused by the agent).
+fn time_window(search: &mut Search, trees: &[CallTree]) {
+    let measured = search.measured();
+    let window: HashSet<String> = search.window().iter().map(Method::dotted).collect();
+    let timed = path::time_levels(trees, &search.path, &window);
+    merge_entry(&mut search.timed[0], &timed[0]);
+    for index in measured + 1..search.path.len() {
+        let name = search.path[index].dotted();
+        if !window.contains(&name) {
+            break;
+        }
+        if timed[index].per_call.is_empty() {
+            let caller_ran = index == 1 || !timed[index - 1].per_call.is_empty();
+            if caller_ran && !path::appears(trees, &name) {
+                search.refused.insert(search.path[index].clone());
+            }
+            break;
+        }
+        search.timed[index] = Some(timed[index].clone());
+    }
+    let measured = search.measured();
+    search.path.truncate(measured + 1);
+    search.timed.truncate(measured + 1);
 }
 
 /// Adds a round's entry times to those of earlier rounds.
@@ -364,7 +410,11 @@ fn ending(search: &Search, interrupted: bool) -> String {
     match &search.end {
         Some(End::SelfTime) => format!("the slow path ends in the own code of {last}"),
         Some(End::Terminal(name, why)) => {
-            format!("the slow path ends in {name}, called from {last}: {why}")
+            let mut line = format!("the slow path ends in {name}, called from {last}: {why}");
+            if let Some((top, share)) = search.top.as_ref().filter(|(top, _)| top != name) {
+                let _ = write!(line, "; its samples' top frame: {top} ({:.0}%)", share * 100.0);
+            }
+            line
         }
         _ if interrupted => "interrupted: the slow path so far".to_string(),
         _ => "the search ended before the path did (too few entry calls or samples, or -d): the slow path so far".to_string(),

@@ -39,14 +39,10 @@ impl Method {
         format!("{}.{}", self.class, self.name)
     }
 
-    /// The method pattern selecting exactly this method.
+    /// The method pattern selecting this method (and its overloads: without descriptors, more
+    /// patterns fit in the agent's options, which attach protocol 1 caps at 1 KiB).
     pub fn pattern(&self) -> String {
-        format!(
-            "{}::{}{}",
-            self.class,
-            self.name,
-            self.descriptor.as_deref().unwrap_or("")
-        )
+        format!("{}::{}", self.class, self.name)
     }
 }
 
@@ -95,9 +91,9 @@ fn dispatch(frame: &Frame) -> bool {
 }
 
 /// The levels of one stack (root first) below its outermost `entry` frame, or None when the
-/// stack holds no entry frame. Methods in `refused` (jtap did not instrument them when asked)
-/// end it, as native code does; the dispatch machinery ends it only when no Java method
-/// follows.
+/// stack holds no entry frame. Native code and methods in `refused` (jtap did not instrument
+/// them when asked) end it as a terminal level; the dispatch machinery ends it so only when no
+/// Java method follows; the JVM's own code ends it without a level.
 pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Option<Vec<Level>> {
     let start = frames
         .iter()
@@ -105,10 +101,12 @@ pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Opti
     let mut levels = Vec::new();
     let mut dispatching: Option<&Frame> = None;
     for frame in &frames[start + 1..] {
-        if matches!(
-            frame.kind,
-            FrameKind::Native | FrameKind::Cpp | FrameKind::Kernel
-        ) {
+        // The JVM's own code below a Java method (a safepoint, an allocation's slow path, a
+        // lock's wait) works for that method: its own time.
+        if frame.kind == FrameKind::Cpp {
+            break;
+        }
+        if matches!(frame.kind, FrameKind::Native | FrameKind::Kernel) {
             levels.push(Level::Terminal(frame.name.clone(), "native code"));
             return Some(levels);
         }
@@ -156,6 +154,41 @@ pub fn reduced_stacks(
             reduce(&frames, entry, refused).map(|levels| (levels, counts.samples))
         })
         .collect()
+}
+
+/// The frame the samples ending in `levels` (a path and the terminal level it ends in) were
+/// taken in most (their top frame), with its share of them: what a profile of the same calls
+/// puts on top, inside the call jtap does not instrument.
+pub fn top_inside(
+    profile: &Profile,
+    entry: &str,
+    refused: &HashSet<Method>,
+    levels: &[Level],
+) -> Option<(String, f64)> {
+    let mut tops: Vec<(&str, u64)> = Vec::new();
+    let mut all = 0;
+    for (ids, counts) in profile.stacks() {
+        let frames: Vec<&Frame> = ids.iter().map(|&id| profile.frame(id)).collect();
+        if reduce(&frames, entry, refused).as_deref() != Some(levels) {
+            continue;
+        }
+        let Some(top) = frames.iter().rev().find(|f| {
+            f.kind.is_java()
+                || matches!(
+                    f.kind,
+                    FrameKind::Native | FrameKind::Cpp | FrameKind::Kernel
+                )
+        }) else {
+            continue;
+        };
+        all += counts.samples;
+        match tops.iter_mut().find(|(name, _)| *name == top.name) {
+            Some((_, n)) => *n += counts.samples,
+            None => tops.push((&top.name, counts.samples)),
+        }
+    }
+    let (name, n) = tops.into_iter().max_by_key(|&(_, n)| n)?;
+    Some((name.to_string(), n as f64 / all.max(1) as f64))
 }
 
 /// The heaviest path below `prefix`: from the samples whose reduced stacks begin with it, level
@@ -243,38 +276,40 @@ fn base_name(node: &TreeNode) -> &str {
     node.name.split('(').next().unwrap_or(&node.name)
 }
 
-/// Times the levels of `path` whose methods were instrumented (`instrumented`) in a round's
-/// trees: each tree is followed down those levels, child by child; a level a tree does not
-/// reach has no time in that entry call. Returns one [`Timed`] per level of `path` (the
-/// entry first), default for levels not instrumented.
+/// Times the levels of `path` whose methods were instrumented (`instrumented`, by
+/// `Class.method`) in a round's trees: each tree is followed down those levels, through every
+/// node of the level's method under the level above (overloads and several call chains
+/// together); a level a tree does not reach has no time in that entry call. Returns one
+/// [`Timed`] per level of `path` (the entry first), default for levels not instrumented.
 pub fn time_levels(
     trees: &[CallTree],
     path: &[Method],
-    instrumented: &HashSet<Method>,
+    instrumented: &HashSet<String>,
 ) -> Vec<Timed> {
     let mut timed = vec![Timed::default(); path.len()];
     let entry_ns: u64 = trees.iter().map(|t| t.root.total_ns).sum();
     for tree in trees {
         timed[0].per_call.push(tree.root.total_ns);
         timed[0].calls += tree.root.count;
-        let mut node = &tree.root;
+        let mut frontier = vec![&tree.root];
         for (index, method) in path.iter().enumerate().skip(1) {
-            if !instrumented.contains(method) {
+            let name = method.dotted();
+            if !instrumented.contains(&name) {
                 continue;
             }
-            let name = method.dotted();
-            let Some(child) = node
-                .children
+            let next: Vec<&TreeNode> = frontier
                 .iter()
-                .filter(|c| base_name(c) == name)
-                .max_by_key(|c| c.total_ns)
-            else {
+                .flat_map(|node| node.children.iter())
+                .filter(|child| base_name(child) == name)
+                .collect();
+            if next.is_empty() {
                 break;
-            };
-            timed[index].per_call.push(child.total_ns);
-            timed[index].calls += child.count;
-            timed[index].total_ns += child.total_ns;
-            node = child;
+            }
+            let total: u64 = next.iter().map(|n| n.total_ns).sum();
+            timed[index].per_call.push(total);
+            timed[index].calls += next.iter().map(|n| n.count).sum::<u64>();
+            timed[index].total_ns += total;
+            frontier = next;
         }
     }
     timed[0].total_ns = entry_ns;
@@ -283,6 +318,14 @@ pub fn time_levels(
         t.entry_calls = trees.len() as u64;
     }
     timed
+}
+
+/// Whether any node of the trees is a call of `name` (`Class.method`).
+pub fn appears(trees: &[CallTree], name: &str) -> bool {
+    fn inside(node: &TreeNode, name: &str) -> bool {
+        base_name(node) == name || node.children.iter().any(|c| inside(c, name))
+    }
+    trees.iter().any(|t| inside(&t.root, name))
 }
 
 #[cfg(test)]
@@ -313,6 +356,7 @@ mod tests {
             java("app.Api.lambda$handle$0"),
             Frame::new("libc.so.6!nanosleep", FrameKind::Native),
             Frame::new("[sleeping]", FrameKind::Error),
+            Frame::new("libjvm.so!SafepointSynchronize::block", FrameKind::Cpp),
             Frame::new("kernel!do_nanosleep", FrameKind::Kernel),
         ];
         let refs: Vec<&Frame> = frames.iter().collect();
@@ -401,7 +445,7 @@ mod tests {
             tree(node("p.E.e", 100, vec![node("p.C.c", 60, vec![])])),
             tree(node("p.E.e", 300, vec![node("p.X.x", 10, vec![])])),
         ];
-        let instrumented = HashSet::from([path[0].clone(), path[3].clone()]);
+        let instrumented = HashSet::from([path[0].dotted(), path[3].dotted()]);
         let timed = time_levels(&trees, &path, &instrumented);
         assert_eq!(timed[0].total_ns, 400);
         assert_eq!(timed[0].per_call, vec![100, 300]);
@@ -409,5 +453,34 @@ mod tests {
         assert!((timed[3].share() - 0.15).abs() < 1e-9);
         assert_eq!(timed[3].quantile(0.99), 60);
         assert!(timed[1].per_call.is_empty());
+        assert!(appears(&trees, "p.X.x") && !appears(&trees, "p.B.b"));
+    }
+
+    #[test]
+    fn a_level_sums_the_calls_of_its_method_under_every_node_above() {
+        let overloads = CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            root: node(
+                "p.E.e",
+                100,
+                vec![
+                    node("p.A.a(int)", 30, vec![node("p.B.b", 20, vec![])]),
+                    node("p.A.a(long)", 50, vec![node("p.B.b", 40, vec![])]),
+                ],
+            ),
+        };
+        let m = |name: &str| match call(name) {
+            Level::Call(m) => m,
+            Level::Terminal(..) => unreachable!(),
+        };
+        let path = [m("p.E.e"), m("p.A.a"), m("p.B.b")];
+        let all = path.iter().map(Method::dotted).collect();
+        let timed = time_levels(&[overloads], &path, &all);
+        assert_eq!(timed[1].per_call, vec![80]);
+        assert_eq!(timed[2].per_call, vec![60]);
+        assert_eq!(timed[2].calls, 2);
     }
 }
