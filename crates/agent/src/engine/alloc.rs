@@ -3,11 +3,12 @@
 //! `SetHeapSamplingInterval(alloc=, default 512 KiB)` makes HotSpot pick, on each thread, an
 //! allocation after a random number of bytes (exponentially distributed with that mean) and
 //! send SampledObjectAlloc for it, on the allocating thread. The callback takes the stack
-//! (`GetStackTrace` into a buffer on its own stack, at most `jstackdepth=` frames, default 64)
-//! and the class, and records the sample into the sharded [`SiteTable`]; the class is the
-//! stack's leaf frame. Class signatures are looked up once per class: the class object is
-//! tagged with its interned id in the engine's environment, so a sample costs one `GetTag`
-//! instead of a `GetClassSignature`, and recording a known site allocates nothing.
+//! (jtap's walker, or `GetStackTrace`, into a buffer on its own stack, at most `jstackdepth=`
+//! frames, default 64) and the class, and records the sample into the sharded [`SiteTable`];
+//! the class is the stack's leaf frame. Class signatures are looked up once per class: the
+//! class object is tagged with its interned id in the engine's environment, and each thread
+//! remembers the id by the class's mirror and `Klass*` ([`classes`]), so a sample usually
+//! makes no JVMTI call for its class, and recording a known site allocates nothing.
 //!
 //! Weights: a byte-driven Poisson sampler with mean interval `I` samples an object of `s`
 //! bytes with probability `p = 1 - exp(-s/I)`, so each sample stands for `1/p` objects and
@@ -41,6 +42,8 @@
 //! with a message saying so. Stopping turns the events off, waits for callbacks in flight and
 //! disposes of the environment, which drops all tags at once.
 
+mod classes;
+
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -51,7 +54,7 @@ use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
 use jtap_protocol::records::sites::{Leaks, Recording};
 use jtap_protocol::records::Record;
-use jtap_protocol::Options;
+use jtap_protocol::{JavaStacks, Options};
 
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
@@ -170,11 +173,12 @@ impl Engine for AllocEngine {
             capabilities.push("can_generate_garbage_collection_events");
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
-        stack::choose(
+        let walker = options.walker.unwrap_or_default();
+        stack::choose(context.vm, own.env(), walker, &STACKS);
+        classes::start(
             context.vm,
-            own.env(),
-            options.walker.unwrap_or_default(),
-            &STACKS,
+            walker != JavaStacks::Jvmti,
+            walker == JavaStacks::Check,
         );
         table().clear();
         let timeline = options.keeps_timeline();
@@ -293,7 +297,7 @@ impl Engine for AllocEngine {
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
         run.own.retire(&GATE, "alloc");
         // After the callbacks in flight have left.
-        log!("alloc: {}", stack::summary(&STACKS));
+        log!("alloc: {}; {}", stack::summary(&STACKS), classes::summary());
         table().clear();
         report
     }
@@ -503,11 +507,17 @@ fn is_own_thread() -> bool {
     })
 }
 
-/// The interned id of `class`. The first sample of a class looks up its signature and tags
+/// The interned id of `class`: remembered by the thread (see [`classes`]), or else
+/// [`class_id_by_tag`].
+fn class_id(env: &Env, class: sys::jclass) -> Option<ClassId> {
+    classes::class_of(class, || class_id_by_tag(env, class))
+}
+
+/// The interned id of `class` through JVMTI. The first sample of a class looks up its signature and tags
 /// the class object with `-(id + 1)` in the engine's environment; later samples only read the
 /// tag. (Object tags are positive, so they never clash; a class object that is itself a
 /// tracked sampled object keeps its tag and is looked up by signature each time.)
-fn class_id(env: &Env, class: sys::jclass) -> Option<ClassId> {
+fn class_id_by_tag(env: &Env, class: sys::jclass) -> Option<ClassId> {
     // SAFETY: `class` is the callback's valid local reference to the class (so below too).
     let tag = unsafe { env.tag(class) }.unwrap_or(0);
     if tag < 0 {

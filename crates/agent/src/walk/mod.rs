@@ -8,6 +8,7 @@
 //! - `code`: the code cache: its heaps, the interpreter, the call stub.
 //! - `frames`: the walk itself.
 //! - `ids`: jmethodIDs remembered from one walk to the next.
+//! - `mirror`: the `Klass*` a `jclass` names, for the alloc engine's class lookups.
 //! - `stats`: counts of walks, fallbacks and comparisons, for the log.
 //! - `vthread`: which virtual thread a carrier runs, and where its continuation keeps the
 //!   frames it has not thawed yet (JDK 21+).
@@ -24,6 +25,7 @@ mod fetch;
 mod frames;
 mod ids;
 mod layout;
+mod mirror;
 mod stats;
 mod structs;
 mod vthread;
@@ -35,6 +37,7 @@ use jtap_jvmti::sys;
 
 pub use frames::{Began, Frames, JavaFrame, Kind, Stop};
 
+pub use mirror::Mirrors;
 pub use stats::{Comparison, Stats};
 pub use vthread::{label as vthread_label, Mounted};
 
