@@ -293,11 +293,14 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
-    /// A refreshed view of a JVM: heap, GC, safepoints, compilations and its threads by CPU
+    /// A refreshed view of a JVM: hottest methods, heap, GC, safepoints, compilations and its
+    /// threads by CPU
     #[command(
-        after_help = "Each refresh reads /proc and hsperfdata only (no pause); Java thread names and \
+        after_help = "Each refresh reads /proc and hsperfdata (no pause); Java thread names and \
                             states come from a thread dump (a brief safepoint) every --dump-every. \
-                            On a terminal the screen is redrawn; otherwise blocks of lines.\n\
+                            On a terminal, a live view with a rolling profile (the agent) and keys: \
+                            s/t sort, p pause, e event, enter stack, w flame graph, q quit. \
+                            Otherwise blocks of lines, without the agent.\n\
                             Examples:\n  jtap top 1234\n  jtap top 1234 -n 5 -i 2s --iterations 3 | less"
     )]
     Top {

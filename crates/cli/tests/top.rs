@@ -359,7 +359,7 @@ fn real_program(jdk: &Jdk, main: &str, arg: &str, jars: &[&str]) -> JavaProcess 
     for jar in jars {
         builder = builder.classpath(debian_jar(jar));
     }
-    let mut jvm = builder.start();
+    let jvm = builder.start();
     assert!(
         jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
         "{main} on JDK {} never printed READY",
