@@ -38,7 +38,7 @@ pub mod value;
 
 pub use ast::{Location, Probe, Script};
 pub use builtins::{Counter, Facts, Heap};
-pub use compile::{compile, CompileError};
+pub use compile::{compile, compile_with, CompileError, Descriptors};
 pub use firing::{fired, Fired, Reader, Reading};
 pub use machine::Machine;
 pub use one_liner::{one_liner, one_liner_error};

@@ -5,6 +5,7 @@
 //! script's timers and `@OnExit` handlers. `--check` only compiles and checks.
 
 use std::io::{self, Write};
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use jtap_client::{interrupt, Conversation};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::Trigger;
-use jtap_script::{compile, Fired, Machine, Probes, Reader, Reading, Script};
+use jtap_script::{compile_with, Fired, Machine, Probes, Reader, Reading, Script};
 
 use crate::exit;
 
@@ -54,7 +55,9 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
     };
     let source =
         std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
-    let script = compile(&source, file).map_err(|e| exit::usage(e.to_string()))?;
+    let descriptors = |namespace: &str| probe_descriptor(Path::new(file), namespace);
+    let script =
+        compile_with(&source, file, &descriptors).map_err(|e| exit::usage(e.to_string()))?;
     for note in &script.notes {
         eprintln!("jtap: {file}: {note}");
     }
@@ -745,6 +748,17 @@ fn print_unseen(unseen: &[(u64, String)]) {
         );
     }
     let _ = stdout.flush();
+}
+
+/// The text of probe descriptor `<namespace>.xml` for the `@OnProbe` handlers of `script`:
+/// next to the script, else in the current directory (BTrace's default descriptor path).
+fn probe_descriptor(script: &Path, namespace: &str) -> Result<String, String> {
+    let name = format!("{namespace}.xml");
+    let beside = script.parent().unwrap_or(Path::new("")).join(&name);
+    let text = [beside.as_path(), Path::new(&name)]
+        .into_iter()
+        .find_map(|path| std::fs::read_to_string(path).ok());
+    text.ok_or_else(|| format!("no probe descriptor {name} beside the script or here"))
 }
 
 #[cfg(test)]

@@ -226,6 +226,9 @@ impl Compiler<'_> {
             None => Ok(ExprKind::Own(name.to_string(), args)),
             Some(object) => {
                 let class = self.text(object);
+                if self.printers.iter().any(|p| p == class) && matches!(name, "print" | "println") {
+                    return Ok(ExprKind::Builtin(name.to_string(), args));
+                }
                 let simple = class.rsplit('.').next().unwrap_or(class);
                 if !is_api_class(simple) {
                     return fail(node, format!("calls to application methods ({class}.{name}) are not allowed: only BTraceUtils functions and the script's own methods"));

@@ -12,6 +12,7 @@
 
 mod body;
 mod check;
+mod descriptor;
 mod probe;
 
 use std::fmt;
@@ -48,8 +49,25 @@ impl std::error::Error for CompileError {}
 
 type Result<T> = std::result::Result<T, (Pos, String)>;
 
-/// Compiles a script's source; `file` names it in errors.
+/// Finds the text of a probe descriptor by its namespace (`@OnProbe(namespace = ...)`).
+pub type Descriptors<'d> = &'d dyn Fn(&str) -> std::result::Result<String, String>;
+
+/// Compiles a script's source; `file` names it in errors. `@OnProbe` handlers need
+/// [`compile_with`].
 pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileError> {
+    compile_with(source, file, &|namespace| {
+        Err(format!(
+            "no probe descriptor is read here ({namespace}.xml)"
+        ))
+    })
+}
+
+/// [`compile`], reading the probe descriptors of `@OnProbe` handlers with `descriptors`.
+pub fn compile_with(
+    source: &str,
+    file: &str,
+    descriptors: Descriptors,
+) -> std::result::Result<Script, CompileError> {
     let error = |(at, message): (Pos, String)| CompileError {
         file: file.to_string(),
         at,
@@ -81,7 +99,13 @@ pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileE
         };
         return Err(error((pos(bad), what)));
     }
-    Compiler { source }.script(root).map_err(error)
+    Compiler {
+        source,
+        printers: Vec::new(),
+        descriptors,
+    }
+    .script(root)
+    .map_err(error)
 }
 
 /// Where the first preprocessor directive (`#include`, `#define`, …) of a source is, if it
@@ -150,6 +174,9 @@ fn fail<T>(node: Node, message: impl Into<String>) -> Result<T> {
 
 struct Compiler<'s> {
     source: &'s str,
+    /// The script's `@Injected` `Printer` fields, whose `print`/`println` are BTraceUtils'.
+    printers: Vec<String>,
+    descriptors: Descriptors<'s>,
 }
 
 /// An annotation: its simple name and its arguments (`value` for a lone one).
@@ -164,7 +191,7 @@ impl<'s> Compiler<'s> {
         text(node, self.source)
     }
 
-    fn script(&self, root: Node) -> Result<Script> {
+    fn script(&mut self, root: Node) -> Result<Script> {
         let mut class = None;
         for child in named_children(root) {
             match child.kind() {
@@ -199,6 +226,7 @@ impl<'s> Compiler<'s> {
         let body = class
             .child_by_field_name("body")
             .ok_or((pos(class), "the class has no body".to_string()))?;
+        self.printers = self.injected(body)?;
         let mut script = Script {
             name,
             fields: Vec::new(),
@@ -277,10 +305,41 @@ impl<'s> Compiler<'s> {
         Ok(out)
     }
 
+    /// The names of the `@Injected` fields of class body `body`: BTrace's one service,
+    /// `Printer` (any other is refused).
+    fn injected(&self, body: Node) -> Result<Vec<String>> {
+        let mut printers = Vec::new();
+        for member in named_children(body) {
+            if member.kind() != "field_declaration"
+                || !self
+                    .annotations(member)?
+                    .iter()
+                    .any(|a| a.name == "Injected")
+            {
+                continue;
+            }
+            let ty = member.child_by_field_name("type").map(|t| self.text(t));
+            if ty.and_then(|t| t.rsplit('.').next()) != Some("Printer") {
+                return fail(member, "@Injected services other than Printer are not BTrace's: jtap runs no service code");
+            }
+            let mut cursor = member.walk();
+            for declarator in member.children_by_field_name("declarator", &mut cursor) {
+                if let Some(n) = declarator.child_by_field_name("name") {
+                    printers.push(self.text(n).to_string());
+                }
+            }
+        }
+        Ok(printers)
+    }
+
     /// A script's fields; as in BTrace 2, one declared without `static` is static all the
-    /// same (a script has no instance).
+    /// same (a script has no instance). `@Injected` fields are no state (see
+    /// [`Self::injected`]).
     fn fields(&self, node: Node, fields: &mut Vec<Field>) -> Result<()> {
         let annotations = self.annotations(node)?;
+        if annotations.iter().any(|a| a.name == "Injected") {
+            return Ok(());
+        }
         let thread_local = annotations.iter().any(|a| a.name == "TLS");
         let exported = annotations
             .iter()
@@ -318,9 +377,31 @@ impl<'s> Compiler<'s> {
             return fail(node, format!("method {name} has no body"));
         };
         let annotations = self.annotations(node)?;
-        let trigger = self.trigger(&annotations)?;
-        let sampled = self.sampling(&annotations)?;
-        let enabled_at = self.levels(&annotations)?;
+        let triggers = match annotations.iter().find(|a| a.name == "OnProbe") {
+            Some(a) => self
+                .on_probe(a)?
+                .into_iter()
+                .map(|probe| Some(Trigger::Probe(probe)))
+                .collect(),
+            None => vec![self.trigger(&annotations)?],
+        };
+        for trigger in triggers {
+            self.handler(node, (name, body), &annotations, trigger, script)?;
+        }
+        Ok(())
+    }
+
+    /// Method `node` (`name`, `body`) as a handler of `trigger`, or a plain method.
+    fn handler(
+        &self,
+        node: Node,
+        (name, body): (&str, Node),
+        annotations: &[Annotation],
+        trigger: Option<Trigger>,
+        script: &mut Script,
+    ) -> Result<()> {
+        let sampled = self.sampling(annotations)?;
+        let enabled_at = self.levels(annotations)?;
         let mut params = Vec::new();
         let mut arg = 0;
         if let Some(list) = node.child_by_field_name("parameters") {
@@ -611,6 +692,20 @@ public class Tracker {
         assert!(
             error("@OnMethod(clazz=\"a.B\")\nstatic void h(@Duration long d) {}")
                 .contains("@Duration needs location")
+        );
+    }
+
+    #[test]
+    fn an_injected_printer_prints_as_println_does() {
+        let source = "import org.openjdk.btrace.core.annotations.*;\nimport org.openjdk.btrace.services.impl.Printer;\n@BTrace public class S {\n@Injected(ServiceType.RUNTIME) private static Printer printer;\n@OnTimer(100) public static void h() { printer.println(\"x\"); }\n}\n";
+        let script = compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
+        assert!(script.fields.is_empty());
+        let body = format!("{:?}", script.handlers[0].method.body);
+        assert!(body.contains("Builtin(\"println\""), "{body}");
+        let other = error("@Injected private static Mailer mailer;");
+        assert!(
+            other.starts_with("S.java:4:1: @Injected services other than Printer"),
+            "{other}"
         );
     }
 }

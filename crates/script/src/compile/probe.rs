@@ -237,7 +237,7 @@ impl Compiler<'_> {
                 }
                 "OnError" => return Ok(Some(Trigger::Error)),
                 "OnLowMemory" => return self.low_memory(a).map(Some),
-                "OnProbe" | "OnCheckPoint" => {
+                "OnCheckPoint" => {
                     return fail(
                         a.node,
                         format!("@{} handlers are not supported yet", a.name),
@@ -248,6 +248,21 @@ impl Compiler<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// `@OnProbe(namespace = "...", name = "...")`: the probes its descriptor maps it to.
+    pub(super) fn on_probe(&self, a: &Annotation) -> Result<Vec<Probe>> {
+        let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let (Some(namespace), Some(name)) = (argument("namespace"), argument("name")) else {
+            return fail(a.node, "@OnProbe needs namespace and name");
+        };
+        let (namespace, name) = (
+            self.string_constant(namespace)?,
+            self.string_constant(name)?,
+        );
+        let failed = |e: String| (pos(a.node), format!("@OnProbe({namespace}, {name}): {e}"));
+        let xml = (self.descriptors)(&namespace).map_err(failed)?;
+        super::descriptor::probes(&xml, &name).map_err(failed)
     }
 
     /// `@OnLowMemory(pool = "...", threshold = N)`.
