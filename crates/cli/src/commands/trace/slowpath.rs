@@ -421,6 +421,18 @@ fn ending(search: &Search, interrupted: bool) -> String {
     }
 }
 
+/// Where the path's time is spent most: its last level's own code, or the frame the samples
+/// inside the call it ends in were taken in most (None before the path ended).
+fn top_of(search: &Search) -> Option<String> {
+    match &search.end {
+        Some(End::SelfTime) => search.path.last().map(Method::dotted),
+        Some(End::Terminal(name, _)) => {
+            Some(search.top.as_ref().map_or(name, |(top, _)| top).clone())
+        }
+        _ => None,
+    }
+}
+
 /// Prints the path and writes its flame graph.
 fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyhow::Result<i32> {
     let Some(root) = chain(search) else {
@@ -449,7 +461,9 @@ fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyh
         true => format!(
             "{}\n{}",
             record.to_json_lines(),
-            serde_json::json!({ "end": ending, "levels": search.measured() + 1 })
+            serde_json::json!({
+                "end": ending, "levels": search.measured() + 1, "top": top_of(search)
+            })
         ),
         false => format!("{}\n{ending}", record.to_text()),
     };
