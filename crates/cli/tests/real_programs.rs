@@ -334,10 +334,6 @@ const CHECKS: &[Check] = &[
         name: "btrace <hot method>: ENTRY, RETURN, CALL (receiver, arguments) for 2 s",
         run: btrace_hot_method,
     },
-    Check {
-        name: "calltree <entry> --auto -d 20s: the slow path ends in a profile's top frames",
-        run: calltree_auto,
-    },
 ];
 
 /// The checks of the programs written in other languages (Scala, Groovy): what their
@@ -1149,68 +1145,6 @@ fn calltree_deep(p: &mut Running, dir: &Path) {
         outcome.stderr
     );
     assert_traced_and_restored(&outcome.stderr);
-}
-
-/// `calltree --auto` from the program's request handler, statement execution or compile entry
-/// (ECJ has none chosen): the slow path's end (its last level's own code, or the frame the
-/// call it ends in was sampled in most) is among the five frames a wall profile of the same
-/// entry's calls (`trace --profile wall`) has most samples on top of (two windows of a flat
-/// profile order close ones either way), and every round restores its classes.
-fn calltree_auto(p: &mut Running, dir: &Path) {
-    let entry = match p.program.name {
-        "javac" => "com.sun.tools.javac.main.JavaCompiler::compile",
-        "h2" => "org.h2.command.Command::executeQuery",
-        "jetty" => "org.eclipse.jetty.server.Server::handle",
-        _ => return,
-    };
-    let pid = p.pid();
-    let args = ["calltree", &pid, entry, "--auto", "-d", "20s", "--json"];
-    let outcome = jtap_within(&args, dir, Duration::from_secs(90), None);
-    outcome.assert_ok();
-    for round in outcome.stderr.split("jtap: round ") {
-        if round.contains("restored ") {
-            assert_traced_and_restored(round);
-        }
-    }
-    let end = outcome
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v.get("end").is_some())
-        .unwrap_or_else(|| panic!("no end: {}; {}", outcome.stdout, outcome.stderr));
-    let top = end["top"].as_str().unwrap_or_else(|| {
-        panic!(
-            "the path did not end within 20 s: {end}; {}",
-            outcome.stderr
-        )
-    });
-    let profile = ["trace", &pid, entry, "--profile", "wall", "-d", "4s"];
-    jtap_within(
-        &[&profile[..], &["-o", "same.collapsed"]].concat(),
-        dir,
-        Duration::from_secs(40),
-        None,
-    )
-    .assert_ok();
-    let mut own: HashMap<String, u64> = HashMap::new();
-    for (frames, count) in collapsed_stacks(&dir.join("same.collapsed")) {
-        // Thread states are labels; the JVM's own code works for the Java method below it.
-        let top = frames
-            .iter()
-            .rev()
-            .find(|f| !f.starts_with('[') && !f.starts_with("libjvm.so!"));
-        if let Some(top) = top {
-            *own.entry(top.clone()).or_default() += count;
-        }
-    }
-    let mut ranked: Vec<(String, u64)> = own.into_iter().collect();
-    ranked.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
-    ranked.truncate(5);
-    assert!(
-        ranked.iter().any(|(frame, _)| frame == top),
-        "the slow path ends in {top}, the profile's top frames are {ranked:?}: {}",
-        outcome.stdout
-    );
 }
 
 /// A BTrace script counting the returns of the program's counter method for 3 s: the calls it
