@@ -119,9 +119,10 @@ impl Live<'_> {
         }
         match sampler.sample() {
             Ok(snapshot) => {
+                let selected = self.threads.get(self.state.selected).map(|t| t.tid);
                 self.threads = snapshot.threads.clone();
                 self.snapshot = Some(snapshot);
-                self.sort_threads();
+                self.sort_threads(selected);
                 Ok(true)
             }
             Err(_) if !sampler.alive() => {
@@ -132,9 +133,8 @@ impl Live<'_> {
         }
     }
 
-    /// Sorts the threads as asked, keeping the same thread selected.
-    fn sort_threads(&mut self) {
-        let selected = self.threads.get(self.state.selected).map(|t| t.tid);
+    /// Sorts the threads as asked, keeping thread `selected` (a tid) selected.
+    fn sort_threads(&mut self, selected: Option<u32>) {
         match self.state.thread_sort {
             ThreadSort::Cpu => self.threads.sort_by(|a, b| {
                 b.cpu
@@ -172,7 +172,8 @@ impl Live<'_> {
             _ => {
                 self.state.apply(action, self.threads.len());
                 if action == Action::SortThreads {
-                    self.sort_threads();
+                    let selected = self.threads.get(self.state.selected).map(|t| t.tid);
+                    self.sort_threads(selected);
                 }
             }
         }
