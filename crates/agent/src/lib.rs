@@ -27,6 +27,8 @@
 //! - `heap`: the class histogram and allocation sites.
 //! - `trace`: method tracing by class-file instrumentation: the runtime class and its native
 //!   probes, call trees, the class-file hook, restoring, and the reporting thread.
+//! - `label`: request labels (`by=`): which request each thread works for, set by
+//!   instrumented entry methods and hand-over points, read by every engine's samples.
 //! - `rotation`, `push`: continuous profiling's periods and their delivery.
 //!
 //! FFI and plumbing:
@@ -56,6 +58,7 @@ mod entry;
 mod gate;
 mod heap;
 mod hooks;
+mod label;
 mod libjvm;
 mod push;
 mod rotation;

@@ -4,7 +4,7 @@
 //!    the JVM, the library kept mapped) and `channel` (the socket to a client, and the
 //!    [`ClientSink`] trait engines stream through);
 //! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `hooks`
-//!    (hooks on C functions), and for continuous profiling `rotation` (the period clock) and `push`
+//!    (hooks on C functions), `label` (request labels), and for continuous profiling `rotation` (the period clock) and `push`
 //!    (delivery to a server);
 //! 2. engines: `engine`;
 //! 3. commands: `agent` (with its session watchers), `session`, and `entry` (the entry points
@@ -36,6 +36,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("heap", 1),
     ("walk", 1),
     ("hooks", 1),
+    ("label", 1),
     ("rotation", 1),
     ("push", 1),
     ("engine", 2),

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::event;
-use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use crate::model::{Frame, FrameKind, Metadata, Profile, StackCounts, LABEL_PREFIX};
 pub use crate::select::Wanted;
 
 /// The profiles in `bytes` (one per event; with `only`, those events), read as the content
@@ -57,7 +57,19 @@ fn collapsed(text: &str, kind: &event::Kind) -> Result<Vec<Profile>, String> {
             .rsplit_once(' ')
             .and_then(|(stack, count)| Some((stack, count.parse::<u64>().ok()?)))
             .ok_or_else(|| format!("line {}: not `frame;frame count`: {line}", number + 1))?;
-        let frames: Vec<Frame> = stack.split(';').map(frame).collect();
+        let mut frames: Vec<Frame> = stack.split(';').map(frame).collect();
+        // A request label (`profile --by`) at the root.
+        if let Some(root) = frames.first_mut() {
+            let text = root
+                .name
+                .strip_prefix('[')
+                .and_then(|n| n.strip_prefix(LABEL_PREFIX))
+                .and_then(|l| l.strip_suffix(']'))
+                .map(str::to_string);
+            if let Some(text) = text {
+                *root = Frame::request_label(&text);
+            }
+        }
         // Collapsed files hold one number: samples, or bytes and time for alloc and lock.
         let counts = match weighted {
             true => StackCounts {

@@ -26,6 +26,9 @@ pub enum FrameKind {
     Kernel,
     /// A thread name used as the root frame (`--threads`).
     Thread,
+    /// The request a sample's thread worked for (`--by`), at the root of its stack: the
+    /// entry method, or the value of its key.
+    Label,
     /// The class of an allocated object or of a contended lock (leaf frame).
     Class,
     /// A pseudo-frame standing for a failed stack walk (e.g. `[gc_active]`).
@@ -41,7 +44,11 @@ impl FrameKind {
             FrameKind::Inlined => "_[i]",
             FrameKind::Kernel => "_[k]",
             FrameKind::Class => "_[k]",
-            FrameKind::Native | FrameKind::Cpp | FrameKind::Thread | FrameKind::Error => "",
+            FrameKind::Native
+            | FrameKind::Cpp
+            | FrameKind::Thread
+            | FrameKind::Label
+            | FrameKind::Error => "",
         }
     }
 
@@ -104,6 +111,23 @@ impl Frame {
         }
     }
 
+    /// The root frame of a request label (`--by`): `[label=TEXT]`.
+    pub fn request_label(text: &str) -> Frame {
+        Frame::new(format!("[{LABEL_PREFIX}{text}]"), FrameKind::Label)
+    }
+
+    /// A request label frame's text.
+    pub fn label_text(&self) -> Option<&str> {
+        match self.kind {
+            FrameKind::Label => self
+                .name
+                .strip_prefix('[')
+                .and_then(|n| n.strip_prefix(LABEL_PREFIX))
+                .and_then(|n| n.strip_suffix(']')),
+            _ => None,
+        }
+    }
+
     /// Java frames: the class, `pkg.Class` (method names hold no dot, so the class is all
     /// before the last one).
     pub fn class(&self) -> Option<&str> {
@@ -129,6 +153,9 @@ impl Frame {
         }
     }
 }
+
+/// What a request label frame's name starts with, inside its brackets.
+pub const LABEL_PREFIX: &str = "label=";
 
 /// Index of an interned frame in its [`Profile`].
 pub type FrameId = u32;

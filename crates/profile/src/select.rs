@@ -30,6 +30,8 @@ pub struct Selection {
     pub exclude: Option<Regex>,
     /// Put each sample's thread (`[name tid=N]`) at the root of its stack.
     pub threads: bool,
+    /// Keep only the samples of this request label (`--by`), without the label's frame.
+    pub label: Option<String>,
 }
 
 impl Selection {
@@ -40,7 +42,17 @@ impl Selection {
 
     fn keeps(&self, frames: &[&Frame]) -> bool {
         let any = |re: &Regex| frames.iter().any(|f| re.is_match(&f.name));
-        self.include.as_ref().is_none_or(any) && !self.exclude.as_ref().is_some_and(any)
+        let labelled = |label: &String| {
+            frames.first().and_then(|f| f.label_text()) == Some(label.as_str())
+        };
+        self.label.as_ref().is_none_or(labelled)
+            && self.include.as_ref().is_none_or(any)
+            && !self.exclude.as_ref().is_some_and(any)
+    }
+
+    /// Frames kept at the root of a stack kept: all but a selected label's.
+    fn skipped(&self) -> usize {
+        usize::from(self.label.is_some())
     }
 }
 
@@ -57,7 +69,8 @@ impl Profile {
             for (stack, counts) in self.stacks_by_id() {
                 let frames = frames_of(stack);
                 kept.push(selection.keeps(&frames).then(|| {
-                    let frames: Vec<Frame> = frames.into_iter().cloned().collect();
+                    let frames: Vec<Frame> =
+                        frames.into_iter().skip(selection.skipped()).cloned().collect();
                     selected.add_frame_counts(&frames, counts)
                 }));
             }
@@ -114,7 +127,7 @@ impl Profile {
                 };
                 stack.push(Frame::new(label, FrameKind::Thread));
             }
-            stack.extend(frames.into_iter().cloned());
+            stack.extend(frames.into_iter().skip(selection.skipped()).cloned());
             selected.log_frames(&stack, sample.counts, sample.time_ns, sample.tid);
             if let Some(name) = name {
                 selected.name_thread(sample.tid, name.clone());

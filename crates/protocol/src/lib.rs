@@ -8,6 +8,7 @@
 //!   replies back to the client that asked.
 //! - [`wire`]: how a profile travels in a [`Frame::Profile`].
 //! - [`records`]: the other results the agent sends as data ([`Frame::Record`]).
+//! - [`label`]: request labels (`by=`), which entry calls label samples and by what key.
 //! - [`trace`]: the tracing plan (`trace=`) that `jtap trace`, `calltree` and `monitor` build;
 //!   [`guard`]: the text form of its guards on arguments.
 //! - [`AGENT_RETURN_*`](AGENT_RETURN_OK): what `Agent_OnAttach` returns, i.e. the `return code: N`
@@ -18,6 +19,7 @@
 
 pub mod frame;
 pub mod guard;
+pub mod label;
 pub mod options;
 pub mod records;
 pub mod trace;

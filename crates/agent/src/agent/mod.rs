@@ -29,6 +29,7 @@ use crate::rotation::{Ended, Rotation};
 use crate::sampling;
 use crate::session::Session;
 use crate::thread::Vm;
+use crate::trace::labels::Labelling;
 
 /// A failed command: an `AGENT_RETURN_*` code and a one-line reason.
 type Failure = (i32, String);
@@ -86,6 +87,8 @@ struct Recording {
     rotation: Option<Rotation>,
     /// `push=`: where its periods go.
     pusher: Option<Pusher>,
+    /// `by=`: the request labels its samples carry.
+    labels: Option<Labelling>,
 }
 
 impl Recording {
@@ -467,12 +470,26 @@ impl Agent {
         // Sampling and class rewriting need the live phase (loaded classes, JNI); at start-up
         // they begin at VMInit.
         let phase_live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        // Labels first, so that the engines' first samples carry them.
+        let labels = match (options.by.is_empty(), phase_live) {
+            (true, _) => None,
+            (false, false) => return Err(failed("by= labels samples of a running JVM: attach to it")),
+            (false, true) => Some(
+                Labelling::start(self.vm, &options.by, options.byinner).map_err(failed)?,
+            ),
+        };
+        let stop_labels = |labels: Option<Labelling>| {
+            if let Some(labels) = labels {
+                log!("{}", labels.stop());
+            }
+        };
         let mut engines: Vec<Running> = Vec::new();
         for &event in &events {
             match self.start_engine(&state, &engines, event, options, phase_live) {
                 Ok(running) => engines.push(running),
                 Err(e) => {
                     self.retire_all(&state, engines);
+                    stop_labels(labels);
                     return Err(failed(e));
                 }
             }
@@ -499,11 +516,13 @@ impl Agent {
                 Ok(pusher) => Some(pusher),
                 Err(e) => {
                     self.retire_all(&state, engines);
+                    stop_labels(labels);
                     return Err(failed(e));
                 }
             },
             None => None,
         };
+        let label_notes = labels.as_ref().map(Labelling::take_notes).unwrap_or_default();
         state.started += 1;
         let id = state.started;
         state.recordings.push(Recording {
@@ -518,12 +537,16 @@ impl Agent {
                 .rotate
                 .map(|period| Rotation::new(period, options.file.as_deref(), options.keep)),
             pusher,
+            labels,
         });
         if options.rotate.is_some() {
             self.rotate_every_period(id);
         }
         if let Some(session) = owner {
             session.send_frame(Frame::Started(names.clone()));
+            for note in label_notes {
+                session.send_frame(Frame::Note(format!("labels: {note}")));
+            }
             if phase_live {
                 self.watch(session);
             } else {
@@ -704,6 +727,13 @@ impl Agent {
             reports.push(self.retire(state, &engines, running));
         }
         reports.reverse();
+        if let Some(labels) = recording.labels.take() {
+            let summary = labels.stop();
+            log!("recording {}: {summary}", recording.id);
+            if let Some(owner) = &recording.owner {
+                owner.send_frame(Frame::Note(summary));
+            }
+        }
         recording.deliver(ending, &reports);
         if let Some(pusher) = &recording.pusher {
             log!("recording {}: {}", recording.id, pusher.summary());

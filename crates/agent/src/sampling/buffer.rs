@@ -65,6 +65,8 @@ pub struct SampleHeader {
     pub stack_hash: u64,
     /// The virtual thread the sampled carrier ran, if any (JDK 21+).
     pub virtual_thread: Option<Mounted>,
+    /// The request the sampled thread worked for ([`crate::label`]; 0: none).
+    pub label: u32,
     /// User registers bp, sp, ip when the sample carries a stack copy.
     pub user_regs: [u64; 3],
     /// Bytes of the user stack copied next to the frames (0: none).

@@ -891,6 +891,10 @@ impl Worker {
         frames: &[asgct::CallFrame],
         top: Option<FrameRef>,
     ) -> bool {
+        if let Some(text) = crate::label::name(header.label) {
+            let label = p.table.intern(Frame::request_label(&text));
+            p.refs.push(label);
+        }
         if self.settings.threads {
             let label = match header.virtual_thread {
                 Some(mounted) => format!("[{}]", p.virtual_names.label(&mounted)),

@@ -481,6 +481,7 @@ unsafe fn record(
         checked: walked.checked,
         stack_hash,
         virtual_thread,
+        label: crate::label::current(crate::label::key(tid, virtual_thread.map(|m| m.id))),
         user_regs,
         chain: u16::try_from(chain).unwrap_or(u16::MAX),
         stack: u16::try_from(stack).unwrap_or(0),

@@ -25,6 +25,7 @@ use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
 use super::ffi::{self, Jni, WeakLoader};
+use super::labels;
 use super::probes;
 use super::runtime::{self, Runtime};
 use super::select::{self, Role, Selector};
@@ -52,10 +53,9 @@ const CAPABILITIES: [&str; 4] = [
     "can_get_source_file_name",
 ];
 
-/// Hook callbacks pass only while a session is installed.
-static GATE: Gate = Gate::new();
-/// The session the hook serves.
-static CURRENT: Mutex<Option<Arc<Tracing>>> = Mutex::new(None);
+/// The sessions the hook serves, each with its own environment (a profile's labels may
+/// run beside a trace).
+static CURRENT: Mutex<Vec<Arc<Tracing>>> = Mutex::new(Vec::new());
 
 /// One tracing session's instrumentation.
 pub struct Tracing {
@@ -88,6 +88,10 @@ pub struct Tracing {
     pub env: EnvRef<'static>,
     /// The session's environment itself, taken and disposed of by [`Tracing::uninstall`].
     own_env: Mutex<Option<Env>>,
+    /// Hook calls pass only while the session is installed.
+    gate: Gate,
+    /// Request labels: the probes of `by=` instead of the plan's.
+    labels: Option<Arc<labels::Points>>,
     vm: Vm,
 }
 
@@ -188,19 +192,15 @@ fn point_probes(methods: MemberFilter, kind: PointKind, plan: &Plan) -> Vec<Prob
             .into_iter()
             .map(|point| probe(point, "syncReached", vec![MethodId, SiteId, Lock, This]))
             .collect(),
-    }
-}
-
-/// The probe reporting each access of `point` (a field read or write) in `methods`, with the
         PointKind::ArrayGet => insn_probe(methods.clone(), InsnKind::ArrayLoad),
         PointKind::ArraySet => insn_probe(methods.clone(), InsnKind::ArrayStore),
         PointKind::Throw => insn_probe(methods.clone(), InsnKind::Throw),
         PointKind::Catch => insn_probe(methods.clone(), InsnKind::Catch),
         PointKind::CheckCast => insn_probe(methods.clone(), InsnKind::CheckCast),
         PointKind::InstanceOf => insn_probe(methods.clone(), InsnKind::InstanceOf),
-/// method's `this`, the object whose field it is and the value read or written.
-fn field_probe(methods: MemberFilter, point: Point) -> Probe {
-    use Value::*;
+    }
+}
+
 /// The probe reporting each instruction of `kind` in `methods`, with the method's `this`, the
 /// object the instruction takes, its other operands and an array load's element.
 fn insn_probe(methods: MemberFilter, kind: InsnKind) -> Vec<Probe> {
@@ -213,6 +213,10 @@ fn insn_probe(methods: MemberFilter, kind: InsnKind) -> Vec<Probe> {
     }]
 }
 
+/// The probe reporting each access of `point` (a field read or write) in `methods`, with the
+/// method's `this`, the object whose field it is and the value read or written.
+fn field_probe(methods: MemberFilter, point: Point) -> Probe {
+    use Value::*;
     Probe {
         methods,
         point,
@@ -252,7 +256,17 @@ impl Tracing {
     /// Defines the runtime class if needed, creates the session's environment and installs
     /// the hook. Instrumentation starts with [`Tracing::instrument_loaded`].
     pub fn install(vm: Vm, plan: Plan) -> Result<Arc<Tracing>, String> {
-        Self::install_with(vm, plan, false)
+        Self::install_with(vm, plan, false, None)
+    }
+
+    /// Like [`Tracing::install`], for the probes of request labels at the methods `points`
+    /// names (`plan` selects their classes).
+    pub fn install_for_labels(
+        vm: Vm,
+        plan: Plan,
+        points: Arc<labels::Points>,
+    ) -> Result<Arc<Tracing>, String> {
+        Self::install_with(vm, plan, false, Some(points))
     }
 
     /// Like [`Tracing::install`], for allocation probes in every class the policy allows
@@ -263,10 +277,15 @@ impl Tracing {
             targets: vec![every_class],
             ..Plan::default()
         };
-        Self::install_with(vm, plan, true)
+        Self::install_with(vm, plan, true, None)
     }
 
-    fn install_with(vm: Vm, plan: Plan, allocations: bool) -> Result<Arc<Tracing>, String> {
+    fn install_with(
+        vm: Vm,
+        plan: Plan,
+        allocations: bool,
+        labels: Option<Arc<labels::Points>>,
+    ) -> Result<Arc<Tracing>, String> {
         let selector = Selector::new(&plan)?;
         let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
         let runtime = runtime::get(jni)?;
@@ -307,10 +326,12 @@ impl Tracing {
             runtime,
             env: lent,
             own_env: Mutex::new(Some(env)),
+            gate: Gate::new(),
+            labels,
             vm,
         });
-        *lock(&CURRENT) = Some(tracing.clone());
-        GATE.open();
+        lock(&CURRENT).push(tracing.clone());
+        tracing.gate.open();
         if let Err(e) = lent.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true) {
             tracing.uninstall();
             return Err(e.to_string());
@@ -645,6 +666,7 @@ impl Tracing {
 
         let mut probes = Vec::new();
         let mut guards = Vec::new();
+        let mut labelled = Vec::new();
         for m in &cf.methods {
             let (Ok(mname), Ok(desc)) = (
                 cf.constant_pool.utf8_str(m.name_index),
@@ -667,6 +689,14 @@ impl Tracing {
                 role => role,
             }
             .or_else(host);
+            if let Some(labels) = &self.labels {
+                let point = role.and_then(|_| labels.point(&dotted, &supers, &mname, &desc));
+                if let Some(point) = point {
+                    probes.extend(labels::probes(point, exactly(name, &mname, &desc)));
+                    labelled.push((mname.to_string(), desc.to_string(), point));
+                }
+                continue;
+            }
             if let Some(role) = role {
                 probes.extend(self.probes_for(role, exactly(name, &mname, &desc)));
             }
@@ -731,6 +761,9 @@ impl Tracing {
                 }
                 if out.methods_instrumented == 0 {
                     return None;
+                }
+                if let Some(labels) = &self.labels {
+                    labels.learn(name, &labelled, &lock(&self.registry));
                 }
                 // A class whose loader cannot be held could not be compared after restoring.
                 let mut touched = lock(&self.touched);
@@ -936,11 +969,11 @@ impl Tracing {
         {
             log!("trace: {e}");
         }
-        let stuck = GATE.close_and_drain(Duration::from_secs(2));
+        let stuck = self.gate.close_and_drain(Duration::from_secs(2));
         if stuck != 0 {
             log!("trace: {stuck} class-file hook calls still running after 2 s");
         }
-        *lock(&CURRENT) = None;
+        lock(&CURRENT).retain(|t| !std::ptr::eq(&**t, self));
         // The loaders' weak references, once no hook call may still compare with them (on a
         // thread not attached to the JVM they are left: a few bytes each).
         if stuck == 0 {
@@ -957,7 +990,7 @@ impl Tracing {
 /// The retransform-capable ClassFileLoadHook.
 #[allow(clippy::too_many_arguments)]
 extern "C" fn on_class_file_load(
-    _jvmti: *mut sys::jvmtiEnv,
+    jvmti: *mut sys::jvmtiEnv,
     jni: *mut sys::JNIEnv,
     redefined: sys::jclass,
     loader: sys::jobject,
@@ -969,8 +1002,14 @@ extern "C" fn on_class_file_load(
     new_data: *mut *mut u8,
 ) {
     crate::callback::guard_callback(|| {
-        let Some(_pass) = GATE.enter() else { return };
-        let Some(tracing) = lock(&CURRENT).clone() else {
+        let Some(tracing) = lock(&CURRENT)
+            .iter()
+            .find(|t| t.env.raw() == jvmti)
+            .cloned()
+        else {
+            return;
+        };
+        let Some(_pass) = tracing.gate.enter() else {
             return;
         };
         // SAFETY: the VM passes a NUL-terminated name (or null) and len bytes of class data,

@@ -13,6 +13,8 @@
 //!   classes are never touched.
 //! - `instrument`: the session's JVMTI environment and ClassFileLoadHook, retransformation of
 //!   loaded classes, and restoring (with a check that the original bytes came back).
+//! - `labels`, `label_probes`: request labels (`by=`): entry methods and the JDK's hand-over
+//!   points instrumented to say which request each thread works for ([`crate::label`]).
 //! - `stats`: per-method statistics for monitor mode.
 //! - `report`: the `jtap-trace` thread streaming lines, trees and tables to the client.
 //! - `values`: Java values as bounded one-line text, without running application code.
@@ -23,6 +25,8 @@ pub mod calltree;
 pub mod clock;
 pub(crate) mod ffi;
 pub mod instrument;
+mod label_probes;
+pub mod labels;
 pub mod probes;
 pub mod report;
 mod runtime;

@@ -26,6 +26,7 @@ use jtap_classfile::instruction::{emit_cp, emit_local, op};
 use jtap_classfile::{Attribute, ClassFile, ConstantPool};
 
 use super::ffi::{Global, Jni, Native};
+use super::label_probes;
 use super::probes;
 use super::ticker::FieldClock;
 
@@ -76,6 +77,16 @@ pub fn natives() -> Vec<Native> {
             name: c"ticks",
             signature: c"()J",
             function: probes::ticks_now as *mut _,
+        },
+        Native {
+            name: c"labelAt",
+            signature: c"(ILjava/lang/Object;[Ljava/lang/Object;)V",
+            function: label_probes::label_at as *mut _,
+        },
+        Native {
+            name: c"labelOut",
+            signature: c"(I)V",
+            function: label_probes::label_out as *mut _,
         },
         Native {
             name: c"slow",
@@ -158,6 +169,12 @@ pub fn natives() -> Vec<Native> {
             function: probes::sync_reached as *mut _,
         },
         Native {
+            name: c"insnReached",
+            signature:
+                c"(IILjava/lang/Object;Ljava/lang/Object;[Ljava/lang/Object;Ljava/lang/Object;)V",
+            function: probes::insn_reached as *mut _,
+        },
+        Native {
             name: c"fieldReached",
             signature: c"(IILjava/lang/Object;Ljava/lang/Object;Ljava/lang/Object;)V",
             function: probes::field_reached as *mut _,
@@ -168,12 +185,6 @@ pub fn natives() -> Vec<Native> {
             function: probes::alloc as *mut _,
         },
     ]
-        Native {
-            name: c"insnReached",
-            signature:
-                c"(IILjava/lang/Object;Ljava/lang/Object;[Ljava/lang/Object;Ljava/lang/Object;)V",
-            function: probes::insn_reached as *mut _,
-        },
 }
 
 const ACC_PUBLIC: u16 = 0x0001;

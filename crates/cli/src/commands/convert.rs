@@ -31,6 +31,10 @@ pub struct ConvertArgs {
     /// Each stack's root frame is its thread
     #[arg(long)]
     threads: bool,
+    /// Keep only the samples of one request label (recorded with `profile --by`), as
+    /// `label=VALUE` or `VALUE`
+    #[arg(long, value_name = "LABEL")]
+    by: Option<String>,
     /// Keep only stacks with a frame matching this regular expression
     #[arg(short = 'I', long)]
     include: Option<String>,
@@ -60,6 +64,10 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
         include: pattern(&args.include)?,
         exclude: pattern(&args.exclude)?,
         threads: args.threads,
+        label: args
+            .by
+            .as_deref()
+            .map(|by| by.strip_prefix("label=").unwrap_or(by).to_string()),
     };
     args.output.check()?;
     let bytes =

@@ -19,6 +19,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jtap_client::{interrupt, launch, AgentError, Asked};
 use jtap_profile::{event, render_set, write_atomically, Counter, ExportOptions, Format, Profile};
+use jtap_protocol::label::LabelBy;
 use jtap_protocol::options::help_of;
 use jtap_protocol::{wire, Action, Event, Frame, JavaStacks, NativeStacks, Options, ParseError};
 
@@ -114,6 +115,15 @@ struct SamplingArgs {
     all_threads: bool,
     #[arg(long, help = help_of("include"), value_name = "RE")]
     include: Option<String>,
+    /// Label each sample with the request its thread works for: inside calls of ENTRY
+    /// (Class::method), by the method, or by KEY read from its receiver or arguments
+    /// (arg1, this.sql, arg2.uri.path) without running application code. Work the call hands
+    /// to thread pools, ForkJoin and CompletableFuture stages, new threads and virtual threads
+    /// keeps its label. Repeat for several entries.
+    #[arg(long, value_name = "ENTRY[=KEY]")]
+    by: Vec<String>,
+    #[arg(long, help = help_of("byinner"), requires = "by")]
+    by_inner: bool,
     #[arg(long, help = help_of("exclude"), value_name = "RE")]
     exclude: Option<String>,
     #[arg(long, visible_alias = "depth", help = help_of("jstackdepth"), value_name = "N")]
@@ -550,6 +560,12 @@ fn start_options(args: &SamplingArgs) -> anyhow::Result<Options> {
         allthreads: args.all_threads,
         include: args.include.clone(),
         exclude: args.exclude.clone(),
+        by: args
+            .by
+            .iter()
+            .map(|by| LabelBy::parse(by).map_err(exit::usage))
+            .collect::<anyhow::Result<_>>()?,
+        byinner: args.by_inner,
         jstackdepth: args.jstackdepth,
         alluser: args.all_user,
         cstack: args.cstack,

@@ -14,12 +14,13 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::ExportOptions;
-use crate::model::{Counter, FrameId, FrameKind, Profile};
+use crate::model::{Counter, Frame, FrameId, FrameKind, Profile};
+use crate::select::Selection;
 
 const TEMPLATE: &str = include_str!("../../assets/flamegraph.html");
 
 /// Kinds in the order the page's colour table expects.
-const KINDS: [FrameKind; 9] = [
+const KINDS: [FrameKind; 10] = [
     FrameKind::Interpreted,
     FrameKind::Compiled,
     FrameKind::Inlined,
@@ -29,6 +30,7 @@ const KINDS: [FrameKind; 9] = [
     FrameKind::Thread,
     FrameKind::Class,
     FrameKind::Error,
+    FrameKind::Label,
 ];
 
 fn kind_index(kind: FrameKind) -> u64 {
@@ -159,7 +161,10 @@ fn flame_rows_against(
 /// Renders the flame graph page of one or more profiles (one per event of a session); with
 /// several, a selector above the graph switches between them.
 pub fn render(profiles: &[&Profile], options: &ExportOptions) -> String {
-    let views: Vec<_> = profiles.iter().map(|p| view(p, options)).collect();
+    let views: Vec<_> = profiles
+        .iter()
+        .flat_map(|p| std::iter::once(view(p, options)).chain(label_views(p, options)))
+        .collect();
     let data = json!({ "inverted": options.inverted, "views": views });
     // The data sits inside a <script> element: keep "</" from closing it.
     let data = data.to_string().replace("</", "<\\/");
@@ -238,6 +243,39 @@ fn timeline(profile: &Profile, options: &ExportOptions) -> serde_json::Value {
         "samples": samples,
         "duration_ms": (end + 1).max(profile.metadata.duration_ns / 1_000_000),
     })
+}
+
+/// Most request labels given a view of their own in the page.
+const LABEL_VIEWS: usize = 20;
+
+/// A view per request label (`--by`) of a profile whose stacks have them, the heaviest
+/// first: the profile of that label's samples alone, as the selector's `cpu /compute`.
+fn label_views(profile: &Profile, options: &ExportOptions) -> Vec<serde_json::Value> {
+    let counter = options.counter_for(profile);
+    let mut totals: HashMap<&str, u64> = HashMap::new();
+    for (stack, counts) in profile.stacks() {
+        let root = stack.first().map(|&f| profile.frame(f));
+        if let Some(text) = root.and_then(Frame::label_text) {
+            *totals.entry(text).or_default() += counts.get(counter);
+        }
+    }
+    let mut labels: Vec<(&str, u64)> = totals.into_iter().collect();
+    labels.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    labels
+        .into_iter()
+        .take(LABEL_VIEWS)
+        .filter_map(|(label, _)| {
+            let selection = Selection {
+                label: Some(label.to_string()),
+                ..Selection::default()
+            };
+            let mut view = view(&profile.select(&selection).ok()?, options);
+            let event = format!("{} {label}", profile.metadata.event);
+            view["title"] = json!(format!("{event}: the samples labelled {label}"));
+            view["event"] = json!(event);
+            Some(view)
+        })
+        .collect()
 }
 
 /// One profile's flame graph: its rows, frame names, total and unit.

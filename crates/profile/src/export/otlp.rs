@@ -223,7 +223,7 @@ impl<'p> Tables<'p> {
             FrameKind::Interpreted | FrameKind::Compiled | FrameKind::Inlined => "jvm",
             FrameKind::Native | FrameKind::Cpp => "native",
             FrameKind::Kernel => "kernel",
-            FrameKind::Thread | FrameKind::Class | FrameKind::Error => "jtap",
+            FrameKind::Thread | FrameKind::Label | FrameKind::Class | FrameKind::Error => "jtap",
         };
         if let Some(&index) = self.frame_types.get(value) {
             return index;

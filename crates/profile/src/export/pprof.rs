@@ -52,6 +52,17 @@ struct Sample {
     location_id: Vec<u64>,
     #[prost(int64, repeated, tag = "2")]
     value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    label: Vec<Label>,
+}
+
+/// A sample's label: `label` = the request it was taken for (`--by`).
+#[derive(Clone, PartialEq, Message)]
+struct Label {
+    #[prost(int64, tag = "1")]
+    key: i64,
+    #[prost(int64, tag = "2")]
+    str: i64,
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -184,6 +195,18 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
             let mut value = vec![0i64; sample_type.len()];
             value[2 * column] = counts.events as i64;
             value[2 * column + 1] = counts.weight as i64;
+            // A request label at the root is the sample's label, not a location.
+            let root = stack.first().map(|&f| profile.frame(f));
+            let (label, stack) = match root.and_then(Frame::label_text) {
+                Some(text) => (
+                    vec![Label {
+                        key: strings.id("label"),
+                        str: strings.id(text),
+                    }],
+                    &stack[1..],
+                ),
+                None => (Vec::new(), stack),
+            };
             sample.push(Sample {
                 location_id: stack
                     .iter()
@@ -191,6 +214,7 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
                     .map(|&f: &FrameId| ids[f as usize])
                     .collect(),
                 value,
+                label,
             });
         }
     }

@@ -427,7 +427,7 @@ impl Pools {
         let code: Vec<&&Frame> = frames
             .iter()
             .rev()
-            .filter(|f| !matches!(f.kind, FrameKind::Thread | FrameKind::Class))
+            .filter(|f| !matches!(f.kind, FrameKind::Thread | FrameKind::Label | FrameKind::Class))
             .collect();
         let mut entry = Out::default();
         entry.boolean(false);
@@ -447,7 +447,9 @@ impl Pools {
                 FrameKind::Native | FrameKind::Error => 3,
                 FrameKind::Cpp => 4,
                 FrameKind::Kernel => 5,
-                FrameKind::Thread | FrameKind::Class => unreachable!("filtered out above"),
+                FrameKind::Thread | FrameKind::Label | FrameKind::Class => {
+                    unreachable!("filtered out above")
+                }
             };
             entry.varint(method);
             entry.int(frame.line.map_or(-1, |l| l as i32));

@@ -346,6 +346,25 @@ pub const KEYS: &[Key] = &[
         show: |o| bare(o.timeline),
     },
     Key {
+        name: "by",
+        takes: Takes::Value("ENTRY[=KEY] ..."),
+        goes_with: GoesWith::Start,
+        help: "label each sample with the request it works for: the entry method's call it is in, or a key read from its receiver or arguments (arg1, this.sql); entries separated by spaces",
+        parse: |o, v| {
+            o.by = crate::label::LabelBy::parse_list(given(v))?;
+            Ok(())
+        },
+        show: |o| (!o.by.is_empty()).then(|| Shown::Value(crate::label::list_text(&o.by))),
+    },
+    Key {
+        name: "byinner",
+        takes: Takes::Nothing,
+        goes_with: GoesWith::Start,
+        help: "with by=: label calls nested in an entry by the inner entry, not the outermost",
+        parse: |o, _| flag(&mut o.byinner),
+        show: |o| bare(o.byinner),
+    },
+    Key {
         name: "alluser",
         takes: Takes::Nothing,
         goes_with: GoesWith::Start,

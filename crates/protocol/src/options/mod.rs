@@ -301,6 +301,11 @@ pub struct Options {
     pub cstack: Option<NativeStacks>,
     /// Engines: keep each sample's time and thread (the event log JFR and timelines need).
     pub timeline: bool,
+    /// Sampling engines: label each sample with the request its thread works for, as the
+    /// calls of these entry methods say (see [`crate::label`]).
+    pub by: Vec<crate::label::LabelBy>,
+    /// With `by=`: a call of an entry inside another labels by the inner one, not the outer.
+    pub byinner: bool,
     /// Sampling engines: keep only stacks with a frame matching this regular expression.
     pub include: Option<String>,
     /// Sampling engines: drop stacks with a frame matching this regular expression.

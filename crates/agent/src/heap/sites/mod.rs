@@ -70,6 +70,8 @@ pub struct SiteKey {
     /// The thread's event-log key (kernel id, or virtual thread key), when sites are kept
     /// per thread.
     pub thread: Option<u32>,
+    /// The request label the thread worked for ([`crate::label`]; 0: none).
+    pub label: u32,
     /// The stack, top first.
     pub frames: Box<[RawFrame]>,
 }
@@ -129,6 +131,8 @@ pub type ClassId = u32;
 struct Key {
     class: ClassId,
     thread: u32,
+    /// The request label ([`crate::label`]; 0: none).
+    label: u32,
     frames: Box<[RawFrame]>,
 }
 
@@ -235,10 +239,11 @@ impl Hasher for Mix {
 }
 
 /// The hash of a site (class and stack).
-fn site_hash(class: ClassId, thread: u32, frames: &[RawFrame]) -> u64 {
+fn site_hash(class: ClassId, thread: u32, label: u32, frames: &[RawFrame]) -> u64 {
     let mut hasher = Mix::default();
     hasher.write_u64(u64::from(class));
     hasher.write_u32(thread);
+    hasher.write_u32(label);
     for &(method, location) in frames {
         hasher.write_u64(method as u64);
         hasher.write_i64(location);
@@ -438,9 +443,15 @@ impl SiteTable {
         let logs = self.timeline.load(Ordering::Relaxed)
             && self.logged.fetch_add(1, Ordering::Relaxed) < MAX_LOGGED;
         let per_thread = self.threads.load(Ordering::Relaxed);
-        let tid = (logs || per_thread).then(|| self.thread_key(virtual_thread()));
+        let labelled = crate::label::is_active();
+        let mounted = (logs || per_thread || labelled).then(virtual_thread).flatten();
+        let tid = (logs || per_thread).then(|| self.thread_key(mounted));
         let thread = if per_thread { tid.unwrap_or(0) } else { 0 };
-        let hash = site_hash(class, thread, frames);
+        let label = match labelled {
+            true => crate::label::current(crate::label::key(current_tid(), mounted.map(|m| m.id))),
+            false => 0,
+        };
+        let hash = site_hash(class, thread, label, frames);
         let event = logs.then(|| SiteEvent {
             time_ns: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -454,7 +465,10 @@ impl SiteTable {
             let shard = &mut *shard;
             let known = shard.sites.get_mut(&hash).and_then(|bucket| {
                 bucket.iter_mut().find(|(key, _)| {
-                    key.class == class && key.thread == thread && *key.frames == *frames
+                    key.class == class
+                        && key.thread == thread
+                        && key.label == label
+                        && *key.frames == *frames
                 })
             });
             if let Some((key, tally)) = known {
@@ -467,6 +481,7 @@ impl SiteTable {
                 let key = Arc::new(Key {
                     class,
                     thread,
+                    label,
                     frames: frames.into(),
                 });
                 let mut tally = Tally::default();
@@ -519,7 +534,10 @@ impl SiteTable {
         for shard in &self.live {
             found.extend(lock(shard).iter().filter_map(|(&tag, live)| {
                 let key = live.site.as_ref()?;
-                let same = key.class == class && key.thread == thread && key.frames == site.frames;
+                let same = key.class == class
+                    && key.thread == thread
+                    && key.label == site.label
+                    && key.frames == site.frames;
                 (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, tag))
             }));
         }
@@ -584,6 +602,7 @@ impl SiteTable {
                     key: SiteKey {
                         class,
                         thread: (key.thread != 0).then_some(key.thread),
+                        label: key.label,
                         frames: key.frames.clone(),
                     },
                     total,
@@ -684,8 +703,9 @@ pub fn to_profile(
             };
             Frame::new(label, FrameKind::Thread)
         });
+        let label = crate::label::name(site.key.label).map(|text| Frame::request_label(&text));
         let frames = site.key.frames.iter().rev().map(|&f| resolve(f));
-        let mut stack: Vec<Frame> = thread.into_iter().chain(frames).collect();
+        let mut stack: Vec<Frame> = label.into_iter().chain(thread).chain(frames).collect();
         stack.push(Frame::new(java_name(&site.key.class), FrameKind::Class));
         let counts = |samples: u64, count: f64, weight: f64| StackCounts {
             samples,

@@ -34,6 +34,7 @@ fn key(class: &str, frames: &[usize]) -> SiteKey {
     SiteKey {
         class: class.into(),
         thread: None,
+        label: 0,
         frames: raw(frames).into(),
     }
 }
@@ -155,6 +156,7 @@ fn sites_differ_by_class_and_every_frame_even_when_hashes_collide() {
         Arc::new(Key {
             class,
             thread: 0,
+            label: 0,
             frames: raw(frames).into(),
         })
     };

@@ -1,0 +1,277 @@
+//! The native probes of request labels (`by=`), which [`super::labels`] puts into entry
+//! methods and into the JDK's hand-over points: `labelAt(int id, Object this, Object[]
+//! args)` at a method's entry (or a constructor's return) and `labelOut(int id)` at its
+//! exits. What each does depends on the method, known by its id ([`Point`]): an entry call
+//! labels its thread ([`crate::label::enter`]); a hand-over tags the task or thread object
+//! with the thread's label (a JVMTI tag in the session's own environment); where a task
+//! runs, its tag becomes the label of the thread running it until it returns.
+//!
+//! They read fields with plain JNI reads and never run Java code, throw, block or allocate
+//! on the Java heap; panics are caught.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use jtap_jvmti::{sys, EnvRef};
+use jtap_protocol::label::{Root, ValuePath};
+
+use super::ffi::{Jni, Value};
+use super::values::Describer;
+use crate::label;
+
+/// The longest label text kept from a key's value.
+const TEXT_CAP: usize = 200;
+
+/// What a probed method does with labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// An entry method of `by=` entry number `.0`: its call labels the thread.
+    Entry(usize),
+    /// Hands `this` over to run elsewhere (a task or thread being made or started).
+    HandOffThis,
+    /// Hands argument `.0` (from 0) over to run elsewhere (`execute(Runnable)`).
+    HandOffArg(usize),
+    /// `this`, a task handed over, runs now on this thread until the method returns.
+    TakeOverThis,
+    /// Argument `.0`, a task handed over, runs now until [`Point::Leave`].
+    TakeOverArg(usize),
+    /// The task begun by a [`Point::TakeOverArg`] ended (`afterExecute`).
+    Leave,
+    /// A pool's worker loop begins: the thread works for no request until a task runs.
+    StartOver,
+}
+
+/// One `by=` entry as the probes need it: how its label reads.
+pub struct Entry {
+    /// The label when no key is given: `Class.method`.
+    pub name: String,
+    /// The key's value path.
+    pub key: Option<ValuePath>,
+}
+
+/// What the probes of one labelling session know.
+pub struct Session {
+    /// The environment whose tags hold labels of objects handed over.
+    pub env: EnvRef<'static>,
+    /// The `by=` entries, by number.
+    pub entries: Vec<Entry>,
+    /// Nested entry calls label by the inner one (`byinner`).
+    pub innermost: bool,
+    /// Points by method id, filled as methods are instrumented.
+    pub points: Mutex<HashMap<i32, Point>>,
+}
+
+static SESSION: Mutex<Option<Arc<Session>>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Probes act for `session` from now on (None: they do nothing).
+pub fn set_session(session: Option<Arc<Session>>) {
+    *lock(&SESSION) = session;
+}
+
+fn session() -> Option<Arc<Session>> {
+    lock(&SESSION).clone()
+}
+
+/// The label key of the calling thread: the virtual thread it runs, if jtap's walker knows
+/// where to read it, else its kernel id — as the signal handler finds it.
+fn thread_key(jni: Jni) -> u64 {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let walker = crate::walk::resolved();
+    // SAFETY: `jni` is the calling thread's, inside a native method.
+    let mounted = walker.and_then(|w| unsafe { w.mounted(jni.as_raw()) });
+    label::key(tid, mounted.map(|m| m.id))
+}
+
+/// Runs `body` for an active session, catching panics.
+fn with_session(env: *mut sys::JNIEnv, id: sys::jint, body: impl FnOnce(&Session, Jni, Point)) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if !label::is_active() {
+            return;
+        }
+        let Some(session) = session() else { return };
+        let Some(point) = lock(&session.points).get(&id).copied() else {
+            return;
+        };
+        // SAFETY: the VM passes this thread's JNI environment to the native method.
+        let jni = unsafe { Jni::from_raw(env) };
+        body(&session, jni, point);
+    }));
+}
+
+/// `labelAt(int, Object this, Object[] args)`.
+pub extern "system" fn label_at(
+    env: *mut sys::JNIEnv,
+    _class: sys::jclass,
+    id: sys::jint,
+    this: sys::jobject,
+    args: sys::jobject,
+) {
+    with_session(env, id, |session, jni, point| {
+        let key = thread_key(jni);
+        let argument = |index: usize| match args.is_null() {
+            true => std::ptr::null_mut(),
+            false => jni.object_element(args, index),
+        };
+        match point {
+            Point::Entry(entry) => {
+                let text = session.label_text(entry, jni, this, args);
+                label::enter(key, label::id(&text), session.innermost);
+            }
+            Point::HandOffThis => session.hand_off(this, label::current(key)),
+            Point::HandOffArg(index) => {
+                let task = argument(index);
+                session.hand_off(task, label::current(key));
+                jni.delete_local(task);
+            }
+            Point::TakeOverThis => label::take_over(key, session.label_of(this)),
+            Point::TakeOverArg(index) => {
+                let task = argument(index);
+                label::take_over(key, session.label_of(task));
+                jni.delete_local(task);
+            }
+            Point::Leave => label::leave(key),
+            Point::StartOver => label::start_over(key, 0),
+        }
+    });
+}
+
+/// `labelOut(int)`: an entry call or a task run where it was taken over returns or throws.
+pub extern "system" fn label_out(env: *mut sys::JNIEnv, _class: sys::jclass, id: sys::jint) {
+    with_session(env, id, |_, jni, point| {
+        if matches!(point, Point::Entry(_) | Point::TakeOverThis) {
+            label::leave(thread_key(jni));
+        }
+    });
+}
+
+/// A platform thread starts: the label of the request that started it, if any.
+pub fn thread_started(jni: Jni, thread: sys::jthread) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(session) = session().filter(|_| label::is_active()) {
+            let label = session.label_of(thread);
+            if label != 0 {
+                label::start_over(thread_key(jni), label);
+            }
+        }
+    }));
+}
+
+/// A thread ends: its key, a kernel id another thread may get next, has no label.
+pub fn thread_ended(jni: Jni) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if label::is_active() {
+            label::start_over(thread_key(jni), 0);
+        }
+    }));
+}
+
+impl Session {
+    /// Tags `object` with `label`, when there is one.
+    fn hand_off(&self, object: sys::jobject, label: u32) {
+        if label != 0 && !object.is_null() {
+            // SAFETY: a live local reference of this thread. A failure leaves it unlabelled.
+            let _ = unsafe { self.env.set_tag(object, i64::from(label)) };
+        }
+    }
+
+    /// The label `object` was handed over with (0: none).
+    fn label_of(&self, object: sys::jobject) -> u32 {
+        if object.is_null() {
+            return 0;
+        }
+        // SAFETY: a live local reference of this thread.
+        let tag = unsafe { self.env.tag(object) }.unwrap_or(0);
+        u32::try_from(tag).unwrap_or(0)
+    }
+
+    /// The label of a call of entry `entry`: its key's value as text, or the method.
+    fn label_text(&self, entry: usize, jni: Jni, this: sys::jobject, args: sys::jobject) -> String {
+        let Some(entry) = self.entries.get(entry) else {
+            return String::new();
+        };
+        let Some(path) = &entry.key else {
+            return entry.name.clone();
+        };
+        let text = match path.root {
+            Root::This => jni.with_local_frame(16, || self.follow(jni, this, &path.fields)),
+            Root::Arg(n) if !args.is_null() && usize::from(n) <= jni.array_length(args) => jni
+                .with_local_frame(16, || {
+                    let root = jni.object_element(args, usize::from(n) - 1);
+                    self.follow(jni, root, &path.fields)
+                }),
+            Root::Arg(_) => return format!("{}=[no such argument]", entry.name),
+        };
+        text.unwrap_or_default()
+    }
+
+    /// The value at the end of `fields` from `object`, as text: a string's characters, a
+    /// primitive's value, other objects as `trace --args` shows them; `null` where a step
+    /// meets null, `[no field X]` where a class has no such field.
+    fn follow(&self, jni: Jni, mut object: sys::jobject, fields: &[String]) -> String {
+        for (step, name) in fields.iter().enumerate() {
+            if object.is_null() {
+                return "null".into();
+            }
+            let Some((id, signature)) = self.field(jni, object, name) else {
+                return format!("[no field {name}]");
+            };
+            match jni.field_value(object, id, &signature) {
+                Value::Object(next) => object = next,
+                primitive if step + 1 == fields.len() => return primitive_text(primitive),
+                _ => return format!("[{name} is not an object]"),
+            }
+        }
+        if object.is_null() {
+            return "null".into();
+        }
+        let class = jni.object_class(object);
+        let is_string =
+            jni.class_signature(&self.env, class).as_deref() == Some("Ljava/lang/String;");
+        jni.delete_local(class);
+        if is_string {
+            return jni.string(object, TEXT_CAP).unwrap_or_default();
+        }
+        Describer::new(self.env, jni, false, false)
+            .map(|d| d.value(object))
+            .unwrap_or_default()
+    }
+
+    /// Instance field `name` of `object`'s class or a superclass: its id and JVM type.
+    fn field(&self, jni: Jni, object: sys::jobject, name: &str) -> Option<(sys::jfieldID, String)> {
+        let mut class = jni.object_class(object);
+        while !class.is_null() {
+            let found = jni
+                .instance_fields(&self.env, class, usize::MAX)
+                .into_iter()
+                .find(|f| f.name == name);
+            if let Some(field) = found {
+                jni.delete_local(class);
+                return Some((field.id, field.signature));
+            }
+            let parent = jni.superclass(class);
+            jni.delete_local(class);
+            class = parent;
+        }
+        None
+    }
+}
+
+fn primitive_text(value: Value) -> String {
+    match value {
+        Value::Boolean(v) => v.to_string(),
+        Value::Byte(v) => v.to_string(),
+        Value::Char(v) => char::from_u32(u32::from(v)).unwrap_or('?').to_string(),
+        Value::Short(v) => v.to_string(),
+        Value::Int(v) => v.to_string(),
+        Value::Long(v) => v.to_string(),
+        Value::Float(v) => v.to_string(),
+        Value::Double(v) => v.to_string(),
+        Value::Object(_) => String::new(),
+    }
+}
