@@ -42,9 +42,8 @@ impl Selection {
 
     fn keeps(&self, frames: &[&Frame]) -> bool {
         let any = |re: &Regex| frames.iter().any(|f| re.is_match(&f.name));
-        let labelled = |label: &String| {
-            frames.first().and_then(|f| f.label_text()) == Some(label.as_str())
-        };
+        let labelled =
+            |label: &String| frames.first().and_then(|f| f.label_text()) == Some(label.as_str());
         self.label.as_ref().is_none_or(labelled)
             && self.include.as_ref().is_none_or(any)
             && !self.exclude.as_ref().is_some_and(any)
@@ -69,8 +68,11 @@ impl Profile {
             for (stack, counts) in self.stacks_by_id() {
                 let frames = frames_of(stack);
                 kept.push(selection.keeps(&frames).then(|| {
-                    let frames: Vec<Frame> =
-                        frames.into_iter().skip(selection.skipped()).cloned().collect();
+                    let frames: Vec<Frame> = frames
+                        .into_iter()
+                        .skip(selection.skipped())
+                        .cloned()
+                        .collect();
                     selected.add_frame_counts(&frames, counts)
                 }));
             }

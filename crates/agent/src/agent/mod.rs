@@ -473,10 +473,12 @@ impl Agent {
         // Labels first, so that the engines' first samples carry them.
         let labels = match (options.by.is_empty(), phase_live) {
             (true, _) => None,
-            (false, false) => return Err(failed("by= labels samples of a running JVM: attach to it")),
-            (false, true) => Some(
-                Labelling::start(self.vm, &options.by, options.byinner).map_err(failed)?,
-            ),
+            (false, false) => {
+                return Err(failed("by= labels samples of a running JVM: attach to it"))
+            }
+            (false, true) => {
+                Some(Labelling::start(self.vm, &options.by, options.byinner).map_err(failed)?)
+            }
         };
         let stop_labels = |labels: Option<Labelling>| {
             if let Some(labels) = labels {
@@ -522,7 +524,10 @@ impl Agent {
             },
             None => None,
         };
-        let label_notes = labels.as_ref().map(Labelling::take_notes).unwrap_or_default();
+        let label_notes = labels
+            .as_ref()
+            .map(Labelling::take_notes)
+            .unwrap_or_default();
         state.started += 1;
         let id = state.started;
         state.recordings.push(Recording {

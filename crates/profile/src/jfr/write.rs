@@ -427,7 +427,12 @@ impl Pools {
         let code: Vec<&&Frame> = frames
             .iter()
             .rev()
-            .filter(|f| !matches!(f.kind, FrameKind::Thread | FrameKind::Label | FrameKind::Class))
+            .filter(|f| {
+                !matches!(
+                    f.kind,
+                    FrameKind::Thread | FrameKind::Label | FrameKind::Class
+                )
+            })
             .collect();
         let mut entry = Out::default();
         entry.boolean(false);

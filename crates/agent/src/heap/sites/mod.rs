@@ -444,7 +444,9 @@ impl SiteTable {
             && self.logged.fetch_add(1, Ordering::Relaxed) < MAX_LOGGED;
         let per_thread = self.threads.load(Ordering::Relaxed);
         let labelled = crate::label::is_active();
-        let mounted = (logs || per_thread || labelled).then(virtual_thread).flatten();
+        let mounted = (logs || per_thread || labelled)
+            .then(virtual_thread)
+            .flatten();
         let tid = (logs || per_thread).then(|| self.thread_key(mounted));
         let thread = if per_thread { tid.unwrap_or(0) } else { 0 };
         let label = match labelled {
