@@ -6,6 +6,8 @@
 //!   (≥ 95 %) and hardly another's (≤ 2 %), in cpu, wall and alloc profiles recorded at once;
 //! - the collapsed output has the label as the root frame;
 //! - the classes are restored exactly at the end;
+//! - the same on an embedded Jetty serving three such endpoints (`real.JettyEndpoints`),
+//!   labelled by the handler's `target`;
 //! - a bad entry or key is refused with one line before attaching.
 
 mod common;
@@ -13,7 +15,9 @@ mod common;
 use std::collections::HashMap;
 
 use common::{agent_library, collapsed_file, jtap};
-use jtap_testkit::{jdks, JavaProcess};
+use std::time::Duration;
+
+use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
 
 /// Work methods and the endpoint that asks for them.
 const WORK: [(&str, &str); 5] = [
@@ -30,8 +34,12 @@ const FEWEST: u64 = 25;
 /// The alloc interval asked for: an alloc sample stands for about this many bytes.
 const ALLOC_INTERVAL: u64 = 128 * 1024;
 
-/// Samples (weights for alloc) of each work method, by the label at the root of their stacks.
-fn by_label(stacks: &[(Vec<String>, u64)]) -> HashMap<&'static str, HashMap<String, u64>> {
+/// Samples (weights for alloc) of each work method of `class`, by the label at the root of
+/// their stacks.
+fn by_label(
+    stacks: &[(Vec<String>, u64)],
+    class: &str,
+) -> HashMap<&'static str, HashMap<String, u64>> {
     let mut found: HashMap<&str, HashMap<String, u64>> = HashMap::new();
     for (frames, weight) in stacks {
         let label = frames
@@ -39,7 +47,7 @@ fn by_label(stacks: &[(Vec<String>, u64)]) -> HashMap<&'static str, HashMap<Stri
             .and_then(|f| f.strip_prefix("[label=")?.strip_suffix(']'))
             .unwrap_or("-");
         for (method, _) in WORK {
-            let name = format!("workloads.Requests.{method}");
+            let name = format!("{class}.{method}");
             if frames.iter().any(|f| *f == name) {
                 *found
                     .entry(method)
@@ -52,80 +60,122 @@ fn by_label(stacks: &[(Vec<String>, u64)]) -> HashMap<&'static str, HashMap<Stri
     found
 }
 
+/// Profiles `pid` by cpu, wall and alloc at once, labelled by `entry`'s first argument (the
+/// endpoint), and checks that each work method of `class` carries its endpoint's label.
+fn check_labels(pid: u32, entry: &str, class: &str, jdk: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.collapsed");
+    let by = format!("{entry}=arg1");
+    let pid = pid.to_string();
+    let run = jtap([
+        "profile",
+        &pid,
+        "-e",
+        "cpu,alloc",
+        "-i",
+        "2ms",
+        "--wall",
+        "2ms",
+        "--alloc",
+        "128k",
+        "-d",
+        "10",
+        "--by",
+        &by,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = run.stderr.clone();
+    run.ok();
+    assert!(
+        stderr.contains("labels: restored") && stderr.contains("identical to before"),
+        "JDK {jdk}: {stderr}"
+    );
+    for event in ["cpu", "wall", "alloc"] {
+        let stacks = collapsed_file(&dir.path().join(format!("p.{event}.collapsed")));
+        let shares = by_label(&stacks, class);
+        // Collapsed cpu and wall stacks count samples; alloc's weigh bytes.
+        let per_sample = match event {
+            "alloc" => ALLOC_INTERVAL,
+            _ => 1,
+        };
+        for (method, endpoint) in WORK {
+            let labels = shares.get(method).cloned().unwrap_or_default();
+            let total: u64 = labels.values().sum();
+            let counted = total / per_sample;
+            eprintln!("JDK {jdk} {event} {method}: {counted} samples, {labels:?}");
+            assert!(
+                counted >= FEWEST,
+                "JDK {jdk} {event}: {method} has {counted} samples"
+            );
+            let own = labels.get(endpoint).copied().unwrap_or(0);
+            assert!(
+                own * 100 >= total * 95,
+                "JDK {jdk} {event}: {method} labelled {endpoint} for {own} of {total}: {labels:?}"
+            );
+            for (label, weight) in &labels {
+                if label != endpoint && label != "-" {
+                    assert!(
+                        *weight <= (total * 2 / 100).max(per_sample),
+                        "JDK {jdk} {event}: {method} labelled {label} for {weight} of {total}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn each_endpoints_work_carries_its_label_across_pools_and_threads() {
     agent_library();
     for jdk in jdks() {
         let mut jvm = JavaProcess::builder(jdk, "workloads.Requests").start();
-        let pid = jvm.pid().to_string();
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("p.collapsed");
-        let run = jtap([
-            "profile",
-            &pid,
-            "-e",
-            "cpu,alloc",
-            "-i",
-            "2ms",
-            "--wall",
-            "2ms",
-            "--alloc",
-            "128k",
-            "-d",
-            "10",
-            "--by",
-            "workloads.Requests::handle=arg1",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let stderr = run.stderr.clone();
-        run.ok();
-        assert!(
-            stderr.contains("labels: restored") && stderr.contains("identical to before"),
-            "JDK {}: {stderr}",
-            jdk.version
+        let pid = jvm.pid();
+        check_labels(
+            pid,
+            "workloads.Requests::handle",
+            "workloads.Requests",
+            jdk.version,
         );
-        for event in ["cpu", "wall", "alloc"] {
-            let stacks = collapsed_file(&dir.path().join(format!("p.{event}.collapsed")));
-            let shares = by_label(&stacks);
-            // Collapsed cpu and wall stacks count samples; alloc's weigh bytes.
-            let per_sample = match event {
-                "alloc" => ALLOC_INTERVAL,
-                _ => 1,
-            };
-            for (method, endpoint) in WORK {
-                let labels = shares.get(method).cloned().unwrap_or_default();
-                let total: u64 = labels.values().sum();
-                let counted = total / per_sample;
-                eprintln!(
-                    "JDK {} {event} {method}: {counted} samples, {labels:?}",
-                    jdk.version
-                );
-                assert!(
-                    counted >= FEWEST,
-                    "JDK {} {event}: {method} has {counted} samples",
-                    jdk.version
-                );
-                let own = labels.get(endpoint).copied().unwrap_or(0);
-                assert!(
-                    own * 100 >= total * 95,
-                    "JDK {} {event}: {method} labelled {endpoint} for {own} of {total}: {labels:?}",
-                    jdk.version
-                );
-                for (label, weight) in &labels {
-                    if label != endpoint && label != "-" {
-                        assert!(
-                            *weight <= (total * 2 / 100).max(per_sample),
-                            "JDK {} {event}: {method} labelled {label} for {weight} of {total}",
-                            jdk.version
-                        );
-                    }
-                }
-            }
-        }
-        drop(jvm);
     }
 }
+
+#[test]
+fn jetty_endpoints_are_profiled_apart() {
+    agent_library();
+    for jdk in jdks() {
+        let mut builder = JavaProcess::builder(jdk, "real.JettyEndpoints")
+            .jvm_arg("-Xmx256m")
+            .classpath(compiled_real_programs())
+            .ready_line(None)
+            .arg("4");
+        for jar in JETTY_JARS {
+            builder = builder.classpath(debian_jar(jar));
+        }
+        let mut jvm = builder.start();
+        assert!(
+            jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
+            "JettyEndpoints on JDK {} never printed READY",
+            jdk.version
+        );
+        let pid = jvm.pid();
+        check_labels(
+            pid,
+            "real.JettyEndpoints$Endpoints::handle",
+            "real.JettyEndpoints",
+            jdk.version,
+        );
+    }
+}
+
+/// Debian's Jetty 9.4 and the servlet API.
+const JETTY_JARS: [&str; 5] = [
+    "jetty9-server",
+    "jetty9-http",
+    "jetty9-io",
+    "jetty9-util",
+    "servlet-api",
+];
 
 #[test]
 fn bad_entries_and_keys_are_refused_in_one_line() {

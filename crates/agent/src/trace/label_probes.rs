@@ -17,7 +17,7 @@ use jtap_jvmti::{sys, EnvRef};
 use jtap_protocol::label::{Root, ValuePath};
 
 use super::ffi::{Jni, Value};
-use super::values::Describer;
+use super::values::{escape_into, Describer};
 use crate::label;
 
 /// The longest label text kept from a key's value.
@@ -120,7 +120,7 @@ pub extern "system" fn label_at(
         };
         match point {
             Point::Entry(entry) => {
-                let text = session.label_text(entry, jni, this, args);
+                let text = one_frame(&session.label_text(entry, jni, this, args));
                 label::enter(key, label::id(&text), session.innermost);
             }
             Point::HandOffThis => session.hand_off(this, label::current(key)),
@@ -260,6 +260,14 @@ impl Session {
         }
         None
     }
+}
+
+/// A label's text as one frame of every output: control characters escaped (`\n`), and
+/// `;`, which separates collapsed frames, as `,`.
+fn one_frame(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    escape_into(&text.replace(';', ","), false, &mut out);
+    out
 }
 
 fn primitive_text(value: Value) -> String {
