@@ -48,7 +48,7 @@ fn by_label(
             .unwrap_or("-");
         for (method, _) in WORK {
             let name = format!("{class}.{method}");
-            if frames.iter().any(|f| *f == name) {
+            if frames.contains(&name) {
                 *found
                     .entry(method)
                     .or_default()

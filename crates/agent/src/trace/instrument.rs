@@ -25,7 +25,7 @@ use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
 use jtap_protocol::trace::{Mode, Plan, PointKind};
 
 use super::ffi::{self, Jni, WeakLoader};
-use super::labels;
+use super::label_probes;
 use super::probes;
 use super::runtime::{self, Runtime};
 use super::select::{self, Role, Selector};
@@ -91,7 +91,7 @@ pub struct Tracing {
     /// Hook calls pass only while the session is installed.
     gate: Gate,
     /// Request labels: the probes of `by=` instead of the plan's.
-    labels: Option<Arc<labels::Points>>,
+    labels: Option<Arc<label_probes::Points>>,
     vm: Vm,
 }
 
@@ -264,7 +264,7 @@ impl Tracing {
     pub fn install_for_labels(
         vm: Vm,
         plan: Plan,
-        points: Arc<labels::Points>,
+        points: Arc<label_probes::Points>,
     ) -> Result<Arc<Tracing>, String> {
         Self::install_with(vm, plan, false, Some(points))
     }
@@ -284,7 +284,7 @@ impl Tracing {
         vm: Vm,
         plan: Plan,
         allocations: bool,
-        labels: Option<Arc<labels::Points>>,
+        labels: Option<Arc<label_probes::Points>>,
     ) -> Result<Arc<Tracing>, String> {
         let selector = Selector::new(&plan)?;
         let jni = Jni::current(vm).ok_or("the starting thread is not attached to the JVM")?;
@@ -692,7 +692,7 @@ impl Tracing {
             if let Some(labels) = &self.labels {
                 let point = role.and_then(|_| labels.point(&dotted, &supers, &mname, &desc));
                 if let Some(point) = point {
-                    probes.extend(labels::probes(point, exactly(name, &mname, &desc)));
+                    probes.extend(label_probes::probes(point, exactly(name, &mname, &desc)));
                     labelled.push((mname.to_string(), desc.to_string(), point));
                 }
                 continue;

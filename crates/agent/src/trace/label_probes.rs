@@ -1,4 +1,5 @@
-//! The native probes of request labels (`by=`), which [`super::labels`] puts into entry
+//! The probes of request labels (`by=`): which methods get them ([`Points`]), and the natives
+//! they call, which [`super::labels`] puts into entry
 //! methods and into the JDK's hand-over points: `labelAt(int id, Object this, Object[]
 //! args)` at a method's entry (or a constructor's return) and `labelOut(int id)` at its
 //! exits. What each does depends on the method, known by its id ([`Point`]): an entry call
@@ -13,10 +14,13 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use jtap_classfile::plan::{MemberFilter, Point as Where, Probe, Registry, Value as Passed};
 use jtap_jvmti::{sys, EnvRef};
 use jtap_protocol::label::{Root, ValuePath};
+use jtap_protocol::trace::{MethodPattern, Plan};
 
 use super::ffi::{Jni, Value};
+use super::select::Selector;
 use super::values::{escape_into, Describer};
 use crate::label;
 
@@ -160,6 +164,96 @@ pub fn thread_started(jni: Jni, thread: sys::jthread) {
             }
         }
     }));
+}
+
+/// Which methods get which label probes, and what each method id stands for.
+pub struct Points {
+    /// The `by=` entries, one selector each, in order.
+    entries: Vec<Selector>,
+    /// The hand-over points, one selector each.
+    hand_overs: Vec<(Selector, Point)>,
+    session: Arc<Session>,
+}
+
+/// The selector of the methods `pattern` names.
+pub fn selector(pattern: &MethodPattern) -> Result<Selector, String> {
+    Selector::new(&Plan {
+        targets: vec![pattern.clone()],
+        ..Plan::default()
+    })
+}
+
+impl Points {
+    /// The points of the `by=` entries' methods (`entries`, in order) and of `hand_overs`.
+    pub fn new(
+        entries: Vec<Selector>,
+        hand_overs: Vec<(Selector, Point)>,
+        session: Arc<Session>,
+    ) -> Points {
+        Points {
+            entries,
+            hand_overs,
+            session,
+        }
+    }
+
+    /// What a selected method does with labels: the first `by=` entry naming it, else its
+    /// hand-over point.
+    pub fn point(&self, dotted: &str, supers: &[String], name: &str, desc: &str) -> Option<Point> {
+        let named = |s: &Selector| s.method_role(dotted, supers, name, desc).is_some();
+        if let Some(index) = self.entries.iter().position(named) {
+            return Some(Point::Entry(index));
+        }
+        self.hand_overs
+            .iter()
+            .find(|(s, _)| named(s))
+            .map(|&(_, point)| point)
+    }
+
+    /// Learns the method ids the registry gave the methods of class `class` (internal name)
+    /// just instrumented, with their points.
+    pub fn learn(&self, class: &str, methods: &[(String, String, Point)], registry: &Registry) {
+        let mut points = self
+            .session
+            .points
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (id, entry) in registry.methods.iter().enumerate().rev() {
+            let found = methods
+                .iter()
+                .find(|(name, desc, _)| {
+                    entry.class == class && entry.name == *name && entry.descriptor == *desc
+                })
+                .map(|&(_, _, point)| point);
+            if let Some(point) = found {
+                points.entry(id as i32).or_insert(point);
+            }
+        }
+    }
+}
+
+/// The probes of a method with label point `point`.
+pub fn probes(point: Point, methods: MemberFilter) -> Vec<Probe> {
+    use Passed::*;
+    let probe = |at: Where, method: &str, values: Vec<Passed>| Probe {
+        methods: methods.clone(),
+        point: at,
+        method: method.into(),
+        values,
+    };
+    let at = |at: Where| probe(at, "labelAt", vec![MethodId, This, Args]);
+    let constructor = methods.name.matches("<init>");
+    match point {
+        // Until the method returns or throws.
+        Point::Entry(_) | Point::TakeOverThis => vec![
+            at(Where::Entry),
+            probe(Where::Return, "labelOut", vec![MethodId]),
+            probe(Where::ExceptionExit, "labelOut", vec![MethodId]),
+        ],
+        // A constructor's `this` is whole once it returns.
+        Point::HandOffThis if constructor => vec![at(Where::Return)],
+        _ => vec![at(Where::Entry)],
+    }
 }
 
 /// A thread ends: its key, a kernel id another thread may get next, has no label.

@@ -20,15 +20,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use jtap_classfile::plan::{MemberFilter, Point as Where, Probe, Registry, Value};
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::label::LabelBy;
 use jtap_protocol::trace::{MethodPattern, Plan};
 
 use super::ffi::Jni;
 use super::instrument::Tracing;
-use super::label_probes::{self, Entry, Point, Session};
-use super::select::Selector;
+use super::label_probes::{self, selector, Entry, Point, Points, Session};
 use crate::gate::Gate;
 use crate::label;
 use crate::thread::Vm;
@@ -64,82 +62,6 @@ const HAND_OVERS: [(&str, Point); 10] = [
         Point::TakeOverThis,
     ),
 ];
-
-/// Which methods get which label probes, and what each method id stands for.
-pub struct Points {
-    /// The `by=` entries, one selector each, in order.
-    entries: Vec<Selector>,
-    /// The hand-over points, one selector each.
-    hand_overs: Vec<(Selector, Point)>,
-    session: Arc<Session>,
-}
-
-fn selector(pattern: &MethodPattern) -> Result<Selector, String> {
-    Selector::new(&Plan {
-        targets: vec![pattern.clone()],
-        ..Plan::default()
-    })
-}
-
-impl Points {
-    /// What a selected method does with labels: the first `by=` entry naming it, else its
-    /// hand-over point.
-    pub fn point(&self, dotted: &str, supers: &[String], name: &str, desc: &str) -> Option<Point> {
-        let named = |s: &Selector| s.method_role(dotted, supers, name, desc).is_some();
-        if let Some(index) = self.entries.iter().position(named) {
-            return Some(Point::Entry(index));
-        }
-        self.hand_overs
-            .iter()
-            .find(|(s, _)| named(s))
-            .map(|&(_, point)| point)
-    }
-
-    /// Learns the method ids the registry gave the methods of class `class` (internal name)
-    /// just instrumented, with their points.
-    pub fn learn(&self, class: &str, methods: &[(String, String, Point)], registry: &Registry) {
-        let mut points = self
-            .session
-            .points
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        for (id, entry) in registry.methods.iter().enumerate().rev() {
-            let found = methods
-                .iter()
-                .find(|(name, desc, _)| {
-                    entry.class == class && entry.name == *name && entry.descriptor == *desc
-                })
-                .map(|&(_, _, point)| point);
-            if let Some(point) = found {
-                points.entry(id as i32).or_insert(point);
-            }
-        }
-    }
-}
-
-/// The probes of a method with label point `point`.
-pub fn probes(point: Point, methods: MemberFilter) -> Vec<Probe> {
-    use Value::*;
-    let probe = |at: Where, method: &str, values: Vec<Value>| Probe {
-        methods: methods.clone(),
-        point: at,
-        method: method.into(),
-        values,
-    };
-    let at = |at: Where| probe(at, "labelAt", vec![MethodId, This, Args]);
-    let constructor = methods.name.matches("<init>");
-    match point {
-        // Until the method returns or throws.
-        Point::Entry(_) | Point::TakeOverThis => vec![
-            at(Where::Entry),
-            probe(Where::Return, "labelOut", vec![MethodId]),
-            probe(Where::ExceptionExit, "labelOut", vec![MethodId]),
-        ],
-        // A constructor's `this` is whole once it returns.
-        Point::HandOffThis if constructor => vec![at(Where::Return)],
-        _ => vec![at(Where::Entry)],
-    }
-}
 
 /// Labels in place for one recording.
 pub struct Labelling {
@@ -205,14 +127,11 @@ impl Labelling {
             hand_overs.push((selector(&pattern)?, point));
             patterns.push(pattern);
         }
-        let points = Arc::new(Points {
-            entries: by
-                .iter()
-                .map(|b| selector(&b.entry))
-                .collect::<Result<_, _>>()?,
-            hand_overs,
-            session: session.clone(),
-        });
+        let entries = by
+            .iter()
+            .map(|b| selector(&b.entry))
+            .collect::<Result<_, _>>()?;
+        let points = Arc::new(Points::new(entries, hand_overs, session.clone()));
         label::activate();
         label_probes::set_session(Some(session));
         let plan = Plan {

@@ -804,6 +804,7 @@ mod tests {
         ("push-spool", "/var/tmp/spool"),
         ("push-spool-max", "64m"),
         ("duration", "5s"),
+        ("by", "a.B::c=arg1.x d.E::f"),
         ("include", "a\\.b,c"),
         ("exclude", "x"),
         ("jstackdepth", "64"),
@@ -1015,6 +1016,12 @@ mod tests {
                     push_token_file: None,
                     push_spool: None,
                     push_spool_max: None,
+                    by: match (include.is_some(), starts) {
+                        (true, true) => crate::label::LabelBy::parse_list("a.B::c=arg1.x d.E::f")
+                            .expect("a valid list"),
+                        _ => Vec::new(),
+                    },
+                    byinner: include.is_some() && starts && detach,
                     include: include.filter(|_| starts),
                     exclude: exclude.filter(|_| starts),
                     jstackdepth: jstackdepth.filter(|_| starts),
