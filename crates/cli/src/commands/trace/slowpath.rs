@@ -6,8 +6,11 @@
 //! resolved them (the implementation an interface call reached, a lambda's body) — so each
 //! level's time in the entry calls is exact. The samples taken inside entry calls show the
 //! methods the JVM actually called below the path so far ([`path::propose`]): the next
-//! round instruments the heaviest of them and restores the levels already timed. The path
-//! ends in a level's own code, or in a call jtap does not instrument (native code, the JDK's
+//! round instruments the heaviest of them and restores the levels already timed. Where the
+//! samples put the time in a level's own code, a round times that level's call sites
+//! ([`path::heavier_call_site`]): the JIT's inlining makes a callee's code the caller's in
+//! the samples of every profiler, so only the probes tell them apart. The path ends in a
+//! level's own code, or in a call jtap does not instrument (native code, the JDK's
 //! internals), named.
 
 use std::collections::HashSet;
@@ -67,6 +70,11 @@ struct Search {
     top: Option<(String, f64)>,
     rounds: u32,
     truncated: u64,
+    /// Whether the next round times the call sites of the path's last level, whose samples
+    /// were taken in its own code.
+    check_call_sites: bool,
+    /// The first level found through call-site timing, which samples did not see.
+    first_unsampled: Option<usize>,
 }
 
 impl Search {
@@ -108,11 +116,7 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let mut search = Search {
-        path: vec![Method {
-            class: String::new(),
-            name: String::new(),
-            descriptor: None,
-        }],
+        path: vec![Method::named("")],
         timed: vec![None],
         refused: HashSet::new(),
         entry_name: None,
@@ -120,21 +124,33 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         top: None,
         rounds: 0,
         truncated: 0,
+        check_call_sites: false,
+        first_unsampled: None,
     };
     let mut idle = 0;
     while search.end.is_none() && !interrupt::requested() && started.elapsed() < budget {
         let left = budget.saturating_sub(started.elapsed());
-        let (trees, profile) = round(auto, &search.window(), ROUND.min(left).max(MIN_ROUND))?;
+        let length = ROUND.min(left).max(MIN_ROUND);
+        let check_call_sites = search.check_call_sites;
+        let plan = match check_call_sites {
+            true => call_site_plan(&search)?,
+            false => timing_plan(auto.entry, &search.window())?,
+        };
+        let (trees, profile) = round(auto, plan, length)?;
         search.rounds += 1;
         if interrupt::requested() {
             break;
         }
-        let before = (search.measured(), search.refused.len());
+        let before = (search.measured(), search.refused.len(), search.path.len());
         let trees = settled(trees);
-        let learnt = learn(&mut search, &trees, profile.as_ref());
+        let learnt = match check_call_sites {
+            true => learn_call_sites(&mut search, &trees),
+            false => learn(&mut search, &trees, profile.as_ref()),
+        };
         let progress = search.rounds == 1
             || search.end.is_some()
-            || before != (search.measured(), search.refused.len());
+            || search.check_call_sites != check_call_sites
+            || before != (search.measured(), search.refused.len(), search.path.len());
         if !(learnt && progress) {
             idle += 1;
             if idle >= IDLE_ROUNDS {
@@ -184,6 +200,7 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
             class: class.into(),
             name: name.into(),
             descriptor: None,
+            subtypes: false,
         };
         search.entry_name = Some(entry_name.to_string());
     }
@@ -212,9 +229,21 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
         measured,
         deeper
     );
+    // A level the samples did not see, found through call-site timing: so are its callees.
+    let unsampled = search
+        .first_unsampled
+        .is_some_and(|_| samples < path::MIN_SAMPLES);
     match end {
-        End::TooFewSamples => deeper > 0,
         _ if deeper > 0 => true,
+        End::SelfTime => {
+            search.check_call_sites = true;
+            true
+        }
+        End::TooFewSamples if unsampled => {
+            search.check_call_sites = true;
+            true
+        }
+        End::TooFewSamples => false,
         End::Terminal(name, why) => {
             let mut levels = prefix;
             levels.push(Level::Terminal(name.clone(), why));
@@ -222,11 +251,38 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
             search.end = Some(End::Terminal(name, why));
             true
         }
-        end => {
-            search.end = Some(end);
-            true
-        }
     }
+}
+
+/// What a round timing the call sites of the path's last level taught: the method of a call
+/// site that outweighs the level's own code becomes the next level (every implementation of
+/// it, until a round names the one called), else the path ends in the level's own code.
+fn learn_call_sites(search: &mut Search, trees: &[CallTree]) -> bool {
+    if trees.is_empty() {
+        eprintln!("jtap: no call of the path's last level in this round");
+        return false;
+    }
+    search.check_call_sites = false;
+    let last = search.path.last().cloned();
+    match path::heavier_call_site(trees) {
+        Some(site) if search.refused.contains(&site) => {
+            let why = "not instrumented (native, or a class jtap refuses)";
+            search.end = Some(End::Terminal(site.dotted(), why));
+        }
+        Some(site) if Some(site.name.as_str()) != last.as_ref().map(|m| m.name.as_str()) => {
+            eprintln!(
+                "jtap: round {}: the call sites of {} hold more time than its own code: {} next (the JIT's inlining hides it from samples)",
+                search.rounds,
+                last.as_ref().map(Method::dotted).unwrap_or_default(),
+                site.dotted()
+            );
+            search.first_unsampled.get_or_insert(search.path.len());
+            search.path.push(site);
+            search.timed.push(None);
+        }
+        _ => search.end = Some(End::SelfTime),
+    }
+    true
 }
 
 /// Keeps the times of the window's levels the round's trees reached, and forgets the path
@@ -244,10 +300,13 @@ fn time_window(search: &mut Search, trees: &[CallTree]) {
         }
         if timed[index].per_call.is_empty() {
             let caller_ran = index == 1 || !timed[index - 1].per_call.is_empty();
-            if caller_ran && !path::appears(trees, &name) {
+            if caller_ran && !path::appears(trees, &search.path[index]) {
                 search.refused.insert(search.path[index].clone());
             }
             break;
+        }
+        if let Some(called) = &timed[index].implementation {
+            search.path[index] = Method::named(called);
         }
         search.timed[index] = Some(timed[index].clone());
     }
@@ -266,29 +325,45 @@ fn merge_entry(into: &mut Option<Timed>, round: &Timed) {
     all.entry_calls += round.entry_calls;
 }
 
-/// One round: a calltree session timing the entry and `window` for `length`, beside a wall
-/// profile of the JVM; returns the session's trees and the profile.
-fn round(
-    auto: &Auto,
-    window: &[Method],
-    length: Duration,
-) -> anyhow::Result<(Vec<CallTree>, Option<Profile>)> {
-    let mut inner = vec![MethodPattern::parse(auto.entry).map_err(crate::exit::usage)?];
+/// The calltree plan timing the entry and the levels of `window`.
+fn timing_plan(entry: &str, window: &[Method]) -> anyhow::Result<Plan> {
+    let mut inner = vec![MethodPattern::parse(entry).map_err(crate::exit::usage)?];
     for method in window {
         inner.push(MethodPattern::parse(&method.pattern()).map_err(crate::exit::usage)?);
     }
+    Ok(Plan {
+        mode: Mode::Calltree,
+        targets: vec![MethodPattern::parse(entry).map_err(crate::exit::usage)?],
+        // The entry among the inner methods makes a tree of inner methods only (no call
+        // sites); as the target, it is timed as the entry.
+        inner,
+        ..Plan::default()
+    })
+}
+
+/// The calltree plan timing the call sites of the path's last level: the level as the target,
+/// no inner methods.
+fn call_site_plan(search: &Search) -> anyhow::Result<Plan> {
+    let last = search.path.last().map(Method::pattern).unwrap_or_default();
+    Ok(Plan {
+        mode: Mode::Calltree,
+        targets: vec![MethodPattern::parse(&last).map_err(crate::exit::usage)?],
+        ..Plan::default()
+    })
+}
+
+/// One round: a calltree session of `plan` for `length`, beside a wall profile of the JVM;
+/// returns the session's trees and the profile.
+fn round(
+    auto: &Auto,
+    plan: Plan,
+    length: Duration,
+) -> anyhow::Result<(Vec<CallTree>, Option<Profile>)> {
     let options = Options {
         action: Some(Action::Start),
         event: Some(Event::Trace),
         duration: Some(length),
-        trace: Some(Plan {
-            mode: Mode::Calltree,
-            targets: vec![MethodPattern::parse(auto.entry).map_err(crate::exit::usage)?],
-            // The entry among the inner methods makes a tree of inner methods only (no call
-            // sites); as the target, it is timed as the entry.
-            inner,
-            ..Plan::default()
-        }),
+        trace: Some(plan),
         ..Options::default()
     };
     let profile_options = Options {
@@ -406,6 +481,23 @@ fn chain(search: &Search) -> Option<TreeNode> {
 
 /// Why the path ends, one line.
 fn ending(search: &Search, interrupted: bool) -> String {
+    let mut line = path_end(search, interrupted);
+    let unsampled = search
+        .first_unsampled
+        .filter(|&i| i > 0 && i < search.path.len());
+    if let Some(first) = unsampled {
+        let _ = write!(
+            line,
+            " (samples put {} and below in the own code of {}, which the JIT inlined them into; their call sites' times found them)",
+            search.path[first].dotted(),
+            search.path[first - 1].dotted()
+        );
+    }
+    line
+}
+
+/// Where the path ends and why.
+fn path_end(search: &Search, interrupted: bool) -> String {
     let last = search.path.last().map(Method::dotted).unwrap_or_default();
     match &search.end {
         Some(End::SelfTime) => format!("the slow path ends in the own code of {last}"),

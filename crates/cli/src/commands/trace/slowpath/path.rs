@@ -23,6 +23,9 @@ pub struct Method {
     pub name: String,
     /// Its descriptor, when the sample had it.
     pub descriptor: Option<String>,
+    /// Whether the level stands for every implementation of this method: a call site's
+    /// declared method, until a round's trees name the one the JVM called.
+    pub subtypes: bool,
 }
 
 impl Method {
@@ -31,7 +34,33 @@ impl Method {
             class: frame.class()?.to_string(),
             name: frame.method()?.to_string(),
             descriptor: frame.signature.clone(),
+            subtypes: false,
         })
+    }
+
+    /// The method a tree node or a frame names, `pkg.Class.method`.
+    pub fn named(dotted: &str) -> Method {
+        let (class, name) = dotted.rsplit_once('.').unwrap_or(("", dotted));
+        Method {
+            class: class.into(),
+            name: name.into(),
+            descriptor: None,
+            subtypes: false,
+        }
+    }
+
+    /// Whether a tree node named `dotted` (`pkg.Class.method`) is a call of this level: of
+    /// this method, or of any implementation of it for a `subtypes` level.
+    fn calls(&self, dotted: &str) -> bool {
+        match self.subtypes {
+            true => dotted
+                .rsplit_once('.')
+                .is_some_and(|(_, name)| name == self.name),
+            false => {
+                let method = dotted.strip_prefix(self.class.as_str());
+                method.and_then(|m| m.strip_prefix('.')) == Some(self.name.as_str())
+            }
+        }
     }
 
     /// `pkg.Class.method`, as trees and flame graphs show it.
@@ -42,7 +71,8 @@ impl Method {
     /// The method pattern selecting this method (and its overloads: without descriptors, more
     /// patterns fit in the agent's options, which attach protocol 1 caps at 1 KiB).
     pub fn pattern(&self) -> String {
-        format!("{}::{}", self.class, self.name)
+        let subtypes = if self.subtypes { "+" } else { "" };
+        format!("{subtypes}{}::{}", self.class, self.name)
     }
 }
 
@@ -67,7 +97,7 @@ pub enum End {
 }
 
 /// Samples below a level before the path may go deeper.
-const MIN_SAMPLES: u64 = 4;
+pub const MIN_SAMPLES: u64 = 4;
 
 /// Java frames of the JVM's dispatch machinery, passed through on the way to the method
 /// called: hidden classes (lambdas, method-handle forms), method handles and reflection.
@@ -249,6 +279,9 @@ pub struct Timed {
     pub entry_ns: u64,
     /// Entry calls in the round.
     pub entry_calls: u64,
+    /// For a `subtypes` level, the implementation (`pkg.Class.method`) the calls went to most:
+    /// the one timed.
+    pub implementation: Option<String>,
 }
 
 impl Timed {
@@ -279,29 +312,39 @@ fn base_name(node: &TreeNode) -> &str {
 /// Times the levels of `path` whose methods were instrumented (`instrumented`, by
 /// `Class.method`) in a round's trees: each tree is followed down those levels, through every
 /// node of the level's method under the level above (overloads and several call chains
-/// together); a level a tree does not reach has no time in that entry call. Returns one
-/// [`Timed`] per level of `path` (the entry first), default for levels not instrumented.
+/// together); a level a tree does not reach has no time in that entry call. A `subtypes`
+/// level is timed in the implementation its calls went to most, all trees together. Returns
+/// one [`Timed`] per level of `path` (the entry first), default for levels not instrumented.
 pub fn time_levels(
     trees: &[CallTree],
     path: &[Method],
     instrumented: &HashSet<String>,
 ) -> Vec<Timed> {
     let mut timed = vec![Timed::default(); path.len()];
+    let levels: Vec<Method> = path
+        .iter()
+        .enumerate()
+        .map(|(index, method)| match method.subtypes {
+            true => {
+                let called = implementation(trees, &path[..=index], instrumented);
+                timed[index].implementation = called.clone();
+                called
+                    .as_deref()
+                    .map_or_else(|| method.clone(), Method::named)
+            }
+            false => method.clone(),
+        })
+        .collect();
     let entry_ns: u64 = trees.iter().map(|t| t.root.total_ns).sum();
     for tree in trees {
         timed[0].per_call.push(tree.root.total_ns);
         timed[0].calls += tree.root.count;
         let mut frontier = vec![&tree.root];
-        for (index, method) in path.iter().enumerate().skip(1) {
-            let name = method.dotted();
-            if !instrumented.contains(&name) {
+        for (index, (method, level)) in path.iter().zip(&levels).enumerate().skip(1) {
+            if !instrumented.contains(&method.dotted()) {
                 continue;
             }
-            let next: Vec<&TreeNode> = frontier
-                .iter()
-                .flat_map(|node| node.children.iter())
-                .filter(|child| base_name(child) == name)
-                .collect();
+            let next = calls_below(&frontier, level);
             if next.is_empty() {
                 break;
             }
@@ -320,12 +363,68 @@ pub fn time_levels(
     timed
 }
 
-/// Whether any node of the trees is a call of `name` (`Class.method`).
-pub fn appears(trees: &[CallTree], name: &str) -> bool {
-    fn inside(node: &TreeNode, name: &str) -> bool {
-        base_name(node) == name || node.children.iter().any(|c| inside(c, name))
+/// The nodes of calls of `level` among the children of `frontier`.
+fn calls_below<'a>(frontier: &[&'a TreeNode], level: &Method) -> Vec<&'a TreeNode> {
+    frontier
+        .iter()
+        .flat_map(|node| node.children.iter())
+        .filter(|child| level.calls(base_name(child)))
+        .collect()
+}
+
+/// The implementation (`pkg.Class.method`) of the last level of `path`, a `subtypes` one, that
+/// the trees' calls of it spent the most time in.
+fn implementation(
+    trees: &[CallTree],
+    path: &[Method],
+    instrumented: &HashSet<String>,
+) -> Option<String> {
+    let (level, above) = path.split_last()?;
+    let mut called: Vec<(&str, u64)> = Vec::new();
+    for tree in trees {
+        let mut frontier = vec![&tree.root];
+        for method in above.iter().skip(1) {
+            if instrumented.contains(&method.dotted()) {
+                frontier = calls_below(&frontier, method);
+            }
+        }
+        for node in calls_below(&frontier, level) {
+            match called.iter_mut().find(|(name, _)| *name == base_name(node)) {
+                Some((_, total)) => *total += node.total_ns,
+                None => called.push((base_name(node), node.total_ns)),
+            }
+        }
     }
-    trees.iter().any(|t| inside(&t.root, name))
+    let (name, _) = called.into_iter().max_by_key(|&(_, total)| total)?;
+    Some(name.to_string())
+}
+
+/// The method whose call sites the trees of `level`'s calls (a calltree session with `level` as
+/// its target) show taking more time than `level`'s own code: the declared method of its
+/// heaviest call site (an interface's, for an interface call). None when its own code
+/// outweighs every call site, or no call of it finished.
+pub fn heavier_call_site(trees: &[CallTree]) -> Option<Method> {
+    let own: u64 = trees.iter().map(|t| t.root.self_ns()).sum();
+    let mut sites: Vec<(&str, u64)> = Vec::new();
+    for node in trees.iter().flat_map(|t| t.root.children.iter()) {
+        match sites.iter_mut().find(|(name, _)| *name == base_name(node)) {
+            Some((_, total)) => *total += node.total_ns,
+            None => sites.push((base_name(node), node.total_ns)),
+        }
+    }
+    let (name, total) = sites.into_iter().max_by_key(|&(_, total)| total)?;
+    (total > own).then(|| Method {
+        subtypes: true,
+        ..Method::named(name)
+    })
+}
+
+/// Whether any node of the trees is a call of `method`.
+pub fn appears(trees: &[CallTree], method: &Method) -> bool {
+    fn inside(node: &TreeNode, method: &Method) -> bool {
+        method.calls(base_name(node)) || node.children.iter().any(|c| inside(c, method))
+    }
+    trees.iter().any(|t| inside(&t.root, method))
 }
 
 #[cfg(test)]
@@ -342,6 +441,7 @@ mod tests {
             class: class.into(),
             name: method.into(),
             descriptor: Some("()V".into()),
+            subtypes: false,
         })
     }
 
@@ -453,7 +553,9 @@ mod tests {
         assert!((timed[3].share() - 0.15).abs() < 1e-9);
         assert_eq!(timed[3].quantile(0.99), 60);
         assert!(timed[1].per_call.is_empty());
-        assert!(appears(&trees, "p.X.x") && !appears(&trees, "p.B.b"));
+        assert!(
+            appears(&trees, &Method::named("p.X.x")) && !appears(&trees, &Method::named("p.B.b"))
+        );
     }
 
     #[test]
@@ -482,5 +584,58 @@ mod tests {
         assert_eq!(timed[1].per_call, vec![80]);
         assert_eq!(timed[2].per_call, vec![60]);
         assert_eq!(timed[2].calls, 2);
+    }
+
+    #[test]
+    fn an_interface_level_is_timed_in_the_implementation_called_most() {
+        let tree = |children| CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            root: node("p.E.e", 100, children),
+        };
+        let trees = [
+            tree(vec![
+                node("p.Slow.decode", 90, vec![]),
+                node("p.Fast.decode", 5, vec![]),
+            ]),
+            tree(vec![node("p.Fast.decode", 4, vec![])]),
+        ];
+        let codec = Method {
+            subtypes: true,
+            ..Method::named("p.Codec.decode")
+        };
+        assert_eq!(codec.pattern(), "+p.Codec::decode");
+        let path = [Method::named("p.E.e"), codec];
+        let all = path.iter().map(Method::dotted).collect();
+        let timed = time_levels(&trees, &path, &all);
+        assert_eq!(timed[1].implementation.as_deref(), Some("p.Slow.decode"));
+        assert_eq!(timed[1].per_call, vec![90]);
+    }
+
+    #[test]
+    fn a_call_site_heavier_than_the_own_code_names_its_declared_method() {
+        let calls = |own_site: u64| CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            root: node(
+                "p.R.fetch",
+                100,
+                vec![
+                    node("p.Codec.decode", own_site, vec![]),
+                    node("p.U.spin", 5, vec![]),
+                ],
+            ),
+        };
+        let site = heavier_call_site(&[calls(90)]).unwrap();
+        assert_eq!(
+            (site.pattern(), site.subtypes),
+            ("+p.Codec::decode".into(), true)
+        );
+        assert_eq!(heavier_call_site(&[calls(30)]), None);
+        assert_eq!(heavier_call_site(&[]), None);
     }
 }
