@@ -45,7 +45,9 @@ mod tests {
             Some("()V".into()),
             Some(9),
         );
-        let mut stack = vec![main, work, Frame::new("memcpy", FrameKind::Native)];
+        // Under a request label (`profile --by`): a root frame, in JFR too.
+        let label = Frame::request_label("GET /orders");
+        let mut stack = vec![label, main, work, Frame::new("memcpy", FrameKind::Native)];
         if let Some(class) = leaf {
             stack.pop();
             stack.push(Frame::new(class, FrameKind::Class));
@@ -72,7 +74,7 @@ mod tests {
     }
 
     #[test]
-    fn a_written_recording_reads_back_with_its_frames_times_and_threads() {
+    fn a_written_recording_reads_back_with_its_frames_times_threads_and_labels() {
         let cpu = profile("cpu", None);
         let alloc = profile("alloc", Some("java.lang.String[]"));
         let lock = profile("lock", Some("java.lang.Object"));

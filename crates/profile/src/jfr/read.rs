@@ -912,6 +912,14 @@ fn frame(chunk: &Chunk, frame: &Value) -> Frame {
         _ => FrameKind::Compiled,
     };
     match (class.is_empty(), kind.is_java()) {
+        // A request label, which jtap writes as the stack's root frame.
+        (true, _)
+            if Frame::new(name.clone(), FrameKind::Label)
+                .label_text()
+                .is_some() =>
+        {
+            Frame::new(name, FrameKind::Label)
+        }
         (true, _) => Frame::new(name, kind),
         (false, false) => Frame::new(format!("{class}.{name}"), kind),
         (false, true) => Frame::java(format!("{class}.{name}"), kind, descriptor, line),

@@ -419,7 +419,9 @@ impl Pools {
     }
 
     /// The stack trace of stack `stack` of profile `index` (`frames` root first; thread,
-    /// state and class frames are not code and are left out).
+    /// state and class frames are not code and are left out). A request label (`--by`) is
+    /// its root frame, as in collapsed stacks: every reader shows it, and jtap reads it back
+    /// as the label.
     fn stack_trace(&mut self, index: usize, stack: StackId, frames: &[&Frame]) -> u64 {
         if let Some(&key) = self.stack_keys.get(&(index, stack)) {
             return key;
@@ -427,12 +429,7 @@ impl Pools {
         let code: Vec<&&Frame> = frames
             .iter()
             .rev()
-            .filter(|f| {
-                !matches!(
-                    f.kind,
-                    FrameKind::Thread | FrameKind::Label | FrameKind::Class
-                )
-            })
+            .filter(|f| !matches!(f.kind, FrameKind::Thread | FrameKind::Class))
             .collect();
         let mut entry = Out::default();
         entry.boolean(false);
@@ -449,10 +446,10 @@ impl Pools {
                 FrameKind::Interpreted => 0,
                 FrameKind::Compiled => 1,
                 FrameKind::Inlined => 2,
-                FrameKind::Native | FrameKind::Error => 3,
+                FrameKind::Native | FrameKind::Error | FrameKind::Label => 3,
                 FrameKind::Cpp => 4,
                 FrameKind::Kernel => 5,
-                FrameKind::Thread | FrameKind::Label | FrameKind::Class => {
+                FrameKind::Thread | FrameKind::Class => {
                     unreachable!("filtered out above")
                 }
             };
