@@ -205,3 +205,56 @@ fn diff_and_convert_read_files_without_a_jvm() {
         );
     }
 }
+
+/// Request labels (`profile --by`) survive a round trip through JFR, and `diff` compares two
+/// labels of one recording.
+#[test]
+fn labels_go_through_jfr_and_diff_compares_two_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let stacks = dir.path().join("by.collapsed");
+    std::fs::write(
+        &stacks,
+        "[label=/a];Main.main;Main.x 50\n[label=/a];Main.main;Main.y 50\n\
+         [label=/b];Main.main;Main.x 10\n[label=/b];Main.main;Main.y 90\nMain.idle 5\n",
+    )
+    .unwrap();
+    let recording = dir.path().join("by.jfr");
+    let to_jfr = jtap([
+        "convert",
+        stacks.to_str().unwrap(),
+        "-o",
+        recording.to_str().unwrap(),
+    ]);
+    assert_eq!(to_jfr.code, 0, "{to_jfr:?}");
+    let one = jtap([
+        "convert",
+        recording.to_str().unwrap(),
+        "--by",
+        "/b",
+        "--format",
+        "collapsed",
+    ])
+    .ok();
+    let mut lines: Vec<&str> = one.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["Main.main;Main.x 10", "Main.main;Main.y 90"]);
+    let table = jtap([
+        "diff",
+        recording.to_str().unwrap(),
+        "--base-by",
+        "/a",
+        "--by",
+        "/b",
+    ])
+    .ok();
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    assert!(
+        rows[0].contains("-40.00") && rows[0].ends_with("Main.x"),
+        "{table}"
+    );
+    let missing = jtap(["diff", recording.to_str().unwrap(), "--by", "/c"]);
+    assert!(
+        missing.code == 2 && missing.stderr.contains("its labels: /a, /b"),
+        "{missing:?}"
+    );
+}

@@ -21,6 +21,6 @@ pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Form
 pub use model::virtual_thread_key;
 pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
-    TracedCall, MAX_LOGGED, VIRTUAL_THREAD,
+    TracedCall, LABEL_PREFIX, MAX_LOGGED, VIRTUAL_THREAD,
 };
 pub use select::Selection;

@@ -1,13 +1,14 @@
 //! `jtap diff BASE NEW [-e EVENT] [-o diff.html]`: what changed between two profiles of any
 //! format `jtap convert` reads — a differential flame graph, or on stdout the frames whose
-//! share changed most.
+//! share changed most. `--base-by A --by B` compares two request labels (`profile --by`), of
+//! one recording when NEW is left out.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use jtap_profile::export::diff;
-use jtap_profile::{write_atomically, Counter, ExportOptions, Profile};
+use jtap_profile::{write_atomically, Counter, ExportOptions, Profile, Selection, LABEL_PREFIX};
 
 use crate::exit;
 
@@ -16,8 +17,14 @@ use crate::exit;
 pub struct DiffArgs {
     /// The profile to compare with (.jfr, collapsed)
     base: PathBuf,
-    /// The newer profile
-    new: PathBuf,
+    /// The newer profile (default: BASE, to compare two of its labels)
+    new: Option<PathBuf>,
+    /// Only NEW's samples of this request label (recorded with `profile --by`)
+    #[arg(long, value_name = "LABEL")]
+    by: Option<String>,
+    /// Only BASE's samples of this request label
+    #[arg(long = "base-by", value_name = "LABEL")]
+    base_by: Option<String>,
     /// The event to compare (default: the first both hold)
     #[arg(short, long)]
     event: Option<String>,
@@ -50,7 +57,16 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
         jtap_profile::import::read(&bytes, path, &Default::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     };
-    let (base, new) = (read(&args.base)?, read(&args.new)?);
+    let new_path = match (&args.new, &args.by, &args.base_by) {
+        (Some(new), _, _) => new,
+        (None, Some(_), _) | (None, _, Some(_)) => &args.base,
+        (None, None, None) => {
+            return Err(exit::usage(
+                "give NEW, or --base-by and --by to compare two request labels of BASE",
+            ))
+        }
+    };
+    let (base, new) = (read(&args.base)?, read(new_path)?);
     let events = |profiles: &[Profile]| -> Vec<String> {
         profiles.iter().map(|p| p.metadata.event.clone()).collect()
     };
@@ -64,7 +80,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
                     "the two hold no event in common ({}: {}; {}: {})",
                     args.base.display(),
                     events(&base).join(", "),
-                    args.new.display(),
+                    new_path.display(),
                     events(&new).join(", ")
                 ))
             })?,
@@ -76,7 +92,12 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
             .cloned()
             .ok_or_else(|| exit::usage(format!("{} holds no {event} samples", path.display())))
     };
-    let (base, new) = (pick(&base, &args.base)?, pick(&new, &args.new)?);
+    let base = labelled(
+        pick(&base, &args.base)?,
+        args.base_by.as_deref(),
+        &args.base,
+    )?;
+    let new = labelled(pick(&new, new_path)?, args.by.as_deref(), new_path)?;
     let options = ExportOptions {
         counter: args.counter,
         lines: args.lines,
@@ -96,4 +117,40 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The samples of `profile` under request label `label` (all of them when None), without the
+/// label's frame; an error naming the labels it has when it has none of that one.
+fn labelled(profile: Profile, label: Option<&str>, path: &Path) -> anyhow::Result<Profile> {
+    let Some(label) = label else {
+        return Ok(profile);
+    };
+    let label = label.strip_prefix(LABEL_PREFIX).unwrap_or(label);
+    let selection = Selection {
+        label: Some(label.to_string()),
+        ..Selection::default()
+    };
+    let selected = profile.select(&selection).map_err(exit::usage)?;
+    if selected.total_samples() > 0 {
+        return Ok(selected);
+    }
+    let mut labels: Vec<&str> = profile
+        .stacks()
+        .iter()
+        .filter_map(|(stack, _)| profile.frame(*stack.first()?).label_text())
+        .collect();
+    labels.sort_unstable();
+    labels.dedup();
+    Err(exit::usage(match labels.is_empty() {
+        true => format!(
+            "{}: no request labels (record with `jtap profile --by`)",
+            path.display()
+        ),
+        false => format!(
+            "{}: no {} samples labelled {label:?}; its labels: {}",
+            path.display(),
+            profile.metadata.event,
+            labels.join(", ")
+        ),
+    }))
 }
