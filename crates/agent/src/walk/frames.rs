@@ -662,7 +662,7 @@ impl<'a> Walk<'a> {
 
     /// The frame of an interpreted method at bytecode pointer `bcp` (0 in a native method).
     fn interpreted(&self, method: usize, bcp: usize) -> Result<JavaFrame, Stop> {
-        let id = self.method_id(method, Trust::Verify)?;
+        let id = self.method_id(method)?;
         if bcp == 0 || self.is_native(method)? {
             return Ok(JavaFrame {
                 method: id,
@@ -691,9 +691,11 @@ impl<'a> Walk<'a> {
     }
 
     /// The jmethodID of `method`: the one remembered for it if its slot still holds it, else
-    /// the slot of its class's jmethodID cache at its id number, which must point back at it
-    /// where `trust` says so.
-    fn method_id(&self, method: usize, trust: Trust) -> Result<usize, Stop> {
+    /// the slot of its class's jmethodID cache at its id number, which must point back at it.
+    /// A `Method*` read from a frame or an nmethod's metadata may be stale (an interrupted
+    /// frame, an nmethod freed under the walk): the check keeps what it led to from ever
+    /// reaching JVMTI, which trusts a jmethodID blindly.
+    fn method_id(&self, method: usize) -> Result<usize, Stop> {
         if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
@@ -729,7 +731,7 @@ impl<'a> Walk<'a> {
         if id == 0 {
             return Err(Stop::NoMethodId);
         }
-        if !plausible(id) || (trust == Trust::Verify && self.fetch::<usize>(id)? != method) {
+        if !plausible(id) || self.fetch::<usize>(id)? != method {
             return Err(Stop::Inconsistent);
         }
         self.ids.remember(method, id);
@@ -863,7 +865,7 @@ impl<'a> Walk<'a> {
                 return Ok(0);
             }
             let frame = JavaFrame {
-                method: self.method_id(method, Trust::Compiled)?,
+                method: self.method_id(method)?,
                 bci: -1,
                 kind: Kind::Native,
             };
@@ -926,7 +928,7 @@ impl<'a> Walk<'a> {
             }
             let method = self.code::<usize>(heap, slot)?;
             let frame = JavaFrame {
-                method: self.method_id(method, Trust::Compiled)?,
+                method: self.method_id(method)?,
                 bci: bci.clamp(-1, i64::from(u16::MAX)) as i32,
                 kind: if sender == 0 {
                     Kind::Compiled
@@ -1051,15 +1053,6 @@ struct Blob {
 const WORD: usize = std::mem::size_of::<usize>();
 /// Size of a `PcDesc`: `int pc_offset, scope_decode_offset, obj_decode_offset, flags`.
 const PC_DESC: usize = 16;
-
-/// Where a `Method*` comes from, and so whether its jmethodID is checked to point back at it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Trust {
-    /// A live nmethod's own metadata: the method is what the nmethod says.
-    Compiled,
-    /// A stack slot, which an interrupted frame may not have written yet.
-    Verify,
-}
 
 /// Which pc descriptor gives a compiled frame's scopes.
 #[derive(Clone, Copy, PartialEq, Eq)]
