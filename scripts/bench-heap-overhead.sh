@@ -3,7 +3,8 @@
 # every JDK asked for, runs two workloads that report their own throughput every 100 ms:
 #   - tests/java/workloads/AllocThroughput.java (2 threads allocating short-lived objects of
 #     mixed sizes from a few sites), profiled with `-e alloc` (stacks by jtap's own walker),
-#     `-e alloc --walker jvmti` (stacks by JVMTI's GetStackTrace) and `-e alloc --live` at
+#     `-e alloc --walker jvmti` (stacks by JVMTI's GetStackTrace), `-e alloc --live` and a
+#     leak window (`jtap sites --leaks`: live sampled objects aged in collections) at
 #     --alloc-interval ALLOC (default 512k), and with ASPROF set (bin/asprof of
 #     ../shared/anchors/async-profiler) by async-profiler's `-e alloc --alloc ALLOC` in the same
 #     JVM run (skipped, saying so, when ASPROF is unset);
@@ -98,6 +99,8 @@ window() {
         sleep "$WINDOW"
     elif [[ $label == asprof* ]]; then
         "$ASPROF" "$@" -d "$WINDOW" "$pid" >"$file.txt" 2>&1
+    elif [[ $label == leaks* ]]; then
+        "$JTAP" sites "$pid" --leaks "$@" -d "${WINDOW}s" >"$file.txt"
     else
         "$JTAP" profile "$pid" "$@" -d "${WINDOW}s" --format summary >"$file.txt"
     fi
@@ -122,6 +125,9 @@ run() {
         if [[ $setting == asprof* ]]; then
             # shellcheck disable=SC2086
             "$ASPROF" ${setting#*:} -d 1 "$pid" >/dev/null 2>&1
+        elif [[ $setting == leaks* ]]; then
+            # shellcheck disable=SC2086
+            "$JTAP" sites "$pid" --leaks ${setting#*:} -d 1s >/dev/null
         else
             # shellcheck disable=SC2086
             "$JTAP" profile "$pid" ${setting#*:} -d 1s --format summary >/dev/null
@@ -147,7 +153,7 @@ for jdk in $JDKS; do
     [[ -n "$home" ]] || { echo "JDK $jdk not found" >&2; continue; }
     echo "JDK $jdk: $("$home/bin/java" -version 2>&1 | head -1)"
     if [[ " $WORKLOADS " == *" alloc "* ]]; then
-        settings=("alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "jvmti@$ALLOC:-e alloc --walker jvmti --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC")
+        settings=("alloc@$ALLOC:-e alloc --alloc-interval $ALLOC" "jvmti@$ALLOC:-e alloc --walker jvmti --alloc-interval $ALLOC" "live@$ALLOC:-e alloc --live --alloc-interval $ALLOC" "leaks@$ALLOC:--alloc-interval $ALLOC")
         [[ -n "${ASPROF:-}" ]] && settings+=("asprof@$ALLOC:-e alloc --alloc $ALLOC")
         run "$jdk" "$home" AllocThroughput AllocThroughput "2 $FRAMES" "${settings[@]}"
     fi
@@ -236,6 +242,8 @@ for (jdk, workload, label), rows in results.items():
         per_second = f"{med(r[4] for r in rows):,.0f} waits, {med(r[5] for r in rows) / 1e6:,.0f} ms waited"
     elif label.startswith("asprof"):
         per_second = "(async-profiler)"
+    elif label.startswith("leaks"):
+        per_second = "(leak window: sampled objects aged in collections)"
     elif label.startswith("live") or label.startswith("nativemem-live"):
         # The profile holds what is still alive at its end: a few windows' worth of garbage at most.
         per_second = "(live objects only)"

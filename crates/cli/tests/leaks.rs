@@ -1,12 +1,16 @@
 //! `jtap sites --leaks` on every JDK of the matrix: beside an equal rate of allocations that
 //! are collected and a far larger rate of garbage, the site that keeps its objects comes
 //! first, with objects born between most of the collections and their paths from a GC root
-//! through the static list that keeps them, and the collected sites do not show.
+//! through the static list that keeps them, and the collected sites do not show. The same on
+//! a real program: an embedded Jetty whose one endpoint keeps a record per request in a
+//! session map and whose other makes an equal record and lets it go (`real.JettyLeak`).
 
 mod common;
 
+use std::time::Duration;
+
 use common::{agent_library, jtap};
-use jtap_testkit::{jdks, JavaProcess};
+use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
 use serde_json::Value;
 
 /// The first frame of a listed site.
@@ -104,5 +108,81 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
             jdk.version
         );
         assert!(jvm.is_running());
+    }
+}
+
+/// The Debian jars of an embedded Jetty 9.4.
+const JETTY_JARS: [&str; 5] = [
+    "jetty9-server",
+    "jetty9-http",
+    "jetty9-io",
+    "jetty9-util",
+    "servlet-api",
+];
+
+#[test]
+fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        let mut builder = JavaProcess::builder(jdk, "real.JettyLeak")
+            .jvm_arg("-Xmx512m")
+            .jvm_arg("-Xmn32m")
+            .classpath(compiled_real_programs())
+            .ready_line(None)
+            .arg("2");
+        for jar in JETTY_JARS {
+            builder = builder.classpath(debian_jar(jar));
+        }
+        let mut jvm = builder.start();
+        assert!(
+            jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
+            "JettyLeak on JDK {v} never printed READY"
+        );
+        let pid = jvm.pid().to_string();
+        let json = jtap([
+            "sites",
+            &pid,
+            "--leaks",
+            "-d",
+            "8s",
+            "--alloc-interval",
+            "64k",
+            "--depth",
+            "2",
+            "--json",
+        ])
+        .ok();
+        let report: Value = serde_json::from_str(&json).unwrap();
+        let sites = report["sites"].as_array().unwrap();
+        let first = &sites[0];
+        assert!(
+            first["class"] == "byte[]" && top_frame(first).starts_with("real.JettyLeak.remember"),
+            "JDK {v}: the leaking site is not first: {json}"
+        );
+        // Every path from a GC root to its records passes through the session map.
+        let paths = first["paths"].as_array().unwrap();
+        assert!(!paths.is_empty(), "JDK {v}: no path: {json}");
+        for path in paths {
+            let steps: Vec<&str> = path
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap())
+                .collect();
+            assert!(
+                steps.contains(&"static SESSIONS: java.util.concurrent.ConcurrentHashMap")
+                    && steps.last().is_some_and(|s| s.ends_with(": byte[]")),
+                "JDK {v}: {steps:?}"
+            );
+        }
+        // The records made at the same rate and let go are not suspects.
+        for site in sites {
+            assert!(
+                !top_frame(site).contains("JettyLeak.forget"),
+                "JDK {v}: the collected site is listed: {json}"
+            );
+        }
+        assert!(jvm.is_running(), "JDK {v}: the JVM died");
     }
 }

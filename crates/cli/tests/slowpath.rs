@@ -2,14 +2,16 @@
 //! matrix: a method five interface calls (a lambda and a virtual call among them) below the
 //! entry, reached only through callees the JVM resolves at run time, where the bytecode's
 //! call sites name interfaces. Every round's classes are restored to identical bytes; Ctrl-C
-//! in the middle ends the search with the path so far, restored too.
+//! in the middle ends the search with the path so far, restored too. On real programs (H2's
+//! queries, Jetty's requests) the path ends where a profile of the same calls puts the most
+//! time.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{agent_library, collapsed_file, jtap, Background};
-use jtap_testkit::{jdks, JavaProcess};
+use common::{agent_library, collapsed, collapsed_file, jtap, Background};
+use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
 
 const ENTRY: &str = "workloads.SlowPath::handle";
 
@@ -137,4 +139,158 @@ fn ctrl_c_ends_the_search_with_the_path_so_far_and_every_class_restored() {
     assert!(stdout.contains("workloads.SlowPath.handle"), "{context}");
     assert_all_restored(&stderr, &context);
     assert!(jvm.is_running(), "{context}: the JVM died");
+}
+
+/// A real program, the entry its path starts from, and where it runs.
+struct RealEntry {
+    main_class: &'static str,
+    args: &'static [&'static str],
+    jars: &'static [&'static str],
+    entry: &'static str,
+}
+
+/// javac is not among them: its attribution recurses through the same visitor methods at
+/// dozens of depths, and the search ends for lack of samples per level before the path does
+/// (README: status).
+const REAL_ENTRIES: [RealEntry; 2] = [
+    RealEntry {
+        main_class: "real.H2Load",
+        args: &["2"],
+        jars: &["h2"],
+        entry: "org.h2.jdbc.JdbcPreparedStatement::executeQuery",
+    },
+    RealEntry {
+        main_class: "real.JettyLoad",
+        args: &["2"],
+        jars: &[
+            "jetty9-server",
+            "jetty9-http",
+            "jetty9-io",
+            "jetty9-util",
+            "servlet-api",
+        ],
+        entry: "org.eclipse.jetty.server.Server::handle",
+    },
+];
+
+/// How many of a profile's heaviest methods (by own time, in the entry's calls) are checked:
+/// on these programs the first few are within a few points of each other, closer than a
+/// profile's sampling error (about 1/sqrt(n) of a share over n samples), so which of them
+/// leads differs from profile to profile.
+const TOP_METHODS: usize = 3;
+
+/// Collapsed stacks: frames root first, and their samples.
+type Stacks = Vec<(Vec<String>, u64)>;
+
+/// A wall profile of `pid`'s calls of `entry` (`Class.method`): its stacks from the entry
+/// down, and the methods it puts on top (own time), heaviest first. At 5 ms, a few hundred
+/// samples in the entry's calls.
+fn profile_inside(pid: &str, entry: &str) -> (Stacks, Vec<(String, u64)>) {
+    let stacks: Stacks = collapsed(
+        &jtap([
+            "profile",
+            pid,
+            "-e",
+            "wall",
+            "-i",
+            "5ms",
+            "-d",
+            "5",
+            "--format",
+            "collapsed",
+        ])
+        .ok(),
+    )
+    .into_iter()
+    .filter_map(|(frames, count)| {
+        let from = frames.iter().position(|f| f == entry)?;
+        // Down to the last frame that is code (a JIT stub such as `[sha256_implCompress]`
+        // is), not the thread's state.
+        let state = |f: &String| f == "[running]" || f == "[sleeping]";
+        let to = frames.iter().rposition(|f| !state(f))?;
+        Some((frames[from..=to].to_vec(), count))
+    })
+    .collect();
+    let mut own: Vec<(String, u64)> = Vec::new();
+    for (frames, count) in &stacks {
+        let top = frames.last().unwrap();
+        match own.iter_mut().find(|(name, _)| name == top) {
+            Some((_, n)) => *n += count,
+            None => own.push((top.clone(), *count)),
+        }
+    }
+    own.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    (stacks, own)
+}
+
+/// Whether the path's end `at` leads to the profile's top method `top`: `at` is `top`, or
+/// most of `top`'s samples run inside a call of `at` (the path ends at the last call jtap
+/// may instrument above it, or in the method that called it inline).
+fn leads_to(stacks: &Stacks, at: &str, top: &str) -> bool {
+    let of_top = stacks
+        .iter()
+        .filter(|(frames, _)| frames.last().is_some_and(|f| f == top));
+    let (all, inside) = of_top.fold((0, 0), |(all, inside), (frames, n)| {
+        let through = frames.iter().any(|f| f == at);
+        (all + n, inside + if through { *n } else { 0 })
+    });
+    at == top || (all > 0 && inside * 2 > all)
+}
+
+#[test]
+fn on_real_programs_the_path_ends_where_a_profile_of_its_calls_puts_the_time() {
+    agent_library();
+    for jdk in jdks() {
+        let v = jdk.version;
+        for program in &REAL_ENTRIES {
+            let mut builder = JavaProcess::builder(jdk, program.main_class)
+                .jvm_arg("-Xmx256m")
+                .classpath(compiled_real_programs())
+                .ready_line(None);
+            for jar in program.jars {
+                builder = builder.classpath(debian_jar(jar));
+            }
+            for arg in program.args {
+                builder = builder.arg(*arg);
+            }
+            let mut jvm = builder.start();
+            assert!(
+                jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
+                "{} on JDK {v} never printed READY",
+                program.main_class
+            );
+            let pid = jvm.pid().to_string();
+            let run = jtap([
+                "calltree",
+                &pid,
+                program.entry,
+                "--auto",
+                "--json",
+                "-d",
+                "40s",
+            ]);
+            let context = format!("{} on JDK {v}: {run:?}", program.main_class);
+            assert_eq!(run.code, 0, "{context}");
+            assert_all_restored(&run.stderr, &context);
+            let end: serde_json::Value = run
+                .stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|v| v.get("end").is_some())
+                .unwrap_or_else(|| panic!("{context}: no end"));
+            let at = end["at"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{context}: the path did not end"));
+            let entry = program.entry.replace("::", ".");
+            let (stacks, tops) = profile_inside(&pid, &entry);
+            assert!(
+                tops.iter()
+                    .take(TOP_METHODS)
+                    .any(|(top, _)| leads_to(&stacks, at, top)),
+                "{context}: the path ends in {at}, a profile of the same calls puts on top {:?}",
+                &tops[..tops.len().min(8)]
+            );
+            assert!(jvm.is_running(), "{context}: the JVM died");
+        }
+    }
 }

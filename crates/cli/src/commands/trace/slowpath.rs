@@ -513,6 +513,16 @@ fn path_end(search: &Search, interrupted: bool) -> String {
     }
 }
 
+/// The method the path ends in: its last level, or the call below it jtap does not
+/// instrument (None before the path ended).
+fn end_of(search: &Search) -> Option<String> {
+    match &search.end {
+        Some(End::SelfTime) => search.path.last().map(Method::dotted),
+        Some(End::Terminal(name, _)) => Some(name.clone()),
+        _ => None,
+    }
+}
+
 /// Where the path's time is spent most: its last level's own code, or the frame the samples
 /// inside the call it ends in were taken in most (None before the path ended).
 fn top_of(search: &Search) -> Option<String> {
@@ -554,7 +564,10 @@ fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyh
             "{}\n{}",
             record.to_json_lines(),
             serde_json::json!({
-                "end": ending, "levels": search.measured() + 1, "top": top_of(search)
+                "end": ending,
+                "levels": search.measured() + 1,
+                "at": end_of(search),
+                "top": top_of(search),
             })
         ),
         false => format!("{}\n{ending}", record.to_text()),

@@ -120,14 +120,23 @@ fn dispatch(frame: &Frame) -> bool {
         || name.contains(".$Proxy")
 }
 
+/// Whether a frame is jtap's own: the probes the search put in (their runtime class, the
+/// agent's library). Samples taken there measure jtap, not the program.
+fn own_probe(frame: &Frame) -> bool {
+    frame.name.starts_with("jtap.runtime.") || frame.name.starts_with("libjtap_agent.so")
+}
+
 /// The levels of one stack (root first) below its outermost `entry` frame, or None when the
-/// stack holds no entry frame. Native code and methods in `refused` (jtap did not instrument
+/// stack holds no entry frame, or was taken inside jtap's own probes. Native code and methods in `refused` (jtap did not instrument
 /// them when asked) end it as a terminal level; the dispatch machinery ends it so only when no
 /// Java method follows; the JVM's own code ends it without a level.
 pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Option<Vec<Level>> {
     let start = frames
         .iter()
         .position(|f| f.kind.is_java() && f.name == entry)?;
+    if frames[start..].iter().any(|f| own_probe(f)) {
+        return None;
+    }
     let mut levels = Vec::new();
     let mut dispatching: Option<&Frame> = None;
     for frame in &frames[start + 1..] {
@@ -489,6 +498,14 @@ mod tests {
         let refs: Vec<&Frame> = reflective.iter().collect();
         let levels = reduce(&refs, "app.Api.handle", &HashSet::new()).unwrap();
         assert!(matches!(&levels[..], [Level::Terminal(_, why)] if why.contains("JDK internals")));
+        // Inside jtap's own probes: the sample measures jtap.
+        let probed = [
+            java("app.Api.handle"),
+            java("jtap.runtime.Probes.enter"),
+            Frame::new("libjtap_agent.so!probe_enter", FrameKind::Native),
+        ];
+        let refs: Vec<&Frame> = probed.iter().collect();
+        assert!(reduce(&refs, "app.Api.handle", &HashSet::new()).is_none());
     }
 
     #[test]
