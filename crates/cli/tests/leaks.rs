@@ -140,10 +140,17 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
             "JettyLeak on JDK {v} never printed READY"
         );
         let pid = jvm.pid().to_string();
+        let dir = tempfile::tempdir().unwrap();
+        let flame = dir.path().join("leak.collapsed");
+        let page = dir.path().join("leak.html");
         let json = jtap([
             "sites",
             &pid,
             "--leaks",
+            "-o",
+            flame.to_str().unwrap(),
+            "-o",
+            page.to_str().unwrap(),
             "-d",
             "8s",
             "--alloc-interval",
@@ -153,12 +160,30 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
             "--json",
         ])
         .ok();
-        let report: Value = serde_json::from_str(&json).unwrap();
+        // The report, then the files written.
+        let report: Value = serde_json::Deserializer::from_str(&json)
+            .into_iter::<Value>()
+            .next()
+            .unwrap()
+            .unwrap();
         let sites = report["sites"].as_array().unwrap();
         let first = &sites[0];
         assert!(
             first["class"] == "byte[]" && top_frame(first).starts_with("real.JettyLeak.remember"),
             "JDK {v}: the leaking site is not first: {json}"
+        );
+        // The flame graph of the suspects' old bytes: the leak is its heaviest stack.
+        let stacks = common::collapsed_file(&flame);
+        let heaviest = stacks.iter().max_by_key(|(_, bytes)| *bytes).unwrap();
+        assert!(
+            heaviest
+                .0
+                .ends_with(&["real.JettyLeak.remember".into(), "byte[]".into()]),
+            "JDK {v}: {stacks:?}"
+        );
+        assert!(
+            std::fs::metadata(&page).is_ok_and(|m| m.len() > 0),
+            "JDK {v}"
         );
         // Every path from a GC root to its records passes through the session map.
         let paths = first["paths"].as_array().unwrap();

@@ -181,6 +181,17 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// Output to `files` only, each in the format its extension names.
+    pub fn files(files: Vec<PathBuf>) -> OutputArgs {
+        OutputArgs {
+            output: files,
+            format: None,
+            counter: None,
+            annotate: false,
+            lines: false,
+        }
+    }
+
     /// The format of each output (stdout: `--format`, else text).
     fn formats(&self) -> Vec<Format> {
         if self.output.is_empty() {

@@ -16,15 +16,22 @@
 //! collected do not show, however much they allocate. For the first three suspects the report
 //! gives the paths from a GC root to two of their oldest objects, field by field: a walk of
 //! the heap's references at the end, which pauses the application as a heap dump does.
+//!
+//! `-o FILE` also writes the sites listed as a profile of live bytes by stack (the bytes of
+//! the old survivors with `--leaks`), the class as the leaf frame, in any of `profile`'s
+//! formats by the file's extension: a flame graph of where the live heap (or the leak) was
+//! allocated.
 
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_client::AgentError;
-use jtap_protocol::records::Record;
+use jtap_profile::{FrameKind, Metadata, Profile, StackCounts};
+use jtap_protocol::records::{Record, Sites};
 use jtap_protocol::{Action, Ended, Event, Frame, Options};
 
 /// What `jtap sites` asks for.
@@ -57,6 +64,10 @@ pub struct SitesArgs {
     /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
+    /// Also write the sites listed as a profile of their live bytes (with --leaks, of their
+    /// old survivors); the extension picks the format (.html .pb.gz .jfr .collapsed ...)
+    #[arg(short, long)]
+    pub output: Vec<PathBuf>,
 }
 
 /// Runs the allocation engine in JVM `pid` for the duration and prints the top sites.
@@ -71,6 +82,7 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         leaks,
         min_age,
         json,
+        ref output,
     } = *args;
     let options = Options {
         action: Some(Action::Start),
@@ -145,7 +157,52 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     } else {
         writeln!(out, "{}", report.to_text())?;
     }
+    drop(out);
+    if !output.is_empty() {
+        let files = super::profile::OutputArgs::files(output.clone());
+        super::profile::write_profiles(&files, &[as_profile(&report)])?;
+    }
     Ok(0)
+}
+
+/// The sites of a report as a profile of their live bytes (of their old survivors in a leak
+/// report), each stack ending in the class allocated.
+fn as_profile(report: &Sites) -> Profile {
+    let leaks = report.sites.iter().any(|s| s.survivors.is_some());
+    let mut profile = Profile::new(Metadata {
+        event: "alloc".into(),
+        engine: if leaks { "leaks" } else { "sites" }.into(),
+        weight_unit: "bytes".into(),
+        ..Metadata::default()
+    });
+    for site in &report.sites {
+        let amount = match &site.survivors {
+            Some(survivors) => &survivors.old,
+            None => &site.live,
+        };
+        let mut frames: Vec<jtap_profile::Frame> = site
+            .frames
+            .iter()
+            .rev()
+            .map(|frame| match frame.rsplit_once(':') {
+                Some((method, line)) if line.parse::<u32>().is_ok() => {
+                    jtap_profile::Frame::java(method, FrameKind::Compiled, None, line.parse().ok())
+                }
+                _ => jtap_profile::Frame::java(frame.as_str(), FrameKind::Compiled, None, None),
+            })
+            .collect();
+        frames.push(jtap_profile::Frame::new(
+            site.class.clone(),
+            FrameKind::Class,
+        ));
+        let counts = StackCounts {
+            samples: amount.objects.round() as u64,
+            weight: amount.bytes.round() as u64,
+            events: amount.objects.round() as u64,
+        };
+        profile.add_frame_counts(&frames, counts);
+    }
+    profile
 }
 
 /// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
