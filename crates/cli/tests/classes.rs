@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::jtap;
-use std::time::Duration;
+use common::{jtap, real_program, JETTY_JARS};
 
-use jtap_testkit::{compiled_real_programs, compiled_workloads, debian_jar, jdks, JavaProcess};
+use jtap_testkit::{compiled_workloads, debian_jar, jdks, JavaProcess};
 use serde_json::Value;
 
 fn classes_json(pid: &str, extra: &[&str]) -> Value {
@@ -112,28 +111,8 @@ fn finds_a_jdk_class_in_the_runtime_image() {
 
 #[test]
 fn finds_a_jetty_handler_and_the_jar_of_its_superclass() {
-    let jars = [
-        "jetty9-server",
-        "jetty9-http",
-        "jetty9-io",
-        "jetty9-util",
-        "servlet-api",
-    ];
     for jdk in jdks() {
-        let mut builder = JavaProcess::builder(jdk, "real.JettyLoad")
-            .jvm_arg("-Xmx256m")
-            .classpath(compiled_real_programs())
-            .arg("2")
-            .ready_line(None);
-        for jar in jars {
-            builder = builder.classpath(debian_jar(jar));
-        }
-        let mut jvm = builder.start();
-        assert!(
-            jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
-            "JDK {}: Jetty never printed READY",
-            jdk.version
-        );
+        let mut jvm = real_program(jdk, "real.JettyLoad", &["2"], &JETTY_JARS);
         let pid = jvm.pid().to_string();
         let v = jdk.version;
         let report = classes_json(

@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::jtap;
-use std::time::Duration;
+use common::{jtap, real_program};
 
-use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
+use jtap_testkit::{debian_jar, jdks, JavaProcess};
 
 #[test]
 fn shows_instances_and_statics_of_a_workload_class() {
@@ -72,18 +71,7 @@ fn shows_instances_and_statics_of_a_workload_class() {
 #[test]
 fn finds_an_h2_settings_static() {
     for jdk in jdks() {
-        let mut jvm = JavaProcess::builder(jdk, "real.H2Load")
-            .jvm_arg("-Xmx256m")
-            .classpath(compiled_real_programs())
-            .classpath(debian_jar("h2"))
-            .arg("3")
-            .ready_line(None)
-            .start();
-        assert!(
-            jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
-            "JDK {}: H2 never printed READY",
-            jdk.version
-        );
+        let mut jvm = real_program(jdk, "real.H2Load", &["3"], &["h2"]);
         let pid = jvm.pid().to_string();
         let v = jdk.version;
         let class = "org.h2.engine.SysProperties";

@@ -14,10 +14,9 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{agent_library, collapsed_file, jtap};
-use std::time::Duration;
+use common::{agent_library, collapsed_file, jtap, real_program, JETTY_JARS};
 
-use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
+use jtap_testkit::{jdks, JavaProcess};
 
 /// Work methods and the endpoint that asks for them.
 const WORK: [(&str, &str); 5] = [
@@ -144,20 +143,7 @@ fn each_endpoints_work_carries_its_label_across_pools_and_threads() {
 fn jetty_endpoints_are_profiled_apart() {
     agent_library();
     for jdk in jdks() {
-        let mut builder = JavaProcess::builder(jdk, "real.JettyEndpoints")
-            .jvm_arg("-Xmx256m")
-            .classpath(compiled_real_programs())
-            .ready_line(None)
-            .arg("4");
-        for jar in JETTY_JARS {
-            builder = builder.classpath(debian_jar(jar));
-        }
-        let mut jvm = builder.start();
-        assert!(
-            jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
-            "JettyEndpoints on JDK {} never printed READY",
-            jdk.version
-        );
+        let mut jvm = real_program(jdk, "real.JettyEndpoints", &["4"], &JETTY_JARS);
         let pid = jvm.pid();
         check_labels(
             pid,
@@ -167,15 +153,6 @@ fn jetty_endpoints_are_profiled_apart() {
         );
     }
 }
-
-/// Debian's Jetty 9.4 and the servlet API.
-const JETTY_JARS: [&str; 5] = [
-    "jetty9-server",
-    "jetty9-http",
-    "jetty9-io",
-    "jetty9-util",
-    "servlet-api",
-];
 
 #[test]
 fn bad_entries_and_keys_are_refused_in_one_line() {

@@ -7,10 +7,8 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{agent_library, jtap};
-use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
+use common::{agent_library, jtap, real_program_with, JETTY_JARS};
+use jtap_testkit::{jdks, JavaProcess};
 use serde_json::Value;
 
 /// The first frame of a listed site.
@@ -111,34 +109,14 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
     }
 }
 
-/// The Debian jars of an embedded Jetty 9.4.
-const JETTY_JARS: [&str; 5] = [
-    "jetty9-server",
-    "jetty9-http",
-    "jetty9-io",
-    "jetty9-util",
-    "servlet-api",
-];
-
 #[test]
 fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
     agent_library();
     for jdk in jdks() {
         let v = jdk.version;
-        let mut builder = JavaProcess::builder(jdk, "real.JettyLeak")
-            .jvm_arg("-Xmx512m")
-            .jvm_arg("-Xmn32m")
-            .classpath(compiled_real_programs())
-            .ready_line(None)
-            .arg("2");
-        for jar in JETTY_JARS {
-            builder = builder.classpath(debian_jar(jar));
-        }
-        let mut jvm = builder.start();
-        assert!(
-            jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
-            "JettyLeak on JDK {v} never printed READY"
-        );
+        // A small young generation: Jetty's garbage fills it several times a second.
+        let jvm_args = ["-Xmx512m", "-Xmn32m"];
+        let mut jvm = real_program_with(jdk, "real.JettyLeak", &["2"], &JETTY_JARS, &jvm_args);
         let pid = jvm.pid().to_string();
         let dir = tempfile::tempdir().unwrap();
         let flame = dir.path().join("leak.collapsed");

@@ -10,8 +10,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{agent_library, collapsed, collapsed_file, jtap, Background};
-use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess};
+use common::{
+    agent_library, collapsed, collapsed_file, jtap, real_program, Background, JETTY_JARS,
+};
+use jtap_testkit::{jdks, JavaProcess};
 
 const ENTRY: &str = "workloads.SlowPath::handle";
 
@@ -162,13 +164,7 @@ const REAL_ENTRIES: [RealEntry; 2] = [
     RealEntry {
         main_class: "real.JettyLoad",
         args: &["2"],
-        jars: &[
-            "jetty9-server",
-            "jetty9-http",
-            "jetty9-io",
-            "jetty9-util",
-            "servlet-api",
-        ],
+        jars: &JETTY_JARS,
         entry: "org.eclipse.jetty.server.Server::handle",
     },
 ];
@@ -243,22 +239,7 @@ fn on_real_programs_the_path_ends_where_a_profile_of_its_calls_puts_the_time() {
     for jdk in jdks() {
         let v = jdk.version;
         for program in &REAL_ENTRIES {
-            let mut builder = JavaProcess::builder(jdk, program.main_class)
-                .jvm_arg("-Xmx256m")
-                .classpath(compiled_real_programs())
-                .ready_line(None);
-            for jar in program.jars {
-                builder = builder.classpath(debian_jar(jar));
-            }
-            for arg in program.args {
-                builder = builder.arg(*arg);
-            }
-            let mut jvm = builder.start();
-            assert!(
-                jvm.stdout.wait_for_line("READY", Duration::from_secs(120)),
-                "{} on JDK {v} never printed READY",
-                program.main_class
-            );
+            let mut jvm = real_program(jdk, program.main_class, program.args, program.jars);
             let pid = jvm.pid().to_string();
             let run = jtap([
                 "calltree",

@@ -18,8 +18,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, jtap_bin};
-use jtap_testkit::{compiled_real_programs, debian_jar, jdks, JavaProcess, Jdk};
+use common::{agent_library, jtap, jtap_bin, real_program, JETTY_JARS};
+use jtap_testkit::{jdks, JavaProcess};
 
 #[test]
 fn each_refresh_names_the_hot_thread_first() {
@@ -98,18 +98,11 @@ fn the_live_view_draws_h2_and_jetty_at_work() {
         threads: &["http-client-", "qtp"],
         frame: "",
     };
-    let jetty_jars = [
-        "jetty9-server",
-        "jetty9-http",
-        "jetty9-io",
-        "jetty9-util",
-        "servlet-api",
-    ];
     for (main, arg, jars, keys) in [
         ("real.H2Load", "3", &["h2"][..], h2),
-        ("real.JettyLoad", "2", &jetty_jars[..], jetty),
+        ("real.JettyLoad", "2", &JETTY_JARS[..], jetty),
     ] {
-        let mut jvm = real_program(jdk, main, arg, jars);
+        let mut jvm = real_program(jdk, main, &[arg], jars);
         let what = format!("{main} on JDK {}", jdk.version);
         let progress = |jvm: &JavaProcess| jvm.stdout.text().matches("PROGRESS").count();
         let before = progress(&jvm);
@@ -354,25 +347,6 @@ impl Drop for Tmux {
             .args(["-L", &self.socket, "kill-server"])
             .output();
     }
-}
-
-/// A real program of `tests/java/real/` started and ready.
-fn real_program(jdk: &Jdk, main: &str, arg: &str, jars: &[&str]) -> JavaProcess {
-    let mut builder = JavaProcess::builder(jdk, main)
-        .jvm_arg("-Xmx256m")
-        .classpath(compiled_real_programs())
-        .arg(arg)
-        .ready_line(None);
-    for jar in jars {
-        builder = builder.classpath(debian_jar(jar));
-    }
-    let jvm = builder.start();
-    assert!(
-        jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
-        "{main} on JDK {} never printed READY",
-        jdk.version
-    );
-    jvm
 }
 
 /// Waits until `done`, failing after `timeout`.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 use std::time::{Duration, Instant};
 
-use jtap_testkit::repo_root;
+use jtap_testkit::{compiled_real_programs, debian_jar, repo_root, JavaProcess, Jdk};
 
 /// What a `jtap` run printed and how it exited.
 #[derive(Debug)]
@@ -357,4 +357,48 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
         went_further: number_before(" where jtap's went further")?,
         read_frozen: number_before(" where it read frames frozen")?,
     })
+}
+
+/// The Debian jars of an embedded Jetty 9.4.
+pub const JETTY_JARS: [&str; 5] = [
+    "jetty9-server",
+    "jetty9-http",
+    "jetty9-io",
+    "jetty9-util",
+    "servlet-api",
+];
+
+/// A real program of `tests/java/real/` (its driver `main`, with `args`, the Debian `jars` and
+/// `-Xmx256m`) started, and ready: it printed READY.
+pub fn real_program(jdk: &Jdk, main: &str, args: &[&str], jars: &[&str]) -> JavaProcess {
+    real_program_with(jdk, main, args, jars, &["-Xmx256m"])
+}
+
+/// [`real_program`] with these JVM options instead of `-Xmx256m`.
+pub fn real_program_with(
+    jdk: &Jdk,
+    main: &str,
+    args: &[&str],
+    jars: &[&str],
+    jvm_args: &[&str],
+) -> JavaProcess {
+    let mut builder = JavaProcess::builder(jdk, main)
+        .classpath(compiled_real_programs())
+        .ready_line(None);
+    for option in jvm_args {
+        builder = builder.jvm_arg(*option);
+    }
+    for arg in args {
+        builder = builder.arg(*arg);
+    }
+    for jar in jars {
+        builder = builder.classpath(debian_jar(jar));
+    }
+    let jvm = builder.start();
+    assert!(
+        jvm.stdout.wait_for_line("READY", Duration::from_secs(150)),
+        "{main} on JDK {} never printed READY",
+        jdk.version
+    );
+    jvm
 }
