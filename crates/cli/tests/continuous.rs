@@ -79,6 +79,26 @@ fn a_looping_recording_rotates_its_file_and_keeps_the_newest() {
         let log = dir.path().join("agent.log");
         jtap(["load", &pid, &format!("log={}", log.display())]).ok();
         let pattern = dir.path().join("app-%n.jfr");
+        // A directory that does not exist is refused at once, not found missing each period.
+        let nowhere = dir.path().join("nowhere/app-%n.jfr");
+        let refused = jtap([
+            "profile",
+            "start",
+            &pid,
+            "-e",
+            "cpu",
+            "--loop",
+            "1s",
+            "-o",
+            nowhere.to_str().unwrap(),
+        ]);
+        assert!(
+            refused.code != 0
+                && refused.stderr.contains("no directory")
+                && refused.stderr.lines().count() == 1,
+            "JDK {}: {refused:?}",
+            jdk.version
+        );
         let start = jtap([
             "profile",
             "start",
@@ -179,7 +199,10 @@ fn a_recording_started_with_the_jvm_rotates_without_a_client() {
     }
 }
 
-/// What a JVM holds that an agent could leak.
+/// What a JVM holds that an agent could leak. Each period stops and starts the engines (a
+/// sampler thread, a perf event per thread, a period's profile in flight), so one reading
+/// lands anywhere in that cycle: [`Held::over`] takes the most each held over many periods,
+/// and the least heap (the heap between two periods' results).
 #[derive(Debug)]
 struct Held {
     /// The agent's own heap, as `jtap status` reports it.
@@ -192,6 +215,22 @@ struct Held {
 }
 
 impl Held {
+    /// Readings every 50 ms for a second (a hundred 10 ms periods).
+    fn over(jvm: &mut JavaProcess) -> Held {
+        let mut held = Held::of(jvm);
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = Held::of(jvm);
+            held = Held {
+                agent_heap_kib: held.agent_heap_kib.min(now.agent_heap_kib),
+                agent_threads: held.agent_threads.max(now.agent_threads),
+                perf_fds: held.perf_fds.max(now.perf_fds),
+                rss_kib: now.rss_kib,
+            };
+        }
+        held
+    }
+
     fn of(jvm: &mut JavaProcess) -> Held {
         let pid = jvm.pid();
         let status = jtap(["status", &pid.to_string()]);
@@ -272,9 +311,9 @@ fn a_thousand_rotations_leave_memory_flat() {
     // work, more slowly on a loaded machine (+0.5 MiB per 1000 rotations here, +6 MiB once
     // in CI): it only bounds what the exact counts cannot see, a leak of mappings.
     reached(500);
-    let before = Held::of(&mut jvm);
+    let before = Held::over(&mut jvm);
     reached(1500);
-    let after = Held::of(&mut jvm);
+    let after = Held::over(&mut jvm);
     let stop = jtap([
         "profile",
         "stop",
@@ -289,8 +328,11 @@ fn a_thousand_rotations_leave_memory_flat() {
         after.agent_heap_kib <= before.agent_heap_kib + 1024,
         "the agent's heap grew over 1000 rotations: {before:?} -> {after:?}"
     );
+    // A reading may still miss a period's transient thread or events (a leak of either
+    // grows by one or by a thread's worth every period: a thousand here).
     assert!(
-        after.agent_threads <= before.agent_threads && after.perf_fds <= before.perf_fds,
+        after.agent_threads <= before.agent_threads + 2
+            && after.perf_fds <= 2 * before.perf_fds + 4,
         "threads or descriptors grew over 1000 rotations: {before:?} -> {after:?}"
     );
     assert!(

@@ -38,6 +38,19 @@ fn failed(message: impl Into<String>) -> Failure {
     (AGENT_RETURN_COMMAND_FAILED, message.into())
 }
 
+/// `file=`'s directory must exist: the agent writes there at the recording's end or every
+/// period, when no client may be left to tell of a failure.
+fn check_file_directory(file: &str) -> Result<(), Failure> {
+    let directory = std::path::Path::new(file).parent();
+    match directory.filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        Some(missing) => Err(failed(format!(
+            "cannot write {file}: no directory {} (in the JVM's filesystem)",
+            missing.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The agent.
 pub struct Agent {
     vm: Vm,
@@ -455,6 +468,9 @@ impl Agent {
                 "start needs event=<{}> (or alloc, lock, wall)",
                 Event::ALL.map(Event::name).join("|")
             )));
+        }
+        if let Some(file) = &options.file {
+            check_file_directory(file)?;
         }
         let mut state = self.state();
         if state.dead {

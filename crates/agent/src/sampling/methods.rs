@@ -95,6 +95,11 @@ impl<'e> Resolver<'e> {
 }
 
 fn describe(env: &Env, vm: Vm, method: sys::jmethodID) -> Option<Method> {
+    // The walker's jmethodIDs come from the VM's memory as a walk found it, which an nmethod
+    // freed under the walk can make garbage: JVMTI would dereference it.
+    if crate::walk::resolved().is_some_and(|walker| !walker.is_method_id(method as usize)) {
+        return None;
+    }
     let frame = vm.local_frame(4)?;
     // SAFETY: jmethodIDs stay valid memory for the life of the VM (HotSpot never frees them;
     // a method of an unloaded class makes these calls fail); the class reference is freed

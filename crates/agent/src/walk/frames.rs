@@ -662,7 +662,7 @@ impl<'a> Walk<'a> {
 
     /// The frame of an interpreted method at bytecode pointer `bcp` (0 in a native method).
     fn interpreted(&self, method: usize, bcp: usize) -> Result<JavaFrame, Stop> {
-        let id = self.method_id(method)?;
+        let id = self.method_id(method, Trust::Verify)?;
         if bcp == 0 || self.is_native(method)? {
             return Ok(JavaFrame {
                 method: id,
@@ -691,11 +691,9 @@ impl<'a> Walk<'a> {
     }
 
     /// The jmethodID of `method`: the one remembered for it if its slot still holds it, else
-    /// the slot of its class's jmethodID cache at its id number, which must point back at it.
-    /// A `Method*` read from a frame or an nmethod's metadata may be stale (an interrupted
-    /// frame, an nmethod freed under the walk): the check keeps what it led to from ever
-    /// reaching JVMTI, which trusts a jmethodID blindly.
-    fn method_id(&self, method: usize) -> Result<usize, Stop> {
+    /// the slot of its class's jmethodID cache at its id number, which must point back at it
+    /// where `trust` says so.
+    fn method_id(&self, method: usize, trust: Trust) -> Result<usize, Stop> {
         if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
@@ -731,7 +729,7 @@ impl<'a> Walk<'a> {
         if id == 0 {
             return Err(Stop::NoMethodId);
         }
-        if !plausible(id) || self.fetch::<usize>(id)? != method {
+        if !plausible(id) || (trust == Trust::Verify && self.fetch::<usize>(id)? != method) {
             return Err(Stop::Inconsistent);
         }
         self.ids.remember(method, id);
@@ -865,7 +863,7 @@ impl<'a> Walk<'a> {
                 return Ok(0);
             }
             let frame = JavaFrame {
-                method: self.method_id(method)?,
+                method: self.method_id(method, Trust::Compiled)?,
                 bci: -1,
                 kind: Kind::Native,
             };
@@ -928,7 +926,7 @@ impl<'a> Walk<'a> {
             }
             let method = self.code::<usize>(heap, slot)?;
             let frame = JavaFrame {
-                method: self.method_id(method)?,
+                method: self.method_id(method, Trust::Compiled)?,
                 bci: bci.clamp(-1, i64::from(u16::MAX)) as i32,
                 kind: if sender == 0 {
                     Kind::Compiled
@@ -1054,6 +1052,15 @@ const WORD: usize = std::mem::size_of::<usize>();
 /// Size of a `PcDesc`: `int pc_offset, scope_decode_offset, obj_decode_offset, flags`.
 const PC_DESC: usize = 16;
 
+/// Where a `Method*` comes from, and so whether its jmethodID is checked to point back at it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    /// A live nmethod's own metadata: the method is what the nmethod says.
+    Compiled,
+    /// A stack slot, which an interrupted frame may not have written yet.
+    Verify,
+}
+
 /// Which pc descriptor gives a compiled frame's scopes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
@@ -1141,6 +1148,29 @@ pub unsafe fn stack_of(layout: &Layout, thread: usize) -> Option<std::ops::Range
 }
 
 /// Whether `pointer` can be a pointer to a VM structure: aligned, and not in the low pages.
+/// Whether `id` is a jmethodID as HotSpot made it: its slot holds a `Method*` whose class's
+/// jmethodID cache holds `id` at the method's id number. Read without faulting: a walk may
+/// have taken a `Method*` from an nmethod freed under it, and JVMTI dereferences a jmethodID
+/// blindly. A genuine id passes even when its method was redefined since (its slot then
+/// holds the new version, which keeps the id).
+pub fn is_method_id(layout: &Layout, fetch: &Fetch, id: usize) -> bool {
+    let pointer = |address: usize| fetch.value::<usize>(address).filter(|&v| plausible(v));
+    let checked = || -> Option<bool> {
+        let method = pointer(id)?;
+        let const_method = pointer(method.wrapping_add(layout.method_const))?;
+        let pool = pointer(const_method.wrapping_add(layout.const_method_pool))?;
+        let holder = pointer(pool.wrapping_add(layout.pool_holder))?;
+        let ids = pointer(holder.wrapping_add(layout.jmethod_ids))?;
+        let idnum =
+            usize::from(fetch.value::<u16>(const_method.wrapping_add(layout.const_method_idnum))?);
+        if idnum + 1 > fetch.value::<usize>(ids)? {
+            return Some(false);
+        }
+        Some(fetch.value::<usize>(ids.wrapping_add((idnum + 1) * WORD))? == id)
+    };
+    checked().unwrap_or(false)
+}
+
 fn plausible(pointer: usize) -> bool {
     pointer >= LOWEST && pointer.is_multiple_of(WORD)
 }

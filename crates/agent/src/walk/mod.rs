@@ -152,6 +152,12 @@ impl Walker {
         })
     }
 
+    /// Whether `id` is a real jmethodID ([`frames::is_method_id`]): checked before a walk's
+    /// jmethodID reaches JVMTI.
+    pub fn is_method_id(&self, id: usize) -> bool {
+        frames::is_method_id(&self.layout, &self.fetch, id)
+    }
+
     /// The calling thread's stack, as its `JavaThread` records it. Async-signal-safe.
     ///
     /// # Safety

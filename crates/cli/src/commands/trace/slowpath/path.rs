@@ -408,17 +408,23 @@ fn implementation(
     Some(name.to_string())
 }
 
+/// What timing one call site costs the call it times (its two probes), at most: a site's
+/// time beyond this per call is the callee's.
+const SITE_PROBES_NS: u64 = 250;
+
 /// The method whose call sites the trees of `level`'s calls (a calltree session with `level` as
 /// its target) show taking more time than `level`'s own code: the declared method of its
-/// heaviest call site (an interface's, for an interface call). None when its own code
-/// outweighs every call site, or no call of it finished.
+/// heaviest call site (an interface's, for an interface call), its time counted without what
+/// its probes cost (a cheap callee called a hundred times a call would otherwise look heavy).
+/// None when its own code outweighs every call site, or no call of it finished.
 pub fn heavier_call_site(trees: &[CallTree]) -> Option<Method> {
     let own: u64 = trees.iter().map(|t| t.root.self_ns()).sum();
     let mut sites: Vec<(&str, u64)> = Vec::new();
     for node in trees.iter().flat_map(|t| t.root.children.iter()) {
+        let callee = node.total_ns.saturating_sub(node.count * SITE_PROBES_NS);
         match sites.iter_mut().find(|(name, _)| *name == base_name(node)) {
-            Some((_, total)) => *total += node.total_ns,
-            None => sites.push((base_name(node), node.total_ns)),
+            Some((_, total)) => *total += callee,
+            None => sites.push((base_name(node), callee)),
         }
     }
     let (name, total) = sites.into_iter().max_by_key(|&(_, total)| total)?;
@@ -633,26 +639,32 @@ mod tests {
 
     #[test]
     fn a_call_site_heavier_than_the_own_code_names_its_declared_method() {
-        let calls = |own_site: u64| CallTree {
+        let calls = |site: TreeNode| CallTree {
             time_ns: 0,
             thread: "t".into(),
             truncated: 0,
             unfinished: false,
             root: node(
                 "p.R.fetch",
-                100,
-                vec![
-                    node("p.Codec.decode", own_site, vec![]),
-                    node("p.U.spin", 5, vec![]),
-                ],
+                100_000,
+                vec![site, node("p.U.spin", 5_000, vec![])],
             ),
         };
-        let site = heavier_call_site(&[calls(90)]).unwrap();
+        let site = heavier_call_site(&[calls(node("p.Codec.decode", 90_000, vec![]))]).unwrap();
         assert_eq!(
             (site.pattern(), site.subtypes),
             ("+p.Codec::decode".into(), true)
         );
-        assert_eq!(heavier_call_site(&[calls(30)]), None);
+        assert_eq!(
+            heavier_call_site(&[calls(node("p.Codec.decode", 30_000, vec![]))]),
+            None
+        );
+        // A cheap callee called 300 times: its time is mostly its probes'.
+        let cheap = TreeNode {
+            count: 350,
+            ..node("p.V.type", 90_000, vec![])
+        };
+        assert_eq!(heavier_call_site(&[calls(cheap)]), None);
         assert_eq!(heavier_call_site(&[]), None);
     }
 }
