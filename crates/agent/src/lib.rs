@@ -39,7 +39,6 @@
 //! - `log`: the agent's log, off unless `debug` (stderr) or `log=<file>`; never stdout.
 //! - `thread`: native threads attached to the VM under `jtap-...` names.
 //! - `libjvm`: addresses of functions `libjvm.so` does not export.
-//! - `memory`: the agent's own heap, counted (`status` shows it).
 
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -61,7 +60,6 @@ mod heap;
 mod hooks;
 mod label;
 mod libjvm;
-mod memory;
 mod push;
 mod rotation;
 mod sampling;

@@ -1,7 +1,7 @@
 //! The agent's top-level modules form layers, and references point down only:
 //!
-//! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `memory` (the agent's heap,
-//!    counted), `callback` (no panic into the JVM, the library kept mapped) and `channel` (the socket to a client, and the
+//! 0. FFI and plumbing: `thread`, `libjvm`, `gate`, `log`, `callback` (no panic into
+//!    the JVM, the library kept mapped) and `channel` (the socket to a client, and the
 //!    [`ClientSink`] trait engines stream through);
 //! 1. mechanisms: `sampling`, `trace` (instrumentation), `heap`, `walk` (stacks), `hooks`
 //!    (hooks on C functions), `label` (request labels), and for continuous profiling `rotation` (the period clock) and `push`
@@ -31,7 +31,6 @@ const LAYERS: &[(&str, u32)] = &[
     ("log", 0),
     ("callback", 0),
     ("channel", 0),
-    ("memory", 0),
     ("sampling", 1),
     ("trace", 1),
     ("heap", 1),

@@ -868,10 +868,6 @@ impl Agent {
             self.loaded.elapsed().as_secs_f64(),
             self.commands.load(Ordering::SeqCst),
         );
-        text.push_str(&format!(
-            "agent heap: {} KiB in use\n",
-            crate::memory::live_bytes() / 1024
-        ));
         let held = self
             .env
             .capabilities()
