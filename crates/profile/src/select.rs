@@ -4,7 +4,9 @@
 
 use regex::Regex;
 
-use crate::model::{Frame, FrameId, FrameKind, Profile, TracedCall, VIRTUAL_THREAD};
+use crate::model::{
+    Counter, Frame, FrameId, FrameKind, Profile, TracedCall, LABEL_PREFIX, VIRTUAL_THREAD,
+};
 
 /// What to read of a file.
 #[derive(Debug, Clone, Copy, Default)]
@@ -35,6 +37,15 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// The samples of one request label, given as `VALUE` or `label=VALUE` (as `--by` takes
+    /// it).
+    pub fn of_label(by: &str) -> Selection {
+        Selection {
+            label: Some(by.strip_prefix(LABEL_PREFIX).unwrap_or(by).to_string()),
+            ..Selection::default()
+        }
+    }
+
     /// Whether it needs each sample's time and thread.
     fn needs_log(&self) -> bool {
         self.from_ns.is_some() || self.to_ns.is_some() || self.threads
@@ -56,6 +67,23 @@ impl Selection {
 }
 
 impl Profile {
+    /// The request labels of its samples (`--by`, each stack's root frame), with their
+    /// totals by `counter`, heaviest first (by name among equals).
+    pub fn labels(&self, counter: Counter) -> Vec<(&str, u64)> {
+        let mut totals: Vec<(&str, u64)> = Vec::new();
+        for (stack, counts) in self.stacks() {
+            let root = stack.first().map(|&f| self.frame(f));
+            if let Some(text) = root.and_then(Frame::label_text) {
+                match totals.iter_mut().find(|(label, _)| *label == text) {
+                    Some((_, total)) => *total += counts.get(counter),
+                    None => totals.push((text, counts.get(counter))),
+                }
+            }
+        }
+        totals.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        totals
+    }
+
     /// The part of the profile `selection` keeps. A time range or threads need the event
     /// log; a profile without one (read from collapsed stacks) cannot give them.
     pub fn select(&self, selection: &Selection) -> Result<Profile, String> {

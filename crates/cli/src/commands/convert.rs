@@ -67,7 +67,7 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
         label: args
             .by
             .as_deref()
-            .map(|by| by.strip_prefix("label=").unwrap_or(by).to_string()),
+            .and_then(|by| Selection::of_label(by).label),
     };
     args.output.check()?;
     let bytes =

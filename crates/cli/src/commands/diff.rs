@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use jtap_profile::export::diff;
-use jtap_profile::{write_atomically, Counter, ExportOptions, Profile, Selection, LABEL_PREFIX};
+use jtap_profile::{write_atomically, Counter, ExportOptions, Profile, Selection};
 
 use crate::exit;
 
@@ -125,22 +125,15 @@ fn labelled(profile: Profile, label: Option<&str>, path: &Path) -> anyhow::Resul
     let Some(label) = label else {
         return Ok(profile);
     };
-    let label = label.strip_prefix(LABEL_PREFIX).unwrap_or(label);
-    let selection = Selection {
-        label: Some(label.to_string()),
-        ..Selection::default()
-    };
+    let selection = Selection::of_label(label);
     let selected = profile.select(&selection).map_err(exit::usage)?;
     if selected.total_samples() > 0 {
         return Ok(selected);
     }
-    let mut labels: Vec<&str> = profile
-        .stacks()
-        .iter()
-        .filter_map(|(stack, _)| profile.frame(*stack.first()?).label_text())
+    let label = selection.label.unwrap_or_default();
+    let labels: Vec<&str> = (profile.labels(Counter::Samples).into_iter())
+        .map(|(label, _)| label)
         .collect();
-    labels.sort_unstable();
-    labels.dedup();
     Err(exit::usage(match labels.is_empty() {
         true => format!(
             "{}: no request labels (record with `jtap profile --by`)",

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_client::AgentError;
-use jtap_profile::{FrameKind, Metadata, Profile, StackCounts};
+use jtap_profile::{Frame as StackFrame, FrameKind, Metadata, Profile, StackCounts};
 use jtap_protocol::records::{Record, Sites};
 use jtap_protocol::{Action, Ended, Event, Frame, Options};
 
@@ -180,21 +180,17 @@ fn as_profile(report: &Sites) -> Profile {
             Some(survivors) => &survivors.old,
             None => &site.live,
         };
-        let mut frames: Vec<jtap_profile::Frame> = site
-            .frames
-            .iter()
-            .rev()
-            .map(|frame| match frame.rsplit_once(':') {
-                Some((method, line)) if line.parse::<u32>().is_ok() => {
-                    jtap_profile::Frame::java(method, FrameKind::Compiled, None, line.parse().ok())
-                }
-                _ => jtap_profile::Frame::java(frame.as_str(), FrameKind::Compiled, None, None),
+        // `pkg.Class.method:line`, top first.
+        let mut frames: Vec<StackFrame> = (site.frames.iter().rev())
+            .map(|frame| {
+                let (method, line) = match frame.rsplit_once(':') {
+                    Some((method, line)) => (method, line.parse().ok()),
+                    None => (frame.as_str(), None),
+                };
+                StackFrame::java(method, FrameKind::Compiled, None, line)
             })
             .collect();
-        frames.push(jtap_profile::Frame::new(
-            site.class.clone(),
-            FrameKind::Class,
-        ));
+        frames.push(StackFrame::new(site.class.clone(), FrameKind::Class));
         let counts = StackCounts {
             samples: amount.objects.round() as u64,
             weight: amount.bytes.round() as u64,

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use serde_json::json;
 
 use super::ExportOptions;
-use crate::model::{Counter, Frame, FrameId, FrameKind, Profile};
+use crate::model::{Counter, FrameId, FrameKind, Profile};
 use crate::select::Selection;
 
 const TEMPLATE: &str = include_str!("../../assets/flamegraph.html");
@@ -251,25 +251,12 @@ const LABEL_VIEWS: usize = 20;
 /// A view per request label (`--by`) of a profile whose stacks have them, the heaviest
 /// first: the profile of that label's samples alone, as the selector's `cpu /compute`.
 fn label_views(profile: &Profile, options: &ExportOptions) -> Vec<serde_json::Value> {
-    let counter = options.counter_for(profile);
-    let mut totals: HashMap<&str, u64> = HashMap::new();
-    for (stack, counts) in profile.stacks() {
-        let root = stack.first().map(|&f| profile.frame(f));
-        if let Some(text) = root.and_then(Frame::label_text) {
-            *totals.entry(text).or_default() += counts.get(counter);
-        }
-    }
-    let mut labels: Vec<(&str, u64)> = totals.into_iter().collect();
-    labels.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    labels
+    profile
+        .labels(options.counter_for(profile))
         .into_iter()
         .take(LABEL_VIEWS)
         .filter_map(|(label, _)| {
-            let selection = Selection {
-                label: Some(label.to_string()),
-                ..Selection::default()
-            };
-            let mut view = view(&profile.select(&selection).ok()?, options);
+            let mut view = view(&profile.select(&Selection::of_label(label)).ok()?, options);
             let event = format!("{} {label}", profile.metadata.event);
             view["title"] = json!(format!("{event}: the samples labelled {label}"));
             view["event"] = json!(event);

@@ -195,13 +195,7 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
     };
     let entry_name = first.root.name.split('(').next().unwrap_or_default();
     if search.entry_name.is_none() {
-        let (class, name) = entry_name.rsplit_once('.').unwrap_or(("", entry_name));
-        search.path[0] = Method {
-            class: class.into(),
-            name: name.into(),
-            descriptor: None,
-            subtypes: false,
-        };
+        search.path[0] = Method::named(entry_name);
         search.entry_name = Some(entry_name.to_string());
     }
     search.truncated += trees.iter().map(|t| t.truncated).sum::<u64>();
