@@ -1,8 +1,6 @@
 package real;
 
 import java.io.IOException;
-import java.net.InetSocketAddress;
-import java.net.URL;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -11,8 +9,6 @@ import java.util.concurrent.ThreadFactory;
 import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
 import org.eclipse.jetty.server.Request;
-import org.eclipse.jetty.server.Server;
-import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.server.handler.AbstractHandler;
 
 /**
@@ -106,8 +102,6 @@ public class JettyEndpoints {
     }
 
     public static void main(String[] args) throws Exception {
-        System.setProperty("org.eclipse.jetty.util.log.announce", "false");
-        System.setProperty("org.eclipse.jetty.LEVEL", "WARN");
         try {
             Class<?> ofVirtual = Class.forName("java.lang.Thread$Builder$OfVirtual");
             Object builder = Thread.class.getMethod("ofVirtual").invoke(null);
@@ -116,23 +110,6 @@ public class JettyEndpoints {
             virtualThreads = null;
         }
         int clients = Integer.parseInt(args[0]);
-        Server server = new Server(new InetSocketAddress("127.0.0.1", 0));
-        server.setHandler(new Endpoints());
-        server.start();
-        int port = ((ServerConnector) server.getConnectors()[0]).getLocalPort();
-        Progress progress = new Progress();
-        Progress.startThreads("http-client", clients, () -> {
-            int request = 0;
-            while (true) {
-                try {
-                    String endpoint = ENDPOINTS[request++ % ENDPOINTS.length];
-                    JettyLoad.get(new URL("http://127.0.0.1:" + port + endpoint));
-                    progress.add();
-                } catch (Throwable e) {
-                    Progress.failed("request", e);
-                }
-            }
-        });
-        progress.reportForever();
+        JettyLoad.requestInTurn(clients, JettyLoad.serve(new Endpoints()), ENDPOINTS);
     }
 }

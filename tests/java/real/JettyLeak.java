@@ -1,16 +1,12 @@
 package real;
 
 import java.io.IOException;
-import java.net.InetSocketAddress;
-import java.net.URL;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
 import org.eclipse.jetty.server.Request;
-import org.eclipse.jetty.server.Server;
-import org.eclipse.jetty.server.ServerConnector;
 import org.eclipse.jetty.server.handler.AbstractHandler;
 
 /**
@@ -54,26 +50,7 @@ public class JettyLeak {
     }
 
     public static void main(String[] args) throws Exception {
-        System.setProperty("org.eclipse.jetty.util.log.announce", "false");
-        System.setProperty("org.eclipse.jetty.LEVEL", "WARN");
         int clients = Integer.parseInt(args[0]);
-        Server server = new Server(new InetSocketAddress("127.0.0.1", 0));
-        server.setHandler(new Sessions());
-        server.start();
-        int port = ((ServerConnector) server.getConnectors()[0]).getLocalPort();
-        Progress progress = new Progress();
-        Progress.startThreads("http-client", clients, () -> {
-            int request = 0;
-            while (true) {
-                try {
-                    String endpoint = request++ % 2 == 0 ? "/remember" : "/forget";
-                    JettyLoad.get(new URL("http://127.0.0.1:" + port + endpoint));
-                    progress.add();
-                } catch (Throwable e) {
-                    Progress.failed("request", e);
-                }
-            }
-        });
-        progress.reportForever();
+        JettyLoad.requestInTurn(clients, JettyLoad.serve(new Sessions()), "/remember", "/forget");
     }
 }

@@ -11,6 +11,7 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import javax.servlet.http.HttpServletRequest;
 import javax.servlet.http.HttpServletResponse;
+import org.eclipse.jetty.server.Handler;
 import org.eclipse.jetty.server.Request;
 import org.eclipse.jetty.server.Server;
 import org.eclipse.jetty.server.ServerConnector;
@@ -26,13 +27,8 @@ import org.eclipse.jetty.server.handler.AbstractHandler;
  */
 public class JettyLoad {
     public static void main(String[] args) throws Exception {
-        System.setProperty("org.eclipse.jetty.util.log.announce", "false");
-        System.setProperty("org.eclipse.jetty.LEVEL", "WARN");
         int clients = Integer.parseInt(args[0]);
-        Server server = new Server(new InetSocketAddress("127.0.0.1", 0));
-        server.setHandler(new WorkHandler());
-        server.start();
-        int port = ((ServerConnector) server.getConnectors()[0]).getLocalPort();
+        int port = serve(new WorkHandler());
         Progress progress = new Progress();
         Progress.startThreads("http-client", clients, () -> {
             int request = 0;
@@ -43,6 +39,37 @@ public class JettyLoad {
                     if (!body.equals(WorkHandler.digest(n) + "\n")) {
                         throw new IllegalStateException("wrong answer for n=" + n + ": " + body);
                     }
+                    progress.add();
+                } catch (Throwable e) {
+                    Progress.failed("request", e);
+                }
+            }
+        });
+        progress.reportForever();
+    }
+
+    /** Starts a quiet server of {@code handler} on a free local port; the port. */
+    static int serve(Handler handler) throws Exception {
+        System.setProperty("org.eclipse.jetty.util.log.announce", "false");
+        System.setProperty("org.eclipse.jetty.LEVEL", "WARN");
+        Server server = new Server(new InetSocketAddress("127.0.0.1", 0));
+        server.setHandler(handler);
+        server.start();
+        return ((ServerConnector) server.getConnectors()[0]).getLocalPort();
+    }
+
+    /**
+     * Has {@code clients} threads request {@code endpoints} of the server on {@code port} in
+     * turn, forever, and reports the requests done (READY, then PROGRESS).
+     */
+    static void requestInTurn(int clients, int port, String... endpoints) throws InterruptedException {
+        Progress progress = new Progress();
+        Progress.startThreads("http-client", clients, () -> {
+            int request = 0;
+            while (true) {
+                try {
+                    String endpoint = endpoints[request++ % endpoints.length];
+                    get(new URL("http://127.0.0.1:" + port + endpoint));
                     progress.add();
                 } catch (Throwable e) {
                     Progress.failed("request", e);
