@@ -113,7 +113,7 @@ pub fn spawn_attached(
     vm: Vm,
     name: String,
     body: impl FnOnce() + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
@@ -126,6 +126,5 @@ pub fn spawn_attached(
                 log!("{name}: stopped by an internal error");
             }
             vm.detach_current_thread();
-        })?;
-    Ok(())
+        })
 }

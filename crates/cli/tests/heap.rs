@@ -544,8 +544,8 @@ fn exact_sites_count_every_allocation_including_the_vms_own() {
 }
 
 /// Exact recording on two threads allocating as fast as they can (a GC every few
-/// milliseconds, a stream of ObjectFree events) ends, reports and restores: turning ObjectFree
-/// off at the stop used to hang HotSpot 17+ here (see `OwnEnv::disable`).
+/// milliseconds, a sweep of weak references after each) ends, reports and restores: turning
+/// JVMTI's ObjectFree off at the stop used to hang HotSpot 17+ here (see `heap::live`).
 #[test]
 fn exact_sites_under_a_gc_storm_finish_and_restore() {
     agent_library();

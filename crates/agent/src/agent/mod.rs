@@ -376,7 +376,7 @@ impl Agent {
                 }
             });
             match started {
-                Ok(()) => *jobs = Some(sender),
+                Ok(_) => *jobs = Some(sender),
                 Err(e) => log!("cannot start the jtap-agent thread: {e}"),
             }
         }

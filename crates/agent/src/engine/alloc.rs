@@ -31,8 +31,9 @@
 //! diagnostic runs. The sampling capability is not needed, so it works beside another agent
 //! that holds it.
 //!
-//! `live`: each sampled object is also tagged, ObjectFree removes it, and the profile then
-//! holds only objects still alive (pprof `inuse_*`). `sites` (or a `file=` ending in `.txt`):
+//! `live`: each sampled object is also followed with a weak reference until a collection
+//! clears it ([`live`]), and the profile then holds only objects still alive (pprof
+//! `inuse_*`). `sites` (or a `file=` ending in `.txt`):
 //! the result is a SITES report (live and allocated bytes and objects per site) instead of a
 //! profile; it implies `live`.
 //!
@@ -40,15 +41,15 @@
 //! `can_generate_sampled_object_alloc_events` can be held by one environment only, so when
 //! another agent (async-profiler, a second copy of jtap's agent) holds it, starting fails
 //! with a message saying so. Stopping turns the events off, waits for callbacks in flight and
-//! disposes of the environment, which drops all tags at once.
+//! disposes of the environment, which drops all tags at once, then deletes the weak
+//! references.
 
 mod classes;
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
@@ -59,8 +60,9 @@ use jtap_protocol::{JavaStacks, Options};
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
+use crate::heap::live::{self, Sweeper};
 use crate::heap::roots;
-use crate::heap::sites::{self, ClassId, Part, SiteTable};
+use crate::heap::sites::{self, ClassId, Part, SiteTable, Tracked};
 use crate::heap::stack;
 use crate::thread::Vm;
 use crate::trace::ffi::Jni;
@@ -85,12 +87,10 @@ static TRACK_LIVE: AtomicBool = AtomicBool::new(false);
 static DEPTH: AtomicUsize = AtomicUsize::new(DEFAULT_DEPTH);
 /// The mean interval, as f64 bits (read by callbacks); 0 when every allocation is recorded.
 static INTERVAL_BITS: AtomicU64 = AtomicU64::new(0);
-/// ObjectFree events received (see [`settle_frees`]).
-static FREES: AtomicU64 = AtomicU64::new(0);
-/// How long ObjectFree events must have stopped before a report.
-const FREES_SETTLED: Duration = Duration::from_millis(100);
-/// Longest wait for them to stop.
-const FREES_WAIT: Duration = Duration::from_secs(3);
+/// `live`: the thread sweeping collected objects out of the table, once the VM has started.
+static SWEEPER: Mutex<Option<Sweeper>> = Mutex::new(None);
+/// `live` from start-up: the VM, for VMInit to start the sweeper with.
+static SWEEPER_VM: AtomicPtr<sys::JavaVM> = AtomicPtr::new(std::ptr::null_mut());
 /// The engine's environment, for allocation probes (which get none from the VM); null when
 /// not running.
 static PROBE_ENV: AtomicPtr<sys::jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
@@ -167,9 +167,7 @@ impl Engine for AllocEngine {
             "can_tag_objects",
         ];
         if live {
-            capabilities.push("can_generate_object_free_events");
-        }
-        if leak_age.is_some() {
+            // Collections tell the sweeper when to look for collected objects.
             capabilities.push("can_generate_garbage_collection_events");
         }
         let mut own = OwnEnv::new(context.vm, &capabilities)?;
@@ -208,8 +206,8 @@ impl Engine for AllocEngine {
         let callbacks = sys::jvmtiEventCallbacks {
             SampledObjectAlloc: Some(on_sampled_alloc),
             VMObjectAlloc: Some(on_sampled_alloc),
-            ObjectFree: Some(on_object_free),
             GarbageCollectionFinish: Some(on_collection_end),
+            VMInit: Some(on_vm_init),
             ..Default::default()
         };
         let mut events = vec![if options.exact {
@@ -218,10 +216,13 @@ impl Engine for AllocEngine {
             sys::JVMTI_EVENT_SAMPLED_OBJECT_ALLOC
         }];
         if live {
-            events.push(sys::JVMTI_EVENT_OBJECT_FREE);
-        }
-        if leak_age.is_some() {
             events.push(sys::JVMTI_EVENT_GARBAGE_COLLECTION_FINISH);
+        }
+        // A thread can only attach once the VM has started: at start-up the sweeper waits.
+        let live_phase = own.env().phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        if live && !live_phase {
+            events.push(sys::JVMTI_EVENT_VM_INIT);
+            SWEEPER_VM.store(context.vm.0, Ordering::SeqCst);
         }
         GATE.open();
         if let Err(e) = own.enable(&callbacks, &events) {
@@ -243,6 +244,19 @@ impl Engine for AllocEngine {
         } else {
             (None, 0)
         };
+        if live && live_phase {
+            if let Err(e) = start_sweeper(context.vm) {
+                if let Some(tracing) = &tracing {
+                    probes::deactivate();
+                    tracing.restore();
+                    tracing.uninstall();
+                }
+                PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
+                own.disable();
+                own.retire(&GATE, "alloc");
+                return Err(e);
+            }
+        }
         let start_time_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -282,8 +296,13 @@ impl Engine for AllocEngine {
             restored.summary()
         });
         run.own.disable();
-        if run.live {
-            settle_frees();
+        SWEEPER_VM.store(std::ptr::null_mut(), Ordering::SeqCst);
+        if let Some(sweeper) = lock(&SWEEPER).take() {
+            sweeper.stop();
+        }
+        let jni = Jni::current(run.vm);
+        if let Some(jni) = jni.filter(|_| run.live) {
+            live::sweep(jni, table());
         }
         let mut report = run.report();
         if let Report::Record(record) = &mut report {
@@ -296,6 +315,14 @@ impl Engine for AllocEngine {
         }
         PROBE_ENV.store(std::ptr::null_mut(), Ordering::SeqCst);
         run.own.retire(&GATE, "alloc");
+        // After the callbacks in flight have left: none can track another object, nor start
+        // a sweeper (a VMInit that came during the stop).
+        if let Some(sweeper) = lock(&SWEEPER).take() {
+            sweeper.stop();
+        }
+        if let Some(jni) = jni {
+            live::untrack_all(jni, table());
+        }
         // After the callbacks in flight have left.
         log!("alloc: {}; {}", stack::summary(&STACKS), classes::summary());
         table().clear();
@@ -312,17 +339,21 @@ impl Run {
         };
         let snapshot = table().snapshot();
         let suspects = sites::leak_suspects(&snapshot);
-        let chosen: Vec<Vec<i64>> = suspects
+        let chosen: Vec<Vec<Tracked>> = suspects
             .iter()
             .take(SUSPECTS_WALKED)
-            .map(|site| table().survivor_tags(&site.key, PATHS_PER_SUSPECT))
+            .map(|site| table().survivors(&site.key, PATHS_PER_SUSPECT))
             .collect();
-        let targets: Vec<i64> = chosen.iter().flatten().copied().collect();
+        let survivors: Vec<Tracked> = chosen.iter().flatten().copied().collect();
+        let targets = live::tag_survivors(self.own.env(), jni, &survivors);
         let started = Instant::now();
         let paths = roots::paths_to(self.own.env(), jni, &targets);
         log!("alloc: paths from GC roots in {:?}", started.elapsed());
-        for (site, tags) in report.sites.iter_mut().zip(&chosen) {
-            site.paths = tags.iter().filter_map(|t| paths.get(t).cloned()).collect();
+        for (site, objects) in report.sites.iter_mut().zip(&chosen) {
+            site.paths = objects
+                .iter()
+                .filter_map(|o| paths.get(&o.id).cloned())
+                .collect();
         }
     }
 
@@ -484,15 +515,15 @@ fn record(
     );
     let depth = DEPTH.load(Ordering::Relaxed) + skip;
     stack::with_current(env, jni, depth, &STACKS, |frames| {
-        let tag = if TRACK_LIVE.load(Ordering::Relaxed) {
-            tag_object(env, object)
-        } else {
-            None
+        let tracked = match TRACK_LIVE.load(Ordering::Relaxed) {
+            // SAFETY: `jni` is this thread's, inside its allocation callback or probe.
+            true => live::track(unsafe { Jni::from_raw(jni) }, table(), object),
+            false => None,
         };
         let frames = frames.get(skip..).unwrap_or(&[]);
         // SAFETY: `jni` is this thread's, inside its allocation callback.
         let mounted = || unsafe { table().current_virtual_thread(env, jni) };
-        table().record(class, frames, count, weight, tag, mounted);
+        table().record(class, frames, count, weight, tracked, mounted);
     })
 }
 
@@ -534,53 +565,41 @@ fn class_id_by_tag(env: &Env, class: sys::jclass) -> Option<ClassId> {
     Some(id)
 }
 
-fn tag_object(env: &Env, object: sys::jobject) -> Option<i64> {
-    let tag = table().reserve_tag()?;
-    // SAFETY: `object` is the callback's valid local reference to the new object.
-    match unsafe { env.set_tag(object, tag) } {
-        Ok(()) => Some(tag),
-        Err(_) => {
-            table().release_tag();
-            None
-        }
-    }
+/// Starts the sweeper (see [`live`]).
+fn start_sweeper(vm: Vm) -> Result<(), String> {
+    let sweeper = Sweeper::start(vm, table())?;
+    *lock(&SWEEPER) = Some(sweeper);
+    Ok(())
 }
 
-/// Waits until ObjectFree events have stopped arriving for [`FREES_SETTLED`] (at most
-/// [`FREES_WAIT`]): after a collection (e.g. `jtap sites --gc` just before the stop), HotSpot
-/// 17+ posts the frees from its Service Thread a little later, and the report should not
-/// count those objects as live. (Turning the event off would flush them, but can hang the
-/// JVM: see [`OwnEnv::disable`].)
-fn settle_frees() {
-    let deadline = Instant::now() + FREES_WAIT;
-    let mut seen = FREES.load(Ordering::Relaxed);
-    while Instant::now() < deadline {
-        std::thread::sleep(FREES_SETTLED);
-        let now = FREES.load(Ordering::Relaxed);
-        if now == seen {
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// VMInit (`live` from start-up): threads can attach now.
+unsafe extern "C" fn on_vm_init(
+    _jvmti: *mut sys::jvmtiEnv,
+    _jni: *mut sys::JNIEnv,
+    _thread: sys::jthread,
+) {
+    crate::callback::guard_callback(|| {
+        let Some(_pass) = GATE.enter() else { return };
+        let vm = SWEEPER_VM.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        if vm.is_null() {
             return;
         }
-        seen = now;
-    }
+        if let Err(e) = start_sweeper(Vm(vm)) {
+            log!("alloc: {e}; live objects are swept at the stop only");
+        }
+    })
 }
 
-/// GarbageCollectionFinish (`leaks`): in the collector's pause, where no JVMTI or JNI call is
+/// GarbageCollectionFinish (`live`): in the collector's pause, where no JVMTI or JNI call is
 /// allowed; it only counts the collection.
 unsafe extern "C" fn on_collection_end(_jvmti: *mut sys::jvmtiEnv) {
     crate::callback::guard_callback(|| {
         if let Some(_pass) = GATE.enter() {
             table().collection_ended();
-        }
-    })
-}
-
-/// ObjectFree: a tagged object was collected (during the GC on JDK 11–16, later on a
-/// service thread on 17+); only raw-monitor-level work is allowed, and this does none.
-unsafe extern "C" fn on_object_free(_jvmti: *mut sys::jvmtiEnv, tag: sys::jlong) {
-    crate::callback::guard_callback(|| {
-        if let Some(_pass) = GATE.enter() {
-            FREES.fetch_add(1, Ordering::Relaxed);
-            table().freed(tag);
         }
     })
 }

@@ -82,25 +82,15 @@ impl OwnEnv {
         Ok(())
     }
 
-    /// Turns the enabled events off (callbacks already running may still be inside), except
-    /// ObjectFree, which stays on until the environment is disposed of.
-    ///
-    /// Why: turning ObjectFree off (or on) makes HotSpot (17.0.5+, 21, 25) flush pending
-    /// ObjectFree events, and if the Service Thread is posting some at that moment the caller
-    /// waits for it without letting a safepoint begin, while the Service Thread stops for
-    /// the safepoint a GC asked for between two callbacks: the JVM hangs. Seen here on JDK 17
-    /// with exact allocation recording under a GC-heavy load. Disposing of the environment
-    /// turns its callbacks off without that flush.
+    /// Turns the enabled events off (callbacks already running may still be inside). No
+    /// engine enables ObjectFree: turning it off, or disposing of an environment with it on,
+    /// can hang HotSpot 17.0.5+ (see [`crate::heap::live`]).
     pub fn disable(&mut self) {
-        self.events.retain(|&event| {
-            if event == sys::JVMTI_EVENT_OBJECT_FREE {
-                return true;
-            }
+        for event in self.events.drain(..) {
             if let Err(e) = self.env.set_event_enabled(event, false) {
                 log!("{e}");
             }
-            false
-        });
+        }
     }
 }
 

@@ -5,12 +5,14 @@
 //! - `env`: a JVMTI environment of one's own (histogram, alloc and lock engines), disposed of
 //!   with its tags and capabilities at the end.
 //! - `sites`: allocation sites — sampled allocations summed per (class, stack), the live ones
-//!   tracked by tag — for the alloc and lock engines' profiles and the SITES report.
+//!   tracked — for the alloc and lock engines' profiles and the SITES report.
+//! - `live`: following sampled objects until they are collected, with weak references.
 //! - `roots`: paths from the GC roots to chosen objects (the leak report's suspects).
 //! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
 pub mod env;
 pub mod histogram;
+pub mod live;
 pub mod roots;
 pub mod sites;
 pub mod stack;

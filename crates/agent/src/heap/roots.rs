@@ -5,8 +5,12 @@
 //! by reading the referrer's fields with JNI: no Java code runs), the array index, or the kind
 //! of root (a system class, a local variable of a method, a JNI global, …).
 //!
+//! A path from a long-lived root (a class, a JNI global) is preferred over a shorter one from a
+//! root that lasts one call (a local variable, a JNI local of a native method, a held monitor):
+//! what keeps a leak alive is what outlives the call that happened to hold it while the walk ran.
+//!
 //! The walk pauses the application while it runs, as a heap dump does: it stops once every
-//! chosen object is reached, or after [`MOST_VISITED`] objects. Its tags stay on the objects
+//! chosen object is reached from a long-lived root, or after [`MOST_VISITED`] objects. Its tags stay on the objects
 //! until the environment is disposed of, so it runs in the alloc engine's environment just
 //! before the engine disposes of it.
 
@@ -37,6 +41,26 @@ struct Link {
     method: sys::jmethodID,
     /// References from a root to it on this path.
     depth: u32,
+    /// Whether the path starts at a root that lasts one call (see [`lasts_one_call`]).
+    transient: bool,
+}
+
+impl Link {
+    /// Which of two links to keep: the smaller, a long-lived root first, then the shorter.
+    fn rank(&self) -> (bool, u32) {
+        (self.transient, self.depth)
+    }
+}
+
+/// Roots that hold an object only while a call runs or a lock is held.
+fn lasts_one_call(kind: sys::jvmtiHeapReferenceKind) -> bool {
+    matches!(
+        kind,
+        sys::JVMTI_HEAP_REFERENCE_STACK_LOCAL
+            | sys::JVMTI_HEAP_REFERENCE_JNI_LOCAL
+            | sys::JVMTI_HEAP_REFERENCE_MONITOR
+            | sys::JVMTI_HEAP_REFERENCE_THREAD
+    )
 }
 
 /// What the walk has found so far; the callback's user data.
@@ -44,24 +68,36 @@ struct Walk {
     next_tag: i64,
     links: HashMap<i64, Link>,
     targets: HashSet<i64>,
+    /// Targets not yet reached from a long-lived root.
     left: usize,
 }
 
 impl Walk {
     /// An object tagged `tag` (0: untagged) reached through `link`: its tag from now on, and
     /// whether to follow its references, stop, or skip them. The walk goes depth first, so an
-    /// object reached again by a shorter path takes that path (a depth recorded on a path
-    /// only ever shrinks, and always exceeds its referrer's: no path can loop).
+    /// object reached again by a better path (see [`Link::rank`]) takes that path (a rank
+    /// recorded on a path only ever shrinks, and always exceeds its referrer's: no path can
+    /// loop).
     fn reached(&mut self, tag: i64, mut link: Link) -> (i64, sys::jint) {
         const VISIT: sys::jint = sys::JVMTI_VISIT_OBJECTS as sys::jint;
         const ABORT: sys::jint = sys::JVMTI_VISIT_ABORT as sys::jint;
-        link.depth = match link.from {
-            0 => 0,
-            from => self.links.get(&from).map_or(u32::MAX - 1, |l| l.depth) + 1,
+        (link.transient, link.depth) = match link.from {
+            0 => (lasts_one_call(link.kind), 0),
+            from => self
+                .links
+                .get(&from)
+                .map_or((true, u32::MAX - 1), |l| (l.transient, l.depth + 1)),
         };
-        if let Some(known) = self.links.get_mut(&tag) {
-            if link.depth < known.depth {
-                *known = link;
+        if let Some(&known) = self.links.get(&tag) {
+            // A path recorded from a short-lived root may have come to start at a long-lived
+            // one since, when a referrer on it was reached again: ask before replacing it.
+            let better =
+                link.rank() < known.rank() && (!link.transient || self.starts_short_lived(known));
+            if better {
+                self.links.insert(tag, link);
+                if known.transient && !link.transient && self.settled(tag) {
+                    return (tag, ABORT);
+                }
             }
             return (tag, VISIT);
         }
@@ -76,13 +112,29 @@ impl Walk {
             tag => tag,
         };
         self.links.insert(tag, link);
-        if self.targets.contains(&tag) {
-            self.left -= 1;
-            if self.left == 0 {
-                return (tag, ABORT);
-            }
+        if !link.transient && self.settled(tag) {
+            return (tag, ABORT);
         }
         (tag, VISIT)
+    }
+
+    /// Whether the path through `link` starts at a short-lived root now. Ends: the depths
+    /// recorded along a path fall.
+    fn starts_short_lived(&self, mut link: Link) -> bool {
+        while let Some(&referrer) = self.links.get(&link.from) {
+            link = referrer;
+        }
+        link.transient
+    }
+
+    /// Notes that `tag` is now reached from a long-lived root; true when it was the last
+    /// target to be.
+    fn settled(&mut self, tag: i64) -> bool {
+        if !self.targets.contains(&tag) {
+            return false;
+        }
+        self.left -= 1;
+        self.left == 0
     }
 
     /// The links from a root to `target`, root first; None if the walk did not reach it.
@@ -145,6 +197,7 @@ unsafe extern "C" fn on_reference(
                 index,
                 method,
                 depth: 0,
+                transient: false,
             };
             let (new_tag, answer) = walk.reached(*tag, link);
             *tag = new_tag;
@@ -187,10 +240,14 @@ pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, Vec<String
         return HashMap::new();
     }
     log!(
-        "leaks: the walk reached {} objects, {} of {} chosen ones",
+        "leaks: the walk reached {} objects, {} of {} chosen ones ({} from a long-lived root)",
         walk.links.len(),
+        targets
+            .iter()
+            .filter(|t| walk.links.contains_key(t))
+            .count(),
+        walk.targets.len(),
         walk.targets.len() - walk.left,
-        walk.targets.len()
     );
     let paths: Vec<(i64, Vec<(i64, Link)>)> = targets
         .iter()
@@ -374,6 +431,7 @@ mod tests {
             index: 0,
             method: std::ptr::null_mut(),
             depth: 0,
+            transient: false,
         }
     }
 
@@ -417,5 +475,40 @@ mod tests {
             walk.reached(9, link(list, sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT)),
             (9, abort)
         );
+    }
+
+    #[test]
+    fn a_long_lived_root_wins_over_a_shorter_path_from_a_local_variable() {
+        let mut walk = Walk {
+            next_tag: FIRST_WALK_TAG,
+            links: HashMap::new(),
+            targets: HashSet::from([7]),
+            left: 1,
+        };
+        let visit = sys::JVMTI_VISIT_OBJECTS as sys::jint;
+        let abort = sys::JVMTI_VISIT_ABORT as sys::jint;
+        // A local variable holds the map that holds 7: the walk goes on.
+        let (map, _) = walk.reached(0, link(0, sys::JVMTI_HEAP_REFERENCE_JNI_LOCAL));
+        assert_eq!(
+            walk.reached(7, link(map, sys::JVMTI_HEAP_REFERENCE_FIELD)),
+            (7, visit)
+        );
+        // A class's static field holds the same map: its path now starts at the class, and
+        // 7, reached through it, is settled.
+        let (class, _) = walk.reached(0, link(0, sys::JVMTI_HEAP_REFERENCE_SYSTEM_CLASS));
+        let (holder, _) = walk.reached(0, link(class, sys::JVMTI_HEAP_REFERENCE_CLASS_LOADER));
+        walk.reached(map, link(holder, sys::JVMTI_HEAP_REFERENCE_STATIC_FIELD));
+        let path: Vec<i64> = walk.path(7).unwrap().iter().map(|s| s.0).collect();
+        assert_eq!(path, [class, holder, map, 7]);
+        // A shorter way from a local variable does not take it back; one from the class does
+        // and ends the walk.
+        let (local, _) = walk.reached(0, link(0, sys::JVMTI_HEAP_REFERENCE_STACK_LOCAL));
+        walk.reached(7, link(local, sys::JVMTI_HEAP_REFERENCE_FIELD));
+        assert_eq!(walk.path(7).unwrap().len(), 4);
+        assert_eq!(
+            walk.reached(7, link(class, sys::JVMTI_HEAP_REFERENCE_STATIC_FIELD)),
+            (7, abort)
+        );
+        assert_eq!(walk.path(7).unwrap().len(), 2);
     }
 }

@@ -22,7 +22,7 @@ use jtap_protocol::Options;
 use super::Caller;
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
-use crate::heap::sites::{self, Part, RawFrame, SiteTable};
+use crate::heap::sites::{self, Part, RawFrame, SiteTable, Tracked};
 use crate::heap::stack;
 use crate::sampling::methods;
 use crate::sampling::native::Symbolizer;
@@ -127,8 +127,8 @@ impl Sites {
 
     /// Records a call at its site, on the calling thread (inside [`super::on_hooked_thread`]):
     /// `leaf` as the leaf frame, then the caller's native and Java frames; `count` calls of
-    /// total `weight`; with `tag`, tracked as live until [`SiteTable::freed`].
-    pub fn record(&self, caller: &Caller, leaf: &str, count: f64, weight: f64, tag: Option<i64>) {
+    /// total `weight`; with `block` (its address), tracked as live until [`SiteTable::freed`].
+    pub fn record(&self, caller: &Caller, leaf: &str, count: f64, weight: f64, block: Option<i64>) {
         let Some(_pass) = self.gate.enter() else {
             return;
         };
@@ -154,9 +154,12 @@ impl Sites {
         }
         let table = self.table();
         let class = table.intern(leaf);
-        let tag = tag.filter(|_| table.reserve_tag().is_some());
+        // A block is tracked by its address, until freed.
+        let tracked = block
+            .filter(|_| table.reserve_id().is_some())
+            .map(|id| Tracked { id, weak: 0 });
         // Inside a hooked C function: the thread's virtual thread is not looked up.
-        table.record(class, &frames[..total], count, weight, tag, || None);
+        table.record(class, &frames[..total], count, weight, tracked, || None);
     }
 
     /// The sites recorded so far as a profile (`part`: all of them, or what is still live),

@@ -220,6 +220,34 @@ impl Jni {
         }
     }
 
+    /// A weak global reference to `object` (a live reference), or None when the VM has no
+    /// memory for it.
+    pub fn new_weak(self, object: sys::jobject) -> Option<sys::jweak> {
+        // SAFETY: valid env; object is a live reference.
+        let weak = unsafe { jni!(self.0, NewWeakGlobalRef(object)) }.unwrap_or(ptr::null_mut());
+        self.clear_exception();
+        (!weak.is_null()).then_some(weak)
+    }
+
+    /// Whether the GC cleared `weak` (its object was collected).
+    pub fn is_cleared(self, weak: sys::jweak) -> bool {
+        // SAFETY: valid env; a weak global reference not deleted yet. A collected object's
+        // weak reference is the same object as null.
+        (unsafe { jni!(self.0, IsSameObject(weak, ptr::null_mut())) }) == Some(1)
+    }
+
+    /// A local reference to `weak`'s object, or null once it was collected.
+    pub fn local_of(self, weak: sys::jweak) -> sys::jobject {
+        // SAFETY: valid env; a weak global reference not deleted yet.
+        unsafe { jni!(self.0, NewLocalRef(weak)) }.unwrap_or(ptr::null_mut())
+    }
+
+    /// Deletes a weak global reference, once.
+    pub fn delete_weak_ref(self, weak: sys::jweak) {
+        // SAFETY: valid env; the caller owns `weak` and deletes it only here.
+        unsafe { jni!(self.0, DeleteWeakGlobalRef(weak)) };
+    }
+
     /// Deletes a local reference (null is ignored).
     pub fn delete_local(self, object: sys::jobject) {
         if !object.is_null() {

@@ -123,6 +123,7 @@ pub fn spawn(
         reporter.flush_calls();
         done.finished.store(true, Ordering::SeqCst);
     })
+    .map(drop)
     .map_err(|e| format!("cannot start the jtap-trace thread: {e}"))
 }
 

@@ -201,9 +201,9 @@ fn as_profile(report: &Sites) -> Profile {
     profile
 }
 
-/// A full collection through the attach `jcmd GC.run`. The objects it frees reach the engine
-/// as ObjectFree events: during the collection on JDK 11–16; on 17+ a little later, from the
-/// Service Thread, and the engine waits for them to stop arriving before its report.
+/// A full collection through the attach `jcmd GC.run`. The collection clears the weak
+/// references of the objects it frees, and the engine's last sweep, at the stop, takes them
+/// out of the live counts.
 fn full_gc(pid: u32, timeout: Duration) -> anyhow::Result<()> {
     let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
     let mut reply = vm.execute(&Request::new("jcmd", ["GC.run".to_string()]))?;

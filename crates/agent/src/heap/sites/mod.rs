@@ -9,18 +9,19 @@
 //! its shard. Nothing that can block on the VM — no JNI, no JVMTI — is ever done while a
 //! shard is locked: callbacks make their JVMTI calls first and only then record, so a
 //! safepoint can never stop a thread that holds a shard (which the GC thread, delivering
-//! ObjectFree on JDK 11–16, might need). Recording is allocation-free for a site already
+//! the sweep of collected objects, might need). Recording is allocation-free for a site already
 //! known: classes are interned to a [`ClassId`] once ([`SiteTable::intern`]), a site is found
 //! by a cheap hash of its class and frames and compared in place, and only a new site's key
 //! is copied to the heap.
 //!
 //! Memory is bounded: at most [`MAX_SITES`] distinct sites (further new sites are counted as
-//! dropped) and at most [`MAX_LIVE`] (or [`MAX_LIVE_EXACT`]) tracked live objects (further ones are not tagged and are
-//! counted as untracked).
+//! dropped) and at most [`MAX_LIVE`] (or [`MAX_LIVE_EXACT`]) tracked live objects (further
+//! ones are not tracked and are counted as untracked).
 //!
-//! Live objects (alloc engine, `live`): each sampled object gets a fresh tag; ObjectFree
-//! removes it. What is still in the table at a dump is what is still alive (or not yet seen
-//! to be freed: a collection must have run for a dead object to be reported freed).
+//! Live objects ([`Tracked`]): the alloc engine gives each sampled object an id and a weak
+//! reference, and [`SiteTable::sweep`] removes those whose reference the GC cleared; the
+//! nativemem engine tracks blocks by address and calls [`SiteTable::freed`]. What is still in
+//! the table at a dump is what is still alive (or not yet seen to be freed).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -48,17 +49,17 @@ pub const MAX_SITES: usize = 100_000;
 /// Most live objects tracked at a time by default (sampled objects).
 pub const MAX_LIVE: usize = 1 << 18;
 /// Most live objects tracked at a time when every allocation is recorded (`exact`): about
-/// 40 bytes each in this table and as much again in the JVM's tag map.
+/// 40 bytes each in this table and about as much again in the JVM (its weak reference).
 pub const MAX_LIVE_EXACT: usize = 1 << 21;
 
 /// A frame as JVMTI's GetStackTrace gives it: jmethodID (as an address) and location (the
 /// bytecode index, -1 for a native method).
 pub type RawFrame = (usize, i64);
 
-/// The shard of the live table holding `tag`: tags are counters (alloc) or block addresses
+/// The shard of the live table holding `id`: ids are counters (alloc) or block addresses
 /// (nativemem, whose low bits are all zero), so the bits are mixed first.
-fn live_shard(tag: i64) -> usize {
-    ((tag as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+fn live_shard(id: i64) -> usize {
+    ((id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
 }
 
 /// Where something happened: the class (JVM signature), the thread (with
@@ -140,10 +141,21 @@ struct Key {
 /// and when it was born.
 struct Live {
     site: Option<Arc<Key>>,
+    /// The object's weak reference (0: none, the owner calls [`SiteTable::freed`]).
+    weak: usize,
     count: f64,
     weight: f64,
     /// Collections that had ended when it was allocated.
     born: u32,
+}
+
+/// A live object or block to follow until it is freed: its id (unique while tracked: a
+/// counter from [`SiteTable::reserve_id`], or a block's address) and, for a Java object, a
+/// JNI weak global reference to it (the table only holds it; its owner makes and deletes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tracked {
+    pub id: i64,
+    pub weak: usize,
 }
 
 /// One shard's sites, by [`site_hash`]; sites whose hashes collide share a bucket.
@@ -180,11 +192,13 @@ struct Classes {
 pub struct SiteTable {
     shards: Vec<Mutex<Shard>>,
     live: Vec<Mutex<HashMap<i64, Live, BuildHasherDefault<Mix>>>>,
+    /// Held through a sweep: two sweeps at once could both test a reference one deletes.
+    sweeping: Mutex<()>,
     classes: Mutex<Classes>,
     sites: AtomicUsize,
     live_objects: AtomicUsize,
     live_limit: AtomicUsize,
-    next_tag: AtomicI64,
+    next_id: AtomicI64,
     next_shard: AtomicUsize,
     /// Keep each sample in the event log.
     timeline: AtomicBool,
@@ -259,11 +273,12 @@ impl SiteTable {
             live: (0..SHARDS)
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
+            sweeping: Mutex::new(()),
             classes: Mutex::new(Classes::default()),
             sites: AtomicUsize::new(0),
             live_objects: AtomicUsize::new(0),
             live_limit: AtomicUsize::new(MAX_LIVE),
-            next_tag: AtomicI64::new(1),
+            next_id: AtomicI64::new(1),
             next_shard: AtomicUsize::new(0),
             timeline: AtomicBool::new(false),
             threads: AtomicBool::new(false),
@@ -409,8 +424,8 @@ impl SiteTable {
             .collect()
     }
 
-    /// A fresh tag for an object about to be tracked, or None when the live table is full.
-    pub fn reserve_tag(&self) -> Option<i64> {
+    /// A fresh id for an object about to be tracked, or None when the live table is full.
+    pub fn reserve_id(&self) -> Option<i64> {
         if self.live_objects.fetch_add(1, Ordering::SeqCst)
             >= self.live_limit.load(Ordering::Relaxed)
         {
@@ -418,17 +433,17 @@ impl SiteTable {
             self.untracked.fetch_add(1, Ordering::Relaxed);
             return None;
         }
-        Some(self.next_tag.fetch_add(1, Ordering::Relaxed))
+        Some(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Gives back a tag reserved but not used (tagging failed).
-    pub fn release_tag(&self) {
+    /// Gives back an id reserved but not used.
+    pub fn release_id(&self) {
         self.live_objects.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Records one sample at a site (`class`, interned, and `frames`, top first) standing for
-    /// `count` events of total `weight`; with `tag`, the object carrying that tag is tracked
-    /// until [`SiteTable::freed`]. With a timeline, `virtual_thread` tells the virtual thread
+    /// `count` events of total `weight`; with `tracked`, that object is tracked until
+    /// [`SiteTable::freed`] or [`SiteTable::sweep`] removes it. With a timeline, `virtual_thread` tells the virtual thread
     /// the calling thread runs, if any, whose sample it then is. Allocates only for a site
     /// (or a virtual thread) seen for the first time.
     pub fn record(
@@ -437,7 +452,7 @@ impl SiteTable {
         frames: &[RawFrame],
         count: f64,
         weight: f64,
-        tag: Option<i64>,
+        tracked: Option<Tracked>,
         virtual_thread: impl FnOnce() -> Option<Mounted>,
     ) {
         let logs = self.timeline.load(Ordering::Relaxed)
@@ -478,7 +493,7 @@ impl SiteTable {
                 if let Some(event) = event {
                     shard.log.push((key.clone(), event));
                 }
-                Ok(tag.map(|_| key.clone()))
+                Ok(tracked.map(|_| key.clone()))
             } else if self.sites.fetch_add(1, Ordering::SeqCst) < MAX_SITES {
                 let key = Arc::new(Key {
                     class,
@@ -496,7 +511,7 @@ impl SiteTable {
                 if let Some(event) = event {
                     shard.log.push((key.clone(), event));
                 }
-                Ok(tag.map(|_| key))
+                Ok(tracked.map(|_| key))
             } else {
                 self.sites.fetch_sub(1, Ordering::SeqCst);
                 Err(())
@@ -505,46 +520,96 @@ impl SiteTable {
         if site.is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(tag) = tag {
-            // Tracked even when its site was dropped: the tag must still be accounted for.
+        if let Some(tracked) = tracked {
+            // Tracked even when its site was dropped: the object must still be accounted for.
             let live = Live {
                 site: site.unwrap_or(None),
+                weak: tracked.weak,
                 count,
                 weight,
                 born: self.collections(),
             };
-            lock(&self.live[live_shard(tag)]).insert(tag, live);
+            lock(&self.live[live_shard(tracked.id)]).insert(tracked.id, live);
         }
     }
 
-    /// ObjectFree: the object with `tag` is gone.
-    pub fn freed(&self, tag: i64) {
-        if lock(&self.live[live_shard(tag)]).remove(&tag).is_some() {
+    /// The block or object `id` is gone.
+    pub fn freed(&self, id: i64) {
+        if lock(&self.live[live_shard(id)]).remove(&id).is_some() {
             self.live_objects.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// The tags of up to `most` of `site`'s oldest survivors.
-    pub fn survivor_tags(&self, site: &SiteKey, most: usize) -> Vec<i64> {
+    /// Removes the tracked objects whose weak reference `collected` says the GC cleared, and
+    /// returns those references for the caller to delete. `collected` runs with no shard
+    /// locked (it calls into the VM, which may stop the thread for a safepoint).
+    pub fn sweep(&self, mut collected: impl FnMut(usize) -> bool) -> Vec<usize> {
+        let _one_at_a_time = lock(&self.sweeping);
+        let mut gone = Vec::new();
+        for shard in &self.live {
+            let held: Vec<(i64, usize)> = lock(shard)
+                .iter()
+                .filter(|(_, live)| live.weak != 0)
+                .map(|(&id, live)| (id, live.weak))
+                .collect();
+            let dead: Vec<(i64, usize)> = held.into_iter().filter(|&(_, w)| collected(w)).collect();
+            if dead.is_empty() {
+                continue;
+            }
+            let mut shard = lock(shard);
+            for (id, weak) in dead {
+                if shard.remove(&id).is_some() {
+                    self.live_objects.fetch_sub(1, Ordering::SeqCst);
+                    gone.push(weak);
+                }
+            }
+        }
+        gone
+    }
+
+    /// Stops tracking every object and returns their weak references for the caller to
+    /// delete.
+    pub fn untrack_all(&self) -> Vec<usize> {
+        let _one_at_a_time = lock(&self.sweeping);
+        let mut weak = Vec::new();
+        for shard in &self.live {
+            let mut shard = lock(shard);
+            weak.extend(shard.values().map(|live| live.weak).filter(|&w| w != 0));
+            self.live_objects.fetch_sub(shard.len(), Ordering::SeqCst);
+            shard.clear();
+        }
+        weak
+    }
+
+    /// Up to `most` of `site`'s oldest survivors.
+    pub fn survivors(&self, site: &SiteKey, most: usize) -> Vec<Tracked> {
         let Some(class) = lock(&self.classes).ids.get(&*site.class).copied() else {
             return Vec::new();
         };
         let now = self.collections();
         let min_age = self.survivor_age.load(Ordering::SeqCst).max(1);
         let thread = site.thread.unwrap_or(0);
-        let mut found: Vec<(u32, i64)> = Vec::new();
+        let mut found: Vec<(u32, Tracked)> = Vec::new();
         for shard in &self.live {
-            found.extend(lock(shard).iter().filter_map(|(&tag, live)| {
+            found.extend(lock(shard).iter().filter_map(|(&id, live)| {
                 let key = live.site.as_ref()?;
                 let same = key.class == class
                     && key.thread == thread
                     && key.label == site.label
                     && key.frames == site.frames;
-                (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, tag))
+                let tracked = Tracked {
+                    id,
+                    weak: live.weak,
+                };
+                (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, tracked))
             }));
         }
-        found.sort_unstable();
-        found.into_iter().take(most).map(|(_, tag)| tag).collect()
+        found.sort_unstable_by_key(|&(born, tracked)| (born, tracked.id));
+        found
+            .into_iter()
+            .take(most)
+            .map(|(_, tracked)| tracked)
+            .collect()
     }
 
     /// Tracked live objects now.

@@ -56,8 +56,8 @@ fn sums_per_site_across_threads_and_tracks_live_objects() {
             std::thread::spawn(move || {
                 let (bytes, string) = (table.intern("[B"), table.intern("Ljava/lang/String;"));
                 for _ in 0..100 {
-                    let tag = table.reserve_tag();
-                    table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tag, || None);
+                    let tracked = table.reserve_id().map(by_id);
+                    table.record(bytes, &raw(&[1, 2]), 2.0, 100.0, tracked, || None);
                     table.record(string, &raw(&[3]), 1.0, 24.0, None, || None);
                 }
             })
@@ -65,10 +65,10 @@ fn sums_per_site_across_threads_and_tracks_live_objects() {
         .collect();
     threads.into_iter().for_each(|t| t.join().unwrap());
     assert_eq!(table.live_objects(), 400);
-    for tag in 1..=100 {
-        table.freed(tag);
+    for id in 1..=100 {
+        table.freed(id);
     }
-    table.freed(100_000); // unknown tags are ignored
+    table.freed(100_000); // unknown ids are ignored
     assert_eq!(table.live_objects(), 300);
     let mut sites = table.snapshot();
     sites.sort_by(|a, b| a.key.cmp(&b.key));
@@ -217,8 +217,8 @@ fn the_table_is_bounded() {
     for i in 0..MAX_SITES + 10 {
         table.record(ints, &raw(&[i]), 1.0, 16.0, None, || None);
     }
-    let tag = table.reserve_tag();
-    table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tag, || None);
+    let tracked = table.reserve_id().map(by_id);
+    table.record(ints, &raw(&[MAX_SITES + 20]), 1.0, 16.0, tracked, || None);
     assert_eq!(table.snapshot().len(), MAX_SITES);
     assert_eq!(table.dropped.load(Ordering::SeqCst), 11);
     assert_eq!(
@@ -226,7 +226,7 @@ fn the_table_is_bounded() {
         1,
         "a dropped site's object is still tracked"
     );
-    table.freed(tag.unwrap());
+    table.freed(tracked.unwrap().id);
     assert_eq!(table.live_objects(), 0);
 }
 
@@ -294,17 +294,27 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     let table = SiteTable::new();
     table.rank_survivors(2);
     let (kept, churned) = (table.intern("Lapp/Kept;"), table.intern("[B"));
-    let mut young = Vec::new();
-    // Ten collections: each interval leaks one object and makes ten that die at the next.
+    let mut young: Vec<usize> = Vec::new();
+    // Ten collections: each interval leaks one object and makes ten that die at the next,
+    // found by a sweep of their weak references (here, fake ones: the id).
     for _ in 0..10 {
-        table.record(kept, &raw(&[1]), 1.0, 100.0, table.reserve_tag(), || None);
-        for tag in young.drain(..) {
-            table.freed(tag);
-        }
+        let kept_object = table.reserve_id().map(|id| Tracked {
+            id,
+            weak: id as usize,
+        });
+        table.record(kept, &raw(&[1]), 1.0, 100.0, kept_object, || None);
+        let mut gone = table.sweep(|weak| young.contains(&weak));
+        gone.sort_unstable();
+        assert_eq!(gone, young);
+        young.clear();
         for _ in 0..10 {
-            let tag = table.reserve_tag().unwrap();
-            table.record(churned, &raw(&[2]), 1.0, 100.0, Some(tag), || None);
-            young.push(tag);
+            let id = table.reserve_id().unwrap();
+            let churn = Tracked {
+                id,
+                weak: id as usize,
+            };
+            table.record(churned, &raw(&[2]), 1.0, 100.0, Some(churn), || None);
+            young.push(id as usize);
         }
         table.collection_ended();
     }
@@ -337,4 +347,24 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     let plain = sites_report(&sites, recorded, None, (10, 1), name);
     assert_eq!(plain.sites[0].class, "byte[]");
     assert_eq!(plain.sites[0].survivors, None);
+}
+
+/// An object tracked by id alone.
+fn by_id(id: i64) -> Tracked {
+    Tracked { id, weak: 0 }
+}
+
+#[test]
+fn untracking_hands_back_every_weak_reference_once() {
+    let table = SiteTable::new();
+    let ints = table.intern("[I");
+    for weak in [0, 7, 9] {
+        let tracked = table.reserve_id().map(|id| Tracked { id, weak });
+        table.record(ints, &raw(&[1]), 1.0, 16.0, tracked, || None);
+    }
+    assert_eq!(table.sweep(|weak| weak == 7), [7]);
+    assert_eq!(table.live_objects(), 2);
+    assert_eq!(table.untrack_all(), [9]);
+    assert_eq!(table.live_objects(), 0);
+    assert!(table.untrack_all().is_empty());
 }
