@@ -3,13 +3,57 @@
 //! first, with objects born between most of the collections and their paths from a GC root
 //! through the static list that keeps them, and the collected sites do not show. The same on
 //! a real program: an embedded Jetty whose one endpoint keeps a record per request in a
-//! session map and whose other makes an equal record and lets it go (`real.JettyLeak`).
+//! session map and whose other makes an equal record and lets it go (`real.JettyLeak`);
+//! there the JFR output's `jdk.OldObjectSample` events, as the JDK's `jfr` tool reads them,
+//! hold the same objects and referrers.
 
 mod common;
+
+use std::path::Path;
+use std::process::Command;
 
 use common::{agent_library, jtap, real_program_with, JETTY_JARS};
 use jtap_testkit::{jdks, JavaProcess};
 use serde_json::Value;
+
+/// The steps of a path from a GC root, root first.
+fn steps(path: &Value) -> Vec<&str> {
+    path["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect()
+}
+
+/// The `jdk.OldObjectSample` events of `recording`, as `jfr print --json` of the first JDK
+/// that has the tool (17+) reads them.
+fn old_object_samples(recording: &Path) -> Vec<Value> {
+    let jdk = jdks().iter().find(|j| j.version >= 17).expect("a JDK 17+");
+    let output = Command::new(jdk.home.join("bin/jfr"))
+        .args(["print", "--json", "--events", "OldObjectSample"])
+        .arg(recording)
+        .output()
+        .expect("run jfr");
+    assert!(output.status.success(), "{output:?}");
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    json["recording"]["events"].as_array().unwrap().clone()
+}
+
+/// How an old object is held, as `jfr` reads the event: the field names and array indexes
+/// from the object up to the root's object.
+fn referrers(event: &Value) -> Vec<String> {
+    let mut held = Vec::new();
+    let mut object = &event["values"]["object"];
+    while let Some(reference) = object.get("referrer").filter(|r| !r.is_null()) {
+        held.push(match reference["field"]["name"].as_str() {
+            Some(name) => name.to_string(),
+            None => format!("[{}]", reference["array"]["index"]),
+        });
+        object = &reference["object"];
+    }
+    held
+}
 
 /// The first frame of a listed site.
 fn top_frame(site: &Value) -> &str {
@@ -71,12 +115,15 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
         let paths = first["paths"].as_array().unwrap();
         assert!(!paths.is_empty(), "JDK {}: no path: {json}", jdk.version);
         for path in paths {
-            let steps: Vec<&str> = path
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect();
+            // A 2 KiB array, older than the two collections it survived.
+            assert!(
+                path["array_length"] == 2048
+                    && path["bytes"].as_u64().is_some_and(|b| b >= 2048)
+                    && path["age_ns"].as_u64().is_some_and(|age| age > 0),
+                "JDK {}: {path}",
+                jdk.version
+            );
+            let steps = steps(path);
             let through = steps
                 .iter()
                 .position(|s| *s == "static CACHE: java.util.ArrayList");
@@ -121,6 +168,7 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
         let dir = tempfile::tempdir().unwrap();
         let flame = dir.path().join("leak.collapsed");
         let page = dir.path().join("leak.html");
+        let recording = dir.path().join("leak.jfr");
         let json = jtap([
             "sites",
             &pid,
@@ -129,6 +177,8 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
             flame.to_str().unwrap(),
             "-o",
             page.to_str().unwrap(),
+            "-o",
+            recording.to_str().unwrap(),
             "-d",
             "8s",
             "--alloc-interval",
@@ -167,16 +217,31 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
         let paths = first["paths"].as_array().unwrap();
         assert!(!paths.is_empty(), "JDK {v}: no path: {json}");
         for path in paths {
-            let steps: Vec<&str> = path
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s.as_str().unwrap())
-                .collect();
+            let steps = steps(path);
             assert!(
                 steps.contains(&"static SESSIONS: java.util.concurrent.ConcurrentHashMap")
                     && steps.last().is_some_and(|s| s.ends_with(": byte[]")),
                 "JDK {v}: {steps:?}"
+            );
+        }
+        // JFR has one old object sample per path of the suspects: the leaking site's are
+        // records allocated in `remember`, held through the session map.
+        let samples = old_object_samples(&recording);
+        let all_paths: usize = sites
+            .iter()
+            .map(|s| s["paths"].as_array().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(samples.len(), all_paths, "JDK {v}: {samples:?}");
+        let remembered: Vec<&Value> = samples
+            .iter()
+            .filter(|s| s["values"]["stackTrace"]["frames"][0]["method"]["name"] == "remember")
+            .collect();
+        assert_eq!(remembered.len(), paths.len(), "JDK {v}: {samples:?}");
+        for sample in remembered {
+            assert!(
+                sample["values"]["object"]["type"]["name"] == "[B"
+                    && referrers(sample).iter().any(|r| r == "SESSIONS"),
+                "JDK {v}: {sample}"
             );
         }
         // The records made at the same rate and let go are not suspects.

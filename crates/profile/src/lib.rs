@@ -14,10 +14,12 @@ pub mod event;
 pub mod export;
 pub mod import;
 mod jfr;
+mod leak;
 mod model;
 mod select;
 
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
+pub use leak::{OldObject, PathStep, Via};
 pub use model::virtual_thread_key;
 pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 // Fx hashing: frames and stacks are hashed once per sample, and nobody picks them to collide.
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::leak::OldObject;
+
 /// What kind of code a frame stands for; exporters colour and annotate by it.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -288,6 +290,7 @@ pub struct Profile {
     log: Vec<LoggedSample>,
     thread_names: BTreeMap<u32, String>,
     calls: Vec<TracedCall>,
+    old_objects: Vec<OldObject>,
 }
 
 /// A method call a trace reported beside the profile (a slow call, for a slow-call profile):
@@ -526,6 +529,16 @@ impl Profile {
         self.calls.push(call);
     }
 
+    /// The old objects of a leak report recorded with the profile, in the order added.
+    pub fn old_objects(&self) -> &[OldObject] {
+        &self.old_objects
+    }
+
+    /// Records an old object (its stack must be this profile's).
+    pub fn add_old_object(&mut self, object: OldObject) {
+        self.old_objects.push(object);
+    }
+
     /// Number of distinct stacks.
     pub fn stack_count(&self) -> usize {
         self.stacks.len()
@@ -585,6 +598,11 @@ impl Profile {
     /// through `stacks` (whose counts are already added).
     fn take_log_of(&mut self, other: &Profile, stacks: &[StackId]) {
         self.calls.extend(other.calls.iter().cloned());
+        self.old_objects
+            .extend(other.old_objects.iter().map(|object| OldObject {
+                stack: stacks[object.stack as usize],
+                ..object.clone()
+            }));
         for sample in &other.log {
             self.append_logged(LoggedSample {
                 stack: stacks[sample.stack as usize],

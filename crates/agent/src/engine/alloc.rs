@@ -53,16 +53,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
-use jtap_protocol::records::sites::{Leaks, Recording};
+use jtap_protocol::records::sites::{Leaks, Recording, RootPath};
 use jtap_protocol::records::Record;
 use jtap_protocol::{JavaStacks, Options};
 
 use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
-use crate::heap::live::{self, Sweeper};
+use crate::heap::live::{self, Examined, Sweeper};
 use crate::heap::roots;
-use crate::heap::sites::{self, ClassId, Part, SiteTable, Tracked};
+use crate::heap::sites::{self, ClassId, Part, SiteTable};
 use crate::heap::stack;
 use crate::thread::Vm;
 use crate::trace::ffi::Jni;
@@ -339,20 +339,38 @@ impl Run {
         };
         let snapshot = table().snapshot();
         let suspects = sites::leak_suspects(&snapshot);
-        let chosen: Vec<Vec<Tracked>> = suspects
+        let chosen: Vec<Vec<Examined>> = suspects
             .iter()
             .take(SUSPECTS_WALKED)
-            .map(|site| table().survivors(&site.key, PATHS_PER_SUSPECT))
+            .map(|site| {
+                let survivors = table().survivors(&site.key, PATHS_PER_SUSPECT);
+                live::examine(self.own.env(), jni, &survivors)
+            })
             .collect();
-        let survivors: Vec<Tracked> = chosen.iter().flatten().copied().collect();
-        let targets = live::tag_survivors(self.own.env(), jni, &survivors);
+        let targets: Vec<i64> = chosen
+            .iter()
+            .flatten()
+            .map(|e| e.survivor.object.id)
+            .collect();
+        let taken_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         let started = Instant::now();
         let paths = roots::paths_to(self.own.env(), jni, &targets);
         log!("alloc: paths from GC roots in {:?}", started.elapsed());
         for (site, objects) in report.sites.iter_mut().zip(&chosen) {
             site.paths = objects
                 .iter()
-                .filter_map(|o| paths.get(&o.id).cloned())
+                .filter_map(|object| {
+                    let allocated_ns = object.survivor.allocated_ns;
+                    Some(RootPath {
+                        steps: paths.get(&object.survivor.object.id)?.clone(),
+                        allocated_ns,
+                        age_ns: taken_ns.saturating_sub(allocated_ns),
+                        bytes: object.bytes,
+                        array_length: object.array_length,
+                    })
+                })
                 .collect();
         }
     }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use jtap_jvmti::{sys, Env};
 
-use super::sites::{SiteTable, Tracked};
+use super::sites::{SiteTable, Survivor, Tracked};
 use crate::thread::Vm;
 use crate::trace::ffi::Jni;
 
@@ -54,22 +54,45 @@ pub fn untrack_all(jni: Jni, table: &SiteTable) {
     }
 }
 
-/// Tags the objects of `survivors` still alive with their ids in `env` (for a heap walk to
-/// find them), and returns those ids.
-pub fn tag_survivors(env: &Env, jni: Jni, survivors: &[Tracked]) -> Vec<i64> {
-    let mut tagged = Vec::with_capacity(survivors.len());
-    for tracked in survivors {
-        let object = jni.local_of(tracked.weak as sys::jweak);
+/// One of the survivors [`examine`] found alive.
+pub struct Examined {
+    pub survivor: Survivor,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its length, for an array.
+    pub array_length: Option<u32>,
+}
+
+/// The objects of `survivors` still alive, each tagged with its id in `env` (for a heap walk
+/// to find them), with its size and, for an array, its length.
+pub fn examine(env: &Env, jni: Jni, survivors: &[Survivor]) -> Vec<Examined> {
+    let mut alive = Vec::with_capacity(survivors.len());
+    for &survivor in survivors {
+        let object = jni.local_of(survivor.object.weak as sys::jweak);
         if object.is_null() {
             continue;
         }
         // SAFETY: `object` is a live local reference of this thread.
-        if unsafe { env.set_tag(object, tracked.id) }.is_ok() {
-            tagged.push(tracked.id);
-        }
+        let tagged = unsafe { env.set_tag(object, survivor.object.id) }.is_ok();
+        // SAFETY: as above.
+        let bytes = unsafe { env.object_size(object) }.unwrap_or(0).max(0) as u64;
+        let class = jni.object_class(object);
+        let is_array = !class.is_null()
+            && jni
+                .class_signature(env, class)
+                .is_some_and(|s| s.starts_with('['));
+        jni.delete_local(class);
+        let array_length = is_array.then(|| jni.array_length(object) as u32);
         jni.delete_local(object);
+        if tagged {
+            alive.push(Examined {
+                survivor,
+                bytes,
+                array_length,
+            });
+        }
     }
-    tagged
+    alive
 }
 
 /// The thread that sweeps `table` whenever a collection ended since its last sweep.

@@ -25,12 +25,15 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_client::AgentError;
-use jtap_profile::{Frame as StackFrame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_profile::{
+    Frame as StackFrame, FrameKind, Metadata, OldObject, PathStep, Profile, StackCounts,
+};
+use jtap_protocol::records::sites::Recording;
 use jtap_protocol::records::{Record, Sites};
 use jtap_protocol::{Action, Ended, Event, Frame, Options};
 
@@ -166,13 +169,25 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
 }
 
 /// The sites of a report as a profile of their live bytes (of their old survivors in a leak
-/// report), each stack ending in the class allocated.
+/// report, with the old objects whose paths from a GC root it found), each stack ending in
+/// the class allocated.
 fn as_profile(report: &Sites) -> Profile {
     let leaks = report.sites.iter().any(|s| s.survivors.is_some());
+    let seconds = match report.recorded {
+        Recording::Exact { seconds, .. } | Recording::Sampled { seconds, .. } => seconds,
+    };
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
     let mut profile = Profile::new(Metadata {
         event: "alloc".into(),
         engine: if leaks { "leaks" } else { "sites" }.into(),
         weight_unit: "bytes".into(),
+        // No later than the first old object's allocation, which the agent timed.
+        start_time_ns: (report.sites.iter().flat_map(|s| &s.paths))
+            .map(|path| path.allocated_ns)
+            .fold(now_ns.saturating_sub((seconds * 1e9) as u64), u64::min),
+        duration_ns: (seconds * 1e9) as u64,
         ..Metadata::default()
     });
     for site in &report.sites {
@@ -196,7 +211,19 @@ fn as_profile(report: &Sites) -> Profile {
             weight: amount.bytes.round() as u64,
             events: amount.objects.round() as u64,
         };
-        profile.add_frame_counts(&frames, counts);
+        let stack = profile.add_frame_counts(&frames, counts);
+        for path in &site.paths {
+            let steps = path.steps.iter().enumerate();
+            profile.add_old_object(OldObject {
+                stack,
+                class: site.class.clone(),
+                allocated_ns: path.allocated_ns,
+                age_ns: path.age_ns,
+                bytes: path.bytes,
+                array_length: path.array_length,
+                path: steps.map(|(i, s)| PathStep::parse(s, i == 0)).collect(),
+            });
+        }
     }
     profile
 }

@@ -53,6 +53,20 @@ pub mod id {
     pub const MALLOC: u64 = 27;
     /// `jdk.types.ClassLoader`.
     pub const CLASS_LOADER: u64 = 15;
+    /// `short`.
+    pub const SHORT: u64 = 16;
+    /// `jdk.OldObjectSample`.
+    pub const OLD_OBJECT_SAMPLE: u64 = 28;
+    /// `jdk.types.OldObject`.
+    pub const OLD_OBJECT: u64 = 30;
+    /// `jdk.types.Reference`: how an old object is referred to, and by what.
+    pub const REFERENCE: u64 = 31;
+    /// `jdk.types.OldObjectArray`.
+    pub const OLD_OBJECT_ARRAY: u64 = 32;
+    /// `jdk.types.OldObjectField`.
+    pub const OLD_OBJECT_FIELD: u64 = 33;
+    /// `jdk.types.OldObjectGcRoot`.
+    pub const OLD_OBJECT_GC_ROOT: u64 = 34;
     /// `jdk.jfr.Label`.
     pub const LABEL: u64 = 40;
     /// `jdk.jfr.Timestamp`.
@@ -193,6 +207,7 @@ pub const TYPES: &[Type] = &[
     plain(id::INT, "int", &[]),
     plain(id::BOOLEAN, "boolean", &[]),
     plain(id::STRING, "java.lang.String", &[]),
+    plain(id::SHORT, "short", &[]),
     annotation(id::LABEL, "jdk.jfr.Label", VALUE),
     annotation(id::TIMESTAMP, "jdk.jfr.Timestamp", VALUE),
     annotation(id::TIMESPAN, "jdk.jfr.Timespan", VALUE),
@@ -380,6 +395,76 @@ pub const TYPES: &[Type] = &[
             EVENT_THREAD,
             STACK_TRACE,
             pooled("method", id::METHOD, "Method"),
+        ],
+    ),
+    plain(
+        id::OLD_OBJECT,
+        "jdk.types.OldObject",
+        &[
+            field("address", id::LONG, "Memory Address"),
+            pooled("type", id::CLASS, "Java Class"),
+            field("description", id::STRING, "Object Description"),
+            pooled("referrer", id::REFERENCE, "Referrer Object"),
+        ],
+    ),
+    plain(
+        id::REFERENCE,
+        "jdk.types.Reference",
+        &[
+            pooled("array", id::OLD_OBJECT_ARRAY, "Array Information"),
+            pooled("field", id::OLD_OBJECT_FIELD, "Field Information"),
+            pooled("object", id::OLD_OBJECT, "Object"),
+            field("skip", id::INT, "Skip Value"),
+        ],
+    ),
+    plain(
+        id::OLD_OBJECT_ARRAY,
+        "jdk.types.OldObjectArray",
+        &[
+            field("size", id::INT, "Array Size"),
+            field("index", id::INT, "Index"),
+        ],
+    ),
+    plain(
+        id::OLD_OBJECT_FIELD,
+        "jdk.types.OldObjectField",
+        &[
+            field("name", id::STRING, "Field"),
+            field("modifiers", id::SHORT, "Field Modifiers"),
+        ],
+    ),
+    plain(
+        id::OLD_OBJECT_GC_ROOT,
+        "jdk.types.OldObjectGcRoot",
+        &[
+            field("description", id::STRING, "Root Description"),
+            field("system", id::STRING, "System"),
+            field("type", id::STRING, "Type"),
+        ],
+    ),
+    event(
+        id::OLD_OBJECT_SAMPLE,
+        "jdk.OldObjectSample",
+        "Old Object Sample",
+        PROFILING,
+        &[
+            START_TIME,
+            DURATION,
+            EVENT_THREAD,
+            STACK_TRACE,
+            with_unit(
+                field("allocationTime", id::LONG, "Allocation Time"),
+                Unit::Timestamp,
+            ),
+            with_unit(field("objectSize", id::LONG, "Object Size"), Unit::Bytes),
+            with_unit(field("objectAge", id::LONG, "Object Age"), Unit::Timespan),
+            with_unit(
+                field("lastKnownHeapUsage", id::LONG, "Last Known Heap Usage"),
+                Unit::Bytes,
+            ),
+            pooled("object", id::OLD_OBJECT, "Object"),
+            field("arrayElements", id::INT, "Array Elements"),
+            pooled("root", id::OLD_OBJECT_GC_ROOT, "GC Root"),
         ],
     ),
     event(

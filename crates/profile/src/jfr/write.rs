@@ -7,7 +7,9 @@
 //! `jdk.ThreadPark`, with their duration, native memory samples `profiler.Malloc` (as
 //! async-profiler names them) with their size and no address (jtap keeps none per sample;
 //! the `--live` part of a profile is not written). Traced calls kept with a profile (a slow-call
-//! profile's calls) become `jdk.MethodTrace` events. A profile without an event log (read from a format
+//! profile's calls) become `jdk.MethodTrace` events, and a leak report's old objects
+//! `jdk.OldObjectSample` events, each with its chain of referrers up to its GC root (as the
+//! JDK's leak profiler writes them, for JDK Mission Control's memory leak page). A profile without an event log (read from a format
 //! without times) gives its stacks' samples at the recording's start.
 //!
 //! Threads are known by their kernel id, which is also written as the Java thread id; a virtual
@@ -19,6 +21,7 @@ use super::chunk::{Chunk, Pool};
 use super::encoding::Out;
 use super::types::id;
 use crate::event::JfrType as Kind;
+use crate::leak::{OldObject, Via};
 use crate::model::{Frame, FrameKind, Profile, StackCounts, StackId, TracedCall, VIRTUAL_THREAD};
 
 /// The recording of `profiles` (one per event of a session).
@@ -41,6 +44,11 @@ pub fn render(profiles: &[&Profile]) -> Vec<u8> {
             if written.insert(call) {
                 recording.call(profile, call);
             }
+        }
+    }
+    for (index, profile) in profiles.iter().enumerate() {
+        for object in profile.old_objects() {
+            recording.old_object(index, profile, object);
         }
     }
     recording.finish()
@@ -71,6 +79,11 @@ struct Pools {
     stack_keys: HashMap<(usize, StackId), u64>,
     frame_types: Pool,
     thread_states: Pool,
+    old_objects: Pool,
+    references: Pool,
+    old_object_arrays: Pool,
+    old_object_fields: Pool,
+    gc_roots: Pool,
 }
 
 /// Frame types, by the key of their pool entry.
@@ -309,6 +322,52 @@ impl Recording {
         self.chunk.event(id::METHOD_TRACE, call.end_ns(), &fields);
     }
 
+    /// An old object as a `jdk.OldObjectSample` event: its referrers are written root first,
+    /// each `jdk.types.OldObject` pointing to the `jdk.types.Reference` that holds it.
+    fn old_object(&mut self, index: usize, profile: &Profile, object: &OldObject) {
+        let frames: Vec<&Frame> = profile
+            .stack(object.stack)
+            .iter()
+            .map(|&f| profile.frame(f))
+            .collect();
+        let trace = self.pools.stack_trace(index, object.stack, &frames);
+        let (mut referrer, mut held) = (0, 0);
+        let mut root = 0;
+        for (i, step) in object.path.iter().enumerate() {
+            let reference = match &step.via {
+                Via::Root(kind) => {
+                    root = self.pools.gc_root(kind);
+                    0
+                }
+                via => self.pools.reference(via, referrer),
+            };
+            // The object itself is the path's last step (or the only one known).
+            let class = match i + 1 == object.path.len() {
+                true => object.class.as_str(),
+                false => step.class.as_str(),
+            };
+            held = self.pools.old(class, reference);
+            referrer = held;
+        }
+        if held == 0 {
+            held = self.pools.old(&object.class, 0);
+        }
+        let taken_ns = object.allocated_ns.saturating_add(object.age_ns);
+        let mut fields = Out::default();
+        fields.long(taken_ns.saturating_sub(self.start_ns) as i64);
+        fields.long(0); // duration
+        fields.varint(0); // no event thread
+        fields.varint(trace);
+        fields.long(object.allocated_ns.saturating_sub(self.start_ns) as i64);
+        fields.long(object.bytes as i64);
+        fields.long(object.age_ns as i64);
+        fields.long(0); // heap usage: not known
+        fields.varint(held);
+        fields.int(object.array_length.map_or(i32::MIN, |n| n as i32));
+        fields.varint(root);
+        self.chunk.event(id::OLD_OBJECT_SAMPLE, taken_ns, &fields);
+    }
+
     fn finish(self) -> Vec<u8> {
         let p = &self.pools;
         self.chunk.finish(&[
@@ -320,11 +379,75 @@ impl Recording {
             (id::STACK_TRACE, &p.stack_traces),
             (id::FRAME_TYPE, &p.frame_types),
             (id::THREAD_STATE, &p.thread_states),
+            (id::OLD_OBJECT, &p.old_objects),
+            (id::REFERENCE, &p.references),
+            (id::OLD_OBJECT_ARRAY, &p.old_object_arrays),
+            (id::OLD_OBJECT_FIELD, &p.old_object_fields),
+            (id::OLD_OBJECT_GC_ROOT, &p.gc_roots),
         ])
     }
 }
 
 impl Pools {
+    /// A `jdk.types.OldObject` of class `class` (`class app.Cache` for a class object)
+    /// referred to by `referrer` (0: none, a root).
+    fn old(&mut self, class: &str, referrer: u64) -> u64 {
+        let (class_key, description) = match class.strip_prefix("class ") {
+            Some(name) => (self.class("java.lang.Class"), name),
+            None => (self.class(class), ""),
+        };
+        let mut entry = Out::default();
+        entry.long(0); // address: not known
+        entry.varint(class_key);
+        entry.string(description);
+        entry.varint(referrer);
+        self.old_objects.push(entry)
+    }
+
+    /// A `jdk.types.Reference` from the old object `from` through `via` (an element of an
+    /// array, or a field).
+    fn reference(&mut self, via: &Via, from: u64) -> u64 {
+        let (mut array, mut field) = (0, 0);
+        match via {
+            Via::Element(index) => {
+                let mut entry = Out::default();
+                entry.int(-1); // the array's size: not known
+                entry.int(*index as i32);
+                array = self.old_object_arrays.push(entry);
+            }
+            Via::Field(name) | Via::StaticField(name) | Via::Other(name) | Via::Root(name) => {
+                let mut entry = Out::default();
+                entry.string(name);
+                // ACC_STATIC for a static field; nothing else is known.
+                entry.varint(u64::from(matches!(via, Via::StaticField(_))) * 8);
+                field = self.old_object_fields.push(entry);
+            }
+        }
+        let mut entry = Out::default();
+        entry.varint(array);
+        entry.varint(field);
+        entry.varint(from);
+        entry.int(0); // no hops skipped
+        self.references.push(entry)
+    }
+
+    /// A `jdk.types.OldObjectGcRoot` of a root of `kind` (as leak reports name them).
+    fn gc_root(&mut self, kind: &str) -> u64 {
+        let (system, root_type) = match kind {
+            "system class" => ("Class Loader Data", "Unknown"),
+            "JNI global reference" => ("Strong OopStorage", "Global JNI Handle"),
+            "JNI local reference" => ("Threads", "Local JNI Handle"),
+            "monitor held" | "thread" => ("Threads", "Unknown"),
+            kind if kind.starts_with("local variable") => ("Threads", "Stack Variable"),
+            _ => ("Unknown", "Unknown"),
+        };
+        let mut entry = Out::default();
+        entry.string(kind);
+        entry.string(system);
+        entry.string(root_type);
+        self.gc_roots.push(entry)
+    }
+
     fn symbol(&mut self, s: &str) -> u64 {
         if let Some(&key) = self.symbol_keys.get(s) {
             return key;

@@ -100,10 +100,27 @@ pub struct Site {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub survivors: Option<Survivors>,
     /// With `leaks`, for the first suspects: paths from a GC root to a few of their oldest
-    /// objects, each step as `how: class` (`system class: class app.Cache`, `static CACHE:
-    /// java.util.ArrayList`, `.elementData: java.lang.Object[]`, `[12]: byte[]`).
+    /// objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub paths: Vec<Vec<String>>,
+    pub paths: Vec<RootPath>,
+}
+
+/// A path from a GC root to one old object of a site, and what is known of the object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RootPath {
+    /// Root first, each step as `how: class` (`system class: class app.Cache`, `static CACHE:
+    /// java.util.ArrayList`, `.elementData: java.lang.Object[]`, `[12]: byte[]`, `local
+    /// variable of app.Main.run: app.Cache`).
+    pub steps: Vec<String>,
+    /// When the object was allocated, in nanoseconds since the Unix epoch.
+    pub allocated_ns: u64,
+    /// How old it was when the path was taken, in nanoseconds.
+    pub age_ns: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Its length, for an array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_length: Option<u32>,
 }
 
 impl Sites {
@@ -223,8 +240,14 @@ impl Sites {
                 let _ = writeln!(text, "{:>50}at {frame}", "");
             }
             for path in &site.paths {
-                let _ = writeln!(text, "{:>50}path from a GC root:", "");
-                for step in path {
+                let _ = writeln!(
+                    text,
+                    "{:>50}path from a GC root to one of {} bytes, {:.1} s old:",
+                    "",
+                    path.bytes,
+                    path.age_ns as f64 / 1e9
+                );
+                for step in &path.steps {
                     let _ = writeln!(text, "{:>52}{step}", "");
                 }
             }

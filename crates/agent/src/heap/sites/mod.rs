@@ -147,6 +147,8 @@ struct Live {
     weight: f64,
     /// Collections that had ended when it was allocated.
     born: u32,
+    /// When it was allocated, in nanoseconds since the Unix epoch.
+    born_ns: u64,
 }
 
 /// A live object or block to follow until it is freed: its id (unique while tracked: a
@@ -156,6 +158,14 @@ struct Live {
 pub struct Tracked {
     pub id: i64,
     pub weak: usize,
+}
+
+/// One of a site's oldest live objects (see [`SiteTable::survivors`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Survivor {
+    pub object: Tracked,
+    /// When it was allocated, in nanoseconds since the Unix epoch.
+    pub allocated_ns: u64,
 }
 
 /// One shard's sites, by [`site_hash`]; sites whose hashes collide share a bucket.
@@ -221,6 +231,13 @@ pub struct SiteTable {
 
 thread_local! {
     static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -469,10 +486,12 @@ impl SiteTable {
             false => 0,
         };
         let hash = site_hash(class, thread, label, frames);
+        let time_ns = match logs || tracked.is_some() {
+            true => now_ns(),
+            false => 0,
+        };
         let event = logs.then(|| SiteEvent {
-            time_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
+            time_ns,
             tid: tid.unwrap_or(0),
             count,
             weight,
@@ -528,6 +547,7 @@ impl SiteTable {
                 count,
                 weight,
                 born: self.collections(),
+                born_ns: time_ns,
             };
             lock(&self.live[live_shard(tracked.id)]).insert(tracked.id, live);
         }
@@ -582,14 +602,14 @@ impl SiteTable {
     }
 
     /// Up to `most` of `site`'s oldest survivors.
-    pub fn survivors(&self, site: &SiteKey, most: usize) -> Vec<Tracked> {
+    pub fn survivors(&self, site: &SiteKey, most: usize) -> Vec<Survivor> {
         let Some(class) = lock(&self.classes).ids.get(&*site.class).copied() else {
             return Vec::new();
         };
         let now = self.collections();
         let min_age = self.survivor_age.load(Ordering::SeqCst).max(1);
         let thread = site.thread.unwrap_or(0);
-        let mut found: Vec<(u32, Tracked)> = Vec::new();
+        let mut found: Vec<(u32, Survivor)> = Vec::new();
         for shard in &self.live {
             found.extend(lock(shard).iter().filter_map(|(&id, live)| {
                 let key = live.site.as_ref()?;
@@ -597,18 +617,21 @@ impl SiteTable {
                     && key.thread == thread
                     && key.label == site.label
                     && key.frames == site.frames;
-                let tracked = Tracked {
-                    id,
-                    weak: live.weak,
+                let survivor = Survivor {
+                    object: Tracked {
+                        id,
+                        weak: live.weak,
+                    },
+                    allocated_ns: live.born_ns,
                 };
-                (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, tracked))
+                (same && now.saturating_sub(live.born) >= min_age).then_some((live.born, survivor))
             }));
         }
-        found.sort_unstable_by_key(|&(born, tracked)| (born, tracked.id));
+        found.sort_unstable_by_key(|&(born, survivor)| (born, survivor.object.id));
         found
             .into_iter()
             .take(most)
-            .map(|(_, tracked)| tracked)
+            .map(|(_, survivor)| survivor)
             .collect()
     }
 
