@@ -464,3 +464,95 @@ fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
     }
     assert!(jvm.is_running());
 }
+
+/// With request labels (`--by`), each period goes to Pyroscope as one series per label,
+/// tagged `label=VALUE`, the label's samples without their label frame, and one series of
+/// the rest: `workloads.Requests` labelled by its endpoint.
+#[test]
+fn pushed_periods_tag_each_request_label_as_a_series() {
+    agent_library();
+    let (port, received) = receiver();
+    let jdk = jdks()
+        .iter()
+        .find(|j| j.version == 21)
+        .unwrap_or(&jdks()[0]);
+    let mut jvm = JavaProcess::start(jdk, "workloads.Requests");
+    let pid = jvm.pid().to_string();
+    let start = jtap([
+        "profile",
+        "start",
+        &pid,
+        "-e",
+        "cpu",
+        "-i",
+        "2ms",
+        "--by",
+        "workloads.Requests::handle=arg1",
+        "--loop",
+        "2s",
+        "--push",
+        &format!("http://127.0.0.1:{port}"),
+        "--app",
+        "shop",
+    ]);
+    assert_eq!(start.code, 0, "{start:?}");
+    std::thread::sleep(Duration::from_millis(6500));
+    let stop = jtap(["profile", "stop", &pid, "--format", "summary"]);
+    assert_eq!(stop.code, 0, "{stop:?}");
+    std::thread::sleep(Duration::from_millis(1000)); // the last period's push
+    let received = received.lock().unwrap();
+    let mut names: Vec<String> = Vec::new();
+    for ingest in received.iter() {
+        let name = ingest
+            .query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("name="))
+            .unwrap_or("")
+            .to_string();
+        let profiles =
+            jtap_profile::import::read(&ingest.jfr, Path::new("push.jfr"), &Default::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(label) = name.strip_prefix("shop%7Blabel%3D") {
+            // A label's series: its work, no label frame left.
+            let work = match label {
+                "%2Fcompute%7D" => "computeInPlace",
+                "%2Fpool%7D" => "poolWork",
+                "%2Fthread%7D" => "threadWork",
+                other => panic!("an unknown label series {other}"),
+            };
+            let stacks = profiles[0].stacks();
+            let frames = |stack: &[u32]| -> Vec<String> {
+                stack
+                    .iter()
+                    .map(|&f| profiles[0].frame(f).name.clone())
+                    .collect()
+            };
+            assert!(
+                stacks
+                    .iter()
+                    .all(|(s, _)| !frames(s)[0].starts_with("[label=")),
+                "{name}"
+            );
+            assert!(
+                stacks
+                    .iter()
+                    .any(|(s, _)| frames(s).contains(&format!("workloads.Requests.{work}"))),
+                "{name}: no {work} sample"
+            );
+        } else {
+            assert_eq!(name, "shop%7B%7D");
+        }
+        names.push(name);
+    }
+    for series in [
+        "shop%7B%7D",
+        "shop%7Blabel%3D%2Fcompute%7D",
+        "shop%7Blabel%3D%2Fpool%7D",
+    ] {
+        assert!(
+            names.iter().any(|n| n == series),
+            "no {series} in {names:?}"
+        );
+    }
+    assert!(jvm.is_running());
+}

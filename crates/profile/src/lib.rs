@@ -25,4 +25,4 @@ pub use model::{
     Counter, Frame, FrameId, FrameKind, LoggedSample, Metadata, Profile, StackCounts, StackId,
     TracedCall, LABEL_PREFIX, MAX_LOGGED, VIRTUAL_THREAD,
 };
-pub use select::Selection;
+pub use select::{Labels, Selection};

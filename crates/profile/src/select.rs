@@ -32,8 +32,20 @@ pub struct Selection {
     pub exclude: Option<Regex>,
     /// Put each sample's thread (`[name tid=N]`) at the root of its stack.
     pub threads: bool,
-    /// Keep only the samples of this request label (`--by`), without the label's frame.
-    pub label: Option<String>,
+    /// Which request labels' samples to keep (`--by`).
+    pub labels: Labels,
+}
+
+/// Which request labels' samples a [`Selection`] keeps.
+#[derive(Debug, Default, Clone)]
+pub enum Labels {
+    /// Every sample, labels kept as root frames.
+    #[default]
+    All,
+    /// The samples of this label, without the label's frame.
+    Only(String),
+    /// The samples of none of these labels (unlabelled ones too), labels kept.
+    NoneOf(Vec<String>),
 }
 
 impl Selection {
@@ -41,7 +53,7 @@ impl Selection {
     /// it).
     pub fn of_label(by: &str) -> Selection {
         Selection {
-            label: Some(by.strip_prefix(LABEL_PREFIX).unwrap_or(by).to_string()),
+            labels: Labels::Only(by.strip_prefix(LABEL_PREFIX).unwrap_or(by).to_string()),
             ..Selection::default()
         }
     }
@@ -53,16 +65,18 @@ impl Selection {
 
     fn keeps(&self, frames: &[&Frame]) -> bool {
         let any = |re: &Regex| frames.iter().any(|f| re.is_match(&f.name));
-        let labelled =
-            |label: &String| frames.first().and_then(|f| f.label_text()) == Some(label.as_str());
-        self.label.as_ref().is_none_or(labelled)
-            && self.include.as_ref().is_none_or(any)
-            && !self.exclude.as_ref().is_some_and(any)
+        let label = frames.first().and_then(|f| f.label_text());
+        let labelled = match &self.labels {
+            Labels::All => true,
+            Labels::Only(only) => label == Some(only.as_str()),
+            Labels::NoneOf(others) => label.is_none_or(|l| !others.iter().any(|o| o == l)),
+        };
+        labelled && self.include.as_ref().is_none_or(any) && !self.exclude.as_ref().is_some_and(any)
     }
 
     /// Frames kept at the root of a stack kept: all but a selected label's.
     fn skipped(&self) -> usize {
-        usize::from(self.label.is_some())
+        usize::from(matches!(self.labels, Labels::Only(_)))
     }
 }
 

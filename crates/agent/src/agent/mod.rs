@@ -24,7 +24,7 @@ mod watcher;
 use crate::channel::{Channel, ClientSink};
 
 use crate::engine::{self, Context, Engine, Report, Resource};
-use crate::push::{Contents, Period, Pusher};
+use crate::push::{Contents, Period, Pusher, MOST_SERIES};
 use crate::rotation::{Ended, Rotation};
 use crate::sampling;
 use crate::session::Session;
@@ -141,7 +141,7 @@ impl Recording {
                 from: seconds(period.began),
                 until: seconds(period.ended).max(seconds(period.began) + 1),
                 contents: match pusher.takes_jfr() {
-                    true => Contents::Jfr(Report::render_jfr(reports)),
+                    true => Contents::Jfr(Report::render_jfr_by_label(reports, MOST_SERIES)),
                     false => Contents::Profiles(
                         reports
                             .iter()

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jtap_jvmti::{Capabilities, Env};
-use jtap_profile::{event, ExportOptions, Format, Profile};
+use jtap_profile::{event, Counter, ExportOptions, Format, Labels, Profile, Selection};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Event, Options};
 
@@ -109,6 +109,49 @@ impl Report {
             .next()
             .map(|(_, bytes)| bytes)
             .unwrap_or_default()
+    }
+
+    /// The results as JFR recordings, one per request label (`--by`) for the labels with
+    /// the most samples, at most `most`, each without its label frame; and one (label None)
+    /// with the rest: the samples outside any label, and those of the other labels with their
+    /// label at the root. Without labels, one recording of everything.
+    pub fn render_jfr_by_label(reports: &[Report], most: usize) -> Vec<(Option<String>, Vec<u8>)> {
+        let mut labels: Vec<(String, u64)> = Vec::new();
+        for report in reports {
+            if let Report::Profile(profile) = report {
+                for (label, samples) in profile.labels(Counter::Samples) {
+                    match labels.iter_mut().find(|(l, _)| l == label) {
+                        Some((_, total)) => *total += samples,
+                        None => labels.push((label.to_string(), samples)),
+                    }
+                }
+            }
+        }
+        labels.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        labels.truncate(most);
+        let split: Vec<String> = labels.into_iter().map(|(label, _)| label).collect();
+        let select = |selection: &Selection| -> Vec<Report> {
+            reports
+                .iter()
+                .filter_map(|report| match report {
+                    Report::Profile(profile) => profile
+                        .select(selection)
+                        .ok()
+                        .map(|p| Report::Profile(Box::new(p))),
+                    _ => None,
+                })
+                .collect()
+        };
+        let rest = Selection {
+            labels: Labels::NoneOf(split.clone()),
+            ..Selection::default()
+        };
+        let mut series = vec![(None, Report::render_jfr(&select(&rest)))];
+        for label in split {
+            let only = select(&Selection::of_label(&label));
+            series.push((Some(label), Report::render_jfr(&only)));
+        }
+        series
     }
 
     /// The files of `file=<path>` for the results of a recording's engines: profiles
@@ -303,3 +346,62 @@ fn interval(options: &Options, default: Duration) -> Duration {
 
 /// Default interval of the CPU engines.
 const CPU_INTERVAL: Duration = Duration::from_millis(10);
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+
+    use super::Report;
+
+    #[test]
+    fn jfr_for_a_push_splits_the_heaviest_labels_into_series_of_their_own() {
+        let mut profile = Profile::new(Metadata {
+            event: "cpu".into(),
+            ..Metadata::default()
+        });
+        let work = Frame::new("app.Main.work", FrameKind::Compiled);
+        for (label, samples) in [
+            (Some("/a"), 30),
+            (Some("/b"), 20),
+            (Some("/c"), 5),
+            (None, 7),
+        ] {
+            let mut frames: Vec<Frame> = label.map(Frame::request_label).into_iter().collect();
+            frames.push(work.clone());
+            let counts = StackCounts {
+                samples,
+                weight: samples,
+                events: samples,
+            };
+            profile.add_frame_counts(&frames, counts);
+        }
+        let series = Report::render_jfr_by_label(&[Report::Profile(Box::new(profile))], 2);
+        let read = |bytes: &[u8]| {
+            let profiles =
+                jtap_profile::import::read(bytes, Path::new("p.jfr"), &Default::default()).unwrap();
+            let mut stacks: Vec<String> = profiles[0]
+                .stacks()
+                .into_iter()
+                .map(|(stack, counts)| {
+                    let names: Vec<&str> = stack
+                        .iter()
+                        .map(|&f| profiles[0].frame(f).name.as_str())
+                        .collect();
+                    format!("{} {}", names.join(";"), counts.samples)
+                })
+                .collect();
+            stacks.sort();
+            stacks
+        };
+        let labels: Vec<Option<&str>> = series.iter().map(|(l, _)| l.as_deref()).collect();
+        assert_eq!(labels, [None, Some("/a"), Some("/b")]);
+        assert_eq!(
+            read(&series[0].1),
+            ["[label=/c];app.Main.work 5", "app.Main.work 7"]
+        );
+        assert_eq!(read(&series[1].1), ["app.Main.work 30"]);
+        assert_eq!(read(&series[2].1), ["app.Main.work 20"]);
+    }
+}

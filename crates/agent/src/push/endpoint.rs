@@ -31,8 +31,9 @@ pub struct Endpoint {
     pub(super) port: u16,
     /// Path of the ingest endpoint, `/ingest` unless the URL says otherwise.
     pub(super) path: String,
-    /// `app{k=v,...}`, URL-encoded.
-    pub(super) name: String,
+    /// The application's name and its `k=v` labels: the ingest name is `app{k=v,...}`.
+    pub(super) app: String,
+    pub(super) pairs: Vec<String>,
     /// OTLP's resource attributes: `service.name` (the app) and the labels.
     pub(super) resource: Vec<(String, String)>,
     /// User and password of the URL (`https://user:password@host`), percent-decoded.
@@ -111,12 +112,30 @@ impl Endpoint {
             host: host.to_string(),
             port,
             path: path.to_string(),
-            name: url_encode(&format!("{app}{{{}}}", pairs.join(","))),
+            app: app.to_string(),
+            pairs,
             resource: std::iter::once(service)
                 .chain(labels.iter().cloned())
                 .collect(),
             userinfo,
         })
+    }
+
+    /// The ingest name, `app{k=v,...}` URL-encoded, with `label=VALUE` last for a request
+    /// label's series (the characters that delimit the name's parts replaced by `_`).
+    pub(super) fn name_for(&self, label: Option<&str>) -> String {
+        let mut pairs = self.pairs.clone();
+        if let Some(value) = label {
+            let value: String = value
+                .chars()
+                .map(|c| match c {
+                    '{' | '}' | ',' | '=' => '_',
+                    c => c,
+                })
+                .collect();
+            pairs.push(format!("label={value}"));
+        }
+        url_encode(&format!("{}{{{}}}", self.app, pairs.join(",")))
     }
 
     /// `Host:`'s value: the port only when it is not the scheme's own.
@@ -304,7 +323,11 @@ mod tests {
             (e.scheme, e.host.as_str(), e.port, e.path.as_str()),
             (Scheme::Http, "pyro", 4040, "/ingest")
         );
-        assert_eq!(e.name, "shop%7Benv%3Dprod%7D");
+        assert_eq!(e.name_for(None), "shop%7Benv%3Dprod%7D");
+        assert_eq!(
+            e.name_for(Some("GET /a,b")),
+            "shop%7Benv%3Dprod%2Clabel%3DGET%20%2Fa_b%7D"
+        );
         assert_eq!(e.host_header(), "pyro:4040");
         let e = Endpoint::parse("https://u%40x:p%3Aw@pyro/api/ingest", "a", &[]).unwrap();
         assert_eq!(

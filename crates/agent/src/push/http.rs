@@ -64,9 +64,10 @@ impl Client {
         format!("{}:{}", self.endpoint.host, self.endpoint.port)
     }
 
-    /// The ingest name (`app{labels}`, URL-encoded) of new periods.
-    pub fn name(&self) -> &str {
-        &self.endpoint.name
+    /// The ingest name (`app{labels}`, URL-encoded) of new periods, with `label=VALUE` for
+    /// a request label's series.
+    pub fn name_for(&self, label: Option<&str>) -> String {
+        self.endpoint.name_for(label)
     }
 
     /// What periods are sent as.

@@ -1,6 +1,7 @@
 //! `push=`: each period of a looping recording goes, as JFR, to a Grafana Pyroscope-compatible
 //! ingest endpoint (`POST /ingest?name=app{labels}&from=&until=&format=jfr`, the recording as
-//! the `jfr` part of a multipart form), or (`otlp[s]://`) as an OTLP profiles message to an
+//! the `jfr` part of a multipart form; with request labels (`--by`), one POST per label of the
+//! [`MOST_SERIES`] with the most samples, tagged `label=VALUE`, and one of the rest), or (`otlp[s]://`) as an OTLP profiles message to an
 //! OTLP/HTTP receiver (`POST /v1development/profiles`, `service.name` the app, the labels
 //! resource attributes), over `http://` or `https://` (rustls), with basic auth
 //! (the URL's `user:password@`, or `push-user=` and `push-token-file=`) or a bearer token
@@ -35,6 +36,9 @@ use spool::{Backlog, Item, Spool};
 /// Periods handed to the push thread and not yet taken by it, at most; and without a spool,
 /// the periods waiting in memory for the server, at most.
 pub const QUEUED: usize = 4;
+/// Request labels pushed as series of their own, at most (the heaviest): a label of many
+/// values (a URI with ids in it) must not make a series per request.
+pub const MOST_SERIES: usize = 16;
 /// `push-spool-max=` unless given.
 const SPOOL_MAX: u64 = 256 << 20;
 /// The first pause after a refused period, doubled at each refusal up to [`LONGEST_PAUSE`].
@@ -54,8 +58,9 @@ pub struct Period {
 
 /// A period's results.
 pub enum Contents {
-    /// Rendered as JFR, for a Pyroscope endpoint.
-    Jfr(Vec<u8>),
+    /// Rendered as JFR, for a Pyroscope endpoint: one recording per request label pushed as
+    /// a series of its own, and one (None) of the rest.
+    Jfr(Vec<(Option<String>, Vec<u8>)>),
     /// Its profiles, one per event, for an OTLP endpoint: the push thread renders them.
     Profiles(Vec<Profile>),
 }
@@ -214,16 +219,19 @@ impl Shared {
         loop {
             let (incoming, closed) = self.wait_for_work(retry.next);
             for period in incoming {
-                let item = Item {
-                    name: self.client.name().to_string(),
-                    from: period.from,
-                    until: period.until,
-                    payload: self.render(period.contents),
-                };
-                // While periods wait, new ones wait behind them: the server gets them in order.
-                let waiting = retry.next.is_some() || !backlog.is_empty();
-                if waiting || !self.deliver(&item, &mut retry) {
-                    self.keep(&mut backlog, item);
+                for (label, payload) in self.render(period.contents) {
+                    let item = Item {
+                        name: self.client.name_for(label.as_deref()),
+                        from: period.from,
+                        until: period.until,
+                        payload,
+                    };
+                    // While periods wait, new ones wait behind them: the server gets them in
+                    // order.
+                    let waiting = retry.next.is_some() || !backlog.is_empty();
+                    if waiting || !self.deliver(&item, &mut retry) {
+                        self.keep(&mut backlog, item);
+                    }
                 }
             }
             if retry.is_due() || (closed && !backlog.is_empty()) {
@@ -240,13 +248,16 @@ impl Shared {
         }
     }
 
-    /// A period's body: JFR as it came, profiles as an OTLP message.
-    fn render(&self, contents: Contents) -> Vec<u8> {
+    /// A period's bodies, each with the request label of its series: JFR as it came,
+    /// profiles as one OTLP message (where labels are sample attributes).
+    fn render(&self, contents: Contents) -> Vec<(Option<String>, Vec<u8>)> {
         match contents {
-            Contents::Jfr(bytes) => bytes,
+            Contents::Jfr(series) => series,
             Contents::Profiles(profiles) => {
                 let profiles: Vec<&Profile> = profiles.iter().collect();
-                jtap_profile::export::otlp::render_for(&profiles, self.client.resource())
+                let message =
+                    jtap_profile::export::otlp::render_for(&profiles, self.client.resource());
+                vec![(None, message)]
             }
         }
     }

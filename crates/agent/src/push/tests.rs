@@ -10,7 +10,7 @@ fn period(from: u64) -> Period {
     Period {
         from,
         until: from + 1,
-        contents: Contents::Jfr(vec![0; 1000]),
+        contents: Contents::Jfr(vec![(None, vec![0; 1000])]),
     }
 }
 

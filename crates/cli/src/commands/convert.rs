@@ -64,10 +64,10 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<i32> {
         include: pattern(&args.include)?,
         exclude: pattern(&args.exclude)?,
         threads: args.threads,
-        label: args
+        labels: args
             .by
             .as_deref()
-            .and_then(|by| Selection::of_label(by).label),
+            .map_or_else(Default::default, |by| Selection::of_label(by).labels),
     };
     args.output.check()?;
     let bytes =

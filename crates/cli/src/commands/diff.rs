@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use jtap_profile::export::diff;
-use jtap_profile::{write_atomically, Counter, ExportOptions, Profile, Selection};
+use jtap_profile::{write_atomically, Counter, ExportOptions, Profile, Selection, LABEL_PREFIX};
 
 use crate::exit;
 
@@ -130,7 +130,7 @@ fn labelled(profile: Profile, label: Option<&str>, path: &Path) -> anyhow::Resul
     if selected.total_samples() > 0 {
         return Ok(selected);
     }
-    let label = selection.label.unwrap_or_default();
+    let label = label.strip_prefix(LABEL_PREFIX).unwrap_or(label);
     let labels: Vec<&str> = (profile.labels(Counter::Samples).into_iter())
         .map(|(label, _)| label)
         .collect();
