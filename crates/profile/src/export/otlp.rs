@@ -8,7 +8,8 @@
 //! pprof sample types; tables are shared in the `ProfilesDictionary`, each with its zero
 //! entry at index 0 as the format requires. A Java frame's function is its method (the
 //! descriptor in `system_name`), its location the line sampled, and every location says its
-//! kind of code in the `profile.frame.type` attribute (`jvm`, `native`, `kernel`).
+//! kind of code in the `profile.frame.type` attribute (`jvm`, `native`, `kernel`). A request
+//! label (`--by`, a stack's root frame) becomes its samples' `label` attribute.
 //! The messages are hand-written prost structs, the fields jtap fills, official tags.
 
 use std::collections::HashMap;
@@ -101,6 +102,8 @@ struct ValueType {
 struct Sample {
     #[prost(int32, tag = "1")]
     stack_index: i32,
+    #[prost(int32, repeated, tag = "2")]
+    attribute_indices: Vec<i32>,
     #[prost(int64, repeated, tag = "4")]
     values: Vec<i64>,
 }
@@ -178,6 +181,7 @@ struct Tables<'p> {
     locations: HashMap<&'p Frame, i32>,
     stacks: HashMap<Vec<i32>, i32>,
     frame_types: HashMap<&'static str, i32>,
+    labels: HashMap<&'p str, i32>,
 }
 
 impl<'p> Tables<'p> {
@@ -197,7 +201,25 @@ impl<'p> Tables<'p> {
             locations: HashMap::new(),
             stacks: HashMap::new(),
             frame_types: HashMap::new(),
+            labels: HashMap::new(),
         }
+    }
+
+    /// The `label` attribute of a request label, in the attribute table.
+    fn label(&mut self, text: &'p str) -> i32 {
+        if let Some(&index) = self.labels.get(text) {
+            return index;
+        }
+        let key_strindex = self.string("label");
+        let index = self.dictionary.attribute_table.len() as i32;
+        self.dictionary.attribute_table.push(KeyValueAndUnit {
+            key_strindex,
+            value: Some(AnyValue {
+                string_value: text.to_string(),
+            }),
+        });
+        self.labels.insert(text, index);
+        index
     }
 
     fn string(&mut self, text: &str) -> i32 {
@@ -306,13 +328,16 @@ pub fn render_for(profiles: &[&Profile], resource: &[(String, String)]) -> Vec<u
             .iter()
             .map(|frame| tables.location(frame))
             .collect();
-        let stacks: Vec<(i32, u64, u64)> = profile
+        let stacks: Vec<(i32, Vec<i32>, u64, u64)> = profile
             .stacks()
             .into_iter()
             .map(|(stack, counts)| {
+                let label = stack.first().and_then(|&f| profile.frame(f).label_text());
+                let stack = &stack[usize::from(label.is_some())..];
                 let leaf_first = stack.iter().rev().map(|&f: &FrameId| locations[f as usize]);
                 let index = tables.stack(leaf_first.collect());
-                (index, counts.events, counts.weight)
+                let attributes = label.map(|text| tables.label(text)).into_iter().collect();
+                (index, attributes, counts.events, counts.weight)
             })
             .collect();
         let [events, weight] = super::pprof::sample_types(&metadata.event, &metadata.weight_unit);
@@ -322,9 +347,10 @@ pub fn render_for(profiles: &[&Profile], resource: &[(String, String)]) -> Vec<u
                 sample_type: Some(tables.value_type(&name, &unit)),
                 samples: stacks
                     .iter()
-                    .map(|&(stack_index, events, weight)| Sample {
-                        stack_index,
-                        values: vec![[events, weight][column] as i64],
+                    .map(|(stack_index, attributes, events, weight)| Sample {
+                        stack_index: *stack_index,
+                        attribute_indices: attributes.clone(),
+                        values: vec![[*events, *weight][column] as i64],
                     })
                     .collect(),
                 time_unix_nano: metadata.start_time_ns,
@@ -403,5 +429,36 @@ mod tests {
             .map(|&l| function_of(l))
             .collect();
         assert_eq!(names, ["Main.c", "Main.main"]);
+    }
+
+    #[test]
+    fn a_request_label_is_its_samples_attribute_not_a_frame() {
+        let mut profile = Profile::new(crate::Metadata {
+            event: "cpu".into(),
+            ..crate::Metadata::default()
+        });
+        let work = Frame::new("Main.work", FrameKind::Compiled);
+        let counts = crate::StackCounts {
+            samples: 3,
+            weight: 3,
+            events: 3,
+        };
+        profile.add_frame_counts(&[Frame::request_label("/a"), work.clone()], counts);
+        profile.add_frame_counts(&[work], counts);
+        let data = ProfilesData::decode(render(&[&profile]).as_slice()).unwrap();
+        let dictionary = data.dictionary.unwrap();
+        let samples = &data.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+        // One stack, the label's samples with the attribute.
+        assert_eq!(samples[0].stack_index, samples[1].stack_index);
+        let labelled: Vec<(&str, &str)> = samples
+            .iter()
+            .flat_map(|s| &s.attribute_indices)
+            .map(|&i| {
+                let attribute = &dictionary.attribute_table[i as usize];
+                let key = dictionary.string_table[attribute.key_strindex as usize].as_str();
+                (key, attribute.value.as_ref().unwrap().string_value.as_str())
+            })
+            .collect();
+        assert_eq!(labelled, [("label", "/a")]);
     }
 }
