@@ -51,6 +51,21 @@ fn parse(text: &str, bare_seconds: bool) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// Bytes as people read them: `512 B`, `1.5 KiB`, `12.0 MiB`, ...
+pub fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

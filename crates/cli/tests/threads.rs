@@ -1,6 +1,7 @@
 //! `jtap threads` on every JDK of the matrix: the hot thread of a workload with one hot and
-//! several idle threads comes first, a thread blocked on a monitor or a ReentrantLock names
-//! the holder, the JVM's deadlocks are reported, and bad input gets a one-line error.
+//! several idle threads comes first, a thread allocating 1000 KiB/s is measured so, a thread
+//! blocked on a monitor or a ReentrantLock names the holder, the JVM's deadlocks are
+//! reported, and bad input gets a one-line error.
 
 mod common;
 
@@ -66,6 +67,21 @@ fn the_hot_thread_comes_first_and_blocked_threads_name_their_holder() {
                 jdk.version
             );
         }
+
+        // 1 KiB a millisecond, to the KiB the dump prints, over 2 s; the idle threads none.
+        let all = threads_json(&pid, &["-n", "0", "-d", "2s"]);
+        let rate = |name: &str| {
+            let rows = all["threads"].as_array().unwrap();
+            let row = rows.iter().find(|t| t["name"] == name);
+            row.and_then(|t| t["alloc_bytes_per_second"].as_f64())
+        };
+        let allocator = rate("allocator").unwrap_or(0.0) / 1024.0;
+        assert!(
+            (900.0..1100.0).contains(&allocator),
+            "JDK {}: {allocator} KiB/s: {all}",
+            jdk.version
+        );
+        assert_eq!(rate("idle-0"), Some(0.0), "JDK {}: {all}", jdk.version);
 
         let blocked = threads_json(&pid, &["--blocked", "-n", "0", "-d", "100ms"]);
         let mut waiting = names(&blocked);

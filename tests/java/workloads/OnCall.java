@@ -1,10 +1,12 @@
 package workloads;
 
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * What an on-call engineer meets: one hot thread ({@code hot-worker}) burning a core, four
- * idle ones ({@code idle-0..3}) sleeping, {@code monitor-waiter} blocked on a monitor
+ * idle ones ({@code idle-0..3}) sleeping, {@code allocator} allocating 1 KiB a millisecond
+ * (1000 KiB/s) at little CPU, {@code monitor-waiter} blocked on a monitor
  * {@code monitor-holder} keeps, and {@code lock-waiter} parked on a ReentrantLock
  * {@code lock-holder} keeps. READY once both waiters wait.
  */
@@ -12,6 +14,7 @@ public class OnCall {
     static final Object MONITOR = new Object();
     static final ReentrantLock LOCK = new ReentrantLock();
     static volatile long sink;
+    static volatile byte[] garbage;
 
     /** A field and a static for the class and inspection tools to find. */
     static int requestsServed = 42;
@@ -60,6 +63,16 @@ public class OnCall {
         for (int i = 0; i < 4; i++) {
             daemon("idle-" + i, OnCall::sleepForever);
         }
+        daemon("allocator", () -> {
+            long start = System.nanoTime();
+            for (long round = 0; ; round++) {
+                garbage = new byte[1024 - 16];
+                long ahead = round - (System.nanoTime() - start) / 1_000_000;
+                if (ahead > 0) {
+                    LockSupport.parkNanos(ahead * 1_000_000);
+                }
+            }
+        });
         Thread monitorHolder = daemon("monitor-holder", () -> {
             synchronized (MONITOR) {
                 sleepForever();

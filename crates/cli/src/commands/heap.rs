@@ -9,6 +9,7 @@ use jtap_classfile::descriptor::java_name;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use crate::units;
 use anyhow::Context;
 use comfy_table::{presets::NOTHING, CellAlignment, Table};
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
@@ -167,7 +168,7 @@ fn write_table(
         table.add_row([
             row.rank.to_string(),
             row.instances.to_string(),
-            human_bytes(row.bytes),
+            units::bytes(row.bytes),
             format!("{:.1}%", share(row.bytes)),
             row.name.clone(),
         ]);
@@ -175,7 +176,7 @@ fn write_table(
     table.add_row([
         "".into(),
         histogram.total_instances.to_string(),
-        human_bytes(histogram.total_bytes),
+        units::bytes(histogram.total_bytes),
         "100%".into(),
         format!("total ({} classes)", histogram.class_count),
     ]);
@@ -209,20 +210,6 @@ fn write_table(
         ),
     };
     writeln!(out, "{footer}")
-}
-
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

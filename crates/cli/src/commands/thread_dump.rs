@@ -1,6 +1,7 @@
-//! Reading HotSpot's thread dump (the attach operation `threaddump -l`, what `jstack -l`
-//! prints): each thread's name, native id, state, frames and monitors, and the deadlocks the
-//! JVM found. JDK 11 to 18 print the native id as `nid=0x1a2b`, JDK 19+ as `nid=6699`.
+//! Reading HotSpot's thread dump (the attach operation `threaddump -l -e`, what `jstack -l -e`
+//! prints): each thread's name, native id, bytes allocated, state, frames and monitors, and
+//! the deadlocks the JVM found. JDK 11 to 18 print the native id as `nid=0x1a2b`, JDK 19+ as
+//! `nid=6699`.
 
 use serde::Serialize;
 
@@ -17,6 +18,9 @@ pub struct DumpedThread {
     pub state_detail: String,
     /// Whether the thread is a daemon thread.
     pub daemon: bool,
+    /// Bytes the thread allocated on the Java heap since it started (`allocated=1701K` with
+    /// `-e`, to the unit printed), for Java threads.
+    pub allocated: Option<u64>,
     /// Frames, innermost first, as printed after `at `.
     pub frames: Vec<String>,
     /// The monitor or synchronizer the thread waits to enter or acquire, if any.
@@ -89,8 +93,26 @@ fn thread_header(line: &str) -> Option<DumpedThread> {
         name: rest[..name_end].to_string(),
         nid,
         daemon: attributes.split_whitespace().any(|w| w == "daemon"),
+        allocated: attributes
+            .split_whitespace()
+            .find_map(|word| byte_size(word.strip_prefix("allocated=")?)),
         ..DumpedThread::default()
     })
+}
+
+/// `1701K`, `141M`, `512B` (HotSpot's sizes in their proper unit) in bytes.
+fn byte_size(text: &str) -> Option<u64> {
+    let unit_at = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(unit_at);
+    let shift = match unit {
+        "B" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => return None,
+    };
+    number.parse::<u64>().ok().map(|n| n << shift)
 }
 
 /// A line under a thread's header: its state, a frame, or a monitor line.
@@ -155,7 +177,7 @@ mod tests {
 	- waiting to lock <0x00000000aa> (a java.lang.Object)
 	at java.lang.Thread.run(Thread.java:829)
 
-"holder" #13 daemon prio=5 os_prio=0 cpu=1ms elapsed=3s tid=0x1 nid=0x1a2c waiting on condition  [0x0]
+"holder" #13 daemon prio=5 os_prio=0 cpu=1ms elapsed=3s allocated=1701K defined_classes=505 tid=0x1 nid=0x1a2c waiting on condition  [0x0]
    java.lang.Thread.State: TIMED_WAITING (sleeping)
 	at java.lang.Thread.sleep(Native Method)
 	- locked <0x00000000aa> (a java.lang.Object)
@@ -192,6 +214,10 @@ Java stack information for the threads listed above:
         let lock = worker.waiting_for.as_ref().expect("waits");
         assert_eq!(dump.holder_of(&lock.address).map(|t| t.nid), Some(0x1a2c));
         assert!(dump.threads[1].daemon);
+        assert_eq!(worker.allocated, None);
+        assert_eq!(dump.threads[1].allocated, Some(1701 << 10));
+        assert_eq!(byte_size("141M"), Some(141 << 20));
+        assert_eq!(byte_size("512B"), Some(512));
         assert_eq!(dump.threads[1].holds.len(), 2);
         assert_eq!(dump.deadlocks, vec![vec!["a".to_string(), "b".to_string()]]);
     }

@@ -3,8 +3,10 @@
 //! thread holding it; the deadlocks the JVM found.
 //!
 //! CPU time comes from `/proc/<pid>/task/<tid>/stat` (utime + stime, read twice, without
-//! touching the JVM); names, states, stacks and locks from one thread dump (the attach
-//! operation `threaddump -l`, as `jstack -l`), joined on the native thread id (`nid`).
+//! touching the JVM); names, states, stacks and locks from a thread dump (the attach
+//! operation `threaddump -l -e`, as `jstack -l -e`), joined on the native thread id (`nid`);
+//! allocation rates from the bytes each thread allocated, which that dump and one taken at
+//! the start of the interval print (two dumps: two short safepoints).
 
 use std::collections::HashMap;
 use std::fs;
@@ -75,6 +77,10 @@ pub struct ThreadRow {
     pub cpu_percent: f64,
     /// CPU time since the thread started, in milliseconds.
     pub cpu_total_ms: u64,
+    /// Bytes allocated on the Java heap per second over the interval (Java threads seen in
+    /// both dumps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alloc_bytes_per_second: Option<f64>,
     /// Frames, innermost first (at most `--frames`).
     pub frames: Vec<String>,
     /// Frames left out.
@@ -107,6 +113,9 @@ pub fn run(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<i32> {
 pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsReport> {
     let mut vm = VirtualMachine::attach(args.pid, &AttachOptions { timeout })?;
     let process = vm.process().clone();
+    let allocated_before: HashMap<u32, u64> = (thread_dump(&mut vm)?.threads.iter())
+        .filter_map(|t| Some((t.nid, t.allocated?)))
+        .collect();
     let before = cpu_times(&process)?;
     thread::sleep(args.interval);
     let after = cpu_times(&process)?;
@@ -119,7 +128,12 @@ pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsR
         .map(|sample| {
             let used = sample.ticks - before.get(&sample.tid).map_or(0, |b| b.ticks);
             let dumped = by_nid.get(&sample.ns_tid).copied();
-            row(sample, dumped, used, ticks_per_second, args)
+            let allocated = dumped
+                .and_then(|t| Some(t.allocated?.saturating_sub(*allocated_before.get(&t.nid)?)));
+            let mut row = row(sample, dumped, used, ticks_per_second, args);
+            row.alloc_bytes_per_second =
+                allocated.map(|bytes| bytes as f64 / args.interval.as_secs_f64());
+            row
         })
         .filter(|row| selected(row, args, &blocked))
         .collect();
@@ -141,9 +155,11 @@ pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsR
     })
 }
 
-/// One thread dump with locks (`threaddump -l`, as `jstack -l`), parsed.
+/// One thread dump with locks and bytes allocated (`threaddump -l -e`, as `jstack -l -e`),
+/// parsed.
 pub fn thread_dump(vm: &mut VirtualMachine) -> anyhow::Result<ThreadDump> {
-    let mut reply = vm.execute(&Request::new("threaddump", ["-l".to_string()]))?;
+    // HotSpot reads the letters of the first argument.
+    let mut reply = vm.execute(&Request::new("threaddump", ["-le".to_string()]))?;
     let text = reply.output_to_string()?;
     if reply.status != 0 {
         anyhow::bail!(
@@ -170,6 +186,7 @@ fn row(
         state: dumped.map_or_else(String::new, |t| t.state.clone()),
         cpu_percent: 100.0 * seconds(used_ticks) / args.interval.as_secs_f64(),
         cpu_total_ms: (seconds(sample.ticks) * 1e3) as u64,
+        alloc_bytes_per_second: None,
         frames: frames[..shown].to_vec(),
         more_frames: frames.len() - shown,
     }
@@ -307,8 +324,8 @@ pub fn write_text(report: &ThreadsReport, out: &mut impl Write) -> io::Result<()
     writeln!(out)?;
     writeln!(
         out,
-        "{:>8}  {:>7}  {:>10}  {:<14} NAME",
-        "TID", "CPU%", "CPU TOTAL", "STATE"
+        "{:>8}  {:>7}  {:>10}  {:>10}  {:<14} NAME",
+        "TID", "CPU%", "CPU TOTAL", "ALLOC/s", "STATE"
     )?;
     for thread in &report.threads {
         let state = if thread.state.is_empty() {
@@ -318,10 +335,13 @@ pub fn write_text(report: &ThreadsReport, out: &mut impl Write) -> io::Result<()
         };
         writeln!(
             out,
-            "{:>8}  {:>6.1}%  {:>10}  {:<14} {}",
+            "{:>8}  {:>6.1}%  {:>10}  {:>10}  {:<14} {}",
             thread.tid,
             thread.cpu_percent,
             format!("{:.2}s", thread.cpu_total_ms as f64 / 1e3),
+            thread
+                .alloc_bytes_per_second
+                .map_or_else(|| "-".into(), |rate| units::bytes(rate as u64)),
             state,
             thread.name
         )?;
