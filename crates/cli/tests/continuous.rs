@@ -335,6 +335,18 @@ struct Ingest {
     jfr: Vec<u8>,
 }
 
+impl Ingest {
+    /// The value of `key` in the query, as sent (URL-encoded); empty when absent.
+    fn param(&self, key: &str) -> String {
+        let prefix = format!("{key}=");
+        let value = self
+            .query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&prefix));
+        value.unwrap_or("").to_string()
+    }
+}
+
 /// A Pyroscope-like `/ingest` receiver on a free local port: answers 200 to each POST and
 /// keeps what came.
 fn receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Ingest>>>) {
@@ -436,14 +448,7 @@ fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
     assert!(status.contains("dropped 0"), "{status}");
     let mut previous_until = 0u64;
     for (i, ingest) in received.iter().enumerate() {
-        let param = |key: &str| -> String {
-            ingest
-                .query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-                .unwrap_or("")
-                .to_string()
-        };
+        let param = |key: &str| ingest.param(key);
         assert_eq!(param("name"), "shop%7Benv%3Dtest%7D");
         assert_eq!(param("format"), "jfr");
         let (from, until): (u64, u64) = (
@@ -503,12 +508,7 @@ fn pushed_periods_tag_each_request_label_as_a_series() {
     let received = received.lock().unwrap();
     let mut names: Vec<String> = Vec::new();
     for ingest in received.iter() {
-        let name = ingest
-            .query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("name="))
-            .unwrap_or("")
-            .to_string();
+        let name = ingest.param("name");
         let profiles =
             jtap_profile::import::read(&ingest.jfr, Path::new("push.jfr"), &Default::default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -180,8 +180,8 @@ struct Tables<'p> {
     functions: HashMap<(&'p str, Option<&'p str>), i32>,
     locations: HashMap<&'p Frame, i32>,
     stacks: HashMap<Vec<i32>, i32>,
-    frame_types: HashMap<&'static str, i32>,
-    labels: HashMap<&'p str, i32>,
+    /// Attribute table entries by key and value.
+    attributes: HashMap<(String, String), i32>,
 }
 
 impl<'p> Tables<'p> {
@@ -200,26 +200,8 @@ impl<'p> Tables<'p> {
             functions: HashMap::new(),
             locations: HashMap::new(),
             stacks: HashMap::new(),
-            frame_types: HashMap::new(),
-            labels: HashMap::new(),
+            attributes: HashMap::new(),
         }
-    }
-
-    /// The `label` attribute of a request label, in the attribute table.
-    fn label(&mut self, text: &'p str) -> i32 {
-        if let Some(&index) = self.labels.get(text) {
-            return index;
-        }
-        let key_strindex = self.string("label");
-        let index = self.dictionary.attribute_table.len() as i32;
-        self.dictionary.attribute_table.push(KeyValueAndUnit {
-            key_strindex,
-            value: Some(AnyValue {
-                string_value: text.to_string(),
-            }),
-        });
-        self.labels.insert(text, index);
-        index
     }
 
     fn string(&mut self, text: &str) -> i32 {
@@ -247,18 +229,24 @@ impl<'p> Tables<'p> {
             FrameKind::Kernel => "kernel",
             FrameKind::Thread | FrameKind::Label | FrameKind::Class | FrameKind::Error => "jtap",
         };
-        if let Some(&index) = self.frame_types.get(value) {
+        self.attribute("profile.frame.type", value)
+    }
+
+    /// The attribute `key` = `value`, in the attribute table.
+    fn attribute(&mut self, key: &str, value: &str) -> i32 {
+        let pair = (key.to_string(), value.to_string());
+        if let Some(&index) = self.attributes.get(&pair) {
             return index;
         }
-        let key_strindex = self.string("profile.frame.type");
+        let key_strindex = self.string(key);
         let index = self.dictionary.attribute_table.len() as i32;
         self.dictionary.attribute_table.push(KeyValueAndUnit {
             key_strindex,
             value: Some(AnyValue {
-                string_value: value.to_string(),
+                string_value: pair.1.clone(),
             }),
         });
-        self.frame_types.insert(value, index);
+        self.attributes.insert(pair, index);
         index
     }
 
@@ -336,7 +324,9 @@ pub fn render_for(profiles: &[&Profile], resource: &[(String, String)]) -> Vec<u
                 let stack = &stack[usize::from(label.is_some())..];
                 let leaf_first = stack.iter().rev().map(|&f: &FrameId| locations[f as usize]);
                 let index = tables.stack(leaf_first.collect());
-                let attributes = label.map(|text| tables.label(text)).into_iter().collect();
+                let attributes = (label.into_iter())
+                    .map(|text| tables.attribute("label", text))
+                    .collect();
                 (index, attributes, counts.events, counts.weight)
             })
             .collect();
