@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use common::{agent_library, jtap, run, walker_counts, Run};
+use common::{agent_library, jtap, run, walker_counts_summed, Run};
 use jtap_testkit::{compiled_workloads, jdks, JavaProcess, Jdk};
 
 /// Samples per stack from collapsed output (`frame;frame count` lines).
@@ -615,7 +615,7 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
         // samples come at most 250 times a CPU-second; 40-60 % of them are walked by jtap (the
         // rest land in the interpreter's runtime calls, where AsyncGetCallTrace takes over):
         // 5 s gave 1,105 samples and 469 compared once, 8 s give about 1,800 and 750.
-        for (engines, seconds) in [("cpu,wall", "5"), ("itimer", "8")] {
+        let profile = |engines: &str, seconds: &str| {
             let out = jtap([
                 "profile",
                 &pid,
@@ -636,6 +636,17 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
                 "JDK {} {engines}: {out}",
                 jdk.version
             );
+        };
+        profile("cpu,wall", "5");
+        // itimer samples at most 250 times per CPU-second the JVM gets: on a machine busy
+        // with other work (seen in a run beside builds: 357 compared in 8 s), more rounds
+        // until the comparisons are as many as an idle machine gives in one.
+        for _ in 0..3 {
+            profile("itimer", "8");
+            let text = std::fs::read_to_string(log.path()).unwrap();
+            if walker_counts_summed(&text, "itimer").is_some_and(|c| c.compared >= 500) {
+                break;
+            }
         }
         let text = std::fs::read_to_string(log.path()).unwrap();
         for line in text.lines().filter(|l| l.contains(": stacks: ")) {
@@ -644,7 +655,7 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
         // Wall walks at its own (longer) interval, and only the threads that ran since their
         // last sample (a sleeping one's samples repeat the one that found it asleep).
         for (engine, least) in [("cpu", 500), ("wall", 30), ("itimer", 500)] {
-            let counts = walker_counts(&text, engine)
+            let counts = walker_counts_summed(&text, engine)
                 .unwrap_or_else(|| panic!("JDK {}: no {engine} stacks line: {text}", jdk.version));
             eprintln!("JDK {} {engine}: {counts:?}", jdk.version);
             assert!(

@@ -339,6 +339,35 @@ pub fn walker_counts(log: &str, engine: &str) -> Option<WalkerCounts> {
     let line = log
         .lines()
         .find(|l| l.contains(&format!("] {engine}: stacks: ")))?;
+    walker_line(line)
+}
+
+/// The counts of all the `stacks:` lines of an engine (one per profile it ran), summed.
+pub fn walker_counts_summed(log: &str, engine: &str) -> Option<WalkerCounts> {
+    let marker = format!("] {engine}: stacks: ");
+    let lines = log.lines().filter(|l| l.contains(&marker));
+    lines
+        .map(walker_line)
+        .try_fold(None, |sum: Option<WalkerCounts>, counts| {
+            let counts = counts?;
+            Some(Some(match sum {
+                None => counts,
+                Some(sum) => WalkerCounts {
+                    walked: sum.walked + counts.walked,
+                    fell_back: sum.fell_back + counts.fell_back,
+                    compared: sum.compared + counts.compared,
+                    differed: sum.differed + counts.differed,
+                    differed_at_top: sum.differed_at_top + counts.differed_at_top,
+                    differed_at_call: sum.differed_at_call + counts.differed_at_call,
+                    went_further: sum.went_further + counts.went_further,
+                    read_frozen: sum.read_frozen + counts.read_frozen,
+                },
+            }))
+        })?
+}
+
+/// The counts of one `stacks:` line.
+fn walker_line(line: &str) -> Option<WalkerCounts> {
     let number_before = |word: &str| -> Option<u64> {
         let before = &line[..line.find(word)?];
         before.split_whitespace().last()?.parse().ok()
