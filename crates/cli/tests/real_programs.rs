@@ -341,7 +341,7 @@ const CHECKS: &[Check] = &[
 /// loaded anew by every run) and the sessions that hold probes longest.
 const LANGUAGE_CHECKS: &[Check] = &[
     Check {
-        name: "calltree <deep entry> -n 1: a tree, and its classes restored within 2 s of its end",
+        name: "calltree <deep entry> -n 1: a tree, and its session ended within 5 s of its end",
         run: calltree_deep,
     },
     Check {
@@ -1124,27 +1124,51 @@ fn calltree_deep(p: &mut Running, dir: &Path) {
             .is_some_and(|c| !c.is_empty()),
         "a tree without calls: {tree}"
     );
-    // The probes go quiet as the tree leaves its thread; the bound is on the classes having
-    // their bytes back (the client's own exit, after a 100-ms check of the probes, is not).
+    // The probes go quiet as the tree leaves its thread, and the session ends on its first
+    // tree, not at -d (120 s: the fault this checks held probes that long). The bound is on
+    // when the restore began: the classes' bytes back (the report's arrival) less the
+    // restore's own time, which the report gives and which grows with the classes and the
+    // machine's load (56 classes: 0.7-1.1 s on the 2-core machine beside the suite, right
+    // after HotSpot discarded its compiled code). From the call's end to the restore's
+    // start: up to 2.0 s seen there; 5 s is 24 times less than -d.
     let restored = outcome
         .restored
         .unwrap_or_else(|| panic!("no restore report: {}", outcome.stderr));
     let restored = restored.duration_since(UNIX_EPOCH).unwrap();
     let call_ended = Duration::from_nanos(start + total);
     let after = restored.saturating_sub(call_ended);
+    let restoring = restore_time(&outcome.stderr);
+    let began = after.saturating_sub(restoring);
     eprintln!(
-        "{}: entry call of {:.1} ms; the classes restored {:.2} s after it",
+        "{}: entry call of {:.1} ms; the restore began {:.2} s after it and took {:.2} s",
         p.program.name,
         total as f64 / 1e6,
-        after.as_secs_f64()
+        began.as_secs_f64(),
+        restoring.as_secs_f64()
     );
     assert!(
-        after <= Duration::from_secs(2),
-        "the classes were restored {:.1} s after the entry call it shows: {}",
-        after.as_secs_f64(),
+        began <= Duration::from_secs(5),
+        "the restore began {:.1} s after the entry call it shows: {}",
+        began.as_secs_f64(),
         outcome.stderr
     );
     assert_traced_and_restored(&outcome.stderr);
+}
+
+/// How long the restore took, from its report (`restored N classes in T ms: ...`).
+fn restore_time(stderr: &str) -> Duration {
+    let ms = stderr
+        .lines()
+        .find_map(|l| {
+            l.split_once("classes in ")?
+                .1
+                .split_once(" ms")?
+                .0
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no restore time: {stderr}"));
+    Duration::from_millis(ms)
 }
 
 /// A BTrace script counting the returns of the program's counter method for 3 s: the calls it
