@@ -352,6 +352,15 @@ impl Sampler {
         if let Some(vm) = symbolizer.code_mapping(target.asgct as usize as u64) {
             recover::STUBS.set_vm_library(vm.start as usize, vm.end as usize);
         }
+        // The whole code cache, not only the code seen so far: HotSpot posts a new nmethod's
+        // CompiledMethodLoad later, from its Service Thread, and until then a return address
+        // into it (a caller of a stub, early in a program's life) would not count as code.
+        if let Some(walker) = crate::walk::resolved() {
+            let code = walker.code_range();
+            if code.start < code.end {
+                recover::STUBS.note_code(code.start, code.end);
+            }
+        }
         if source == Source::PerfEvent || target.copies_stacks {
             // Before samples arrive: the first time in a process this reads symbol tables
             // (tens of milliseconds), which the processing thread must not spend while the

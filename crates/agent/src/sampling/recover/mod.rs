@@ -33,7 +33,8 @@
 //!
 //! Which stub a pc is in comes from [`STUBS`], a handler-readable table of the VM's stub
 //! ranges by kind, filled by the code map from DynamicCodeGenerated (append-only, atomics
-//! only), with the code cache's bounds seen so far (nmethods included). Reads of the stack
+//! only), with the code cache's bounds (the VM's own where jtap's walker reads them, else
+//! those of the code seen so far, nmethods included). Reads of the stack
 //! stay between sp and the thread's stack base, which jtap's walker reads from the VM's
 //! thread ([`crate::walk::Walker::stack`]); without it only the frameless and nmethod cases
 //! are tried, within a page above sp. A retry only happens when the word found is itself in
