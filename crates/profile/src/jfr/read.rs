@@ -17,8 +17,6 @@
 //! with every profile of the recording, for `convert --latency`. Every other event is
 //! skipped by its size.
 
-use std::cell::OnceCell;
-
 use jtap_classfile::descriptor::java_name;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -118,31 +116,20 @@ impl Primitive {
 }
 
 /// One chunk's types and constant pools.
-struct Chunk<'b> {
-    /// The chunk's bytes (pool entries are decoded from there when first asked for).
-    bytes: &'b [u8],
+struct Chunk {
     compressed: bool,
     types: HashMap<u64, Class>,
     string_type: Option<u64>,
-    pools: HashMap<(u64, u64), Pooled>,
+    pools: HashMap<(u64, u64), Value>,
     start_ns: i64,
     start_ticks: i64,
     ticks_per_second: i64,
 }
 
-/// A constant-pool entry: where its value starts, and the value once an event asked for it.
-/// Most of a recording's pools are stack traces, frames and methods, and an entry nobody
-/// refers to is never decoded.
-struct Pooled {
-    type_id: u64,
-    at: usize,
-    value: OnceCell<Value>,
-}
-
 /// Guards against malformed nesting.
 const MAX_DEPTH: usize = 32;
 
-impl Chunk<'_> {
+impl Chunk {
     fn int(&self, input: &mut In) -> Result<i64, Malformed> {
         if self.compressed {
             input.long()
@@ -216,74 +203,6 @@ impl Chunk<'_> {
         })
     }
 
-    /// Moves `input` past a value of type `type_id` (see [`Chunk::read_value`]) without
-    /// decoding it.
-    fn skip_value(
-        &self,
-        input: &mut In,
-        type_id: u64,
-        pooled: bool,
-        depth: usize,
-    ) -> Result<(), Malformed> {
-        if depth > MAX_DEPTH {
-            return Err(Malformed("values nested too deep".into()));
-        }
-        if pooled {
-            return self.int(input).map(drop);
-        }
-        let class = self
-            .types
-            .get(&type_id)
-            .ok_or_else(|| Malformed(format!("unknown type {type_id}")))?;
-        match class.primitive {
-            Some(Primitive::Boolean | Primitive::Byte) => input.byte().map(drop),
-            Some(Primitive::Char | Primitive::Long | Primitive::Int) => self.int(input).map(drop),
-            Some(Primitive::Float) => input.fixed_u32().map(drop),
-            Some(Primitive::Double) => input.fixed_u64().map(drop),
-            Some(Primitive::String) => self.skip_string(input),
-            None => {
-                for field in &class.fields {
-                    if field.array {
-                        for _ in 0..self.int(input)?.max(0) {
-                            self.skip_value(input, field.type_id, field.pooled, depth + 1)?;
-                        }
-                    } else {
-                        self.skip_value(input, field.type_id, field.pooled, depth + 1)?;
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Moves `input` past a string (see [`Chunk::read_string`]).
-    fn skip_string(&self, input: &mut In) -> Result<(), Malformed> {
-        match input.byte()? {
-            string::NULL | string::EMPTY => Ok(()),
-            string::CONSTANT => self.int(input).map(drop),
-            string::UTF8 | string::LATIN1 => {
-                let n = input.count()?;
-                input.take(n).map(drop)
-            }
-            string::CHARS => {
-                for _ in 0..input.count()? {
-                    self.int(input)?;
-                }
-                Ok(())
-            }
-            other => Err(Malformed(format!("string encoding {other}"))),
-        }
-    }
-
-    /// The value of a pool entry, decoded on first use (a malformed one reads as null).
-    fn pooled<'v>(&self, entry: &'v Pooled) -> &'v Value {
-        entry.value.get_or_init(|| {
-            let mut input = In::new(self.bytes, entry.at);
-            self.read_value(&mut input, entry.type_id, false, 0)
-                .unwrap_or(Value::Null)
-        })
-    }
-
     fn read_field(&self, input: &mut In, field: &Field, depth: usize) -> Result<Value, Malformed> {
         if !field.array {
             return self.read_value(input, field.type_id, field.pooled, depth);
@@ -302,7 +221,7 @@ impl Chunk<'_> {
         for _ in 0..MAX_DEPTH {
             match value {
                 Value::Ref(type_id, key) => match self.pools.get(&(*type_id, *key)) {
-                    Some(entry) => value = self.pooled(entry),
+                    Some(next) => value = next,
                     None => return &Value::Null,
                 },
                 _ => return value,
@@ -394,7 +313,6 @@ fn read_chunk(
         .ok_or_else(|| Malformed(format!("chunk size {size} past the end of the file")))?;
     let bytes = &bytes[..end];
     let mut chunk = Chunk {
-        bytes,
         // JDK 11's chunks say nothing and compress; later ones set the flag.
         compressed: major == 2 && (flags & u32::from(COMPRESSED_INTS) != 0 || flags == 0),
         types: HashMap::default(),
@@ -582,14 +500,8 @@ fn read_checkpoint(chunk: &mut Chunk, input: &mut In) -> Result<(), Malformed> {
         let count = chunk.int(input)?;
         for _ in 0..count {
             let key = chunk.int(input)? as u64;
-            let at = input.at;
-            chunk.skip_value(input, type_id, false, 0)?;
-            let entry = Pooled {
-                type_id,
-                at,
-                value: OnceCell::new(),
-            };
-            chunk.pools.insert((type_id, key), entry);
+            let value = chunk.read_value(input, type_id, false, 0)?;
+            chunk.pools.insert((type_id, key), value);
         }
     }
     Ok(())
