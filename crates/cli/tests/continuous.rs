@@ -412,6 +412,22 @@ fn receiver() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Ingest>>>) {
     (port, received)
 }
 
+/// A looping recording of `settings` pushed as app `shop` to the receiver on `port` for
+/// 6.5 s, stopped, and its last push waited for; the agent's status just before the stop.
+fn push_for_6s(pid: &str, port: u16, settings: &[&str]) -> String {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut args = vec!["profile", "start", pid, "--push", &url, "--app", "shop"];
+    args.extend_from_slice(settings);
+    let start = jtap(args);
+    assert_eq!(start.code, 0, "{start:?}");
+    std::thread::sleep(Duration::from_millis(6500));
+    let status = jtap(["status", pid]).ok();
+    let stop = jtap(["profile", "stop", pid, "--format", "summary"]);
+    assert_eq!(stop.code, 0, "{stop:?}");
+    std::thread::sleep(Duration::from_millis(1000)); // the last period's push
+    status
+}
+
 #[test]
 fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
     agent_library();
@@ -422,27 +438,8 @@ fn pushed_periods_reach_an_ingest_endpoint_whole_and_in_order() {
         .unwrap_or(&jdks()[0]);
     let mut jvm = JavaProcess::start(jdk, "workloads.Mixed");
     let pid = jvm.pid().to_string();
-    let start = jtap([
-        "profile",
-        "start",
-        &pid,
-        "-e",
-        "cpu,alloc",
-        "--loop",
-        "1s",
-        "--push",
-        &format!("http://127.0.0.1:{port}"),
-        "--app",
-        "shop",
-        "--label",
-        "env=test",
-    ]);
-    assert_eq!(start.code, 0, "{start:?}");
-    std::thread::sleep(Duration::from_millis(6500));
-    let status = jtap(["status", &pid]).ok();
-    let stop = jtap(["profile", "stop", &pid, "--format", "summary"]);
-    assert_eq!(stop.code, 0, "{stop:?}");
-    std::thread::sleep(Duration::from_millis(1000)); // the last period's push
+    let settings = ["-e", "cpu,alloc", "--loop", "1s", "--label", "env=test"];
+    let status = push_for_6s(&pid, port, &settings);
     let received = received.lock().unwrap();
     assert!(received.len() >= 6, "{} periods: {status}", received.len());
     assert!(status.contains("dropped 0"), "{status}");
@@ -483,28 +480,12 @@ fn pushed_periods_tag_each_request_label_as_a_series() {
         .unwrap_or(&jdks()[0]);
     let mut jvm = JavaProcess::start(jdk, "workloads.Requests");
     let pid = jvm.pid().to_string();
-    let start = jtap([
-        "profile",
-        "start",
+    let by = "workloads.Requests::handle=arg1";
+    push_for_6s(
         &pid,
-        "-e",
-        "cpu",
-        "-i",
-        "2ms",
-        "--by",
-        "workloads.Requests::handle=arg1",
-        "--loop",
-        "2s",
-        "--push",
-        &format!("http://127.0.0.1:{port}"),
-        "--app",
-        "shop",
-    ]);
-    assert_eq!(start.code, 0, "{start:?}");
-    std::thread::sleep(Duration::from_millis(6500));
-    let stop = jtap(["profile", "stop", &pid, "--format", "summary"]);
-    assert_eq!(stop.code, 0, "{stop:?}");
-    std::thread::sleep(Duration::from_millis(1000)); // the last period's push
+        port,
+        &["-e", "cpu", "-i", "2ms", "--by", by, "--loop", "2s"],
+    );
     let received = received.lock().unwrap();
     let mut names: Vec<String> = Vec::new();
     for ingest in received.iter() {
