@@ -352,9 +352,7 @@ impl Run {
             .flatten()
             .map(|e| e.survivor.object.id)
             .collect();
-        let taken_ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let taken_ns = sites::now_ns();
         let started = Instant::now();
         let paths = roots::paths_to(self.own.env(), jni, &targets);
         log!("alloc: paths from GC roots in {:?}", started.elapsed());

@@ -234,7 +234,7 @@ thread_local! {
 }
 
 /// Now, in nanoseconds since the Unix epoch.
-fn now_ns() -> u64 {
+pub fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
