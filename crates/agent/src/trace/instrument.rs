@@ -14,7 +14,7 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_char;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -70,7 +70,9 @@ pub struct Tracing {
     hosts: Mutex<HashMap<(String, String, String), u32>>,
     /// Refusals and failures, for the client (each once).
     notes: Mutex<Vec<String>>,
-    restoring: AtomicBool,
+    /// Hook calls that may instrument a class pass this gate; the restore closes it and
+    /// waits for them, so that every class instrumented is in `touched` before it looks.
+    instrumenting: Gate,
     /// Lambda, hidden and generated classes the patterns selected but the JVM cannot
     /// retransform (counted, not named: a broad pattern meets hundreds).
     skipped_generated: AtomicUsize,
@@ -318,7 +320,7 @@ impl Tracing {
             touched: Mutex::new(Classes::new()),
             hosts: Mutex::new(HashMap::new()),
             notes: Mutex::new(Vec::new()),
-            restoring: AtomicBool::new(false),
+            instrumenting: Gate::new(),
             skipped_generated: AtomicUsize::new(0),
             skipped_unlinkable: AtomicUsize::new(0),
             too_brief: Mutex::new(HashSet::new()),
@@ -332,6 +334,7 @@ impl Tracing {
         });
         lock(&CURRENT).push(tracing.clone());
         tracing.gate.open();
+        tracing.instrumenting.open();
         if let Err(e) = lent.set_event_enabled(sys::JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, true) {
             tracing.uninstall();
             return Err(e.to_string());
@@ -634,12 +637,12 @@ impl Tracing {
         bytes: &[u8],
     ) -> Option<Vec<u8>> {
         let loaders = JvmLoaders { jni, env: self.env };
-        if self.restoring.load(Ordering::SeqCst) {
+        let Some(_instrumenting) = self.instrumenting.enter() else {
             if let Some(t) = lock(&self.touched).get_mut(&loaders, name, loader) {
                 t.restored = Some(hash(bytes));
             }
             return None;
-        }
+        };
         let dotted = select::dotted(name);
         let cf = ClassFile::parse(bytes).ok()?;
         let supers: Vec<String> = std::iter::once(cf.super_class)

@@ -5,7 +5,6 @@
 //! restoring with its own original.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use jtap_jvmti::{sys, EnvRef};
@@ -21,6 +20,8 @@ pub(super) struct Touched {
     pub seen: u64,
     /// Hash of the bytes handed to the hook when restoring.
     pub restored: Option<u64>,
+    /// Whether the restore has retransformed the class (or tried to).
+    pub retransformed: bool,
     /// Hash of the methods' bytecode sizes before instrumentation (classes loaded and linked
     /// before the session only).
     pub bytecodes_before: Option<u64>,
@@ -202,6 +203,16 @@ impl<H: Copy> Classes<H> {
         }
     }
 
+    /// How many classes the session instrumented, of loaders not collected, that the restore
+    /// has not retransformed yet.
+    pub fn unrestored<L: Loaders<Held = H>>(&self, loaders: &L) -> usize {
+        self.by_key
+            .values()
+            .flatten()
+            .filter(|(held, t)| t.seen != 0 && !t.retransformed && !loaders.collected(*held))
+            .count()
+    }
+
     /// Lets go of every loader and forgets every class.
     pub fn release_all<L: Loaders<Held = H>>(&mut self, loaders: &L) {
         for (held, _) in self.by_key.drain().flat_map(|(_, same)| same) {
@@ -249,12 +260,16 @@ impl Restored {
     }
 }
 
+/// How long the restore keeps looking for classes the hook instrumented as they loaded but
+/// the JVM did not list as loaded yet (it lists a class once its loading ends, after the hook).
+const LATE_CLASSES: Duration = Duration::from_millis(500);
+
 impl Tracing {
     /// Retransforms every touched class back to its original bytes and checks the result:
-    /// each class against its own bytes before instrumenting.
+    /// each class against its own bytes before instrumenting. No class is instrumented from
+    /// its start on, and classes still loading when it starts are waited for.
     pub fn restore(&self) -> Restored {
         let started = Instant::now();
-        self.restoring.store(true, Ordering::SeqCst);
         let mut restored = Restored {
             classes: 0,
             same_bytes: 0,
@@ -263,87 +278,110 @@ impl Tracing {
             problems: Vec::new(),
             took: Duration::ZERO,
         };
+        // Once drained, every class the hook instrumented has its entry in `touched`.
+        let stuck = self.instrumenting.close_and_drain(Duration::from_secs(2));
+        if stuck != 0 {
+            restored.problems.push(format!(
+                "{stuck} class-file hook calls still instrumenting after 2 s"
+            ));
+        }
         let Some(jni) = Jni::current(self.vm) else {
             restored
                 .problems
                 .push("cannot restore: the stopping thread is not attached to the JVM".into());
             return restored;
         };
-        let live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
+        if self.env.phase() != Ok(sys::JVMTI_PHASE_LIVE) {
+            return restored;
+        }
         let loaders = JvmLoaders { jni, env: self.env };
-        let _ = jni.with_local_frame(16, || {
-            let Ok(classes) = self.env.loaded_classes() else {
-                return;
-            };
-            // (class, internal name, defining loader)
-            let mut chosen = Vec::new();
-            {
-                let touched = lock(&self.touched);
-                for &class in classes.iter() {
-                    // SAFETY: live local references from GetLoadedClasses.
-                    let Ok(sig) = (unsafe { self.env.class_signature(class) }) else {
-                        continue;
-                    };
-                    let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';'))
-                    else {
-                        continue;
-                    };
-                    if !touched.has_name(internal) {
-                        continue;
-                    }
-                    let Some(loader) = ffi::class_loader(&self.env, class) else {
-                        continue;
-                    };
-                    if touched
-                        .get(&loaders, internal, loader)
-                        .is_some_and(|t| t.seen != 0)
-                    {
-                        chosen.push((class, internal.to_string(), loader));
-                    } else {
-                        jni.delete_local(loader);
-                    }
-                }
+        loop {
+            let _ = jni.with_local_frame(16, || self.restore_loaded(&loaders, &mut restored));
+            let waiting = lock(&self.touched).unrestored(&loaders);
+            if waiting == 0 {
+                break;
             }
-            if !live {
-                return;
-            }
-            let retransformed: Vec<sys::jclass> =
-                chosen.iter().map(|(class, _, _)| *class).collect();
-            for (index, error) in self.retransform(&retransformed) {
+            if started.elapsed() >= LATE_CLASSES {
                 restored.problems.push(format!(
-                    "retransforming {} failed: {error}",
-                    select::dotted(&chosen[index].1)
+                    "{} instrumented as they loaded not listed as loaded after {} ms (their loading failed?)",
+                    super::counted(waiting, "class", "classes"),
+                    LATE_CLASSES.as_millis()
                 ));
+                break;
             }
-            let touched = lock(&self.touched);
-            for (class, internal, loader) in &chosen {
-                let Some(t) = touched.get(&loaders, internal, *loader) else {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        restored.took = started.elapsed();
+        restored
+    }
+
+    /// Retransforms the touched classes the JVM lists as loaded that the restore has not
+    /// retransformed yet, and checks them.
+    fn restore_loaded(&self, loaders: &JvmLoaders, restored: &mut Restored) {
+        let Ok(classes) = self.env.loaded_classes() else {
+            return;
+        };
+        // (class, internal name, defining loader)
+        let mut chosen = Vec::new();
+        {
+            let mut touched = lock(&self.touched);
+            for &class in classes.iter() {
+                // SAFETY: live local references from GetLoadedClasses.
+                let Ok(sig) = (unsafe { self.env.class_signature(class) }) else {
                     continue;
                 };
-                restored.classes += 1;
-                if t.restored == Some(t.seen) {
-                    restored.same_bytes += 1;
+                let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';'))
+                else {
+                    continue;
+                };
+                if !touched.has_name(internal) {
+                    continue;
+                }
+                let Some(loader) = ffi::class_loader(&self.env, class) else {
+                    continue;
+                };
+                match touched.get_mut(loaders, internal, loader) {
+                    Some(t) if t.seen != 0 && !t.retransformed => {
+                        t.retransformed = true;
+                        chosen.push((class, internal.to_string(), loader));
+                    }
+                    _ => loaders.jni.delete_local(loader),
+                }
+            }
+        }
+        let retransformed: Vec<sys::jclass> = chosen.iter().map(|(class, _, _)| *class).collect();
+        for (index, error) in self.retransform(&retransformed) {
+            restored.problems.push(format!(
+                "retransforming {} failed: {error}",
+                select::dotted(&chosen[index].1)
+            ));
+        }
+        let touched = lock(&self.touched);
+        for (class, internal, loader) in &chosen {
+            let Some(t) = touched.get(loaders, internal, *loader) else {
+                continue;
+            };
+            restored.classes += 1;
+            if t.restored == Some(t.seen) {
+                restored.same_bytes += 1;
+            } else {
+                restored.problems.push(format!(
+                    "{}: the bytes after restoring differ from before",
+                    select::dotted(internal)
+                ));
+            }
+            if let Some(before) = t.bytecodes_before {
+                restored.bytecodes_checked += 1;
+                if self.bytecode_hash(*class) == before {
+                    restored.same_bytecodes += 1;
                 } else {
                     restored.problems.push(format!(
-                        "{}: the bytes after restoring differ from before",
+                        "{}: method bytecode sizes differ from before the session",
                         select::dotted(internal)
                     ));
                 }
-                if let Some(before) = t.bytecodes_before {
-                    restored.bytecodes_checked += 1;
-                    if self.bytecode_hash(*class) == before {
-                        restored.same_bytecodes += 1;
-                    } else {
-                        restored.problems.push(format!(
-                            "{}: method bytecode sizes differ from before the session",
-                            select::dotted(internal)
-                        ));
-                    }
-                }
             }
-        });
-        restored.took = started.elapsed();
-        restored
+        }
     }
 }
 
@@ -423,5 +461,22 @@ mod tests {
         let mut released = loaders.released.borrow().clone();
         released.sort();
         assert_eq!(released, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn unrestored_counts_instrumented_classes_of_live_loaders_not_retransformed() {
+        let mut loaders = Numbers::default();
+        let mut classes = Classes::new();
+        for (loader, seen) in [(1, 11), (2, 22), (3, 33)] {
+            classes.entry(&loaders, "Script1", loader).unwrap().seen = seen;
+        }
+        // Touched but not instrumented (the hook found nothing to probe).
+        classes.entry(&loaders, "Plain", 1).unwrap();
+        assert_eq!(classes.unrestored(&loaders), 3);
+        classes.entry(&loaders, "Script1", 1).unwrap().retransformed = true;
+        assert_eq!(classes.unrestored(&loaders), 2);
+        // A collected loader's class is gone: nothing to restore.
+        loaders.collected.insert(2);
+        assert_eq!(classes.unrestored(&loaders), 1);
     }
 }
