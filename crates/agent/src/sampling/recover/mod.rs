@@ -55,9 +55,11 @@ pub const FROM_NMETHOD: u8 = 2;
 /// (a leaf runtime call: monitor exit, math, arraycopy helpers).
 pub const FROM_NATIVE: u8 = 3;
 
-/// Most stub ranges kept (adjacent stubs merge, so a few dozen are typical).
+/// Most stub ranges kept (adjacent stubs but framed ones merge: several hundred are typical).
 const CAPACITY: usize = 1024;
-/// Stubs this close to the previous range's end (their headers lie between) merge with it.
+/// Stubs this close to the previous range's end (their headers lie between) merge with it,
+/// but for framed stubs: a call into one is told from a call into its neighbour by its range
+/// ([`calls_stub_of`]).
 const MERGE_GAP: usize = 128;
 
 /// A range of generated code and its [`StubKind`] (as a byte).
@@ -237,6 +239,7 @@ impl Table {
                 last.end.load(Ordering::Relaxed),
             );
             if last.kind.load(Ordering::Relaxed) == kind
+                && kind != StubKind::Framed as u8
                 && start >= last_start
                 && start <= last_end.saturating_add(MERGE_GAP)
             {
@@ -259,14 +262,20 @@ impl Table {
     /// The kind of stub holding `pc`, the innermost where ranges nest (a named stub inside
     /// the blob of all StubRoutines); None outside every stub. Async-signal-safe.
     fn kind_at(&self, pc: usize) -> Option<StubKind> {
+        self.innermost(pc).map(|(_, kind)| kind)
+    }
+
+    /// The start and kind of the innermost range holding `pc`. Async-signal-safe.
+    fn innermost(&self, pc: usize) -> Option<(usize, StubKind)> {
         let len = self.len.load(Ordering::Acquire).min(CAPACITY);
-        let mut found: Option<StubKind> = None;
+        let mut found: Option<(usize, StubKind)> = None;
         for range in &self.ranges[..len] {
-            if range.start.load(Ordering::Relaxed) <= pc && pc < range.end.load(Ordering::Acquire) {
+            let start = range.start.load(Ordering::Relaxed);
+            if start <= pc && pc < range.end.load(Ordering::Acquire) {
                 let kind = StubKind::from_byte(range.kind.load(Ordering::Relaxed));
                 // The enum's order is from most to least specific.
-                if kind.is_some_and(|k| found.is_none_or(|f| (k as u8) < f as u8)) {
-                    found = kind;
+                if let Some(kind) = kind.filter(|&k| found.is_none_or(|(_, f)| (k as u8) < f as u8)) {
+                    found = Some((start, kind));
                 }
             }
         }
@@ -298,8 +307,6 @@ const MAX_FRAME: usize = 64 << 10;
 /// Farthest above sp a framed stub's return address is looked for when its frame pointer
 /// says nothing (the SHA-2 stubs' frames: under 2 KiB).
 const MAX_STUB_SCAN: usize = 4 << 10;
-/// Largest distance from a stub's entry to a pc inside it taken for a call of it.
-const MAX_STUB_SIZE: usize = 64 << 10;
 /// Largest area a C2I adapter adds below its caller's sp (the arguments, two words each).
 const MAX_C2I_AREA: usize = 8 << 10;
 
@@ -606,9 +613,10 @@ fn return_address_above(table: &Table, stack: &Stack, at: &Interrupted) -> Optio
     })
 }
 
-/// Whether the instructions before `return_address` call code at most [`MAX_STUB_SIZE`]
-/// before `pc`, in a stub of `pc`'s kind: a direct `call` (`e8` rel32), or C2's runtime call
-/// `mov r10, imm64; call r10` (`49 ba` imm64, `41 ff d2`).
+/// Whether the instructions before `return_address` call the stub `pc` is in, at or before
+/// `pc`: a direct `call` (`e8` rel32), or C2's runtime call `mov r10, imm64; call r10` (`49
+/// ba` imm64, `41 ff d2`). (A stale return address after a call of a neighbouring stub, such
+/// as an arraycopy stub next to the SHA-2 ones, is in another range.)
 #[cfg(target_arch = "x86_64")]
 fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
     // A word of the stack that falls in the code cache's range need not be in code that is
@@ -624,7 +632,7 @@ fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
     } else {
         return false;
     };
-    target <= pc && pc - target < MAX_STUB_SIZE && table.kind_at(target) == table.kind_at(pc)
+    target <= pc && table.innermost(pc).is_some_and(|stub| table.innermost(target) == Some(stub))
 }
 
 /// The `N` bytes right before `address`, copied with `process_vm_readv` on this very process:

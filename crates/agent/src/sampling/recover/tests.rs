@@ -8,7 +8,9 @@ fn stub_ranges_merge_and_answer_by_kind() {
     table.add_stub(0x1100, 0x1120, StubKind::Frameless);
     table.add_stub(0x1140, 0x1160, StubKind::Frameless); // merges with the previous stub
     table.add_stub(0x1800, 0x1900, StubKind::Framed);
-    assert_eq!(table.len.load(Ordering::Relaxed), 3);
+    table.add_stub(0x1900, 0x1980, StubKind::Framed); // framed stubs keep their ranges
+    assert_eq!(table.len.load(Ordering::Relaxed), 4);
+    assert_eq!(table.innermost(0x1950), Some((0x1900, StubKind::Framed)));
     assert_eq!(table.kind_at(0x1150), Some(StubKind::Frameless));
     assert_eq!(table.kind_at(0x1850), Some(StubKind::Framed));
     assert_eq!(table.kind_at(0x1a00), Some(StubKind::Other));
@@ -144,32 +146,36 @@ fn framed_stubs_resume_from_the_frame_pointer_or_near_sp_at_their_edges() {
 
 #[test]
 fn a_stub_using_rbp_as_data_resumes_where_it_was_called() {
-    // One page of code: the stub at 0..64, an nmethod after it calling the stub at 200
-    // (`call rel32` to byte 0) and something else at 300.
+    // One page of code: the stub at 64..128 after another framed stub at 0..64, an nmethod
+    // after them calling the stub at 200 (`call rel32` to byte 64), the stub before it at 250
+    // and something else at 300.
     let mut bytes = vec![0x90; 4096];
     let call = |bytes: &mut Vec<u8>, at: usize, target: usize| {
         let rel = (target as i64 - (at as i64 + 5)) as i32;
         bytes[at] = 0xe8;
         bytes[at + 1..at + 5].copy_from_slice(&rel.to_le_bytes());
     };
-    call(&mut bytes, 200, 0);
+    call(&mut bytes, 200, 64);
+    call(&mut bytes, 250, 0);
     call(&mut bytes, 300, 1000);
     let mut code = FakeCode::new(&bytes);
     // At 400: `mov r10, <stub + 16>; call r10`, as C2 calls runtime stubs.
-    let stub_entry = (code.pc(16) as u64).to_le_bytes();
+    let stub_entry = (code.pc(64 + 16) as u64).to_le_bytes();
     code.0[code.1 + 400..code.1 + 402].copy_from_slice(&[0x49, 0xba]);
     code.0[code.1 + 402..code.1 + 410].copy_from_slice(&stub_entry);
     code.0[code.1 + 410..code.1 + 413].copy_from_slice(&[0x41, 0xff, 0xd2]);
     let table = Table::new();
     table.note_code(code.pc(0), code.pc(4096));
     table.add_stub(code.pc(0), code.pc(64), StubKind::Framed);
+    table.add_stub(code.pc(64), code.pc(128), StubKind::Framed);
     let mut words = FakeStack::new();
     words.0[4] = 0x1234_5678; // data
     words.0[5] = code.pc(305); // a stale return address, after a call of something else
+    words.0[7] = code.pc(255); // another, after a call of the stub before
     words.0[6] = words.at(50); // a saved stack pointer
     words.0[12] = code.pc(205); // the return address after the call of the stub
     let at = Interrupted {
-        pc: code.pc(40),
+        pc: code.pc(64 + 40),
         sp: words.at(4),
         fp: 0x1234,
         r13: 0,
