@@ -274,7 +274,8 @@ impl Table {
             if start <= pc && pc < range.end.load(Ordering::Acquire) {
                 let kind = StubKind::from_byte(range.kind.load(Ordering::Relaxed));
                 // The enum's order is from most to least specific.
-                if let Some(kind) = kind.filter(|&k| found.is_none_or(|(_, f)| (k as u8) < f as u8)) {
+                if let Some(kind) = kind.filter(|&k| found.is_none_or(|(_, f)| (k as u8) < f as u8))
+                {
                     found = Some((start, kind));
                 }
             }
@@ -632,7 +633,10 @@ fn calls_stub_of(table: &Table, return_address: usize, pc: usize) -> bool {
     } else {
         return false;
     };
-    target <= pc && table.innermost(pc).is_some_and(|stub| table.innermost(target) == Some(stub))
+    target <= pc
+        && table
+            .innermost(pc)
+            .is_some_and(|stub| table.innermost(target) == Some(stub))
 }
 
 /// The `N` bytes right before `address`, copied with `process_vm_readv` on this very process:
@@ -823,7 +827,8 @@ impl Code {
 
 /// The length of an nmethod's inline cache check at the start of `code` (its unverified
 /// entry, before any frame: the receiver's class loaded from `[rsi + 8]`, decoded, compared
-/// with the cached one, `jne` to the miss handler), or None.
+/// with the cached one, `jne` to the miss handler, then the nops that align the verified
+/// entry), or None.
 fn inline_cache_check(code: &[u8]) -> Option<usize> {
     let mut len = match code.get(..4)? {
         [0x44 | 0x4c, 0x8b, 0x56, 0x08] => 4, // mov r10(d), [rsi + 8]
@@ -849,7 +854,31 @@ fn inline_cache_check(code: &[u8]) -> Option<usize> {
         [0x44 | 0x4c, 0x3b, 0x50] => 4,               // cmp r10(d), [rax + d8] (JDK 22+)
         _ => return None,
     };
-    (code.get(len..len + 2)? == [0x0f, 0x85]).then_some(len + 6)
+    (code.get(len..len + 2)? == [0x0f, 0x85])
+        .then(|| len + 6 + nops_len(code.get(len + 6..).unwrap_or_default()))
+}
+
+/// The length of the nop instructions at the start of `code`: `90`, and the address nops
+/// `0f 1f /0` HotSpot pads with, each after any `66` prefixes.
+fn nops_len(code: &[u8]) -> usize {
+    let mut len = 0;
+    loop {
+        let prefixes = code[len..].iter().take_while(|&&b| b == 0x66).count();
+        let at = len + prefixes;
+        let nop = match code.get(at..at + 3) {
+            Some([0x90, ..]) => 1,
+            Some([0x0f, 0x1f, 0x00]) => 3,
+            Some([0x0f, 0x1f, 0x40]) => 4,
+            Some([0x0f, 0x1f, 0x44]) => 5,
+            Some([0x0f, 0x1f, 0x80]) => 7,
+            Some([0x0f, 0x1f, 0x84]) => 8,
+            _ => return len,
+        };
+        if at + nop > code.len() {
+            return len;
+        }
+        len = at + nop;
+    }
 }
 
 /// The length of the fast path of `Object.hashCode`'s and `System.identityHashCode`'s native
@@ -962,7 +991,10 @@ fn prologue_epilogue_slot(code: &Code) -> Option<usize> {
     if at.starts_with(&[0x4d, 0x8b, 0x97]) && ends_with(&[0x5d]) {
         return Some(0);
     }
-    if at.starts_with(&[0x41, 0x85, 0x02]) && before_is(7, &[0x4d, 0x8b, 0x97]) {
+    // (The same two instructions poll at a loop's back edge, where the frame is set up: only
+    // after `pop rbp` are they the return's.)
+    if at.starts_with(&[0x41, 0x85, 0x02]) && before_is(7, &[0x4d, 0x8b, 0x97]) && before[0] == 0x5d
+    {
         return Some(0);
     }
     // ja after the return poll.

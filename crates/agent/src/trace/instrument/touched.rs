@@ -330,8 +330,7 @@ impl Tracing {
                 let Ok(sig) = (unsafe { self.env.class_signature(class) }) else {
                     continue;
                 };
-                let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';'))
-                else {
+                let Some(internal) = sig.strip_prefix('L').and_then(|s| s.strip_suffix(';')) else {
                     continue;
                 };
                 if !touched.has_name(internal) {
