@@ -17,7 +17,7 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{agent_library, collapsed, jtap, walker_counts};
+use common::{agent_library, collapsed, jtap, walker_counts, Background};
 use jtap_testkit::{jdks, JavaProcess};
 use serde_json::Value;
 
@@ -443,6 +443,47 @@ fn live_profile_and_sites_rank_the_retaining_site_first() {
             "JDK {}: {out}",
             jdk.version
         );
+    }
+}
+
+/// Ctrl-C in the middle of `jtap sites -d 60s`: the report of what was recorded so far, at
+/// once, as `jtap profile` writes what it collected.
+#[test]
+fn interrupted_sites_report_what_was_recorded() {
+    agent_library();
+    for jdk in jdks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.AllocSites")
+            .arg("retain")
+            .jvm_arg("-Xmx512m")
+            .start();
+        let pid = jvm.pid().to_string();
+        let run = Background::start(
+            &[
+                "sites",
+                &pid,
+                "-d",
+                "60s",
+                "--alloc-interval",
+                "32k",
+                "-n",
+                "5",
+            ],
+            dir.path(),
+        );
+        thread::sleep(Duration::from_secs(4));
+        run.interrupt();
+        let (code, report, stderr) = run.finish(Duration::from_secs(20));
+        let context = format!("JDK {}: {stderr}{report}", jdk.version);
+        assert_eq!(code, 0, "{context}");
+        assert!(stderr.contains("jtap: interrupted after"), "{context}");
+        let rows = sites_rows(&report);
+        assert!(
+            rows.iter()
+                .any(|r| r.class == "int[]" && r.top().starts_with("workloads.AllocSites.intSite")),
+            "{context}"
+        );
+        assert!(jvm.is_running(), "{context}: the JVM died");
     }
 }
 

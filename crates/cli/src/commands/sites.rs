@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
-use jtap_client::AgentError;
+use jtap_client::{interrupt, AgentError, Asked};
 use jtap_profile::{
     Frame as StackFrame, FrameKind, Metadata, OldObject, PathStep, Profile, StackCounts,
 };
@@ -125,7 +125,9 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
         true
     };
     let mut report = None;
-    let (why, _) = jtap_client::supervise(
+    // Ctrl-C ends the collection early; the report of what was recorded is still printed.
+    let ctrl_c = interrupt::session_takes();
+    let outcome = jtap_client::supervise(
         conversation,
         Some(duration).filter(|_| !gc),
         &stop_now,
@@ -145,7 +147,13 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
                 }),
             )
         },
-    )?;
+    );
+    drop(ctrl_c);
+    let (why, asked) = outcome?;
+    if asked == Asked::Interrupted {
+        let seconds = recorded().unwrap_or_default().as_secs_f64();
+        eprintln!("jtap: interrupted after {seconds:.1} s; reporting what was recorded");
+    }
     if let Some(e) = gc_failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
