@@ -153,6 +153,19 @@ impl<'a> In<'a> {
         Ok(self.varint()? as i64)
     }
 
+    /// A number of a chunk's records: a varint where its ints are compressed, else 8 bytes.
+    pub fn number(&mut self, compressed: bool) -> Result<i64, Malformed> {
+        match compressed {
+            true => self.long(),
+            false => Ok(self.fixed_u64()? as i64),
+        }
+    }
+
+    /// Bytes left to read.
+    pub fn left(&self) -> usize {
+        self.bytes.len().saturating_sub(self.at)
+    }
+
     /// A count or size that must fit in what is left of the data (a guard against lengths
     /// that would make a reader allocate without bound).
     pub fn count(&mut self) -> Result<usize, Malformed> {

@@ -5,10 +5,12 @@
 //! - [`encoding`]: varints and strings.
 //! - [`types`]: the types jtap declares in the recordings it writes.
 //! - [`chunk`]: a chunk's header, constant pools and metadata, written.
+//! - [`traces`]: a chunk's stack traces, read straight from its pools.
 
 mod chunk;
 mod encoding;
 mod read;
+mod traces;
 mod types;
 mod write;
 

@@ -22,6 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::chunk::{CHECKPOINT, COMPRESSED_INTS, HEADER_SIZE, MAGIC, METADATA};
 use super::encoding::{string, In, Malformed};
+use super::traces::{FrameKey, Traces};
 use crate::event;
 use crate::model::{
     virtual_thread_key, Frame, FrameId, FrameKind, Metadata, Profile, StackCounts, StackId,
@@ -70,23 +71,23 @@ enum Value {
 
 /// A type of the chunk's metadata.
 #[derive(Debug, Default)]
-struct Class {
-    name: String,
-    fields: Vec<Field>,
+pub(super) struct Class {
+    pub name: String,
+    pub fields: Vec<Field>,
     /// A primitive (or `java.lang.String`), read by name.
-    primitive: Option<Primitive>,
+    pub primitive: Option<Primitive>,
 }
 
 #[derive(Debug)]
-struct Field {
-    name: String,
-    type_id: u64,
-    pooled: bool,
-    array: bool,
+pub(super) struct Field {
+    pub name: String,
+    pub type_id: u64,
+    pub pooled: bool,
+    pub array: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Primitive {
+pub(super) enum Primitive {
     Boolean,
     Byte,
     Char,
@@ -100,7 +101,7 @@ enum Primitive {
 }
 
 impl Primitive {
-    fn of(name: &str) -> Option<Primitive> {
+    pub(super) fn of(name: &str) -> Option<Primitive> {
         Some(match name {
             "boolean" => Primitive::Boolean,
             "byte" => Primitive::Byte,
@@ -121,6 +122,8 @@ struct Chunk {
     types: HashMap<u64, Class>,
     string_type: Option<u64>,
     pools: HashMap<(u64, u64), Value>,
+    /// The stack trace pool, read straight (see [`super::traces`]).
+    traces: Traces,
     start_ns: i64,
     start_ticks: i64,
     ticks_per_second: i64,
@@ -131,11 +134,7 @@ const MAX_DEPTH: usize = 32;
 
 impl Chunk {
     fn int(&self, input: &mut In) -> Result<i64, Malformed> {
-        if self.compressed {
-            input.long()
-        } else {
-            Ok(input.fixed_u64()? as i64)
-        }
+        input.number(self.compressed)
     }
 
     fn read_string(&self, input: &mut In) -> Result<Value, Malformed> {
@@ -318,11 +317,13 @@ fn read_chunk(
         types: HashMap::default(),
         string_type: None,
         pools: HashMap::default(),
+        traces: Traces::default(),
         start_ns,
         start_ticks,
         ticks_per_second,
     };
     read_metadata(&mut chunk, &mut In::new(bytes, at + metadata_at))?;
+    chunk.traces = Traces::new(&chunk.types);
     // Every record in order: checkpoints first (events refer to any of them), then events.
     let mut records = Vec::new();
     let mut input = In::new(bytes, at + HEADER_SIZE);
@@ -500,6 +501,10 @@ fn read_checkpoint(chunk: &mut Chunk, input: &mut In) -> Result<(), Malformed> {
         let count = chunk.int(input)?;
         for _ in 0..count {
             let key = chunk.int(input)? as u64;
+            if chunk.traces.reads(type_id) {
+                chunk.traces.read(key, input, chunk.compressed)?;
+                continue;
+            }
             let value = chunk.read_value(input, type_id, false, 0)?;
             chunk.pools.insert((type_id, key), value);
         }
@@ -762,6 +767,11 @@ impl Profiles {
         trace: &Value,
         settings: &Settings,
     ) -> Vec<FrameId> {
+        if let Value::Ref(type_id, key) = trace {
+            if let Some(frames) = chunk.traces.frames(*type_id, *key) {
+                return self.keyed_frame_ids(chunk, kind, frames, settings);
+            }
+        }
         let Value::Array(frames) = chunk.get(trace, "frames") else {
             return Vec::new();
         };
@@ -790,6 +800,38 @@ impl Profiles {
                     if let Some(key) = key {
                         self.frames.insert((kind, key), id);
                     }
+                    id
+                }
+            };
+            ids.push(id);
+        }
+        ids
+    }
+
+    /// [`Profiles::frame_ids`] of a trace read straight: `frames` leaf first.
+    fn keyed_frame_ids(
+        &mut self,
+        chunk: &Chunk,
+        kind: Kind,
+        frames: &[FrameKey],
+        settings: &Settings,
+    ) -> Vec<FrameId> {
+        let (method_type, frame_type) = chunk.traces.frame_pools();
+        let mut ids = Vec::with_capacity(frames.len());
+        for key in frames.iter().rev() {
+            let id = match self.frames.get(&(kind, *key)) {
+                Some(&id) => id,
+                None => {
+                    let pooled = |pool: Option<u64>, key: u64| match pool {
+                        Some(pool) if key != u64::MAX => Value::Ref(pool, key),
+                        _ => Value::Null,
+                    };
+                    let method = pooled(method_type, key[0]);
+                    let line = (key[1] != u64::MAX).then_some(key[1] as i64);
+                    let frame_kind = chunk.text(&pooled(frame_type, key[3]));
+                    let frame = frame_of(chunk, &method, line, frame_kind.as_deref());
+                    let id = self.profile(kind, settings).intern(frame);
+                    self.frames.insert((kind, *key), id);
                     id
                 }
             };
@@ -886,7 +928,6 @@ impl Profiles {
     }
 }
 
-/// A stack frame of a stack trace.
 /// The event log's key of a `java.lang.Thread` value: its OS thread id, or for a virtual
 /// thread (the JDK's and jtap's `virtual` field) the virtual thread key of its Java id.
 fn thread_key(chunk: &Chunk, thread: &Value) -> u32 {
@@ -897,13 +938,18 @@ fn thread_key(chunk: &Chunk, thread: &Value) -> u32 {
     }
 }
 
+/// A stack frame of a stack trace (a `jdk.types.StackFrame` value).
 fn frame(chunk: &Chunk, frame: &Value) -> Frame {
-    let (class, name, descriptor) = method_of(chunk, chunk.get(frame, "method"));
-    let line = chunk
-        .long(chunk.get(frame, "lineNumber"))
-        .filter(|&l| l > 0)
-        .map(|l| l as u32);
-    let kind = match chunk.text(chunk.get(frame, "type")).as_deref() {
+    let line = chunk.long(chunk.get(frame, "lineNumber"));
+    let kind = chunk.text(chunk.get(frame, "type"));
+    frame_of(chunk, chunk.get(frame, "method"), line, kind.as_deref())
+}
+
+/// A frame of `method` (a `jdk.types.Method`) at `line`, of the frame type named `kind`.
+fn frame_of(chunk: &Chunk, method: &Value, line: Option<i64>, kind: Option<&str>) -> Frame {
+    let (class, name, descriptor) = method_of(chunk, method);
+    let line = line.filter(|&l| l > 0).map(|l| l as u32);
+    let kind = match kind {
         Some("Interpreted") => FrameKind::Interpreted,
         Some("Inlined") => FrameKind::Inlined,
         Some("Native") => FrameKind::Native,
