@@ -61,7 +61,9 @@ impl Traces {
 
     /// Whether the pool of `type_id` is the stack traces, read by [`Traces::read`].
     pub fn reads(&self, type_id: u64) -> bool {
-        self.layout.as_ref().is_some_and(|l| l.trace_type == type_id)
+        self.layout
+            .as_ref()
+            .is_some_and(|l| l.trace_type == type_id)
     }
 
     /// Reads the stack trace of pool key `key` at `input`.
