@@ -30,6 +30,19 @@ fn by_method(stacks: &[(Vec<String>, u64)]) -> [u64; 3] {
     })
 }
 
+/// What a failed check saw: the samples, and the heaviest stacks' leaf frames.
+fn heaviest(stacks: &[(Vec<String>, u64)]) -> String {
+    let mut sorted: Vec<_> = stacks.iter().collect();
+    sorted.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let total: u64 = stacks.iter().map(|(_, n)| n).sum();
+    let tops: Vec<String> = sorted
+        .iter()
+        .take(3)
+        .map(|(frames, n)| format!("{n} in {}", frames.last().map_or("-", String::as_str)))
+        .collect();
+    format!("{total} samples in all, heaviest: {}", tops.join(", "))
+}
+
 /// Of the events in the workload's methods, the share of `method`.
 fn share(counts: [u64; 3], method: usize) -> f64 {
     counts[method] as f64 / counts.iter().sum::<u64>().max(1) as f64
@@ -109,8 +122,26 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             let kernel = [after[0] - before[0], after[1] - before[1]];
             (counts, kernel)
         };
-        let faults = profile("page-faults");
-        assert!(share(faults, 0) > 0.8, "JDK {v}: page-faults {faults:?}");
+        let fault_stacks = collapsed(
+            &jtap([
+                "profile",
+                &pid,
+                "-e",
+                "page-faults",
+                "-d",
+                "2",
+                "--format",
+                "collapsed",
+            ])
+            .ok(),
+        );
+        let faults = by_method(&fault_stacks);
+        assert!(
+            share(faults, 0) > 0.8,
+            "JDK {v}: page-faults {faults:?}; {}; the JVM {}",
+            heaviest(&fault_stacks),
+            if jvm.is_running() { "runs" } else { "died" }
+        );
         let (switches, kernel) = switches_of("context-switches");
         assert!(
             leads_like_the_kernel(switches, kernel),
