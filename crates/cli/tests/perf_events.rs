@@ -102,7 +102,7 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             .start();
         let pid_number = jvm.pid();
         let pid = pid_number.to_string();
-        let profile = |event: &str| {
+        let stacks = |event: &str| {
             let args = [
                 "profile",
                 &pid,
@@ -113,8 +113,9 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
                 "--format",
                 "collapsed",
             ];
-            by_method(&collapsed(&jtap(args).ok()))
+            collapsed(&jtap(args).ok())
         };
+        let profile = |event: &str| by_method(&stacks(event));
         let switches_of = |event: &str| {
             let before = kernel_switches(pid_number);
             let counts = profile(event);
@@ -122,19 +123,7 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             let kernel = [after[0] - before[0], after[1] - before[1]];
             (counts, kernel)
         };
-        let fault_stacks = collapsed(
-            &jtap([
-                "profile",
-                &pid,
-                "-e",
-                "page-faults",
-                "-d",
-                "2",
-                "--format",
-                "collapsed",
-            ])
-            .ok(),
-        );
+        let fault_stacks = stacks("page-faults");
         let faults = by_method(&fault_stacks);
         assert!(
             share(faults, 0) > 0.8,
