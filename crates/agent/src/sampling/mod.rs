@@ -442,6 +442,8 @@ impl Sampler {
         if finished.is_err() {
             log!("sampler: the processing thread did not finish its last drain in time");
         }
+        let (ranges, capacity) = recover::STUBS.fill();
+        log!("sampler: {ranges} of {capacity} stub ranges kept");
         release_core();
         log!(
             "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits, {} in leaf native calls; {} left",

@@ -221,6 +221,11 @@ impl Table {
         (start != 0 && start < end).then_some(start..end)
     }
 
+    /// Stub ranges kept, and how many fit.
+    pub fn fill(&self) -> (usize, usize) {
+        (self.len.load(Ordering::Acquire).min(CAPACITY), CAPACITY)
+    }
+
     /// Widens the code cache's known bounds to `[start, end)`.
     pub fn note_code(&self, start: usize, end: usize) {
         self.code_low.fetch_min(start, Ordering::Release);
