@@ -237,6 +237,21 @@ pub struct Probe {
     pub target: Option<Target>,
 }
 
+impl Probe {
+    /// The first `${name}` its patterns still hold: no script argument gave `name`, and the
+    /// probe (as in BTrace, where the pattern then names no class or method) probes nothing.
+    pub fn unresolved(&self) -> Option<&str> {
+        let target = self
+            .target
+            .iter()
+            .flat_map(|t| [&t.class, &t.method, &t.descriptor]);
+        [&self.class, &self.method, &self.descriptor]
+            .into_iter()
+            .chain(target)
+            .find_map(|text| crate::arguments::unresolved(text))
+    }
+}
+
 /// Methods or classes a `@Location` names.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {

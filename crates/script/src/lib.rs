@@ -5,6 +5,7 @@
 //! client on the values the probes captured. The script's code never runs in the JVM, so a
 //! probe cannot change what the application computes.
 //!
+//! - [`arguments`]: the words after the script, and `${name}` in annotation values.
 //! - [`ast`]: what a script is made of (handlers, probes, statements, expressions).
 //! - [`mod@compile`]: Java source to [`Script`], with `file:line:col:` errors as javac prints.
 //! - [`value`]: values at run time and how BTrace prints them; [`limits`]: how much of them a
@@ -21,6 +22,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod arguments;
 pub mod ast;
 mod builtins;
 pub mod compile;
@@ -36,6 +38,7 @@ mod roles;
 mod time;
 pub mod value;
 
+pub use arguments::Arguments;
 pub use ast::{Location, Probe, Script};
 pub use builtins::{Counter, Facts, Heap};
 pub use compile::{compile, compile_with, CompileError, Descriptors};

@@ -43,6 +43,10 @@ impl Probes {
             let Trigger::Probe(probe) = &handler.trigger else {
                 continue;
             };
+            // A probe naming an argument not given probes nothing (the compiler noted it).
+            if probe.unresolved().is_some() {
+                continue;
+            }
             let (pattern, target) = patterns(probe).map_err(|message| CompileError {
                 file: file.to_string(),
                 at: handler.method.at,
@@ -490,5 +494,45 @@ mod tests {
             error.contains("clazz = \"+a.C\" in a @Location is not supported"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn annotation_values_take_the_scripts_arguments() {
+        let source = "import org.openjdk.btrace.core.annotations.*;\nimport static org.openjdk.btrace.core.BTraceUtils.*;\n@BTrace public class S {\n\
+            @OnMethod(clazz=\"/javax\\\\.swing\\\\..*/\", method=\"${m}\")\n\
+            public static void m(@Self Object o, @ProbeClassName String c) { println(c); }\n\
+            @OnMethod(clazz=\"${c}\", method=\"run\", location=@Location(value=Kind.CALL, clazz=\"${callee}\", method=\"${m}\"))\n\
+            public static void call() { println(Sys.$(\"m\")); }\n\
+            @OnTimer(value=50, from=\"${t}\") public static void tick() {}\n}";
+        let compiled = |words: &[&str]| {
+            let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+            let descriptors: crate::Descriptors = &|_| Err(String::new());
+            crate::compile_with(
+                source,
+                "S.java",
+                descriptors,
+                &crate::Arguments::new(&words),
+            )
+            .unwrap()
+        };
+        // As in BTrace, a name no argument gives stays: the handler probes nothing.
+        let bare = compiled(&[]);
+        assert_eq!(
+            bare.notes,
+            [
+                "line 4: no script argument m is given (NAME=VALUE after the script) for ${m}: this handler probes nothing, as in BTrace",
+                "line 6: no script argument c is given (NAME=VALUE after the script) for ${c}: this handler probes nothing, as in BTrace",
+            ]
+        );
+        let probes = Probes::of(&bare, "S.java").unwrap();
+        assert!(probes.is_empty());
+        assert_eq!(bare.handlers[2].trigger, Trigger::Timer(50));
+        let given = compiled(&["m=paint", "c=a.B", "callee=java.util.Map", "t=250"]);
+        assert!(given.notes.is_empty(), "{:?}", given.notes);
+        assert_eq!(
+            Probes::of(&given, "S.java").unwrap().plan.to_string(),
+            "mode:trace c:a.B::run to:java.util.Map::paint entry:/javax\\.swing\\..*/::paint values exceptions batches"
+        );
+        assert_eq!(given.handlers[2].trigger, Trigger::Timer(250));
     }
 }

@@ -14,7 +14,7 @@ use jtap_client::{interrupt, Conversation};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::Trigger;
-use jtap_script::{compile_with, Fired, Machine, Probes, Reader, Reading, Script};
+use jtap_script::{compile_with, Arguments, Fired, Machine, Probes, Reader, Reading, Script};
 
 use crate::exit;
 
@@ -24,8 +24,9 @@ pub struct BtraceArgs {
     /// Only compile and check the script (no JVM needed): errors as `file:line:col: message`
     #[arg(long)]
     check: bool,
-    /// `<pid> SCRIPT [ARGS]...` (the arguments are what `$(n)` reads; after `--` when they
-    /// start with `-`), `SCRIPT` with --check, or `event <pid> [NAME]` to run the @OnEvent
+    /// `<pid> SCRIPT [ARGS]...` (the arguments are what `$(n)` reads, and `NAME=VALUE` what
+    /// `${NAME}` in the script's annotations stands for; after `--` when they start with
+    /// `-`), `SCRIPT [ARGS]...` with --check, or `event <pid> [NAME]` to run the @OnEvent
     /// handlers of the scripts running against that JVM
     #[arg(required = true)]
     words: Vec<String>,
@@ -43,8 +44,13 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         }
     }
     let (pid, file, script_args) = match (args.check, args.words.as_slice()) {
-        (true, [file]) => (None, file, &[][..]),
-        (true, _) => return Err(exit::usage("--check takes one script and no pid")),
+        (true, [pid, ..]) if pid.parse::<u32>().is_ok() => {
+            return Err(exit::usage(
+                "--check takes a script (and its arguments), no pid",
+            ))
+        }
+        (true, [file, rest @ ..]) => (None, file, rest),
+        (true, []) => return Err(exit::usage("--check takes a script")),
         (false, [pid, file, rest @ ..]) => {
             let pid = pid
                 .parse::<u32>()
@@ -56,8 +62,9 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
     let source =
         std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
     let descriptors = |namespace: &str| probe_descriptor(Path::new(file), namespace);
-    let script =
-        compile_with(&source, file, &descriptors).map_err(|e| exit::usage(e.to_string()))?;
+    let arguments = Arguments::new(script_args);
+    let script = compile_with(&source, file, &descriptors, &arguments)
+        .map_err(|e| exit::usage(e.to_string()))?;
     for note in &script.notes {
         eprintln!("jtap: {file}: {note}");
     }

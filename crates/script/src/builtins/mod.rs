@@ -324,7 +324,7 @@ const FAMILIES: [Family; 15] = [
     session,
 ];
 
-/// The session: `exit`, the script's arguments (`$`, `$length`), its instrumentation
+/// The session: `exit`, the script's arguments (`$(n)`, `$(name)`, `$length`), its instrumentation
 /// level, DTrace's no-op probes.
 fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
     Ok(Some(match (c.name, c.args.len()) {
@@ -336,6 +336,10 @@ fn session(c: &Call, cx: &mut Context) -> Result<Option<Value>, String> {
             });
             Value::Null
         }
+        // `Sys.$("name")`: the value of `name=value` (BTrace's `ArgsMap.get(key)`).
+        ("$", 1) if matches!(c.arg(0), Value::Str(_)) => crate::Arguments::new(cx.args)
+            .get(&c.text(0))
+            .map_or(Value::Null, Value::str),
         ("$", 1) => cx
             .args
             .get(c.int(0)?.max(0) as usize)

@@ -544,3 +544,25 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
     machine.run(0);
     assert_eq!(machine.take_output(), "42 42\n");
 }
+
+#[test]
+fn arguments_are_read_by_position_and_by_name() {
+    let words = ["m=paint".to_string(), "100".to_string()];
+    let (mut out, mut exit, mut level) = (String::new(), None, 0);
+    let mut speculations = Speculations::default();
+    let mut cx = Context {
+        probe: None,
+        out: &mut out,
+        exit: &mut exit,
+        args: &words,
+        level: &mut level,
+        speculations: &mut speculations,
+        facts: None,
+    };
+    let mut call = |name: &str, args: Vec<Value>| call(name, args, &mut cx).unwrap().to_string();
+    assert_eq!(call("$", vec![Value::Int(0)]), "m=paint");
+    assert_eq!(call("$", vec![s("m")]), "paint");
+    assert_eq!(call("$", vec![s("100")]), "");
+    assert_eq!(call("$", vec![s("x")]), "null");
+    assert_eq!(call("$length", vec![]), "2");
+}

@@ -19,6 +19,7 @@ use std::fmt;
 
 use tree_sitter::{Node, Parser};
 
+use crate::arguments::Arguments;
 use crate::ast::{Field, Handler, Method, Param, Pos, Role, Script, Trigger, Type};
 use body::{describe_kind, unquote};
 use check::{calls_any, calls_stack, measures, Checker};
@@ -52,21 +53,24 @@ type Result<T> = std::result::Result<T, (Pos, String)>;
 /// Finds the text of a probe descriptor by its namespace (`@OnProbe(namespace = ...)`).
 pub type Descriptors<'d> = &'d dyn Fn(&str) -> std::result::Result<String, String>;
 
-/// Compiles a script's source; `file` names it in errors. `@OnProbe` handlers need
-/// [`compile_with`].
+/// Compiles a script's source, given no arguments; `file` names it in errors. `@OnProbe`
+/// handlers need [`compile_with`].
 pub fn compile(source: &str, file: &str) -> std::result::Result<Script, CompileError> {
-    compile_with(source, file, &|namespace| {
+    let descriptors: Descriptors = &|namespace| {
         Err(format!(
             "no probe descriptor is read here ({namespace}.xml)"
         ))
-    })
+    };
+    compile_with(source, file, descriptors, &Arguments::default())
 }
 
-/// [`compile`], reading the probe descriptors of `@OnProbe` handlers with `descriptors`.
+/// [`compile`], reading the probe descriptors of `@OnProbe` handlers with `descriptors`, and
+/// `${name}` in annotation values from `arguments`.
 pub fn compile_with(
     source: &str,
     file: &str,
     descriptors: Descriptors,
+    arguments: &Arguments,
 ) -> std::result::Result<Script, CompileError> {
     let error = |(at, message): (Pos, String)| CompileError {
         file: file.to_string(),
@@ -103,6 +107,7 @@ pub fn compile_with(
         source,
         printers: Vec::new(),
         descriptors,
+        arguments,
     }
     .script(root)
     .map_err(error)
@@ -142,6 +147,19 @@ fn uses_dtrace(class_annotations: &[Annotation], script: &Script) -> bool {
             .any(|m| calls_any(&m.body, fired))
 }
 
+/// What a probe handler whose annotation names a script argument not given does: nothing,
+/// as in BTrace, where `${name}` then stays in the pattern as written.
+fn unresolved_note(handler: &Handler) -> Option<String> {
+    let Trigger::Probe(probe) = &handler.trigger else {
+        return None;
+    };
+    let name = probe.unresolved()?;
+    Some(format!(
+        "line {}: no script argument {name} is given (NAME=VALUE after the script) for ${{{name}}}: this handler probes nothing, as in BTrace",
+        handler.method.at.line
+    ))
+}
+
 fn first_error(node: Node) -> Option<Node> {
     if node.is_error() || node.is_missing() {
         return Some(node);
@@ -177,6 +195,7 @@ struct Compiler<'s> {
     /// The script's `@Injected` `Printer` fields, whose `print`/`println` are BTraceUtils'.
     printers: Vec<String>,
     descriptors: Descriptors<'s>,
+    arguments: &'s Arguments,
 }
 
 /// An annotation: its simple name and its arguments (`value` for a lone one).
@@ -257,6 +276,9 @@ impl<'s> Compiler<'s> {
             }
         }
         Checker::new(&script).check()?;
+        script
+            .notes
+            .extend(script.handlers.iter().filter_map(unresolved_note));
         if uses_dtrace(&annotations, &script) {
             script.notes.push("DTrace probes (@DTrace, @DTraceRef, D.probe) do nothing: there is no DTrace here, and BTrace ignores them too then".into());
         }
@@ -460,6 +482,12 @@ impl<'s> Compiler<'s> {
             "string_literal" => Ok(unquote(self.text(node))),
             _ => fail(node, "expected a string literal"),
         }
+    }
+
+    /// A string constant with each `${name}` replaced by the script's argument `name`, as
+    /// BTrace does for the values naming probed methods, events and memory pools.
+    fn templated(&self, node: Node) -> Result<String> {
+        Ok(self.arguments.template(&self.string_constant(node)?))
     }
 
     fn ty(&self, node: Node) -> Type {

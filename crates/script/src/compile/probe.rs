@@ -187,7 +187,7 @@ impl Compiler<'_> {
                 "OnMethod" => {
                     let string = |key: &str| -> Result<String> {
                         match argument(key) {
-                            Some(v) => self.string_constant(v),
+                            Some(v) => self.templated(v),
                             None => Ok(String::new()),
                         }
                     };
@@ -211,28 +211,10 @@ impl Compiler<'_> {
                         target,
                     })));
                 }
-                "OnTimer" => {
-                    let Some(v) = argument("value") else {
-                        return fail(a.node, "@OnTimer needs its period in milliseconds");
-                    };
-                    let ms = self
-                        .text(v)
-                        .trim_end_matches(['l', 'L'])
-                        .replace('_', "")
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|&ms| ms > 0)
-                        .ok_or((
-                            pos(v),
-                            "@OnTimer takes a period in milliseconds, more than 0".to_string(),
-                        ))?;
-                    return Ok(Some(Trigger::Timer(ms)));
-                }
+                "OnTimer" => return self.timer(a).map(Some),
                 "OnExit" => return Ok(Some(Trigger::Exit)),
                 "OnEvent" => {
-                    let name = argument("value")
-                        .map(|v| self.string_constant(v))
-                        .transpose()?;
+                    let name = argument("value").map(|v| self.templated(v)).transpose()?;
                     return Ok(Some(Trigger::Event(name)));
                 }
                 "OnError" => return Ok(Some(Trigger::Error)),
@@ -265,6 +247,35 @@ impl Compiler<'_> {
         super::descriptor::probes(&xml, &name).map_err(failed)
     }
 
+    /// `@OnTimer(ms)`, or `@OnTimer(from = "${name}")`: the period script argument `name`
+    /// gives (as in BTrace: when it gives no number, `value`'s, by default 1000).
+    fn timer(&self, a: &Annotation) -> Result<Trigger> {
+        let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+        let value = argument("value")
+            .map(|v| {
+                self.text(v)
+                    .trim_end_matches(['l', 'L'])
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&ms| ms > 0)
+                    .ok_or((
+                        pos(v),
+                        "@OnTimer takes a period in milliseconds, more than 0".to_string(),
+                    ))
+            })
+            .transpose()?;
+        if let Some(from) = argument("from") {
+            let given = self.templated(from)?.trim().parse::<u64>().ok();
+            let period = given.filter(|&ms| ms > 0).or(value).unwrap_or(1000);
+            return Ok(Trigger::Timer(period));
+        }
+        value.map(Trigger::Timer).ok_or((
+            pos(a.node),
+            "@OnTimer needs its period in milliseconds".to_string(),
+        ))
+    }
+
     /// `@OnLowMemory(pool = "...", threshold = N)`.
     fn low_memory(&self, a: &Annotation) -> Result<Trigger> {
         let argument = |key: &str| a.arguments.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
@@ -283,7 +294,7 @@ impl Compiler<'_> {
                 "@OnLowMemory takes a threshold in bytes, 0 or more".to_string(),
             ))?;
         Ok(Trigger::LowMemory {
-            pool: self.string_constant(pool)?,
+            pool: self.templated(pool)?,
             threshold: bytes,
         })
     }
@@ -325,9 +336,9 @@ impl Compiler<'_> {
         let mut line = None;
         for (key, value) in keyed {
             match key {
-                "clazz" => target.class = self.string_constant(value)?,
-                "method" | "field" => target.method = self.string_constant(value)?,
-                "type" => target.descriptor = self.string_constant(value)?,
+                "clazz" => target.class = self.templated(value)?,
+                "method" | "field" => target.method = self.templated(value)?,
+                "type" => target.descriptor = self.templated(value)?,
                 "where" => after = last(value) == "AFTER",
                 "line" => {
                     let text = self.text(value).replace(' ', "");
