@@ -178,6 +178,19 @@ impl ConstantPool {
         })
     }
 
+    /// A pool from its `constant_pool_count` and its entries' bytes, as JVMTI's
+    /// `GetConstantPool` gives them.
+    pub fn from_entries(count: u16, entries: &[u8]) -> Result<Self> {
+        let mut data = count.to_be_bytes().to_vec();
+        data.extend_from_slice(entries);
+        let mut r = Reader::new(&data);
+        let pool = ConstantPool::parse(&mut r)?;
+        match r.remaining() {
+            0 => Ok(pool),
+            n => Err(Error::TrailingBytes(n)),
+        }
+    }
+
     /// Number of slots (the `constant_pool_count` written to the class file).
     pub fn count(&self) -> u16 {
         self.entries.len() as u16

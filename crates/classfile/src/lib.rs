@@ -10,6 +10,7 @@
 //!   allocations, monitors, field accesses and line starts, as an [`InjectionPlan`] ([`plan`])
 //!   says; a [`guard`] on a method's arguments decides at its entry whether the
 //!   call's probes run.
+//! * [`annotations`] reads the annotation types of classes and methods.
 //! * [`bounded`] tells the methods whose bytecode bounds their running time.
 //!
 //! The crate knows nothing about JVMTI and never panics on malformed input.
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod annotations;
 pub mod bounded;
 mod bytes;
 pub mod class_file;

@@ -1,6 +1,8 @@
 //! How BTrace scripts name what they probe, on every JDK of the matrix, against
 //! `workloads.Annotated`: `${name}` in annotation values stands for the script's `name=value`
-//! arguments (BTrace's own `AllMethods` sample, unchanged).
+//! arguments (BTrace's own `AllMethods` sample, unchanged); `@Annotation` patterns select the
+//! classes and methods annotated, whether they load during the session or were loaded
+//! before.
 
 mod common;
 
@@ -56,6 +58,62 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
     @OnMethod(clazz = "${c}", method = "requests", location = @Location(value = Kind.CALL, clazz = "${c}$Plain", method = "${m}"))
     public static void called(@TargetMethodOrField String m) {
         println("called Plain." + m);
+    }
+}
+"#;
+
+/// BTrace's sample `WebServiceTracker.java` as it ships (its licence header left out).
+const WEB_SERVICE_TRACKER: &str = r#"package org.openjdk.btrace.samples;
+
+import org.openjdk.btrace.core.annotations.BTrace;
+import org.openjdk.btrace.core.annotations.Duration;
+import org.openjdk.btrace.core.annotations.Kind;
+import org.openjdk.btrace.core.annotations.Location;
+import org.openjdk.btrace.core.annotations.OnMethod;
+import org.openjdk.btrace.core.annotations.ProbeClassName;
+import org.openjdk.btrace.core.annotations.ProbeMethodName;
+
+import static org.openjdk.btrace.core.BTraceUtils.*;
+
+@BTrace
+public class WebServiceTracker {
+    @OnMethod(
+            clazz = "@javax.jws.WebService",
+            method = "@javax.jws.WebMethod"
+    )
+    public static void onWebserviceEntry(@ProbeClassName String pcn, @ProbeMethodName String pmn) {
+        print("entering webservice ");
+        println(Strings.strcat(Strings.strcat(pcn, "."), pmn));
+    }
+
+    @OnMethod(
+            clazz = "@javax.jws.WebService",
+            method = "@javax.jws.WebMethod",
+            location = @Location(Kind.RETURN)
+    )
+    public static void onWebserviceReturn(@ProbeClassName String pcn, @ProbeMethodName String pmn, @Duration long d) {
+        print("leaving web service ");
+        println(Strings.strcat(Strings.strcat(pcn, "."), pmn));
+        println(Strings.strcat("Time taken (msec) ", Strings.str(d / 1000)));
+        println("==========================");
+    }
+
+}
+"#;
+
+/// The workload's endpoint handlers by class and method annotation, and its handlers
+/// (`Handler`, not the class-retained `Internal`) by a method annotation alone.
+const ENDPOINTS: &str = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Endpoints {
+    @OnMethod(clazz = "@workloads.Annotated$Endpoint", method = "@workloads.Annotated$Handler", location = @Location(Kind.RETURN))
+    public static void handled(@ProbeClassName String c, @ProbeMethodName String m, @Return int r) {
+        println(c + "." + m + " = " + r);
+    }
+
+    @OnMethod(clazz = "/workloads\\.Annotated.*/", method = "@/.*\\$(Handler|Internal)/")
+    public static void entered(@ProbeClassName String c, @ProbeMethodName String m) {
+        println("entered " + c + "." + m);
     }
 }
 "#;
@@ -142,6 +200,47 @@ fn annotation_values_take_the_scripts_arguments() {
         let words = ["c=workloads.Annotated", "m=place"];
         let (out, _) = over_round(&mut jvm, rounds.path(), 3, &args, &words);
         assert_eq!(out, "called Plain.place\n", "JDK {}", jdk.version);
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn classes_and_methods_are_selected_by_their_annotations() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    let sample = write(dir.path(), "WebServiceTracker.java", WEB_SERVICE_TRACKER);
+    let checked = jtap(["btrace", "--check", &sample]);
+    assert_eq!(checked.code, 0, "{}", checked.stderr);
+    assert!(
+        checked.stdout.contains("ok: 2 probe handlers"),
+        "{}",
+        checked.stdout
+    );
+    let script = write(dir.path(), "Endpoints.java", ENDPOINTS);
+    let expected = [
+        "entered workloads.Annotated$Orders.cancel",
+        "entered workloads.Annotated$Orders.place",
+        "entered workloads.Annotated$Plain.place",
+        "workloads.Annotated$Orders.cancel = 4",
+        "workloads.Annotated$Orders.place = 10",
+    ];
+    for jdk in jdks() {
+        let rounds = tempfile::tempdir().unwrap();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Annotated")
+            .cwd(rounds.path())
+            .start();
+        // Round 1 loads the classes (the hook reads them), round 2 finds them loaded.
+        for n in 1..=2 {
+            let (out, err) = over_round(&mut jvm, rounds.path(), n, &script, &[]);
+            let mut lines: Vec<&str> = out.lines().collect();
+            lines.sort_unstable();
+            assert_eq!(lines, expected, "JDK {} round {n}: {err}", jdk.version);
+            assert!(
+                err.contains("class bytes identical to before for 2/2"),
+                "JDK {} round {n}: {err}",
+                jdk.version
+            );
+        }
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }
 }

@@ -61,6 +61,25 @@ impl Env {
         Ok(unsafe { Allocation::from_raw(self.raw(), methods, count as usize) })
     }
 
+    /// A class's constant pool as the class file lays it out (`constant_pool_count`, then
+    /// the entries' bytes; needs `can_get_constant_pool`).
+    ///
+    /// # Safety
+    /// `class` is a valid class reference.
+    pub unsafe fn constant_pool(&self, class: sys::jclass) -> Result<(u16, Allocation<u8>)> {
+        let (mut count, mut len, mut bytes) = (0, 0, ptr::null_mut());
+        // SAFETY: caller's contract for `class`; local out-parameters.
+        unsafe {
+            jvmti_call!(
+                self.raw(),
+                GetConstantPool(class, &mut count, &mut len, &mut bytes)
+            )
+        }?;
+        // SAFETY: JVMTI allocated `len` bytes for us.
+        let bytes = unsafe { Allocation::from_raw(self.raw(), bytes, len.max(0) as usize) };
+        Ok((u16::try_from(count).unwrap_or(0), bytes))
+    }
+
     /// A method's name and JVM signature, e.g. `("run", "()V")`.
     ///
     /// # Safety

@@ -126,22 +126,27 @@ impl fmt::Display for NamePattern {
     }
 }
 
-/// Selects methods: `[+]Class[::method[descriptor]]`.
+/// Selects methods: `[+|@]Class[::[@]method[descriptor]]`.
 ///
 /// - `Class` is a dotted class name (`com.example.Foo`, nested classes with `$`), a glob
 ///   (`com.example.*Service`) or a `/regex/` as BTrace writes them; a leading `+` selects the
-///   named class or interface and every class extending or implementing it.
+///   named class or interface and every class extending or implementing it, a leading `@`
+///   the classes annotated (run-time visibly) with the annotation types it names.
 /// - `method` (default: every method, constructors `<init>` and static initialisers
-///   `<clinit>` included) is a name, glob or `/regex/`, optionally followed by a JVM
-///   descriptor such as `(Ljava/lang/String;I)V`.
+///   `<clinit>` included) is a name, glob or `/regex/` (after `@`: of the method's annotation
+///   types), optionally followed by a JVM descriptor such as `(Ljava/lang/String;I)V`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MethodPattern {
     /// The class (or supertype, with [`MethodPattern::subtypes`]) pattern.
     pub class: NamePattern,
     /// Also every subclass and implementation of the classes `class` names.
     pub subtypes: bool,
+    /// `class` names annotation types: the classes annotated with one of them.
+    pub annotated: bool,
     /// The method name pattern; `None` for every method.
     pub method: Option<NamePattern>,
+    /// `method` names annotation types: the methods annotated with one of them.
+    pub method_annotated: bool,
     /// The exact JVM method descriptor, when given.
     pub descriptor: Option<String>,
 }
@@ -157,8 +162,21 @@ impl MethodPattern {
             Some(rest) => (true, rest),
             None => (false, text),
         };
+        let (annotated, rest) =
+            match rest.strip_prefix('@') {
+                Some(_) if subtypes => return Err(fail(
+                    "a class is selected by its supertype (+) or by an annotation (@), not both"
+                        .into(),
+                )),
+                Some(rest) => (true, rest),
+                None => (false, rest),
+            };
         let (class_text, method_text) = split_class(rest).map_err(fail)?;
         let class = NamePattern::parse(class_text, "class").map_err(fail)?;
+        let (method_annotated, method_text) = match method_text.map(|m| m.strip_prefix('@')) {
+            Some(Some(m)) => (true, Some(m)),
+            _ => (false, method_text),
+        };
         let (method, descriptor) = match method_text {
             None => (None, None),
             Some(m) => {
@@ -179,7 +197,9 @@ impl MethodPattern {
         Ok(MethodPattern {
             class,
             subtypes,
+            annotated,
             method,
+            method_annotated,
             descriptor,
         })
     }
@@ -253,9 +273,13 @@ impl fmt::Display for MethodPattern {
         if self.subtypes {
             f.write_str("+")?;
         }
+        if self.annotated {
+            f.write_str("@")?;
+        }
         write!(f, "{}", self.class)?;
         if let Some(method) = &self.method {
-            write!(f, "::{method}")?;
+            let at = if self.method_annotated { "@" } else { "" };
+            write!(f, "::{at}{method}")?;
         }
         if let Some(d) = &self.descriptor {
             f.write_str(d)?;
@@ -486,6 +510,11 @@ impl Plan {
                 "c" => host = Some(MethodPattern::parse(value)?),
                 "to" => {
                     let callee = MethodPattern::parse(value)?;
+                    if callee.annotated || callee.method_annotated {
+                        return Err(format!(
+                            "to:{value}: a call site names the called method, not its annotations"
+                        ));
+                    }
                     if callee.subtypes {
                         return Err(format!("called methods cannot be +{}: a call site names the method as its code refers to it", callee.class));
                     }
@@ -497,7 +526,11 @@ impl Plan {
                 "fget" | "fset" => field_host = Some((key == "fset", MethodPattern::parse(value)?)),
                 "of" => {
                     let field = MethodPattern::parse(value)?;
-                    if field.subtypes || field.method.is_none() {
+                    if field.subtypes
+                        || field.annotated
+                        || field.method_annotated
+                        || field.method.is_none()
+                    {
                         return Err(format!("of:{value}: fields are named Class::field"));
                     }
                     let (write, host) = field_host
@@ -638,6 +671,9 @@ mod tests {
             "a.B::m(Ljava/lang/String;[I)V",
             "a.B::/m.*/(I)J",
             "a.B$Inner::<init>",
+            "@javax.jws.WebService::@javax.jws.WebMethod",
+            "@/a\\..*/::@/.*Handler/(I)V",
+            "a.B::@a.Handler",
         ] {
             let p = MethodPattern::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(p.to_string(), text);
@@ -646,6 +682,9 @@ mod tests {
         assert!(p.subtypes);
         assert_eq!(p.descriptor.as_deref(), Some("()V"));
         assert_eq!(p.class.literal(), Some("a.I"));
+        let p = MethodPattern::parse("@a.Endpoint::@a.Handler").unwrap();
+        assert!(p.annotated && p.method_annotated && !p.subtypes);
+        assert_eq!(p.method.unwrap().literal(), Some("a.Handler"));
     }
 
     #[test]
@@ -669,6 +708,9 @@ mod tests {
             ("a.B::m(I", "not a JVM method descriptor"),
             ("a.B:m", "neither a name"),
             ("a b", "no spaces"),
+            ("+@a.B", "not both"),
+            ("@", "empty class"),
+            ("a.B::@", "empty method"),
         ] {
             let e = MethodPattern::parse(text).unwrap_err();
             assert!(e.contains(needle), "{text:?}: {e}");
@@ -763,6 +805,11 @@ mod tests {
             ),
             ("mode:trace to:a.B", "to: without the c:"),
             ("mode:trace c:a.B to:+a.I", "cannot be +a.I"),
+            ("mode:trace c:a.B to:@a.I", "not its annotations"),
+            (
+                "mode:trace fget:a.B of:@a.C::x",
+                "fields are named Class::field",
+            ),
             ("mode:calltree p:a.B c:a.B to:a.C", "only trace mode"),
             ("mode:monitor line:a.B", "only trace mode"),
             ("mode:trace line:a.B lines:3,x", "bad lines"),

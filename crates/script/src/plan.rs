@@ -95,6 +95,14 @@ fn patterns(probe: &Probe) -> Result<(MethodPattern, Option<MethodPattern>), Str
         .as_ref()
         .map(|c| method_pattern(&c.class, &c.method, &c.descriptor))
         .transpose()?;
+    if let Some(target) = target
+        .as_ref()
+        .filter(|t| t.annotated || t.method_annotated)
+    {
+        return Err(format!(
+            "@Location(clazz = ..., method = ...) names the called methods, fields or classes themselves, not their annotations: {target}"
+        ));
+    }
     if let Some(callee) = target.as_ref().filter(|t| t.subtypes) {
         return Err(format!(
             "clazz = \"+{}\" in a @Location is not supported: a call site names the method as its code refers to it; name the class or interface itself, or a /regex/",
@@ -230,9 +238,14 @@ impl Selector {
     ) -> Selector {
         let regex = |p: &NamePattern| regex::Regex::new(&p.to_regex()).ok();
         Selector {
-            // A `+Super` pattern's classes are known to the agent only.
-            class: (!pattern.subtypes).then(|| regex(&pattern.class)).flatten(),
-            method: pattern.method.as_ref().and_then(regex),
+            // The classes of a `+Super` pattern and the annotated classes and methods of `@`
+            // patterns are known to the agent only.
+            class: (!pattern.subtypes && !pattern.annotated)
+                .then(|| regex(&pattern.class))
+                .flatten(),
+            method: (!pattern.method_annotated)
+                .then(|| pattern.method.as_ref().and_then(regex))
+                .flatten(),
             descriptor: pattern.descriptor.clone(),
             location,
             target: target.and_then(|c| {

@@ -843,6 +843,15 @@ pub fn is_modifiable(env: &Env, class: sys::jclass) -> bool {
     unsafe { jvmti!(env.raw(), IsModifiableClass(class, &mut modifiable)) && modifiable != 0 }
 }
 
+/// The class types the class's constant pool spells, among them those of the annotations
+/// of the class and its members (needs `can_get_constant_pool`).
+pub fn pool_types(env: &Env, class: sys::jclass) -> Option<Vec<String>> {
+    // SAFETY: valid env; class is a live reference.
+    let (count, bytes) = unsafe { env.constant_pool(class) }.ok()?;
+    let pool = jtap_classfile::ConstantPool::from_entries(count, &bytes).ok()?;
+    Some(jtap_classfile::annotations::descriptor_types(&pool))
+}
+
 /// Whether the class has been linked (verified and prepared): before that, the VM reports
 /// its methods' bytecodes differently, and linking may still fail.
 pub fn is_linked(env: &Env, class: sys::jclass) -> bool {

@@ -35,6 +35,7 @@ use crate::gate::Gate;
 use crate::libjvm::Flag;
 use crate::thread::Vm;
 
+mod loaded;
 mod touched;
 
 use touched::{Classes, JvmLoaders, Touched};
@@ -46,9 +47,10 @@ const DEFAULT_DEPTH: u32 = 3;
 const BATCH: usize = 64;
 
 /// Capabilities of the session's environment.
-const CAPABILITIES: [&str; 4] = [
+const CAPABILITIES: [&str; 5] = [
     "can_retransform_classes",
     "can_get_bytecodes",
+    "can_get_constant_pool",
     "can_get_line_numbers",
     "can_get_source_file_name",
 ];
@@ -382,16 +384,7 @@ impl Tracing {
                 }
             }
         }
-        // `+` patterns: every loaded subtype of a loaded base is selected.
-        for (base, base_name) in &named {
-            for index in self.selector.is_subtype_base(&select::dotted(base_name)) {
-                for (class, name) in &named {
-                    if jni.is_assignable(*class, *base) {
-                        self.selector.add_subtype(index, &select::dotted(name));
-                    }
-                }
-            }
-        }
+        self.learn_loaded(jni, &named);
         let dotted_names: Vec<String> = named.iter().map(|(_, n)| select::dotted(n)).collect();
         for pattern in self.selector.targets_matching_none(&dotted_names) {
             self.note(format!(
@@ -645,6 +638,7 @@ impl Tracing {
         };
         let dotted = select::dotted(name);
         let cf = ClassFile::parse(bytes).ok()?;
+        self.selector.learn(&cf, &dotted);
         let supers: Vec<String> = std::iter::once(cf.super_class)
             .chain(cf.interfaces.iter().copied())
             .filter(|&i| i != 0)

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use jtap_classfile::annotations;
 use jtap_classfile::constant_pool::Constant;
 use jtap_classfile::guard::Guard;
 use jtap_classfile::plan::{MemberFilter, Pattern};
@@ -27,15 +28,22 @@ pub enum Role {
 
 /// One compiled [`MethodPattern`].
 struct Matcher {
+    /// The class names, or with `annotated` the annotation types.
     class: Regex,
     subtypes: bool,
+    annotated: bool,
+    /// The method names, or with `method_annotated` the annotation types.
     method: Option<Regex>,
+    method_annotated: bool,
     descriptor: Option<String>,
     role: Role,
     /// The pattern as the user wrote it.
     text: String,
-    /// `+` patterns: dotted names of the classes and interfaces known to be subtypes.
+    /// `+` patterns: dotted names of the classes and interfaces known to be subtypes; `@`
+    /// patterns: of the classes annotated (or, before their bytes are read, that may be).
     known: Mutex<HashSet<String>>,
+    /// `::@` patterns: the methods annotated, as `pkg.Class.name(descriptor)`.
+    annotated_methods: Mutex<HashSet<String>>,
     /// [`Role::Inside`]: where.
     inside: Option<Inside>,
     /// [`Role::Target`] and entry points: the condition its calls' arguments must meet.
@@ -80,35 +88,48 @@ impl Matcher {
         Ok(Matcher {
             class: compile(pattern.class.to_regex())?,
             subtypes: pattern.subtypes,
+            annotated: pattern.annotated,
             method: pattern
                 .method
                 .as_ref()
                 .map(|m| compile(m.to_regex()))
                 .transpose()?,
+            method_annotated: pattern.method_annotated,
             descriptor: pattern.descriptor.clone(),
             role,
             text: pattern.to_string(),
             known: Mutex::new(HashSet::new()),
+            annotated_methods: Mutex::new(HashSet::new()),
             inside: None,
             guard: None,
         })
     }
 
     fn method_matches(&self, dotted: &str, supers: &[String], name: &str, desc: &str) -> bool {
-        self.method.as_ref().is_none_or(|re| re.is_match(name))
+        let method = match &self.method {
+            None => true,
+            Some(_) if self.method_annotated => {
+                lock(&self.annotated_methods).contains(&format!("{dotted}.{name}{desc}"))
+            }
+            Some(re) => re.is_match(name),
+        };
+        method
             && self.descriptor.as_deref().is_none_or(|d| d == desc)
             && self.selects_class(dotted, supers)
     }
 
     /// Whether the class is selected; `supers` are its direct superclass and interfaces.
     fn selects_class(&self, dotted: &str, supers: &[String]) -> bool {
+        if self.annotated {
+            return lock(&self.known).contains(dotted);
+        }
         if self.class.is_match(dotted) {
             return true;
         }
         if !self.subtypes {
             return false;
         }
-        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let mut known = lock(&self.known);
         if known.contains(dotted) {
             return true;
         }
@@ -209,10 +230,62 @@ impl Selector {
     /// Records that `dotted` extends or implements a base of pattern `index`.
     pub fn add_subtype(&self, index: usize, dotted: &str) {
         if let Some(m) = self.matchers.get(index) {
-            m.known
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(dotted.to_string());
+            lock(&m.known).insert(dotted.to_string());
+        }
+    }
+
+    /// Whether some pattern selects classes by their annotations.
+    pub fn by_class_annotation(&self) -> bool {
+        self.matchers.iter().any(|m| m.annotated)
+    }
+
+    /// Takes loaded class `dotted` for annotated as `@` patterns want it when its constant
+    /// pool spells their annotation types (`types`, from
+    /// [`annotations::descriptor_types`]), until its bytes say ([`Selector::learn`]).
+    pub fn may_be_annotated(&self, dotted: &str, types: &[String]) {
+        for m in self.matchers.iter().filter(|m| m.annotated) {
+            if types.iter().any(|t| m.class.is_match(t)) {
+                lock(&m.known).insert(dotted.to_string());
+            }
+        }
+    }
+
+    /// Reads the run-time visible annotations of class `cf` (`dotted`) and its methods for
+    /// the `@` and `::@` patterns.
+    pub fn learn(&self, cf: &ClassFile, dotted: &str) {
+        let pool = &cf.constant_pool;
+        let of = |attributes| annotations::visible(pool, attributes).unwrap_or_default();
+        if self.by_class_annotation() {
+            let types = of(&cf.attributes);
+            for m in self.matchers.iter().filter(|m| m.annotated) {
+                set(&m.known, dotted, types.iter().any(|t| m.class.is_match(t)));
+            }
+        }
+        let by_method: Vec<(&Matcher, &Regex)> = self
+            .matchers
+            .iter()
+            .filter(|m| m.method_annotated)
+            .filter_map(|m| Some((m, m.method.as_ref()?)))
+            .collect();
+        if by_method.is_empty() {
+            return;
+        }
+        for method in &cf.methods {
+            let (Ok(name), Ok(desc)) = (
+                pool.utf8_str(method.name_index),
+                pool.utf8_str(method.descriptor_index),
+            ) else {
+                continue;
+            };
+            let types = of(&method.attributes);
+            let key = format!("{dotted}.{name}{desc}");
+            for (m, re) in &by_method {
+                set(
+                    &m.annotated_methods,
+                    &key,
+                    types.iter().any(|t| re.is_match(t)),
+                );
+            }
         }
     }
 
@@ -357,6 +430,19 @@ impl Selector {
         }
         kinds
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Puts `key` in `set` or takes it out.
+fn set(set: &Mutex<HashSet<String>>, key: &str, member: bool) {
+    let mut set = lock(set);
+    match member {
+        true => set.insert(key.to_string()),
+        false => set.remove(key),
+    };
 }
 
 /// A guard holding when any of `guards` does; None for none.
@@ -565,6 +651,23 @@ mod tests {
         assert_eq!(s.is_subtype_base("a.Shape"), vec![0]);
         s.add_subtype(0, "c.Loaded");
         assert!(s.selects_class("c.Loaded", &[]));
+    }
+
+    #[test]
+    fn annotated_classes_are_those_the_bytes_or_pools_name() {
+        let s = Selector::new(&plan(&["@a.Endpoint::@/a\\.Handler/"], &[])).unwrap();
+        assert!(s.by_class_annotation());
+        assert!(!s.selects_class("a.Orders", &[]));
+        s.may_be_annotated("a.Orders", &["a.Endpoint".into()]);
+        s.may_be_annotated("a.Other", &["a.Handler".into()]);
+        assert!(s.selects_class("a.Orders", &[]));
+        assert!(!s.selects_class("a.Other", &[]));
+        // The method's annotations are known only once its bytes were read.
+        assert_eq!(s.method_role("a.Orders", &[], "place", "(I)I"), None);
+        assert_eq!(
+            s.targets_matching_none(&["a.Orders".into()]),
+            [] as [String; 0]
+        );
     }
 
     #[test]
