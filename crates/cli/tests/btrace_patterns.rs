@@ -2,7 +2,8 @@
 //! `workloads.Annotated`: `${name}` in annotation values stands for the script's `name=value`
 //! arguments (BTrace's own `AllMethods` sample, unchanged); `@Annotation` patterns select the
 //! classes and methods annotated, whether they load during the session or were loaded
-//! before.
+//! before; `+Supertype` callees at `Kind.CALL` take the calls whose owner class extends or
+//! implements it, when it was loaded before its caller was instrumented.
 
 mod common;
 
@@ -114,6 +115,17 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
     @OnMethod(clazz = "/workloads\\.Annotated.*/", method = "@/.*\\$(Handler|Internal)/")
     public static void entered(@ProbeClassName String c, @ProbeMethodName String m) {
         println("entered " + c + "." + m);
+    }
+}
+"#;
+
+/// Every put into a map that `fill` methods make.
+const PUTS: &str = r#"import org.openjdk.btrace.core.annotations.*;
+import static org.openjdk.btrace.core.BTraceUtils.*;
+@BTrace public class Puts {
+    @OnMethod(clazz = "/workloads\\.Annotated(\\$Again)?/", method = "fill", location = @Location(value = Kind.CALL, clazz = "+java.util.Map", method = "put", where = Where.AFTER))
+    public static void put(@TargetMethodOrField(fqn = true) String m, String key) {
+        println(key + " by " + m);
     }
 }
 "#;
@@ -240,6 +252,37 @@ fn classes_and_methods_are_selected_by_their_annotations() {
                 "JDK {} round {n}: {err}",
                 jdk.version
             );
+        }
+        assert!(jvm.is_running(), "JDK {}", jdk.version);
+    }
+}
+
+#[test]
+fn plus_callees_take_the_calls_of_loaded_subtypes() {
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    let script = write(dir.path(), "Puts.java", PUTS);
+    for jdk in jdks() {
+        let rounds = tempfile::tempdir().unwrap();
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Annotated")
+            .cwd(rounds.path())
+            .start();
+        // Round 1: `fill` was instrumented before LateMap loaded, `Again.fill` after (the hook
+        // saw LateMap extend TreeMap); round 2 finds all of them loaded. Registry is no map.
+        for n in 1..=2 {
+            let (out, err) = over_round(&mut jvm, rounds.path(), n, &script, &[]);
+            let put = "#put(java.lang.Object, java.lang.Object)";
+            let by = |owner: &str| format!("virtual java.lang.Object {owner}{put}");
+            let late = format!("late by {}\n", by("workloads.Annotated$LateMap"));
+            let expected = format!(
+                "map by interface java.lang.Object java.util.Map{put}\nhash by {}\nledger by {}\ntree by {}\n{}again by {}\n",
+                by("java.util.HashMap"),
+                by("workloads.Annotated$Ledger"),
+                by("java.util.TreeMap"),
+                if n == 1 { "" } else { late.as_str() },
+                by("workloads.Annotated$LateMap"),
+            );
+            assert_eq!(out, expected, "JDK {} round {n}: {err}", jdk.version);
         }
         assert!(jvm.is_running(), "JDK {}", jdk.version);
     }

@@ -318,8 +318,8 @@ impl Mode {
 pub struct CallSites {
     /// The methods whose calls are traced.
     pub host: MethodPattern,
-    /// The called methods (a `+Supertype` pattern is not accepted: the call site names the
-    /// method as the caller's code refers to it).
+    /// The called methods, as the call site names them: its owner class (`+Supertype`: the
+    /// type or one extending or implementing it), name and descriptor.
     pub callee: MethodPattern,
 }
 
@@ -514,9 +514,6 @@ impl Plan {
                         return Err(format!(
                             "to:{value}: a call site names the called method, not its annotations"
                         ));
-                    }
-                    if callee.subtypes {
-                        return Err(format!("called methods cannot be +{}: a call site names the method as its code refers to it", callee.class));
                     }
                     plan.call_sites.push(CallSites {
                         host: host.take().ok_or("to: without the c: before it")?,
@@ -778,9 +775,13 @@ mod tests {
 
     #[test]
     fn call_sites_pair_a_host_with_a_callee() {
-        let plan = Plan::parse("mode:trace c:a.B::run to:/java\\.io\\..*/::write").unwrap();
+        let plan = Plan::parse(
+            "mode:trace c:a.B::run to:/java\\.io\\..*/::write c:a.B to:+java.util.Map::put",
+        )
+        .unwrap();
         assert!(plan.targets.is_empty());
-        assert_eq!(plan.call_sites.len(), 1);
+        assert_eq!(plan.call_sites.len(), 2);
+        assert!(plan.call_sites[1].callee.subtypes);
         assert_eq!(plan.call_sites[0].host.to_string(), "a.B::run");
         assert_eq!(Plan::parse(&plan.to_string()), Ok(plan));
         let fields =
@@ -804,7 +805,6 @@ mod tests {
                 "fields are named Class::field",
             ),
             ("mode:trace to:a.B", "to: without the c:"),
-            ("mode:trace c:a.B to:+a.I", "cannot be +a.I"),
             ("mode:trace c:a.B to:@a.I", "not its annotations"),
             (
                 "mode:trace fget:a.B of:@a.C::x",

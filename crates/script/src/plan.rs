@@ -103,11 +103,13 @@ fn patterns(probe: &Probe) -> Result<(MethodPattern, Option<MethodPattern>), Str
             "@Location(clazz = ..., method = ...) names the called methods, fields or classes themselves, not their annotations: {target}"
         ));
     }
-    if let Some(callee) = target.as_ref().filter(|t| t.subtypes) {
-        return Err(format!(
-            "clazz = \"+{}\" in a @Location is not supported: a call site names the method as its code refers to it; name the class or interface itself, or a /regex/",
-            callee.class
-        ));
+    if let Some(target) = target.as_ref().filter(|t| t.subtypes) {
+        if !matches!(probe.location, Location::Call { .. }) {
+            return Err(format!(
+                "clazz = \"+{}\" in a @Location names the callees of Kind.CALL only: fields and classes allocated are named as the code names them",
+                target.class
+            ));
+        }
     }
     Ok((pattern, target))
 }
@@ -222,7 +224,8 @@ pub(crate) struct Selector {
 
 /// The called methods a `Kind.CALL` handler takes, or the classes a `Kind.NEW` one does.
 struct TargetSelector {
-    class: regex::Regex,
+    /// None for `+Super` callees, whose owner classes the agent only knows.
+    class: Option<regex::Regex>,
     method: Option<regex::Regex>,
     descriptor: Option<String>,
 }
@@ -248,12 +251,10 @@ impl Selector {
                 .flatten(),
             descriptor: pattern.descriptor.clone(),
             location,
-            target: target.and_then(|c| {
-                Some(TargetSelector {
-                    class: regex(&c.class)?,
-                    method: c.method.as_ref().and_then(regex),
-                    descriptor: c.descriptor.clone(),
-                })
+            target: target.map(|c| TargetSelector {
+                class: (!c.subtypes).then(|| regex(&c.class)).flatten(),
+                method: c.method.as_ref().and_then(regex),
+                descriptor: c.descriptor.clone(),
             }),
             threshold,
         }
@@ -291,7 +292,7 @@ impl Selector {
             (Location::Line(Some(wanted)), Point::Line(line)) => wanted == *line,
             (Location::New { .. }, Point::New(class))
             | (Location::NewArray { .. }, Point::NewArray { element: class, .. }) => {
-                self.target.as_ref().is_none_or(|t| t.class.is_match(class))
+                self.target.as_ref().is_none_or(|t| t.takes_class(class))
             }
             (Location::Sync { exit: false }, Point::SyncEnter(_)) => true,
             (Location::Sync { exit: true }, Point::SyncExit(_)) => true,
@@ -316,14 +317,18 @@ impl Selector {
 }
 
 impl TargetSelector {
+    fn takes_class(&self, class: &str) -> bool {
+        self.class.as_ref().is_none_or(|re| re.is_match(class))
+    }
+
     /// Whether it selects `field`, `pkg.Class.field`.
     fn takes_field(&self, field: &str) -> bool {
         let (class, name) = field.rsplit_once('.').unwrap_or(("", field));
-        self.class.is_match(class) && self.method.as_ref().is_none_or(|re| re.is_match(name))
+        self.takes_class(class) && self.method.as_ref().is_none_or(|re| re.is_match(name))
     }
 
     fn takes(&self, callee: &Callee) -> bool {
-        self.class.is_match(&callee.class)
+        self.takes_class(&callee.class)
             && self
                 .method
                 .as_ref()
@@ -500,13 +505,13 @@ mod tests {
             .map(|(i, _)| *i)
             .collect();
         assert_eq!(entry_takers, [2]);
+        // `+a.C`: the agent knows which owners extend or implement a.C.
         let subtypes = source.replace("clazz=\"a.C\"", "clazz=\"+a.C\"");
         let script = compile(&subtypes, "S.java").unwrap();
-        let error = Probes::of(&script, "S.java").err().unwrap().to_string();
-        assert!(
-            error.contains("clazz = \"+a.C\" in a @Location is not supported"),
-            "{error}"
-        );
+        let probes = Probes::of(&script, "S.java").unwrap();
+        assert!(probes.plan.to_string().contains(" to:+a.C::/.*/ "));
+        let takers = |c: &Call| probes.handlers.iter().filter(|(_, s)| s.takes(c)).count();
+        assert_eq!(takers(&at_site("a.D", "go", true)), 1);
     }
 
     #[test]

@@ -638,7 +638,6 @@ impl Tracing {
         };
         let dotted = select::dotted(name);
         let cf = ClassFile::parse(bytes).ok()?;
-        self.selector.learn(&cf, &dotted);
         let supers: Vec<String> = std::iter::once(cf.super_class)
             .chain(cf.interfaces.iter().copied())
             .filter(|&i| i != 0)
@@ -649,6 +648,7 @@ impl Tracing {
                     .map(|n| select::dotted(&String::from_utf8_lossy(n)))
             })
             .collect();
+        self.selector.learn(&cf, &dotted, &supers);
         if !self.selector.selects_class(&dotted, &supers) && !self.hosts_class(name) {
             return None;
         }

@@ -1,6 +1,6 @@
 //! Which classes and methods a plan selects, and which classes jtap refuses to touch.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use jtap_classfile::annotations;
@@ -67,20 +67,47 @@ struct Fields {
     write: bool,
 }
 
+/// How many supertypes up a `+` callee's owner is looked for.
+const MAX_SUPERTYPE_DEPTH: u32 = 64;
+
 /// The called methods of a plan's call sites.
 struct Callee {
+    /// The owner classes, or with `subtypes` their supertypes.
     class: Regex,
+    subtypes: bool,
+    /// `subtypes`: the dotted names of the loaded classes found to extend or implement one.
+    known: Mutex<HashSet<String>>,
     method: Option<Regex>,
     descriptor: Option<String>,
 }
 
 impl Callee {
-    fn matches(&self, owner: &str, name: &str, descriptor: &str) -> bool {
-        self.class.is_match(&dotted(owner))
-            && self.method.as_ref().is_none_or(|re| re.is_match(name))
+    /// Whether a call site naming `owner` (internal name), `name` and `descriptor` calls one;
+    /// `supers` are the direct supertypes of the classes loaded during the session.
+    fn matches(&self, supers: &Supertypes, owner: &str, name: &str, descriptor: &str) -> bool {
+        self.method.as_ref().is_none_or(|re| re.is_match(name))
             && self.descriptor.as_deref().is_none_or(|d| d == descriptor)
+            && self.owner_matches(supers, &dotted(owner), 0)
+    }
+
+    fn owner_matches(&self, supers: &Supertypes, owner: &str, depth: u32) -> bool {
+        if self.class.is_match(owner) {
+            return true;
+        }
+        if !self.subtypes || depth > MAX_SUPERTYPE_DEPTH {
+            return false;
+        }
+        lock(&self.known).contains(owner)
+            || supers.get(owner).is_some_and(|direct| {
+                direct
+                    .iter()
+                    .any(|s| self.owner_matches(supers, s, depth + 1))
+            })
     }
 }
+
+/// Dotted class names and their direct superclass and interfaces.
+type Supertypes = HashMap<String, Vec<String>>;
 
 impl Matcher {
     fn new(pattern: &MethodPattern, role: Role) -> Result<Matcher, String> {
@@ -147,6 +174,8 @@ impl Matcher {
 /// The compiled patterns of a plan.
 pub struct Selector {
     matchers: Vec<Matcher>,
+    /// With `+` callees: the direct supertypes of every class the hook has seen.
+    supers: Option<Mutex<Supertypes>>,
 }
 
 impl Selector {
@@ -176,6 +205,8 @@ impl Selector {
             let mut caller = Matcher::new(&sites.host, Role::Inside)?;
             caller.inside = Some(Inside::Calls(Callee {
                 class: callee.class,
+                subtypes: callee.subtypes,
+                known: Mutex::new(HashSet::new()),
                 method: callee.method,
                 descriptor: callee.descriptor,
             }));
@@ -197,7 +228,12 @@ impl Selector {
             matcher.guard = guard_of(Guarded::Point(index));
             matchers.push(matcher);
         }
-        Ok(Selector { matchers })
+        let supers = plan
+            .call_sites
+            .iter()
+            .any(|sites| sites.callee.subtypes)
+            .then(|| Mutex::new(HashMap::new()));
+        Ok(Selector { matchers, supers })
     }
 
     /// Whether some pattern may select methods of the class.
@@ -234,6 +270,24 @@ impl Selector {
         }
     }
 
+    /// The `+` callees whose base `dotted` is, as indexes for [`Selector::add_callee_subtype`].
+    pub fn callee_bases(&self, dotted: &str) -> Vec<usize> {
+        (self.matchers.iter().enumerate())
+            .filter(|(_, m)| match &m.inside {
+                Some(Inside::Calls(callee)) => callee.subtypes && callee.class.is_match(dotted),
+                _ => false,
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Records that loaded class `dotted` extends or implements a base of `+` callee `index`.
+    pub fn add_callee_subtype(&self, index: usize, dotted: &str) {
+        if let Some(Some(Inside::Calls(callee))) = self.matchers.get(index).map(|m| &m.inside) {
+            lock(&callee.known).insert(dotted.to_string());
+        }
+    }
+
     /// Whether some pattern selects classes by their annotations.
     pub fn by_class_annotation(&self) -> bool {
         self.matchers.iter().any(|m| m.annotated)
@@ -250,9 +304,13 @@ impl Selector {
         }
     }
 
-    /// Reads the run-time visible annotations of class `cf` (`dotted`) and its methods for
-    /// the `@` and `::@` patterns.
-    pub fn learn(&self, cf: &ClassFile, dotted: &str) {
+    /// Learns what the patterns need of class `cf` (`dotted`, with its direct supertypes
+    /// `supers`) as the hook sees it: the run-time visible annotations of the class and its
+    /// methods for `@` and `::@` patterns, its supertypes for `+` callees.
+    pub fn learn(&self, cf: &ClassFile, dotted: &str, supers: &[String]) {
+        if let Some(known) = &self.supers {
+            lock(known).insert(dotted.to_string(), supers.to_vec());
+        }
         let pool = &cf.constant_pool;
         let of = |attributes| annotations::visible(pool, attributes).unwrap_or_default();
         if self.by_class_annotation() {
@@ -355,11 +413,16 @@ impl Selector {
         if callees.is_empty() {
             return None;
         }
+        let none = HashMap::new();
+        let supers = self.supers.as_ref().map(lock);
+        let supers = supers.as_deref().unwrap_or(&none);
         members_filter(
             method_refs(class)
                 .into_iter()
                 .filter(|(owner, method, desc)| {
-                    callees.iter().any(|c| c.matches(owner, method, desc))
+                    callees
+                        .iter()
+                        .any(|c| c.matches(supers, owner, method, desc))
                 })
                 .map(|(owner, method, _)| (owner, method)),
         )
@@ -668,6 +731,44 @@ mod tests {
             s.targets_matching_none(&["a.Orders".into()]),
             [] as [String; 0]
         );
+    }
+
+    #[test]
+    fn plus_callees_follow_loaded_and_learned_supertypes() {
+        let plan = Plan {
+            call_sites: vec![jtap_protocol::trace::CallSites {
+                host: MethodPattern::parse("a.B::run").unwrap(),
+                callee: MethodPattern::parse("+java.util.Map::put").unwrap(),
+            }],
+            ..Plan::default()
+        };
+        let s = Selector::new(&plan).unwrap();
+        assert_eq!(s.callee_bases("java.util.Map"), [0]);
+        assert!(s.callee_bases("java.util.HashMap").is_empty());
+        s.add_callee_subtype(0, "java.util.HashMap");
+        let Some(Inside::Calls(callee)) = &s.matchers[0].inside else {
+            panic!("no callee");
+        };
+        // Classes loaded during the session, by their direct supertypes.
+        let supers: Supertypes = [
+            ("a.Ledger", "java.util.HashMap"),
+            ("a.Sub", "a.Ledger"),
+            ("a.Registry", "java.lang.Object"),
+        ]
+        .into_iter()
+        .map(|(class, sup)| (class.to_string(), vec![sup.to_string()]))
+        .collect();
+        for (owner, taken) in [
+            ("java/util/Map", true),
+            ("java/util/HashMap", true),
+            ("a/Sub", true),
+            ("a/Registry", false),
+            ("a/NotLoaded", false),
+        ] {
+            let put = "(Ljava/lang/Object;Ljava/lang/Object;)Ljava/lang/Object;";
+            assert_eq!(callee.matches(&supers, owner, "put", put), taken, "{owner}");
+        }
+        assert!(!callee.matches(&supers, "java/util/HashMap", "get", "()V"));
     }
 
     #[test]
