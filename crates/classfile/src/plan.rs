@@ -1,5 +1,7 @@
 //! The plan-driven API: which probes go where, and the ids handed to them.
 
+use std::collections::HashMap;
+
 use crate::guard::Guard;
 
 /// A name pattern.
@@ -279,7 +281,7 @@ impl InjectionPlan {
 }
 
 /// A method that received an id.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MethodEntry {
     /// Class internal name.
     pub class: String,
@@ -290,7 +292,7 @@ pub struct MethodEntry {
 }
 
 /// A site that received an id.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SiteEntry {
     /// Id of the enclosing method.
     pub method_id: i32,
@@ -304,23 +306,32 @@ pub struct SiteEntry {
     pub detail: String,
 }
 
-/// Hands out method and site ids; the agent keeps it to map ids back to names.
+/// Hands out method and site ids; the agent keeps it to map ids back to names. A method or
+/// site instrumented again (its class retransformed, by this session or another's) keeps its
+/// id: the ids stay as many as the methods and sites, and a class instrumented twice alike
+/// gets the same bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Registry {
     /// Methods by id.
     pub methods: Vec<MethodEntry>,
     /// Sites by id.
     pub sites: Vec<SiteEntry>,
+    method_ids: HashMap<MethodEntry, i32>,
+    site_ids: HashMap<SiteEntry, i32>,
 }
 
 impl Registry {
     pub(crate) fn add_method(&mut self, class: &str, name: &str, descriptor: &str) -> i32 {
-        self.methods.push(MethodEntry {
+        let entry = MethodEntry {
             class: class.into(),
             name: name.into(),
             descriptor: descriptor.into(),
-        });
-        self.methods.len() as i32 - 1
+        };
+        let next = self.methods.len() as i32;
+        *self.method_ids.entry(entry).or_insert_with_key(|entry| {
+            self.methods.push(entry.clone());
+            next
+        })
     }
 
     pub(crate) fn add_site(
@@ -331,14 +342,18 @@ impl Registry {
         kind: &'static str,
         detail: String,
     ) -> i32 {
-        self.sites.push(SiteEntry {
+        let entry = SiteEntry {
             method_id,
             bci,
             kind,
             opcode,
             detail,
-        });
-        self.sites.len() as i32 - 1
+        };
+        let next = self.sites.len() as i32;
+        *self.site_ids.entry(entry).or_insert_with_key(|entry| {
+            self.sites.push(entry.clone());
+            next
+        })
     }
 }
 
