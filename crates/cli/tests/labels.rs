@@ -8,6 +8,8 @@
 //! - the classes are restored exactly at the end;
 //! - the same on an embedded Jetty serving three such endpoints (`real.JettyEndpoints`),
 //!   labelled by the handler's `target`;
+//! - `monitor`, `trace` and `calltree --by` report per endpoint: every labelled call of a
+//!   work method (and of `handle` itself) carries its own endpoint's label;
 //! - a bad entry or key is refused with one line before attaching.
 
 mod common;
@@ -59,6 +61,17 @@ fn by_label(
     found
 }
 
+/// Every session restored every class it touched exactly (the labels' and, beside a trace,
+/// the trace's: each finds the class as it was at its start).
+fn assert_restored(stderr: &str, jdk: u32) {
+    assert!(
+        stderr.contains("labels: restored")
+            && stderr.contains("identical to before")
+            && !stderr.contains("differ"),
+        "JDK {jdk}: {stderr}"
+    );
+}
+
 /// Profiles `pid` by cpu, wall and alloc at once, labelled by `entry`'s first argument (the
 /// endpoint), and checks that each work method of `class` carries its endpoint's label.
 fn check_labels(pid: u32, entry: &str, class: &str, jdk: u32) {
@@ -86,10 +99,7 @@ fn check_labels(pid: u32, entry: &str, class: &str, jdk: u32) {
     ]);
     let stderr = run.stderr.clone();
     run.ok();
-    assert!(
-        stderr.contains("labels: restored") && stderr.contains("identical to before"),
-        "JDK {jdk}: {stderr}"
-    );
+    assert_restored(&stderr, jdk);
     for event in ["cpu", "wall", "alloc"] {
         let stacks = collapsed_file(&dir.path().join(format!("p.{event}.collapsed")));
         let shares = by_label(&stacks, class);
@@ -154,6 +164,147 @@ fn jetty_endpoints_are_profiled_apart() {
     }
 }
 
+/// The endpoint whose work `method` is (`handle` has none of its own).
+fn endpoint_of(method: &str) -> Option<&'static str> {
+    WORK.iter().find(|(m, _)| *m == method).map(|(_, e)| *e)
+}
+
+/// The JSON lines of a run's stdout.
+fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+/// `monitor --by`: a row per method and endpoint; `handle`'s own calls under each endpoint
+/// (its label's probes wrap the trace's), every work method's under its own only.
+fn check_monitor(pid: &str, by: &str, jdk: u32) {
+    let run = jtap([
+        "monitor",
+        pid,
+        "workloads.Requests::/handle|computeInPlace|poolWork|asyncSupply|asyncStage|threadWork/",
+        "--by",
+        by,
+        "-i",
+        "6s",
+        "-n",
+        "1",
+        "--json",
+    ]);
+    let stderr = run.stderr.clone();
+    let rows = json_lines(&run.ok());
+    assert_restored(&stderr, jdk);
+    let mut handled = Vec::new();
+    for row in &rows {
+        let method = row["method"].as_str().unwrap().rsplit('.').next().unwrap();
+        let (label, calls) = (row["label"].as_str(), row["calls"].as_u64().unwrap());
+        if calls == 0 {
+            continue;
+        }
+        match (method, label) {
+            ("handle", Some(label)) => handled.push(label.to_string()),
+            (method, Some(label)) => assert_eq!(
+                endpoint_of(method),
+                Some(label),
+                "JDK {jdk}: {calls} calls of {method} labelled {label}: {rows:?}"
+            ),
+            _ => {}
+        }
+    }
+    handled.sort();
+    assert_eq!(
+        handled,
+        ["/compute", "/pool", "/thread"],
+        "JDK {jdk}: {rows:?}"
+    );
+    for (method, endpoint) in WORK {
+        assert!(
+            rows.iter()
+                .any(|r| r["method"].as_str().unwrap().ends_with(method)
+                    && r["label"] == endpoint
+                    && r["calls"].as_u64() > Some(0)),
+            "JDK {jdk}: no labelled calls of {method}: {rows:?}"
+        );
+    }
+}
+
+/// `trace --by`: each labelled call of a work method carries its endpoint.
+fn check_trace(pid: &str, by: &str, jdk: u32) {
+    let run = jtap([
+        "trace",
+        pid,
+        "workloads.Requests::computeInPlace",
+        "workloads.Requests::threadWork",
+        "workloads.Requests::asyncStage",
+        "--by",
+        by,
+        "-d",
+        "4s",
+        "--json",
+    ]);
+    assert_restored(&run.stderr, jdk);
+    let calls = json_lines(&run.ok());
+    let labelled: Vec<_> = calls.iter().filter(|c| !c["label"].is_null()).collect();
+    assert!(labelled.len() >= 3, "JDK {jdk}: {calls:?}");
+    for call in labelled {
+        let method = call["method"].as_str().unwrap();
+        assert_eq!(
+            endpoint_of(method),
+            call["label"].as_str(),
+            "JDK {jdk}: {call}"
+        );
+    }
+}
+
+/// `calltree --by`: each labelled tree of `handle` carries the endpoint its calls show.
+fn check_calltree(pid: &str, by: &str, jdk: u32) {
+    let run = jtap([
+        "calltree",
+        pid,
+        "workloads.Requests::handle",
+        "--by",
+        by,
+        "-d",
+        "4s",
+        "--json",
+    ]);
+    assert_restored(&run.stderr, jdk);
+    let trees = json_lines(&run.ok());
+    let mut seen = Vec::new();
+    for tree in trees.iter().filter(|t| !t["label"].is_null()) {
+        let text = tree["tree"].to_string();
+        let label = tree["label"].as_str().unwrap();
+        let expected = match () {
+            _ if text.contains("computeInPlace") => "/compute",
+            _ if text.contains(".submit") => "/pool",
+            _ => "/thread",
+        };
+        assert_eq!(label, expected, "JDK {jdk}: {tree}");
+        seen.push(label.to_string());
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        ["/compute", "/pool", "/thread"],
+        "JDK {jdk}: {trees:?}"
+    );
+}
+
+#[test]
+fn traces_monitors_and_call_trees_report_per_endpoint() {
+    agent_library();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::builder(jdk, "workloads.Requests").start();
+        let pid = jvm.pid().to_string();
+        let by = "workloads.Requests::handle=arg1";
+        check_monitor(&pid, by, jdk.version);
+        check_trace(&pid, by, jdk.version);
+        check_calltree(&pid, by, jdk.version);
+    }
+}
+
 #[test]
 fn bad_entries_and_keys_are_refused_in_one_line() {
     for (by, says) in [
@@ -165,5 +316,10 @@ fn bad_entries_and_keys_are_refused_in_one_line() {
         ),
     ] {
         jtap(["profile", "1", "--by", by]).fails_with(2, says);
+        jtap(["monitor", "1", "a.B::c", "--by", by]).fails_with(2, says);
     }
+    jtap([
+        "trace", "a.B::c", "--by", "a.B::c", "--", "java", "-version",
+    ])
+    .fails_with(2, "needs a running JVM");
 }

@@ -291,5 +291,6 @@ pub(crate) fn empty_call() -> Call {
         outcome: Outcome::Returned(None),
         stack: Vec::new(),
         callee: None,
+        label: None,
     }
 }

@@ -104,7 +104,26 @@ struct Recording {
     labels: Option<Labelling>,
 }
 
+/// Whether a recording's labels start after its engines and stop before them: with a trace,
+/// so that the label probes wrap the trace's (a later JVMTI environment's class-file hook
+/// rewrites the bytes an earlier one made). An entry method's own traced calls then end
+/// inside their label, and each session's restore finds the class as it was at its start.
+fn labels_wrap_engines(events: &[Event]) -> bool {
+    events.contains(&Event::Trace)
+}
+
 impl Recording {
+    /// Ends its request labels, if it has any, and tells its owner.
+    fn stop_labels(&mut self) {
+        if let Some(labels) = self.labels.take() {
+            let summary = labels.stop();
+            log!("recording {}: {summary}", self.id);
+            if let Some(owner) = &self.owner {
+                owner.send_frame(Frame::Note(summary));
+            }
+        }
+    }
+
     /// Where its results go now, and since when they were recorded: `file=`, or with
     /// `loop=` the period's file (if any) and start; the next period starts now.
     fn end_period(&mut self) -> Ended {
@@ -486,20 +505,24 @@ impl Agent {
         // Sampling and class rewriting need the live phase (loaded classes, JNI); at start-up
         // they begin at VMInit.
         let phase_live = self.env.phase() == Ok(sys::JVMTI_PHASE_LIVE);
-        // Labels first, so that the engines' first samples carry them.
-        let labels = match (options.by.is_empty(), phase_live) {
-            (true, _) => None,
-            (false, false) => {
-                return Err(failed("by= labels samples of a running JVM: attach to it"))
-            }
-            (false, true) => {
-                Some(Labelling::start(self.vm, &options.by, options.byinner).map_err(failed)?)
-            }
+        if !options.by.is_empty() && !phase_live {
+            return Err(failed("by= labels samples of a running JVM: attach to it"));
+        }
+        let start_labels = || match options.by.is_empty() {
+            true => Ok(None),
+            false => Labelling::start(self.vm, &options.by, options.byinner).map(Some),
         };
         let stop_labels = |labels: Option<Labelling>| {
             if let Some(labels) = labels {
                 log!("{}", labels.stop());
             }
+        };
+        // Labels first, so that the engines' first samples carry them; but after a trace,
+        // so that their probes wrap the trace's (see [`labels_wrap_engines`]).
+        let labels_wrap = labels_wrap_engines(&events);
+        let mut labels = match labels_wrap {
+            true => None,
+            false => start_labels().map_err(failed)?,
         };
         let mut engines: Vec<Running> = Vec::new();
         for &event in &events {
@@ -511,6 +534,15 @@ impl Agent {
                     return Err(failed(e));
                 }
             }
+        }
+        if labels_wrap {
+            labels = match start_labels() {
+                Ok(labels) => labels,
+                Err(e) => {
+                    self.retire_all(&state, engines);
+                    return Err(failed(e));
+                }
+            };
         }
         // A detached recording belongs to nobody: the asking client just gets the reply.
         let owner = match options.detach {
@@ -742,18 +774,18 @@ impl Agent {
         mut recording: Recording,
     ) -> (Vec<Report>, Option<Arc<Session>>) {
         let ending = recording.end_period();
+        let labels_wrap = labels_wrap_engines(&recording.options.events());
+        if labels_wrap {
+            recording.stop_labels();
+        }
         let mut engines = std::mem::take(&mut recording.engines);
         let mut reports = Vec::new();
         while let Some(running) = engines.pop() {
             reports.push(self.retire(state, &engines, running));
         }
         reports.reverse();
-        if let Some(labels) = recording.labels.take() {
-            let summary = labels.stop();
-            log!("recording {}: {summary}", recording.id);
-            if let Some(owner) = &recording.owner {
-                owner.send_frame(Frame::Note(summary));
-            }
+        if !labels_wrap {
+            recording.stop_labels();
         }
         recording.deliver(ending, &reports);
         if let Some(pusher) = &recording.pusher {

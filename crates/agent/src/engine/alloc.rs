@@ -445,6 +445,7 @@ fn instrument(context: &Context) -> Result<(Arc<Tracing>, usize), String> {
         count: None,
         env: context.env,
         on_allocation: Some(record_allocated),
+        labelled: false,
     });
     let started = Instant::now();
     match tracing.instrument_loaded() {

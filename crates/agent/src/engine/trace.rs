@@ -79,6 +79,13 @@ impl TraceEngine {
                 probes::MAX_DEPTH
             ));
         }
+        let unlabelled = stats::unlabelled();
+        if unlabelled > 0 {
+            text.push_str(&format!(
+                "; {unlabelled} labelled calls counted without their label (more than {} method and label pairs)",
+                stats::MAX_LABELLED
+            ));
+        }
         for note in tracing.skipped().notes() {
             text.push_str("; ");
             text.push_str(&note);
@@ -130,6 +137,7 @@ impl Engine for TraceEngine {
                 .flatten(),
             env: context.env,
             on_allocation: None,
+            labelled: !options.by.is_empty(),
         };
         let tracing = Tracing::install(context.vm, plan)?;
         stats::reset();

@@ -441,7 +441,7 @@ impl Tracing {
         // until the session has what it asked for (`-n` trees may come before the deepest
         // level is instrumented: the rest would only be restored again).
         for level in 1..self.call_site_depth() {
-            if !probes::is_active() {
+            if !probes::is_running() {
                 break;
             }
             let owners = self.add_hosts(level);

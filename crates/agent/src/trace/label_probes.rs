@@ -83,9 +83,8 @@ fn session() -> Option<Arc<Session>> {
 
 /// The label key of the calling thread: the virtual thread it runs, if jtap's walker knows
 /// where to read it, else its kernel id — as the signal handler finds it.
-fn thread_key(jni: Jni) -> u64 {
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+pub(super) fn thread_key(jni: Jni) -> u64 {
+    let tid = crate::sampling::threads::current_tid();
     let walker = crate::walk::resolved();
     // SAFETY: `jni` is the calling thread's, inside a native method.
     let mounted = walker.and_then(|w| unsafe { w.mounted(jni.as_raw()) });

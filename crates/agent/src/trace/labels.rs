@@ -153,10 +153,13 @@ impl Labelling {
             }
         });
         match started {
-            Ok(tracing) => Ok(Labelling {
-                tracing,
-                env: Some(env),
-            }),
+            Ok(tracing) => {
+                super::probes::labels_ready();
+                Ok(Labelling {
+                    tracing,
+                    env: Some(env),
+                })
+            }
             Err(e) => {
                 stop_labels(Some(env));
                 Err(e)

@@ -56,6 +56,10 @@ static COARSE: AtomicBool = AtomicBool::new(false);
 /// The probes' clock when the session started: marks older than that belong to an older
 /// session.
 static SESSION_START: AtomicU64 = AtomicU64::new(0);
+/// The session's records carry their thread's request label ([`Settings::labelled`]).
+static LABELLED: AtomicBool = AtomicBool::new(false);
+/// A labelled session was activated and its probes wait for its labels ([`labels_ready`]).
+static AWAITING_LABELS: AtomicBool = AtomicBool::new(false);
 /// Records of the current session dropped because the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// Calls (and points reached) the probes reported in the current session, queued or
@@ -145,6 +149,8 @@ pub enum Record {
         outcome: Outcome,
         /// Java stack (method id as an address, location), when captured.
         stack: Vec<(usize, i64)>,
+        /// The thread's request label (0: none).
+        label: u32,
     },
     /// A point inside a traced method reached (trace mode).
     Reached {
@@ -174,6 +180,8 @@ pub enum Record {
         thread: Arc<str>,
         /// The tree.
         tree: Tree,
+        /// The thread's request label when the entry call ended (0: none).
+        label: u32,
     },
 }
 
@@ -256,6 +264,10 @@ pub struct Settings {
     pub env: &'static Env,
     /// Where allocation probes hand each object ([`Mode::Allocations`]).
     pub on_allocation: Option<AllocationSink>,
+    /// Calls, trees and statistics carry the request label (`by=`) their thread has when
+    /// they end; the probes act once the labels are in place ([`labels_ready`]), so that a
+    /// short session does not report calls made before any could carry one.
+    pub labelled: bool,
 }
 
 /// Receives each object the allocation probes see, on the allocating thread.
@@ -274,6 +286,7 @@ pub fn activate(settings: &Settings) -> u32 {
     queue();
     MODE.store(settings.mode as u8, Relaxed);
     CAPTURE.store(settings.capture, Relaxed);
+    LABELLED.store(settings.labelled, Relaxed);
     THRESHOLD.store(clock.ticks_for(settings.threshold_ns), Relaxed);
     COARSE.store(
         settings.mode == Mode::Trace && settings.threshold_ns >= COARSE_THRESHOLD_NS,
@@ -290,13 +303,29 @@ pub fn activate(settings: &Settings) -> u32 {
     ALLOCATION_SINK.store(sink, Relaxed);
     SESSION_START.store(now(), Relaxed);
     let generation = GENERATION.fetch_add(1, Relaxed) + 1;
-    ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
+    AWAITING_LABELS.store(settings.labelled, Relaxed);
+    ACTIVE.store(!settings.labelled, std::sync::atomic::Ordering::SeqCst);
     generation
+}
+
+/// Request labels are in place: the probes of a labelled session waiting for them act
+/// from now on.
+pub fn labels_ready() {
+    if AWAITING_LABELS.swap(false, Relaxed) {
+        SESSION_START.store(now(), Relaxed);
+        ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Whether probes act (a session runs and has not reached its `-n`).
 pub fn is_active() -> bool {
     ACTIVE.load(Relaxed)
+}
+
+/// Whether a session runs and has not reached its `-n`: its probes act, or wait for its
+/// labels.
+pub fn is_running() -> bool {
+    is_active() || AWAITING_LABELS.load(Relaxed)
 }
 
 /// Calltree mode: asks every thread inside an entry call to hand over its tree, unfinished
@@ -309,6 +338,7 @@ pub fn flush_open_trees(wait: std::time::Duration) {
 
 /// Stops acting: probes return at once from now on (calls already inside finish).
 pub fn deactivate() {
+    AWAITING_LABELS.store(false, Relaxed);
     ACTIVE.store(false, std::sync::atomic::Ordering::SeqCst);
     GENERATION.fetch_add(1, Relaxed);
 }
@@ -752,7 +782,9 @@ fn finish_marked(
     let elapsed = end.saturating_sub(start);
     match mode() {
         Mode::Monitor if current => {
-            return stats::record(id, clock::clock().ns(elapsed), threw);
+            // SAFETY: the VM passes this thread's JNIEnv to native methods.
+            let label = request_label(unsafe { Jni::from_raw(env) });
+            return stats::record(id, label, clock::clock().ns(elapsed), threw);
         }
         Mode::Trace if current && elapsed >= THRESHOLD.load(Relaxed) => {}
         _ => return,
@@ -818,13 +850,13 @@ fn flush_if_asked(generation: u32, cold: &mut Cold, env: *mut sys::JNIEnv, now: 
     if let Some(tree) = cold.tree.take_if_flushing(generation, now) {
         // SAFETY: the VM passes this thread's JNIEnv to native methods.
         let jni = unsafe { Jni::from_raw(env) };
-        send_tree(generation, cold.thread_name(jni), tree);
+        send_tree(generation, cold.thread_name(jni), tree, request_label(jni));
     }
 }
 
 /// Hands a tree to the `jtap-trace` thread, unless the session has all it asked for or the
 /// queue is full; switches the probes off at the last tree `-n` asked for.
-fn send_tree(generation: u32, thread: Arc<str>, tree: Tree) {
+fn send_tree(generation: u32, thread: Arc<str>, tree: Tree, label: u32) {
     match calltree::admit(tree.nodes.len()) {
         Admission::Drop => {
             DROPPED.fetch_add(1, Relaxed);
@@ -834,6 +866,7 @@ fn send_tree(generation: u32, thread: Arc<str>, tree: Tree) {
                 generation,
                 thread,
                 tree,
+                label,
             });
             if admission == Admission::SendLast {
                 deactivate();
@@ -1144,7 +1177,11 @@ fn finish(
             }
         }
         Mode::Trace => report_call(hot, env, method, index, frame, elapsed, threw, value),
-        Mode::Monitor => stats::record(id, clock::clock().ns(elapsed), threw),
+        Mode::Monitor => {
+            // SAFETY: the VM passes this thread's JNIEnv to native methods.
+            let label = request_label(unsafe { Jni::from_raw(env) });
+            stats::record(id, label, clock::clock().ns(elapsed), threw)
+        }
         // No entry or exit probes in this mode.
         Mode::Allocations => {}
         Mode::Calltree => {
@@ -1160,7 +1197,12 @@ fn finish(
                 if elapsed >= THRESHOLD.load(Relaxed) {
                     // SAFETY: the VM passes this thread's JNIEnv to native methods.
                     let jni = unsafe { Jni::from_raw(env) };
-                    send_tree(hot.generation, cold.thread_name(jni), tree);
+                    send_tree(
+                        hot.generation,
+                        cold.thread_name(jni),
+                        tree,
+                        request_label(jni),
+                    );
                 }
             });
         }
@@ -1218,7 +1260,16 @@ fn report_call(
         args,
         outcome,
         stack,
+        label: request_label(jni),
     });
+}
+
+/// The request label of the calling thread, when the session's records carry one (0: none).
+fn request_label(jni: Jni) -> u32 {
+    match LABELLED.load(Relaxed) && crate::label::is_active() {
+        true => crate::label::current(super::label_probes::thread_key(jni)),
+        false => 0,
+    }
 }
 
 fn current_stack() -> Vec<(usize, i64)> {

@@ -134,7 +134,7 @@ struct Reporter {
     output: Arc<Output>,
     /// Resolved stack frames by jmethodID.
     frames: HashMap<usize, Option<FrameName>>,
-    monitor_previous: HashMap<u32, Snapshot>,
+    monitor_previous: HashMap<(u32, u32), Snapshot>,
     monitor_since: Instant,
     /// Plans with `batches`: the calls not sent yet.
     batch: Batcher,
@@ -234,16 +234,20 @@ impl Reporter {
                 args,
                 outcome,
                 stack,
+                label,
                 ..
-            } => Some(records::Record::Call(me.call(
-                (thread.to_string(), tid),
-                (method, site),
-                start,
-                ticks,
-                args,
-                outcome,
-                &stack,
-            ))),
+            } => Some(records::Record::Call(Call {
+                label: crate::label::name(label),
+                ..me.call(
+                    (thread.to_string(), tid),
+                    (method, site),
+                    start,
+                    ticks,
+                    args,
+                    outcome,
+                    &stack,
+                )
+            })),
             Record::Reached {
                 thread,
                 tid,
@@ -256,8 +260,17 @@ impl Reporter {
             } => me
                 .reached((thread.to_string(), tid), method, at, point, values, &stack)
                 .map(records::Record::Reached),
-            Record::Tree { thread, tree, .. } => me
+            Record::Tree {
+                thread,
+                tree,
+                label,
+                ..
+            } => me
                 .tree(thread.to_string(), &tree)
+                .map(|tree| CallTree {
+                    label: crate::label::name(label),
+                    ..tree
+                })
                 .map(records::Record::Tree),
         };
         match jni {
@@ -283,6 +296,7 @@ impl Reporter {
                 args: None,
                 outcome: outcome @ (Outcome::Returned(None) | Outcome::Threw(None)),
                 stack,
+                label: 0,
                 ..
             } if batches && stack.is_empty() => {
                 let probe = match self.batch.probe(method, site) {
@@ -420,6 +434,8 @@ impl Reporter {
                 .take(depth)
                 .collect(),
             callee: site.and_then(|site| self.callee(site)),
+            // The caller adds the request label.
+            label: None,
         }
     }
 
@@ -637,6 +653,7 @@ impl Reporter {
             truncated: tree.truncated,
             unfinished: tree.unfinished,
             root: aggregate.to_node(root.start),
+            label: None,
         })
     }
 
@@ -656,26 +673,29 @@ impl Reporter {
         self.monitor_since = Instant::now();
         let now = clock().wall_ns(super::clock::ticks());
         let mut rows = Vec::new();
-        for (id, snapshot) in stats::snapshot_all() {
-            let interval = snapshot.since(self.monitor_previous.get(&id));
-            self.monitor_previous.insert(id, snapshot);
+        for (key @ (id, label), snapshot) in stats::snapshot_all() {
+            let interval = snapshot.since(self.monitor_previous.get(&key));
+            self.monitor_previous.insert(key, snapshot);
             let (class, method, descriptor) = self.method_name(id);
-            rows.push(((format!("{class}.{method}"), descriptor), interval));
+            rows.push(((format!("{class}.{method}"), descriptor), label, interval));
         }
-        let names = display_names(&rows.iter().map(|(key, _)| key.clone()).collect::<Vec<_>>());
-        let mut rows: Vec<(String, _)> = names
+        let names = display_names(&rows.iter().map(|(key, ..)| key.clone()).collect::<Vec<_>>());
+        let mut rows: Vec<MethodStats> = names
             .into_iter()
             .zip(rows)
-            .map(|(name, (_, interval))| (name, interval))
+            .filter(|(_, (_, label, interval))| *label == 0 || interval.calls > 0)
+            .map(|(method, (_, label, stats))| MethodStats {
+                method,
+                label: crate::label::name(label),
+                stats,
+            })
             .collect();
-        rows.sort_by(|a, b| a.0.cmp(&b.0));
+        // A method's unlabelled row first, then its labels by name.
+        rows.sort_by(|a, b| (&a.method, &a.label).cmp(&(&b.method, &b.label)));
         let interval = MonitorInterval {
             time_ns: now,
             interval_ns: elapsed.as_nanos() as u64,
-            rows: rows
-                .into_iter()
-                .map(|(method, stats)| MethodStats { method, stats })
-                .collect(),
+            rows,
         };
         self.output.send(&records::Record::Monitor(interval));
     }
@@ -1029,6 +1049,7 @@ mod tests {
             thread: "main".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root,
         });
         assert!(records::Record::decode(&record.encode()).is_ok());

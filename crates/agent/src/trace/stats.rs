@@ -2,6 +2,10 @@
 //! and a log-linear histogram (8 buckets per power of two, so quantiles are within ~6%),
 //! all atomics, so probes on many threads update them without locks. The reporting thread
 //! takes snapshots and reports the difference between two.
+//!
+//! With request labels (`by=`), a method's calls under a label count apart: in a fixed
+//! open-addressed table keyed by (method, label), whose slots a probe claims with one
+//! compare-and-swap.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -33,6 +37,28 @@ impl MethodStats {
             total_ns: AtomicU64::new(0),
             max_ns: AtomicU64::new(0),
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn add(&self, ns: u64, threw: bool) {
+        self.calls.fetch_add(1, Relaxed);
+        if threw {
+            self.errors.fetch_add(1, Relaxed);
+        }
+        self.total_ns.fetch_add(ns, Relaxed);
+        self.max_ns.fetch_max(ns, Relaxed);
+        if let Some(b) = self.buckets.get(bucket(ns)) {
+            b.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn clear(&self) {
+        self.calls.store(0, Relaxed);
+        self.errors.store(0, Relaxed);
+        self.total_ns.store(0, Relaxed);
+        self.max_ns.store(0, Relaxed);
+        for b in self.buckets.iter() {
+            b.store(0, Relaxed);
         }
     }
 
@@ -75,36 +101,89 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| (0..MAX_METHODS).map(|_| OnceLock::new()).collect())
 }
 
-/// Counts one call of method `id`.
-pub fn record(id: u32, ns: u64, threw: bool) {
-    let Some(slot) = table().get(id as usize) else {
-        return;
+/// (method, label) pairs counted apart, at most; calls of later pairs count without their
+/// label (and in [`unlabelled`]).
+pub const MAX_LABELLED: usize = 1 << 12;
+/// Slots a lookup tries from a pair's home slot.
+const PROBES: usize = 64;
+
+/// A slot of the labelled table: its pair (`method << 32 | label`, 0 while free) and the
+/// pair's statistics.
+struct Labelled {
+    key: AtomicU64,
+    stats: OnceLock<MethodStats>,
+}
+
+fn labelled_table() -> &'static [Labelled] {
+    static TABLE: OnceLock<Box<[Labelled]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..MAX_LABELLED)
+            .map(|_| Labelled {
+                key: AtomicU64::new(0),
+                stats: OnceLock::new(),
+            })
+            .collect()
+    })
+}
+
+/// Labelled calls counted without their label: the table had no slot for their pair.
+static UNLABELLED: AtomicU64 = AtomicU64::new(0);
+
+/// The statistics of method `id` under `label`, claiming a slot for the pair if it has
+/// none; None when the slots a lookup tries are all taken by other pairs.
+fn labelled(id: u32, label: u32) -> Option<&'static MethodStats> {
+    let key = u64::from(id) << 32 | u64::from(label);
+    let table = labelled_table();
+    // Fibonacci hashing spreads consecutive ids and labels.
+    let home = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize;
+    (0..PROBES).find_map(|i| {
+        let slot = &table[(home + i) % MAX_LABELLED];
+        let owner = match slot.key.compare_exchange(0, key, Relaxed, Relaxed) {
+            Ok(_) => key,
+            Err(current) => current,
+        };
+        (owner == key).then(|| slot.stats.get_or_init(MethodStats::new))
+    })
+}
+
+/// Counts one call of method `id` under request label `label` (0: none).
+pub fn record(id: u32, label: u32, ns: u64, threw: bool) {
+    let stats = match label {
+        0 => None,
+        _ => labelled(id, label).or_else(|| {
+            UNLABELLED.fetch_add(1, Relaxed);
+            None
+        }),
     };
-    let stats = slot.get_or_init(MethodStats::new);
-    stats.calls.fetch_add(1, Relaxed);
-    if threw {
-        stats.errors.fetch_add(1, Relaxed);
-    }
-    stats.total_ns.fetch_add(ns, Relaxed);
-    stats.max_ns.fetch_max(ns, Relaxed);
-    if let Some(b) = stats.buckets.get(bucket(ns)) {
-        b.fetch_add(1, Relaxed);
-    }
+    let stats = match stats {
+        Some(stats) => stats,
+        None => match table().get(id as usize) {
+            Some(slot) => slot.get_or_init(MethodStats::new),
+            None => return,
+        },
+    };
+    stats.add(ns, threw);
+}
+
+/// Labelled calls counted without their label since the session started.
+pub fn unlabelled() -> u64 {
+    UNLABELLED.load(Relaxed)
 }
 
 /// Forgets every count (at the start of a session, before probes act).
 pub fn reset() {
     for slot in table().iter() {
         if let Some(stats) = slot.get() {
-            stats.calls.store(0, Relaxed);
-            stats.errors.store(0, Relaxed);
-            stats.total_ns.store(0, Relaxed);
-            stats.max_ns.store(0, Relaxed);
-            for b in stats.buckets.iter() {
-                b.store(0, Relaxed);
-            }
+            stats.clear();
         }
     }
+    for slot in labelled_table() {
+        if let Some(stats) = slot.stats.get() {
+            stats.clear();
+        }
+        slot.key.store(0, Relaxed);
+    }
+    UNLABELLED.store(0, Relaxed);
 }
 
 /// Cumulative counts of one method at one moment (`max_ns`: largest since the previous
@@ -118,13 +197,18 @@ pub struct Snapshot {
     buckets: Vec<u64>,
 }
 
-/// Snapshots of every method that has statistics, by method id.
-pub fn snapshot_all() -> Vec<(u32, Snapshot)> {
-    table()
+/// Snapshots of every method that has statistics, by method id and label (0: none).
+pub fn snapshot_all() -> Vec<((u32, u32), Snapshot)> {
+    let plain = table()
         .iter()
         .enumerate()
-        .filter_map(|(id, slot)| Some((id as u32, slot.get()?.snapshot())))
-        .collect()
+        .filter_map(|(id, slot)| Some(((id as u32, 0), slot.get()?.snapshot())));
+    let labelled = labelled_table().iter().filter_map(|slot| {
+        let key = slot.key.load(Relaxed);
+        let stats = slot.stats.get().filter(|_| key != 0)?;
+        Some((((key >> 32) as u32, key as u32), stats.snapshot()))
+    });
+    plain.chain(labelled).collect()
 }
 
 impl Snapshot {
@@ -213,11 +297,11 @@ mod tests {
     fn intervals_subtract_snapshots() {
         let id = (MAX_METHODS - 1) as u32;
         for i in 1..=100u64 {
-            record(id, i * 1_000_000, i % 10 == 0);
+            record(id, 0, i * 1_000_000, i % 10 == 0);
         }
         let first = snapshot_all()
             .into_iter()
-            .find(|(i, _)| *i == id)
+            .find(|(i, _)| *i == (id, 0))
             .unwrap()
             .1;
         let interval = first.since(None);
@@ -236,10 +320,10 @@ mod tests {
         assert_eq!(interval.buckets.iter().sum::<u64>(), 100);
         let within_50ms: u64 = interval.buckets[..=14].iter().sum();
         assert!((46..=54).contains(&within_50ms), "{interval:?}");
-        record(id, 5, false);
+        record(id, 0, 5, false);
         let second = snapshot_all()
             .into_iter()
-            .find(|(i, _)| *i == id)
+            .find(|(i, _)| *i == (id, 0))
             .unwrap()
             .1;
         let interval = second.since(Some(&first));
@@ -248,5 +332,34 @@ mod tests {
             (1, 5, 5)
         );
         assert_eq!((interval.buckets[0], interval.buckets.iter().sum()), (1, 1));
+    }
+
+    #[test]
+    fn labelled_calls_count_apart_until_the_table_is_full() {
+        let id = (MAX_METHODS - 2) as u32;
+        record(id, 7, 1_000, false);
+        record(id, 7, 3_000, true);
+        record(id, 8, 2_000, false);
+        let calls = |label| {
+            snapshot_all()
+                .into_iter()
+                .find(|(key, _)| *key == (id, label))
+                .map(|(_, s)| s.since(None))
+        };
+        assert_eq!(calls(7).map(|c| (c.calls, c.errors)), Some((2, 1)));
+        assert_eq!(calls(8).map(|c| c.calls), Some(1));
+        // Past the table's room, calls count without their label, and are counted.
+        let before = unlabelled();
+        for label in 1..=(MAX_LABELLED as u32 + 1) {
+            record(id - 1, 1000 + label, 1, false);
+        }
+        assert!(unlabelled() > before);
+        let plain = snapshot_all()
+            .into_iter()
+            .find(|(key, _)| *key == (id - 1, 0));
+        assert_eq!(
+            plain.map(|(_, s)| s.since(None).calls),
+            Some(unlabelled() - before)
+        );
     }
 }

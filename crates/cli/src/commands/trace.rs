@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use jtap_client::{interrupt, launch, AgentError, Asked};
 use jtap_profile::{FrameKind, TracedCall};
+use jtap_protocol::label::LabelBy;
+use jtap_protocol::options::help_of;
 use jtap_protocol::records::{Call, Record};
 use jtap_protocol::trace::{Guarded, MethodPattern, Mode, Plan};
 use jtap_protocol::{Action, Event, Frame, Options};
@@ -34,6 +36,15 @@ pub struct Common {
     /// Print JSON lines instead of text
     #[arg(long)]
     json: bool,
+    /// Report per request: each call (calltree: each tree; monitor: each row) carries the
+    /// label of the request its thread works for, as `profile --by` labels samples: inside
+    /// calls of ENTRY (Class::method), the method, or KEY read from its receiver or arguments
+    /// (arg1, this.sql) without running application code; work handed to pools, ForkJoin,
+    /// CompletableFuture stages and new or virtual threads keeps it. Repeat for several entries.
+    #[arg(long, value_name = "ENTRY[=KEY]")]
+    by: Vec<String>,
+    #[arg(long, help = help_of("byinner"), requires = "by")]
+    by_inner: bool,
     /// A java command line to launch and trace from its start
     #[arg(last = true)]
     java: Vec<String>,
@@ -295,6 +306,9 @@ pub fn calltree(mut args: CalltreeArgs, timeout: Duration) -> anyhow::Result<i32
         !args.common.java.is_empty(),
     )?;
     match (&target, args.auto) {
+        (_, true) if !args.common.by.is_empty() => {
+            return Err(exit::usage("calltree --auto does not take --by"))
+        }
         (Target::Pid(pid), true) if words.len() == 1 => {
             return slowpath::run(&slowpath::Auto {
                 pid: *pid,
@@ -436,11 +450,22 @@ fn run(
             return Ok(exit::USAGE);
         }
     };
+    if matches!(target, Target::Launch) && !common.by.is_empty() {
+        return Err(exit::usage(
+            "--by needs a running JVM's pid (not -- java ...)",
+        ));
+    }
     let options = Options {
         action: Some(Action::Start),
         event: Some(Event::Trace),
         duration: common.duration,
         trace: Some(plan),
+        by: common
+            .by
+            .iter()
+            .map(|by| LabelBy::parse(by).map_err(exit::usage))
+            .collect::<anyhow::Result<_>>()?,
+        byinner: common.by_inner,
         ..Options::default()
     };
     // Ctrl-C stops the session, which restores the classes.

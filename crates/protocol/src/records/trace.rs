@@ -50,6 +50,9 @@ pub struct Call {
     /// `class`, `method` and `descriptor` name the caller.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callee: Option<Callee>,
+    /// The request label its thread worked for (`by=`), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// A method as a call site names it.
@@ -214,6 +217,9 @@ pub struct CallTree {
     /// recorded until then.
     #[serde(default)]
     pub unfinished: bool,
+    /// The request label of the entry call's thread (`by=`), when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The entry call.
     pub root: TreeNode,
 }
@@ -249,6 +255,10 @@ pub struct MonitorInterval {
 pub struct MethodStats {
     /// `Class.method`, with parameter types where overloads meet.
     pub method: String,
+    /// The request label the calls' threads worked for (`by=`): a method's calls under each
+    /// label make a row of their own, those outside every labelled call one without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Its numbers.
     #[serde(flatten)]
     pub stats: CallStats,
@@ -316,9 +326,10 @@ impl Call {
             .map(|c| format!(" calls {}.{}", c.class, c.method))
             .unwrap_or_default();
         let mut line = format!(
-            "{} [{}] {}.{}{callee} {duration}",
+            "{} [{}]{} {}.{}{callee} {duration}",
             time_of_day(self.time_ns),
             escape_controls(&self.thread),
+            label_tag(self.label.as_deref()),
             self.class,
             self.method
         );
@@ -352,6 +363,7 @@ impl Call {
             "tid": self.tid, "class": self.class, "method": self.method, "descriptor": self.descriptor,
             "duration_ns": self.duration_ns, "args": self.args, "return": value,
             "threw": threw, "thrown": thrown, "stack": self.stack, "callee": self.callee,
+            "label": self.label,
         })
     }
 }
@@ -361,9 +373,10 @@ impl CallTree {
     /// `+---0 [1.999ms, 20%, 20%] - app.Db.query`.
     pub fn to_text(&self) -> String {
         let mut text = format!(
-            "{} [{}] {}",
+            "{} [{}]{} {}",
             time_of_day(self.time_ns),
             escape_controls(&self.thread),
+            label_tag(self.label.as_deref()),
             self.root.name
         );
         if self.truncated > 0 {
@@ -382,7 +395,7 @@ impl CallTree {
     pub fn to_json(&self) -> serde_json::Value {
         json!({
             "time": time_of_day(self.time_ns), "time_ns": self.time_ns, "thread": self.thread,
-            "truncated": self.truncated, "unfinished": self.unfinished,
+            "truncated": self.truncated, "unfinished": self.unfinished, "label": self.label,
             "tree": self.root.to_json(),
         })
     }
@@ -464,16 +477,19 @@ impl TreeNode {
 }
 
 impl MonitorInterval {
-    /// `13:05:07.042 monitor, last 5.0 s`, then a table: method, calls, errors, mean, p50,
-    /// p99, max.
+    /// `13:05:07.042 monitor, last 5.0 s`, then a table: method (and with request labels,
+    /// label), calls, errors, mean, p50, p99, max.
     pub fn to_text(&self) -> String {
-        let width = self
-            .rows
-            .iter()
-            .map(|r| r.method.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
+        let width = |of: fn(&MethodStats) -> usize, title: &str| {
+            self.rows.iter().map(of).max().unwrap_or(0).max(title.len())
+        };
+        let method_width = width(|r| r.method.len(), "METHOD");
+        let labelled = self.rows.iter().any(|r| r.label.is_some());
+        let label_width = width(|r| r.label.as_deref().map_or(1, str::len), "LABEL");
+        let label_cell = |label: &str| match labelled {
+            true => format!(" {label:<label_width$}"),
+            false => String::new(),
+        };
         let mut text = format!(
             "{} monitor, last {:.1} s\n",
             time_of_day(self.time_ns),
@@ -481,13 +497,23 @@ impl MonitorInterval {
         );
         let _ = write!(
             text,
-            "{:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
-            "METHOD", "CALLS", "ERRORS", "MEAN", "P50", "P99", "MAX"
+            "{:<method_width$}{} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+            "METHOD",
+            label_cell("LABEL"),
+            "CALLS",
+            "ERRORS",
+            "MEAN",
+            "P50",
+            "P99",
+            "MAX"
         );
-        for MethodStats { method, stats: s } in &self.rows {
+        for row in &self.rows {
+            let s = &row.stats;
             let _ = write!(
                 text,
-                "\n{method:<width$} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                "\n{:<method_width$}{} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10}",
+                row.method,
+                label_cell(&escape_controls(row.label.as_deref().unwrap_or("-"))),
                 s.calls,
                 s.errors,
                 format_duration(s.mean_ns),
@@ -502,20 +528,26 @@ impl MonitorInterval {
         text
     }
 
-    /// One JSON object per method.
+    /// One JSON object per row.
     pub fn to_json(&self) -> Vec<serde_json::Value> {
         self.rows
             .iter()
-            .map(|MethodStats { method, stats: s }| {
+            .map(|row| {
+                let s = &row.stats;
                 json!({
                     "time": time_of_day(self.time_ns), "time_ns": self.time_ns,
-                    "interval_ns": self.interval_ns, "method": method, "calls": s.calls,
-                    "errors": s.errors, "mean_ns": s.mean_ns, "p50_ns": s.p50_ns,
-                    "p99_ns": s.p99_ns, "max_ns": s.max_ns,
+                    "interval_ns": self.interval_ns, "method": row.method, "label": row.label,
+                    "calls": s.calls, "errors": s.errors, "mean_ns": s.mean_ns,
+                    "p50_ns": s.p50_ns, "p99_ns": s.p99_ns, "max_ns": s.max_ns,
                 })
             })
             .collect()
     }
+}
+
+/// ` [label=VALUE]` after a record's thread when its thread worked for a request label.
+fn label_tag(label: Option<&str>) -> String {
+    label.map_or_else(String::new, |l| format!(" [label={}]", escape_controls(l)))
 }
 
 /// A duration with a unit that suits it, the same in trace lines, trees and tables: `850ns`,
@@ -596,6 +628,7 @@ pub(crate) mod tests {
             outcome: Outcome::Returned(Some("7".into())),
             stack: vec!["app.Main.main(Main.java:3)".into()],
             callee: None,
+            label: None,
         }
     }
 
@@ -633,6 +666,7 @@ pub(crate) mod tests {
             thread: "main".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root: node(
                 "a",
                 1,
@@ -694,6 +728,55 @@ pub(crate) mod tests {
                         `---6.000s [1.000s, 14%, 10%] - e (2 calls)";
         assert_eq!(tree().to_text(), expected);
         assert_eq!(tree().to_json()["tree"]["self_ns"], 1_000_000_000u64);
+    }
+
+    #[test]
+    fn request_labels_follow_the_thread_and_make_monitor_rows_of_their_own() {
+        let labelled = Call {
+            label: Some("/pool".into()),
+            stack: Vec::new(),
+            ..call()
+        };
+        assert_eq!(
+            labelled.to_text(),
+            "13:05:07.042 [main\\n] [label=/pool] app.Cache.get 1.25ms [42] -> 7"
+        );
+        assert_eq!(labelled.to_json()["label"], "/pool");
+        let tree = CallTree {
+            label: Some("/compute".into()),
+            ..tree()
+        };
+        assert!(tree
+            .to_text()
+            .starts_with("00:00:00.000 [main] [label=/compute] a\n"));
+        let row = |label: Option<&str>, calls| MethodStats {
+            method: "app.Api.handle".into(),
+            label: label.map(Into::into),
+            stats: CallStats {
+                calls,
+                ..CallStats::default()
+            },
+        };
+        let interval = MonitorInterval {
+            time_ns: 0,
+            interval_ns: 5_000_000_000,
+            rows: vec![row(Some("/compute"), 3), row(None, 1)],
+        };
+        let text = interval.to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].starts_with("METHOD         LABEL        CALLS"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("app.Api.handle /compute         3"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("app.Api.handle -                1"),
+            "{text}"
+        );
+        assert_eq!(interval.to_json()[0]["label"], "/compute");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! `jtap monitor --serve [HOST]:PORT`: the monitored methods' calls as Prometheus metrics
 //! (text exposition format 0.0.4) at `http://HOST:PORT/metrics`: a latency histogram
 //! (`jtap_method_duration_seconds`, buckets from 1 µs to 10 s) and a counter of the calls
-//! that threw (`jtap_method_errors_total`) per method, cumulative since the session began
-//! and updated at each interval (`-i`) the agent reports.
+//! that threw (`jtap_method_errors_total`) per method (and with `--by`, per method and
+//! request label: a `label` label), cumulative since the session began and updated at each
+//! interval (`-i`) the agent reports.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,13 +15,14 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jtap_protocol::records::{MonitorInterval, LATENCY_BOUNDS_NS};
 
-/// The totals served, by method.
+/// The totals served, by series: its labels as the exposition writes them,
+/// `method="...",label="..."`.
 #[derive(Default)]
 pub struct Metrics {
     methods: Mutex<BTreeMap<String, Totals>>,
 }
 
-/// One method's calls since the session began.
+/// One series' calls since the session began.
 #[derive(Default)]
 struct Totals {
     calls: u64,
@@ -58,7 +60,11 @@ impl Metrics {
     pub fn add(&self, interval: &MonitorInterval) {
         let mut methods = self.methods.lock().unwrap_or_else(|e| e.into_inner());
         for row in &interval.rows {
-            let totals = methods.entry(row.method.clone()).or_default();
+            let mut series = format!("method=\"{}\"", escape(&row.method));
+            if let Some(label) = &row.label {
+                let _ = write!(series, ",label=\"{}\"", escape(label));
+            }
+            let totals = methods.entry(series).or_default();
             let stats = &row.stats;
             totals.calls += stats.calls;
             totals.errors += stats.errors;
@@ -76,22 +82,21 @@ impl Metrics {
             "# HELP jtap_method_duration_seconds Duration of the monitored method's calls.\n\
              # TYPE jtap_method_duration_seconds histogram\n",
         );
-        for (method, totals) in methods.iter() {
-            let method = escape(method);
+        for (series, totals) in methods.iter() {
             let mut cumulative = 0;
             for (bound, n) in LATENCY_BOUNDS_NS.iter().zip(totals.buckets) {
                 cumulative += n;
                 let le = *bound as f64 / 1e9;
                 let _ = writeln!(
                     text,
-                    "jtap_method_duration_seconds_bucket{{method=\"{method}\",le=\"{le}\"}} {cumulative}"
+                    "jtap_method_duration_seconds_bucket{{{series},le=\"{le}\"}} {cumulative}"
                 );
             }
             let _ = writeln!(
                 text,
-                "jtap_method_duration_seconds_bucket{{method=\"{method}\",le=\"+Inf\"}} {}\n\
-                 jtap_method_duration_seconds_sum{{method=\"{method}\"}} {}\n\
-                 jtap_method_duration_seconds_count{{method=\"{method}\"}} {}",
+                "jtap_method_duration_seconds_bucket{{{series},le=\"+Inf\"}} {}\n\
+                 jtap_method_duration_seconds_sum{{{series}}} {}\n\
+                 jtap_method_duration_seconds_count{{{series}}} {}",
                 totals.calls.max(cumulative),
                 totals.sum_ns as f64 / 1e9,
                 totals.calls.max(cumulative)
@@ -101,11 +106,10 @@ impl Metrics {
             "# HELP jtap_method_errors_total Calls of the monitored method that threw.\n\
              # TYPE jtap_method_errors_total counter\n",
         );
-        for (method, totals) in methods.iter() {
+        for (series, totals) in methods.iter() {
             let _ = writeln!(
                 text,
-                "jtap_method_errors_total{{method=\"{}\"}} {}",
-                escape(method),
+                "jtap_method_errors_total{{{series}}} {}",
                 totals.errors
             );
         }
@@ -161,6 +165,10 @@ mod tests {
     use jtap_protocol::records::{CallStats, MethodStats};
 
     fn interval(calls: u64, bucket: usize) -> MonitorInterval {
+        labelled(calls, bucket, None)
+    }
+
+    fn labelled(calls: u64, bucket: usize, label: Option<&str>) -> MonitorInterval {
         let mut buckets = [0; LATENCY_BOUNDS_NS.len()];
         buckets[bucket] = calls;
         MonitorInterval {
@@ -168,6 +176,7 @@ mod tests {
             interval_ns: 1_000_000_000,
             rows: vec![MethodStats {
                 method: "app.Shop.buy(\"x\")".into(),
+                label: label.map(Into::into),
                 stats: CallStats {
                     calls,
                     errors: 1,
@@ -195,6 +204,24 @@ mod tests {
             format!("jtap_method_duration_seconds_sum{{{method}}} 0.01"),
             format!("jtap_method_duration_seconds_count{{{method}}} 5"),
             format!("jtap_method_errors_total{{{method}}} 2"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+    }
+
+    #[test]
+    fn request_labels_make_series_of_their_own() {
+        let metrics = Metrics::default();
+        metrics.add(&labelled(3, 10, Some("/a\"b")));
+        metrics.add(&labelled(2, 10, Some("/c")));
+        metrics.add(&interval(1, 10));
+        let text = metrics.render();
+        let method = r#"method="app.Shop.buy(\"x\")""#;
+        for line in [
+            format!("jtap_method_duration_seconds_count{{{method},label=\"/a\\\"b\"}} 3"),
+            format!("jtap_method_duration_seconds_count{{{method},label=\"/c\"}} 2"),
+            format!("jtap_method_duration_seconds_count{{{method}}} 1"),
+            format!("jtap_method_errors_total{{{method},label=\"/c\"}} 1"),
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

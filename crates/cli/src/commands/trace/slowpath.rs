@@ -549,6 +549,7 @@ fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyh
         ),
         truncated: search.truncated,
         unfinished: false,
+        label: None,
         root,
     };
     let ending = ending(search, interrupt::requested());

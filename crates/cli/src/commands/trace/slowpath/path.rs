@@ -557,6 +557,7 @@ mod tests {
             thread: "t".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root,
         };
         let m = |name: &str| match call(name) {
@@ -588,6 +589,7 @@ mod tests {
             thread: "t".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root: node(
                 "p.E.e",
                 100,
@@ -616,6 +618,7 @@ mod tests {
             thread: "t".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root: node("p.E.e", 100, children),
         };
         let trees = [
@@ -644,6 +647,7 @@ mod tests {
             thread: "t".into(),
             truncated: 0,
             unfinished: false,
+            label: None,
             root: node(
                 "p.R.fetch",
                 100_000,
