@@ -12,20 +12,18 @@
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use jtap_classfile::plan::{MemberFilter, Point as Where, Probe, Registry, Value as Passed};
 use jtap_jvmti::{sys, EnvRef};
-use jtap_protocol::label::{Root, ValuePath};
+use jtap_protocol::label::ValuePath;
 use jtap_protocol::trace::{MethodPattern, Plan};
 
-use super::ffi::{Jni, Value};
+use super::ffi::Jni;
+use super::label_keys::KeyReader;
 use super::select::Selector;
-use super::values::{escape_into, Describer};
+use super::values::escape_into;
 use crate::label;
-
-/// The longest label text kept from a key's value.
-const TEXT_CAP: usize = 200;
 
 /// What a probed method does with labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +50,8 @@ pub struct Entry {
     pub name: String,
     /// The key's value path.
     pub key: Option<ValuePath>,
+    /// The label of `name`, once a call needed it.
+    pub label: OnceLock<u32>,
 }
 
 /// What the probes of one labelling session know.
@@ -64,6 +64,8 @@ pub struct Session {
     pub innermost: bool,
     /// Points by method id, filled as methods are instrumented.
     pub points: Mutex<HashMap<i32, Point>>,
+    /// Reads the entries' keys.
+    pub keys: KeyReader,
 }
 
 static SESSION: Mutex<Option<Arc<Session>>> = Mutex::new(None);
@@ -123,8 +125,11 @@ pub extern "system" fn label_at(
         };
         match point {
             Point::Entry(entry) => {
-                let text = one_frame(&session.label_text(entry, jni, this, args));
-                label::enter(key, label::id(&text), session.innermost);
+                label::enter(
+                    key,
+                    session.label(entry, jni, this, args),
+                    session.innermost,
+                );
             }
             Point::HandOffThis => session.hand_off(this, label::current(key)),
             Point::HandOffArg(index) => {
@@ -283,75 +288,19 @@ impl Session {
         u32::try_from(tag).unwrap_or(0)
     }
 
-    /// The label of a call of entry `entry`: its key's value as text, or the method.
-    fn label_text(&self, entry: usize, jni: Jni, this: sys::jobject, args: sys::jobject) -> String {
+    /// The label of a call of entry `entry`: its key's value, or the method.
+    fn label(&self, entry: usize, jni: Jni, this: sys::jobject, args: sys::jobject) -> u32 {
         let Some(entry) = self.entries.get(entry) else {
-            return String::new();
+            return 0;
         };
-        let Some(path) = &entry.key else {
-            return entry.name.clone();
-        };
-        let text = match path.root {
-            Root::This => jni.with_local_frame(16, || self.follow(jni, this, &path.fields)),
-            Root::Arg(n) if !args.is_null() && usize::from(n) <= jni.array_length(args) => jni
-                .with_local_frame(16, || {
-                    let root = jni.object_element(args, usize::from(n) - 1);
-                    self.follow(jni, root, &path.fields)
-                }),
-            Root::Arg(_) => return format!("{}=[no such argument]", entry.name),
-        };
-        text.unwrap_or_default()
-    }
-
-    /// The value at the end of `fields` from `object`, as text: a string's characters, a
-    /// primitive's value, other objects as `trace --args` shows them; `null` where a step
-    /// meets null, `[no field X]` where a class has no such field.
-    fn follow(&self, jni: Jni, mut object: sys::jobject, fields: &[String]) -> String {
-        for (step, name) in fields.iter().enumerate() {
-            if object.is_null() {
-                return "null".into();
-            }
-            let Some((id, signature)) = self.field(jni, object, name) else {
-                return format!("[no field {name}]");
-            };
-            match jni.field_value(object, id, &signature) {
-                Value::Object(next) => object = next,
-                primitive if step + 1 == fields.len() => return primitive_text(primitive),
-                _ => return format!("[{name} is not an object]"),
-            }
+        let label = |text: &str| label::id(&one_frame(text));
+        match &entry.key {
+            None => *entry.label.get_or_init(|| label(&entry.name)),
+            Some(path) => self
+                .keys
+                .label(jni, (this, args), path, label)
+                .unwrap_or_else(|| label(&format!("{}=[no such argument]", entry.name))),
         }
-        if object.is_null() {
-            return "null".into();
-        }
-        let class = jni.object_class(object);
-        let is_string =
-            jni.class_signature(&self.env, class).as_deref() == Some("Ljava/lang/String;");
-        jni.delete_local(class);
-        if is_string {
-            return jni.string(object, TEXT_CAP).unwrap_or_default();
-        }
-        Describer::new(self.env, jni, false, false)
-            .map(|d| d.value(object))
-            .unwrap_or_default()
-    }
-
-    /// Instance field `name` of `object`'s class or a superclass: its id and JVM type.
-    fn field(&self, jni: Jni, object: sys::jobject, name: &str) -> Option<(sys::jfieldID, String)> {
-        let mut class = jni.object_class(object);
-        while !class.is_null() {
-            let found = jni
-                .instance_fields(&self.env, class, usize::MAX)
-                .into_iter()
-                .find(|f| f.name == name);
-            if let Some(field) = found {
-                jni.delete_local(class);
-                return Some((field.id, field.signature));
-            }
-            let parent = jni.superclass(class);
-            jni.delete_local(class);
-            class = parent;
-        }
-        None
     }
 }
 
@@ -361,18 +310,4 @@ fn one_frame(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     escape_into(&text.replace(';', ","), false, &mut out);
     out
-}
-
-fn primitive_text(value: Value) -> String {
-    match value {
-        Value::Boolean(v) => v.to_string(),
-        Value::Byte(v) => v.to_string(),
-        Value::Char(v) => char::from_u32(u32::from(v)).unwrap_or('?').to_string(),
-        Value::Short(v) => v.to_string(),
-        Value::Int(v) => v.to_string(),
-        Value::Long(v) => v.to_string(),
-        Value::Float(v) => v.to_string(),
-        Value::Double(v) => v.to_string(),
-        Value::Object(_) => String::new(),
-    }
 }

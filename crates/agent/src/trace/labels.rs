@@ -18,7 +18,7 @@
 //! A task that carries no label runs with none, whatever its worker had.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::label::LabelBy;
@@ -26,6 +26,7 @@ use jtap_protocol::trace::{MethodPattern, Plan};
 
 use super::ffi::Jni;
 use super::instrument::Tracing;
+use super::label_keys::KeyReader;
 use super::label_probes::{self, selector, Entry, Point, Points, Session};
 use crate::gate::Gate;
 use crate::label;
@@ -109,6 +110,7 @@ impl Labelling {
             .map(|b| Entry {
                 name: entry_name(&b.entry),
                 key: b.key.clone(),
+                label: OnceLock::new(),
             })
             .collect();
         // SAFETY: the environment lives in `Labelling::env` until `stop` disposes of it,
@@ -119,6 +121,7 @@ impl Labelling {
             entries,
             innermost,
             points: Mutex::new(HashMap::new()),
+            keys: KeyReader::new(lent),
         });
         let mut patterns: Vec<MethodPattern> = by.iter().map(|b| b.entry.clone()).collect();
         let mut hand_overs = Vec::new();

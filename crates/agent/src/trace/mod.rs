@@ -25,6 +25,7 @@ pub mod calltree;
 pub mod clock;
 pub(crate) mod ffi;
 pub mod instrument;
+mod label_keys;
 mod label_probes;
 pub mod labels;
 pub mod probes;
