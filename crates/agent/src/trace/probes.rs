@@ -322,10 +322,15 @@ pub fn is_active() -> bool {
     ACTIVE.load(Relaxed)
 }
 
+/// Whether a labelled session's probes wait for its labels.
+pub fn awaiting_labels() -> bool {
+    AWAITING_LABELS.load(Relaxed)
+}
+
 /// Whether a session runs and has not reached its `-n`: its probes act, or wait for its
 /// labels.
 pub fn is_running() -> bool {
-    is_active() || AWAITING_LABELS.load(Relaxed)
+    is_active() || awaiting_labels()
 }
 
 /// Calltree mode: asks every thread inside an entry call to hand over its tree, unfinished

@@ -172,7 +172,10 @@ impl Reporter {
                 self.output.note(note);
             }
             let stopping = self.output.stop.load(Ordering::SeqCst);
-            if self.tracing.plan.mode == Mode::Monitor
+            if probes::awaiting_labels() {
+                // A monitor's first interval begins when its calls begin to count.
+                self.monitor_since = Instant::now();
+            } else if self.tracing.plan.mode == Mode::Monitor
                 && (stopping || self.monitor_since.elapsed() >= interval)
                 && self.output.reported.load(Ordering::Relaxed) < count
             {
