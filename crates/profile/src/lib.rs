@@ -19,6 +19,7 @@ mod model;
 mod select;
 
 pub use export::{decode_pprof, render_set, write_atomically, ExportOptions, Format, PprofTotals};
+pub use jfr::declared;
 pub use leak::{OldObject, PathStep, Via};
 pub use model::virtual_thread_key;
 pub use model::{

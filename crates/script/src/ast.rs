@@ -16,6 +16,55 @@ pub struct Script {
     pub methods: Vec<Method>,
     /// What jtap accepts but does differently from BTrace, to tell the user once.
     pub notes: Vec<String>,
+    /// The JFR event types it declares (`@Event` fields, `@PeriodicEvent` handlers).
+    pub events: Vec<EventType>,
+}
+
+/// A JFR event type a script declares, as BTrace's `@Event` and `@PeriodicEvent` do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventType {
+    /// `name`.
+    pub name: String,
+    /// `label`, or empty.
+    pub label: String,
+    /// `description`, or empty.
+    pub description: String,
+    /// `category`, outermost first.
+    pub category: Vec<String>,
+    /// `fields`, in their order.
+    pub fields: Vec<EventField>,
+}
+
+/// A field of an [`EventType`] (`@Event.Field`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventField {
+    /// `name`.
+    pub name: String,
+    /// `type`, as a Java type: `byte` … `double`, `boolean`, `java.lang.String`.
+    pub java_type: &'static str,
+    /// `label`, or empty.
+    pub label: String,
+    /// `description`, or empty.
+    pub description: String,
+    /// `kind`: the `jdk.jfr` annotation saying what the value is (`jdk.jfr.Timespan`), and
+    /// its value (`NANOSECONDS`) when it takes one.
+    pub content: Option<(String, Option<String>)>,
+}
+
+/// When a `@PeriodicEvent` handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    /// Every this many milliseconds (`period = "1 s"`).
+    Every(u64),
+    /// As a recording's chunk begins (`beginChunk`), ends (`endChunk`), or both
+    /// (`everyChunk`, BTrace's default `eachChunk`): jtap's recording is one chunk, from the
+    /// script's start to its end.
+    Chunk {
+        /// At the start.
+        begin: bool,
+        /// At the end.
+        end: bool,
+    },
 }
 
 /// A static field.
@@ -31,6 +80,8 @@ pub struct Field {
     pub thread_local: bool,
     /// `@Export` or `@Property`: shown by `jtap status` while the script runs.
     pub exported: bool,
+    /// `@Event`: the field is the factory of this [`Script::events`] type.
+    pub event: Option<usize>,
 }
 
 /// A method of the script.
@@ -217,6 +268,14 @@ pub enum Trigger {
         pool: String,
         /// Bytes used.
         threshold: i64,
+    },
+    /// `@PeriodicEvent`: its parameter receives a new event of [`Script::events`] type
+    /// `event`, to fill and commit.
+    Periodic {
+        /// The event type.
+        event: usize,
+        /// When it runs.
+        period: Period,
     },
 }
 

@@ -40,7 +40,7 @@ pub mod value;
 
 pub use arguments::Arguments;
 pub use ast::{Location, Probe, Script};
-pub use builtins::{Counter, Facts, Heap};
+pub use builtins::{Committed, Counter, Facts, Heap};
 pub use compile::{compile, compile_with, CompileError, Descriptors};
 pub use firing::{fired, Fired, Reader, Reading};
 pub use machine::Machine;

@@ -6,7 +6,9 @@
 
 use std::collections::HashMap;
 
-use crate::ast::{Expr, ExprKind, Literal, Method, Pos, Role, Sampling, Script, Stmt, Trigger};
+use crate::ast::{
+    Expr, ExprKind, Literal, Method, Period, Pos, Role, Sampling, Script, Stmt, Trigger,
+};
 use crate::builtins::{self, Context, Facts};
 use crate::firing::Fired;
 use crate::operators::{binary, coerce, default_of, element, field_of, instance_of};
@@ -34,6 +36,8 @@ pub struct Machine<'s> {
     above_threshold: HashMap<usize, bool>,
     args: Vec<String>,
     facts: Option<Box<dyn Facts + 's>>,
+    /// Committed JFR events, when the session records them ([`Machine::record_events`]).
+    committed: Option<Vec<builtins::Committed>>,
 }
 
 /// Where a handler failed, and why.
@@ -83,10 +87,12 @@ impl<'s> Machine<'s> {
             speculations: builtins::Speculations::default(),
             args,
             facts,
+            committed: None,
         };
         for field in &script.fields {
-            let value = match &field.init {
-                Some(init) => machine
+            let value = match (field.event, &field.init) {
+                (Some(event), _) => Value::EventFactory(event),
+                (None, Some(init)) => machine
                     .eval(
                         init,
                         &mut Frame {
@@ -104,7 +110,7 @@ impl<'s> Machine<'s> {
                         ));
                         Value::Null
                     }),
-                None => default_of(&field.ty),
+                (None, None) => default_of(&field.ty),
             };
             machine.statics.insert(field.name.clone(), value);
         }
@@ -181,11 +187,17 @@ impl<'s> Machine<'s> {
     pub fn run(&mut self, index: usize) {
         let handler = &self.script.handlers[index];
         let mut given = Vec::new();
-        if let Trigger::LowMemory { pool, threshold } = &handler.trigger {
-            match self.low_memory(index, pool, *threshold) {
-                Some(usage) => given.push(Value::Object(usage.into())),
-                None => return,
+        match &handler.trigger {
+            Trigger::LowMemory { pool, threshold } => {
+                match self.low_memory(index, pool, *threshold) {
+                    Some(usage) => given.push(Value::Object(usage.into())),
+                    None => return,
+                }
             }
+            Trigger::Periodic { event, .. } => {
+                given.push(builtins::new_event(&self.script.events, *event))
+            }
+            _ => {}
         }
         let method = &handler.method;
         let name = method.name.clone();
@@ -246,6 +258,35 @@ impl<'s> Machine<'s> {
             }
         }
         self.exit = self.exit.or(code);
+    }
+
+    /// Runs the `@PeriodicEvent` handlers that run as a recording's chunk begins (`begin`)
+    /// or ends.
+    pub fn chunk_events(&mut self, begin: bool) {
+        for index in 0..self.script.handlers.len() {
+            if let Trigger::Periodic {
+                period: Period::Chunk { begin: b, end: e },
+                ..
+            } = self.script.handlers[index].trigger
+            {
+                if (begin && b) || (!begin && e) {
+                    self.run(index);
+                }
+            }
+        }
+    }
+
+    /// Keeps committed JFR events for [`Machine::take_events`] instead of printing them.
+    pub fn record_events(&mut self) {
+        self.committed = Some(Vec::new());
+    }
+
+    /// The JFR events committed since the last call, when they are recorded.
+    pub fn take_events(&mut self) -> Vec<builtins::Committed> {
+        self.committed
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The `@Export` and `@Property` fields and their values now (a `@TLS` one's own value).
@@ -541,6 +582,8 @@ impl<'s> Machine<'s> {
             level: &mut self.level,
             speculations: &mut self.speculations,
             facts: self.facts.as_deref(),
+            events: &self.script.events,
+            committed: self.committed.as_mut(),
         };
         let printed_from = cx.out.len();
         let value = builtins::call(name, values, &mut cx).map_err(|m| (call.at, m));

@@ -53,6 +53,10 @@ pub enum Value {
     Constant(Rc<str>),
     /// `Reflective.field(class, name)`: a field, read from objects' descriptions by name.
     Field(Rc<str>),
+    /// An `@Event` field (`JfrEvent.Factory`): the script's event type of this index.
+    EventFactory(usize),
+    /// `Jfr.prepareEvent(factory)`: an event being filled.
+    Event(Rc<RefCell<crate::builtins::JfrEvent>>),
 }
 
 impl Value {
@@ -144,6 +148,8 @@ impl Value {
             (Value::Builder(a), Value::Builder(b)) => Rc::ptr_eq(a, b),
             (Value::Aggregation(a), Value::Aggregation(b)) => Rc::ptr_eq(a, b),
             (Value::Profiler(a), Value::Profiler(b)) => Rc::ptr_eq(a, b),
+            (Value::Event(a), Value::Event(b)) => Rc::ptr_eq(a, b),
+            (Value::EventFactory(a), Value::EventFactory(b)) => a == b,
             _ => false,
         }
     }
@@ -177,6 +183,8 @@ impl fmt::Display for Value {
             Value::Atomic(a) => write!(f, "{}", a.borrow()),
             Value::Aggregation(_) => f.write_str("Aggregation"),
             Value::Profiler(_) => f.write_str("Profiler"),
+            Value::EventFactory(_) => f.write_str("JfrEvent.Factory"),
+            Value::Event(_) => f.write_str("JfrEvent"),
         }
     }
 }

@@ -77,9 +77,19 @@ impl Chunk {
         self.end_ns = self.end_ns.max(time_ns);
     }
 
-    /// Ends the chunk with the constant pools (by type id) and the metadata; returns the
-    /// file's bytes.
-    pub fn finish(mut self, pools: &[(u64, &Pool)]) -> Vec<u8> {
+    /// Bytes written so far (the header's included).
+    pub fn size(&self) -> usize {
+        self.out.bytes.len()
+    }
+
+    /// Ends the chunk with the constant pools (by type id) and the metadata of
+    /// [`TYPES`]; returns the file's bytes.
+    pub fn finish(self, pools: &[(u64, &Pool)]) -> Vec<u8> {
+        self.finish_declaring(pools, TYPES.iter().map(class_element).collect())
+    }
+
+    /// [`Chunk::finish`], its metadata declaring `classes` (`<class>` elements).
+    pub fn finish_declaring(mut self, pools: &[(u64, &Pool)], classes: Vec<Element>) -> Vec<u8> {
         let checkpoint_at = self.out.bytes.len();
         let mut body = Out::default();
         body.varint(CHECKPOINT);
@@ -102,7 +112,7 @@ impl Chunk {
         }
         self.out.record(&body.bytes);
         let metadata_at = self.out.bytes.len();
-        self.out.record(&metadata());
+        self.out.record(&metadata(classes));
         let size = self.out.bytes.len();
         let mut header = Out::default();
         header.bytes.extend_from_slice(MAGIC);
@@ -123,14 +133,15 @@ impl Chunk {
 }
 
 /// An element of the metadata tree.
-struct Element {
+pub struct Element {
     name: &'static str,
-    attributes: Vec<(&'static str, String)>,
+    attributes: Vec<(String, String)>,
     children: Vec<Element>,
 }
 
 impl Element {
-    fn new(name: &'static str) -> Element {
+    /// An element without attributes or children.
+    pub fn new(name: &'static str) -> Element {
         Element {
             name,
             attributes: Vec::new(),
@@ -138,19 +149,21 @@ impl Element {
         }
     }
 
-    fn with(mut self, key: &'static str, value: impl Into<String>) -> Element {
-        self.attributes.push((key, value.into()));
+    /// With attribute `key`.
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> Element {
+        self.attributes.push((key.into(), value.into()));
         self
     }
 
-    fn child(mut self, child: Element) -> Element {
+    /// With a child element.
+    pub fn child(mut self, child: Element) -> Element {
         self.children.push(child);
         self
     }
 }
 
 /// An `<annotation class=... value=...>` element.
-fn annotation(type_id: u64, value: Option<&str>) -> Element {
+pub fn annotation(type_id: u64, value: Option<&str>) -> Element {
     let element = Element::new("annotation").with("class", type_id.to_string());
     match value {
         Some(value) => element.with("value", value),
@@ -158,7 +171,8 @@ fn annotation(type_id: u64, value: Option<&str>) -> Element {
     }
 }
 
-fn class_element(t: &Type) -> Element {
+/// The `<class>` element of type `t`.
+pub fn class_element(t: &Type) -> Element {
     let mut class = Element::new("class")
         .with("name", t.name)
         .with("id", t.id.to_string());
@@ -203,13 +217,13 @@ fn class_element(t: &Type) -> Element {
 }
 
 /// The metadata record's body: the string table, then the element tree (root → metadata →
-/// classes, and the region).
-fn metadata() -> Vec<u8> {
+/// `classes`, and the region).
+fn metadata(classes: Vec<Element>) -> Vec<u8> {
     let root = Element::new("root")
         .child(
-            TYPES
-                .iter()
-                .fold(Element::new("metadata"), |m, t| m.child(class_element(t))),
+            classes
+                .into_iter()
+                .fold(Element::new("metadata"), |m, c| m.child(c)),
         )
         .child(
             Element::new("region")

@@ -6,8 +6,10 @@
 //! - [`types`]: the types jtap declares in the recordings it writes.
 //! - [`chunk`]: a chunk's header, constant pools and metadata, written.
 //! - [`traces`]: a chunk's stack traces, read straight from its pools.
+//! - [`declared`]: events of types declared at run time (BTrace scripts' `@Event`s).
 
 mod chunk;
+pub mod declared;
 mod encoding;
 mod read;
 mod traces;

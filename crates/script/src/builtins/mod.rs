@@ -11,6 +11,7 @@ use crate::value::Value;
 mod aggregations;
 mod collections;
 mod facts;
+mod jfr;
 mod jvm;
 mod memory;
 mod numbers;
@@ -24,6 +25,8 @@ mod threads;
 use aggregations::{aggregations, profiling};
 use collections::{atomics, deques, maps};
 pub use facts::{Counter, Facts, Heap};
+use jfr::jfr;
+pub use jfr::{new_event, Committed, JfrEvent};
 use jvm::{jvm, vm};
 use memory::memory;
 pub use memory::pool_usage;
@@ -230,6 +233,12 @@ const NAMES: &[&str] = &[
     "committed",
     "max",
     "getTotalGcTime",
+    // `Jfr` (`commit` too).
+    "prepareEvent",
+    "setEventField",
+    "shouldCommit",
+    "begin",
+    "end",
     // Speculation.
     "speculation",
     "speculate",
@@ -262,6 +271,10 @@ pub struct Context<'a> {
     pub speculations: &'a mut Speculations,
     /// The JVM's facts, when the script runs against one.
     pub facts: Option<&'a dyn Facts>,
+    /// The script's JFR event types.
+    pub events: &'a [crate::ast::EventType],
+    /// The session's recording of JFR events, when it has one (else they are printed).
+    pub committed: Option<&'a mut Vec<Committed>>,
 }
 
 /// Runs a function.
@@ -306,7 +319,7 @@ type Family = fn(&Call, &mut Context) -> Result<Option<Value>, String>;
 
 /// The families in the order they are asked (`get` is a field's before a map's before an
 /// atomic's).
-const FAMILIES: [Family; 15] = [
+const FAMILIES: [Family; 16] = [
     output,
     profiling,
     strings,
@@ -320,6 +333,7 @@ const FAMILIES: [Family; 15] = [
     jvm,
     vm,
     memory,
+    jfr,
     speculation,
     session,
 ];

@@ -11,8 +11,6 @@ const STATIC_STATE: &str = "it reads static fields in the JVM; the agent capture
 /// Why object graphs cannot be exported.
 const OBJECT_GRAPH: &str =
     "it writes object graphs to files; jtap's handlers see objects as descriptions, not graphs";
-/// Why JFR events cannot be declared.
-const JFR_EVENTS: &str = "JFR events declared in scripts are not supported yet";
 
 /// Refused functions: `Class.name` for one nested class's, a bare name for every class's.
 const REFUSED: &[(&str, &str)] = &[
@@ -49,12 +47,6 @@ const REFUSED: &[(&str, &str)] = &[
     ("toXML", OBJECT_GRAPH),
     ("writeXML", OBJECT_GRAPH),
     ("writeDOT", OBJECT_GRAPH),
-    ("Jfr.begin", JFR_EVENTS),
-    ("Jfr.commit", JFR_EVENTS),
-    ("Jfr.end", JFR_EVENTS),
-    ("Jfr.prepareEvent", JFR_EVENTS),
-    ("Jfr.setEventField", JFR_EVENTS),
-    ("Jfr.shouldCommit", JFR_EVENTS),
 ];
 
 /// Why jtap refuses `name` called on `class` (a nested class's simple name, or none when

@@ -15,6 +15,8 @@ fn run(name: &str, args: Vec<Value>) -> Result<(Value, String), String> {
         level: &mut level,
         speculations: &mut speculations,
         facts: None,
+        events: &[],
+        committed: None,
     };
     let value = call(name, args, &mut cx)?;
     Ok((value, out))
@@ -364,6 +366,8 @@ fn on_jvm(name: &str, args: Vec<Value>) -> (Value, String) {
         level: &mut level,
         speculations: &mut speculations,
         facts: Some(&FakeJvm),
+        events: &[],
+        committed: None,
     };
     let value = call(name, args, &mut cx).unwrap_or_else(|e| panic!("{name}: {e}"));
     (value, out)
@@ -558,6 +562,8 @@ fn arguments_are_read_by_position_and_by_name() {
         level: &mut level,
         speculations: &mut speculations,
         facts: None,
+        events: &[],
+        committed: None,
     };
     let mut call = |name: &str, args: Vec<Value>| call(name, args, &mut cx).unwrap().to_string();
     assert_eq!(call("$", vec![Value::Int(0)]), "m=paint");

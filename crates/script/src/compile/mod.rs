@@ -13,6 +13,7 @@
 mod body;
 mod check;
 mod descriptor;
+mod events;
 mod probe;
 
 use std::fmt;
@@ -253,10 +254,11 @@ impl<'s> Compiler<'s> {
             handlers: Vec::new(),
             methods: Vec::new(),
             notes: Vec::new(),
+            events: Vec::new(),
         };
         for member in named_children(body) {
             match member.kind() {
-                "field_declaration" => self.fields(member, &mut script.fields)?,
+                "field_declaration" => self.fields(member, &mut script)?,
                 "method_declaration" => self.method(member, &mut script)?,
                 "static_initializer" => {
                     let block = named_children(member)
@@ -293,38 +295,40 @@ impl<'s> Compiler<'s> {
         else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        for child in named_children(modifiers) {
-            if !matches!(child.kind(), "annotation" | "marker_annotation") {
-                continue;
-            }
-            let name = child
-                .child_by_field_name("name")
-                .map(|n| self.text(n).rsplit('.').next().unwrap_or("").to_string())
-                .unwrap_or_default();
-            let mut arguments = Vec::new();
-            if let Some(list) = child.child_by_field_name("arguments") {
-                for argument in named_children(list) {
-                    if argument.kind() == "element_value_pair" {
-                        let key = argument
-                            .child_by_field_name("key")
-                            .map(|k| self.text(k).to_string())
-                            .unwrap_or_default();
-                        if let Some(value) = argument.child_by_field_name("value") {
-                            arguments.push((key, value));
-                        }
-                    } else if !argument.kind().ends_with("comment") {
-                        arguments.push(("value".to_string(), argument));
+        Ok(named_children(modifiers)
+            .into_iter()
+            .filter(|c| matches!(c.kind(), "annotation" | "marker_annotation"))
+            .map(|c| self.annotation(c))
+            .collect())
+    }
+
+    /// An annotation node: its simple name and its arguments.
+    fn annotation<'t>(&self, node: Node<'t>) -> Annotation<'t> {
+        let name = node
+            .child_by_field_name("name")
+            .map(|n| self.text(n).rsplit('.').next().unwrap_or("").to_string())
+            .unwrap_or_default();
+        let mut arguments = Vec::new();
+        if let Some(list) = node.child_by_field_name("arguments") {
+            for argument in named_children(list) {
+                if argument.kind() == "element_value_pair" {
+                    let key = argument
+                        .child_by_field_name("key")
+                        .map(|k| self.text(k).to_string())
+                        .unwrap_or_default();
+                    if let Some(value) = argument.child_by_field_name("value") {
+                        arguments.push((key, value));
                     }
+                } else if !argument.kind().ends_with("comment") {
+                    arguments.push(("value".to_string(), argument));
                 }
             }
-            out.push(Annotation {
-                name,
-                node: child,
-                arguments,
-            });
         }
-        Ok(out)
+        Annotation {
+            name,
+            node,
+            arguments,
+        }
     }
 
     /// The names of the `@Injected` fields of class body `body`: BTrace's one service,
@@ -356,12 +360,22 @@ impl<'s> Compiler<'s> {
 
     /// A script's fields; as in BTrace 2, one declared without `static` is static all the
     /// same (a script has no instance). `@Injected` fields are no state (see
-    /// [`Self::injected`]).
-    fn fields(&self, node: Node, fields: &mut Vec<Field>) -> Result<()> {
+    /// [`Self::injected`]). An `@Event` field is the factory of the event type it declares.
+    fn fields(&self, node: Node, script: &mut Script) -> Result<()> {
         let annotations = self.annotations(node)?;
         if annotations.iter().any(|a| a.name == "Injected") {
             return Ok(());
         }
+        let event = match annotations.iter().find(|a| a.name == "Event") {
+            Some(a) => {
+                let ty = node.child_by_field_name("type").map(|t| self.text(t));
+                if !ty.is_some_and(|t| t.ends_with("Factory")) {
+                    return fail(node, "an @Event field is a JfrEvent.Factory");
+                }
+                Some(self.declare_event(a, script)?)
+            }
+            None => None,
+        };
         let thread_local = annotations.iter().any(|a| a.name == "TLS");
         let exported = annotations
             .iter()
@@ -379,12 +393,13 @@ impl<'s> Compiler<'s> {
                 .child_by_field_name("value")
                 .map(|v| self.expr(v))
                 .transpose()?;
-            fields.push(Field {
+            script.fields.push(Field {
                 name,
                 ty: ty.clone(),
                 init,
                 thread_local,
                 exported,
+                event,
             });
         }
         Ok(())
@@ -399,12 +414,14 @@ impl<'s> Compiler<'s> {
             return fail(node, format!("method {name} has no body"));
         };
         let annotations = self.annotations(node)?;
-        let triggers = match annotations.iter().find(|a| a.name == "OnProbe") {
-            Some(a) => self
+        let special = |a: &&Annotation| matches!(a.name.as_str(), "OnProbe" | "PeriodicEvent");
+        let triggers = match annotations.iter().find(special) {
+            Some(a) if a.name == "OnProbe" => self
                 .on_probe(a)?
                 .into_iter()
                 .map(|probe| Some(Trigger::Probe(probe)))
                 .collect(),
+            Some(a) => vec![Some(self.periodic(a, node, script)?)],
             None => vec![self.trigger(&annotations)?],
         };
         for trigger in triggers {
