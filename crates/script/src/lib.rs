@@ -1,5 +1,6 @@
 //! BTrace scripts, unchanged, with no javac: [`compile()`] parses a script's Java source (the
-//! `com.sun.btrace` and `org.openjdk.btrace` annotations and `BTraceUtils`), checks it by
+//! `com.sun.btrace`, `org.openjdk.btrace` and `io.btrace.core` annotations and `BTraceUtils`),
+//! checks it by
 //! rules at least as strict as BTrace's verifier, and gives a [`Script`]: its probes, which
 //! become tracing plans for the agent, and its handlers, which a [`Machine`] runs in the
 //! client on the values the probes captured. The script's code never runs in the JVM, so a

@@ -741,6 +741,28 @@ public class Tracker {
     }
 
     #[test]
+    fn btrace_3s_package_names_are_btrace_2s() {
+        let source = |package: &str| {
+            format!(
+                "import {package}.annotations.*;\nimport static {package}.BTraceUtils.*;\n@BTrace public class S {{\n\
+                 @{package}.annotations.OnMethod(clazz = \"a.B\", method = \"run\", location = @Location({package}.annotations.Kind.RETURN))\n\
+                 public static void h(@{package}.annotations.Duration long d) {{ {package}.BTraceUtils.println(d); Strings.strcat(\"a\", \"b\"); }}\n}}\n"
+            )
+        };
+        let compiled = |package: &str| {
+            let script = compile(&source(package), "S.java").unwrap_or_else(|e| panic!("{e}"));
+            // The same handlers, at columns the packages' lengths move.
+            let columns = regex::Regex::new(r"col: \d+").unwrap();
+            columns
+                .replace_all(&format!("{:?}", script.handlers), "col")
+                .to_string()
+        };
+        let btrace_2 = compiled("org.openjdk.btrace.core");
+        assert!(btrace_2.contains("Builtin(\"println\""), "{btrace_2}");
+        assert_eq!(compiled("io.btrace.core"), btrace_2);
+    }
+
+    #[test]
     fn an_injected_printer_prints_as_println_does() {
         let source = "import org.openjdk.btrace.core.annotations.*;\nimport org.openjdk.btrace.services.impl.Printer;\n@BTrace public class S {\n@Injected(ServiceType.RUNTIME) private static Printer printer;\n@OnTimer(100) public static void h() { printer.println(\"x\"); }\n}\n";
         let script = compile(source, "S.java").unwrap_or_else(|e| panic!("{e}"));
