@@ -721,10 +721,22 @@ public class Tracker {
             .contains("recursion is not allowed"));
         // As in BTrace 2, what is declared without `static` is static (no `this`).
         let instance = compile(
-            "@BTrace class T {\n@Property Profiler p = Profiling.newProfiler();\n@OnTimer(10) void t() { Profiling.recordEntry(p, \"b\"); }\n}",
+            "@BTrace class T {\n@Property Profiler p = Profiling.newProfiler();\n@Export long n;\n@OnTimer(10) void t() { Profiling.recordEntry(p, \"b\"); n++; }\n}",
             "T.java",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut machine = crate::Machine::new(&instance, "T.java", Vec::new(), None);
+        machine.run(0);
+        let exported: Vec<String> = machine
+            .exported()
+            .into_iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        assert_eq!(
+            exported,
+            ["p=Profiler", "n=1"],
+            "instance fields, static as in BTrace 2"
         );
-        assert!(instance.is_ok(), "{:?}", instance.err());
         let trusted = compile("@BTrace(trusted = true) public class T {}", "T.java").unwrap_err();
         assert!(
             trusted.to_string().contains("trusted scripts are not run"),
@@ -736,7 +748,7 @@ public class Tracker {
             .contains("@BTrace"));
         assert!(
             error("@OnMethod(clazz=\"a.B\")\nstatic void h(@Duration long d) {}")
-                .contains("@Duration needs location")
+                .contains("@Duration needs location = @Location(Kind.RETURN) (or Kind.ERROR, or Kind.CALL with Where.AFTER): a call has no duration at its entry, and BTrace's verifier refuses it there too")
         );
     }
 

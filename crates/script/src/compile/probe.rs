@@ -69,8 +69,9 @@ impl Compiler<'_> {
             (Role::Duration | Role::Return, Location::Entry) => fail(
                 a.node,
                 format!(
-                    "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR)",
-                    a.name
+                    "@{} needs location = @Location(Kind.RETURN) (or Kind.ERROR, or Kind.CALL with Where.AFTER): a call has no {} at its entry, and BTrace's verifier refuses it there too",
+                    a.name,
+                    if a.name == "Duration" { "duration" } else { "return value" }
                 ),
             ),
             (Role::Return, Location::Field { write: false, after: true })
