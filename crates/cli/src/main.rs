@@ -278,11 +278,12 @@ enum Command {
         #[command(flatten)]
         attach: AttachArgs,
     },
-    /// Live instances of a class and their fields, or a static field, described without
-    /// running application code
+    /// Instances of a class and their fields, or a static field, described without running
+    /// any Java code
     #[command(
-        after_help = "Reads a heap dump of live objects (jcmd GC.heap_dump: a full GC and a pause as \
-                            long as the dump), written to the JVM's /tmp and deleted at once.\n\
+        after_help = "jtap's agent walks the heap (JVMTI, filtered to the class: a pause, reported), \
+                            tags the first -n instances and reads their fields with JNI. No heap \
+                            dump, no full GC.\n\
                             Examples:\n  jtap inspect 1234 com.acme.Cache -n 3\n  \
                             jtap inspect 1234 com.acme.Cache --path map.size\n  \
                             jtap inspect 1234 com.acme.Config --static INSTANCE"

@@ -473,6 +473,15 @@ impl Agent {
                     channel.as_ref(),
                 )
             }
+            Action::Inspect => {
+                let inspection = crate::heap::inspect::run(self.vm, self.env.borrowed(), options)
+                    .map_err(failed)?;
+                deliver_record(
+                    &Record::Inspection(inspection),
+                    options.file.as_deref(),
+                    channel.as_ref(),
+                )
+            }
         }
     }
 

@@ -2,6 +2,8 @@
 //!
 //! - `histogram`: the class histogram (`histogram[,live][,top=N]`): instances and bytes per
 //!   class from one JVMTI heap walk, in a JVMTI environment of its own.
+//! - `inspect`: a class's instances and their fields, or a static field
+//!   (`inspect,class=C[,limit=N][,path=a.b][,static=F]`), read with JVMTI and JNI.
 //! - `env`: a JVMTI environment of one's own (histogram, alloc and lock engines), disposed of
 //!   with its tags and capabilities at the end.
 //! - `sites`: allocation sites — sampled allocations summed per (class, stack), the live ones
@@ -12,6 +14,7 @@
 
 pub mod env;
 pub mod histogram;
+pub mod inspect;
 pub mod live;
 pub mod roots;
 pub mod sites;

@@ -451,6 +451,33 @@ impl Jni {
         unsafe { jni!(self.0, GetStaticObjectField(class, id)) }.unwrap_or(ptr::null_mut())
     }
 
+    /// The value of static field `id` of `class`, of JVM type `signature`: a plain read, no
+    /// Java code; a class not initialised yet is not initialised by it (its statics read as
+    /// their default values, or their constant values).
+    pub fn static_value(self, class: sys::jclass, id: sys::jfieldID, signature: &str) -> Value {
+        let env = self.0;
+        // SAFETY: valid env; id is a static field of class with this signature.
+        unsafe {
+            match signature.as_bytes().first() {
+                Some(b'Z') => {
+                    Value::Boolean(jni!(env, GetStaticBooleanField(class, id)) == Some(1))
+                }
+                Some(b'B') => Value::Byte(jni!(env, GetStaticByteField(class, id)).unwrap_or(0)),
+                Some(b'C') => Value::Char(jni!(env, GetStaticCharField(class, id)).unwrap_or(0)),
+                Some(b'S') => Value::Short(jni!(env, GetStaticShortField(class, id)).unwrap_or(0)),
+                Some(b'I') => Value::Int(jni!(env, GetStaticIntField(class, id)).unwrap_or(0)),
+                Some(b'J') => Value::Long(jni!(env, GetStaticLongField(class, id)).unwrap_or(0)),
+                Some(b'F') => {
+                    Value::Float(jni!(env, GetStaticFloatField(class, id)).unwrap_or(0.0))
+                }
+                Some(b'D') => {
+                    Value::Double(jni!(env, GetStaticDoubleField(class, id)).unwrap_or(0.0))
+                }
+                _ => Value::Object(self.static_object(class, id)),
+            }
+        }
+    }
+
     /// Whether two references are to the same object.
     pub fn is_same(self, a: sys::jobject, b: sys::jobject) -> bool {
         // SAFETY: valid env; both are live references (or null).
@@ -863,6 +890,12 @@ pub fn is_linked(env: &Env, class: sys::jclass) -> bool {
 pub fn is_erroneous(env: &Env, class: sys::jclass) -> bool {
     class_status(env, class)
         .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
+}
+
+/// Whether the class's static initialiser has run (its statics hold what it set).
+pub fn is_initialized(env: &Env, class: sys::jclass) -> bool {
+    class_status(env, class)
+        .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_INITIALIZED as sys::jint != 0)
 }
 
 fn class_status(env: &Env, class: sys::jclass) -> Option<sys::jint> {

@@ -34,4 +34,4 @@ mod runtime;
 mod select;
 pub mod stats;
 pub mod ticker;
-mod values;
+pub mod values;

@@ -121,6 +121,10 @@ pub struct Describer {
     to_string: bool,
     /// Measure values ([`Describer::measured`]).
     sizes: bool,
+    /// Run no Java code at all, not even the JDK's: JDK value classes and collections are
+    /// objects like any other (`java.util.HashMap@hash{size=3}`), read field by field
+    /// (`jtap inspect`).
+    plain: bool,
 }
 
 impl Describer {
@@ -133,6 +137,16 @@ impl Describer {
             known: Known::get(jni)?,
             to_string,
             sizes,
+            plain: false,
+        })
+    }
+
+    /// A describer that runs no Java code at all, not even the JDK's: only JNI field, array
+    /// and string reads and JVMTI questions.
+    pub fn plain(env: EnvRef<'static>, jni: Jni) -> Option<Describer> {
+        Some(Describer {
+            plain: true,
+            ..Describer::new(env, jni, false, false)?
         })
     }
 
@@ -157,6 +171,23 @@ impl Describer {
         match measured.rsplit_once(SIZE_MARK) {
             Some((text, size)) => (text, size.parse().unwrap_or(0)),
             None => (measured, 0),
+        }
+    }
+
+    /// A value read from a field (a reference in it is a local reference, deleted here), as
+    /// [`Describer::value`] describes objects and Java prints primitives.
+    pub fn read(&self, value: Value) -> String {
+        match value {
+            Value::Object(object) => {
+                let text = self.value(object);
+                self.jni.delete_local(object);
+                text
+            }
+            primitive => {
+                let mut out = String::new();
+                push_value(primitive, &mut out);
+                out
+            }
         }
     }
 
@@ -269,7 +300,7 @@ impl Describer {
         if self.jni.is_instance_of(object, self.known.throwable) {
             return self.throwable(object, signature, cap, out);
         }
-        if JDK_TO_STRING.contains(&internal) {
+        if JDK_TO_STRING.contains(&internal) && !self.plain {
             return self.jdk_to_string(object, class, internal, cap, out);
         }
         if let Some(inner) = self.unwrap_wrapper(object, class, internal) {
@@ -279,6 +310,9 @@ impl Describer {
         }
         let is_map = self.jni.is_instance_of(object, self.known.map);
         let collection = is_map || self.jni.is_instance_of(object, self.known.collection);
+        if collection && self.plain {
+            return self.sized(object, class, signature, out);
+        }
         if collection && (self.to_string || is_jdk_collection(internal)) {
             if depth < DEPTH {
                 return self.collection(object, is_map, cap, depth, out);
@@ -526,6 +560,20 @@ impl Describer {
             );
         }
         out.push(if map { '}' } else { ']' });
+    }
+
+    /// A collection or map without iterating it: `ClassName@hash`, with `{size=N}` when its
+    /// class (the JDK's own, mostly) keeps the size in an `int size` field.
+    fn sized(&self, object: sys::jobject, class: sys::jclass, signature: &str, out: &mut String) {
+        out.push_str(&java_name(signature));
+        if let Some(hash) = self.jni.identity_hash(&self.env, object) {
+            let _ = write!(out, "@{hash:x}");
+        }
+        if let Some(id) = self.jni.field_id(class, c"size", c"I") {
+            if let Value::Int(size) = self.jni.field_value(object, id, "I") {
+                let _ = write!(out, "{{size={size}}}");
+            }
+        }
     }
 
     /// `ClassName@hash{field=value, ...}`: the identity hash and the first fields (of the

@@ -5,7 +5,7 @@
 //! output (text cut at [`MAX_OUTPUT`] characters, saying so). Tools that would change the JVM
 //! — a heap dump, a full GC, jcmd commands outside a read-only list, a BTrace run — answer
 //! with a refusal unless the server was started with `--allow-changes`; so does `inspect`,
-//! whose heap dump runs a full GC.
+//! which loads jtap's agent and pauses the JVM for a heap walk.
 //!
 //! `threads`, `classes`, `list_jvms` and the jcmd-based tools call the library functions the
 //! CLI commands use, in this process. The commands whose logic lives in their command
@@ -594,10 +594,10 @@ impl JtapServer {
     }
 
     #[tool(
-        description = "Live instances of a class and their fields, or one static field, described without running application code (strings by contents, objects as Class@id). Takes a heap dump of live objects (a full GC and a pause), so it needs --allow-changes."
+        description = "Instances of a class and their fields, or one static field, described without running any Java code (strings by contents, objects as Class@identityhash). jtap's agent walks the heap (a pause), so it needs --allow-changes."
     )]
     async fn inspect(&self, Parameters(params): Parameters<InspectParams>) -> ToolResult {
-        self.check_allowed("inspect (a heap dump of live objects: a full GC and a pause)")?;
+        self.check_allowed("inspect (jtap's agent walks the heap: a pause)")?;
         let pid = params.pid.to_string();
         let limit = params.limit.unwrap_or(5).clamp(1, 50).to_string();
         let mut args = vec!["inspect", &pid, &params.class, "-n", &limit];

@@ -8,7 +8,6 @@ pub mod classes;
 pub mod convert;
 pub mod diff;
 pub mod heap;
-pub mod hprof;
 pub mod inspect;
 pub mod jimage;
 pub mod mcp;

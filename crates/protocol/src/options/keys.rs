@@ -6,7 +6,7 @@
 use jtap_profile::event;
 
 use super::values::{bytes, count, duration, format_bytes, format_duration, path, pattern};
-use super::{Event, JavaStacks, NativeStacks, Options, MAX_JSTACKDEPTH};
+use super::{Event, JavaStacks, NativeStacks, Options, MAX_INSPECT, MAX_JSTACKDEPTH, MAX_PATH};
 
 /// What a key of the grammar takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub enum GoesWith {
     Histogram,
     /// `histogram`, or `start` with allocations (`live`).
     HistogramOrStart,
+    /// `inspect` (`class`, `limit`, `path`, `static`).
+    Inspect,
 }
 
 /// How a set key shows in the canonical option string.
@@ -472,6 +474,65 @@ pub const KEYS: &[Key] = &[
         show: |o| shown(o.top, |n| n.to_string()),
     },
     Key {
+        name: "class",
+        takes: Takes::Value("name"),
+        goes_with: GoesWith::Inspect,
+        help: "inspect: the class, by its Java name (com.acme.Outer$Inner)",
+        parse: |o, v| {
+            let name = given(v);
+            let part = |p: &str| !p.is_empty() && !p.contains(['/', ';', '[']);
+            if !name.split('.').all(part) {
+                return Err("a Java class name like com.acme.Outer$Inner".into());
+            }
+            set(&mut o.class, name.to_string())
+        },
+        show: |o| shown(o.class.clone(), |s| s),
+    },
+    Key {
+        name: "limit",
+        takes: Takes::Value("n"),
+        goes_with: GoesWith::Inspect,
+        help: "inspect: show at most n instances (default 5, at most 1000); all are counted",
+        parse: |o, v| {
+            let what = "a number of instances from 1 to 1000";
+            let n = count(given(v), what)?;
+            if n > MAX_INSPECT {
+                return Err(format!("expected {what}"));
+            }
+            set(&mut o.limit, n)
+        },
+        show: |o| shown(o.limit, |n| n.to_string()),
+    },
+    Key {
+        name: "path",
+        takes: Takes::Value("a.b.c"),
+        goes_with: GoesWith::Inspect,
+        help: "inspect: only the value at this path of fields of each instance (at most 16 fields)",
+        parse: |o, v| {
+            let path = given(v);
+            let steps: Vec<&str> = path.split('.').collect();
+            if steps.len() > MAX_PATH || steps.iter().any(|s| s.is_empty()) {
+                return Err("field names joined by dots, at most 16 (owner.name)".into());
+            }
+            set(&mut o.path, path.to_string())
+        },
+        show: |o| shown(o.path.clone(), |s| s),
+    },
+    Key {
+        name: "static",
+        takes: Takes::Value("name"),
+        goes_with: GoesWith::Inspect,
+        help: "inspect: this static field of the class instead of instances",
+        parse: |o, v| {
+            let name = given(v);
+            if name.is_empty() || name.contains(['.', ';', '[', '/']) {
+                return Err("a field name".into());
+            }
+            set(&mut o.static_field, name.to_string())
+        },
+        show: |o| shown(o.static_field.clone(), |s| s),
+    },
+    Key {
         name: "file",
         takes: Takes::Value("path"),
         goes_with: GoesWith::Any,
@@ -566,7 +627,7 @@ pub(super) fn known() -> String {
 pub fn help_text() -> String {
     let mut text = String::from(
         "jtap agent options: comma-separated, e.g. start,event=cpu,alloc,lock=10us,file=/tmp/out.html\n\
-         actions: start, stop, status, dump, version, help, histogram\n",
+         actions: start, stop, status, dump, version, help, histogram, inspect\n",
     );
     for key in KEYS {
         let item = match key.takes {

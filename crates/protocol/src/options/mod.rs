@@ -4,6 +4,7 @@
 //! options  := "" | item ("," item)*
 //! item     := action | key | key "=" value
 //! action   := "start" | "stop" | "status" | "dump" | "version" | "help" | "histogram"
+//!           | "inspect"
 //! value    := any characters; "," and "\" are written "\," and "\\"
 //! ```
 //!
@@ -50,11 +51,14 @@ pub enum Action {
     /// Count instances and bytes per class with a JVMTI heap walk (`live`: after a full GC;
     /// `top=N`: only the N largest classes).
     Histogram,
+    /// Instances of a class and their fields, or one of its statics, read through JVMTI and
+    /// JNI (`class=`, `limit=`, `path=`, `static=`).
+    Inspect,
 }
 
 impl Action {
     /// Every action, in the order help lists them.
-    pub const ALL: [Action; 7] = [
+    pub const ALL: [Action; 8] = [
         Action::Start,
         Action::Stop,
         Action::Status,
@@ -62,6 +66,7 @@ impl Action {
         Action::Version,
         Action::Help,
         Action::Histogram,
+        Action::Inspect,
     ];
 
     /// The action's word in option strings.
@@ -74,6 +79,7 @@ impl Action {
             Action::Version => "version",
             Action::Help => "help",
             Action::Histogram => "histogram",
+            Action::Inspect => "inspect",
         }
     }
 
@@ -360,7 +366,20 @@ pub struct Options {
     pub trace: Option<crate::trace::Plan>,
     /// `event=perf`: the perf event counted (`page-faults`, `cycles`, `sched:sched_switch`).
     pub perf: Option<String>,
+    /// `inspect`: the class, by its Java name (`com.acme.Outer$Inner`).
+    pub class: Option<String>,
+    /// `inspect`: show at most this many instances (default 5, at most [`MAX_INSPECT`]).
+    pub limit: Option<u32>,
+    /// `inspect`: only the value at this path of fields of each instance (`a.b.c`).
+    pub path: Option<String>,
+    /// `inspect`: this static field of the class instead of instances.
+    pub static_field: Option<String>,
 }
+
+/// The most instances `inspect` shows.
+pub const MAX_INSPECT: u32 = 1000;
+/// The most fields an `inspect` path follows.
+pub const MAX_PATH: usize = 16;
 
 /// Why an option string was rejected. Messages name the offending item.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -418,6 +437,12 @@ pub enum ParseError {
     /// An option that only makes sense with `histogram`.
     #[error("{0} only goes with histogram")]
     NeedsHistogram(&'static str),
+    /// An option that only makes sense with `inspect`.
+    #[error("{0} only goes with inspect")]
+    NeedsInspect(&'static str),
+    /// `inspect` without `class=`, or with both `path=` and `static=`.
+    #[error("inspect needs class=<name>, and takes path= or static=, not both")]
+    InspectMisused,
     /// An action or flag written with a value.
     #[error("\"{0}\" takes no value")]
     UnexpectedValue(&'static str),
@@ -495,6 +520,7 @@ impl Options {
                     Some(Action::Start | Action::Stop | Action::Dump)
                 ),
                 GoesWith::Histogram => self.action == Some(Action::Histogram),
+                GoesWith::Inspect => self.action == Some(Action::Inspect),
                 GoesWith::HistogramOrStart => {
                     matches!(self.action, Some(Action::Histogram | Action::Start))
                 }
@@ -502,6 +528,7 @@ impl Options {
             if !fits {
                 return Err(match key.goes_with {
                     GoesWith::Histogram => ParseError::NeedsHistogram(key.name),
+                    GoesWith::Inspect => ParseError::NeedsInspect(key.name),
                     GoesWith::HistogramOrStart => ParseError::LiveMisplaced,
                     _ => ParseError::NeedsStart(key.name),
                 });
@@ -509,6 +536,11 @@ impl Options {
         }
         if self.action == Some(Action::Start) {
             self.check_events()?;
+        }
+        if self.action == Some(Action::Inspect)
+            && (self.class.is_none() || (self.path.is_some() && self.static_field.is_some()))
+        {
+            return Err(ParseError::InspectMisused);
         }
         if self.exact && self.alloc.flatten().is_some() {
             return Err(ParseError::ExactWithInterval);
@@ -813,6 +845,10 @@ mod tests {
         ("trace", "mode:trace p:a.B::c count:3"),
         ("perf", "sched:sched_switch"),
         ("top", "7"),
+        ("class", "com.acme.Outer$Inner"),
+        ("limit", "1000"),
+        ("path", "cache.map.size"),
+        ("static", "INSTANCE"),
         ("file", "/tmp/a,b.jfr"),
         ("channel", "/tmp/jtap.sock"),
         ("log", "/tmp/log"),
@@ -898,6 +934,11 @@ mod tests {
             ("histogram,top=0", "bad value for top"),
             ("histogram,top=+3", "bad value for top"),
             ("dump,top=3", "top only goes with histogram"),
+            ("inspect", "inspect needs class=<name>"),
+            ("inspect,class=A,path=b,static=C", "not both"),
+            ("inspect,class=A,limit=1001", "bad value for limit"),
+            ("inspect,class=A,path=a..b", "bad value for path"),
+            ("histogram,class=A", "class only goes with inspect"),
             ("histogram,live=1", "\"live\" takes no value"),
             ("start,event=alloc,alloc=0", "bad value for alloc"),
             ("start,event=alloc,alloc=3t", "bad value for alloc"),
@@ -971,6 +1012,7 @@ mod tests {
             )| {
                 let starts = action == Some(Action::Start);
                 let histogram = action == Some(Action::Histogram);
+                let inspects = action == Some(Action::Inspect);
                 let event = event.filter(|&e| starts && !matches!(e, Event::Trace | Event::Perf));
                 let sampled = event.is_some_and(Event::is_time_sampling);
                 // gc records alone.
@@ -1041,6 +1083,10 @@ mod tests {
                     top: top.filter(|_| histogram),
                     trace: None,
                     perf: None,
+                    class: inspects.then(|| "com.acme.Outer$Inner".to_string()),
+                    limit: top.filter(|_| inspects).map(|n| n % MAX_INSPECT + 1),
+                    path: (inspects && debug).then(|| "cache.map.size".to_string()),
+                    static_field: (inspects && !debug).then(|| "INSTANCE".to_string()),
                 }
             },
         )

@@ -5,6 +5,7 @@
 //! - [`batch`]: calls many to a record, and how many the probes reported (scripts).
 //! - [`gc`]: collections and pauses counted by the gc engine.
 //! - [`histogram`]: the class histogram.
+//! - [`inspect`]: instances of a class with their fields, or a static field.
 //! - [`sites`]: allocation sites ranked by live bytes.
 //! - [`trace`]: what `jtap trace`, `calltree` and `monitor` report: calls, call trees and
 //!   per-method statistics.
@@ -12,6 +13,7 @@
 pub mod batch;
 pub mod gc;
 pub mod histogram;
+pub mod inspect;
 pub mod sites;
 pub mod trace;
 
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use batch::{BatchCall, BatchProbe, BatchThread, CallBatch, MethodCalls, Reported};
 pub use gc::GcPauses;
 pub use histogram::{ClassRow, Histogram};
+pub use inspect::{FieldValue, InspectedClass, Inspection, Instance};
 pub use sites::Sites;
 pub use trace::{
     Call, CallStats, CallTree, Callee, FieldAccess, InsnReached, MethodStats, MonitorInterval,
@@ -48,6 +51,8 @@ pub enum Record {
     Calls(CallBatch),
     /// How many calls of each method the probes reported in the session.
     Reported(Reported),
+    /// Instances of a class, or a static field, of `inspect`.
+    Inspection(Inspection),
 }
 
 impl Record {
@@ -73,6 +78,7 @@ impl Record {
             Record::Monitor(interval) => interval.to_text(),
             Record::Calls(batch) => batch.to_text(),
             Record::Reported(reported) => reported.to_text(),
+            Record::Inspection(inspection) => inspection.to_text(),
         }
     }
 
@@ -93,6 +99,9 @@ impl Record {
             }
             Record::Gc(pauses) => {
                 serde_json::to_string(pauses).expect("a record always serialises")
+            }
+            Record::Inspection(inspection) => {
+                serde_json::to_string(inspection).expect("a record always serialises")
             }
             Record::Call(call) => call.to_json().to_string(),
             Record::Reached(reached) => {
@@ -121,6 +130,7 @@ mod tests {
             Record::Call(trace::tests::call()),
             Record::Tree(trace::tests::tree()),
             Record::Calls(batch::tests::batch()),
+            Record::Inspection(inspect::tests::inspection()),
         ];
         for record in records {
             assert_eq!(Record::decode(&record.encode()), Ok(record));
