@@ -603,6 +603,16 @@ impl Jni {
 
     /// The first `cap` characters of a `java.lang.String`, with `...` when longer.
     pub fn string(self, text: sys::jstring, cap: usize) -> Option<String> {
+        let (units, cut) = self.string_units(text, cap)?;
+        let mut s = String::from_utf16_lossy(&units);
+        if cut {
+            s.push_str("...");
+        }
+        Some(s)
+    }
+
+    /// The first `cap` UTF-16 units of `text`, and whether it has more.
+    pub fn string_units(self, text: sys::jstring, cap: usize) -> Option<(Vec<u16>, bool)> {
         if text.is_null() {
             return None;
         }
@@ -619,11 +629,7 @@ impl Jni {
             if self.clear_exception() {
                 return None;
             }
-            let mut s = String::from_utf16_lossy(&buf);
-            if take < len {
-                s.push_str("...");
-            }
-            Some(s)
+            Some((buf, take < len))
         }
     }
 }
@@ -886,16 +892,16 @@ pub fn is_linked(env: &Env, class: sys::jclass) -> bool {
     class_status(env, class).is_some_and(|status| status & linked == linked)
 }
 
-/// Whether the class is in the error state (its linking or static initialiser failed).
-pub fn is_erroneous(env: &Env, class: sys::jclass) -> bool {
-    class_status(env, class)
-        .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
-}
-
 /// Whether the class's static initialiser has run (its statics hold what it set).
 pub fn is_initialized(env: &Env, class: sys::jclass) -> bool {
     class_status(env, class)
         .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_INITIALIZED as sys::jint != 0)
+}
+
+/// Whether the class is in the error state (its linking or static initialiser failed).
+pub fn is_erroneous(env: &Env, class: sys::jclass) -> bool {
+    class_status(env, class)
+        .is_some_and(|status| status & sys::JVMTI_CLASS_STATUS_ERROR as sys::jint != 0)
 }
 
 fn class_status(env: &Env, class: sys::jclass) -> Option<sys::jint> {

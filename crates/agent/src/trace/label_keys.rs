@@ -6,10 +6,10 @@
 //! spent a third of its time there). What a reader learns of a class — the fields it found by
 //! name, whether it is `String` — is therefore kept under a number the class object is tagged
 //! with (a JVMTI tag in the labelling session's environment, which disposing of the
-//! environment forgets). A string at the end of a key, immutable, is tagged with the label
-//! its text became: the same string again (a prepared statement's SQL) is its label at once,
-//! without reading, escaping or looking up its text. After an entry's first call, a key
-//! costs tag lookups and the field reads.
+//! environment forgets). A string at the end of a key is looked up by its UTF-16 units
+//! among those seen before: the same text again (a prepared statement's SQL, a URI) is its
+//! label without decoding, escaping or interning it. After an entry's first call, a key
+//! costs a tag lookup per step, the field reads and a copy of the string's characters.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -25,8 +25,6 @@ use super::values::Describer;
 const TEXT_CAP: usize = 200;
 /// Marks a tag that numbers a class, apart from the labels tasks are tagged with.
 const CLASS_TAG: i64 = 1 << 62;
-/// Marks a tag that holds the label a string's text became (in its low 32 bits).
-const STRING_TAG: i64 = 1 << 61;
 /// Classes described at most; later ones are looked at on every call.
 const MOST_CLASSES: usize = 4096;
 
@@ -46,6 +44,9 @@ pub struct KeyReader {
     env: EnvRef<'static>,
     classes: RwLock<HashMap<i64, Class>>,
     next: AtomicI64,
+    /// The labels of the strings seen, by their units (the last unit 1 when cut short);
+    /// as many as labels can be.
+    strings: RwLock<HashMap<Vec<u16>, u32>>,
 }
 
 impl KeyReader {
@@ -55,6 +56,7 @@ impl KeyReader {
             env,
             classes: RwLock::new(HashMap::new()),
             next: AtomicI64::new(1),
+            strings: RwLock::new(HashMap::new()),
         }
     }
 
@@ -87,18 +89,26 @@ impl KeyReader {
         Some(id.unwrap_or_else(|| label("")))
     }
 
-    /// The label of string `string`: the one it is tagged with, or its text's, which it is
-    /// tagged with then.
+    /// The label of string `string`: its text's, found by its characters when seen before.
     fn string_label(&self, jni: Jni, string: sys::jobject, label: impl Fn(&str) -> u32) -> u32 {
-        // SAFETY: a live local reference of this thread.
-        if let Ok(tag) = unsafe { self.env.tag(string) } {
-            if tag & STRING_TAG != 0 {
-                return tag as u32;
-            }
+        let Some((mut units, cut)) = jni.string_units(string, TEXT_CAP) else {
+            return label("");
+        };
+        units.push(u16::from(cut));
+        let seen = self.strings.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(&id) = seen.get(&units) {
+            return id;
         }
-        let id = label(&jni.string(string, TEXT_CAP).unwrap_or_default());
-        // SAFETY: as above. Untagged, it is read again next time.
-        let _ = unsafe { self.env.set_tag(string, STRING_TAG | i64::from(id)) };
+        drop(seen);
+        let mut text = String::from_utf16_lossy(&units[..units.len() - 1]);
+        if cut {
+            text.push_str("...");
+        }
+        let id = label(&text);
+        let mut seen = self.strings.write().unwrap_or_else(|e| e.into_inner());
+        if seen.len() < crate::label::MAX_LABELS {
+            seen.insert(units, id);
+        }
         id
     }
 

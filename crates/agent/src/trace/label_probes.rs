@@ -125,11 +125,12 @@ pub extern "system" fn label_at(
         };
         match point {
             Point::Entry(entry) => {
-                label::enter(
-                    key,
-                    session.label(entry, jni, this, args),
-                    session.innermost,
-                );
+                // Inside a labelled call the outer label stays: no key to read.
+                let label = match !session.innermost && label::current(key) != 0 {
+                    true => 0,
+                    false => session.label(entry, jni, this, args),
+                };
+                label::enter(key, label, session.innermost);
             }
             Point::HandOffThis => session.hand_off(this, label::current(key)),
             Point::HandOffArg(index) => {
