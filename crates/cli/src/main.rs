@@ -7,7 +7,6 @@ mod exit;
 mod local_time;
 mod units;
 
-use std::io;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -325,7 +324,9 @@ enum Command {
         #[command(flatten)]
         args: commands::mcp::McpArgs,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash's also
+    /// completes a running JVM's class and method names after trace, monitor, calltree,
+    /// inspect and classes PID
     Completions {
         /// The shell to complete for
         shell: Shell,
@@ -395,10 +396,7 @@ fn main() {
         Command::Inspect { args, attach } => commands::inspect::run(&args, attach.timeout),
         Command::Top { args, attach } => commands::top::run(&args, attach.timeout),
         Command::Mcp { args } => commands::mcp::run(&args),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "jtap", &mut io::stdout());
-            Ok(0)
-        }
+        Command::Completions { shell } => commands::completions::run(shell, &mut Cli::command()),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,11 +1,12 @@
 //! `jtap classes` on every JDK of the matrix: a workload class's loader, class-path entry,
 //! methods and fields; a JDK class's module from the runtime image (stored or compressed,
 //! as the matrix's JDKs ship it); a Jetty handler's members and its superclass's jar;
-//! globs and regexes; one-line errors for bad input.
+//! globs and regexes; one-line errors for bad input; bash completing a running JVM's class
+//! and method names after `trace PID`.
 
 mod common;
 
-use common::{jtap, real_program, JETTY_JARS};
+use common::{jtap, jtap_bin, real_program, run, JETTY_JARS};
 
 use jtap_testkit::{compiled_workloads, debian_jar, jdks, JavaProcess};
 use serde_json::Value;
@@ -149,6 +150,44 @@ fn finds_a_jetty_handler_and_the_jar_of_its_superclass() {
             base["fields"].as_array().is_some_and(|f| !f.is_empty()),
             "JDK {v}: {report}"
         );
+    }
+}
+
+/// The candidates bash's completion of `jtap completions bash` offers for `line`, completed
+/// at its end, with the `jtap` under test first on the PATH.
+fn bash_completes(line: &str) -> Vec<String> {
+    let script = r#"
+source <(jtap completions bash)
+COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}
+read -ra COMP_WORDS <<< "$COMP_LINE"
+[[ $COMP_LINE == *' ' ]] && COMP_WORDS+=('')
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_jtap_with_jvm_names jtap "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+printf '%s\n' "${COMPREPLY[@]}"
+"#;
+    let bin = jtap_bin().parent().unwrap().display().to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let out = run(std::process::Command::new("bash")
+        .args(["-c", script, "bash", line])
+        .env("PATH", path))
+    .ok();
+    out.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn bash_completes_class_and_method_names_from_the_jvm() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let classes = bash_completes(&format!("jtap trace {pid} workloads.OnC"));
+        assert_eq!(classes, ["workloads.OnCall"], "JDK {}", jdk.version);
+        // After `::`, the class's methods; bash splits words at `:`, so the candidates are
+        // what follows the last one.
+        let methods = bash_completes(&format!("jtap monitor {pid} -i 1s workloads.OnCall::sp"));
+        assert_eq!(methods, ["spin"], "JDK {}", jdk.version);
+        // Elsewhere, clap's completion of jtap's options.
+        let options = bash_completes("jtap trace --thresh");
+        assert_eq!(options, ["--threshold"]);
     }
 }
 

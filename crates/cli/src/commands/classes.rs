@@ -45,6 +45,10 @@ pub struct ClassesArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Print bare names, one a line, for shell completion: the classes, or with --methods
+    /// each `Class::method`
+    #[arg(long, hide = true, conflicts_with_all = ["json", "fields"])]
+    pub names: bool,
 }
 
 /// What `jtap classes` found.
@@ -92,9 +96,26 @@ pub struct MemberInfo {
 
 /// Finds and prints the classes of JVM `args.pid` that match `args.pattern`.
 pub fn run(args: &ClassesArgs, timeout: Duration) -> anyhow::Result<i32> {
-    super::print_report(&collect(args, timeout)?, args.json, |r, out| {
-        write_text(r, out)
-    })
+    let report = collect(args, timeout)?;
+    if args.names {
+        let mut out = io::stdout().lock();
+        // Hidden classes (`Outer$$Lambda/0x...`) cannot be traced: not offered.
+        for class in report.classes.iter().filter(|c| !c.name.contains('/')) {
+            match args.methods {
+                false => writeln!(out, "{}", class.name)?,
+                true => {
+                    let mut methods: Vec<&str> =
+                        class.methods.iter().map(|m| m.name.as_str()).collect();
+                    methods.dedup();
+                    for method in methods {
+                        writeln!(out, "{}::{method}", class.name)?;
+                    }
+                }
+            }
+        }
+        return Ok(0);
+    }
+    super::print_report(&report, args.json, write_text)
 }
 
 /// Lists the matching classes and reads what was asked of each from its class file.

@@ -394,6 +394,7 @@ impl JtapServer {
             fields: params.fields.unwrap_or(false),
             limit: params.limit.unwrap_or(50).clamp(1, 500),
             json: false,
+            names: false,
         };
         blocking(SLACK, move || {
             let report = classes::collect(&args, ATTACH_TIMEOUT).map_err(one_line)?;

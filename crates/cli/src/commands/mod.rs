@@ -5,6 +5,7 @@ pub mod attach;
 pub mod btrace;
 pub mod bytecode;
 pub mod classes;
+pub mod completions;
 pub mod convert;
 pub mod diff;
 pub mod heap;
