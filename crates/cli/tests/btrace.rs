@@ -1112,3 +1112,28 @@ fn the_script_says_how_many_calls_it_did_not_see() {
     // After what the script printed.
     assert!(out.lines().last().unwrap().contains("not seen"), "{out}");
 }
+
+#[test]
+fn scripts_with_includes_and_defines_go_through_the_preprocessor() {
+    let dir = tempfile::tempdir().unwrap();
+    let headers = dir.path().join("headers");
+    std::fs::create_dir(&headers).unwrap();
+    std::fs::write(
+        headers.join("defs.h"),
+        "#define IMPORTS import org.openjdk.btrace.core.annotations.*; \\\n    import static org.openjdk.btrace.core.BTraceUtils.*;\n#define ACTION public static void\n",
+    )
+    .unwrap();
+    let script = dir.path().join("S.java");
+    std::fs::write(
+        &script,
+        "#include \"defs.h\"\nIMPORTS\n@BTrace public class S {\n    @OnTimer(1000)\n    ACTION tick() { println(\"ACTION\"); }\n}\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let headers = headers.to_str().unwrap();
+    let ok = jtap(["btrace", "--check", "-I", headers, script]).ok();
+    assert!(ok.contains("ok: 0 probe handlers, 1 timers"), "{ok}");
+    // Without -I the header is not found: the error names the script's line.
+    jtap(["btrace", "--check", script])
+        .fails_with(2, "S.java:1:1: #include \"defs.h\": not found in");
+}

@@ -34,6 +34,7 @@ pub mod machine;
 mod one_liner;
 mod operators;
 pub mod plan;
+pub mod preprocess;
 mod profiler;
 mod roles;
 mod time;

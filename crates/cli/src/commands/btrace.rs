@@ -18,6 +18,7 @@ use jtap_client::{interrupt, Conversation};
 use jtap_protocol::records::Record;
 use jtap_protocol::{Action, Event, Frame, Options};
 use jtap_script::ast::{Period, Trigger};
+use jtap_script::preprocess;
 use jtap_script::{compile_with, Arguments, Fired, Machine, Probes, Reader, Reading, Script};
 
 use crate::exit;
@@ -38,6 +39,10 @@ pub struct BtraceArgs {
     /// exit)
     #[arg(short, long, value_parser = crate::units::parse_duration)]
     duration: Option<Duration>,
+    /// Where `#include "file"` looks (repeatable), before the script's own directory: a
+    /// script with #include or #define goes through BTrace's preprocessor first
+    #[arg(short = 'I', long = "include", value_name = "DIR")]
+    include: Vec<PathBuf>,
     /// Write the JFR events the script commits (its @Event and @PeriodicEvent types) to
     /// this JFR file (default: one line each on stdout)
     #[arg(long, value_name = "FILE")]
@@ -67,8 +72,17 @@ pub fn run(args: &BtraceArgs, timeout: Duration) -> anyhow::Result<i32> {
         }
         (false, _) => return Err(exit::usage("give a pid and a script (or --check SCRIPT)")),
     };
-    let source =
+    let mut source =
         std::fs::read_to_string(file).with_context(|| format!("reading the script {file}"))?;
+    if preprocess::has_directives(&source) {
+        let mut dirs = args.include.clone();
+        let own = Path::new(file)
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty());
+        dirs.push(own.unwrap_or(Path::new(".")).to_path_buf());
+        source = preprocess::preprocess(&source, &dirs)
+            .map_err(|e| exit::usage(format!("{file}:{}:1: {}", e.line, e.message)))?;
+    }
     let descriptors = |namespace: &str| probe_descriptor(Path::new(file), namespace);
     let arguments = Arguments::new(script_args);
     let script = compile_with(&source, file, &descriptors, &arguments)

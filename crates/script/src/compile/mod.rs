@@ -91,7 +91,7 @@ pub fn compile_with(
         if let Some(at) = preprocessor_line(source) {
             return Err(error((
                 at,
-                "#include and #define need BTrace's C preprocessor (btrace -I), which jtap does not run: expand them first".into(),
+                "#include and #define need BTrace's preprocessor, which `jtap btrace` runs (-I DIR: where to find included files)".into(),
             )));
         }
         let bad = first_error(root).unwrap_or(root);
@@ -712,7 +712,7 @@ public class Tracker {
         assert!(handler("hash(\"a\");").starts_with("S.java:6:1: hash is refused: it calls"));
         assert!(handler("x = 1;").contains("cannot find symbol: x"));
         assert!(error("#include \"defs.h\"\nclass T {}")
-            .starts_with("S.java:4:1: #include and #define need BTrace's C preprocessor"));
+            .starts_with("S.java:4:1: #include and #define need BTrace's preprocessor"));
         assert!(
             handler("println(\"a\")").starts_with("S.java:6:"),
             "syntax error"
