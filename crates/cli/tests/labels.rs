@@ -232,22 +232,28 @@ fn check_monitor(pid: &str, by: &str, jdk: u32) {
     }
 }
 
+/// The JSON lines `jtap COMMAND PID ARGS... --by BY -d 4s --json` prints, once its labels'
+/// and its own classes were restored exactly.
+fn by_json(command: &str, pid: &str, args: &[&str], by: &str, jdk: u32) -> Vec<serde_json::Value> {
+    let mut all = vec![command, pid];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--by", by, "-d", "4s", "--json"]);
+    let run = jtap(all);
+    assert_restored(&run.stderr, jdk);
+    json_lines(&run.ok())
+}
+
 /// `trace --by`: each labelled call of a work method carries its endpoint.
 fn check_trace(pid: &str, by: &str, jdk: u32) {
-    let run = jtap([
+    let methods =
+        ["computeInPlace", "threadWork", "asyncStage"].map(|m| format!("workloads.Requests::{m}"));
+    let calls = by_json(
         "trace",
         pid,
-        "workloads.Requests::computeInPlace",
-        "workloads.Requests::threadWork",
-        "workloads.Requests::asyncStage",
-        "--by",
+        &methods.each_ref().map(String::as_str),
         by,
-        "-d",
-        "4s",
-        "--json",
-    ]);
-    assert_restored(&run.stderr, jdk);
-    let calls = json_lines(&run.ok());
+        jdk,
+    );
     let labelled: Vec<_> = calls.iter().filter(|c| !c["label"].is_null()).collect();
     assert!(labelled.len() >= 3, "JDK {jdk}: {calls:?}");
     for call in labelled {
@@ -262,18 +268,7 @@ fn check_trace(pid: &str, by: &str, jdk: u32) {
 
 /// `calltree --by`: each labelled tree of `handle` carries the endpoint its calls show.
 fn check_calltree(pid: &str, by: &str, jdk: u32) {
-    let run = jtap([
-        "calltree",
-        pid,
-        "workloads.Requests::handle",
-        "--by",
-        by,
-        "-d",
-        "4s",
-        "--json",
-    ]);
-    assert_restored(&run.stderr, jdk);
-    let trees = json_lines(&run.ok());
+    let trees = by_json("calltree", pid, &["workloads.Requests::handle"], by, jdk);
     let mut seen = Vec::new();
     for tree in trees.iter().filter(|t| !t["label"].is_null()) {
         let text = tree["tree"].to_string();
