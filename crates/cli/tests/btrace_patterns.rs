@@ -1,6 +1,6 @@
 //! How BTrace scripts name what they probe, on every JDK of the matrix, against
 //! `workloads.Annotated`: `${name}` in annotation values stands for the script's `name=value`
-//! arguments (BTrace's own `AllMethods` sample, unchanged); `@Annotation` patterns select the
+//! arguments (a script in the shape of BTrace's `AllMethods` sample); `@Annotation` patterns select the
 //! classes and methods annotated, whether they load during the session or were loaded
 //! before; `+Supertype` callees at `Kind.CALL` take the calls whose owner class extends or
 //! implements it, when it was loaded before its caller was instrumented.
@@ -13,36 +13,22 @@ use std::time::{Duration, Instant};
 use common::{agent_library, jtap, Background};
 use jtap_testkit::{jdks, JavaProcess};
 
-/// BTrace's sample `AllMethods.java` as it ships (its licence header left out).
-const ALL_METHODS: &str = r#"package org.openjdk.btrace.samples;
-
-import org.openjdk.btrace.core.annotations.BTrace;
-import org.openjdk.btrace.core.annotations.Injected;
-import org.openjdk.btrace.core.annotations.OnMethod;
-import org.openjdk.btrace.core.annotations.ProbeClassName;
-import org.openjdk.btrace.core.annotations.ProbeMethodName;
-import org.openjdk.btrace.core.annotations.Self;
-import org.openjdk.btrace.core.annotations.ServiceType;
+/// A script in the shape of BTrace's `AllMethods` sample (jtap's own text).
+const ALL_METHODS: &str = r#"import org.openjdk.btrace.core.annotations.*;
 import org.openjdk.btrace.services.impl.Printer;
 
-/**
- * This script traces method entry into every method of
- * every class in javax.swing package! Think before using
- * this script -- this will slow down your app significantly!!
- */
+// Written for jtap in the shape of BTrace's AllMethods sample: a class regex, a method
+// given as a script argument, an injected printer.
 @BTrace
 public class AllMethods {
     @Injected(ServiceType.RUNTIME)
-    private static Printer printer;
+    private static Printer out;
 
-    @OnMethod(
-            clazz = "/javax\\.swing\\..*/",
-            method = "${m}"
-    )
-    public static void m(@Self Object o, @ProbeClassName String probeClass, @ProbeMethodName String probeMethod) {
-        printer.println("this = " + o);
-        printer.print("entered " + probeClass);
-        printer.println("." + probeMethod);
+    @OnMethod(clazz = "/javax\\.swing\\..*/", method = "${m}")
+    public static void m(@Self Object self, @ProbeClassName String klass, @ProbeMethodName String method) {
+        out.println("this = " + self);
+        out.print("entered " + klass);
+        out.println("." + method);
     }
 }
 "#;
@@ -63,42 +49,23 @@ import static org.openjdk.btrace.core.BTraceUtils.*;
 }
 "#;
 
-/// BTrace's sample `WebServiceTracker.java` as it ships (its licence header left out).
-const WEB_SERVICE_TRACKER: &str = r#"package org.openjdk.btrace.samples;
-
-import org.openjdk.btrace.core.annotations.BTrace;
-import org.openjdk.btrace.core.annotations.Duration;
-import org.openjdk.btrace.core.annotations.Kind;
-import org.openjdk.btrace.core.annotations.Location;
-import org.openjdk.btrace.core.annotations.OnMethod;
-import org.openjdk.btrace.core.annotations.ProbeClassName;
-import org.openjdk.btrace.core.annotations.ProbeMethodName;
-
+/// A script in the shape of BTrace's `WebServiceTracker` sample (jtap's own text).
+const WEB_SERVICE_TRACKER: &str = r#"import org.openjdk.btrace.core.annotations.*;
 import static org.openjdk.btrace.core.BTraceUtils.*;
 
+// Written for jtap in the shape of BTrace's WebServiceTracker sample: classes and methods
+// selected by their annotations, at entry and at return.
 @BTrace
 public class WebServiceTracker {
-    @OnMethod(
-            clazz = "@javax.jws.WebService",
-            method = "@javax.jws.WebMethod"
-    )
-    public static void onWebserviceEntry(@ProbeClassName String pcn, @ProbeMethodName String pmn) {
-        print("entering webservice ");
-        println(Strings.strcat(Strings.strcat(pcn, "."), pmn));
+    @OnMethod(clazz = "@javax.jws.WebService", method = "@javax.jws.WebMethod")
+    public static void entered(@ProbeClassName String klass, @ProbeMethodName String method) {
+        println(Strings.strcat("in ", Strings.strcat(klass, Strings.strcat(".", method))));
     }
 
-    @OnMethod(
-            clazz = "@javax.jws.WebService",
-            method = "@javax.jws.WebMethod",
-            location = @Location(Kind.RETURN)
-    )
-    public static void onWebserviceReturn(@ProbeClassName String pcn, @ProbeMethodName String pmn, @Duration long d) {
-        print("leaving web service ");
-        println(Strings.strcat(Strings.strcat(pcn, "."), pmn));
-        println(Strings.strcat("Time taken (msec) ", Strings.str(d / 1000)));
-        println("==========================");
+    @OnMethod(clazz = "@javax.jws.WebService", method = "@javax.jws.WebMethod", location = @Location(Kind.RETURN))
+    public static void left(@ProbeClassName String klass, @ProbeMethodName String method, @Duration long d) {
+        println(Strings.strcat("out ", Strings.strcat(klass, Strings.strcat(" after ", Strings.str(d / 1000)))));
     }
-
 }
 "#;
 
@@ -171,7 +138,7 @@ fn annotation_values_take_the_scripts_arguments() {
     let bare = jtap(["btrace", "--check", &sample]);
     assert_eq!(bare.code, 0, "{}", bare.stderr);
     assert!(
-        bare.stderr.contains("line 22: no script argument m is given (NAME=VALUE after the script) for ${m}: this handler probes nothing, as in BTrace"),
+        bare.stderr.contains("line 11: no script argument m is given (NAME=VALUE after the script) for ${m}: this handler probes nothing, as in BTrace"),
         "{}",
         bare.stderr
     );
