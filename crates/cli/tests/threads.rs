@@ -1,7 +1,9 @@
 //! `jtap threads` on every JDK of the matrix: the hot thread of a workload with one hot and
 //! several idle threads comes first, a thread allocating 1000 KiB/s is measured so, a thread
 //! blocked on a monitor or a ReentrantLock names the holder, the JVM's deadlocks are
-//! reported, and bad input gets a one-line error.
+//! reported, and bad input gets a one-line error. With `--sampled` (stacks from jtap's
+//! wall-clock sampler, no thread dump), the hot thread still comes first, running, with its
+//! own method on top of its heaviest path, and the idle threads are found sleeping.
 
 mod common;
 
@@ -139,6 +141,41 @@ fn deadlocks_are_reported_with_their_cycle() {
             "JDK {}: {text}",
             jdk.version
         );
+    }
+}
+
+#[test]
+fn sampled_stacks_show_the_hot_thread_running_and_the_idle_ones_asleep() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let report = threads_json(&pid, &["--sampled", "-n", "0", "-d", "2s"]);
+        let context = format!("JDK {}: {report}", jdk.version);
+        let rows = report["threads"].as_array().expect("threads");
+        let row = |name: &str| rows.iter().find(|t| t["name"] == name);
+        assert_eq!(names(&report)[0], "hot-worker", "{context}");
+        let hot = row("hot-worker").unwrap();
+        let running = hot["state"].as_str().unwrap_or("");
+        let share: f64 = (running
+            .strip_prefix("running ")
+            .and_then(|r| r.strip_suffix('%')))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0.0);
+        // The hot thread spins: the few samples taken while it waited for a core are all
+        // that may find it off CPU.
+        assert!(share >= 80.0, "{context}");
+        assert!(hot["samples"].as_u64().unwrap_or(0) >= 50, "{context}");
+        let top = hot["frames"][0].as_str().unwrap_or("");
+        assert!(top.starts_with("workloads.OnCall."), "{context}");
+        assert!(top.ends_with("%)"), "{context}");
+        for i in 0..4 {
+            let idle = row(&format!("idle-{i}")).expect("an idle thread");
+            let state = idle["state"].as_str().unwrap_or("");
+            assert!(state.starts_with("sleeping"), "{context}");
+        }
+        let run = jtap(["threads", &pid, "--sampled", "--blocked"]);
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains("cannot be used with"), "{run:?}");
     }
 }
 

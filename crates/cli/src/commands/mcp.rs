@@ -113,6 +113,10 @@ pub struct ThreadsParams {
     pub duration_ms: Option<u64>,
     /// Frames per thread (default 10)
     pub frames: Option<usize>,
+    /// Stacks from jtap's wall-clock sampler instead of a thread dump: no safepoint; each
+    /// thread's heaviest path over the interval with the share of its samples per frame; no
+    /// Java states or locks (not with blocked or state)
+    pub sampled: Option<bool>,
 }
 
 /// Parameters of `heap_histogram`.
@@ -346,11 +350,18 @@ impl JtapServer {
     }
 
     #[tool(
-        description = "The busiest threads of a JVM over an interval (CPU % from /proc), with Java names, states and stacks; threads blocked on a lock and the thread holding it; deadlocks. One thread dump (a brief safepoint)."
+        description = "The busiest threads of a JVM over an interval (CPU % from /proc), with Java names, states and stacks; threads blocked on a lock and the thread holding it; deadlocks. One thread dump (a brief safepoint), or with sampled=true none: stacks from jtap's wall-clock sampler."
     )]
     async fn threads(&self, Parameters(params): Parameters<ThreadsParams>) -> ToolResult {
         let interval = Duration::from_millis(params.duration_ms.unwrap_or(1000).clamp(1, 10_000));
         let state = params.state.map(|s| threads::parse_state(&s)).transpose()?;
+        let sampled = params.sampled.unwrap_or(false);
+        if sampled && (state.is_some() || params.blocked == Some(true)) {
+            return Err(
+                "sampled stacks have no Java states or locks: leave out blocked and state"
+                    .to_string(),
+            );
+        }
         let args = ThreadsArgs {
             pid: params.pid,
             top: params.top.unwrap_or(5),
@@ -359,6 +370,7 @@ impl JtapServer {
             interval,
             frames: params.frames.unwrap_or(10),
             json: false,
+            sampled,
         };
         blocking(interval + SLACK, move || {
             let report = threads::collect(&args, ATTACH_TIMEOUT).map_err(one_line)?;

@@ -6,7 +6,8 @@
 //! touching the JVM); names, states, stacks and locks from a thread dump (the attach
 //! operation `threaddump -l -e`, as `jstack -l -e`), joined on the native thread id (`nid`);
 //! allocation rates from the bytes each thread allocated, which that dump and one taken at
-//! the start of the interval print (two dumps: two short safepoints).
+//! the start of the interval print (two dumps: two short safepoints). With `--sampled`,
+//! stacks come from jtap's wall-clock sampler instead, without a safepoint ([`sampled`]).
 
 use std::collections::HashMap;
 use std::fs;
@@ -21,6 +22,8 @@ use serde::Serialize;
 
 use super::thread_dump::{DumpedThread, ThreadDump};
 use crate::units;
+
+mod sampled;
 
 /// The command line of `jtap threads`.
 #[derive(clap::Args, Debug, Clone)]
@@ -45,6 +48,11 @@ pub struct ThreadsArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Stacks from jtap's wall-clock sampler over the interval, without the safepoint of a
+    /// thread dump: each thread's heaviest path, with the share of its samples per frame (no
+    /// Java states, locks or allocation rates: those come from the dump)
+    #[arg(long, conflicts_with_all = ["blocked", "state"])]
+    pub sampled: bool,
 }
 
 /// What `jtap threads` found.
@@ -81,7 +89,11 @@ pub struct ThreadRow {
     /// both dumps).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alloc_bytes_per_second: Option<f64>,
-    /// Frames, innermost first (at most `--frames`).
+    /// Wall-clock samples of the thread over the interval (`--sampled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// Frames, innermost first (at most `--frames`); with `--sampled`, the thread's heaviest
+    /// path, each frame with its share of the thread's samples.
     pub frames: Vec<String>,
     /// Frames left out.
     pub more_frames: usize,
@@ -109,8 +121,12 @@ pub fn run(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<i32> {
     })
 }
 
-/// Samples CPU time over the interval, takes a thread dump and joins them.
+/// Samples CPU time over the interval, takes a thread dump (or, `--sampled`, a wall-clock
+/// profile) and joins them.
 pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsReport> {
+    if args.sampled {
+        return collect_sampled(args, timeout);
+    }
     let mut vm = VirtualMachine::attach(args.pid, &AttachOptions { timeout })?;
     let process = vm.process().clone();
     let allocated_before: HashMap<u32, u64> = (thread_dump(&mut vm)?.threads.iter())
@@ -122,37 +138,79 @@ pub fn collect(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsR
     let dump = thread_dump(&mut vm)?;
     let blocked = blocked_threads(&dump);
     let by_nid: HashMap<u32, &DumpedThread> = dump.threads.iter().map(|t| (t.nid, t)).collect();
-    let ticks_per_second = clock_ticks_per_second();
-    let mut threads: Vec<ThreadRow> = after
+    let cpu = CpuUse::new(args.interval.as_secs_f64());
+    let threads: Vec<ThreadRow> = after
         .values()
         .map(|sample| {
-            let used = sample.ticks - before.get(&sample.tid).map_or(0, |b| b.ticks);
             let dumped = by_nid.get(&sample.ns_tid).copied();
             let allocated = dumped
                 .and_then(|t| Some(t.allocated?.saturating_sub(*allocated_before.get(&t.nid)?)));
-            let mut row = row(sample, dumped, used, ticks_per_second, args);
+            let frames = dumped.map_or(&[][..], |t| &t.frames[..]);
+            let mut row = cpu.row(sample, before.get(&sample.tid), frames, args);
+            if let Some(dumped) = dumped {
+                row.name = dumped.name.clone();
+                row.state = dumped.state.clone();
+            }
             row.alloc_bytes_per_second =
                 allocated.map(|bytes| bytes as f64 / args.interval.as_secs_f64());
             row
         })
         .filter(|row| selected(row, args, &blocked))
         .collect();
+    Ok(ThreadsReport {
+        pid: args.pid,
+        interval_ms: args.interval.as_millis() as u64,
+        thread_count: after.len(),
+        threads: busiest(threads, args.top),
+        blocked,
+        deadlocks: dump.deadlocks,
+    })
+}
+
+/// [`collect`] with `--sampled`: CPU time around a wall-clock profile of the interval.
+fn collect_sampled(args: &ThreadsArgs, timeout: Duration) -> anyhow::Result<ThreadsReport> {
+    let process = Process::open(args.pid)?;
+    let before = cpu_times(&process)?;
+    let started = std::time::Instant::now();
+    let profile = sampled::record(args.pid, args.interval, timeout)?;
+    let after = cpu_times(&process)?;
+    let cpu = CpuUse::new(started.elapsed().as_secs_f64());
+    let by_tid = sampled::by_thread(&profile);
+    let threads = after
+        .values()
+        .map(|sample| {
+            let seen = by_tid.get(&sample.ns_tid);
+            let frames = seen.map(|t| t.frames()).unwrap_or_default();
+            let mut row = cpu.row(sample, before.get(&sample.tid), &frames, args);
+            if let Some(seen) = seen {
+                row.name = seen.name.clone().unwrap_or(row.name);
+                row.state = seen.state();
+                row.samples = Some(seen.samples);
+            }
+            row
+        })
+        .collect();
+    Ok(ThreadsReport {
+        pid: args.pid,
+        interval_ms: (cpu.seconds * 1e3) as u64,
+        thread_count: after.len(),
+        threads: busiest(threads, args.top),
+        blocked: Vec::new(),
+        deadlocks: Vec::new(),
+    })
+}
+
+/// The `top` busiest threads (all for 0), busiest first.
+fn busiest(mut threads: Vec<ThreadRow>, top: usize) -> Vec<ThreadRow> {
     threads.sort_by(|a, b| {
         b.cpu_percent
             .total_cmp(&a.cpu_percent)
             .then(b.cpu_total_ms.cmp(&a.cpu_total_ms))
     });
-    if args.top > 0 {
-        threads.truncate(args.top);
+    if top > 0 {
+        threads.truncate(top);
     }
-    Ok(ThreadsReport {
-        pid: args.pid,
-        interval_ms: args.interval.as_millis() as u64,
-        thread_count: after.len(),
-        threads,
-        blocked,
-        deadlocks: dump.deadlocks,
-    })
+    threads
 }
 
 /// One thread dump with locks and bytes allocated (`threaddump -l -e`, as `jstack -l -e`),
@@ -170,25 +228,43 @@ pub fn thread_dump(vm: &mut VirtualMachine) -> anyhow::Result<ThreadDump> {
     Ok(ThreadDump::parse(&text))
 }
 
-fn row(
-    sample: &CpuSample,
-    dumped: Option<&DumpedThread>,
-    used_ticks: u64,
+/// CPU use over an interval of `seconds`, in clock ticks of the kernel.
+struct CpuUse {
+    seconds: f64,
     ticks_per_second: f64,
-    args: &ThreadsArgs,
-) -> ThreadRow {
-    let seconds = |ticks: u64| ticks as f64 / ticks_per_second;
-    let frames = dumped.map_or(&[][..], |t| &t.frames[..]);
-    let shown = frames.len().min(args.frames);
-    ThreadRow {
-        tid: sample.tid,
-        name: dumped.map_or_else(|| sample.name.clone(), |t| t.name.clone()),
-        state: dumped.map_or_else(String::new, |t| t.state.clone()),
-        cpu_percent: 100.0 * seconds(used_ticks) / args.interval.as_secs_f64(),
-        cpu_total_ms: (seconds(sample.ticks) * 1e3) as u64,
-        alloc_bytes_per_second: None,
-        frames: frames[..shown].to_vec(),
-        more_frames: frames.len() - shown,
+}
+
+impl CpuUse {
+    fn new(seconds: f64) -> CpuUse {
+        CpuUse {
+            seconds,
+            ticks_per_second: clock_ticks_per_second(),
+        }
+    }
+
+    /// A thread's row: its kernel name, its CPU use since `before`, its first `--frames`
+    /// frames.
+    fn row(
+        &self,
+        sample: &CpuSample,
+        before: Option<&CpuSample>,
+        frames: &[String],
+        args: &ThreadsArgs,
+    ) -> ThreadRow {
+        let seconds = |ticks: u64| ticks as f64 / self.ticks_per_second;
+        let used = sample.ticks.saturating_sub(before.map_or(0, |b| b.ticks));
+        let shown = frames.len().min(args.frames);
+        ThreadRow {
+            tid: sample.tid,
+            name: sample.name.clone(),
+            state: String::new(),
+            cpu_percent: 100.0 * seconds(used) / self.seconds,
+            cpu_total_ms: (seconds(sample.ticks) * 1e3) as u64,
+            alloc_bytes_per_second: None,
+            samples: None,
+            frames: frames[..shown].to_vec(),
+            more_frames: frames.len() - shown,
+        }
     }
 }
 
