@@ -4,8 +4,9 @@
 //! Every tool is bounded in time (durations capped, and a deadline on each call) and in
 //! output (text cut at [`MAX_OUTPUT`] characters, saying so). Tools that would change the JVM
 //! — a heap dump, a full GC, jcmd commands outside a read-only list, a BTrace run — answer
-//! with a refusal unless the server was started with `--allow-changes`; so does `inspect`,
-//! which loads jtap's agent and pauses the JVM for a heap walk.
+//! with a refusal unless the server was started with `--allow-changes`. `inspect` runs
+//! without it: its heap walk pauses the JVM about as long as a class histogram does, and
+//! changes nothing.
 //!
 //! `threads`, `classes`, `list_jvms` and the jcmd-based tools call the library functions the
 //! CLI commands use, in this process. The commands whose logic lives in their command
@@ -607,10 +608,9 @@ impl JtapServer {
     }
 
     #[tool(
-        description = "Instances of a class and their fields, or one static field, described without running any Java code (strings by contents, objects as Class@identityhash). jtap's agent walks the heap (a pause), so it needs --allow-changes."
+        description = "Instances of a class and their fields, or one static field, described without running any Java code (strings by contents, objects as Class@identityhash). jtap's agent walks the heap: a pause about as long as a class histogram's, and nothing changes."
     )]
     async fn inspect(&self, Parameters(params): Parameters<InspectParams>) -> ToolResult {
-        self.check_allowed("inspect (jtap's agent walks the heap: a pause)")?;
         let pid = params.pid.to_string();
         let limit = params.limit.unwrap_or(5).clamp(1, 50).to_string();
         let mut args = vec!["inspect", &pid, &params.class, "-n", &limit];
