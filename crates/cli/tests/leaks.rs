@@ -136,6 +136,19 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
                 jdk.version
             );
         }
+        // The paths meet in the list's element array, which holds every array the list
+        // keeps: at least the survivors the samples estimate (those older than the window
+        // too), about 2 KiB each.
+        let holder = &first["holder"];
+        let reaches = holder["reaches"]["bytes"].as_f64().unwrap_or(0.0);
+        let objects = holder["reaches"]["objects"].as_f64().unwrap_or(0.0);
+        assert!(
+            holder["step"] == ".elementData: java.lang.Object[]"
+                && reaches >= old / 2.0
+                && (2000.0..2200.0).contains(&(reaches / objects)),
+            "JDK {}: {holder}",
+            jdk.version
+        );
         for site in sites {
             let top = top_frame(site);
             assert!(
@@ -224,6 +237,15 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
                 "JDK {v}: {steps:?}"
             );
         }
+        // The paths meet in the map or below it, which holds at least the old records.
+        let holder = &first["holder"];
+        let held = steps(&paths[0])
+            .iter()
+            .skip_while(|s| !s.starts_with("static SESSIONS"))
+            .any(|s| holder["step"] == *s);
+        let old = first["survivors"]["old"]["bytes"].as_f64().unwrap_or(0.0);
+        let reaches = holder["reaches"]["bytes"].as_f64().unwrap_or(0.0);
+        assert!(held && reaches >= old / 2.0, "JDK {v}: {holder}: {json}");
         // JFR has one old object sample per path of the suspects: the leaking site's are
         // records allocated in `remember`, held through the session map.
         let samples = old_object_samples(&recording);

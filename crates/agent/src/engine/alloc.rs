@@ -53,7 +53,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_profile::Metadata;
-use jtap_protocol::records::sites::{Leaks, Recording, RootPath};
+use jtap_protocol::records::sites::{Amount, Holder, Leaks, Recording, RootPath};
 use jtap_protocol::records::Record;
 use jtap_protocol::{JavaStacks, Options};
 
@@ -61,9 +61,9 @@ use super::{Context, Engine, Report};
 use crate::gate::Gate;
 use crate::heap::env::OwnEnv;
 use crate::heap::live::{self, Examined, Sweeper};
-use crate::heap::roots;
 use crate::heap::sites::{self, ClassId, Part, SiteTable};
 use crate::heap::stack;
+use crate::heap::{reach, roots};
 use crate::thread::Vm;
 use crate::trace::ffi::Jni;
 use crate::trace::instrument::Tracing;
@@ -357,20 +357,42 @@ impl Run {
         let paths = roots::paths_to(self.own.env(), jni, &targets);
         log!("alloc: paths from GC roots in {:?}", started.elapsed());
         for (site, objects) in report.sites.iter_mut().zip(&chosen) {
-            site.paths = objects
+            let found: Vec<(&Examined, &roots::RootPath)> = objects
                 .iter()
-                .filter_map(|object| {
+                .filter_map(|object| Some((object, paths.get(&object.survivor.object.id)?)))
+                .collect();
+            site.paths = found
+                .iter()
+                .map(|(object, path)| {
                     let allocated_ns = object.survivor.allocated_ns;
-                    Some(RootPath {
-                        steps: paths.get(&object.survivor.object.id)?.clone(),
+                    RootPath {
+                        steps: path.steps.clone(),
                         allocated_ns,
                         age_ns: taken_ns.saturating_sub(allocated_ns),
                         bytes: object.bytes,
                         array_length: object.array_length,
-                    })
+                    }
                 })
                 .collect();
+            let tags: Vec<Vec<i64>> = found.iter().map(|(_, p)| p.objects.clone()).collect();
+            site.holder = self.holder(jni, &tags, &site.paths);
         }
+        log!("alloc: paths and holders in {:?}", started.elapsed());
+    }
+
+    /// The object a suspect's paths (`tags`, described as `paths`) meet in, and what it
+    /// reaches (another pause, bounded by [`reach::MOST_COUNTED`]).
+    fn holder(&self, jni: Jni, tags: &[Vec<i64>], paths: &[RootPath]) -> Option<Holder> {
+        let (at, tag) = reach::holder(tags)?;
+        let reached = reach::reachable_from(self.own.env(), jni, tag)?;
+        Some(Holder {
+            step: paths.first()?.steps.get(at)?.clone(),
+            reaches: Amount {
+                bytes: reached.bytes as f64,
+                objects: reached.objects as f64,
+            },
+            capped: reached.capped,
+        })
     }
 
     fn report(&self) -> Report {

@@ -10,12 +10,14 @@
 //!   tracked — for the alloc and lock engines' profiles and the SITES report.
 //! - `live`: following sampled objects until they are collected, with weak references.
 //! - `roots`: paths from the GC roots to chosen objects (the leak report's suspects).
+//! - `reach`: what the object holding a suspect's survivors reaches (the leak's size).
 //! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
 pub mod env;
 pub mod histogram;
 pub mod inspect;
 pub mod live;
+pub mod reach;
 pub mod roots;
 pub mod sites;
 pub mod stack;

@@ -207,9 +207,17 @@ unsafe extern "C" fn on_reference(
     verdict
 }
 
+/// A path from a GC root to a chosen object, root first.
+pub struct RootPath {
+    /// Each step as text.
+    pub steps: Vec<String>,
+    /// The tag of each object on it (the last is the chosen object's).
+    pub objects: Vec<i64>,
+}
+
 /// The paths from a GC root to each of `targets` (tags the caller gave objects) the walk
-/// reaches, each step as text, root first.
-pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, Vec<String>> {
+/// reaches.
+pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, RootPath> {
     let mut walk = Walk {
         next_tag: FIRST_WALK_TAG,
         links: HashMap::new(),
@@ -272,7 +280,13 @@ pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, Vec<String
         };
         paths
             .iter()
-            .filter_map(|(target, path)| Some((*target, describe.path(path)?)))
+            .filter_map(|(target, path)| {
+                let found = RootPath {
+                    steps: describe.path(path)?,
+                    objects: path.iter().map(|&(tag, _)| tag).collect(),
+                };
+                Some((*target, found))
+            })
             .collect()
     });
     described.unwrap_or_default()

@@ -103,6 +103,25 @@ pub struct Site {
     /// objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<RootPath>,
+    /// With `leaks`, for a suspect with paths: the object they last pass through together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<Holder>,
+}
+
+/// The object holding a leak suspect's survivors (a collection's element array, a map's
+/// table), and what it reaches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Holder {
+    /// Its step on the suspect's first path, as the path prints it (`.elementData:
+    /// java.lang.Object[]`).
+    pub step: String,
+    /// Bytes and objects reachable from it through instance fields and array elements,
+    /// itself included (classes and their statics not followed): for a collection whose
+    /// elements nothing else holds, what it retains.
+    pub reaches: Amount,
+    /// Whether the count stopped at its limit: the amounts are then at least these.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
 }
 
 /// A path from a GC root to one old object of a site, and what is known of the object.
@@ -251,6 +270,17 @@ impl Sites {
                     let _ = writeln!(text, "{:>52}{step}", "");
                 }
             }
+            if let Some(holder) = &site.holder {
+                let _ = writeln!(
+                    text,
+                    "{:>50}held by {}, which reaches {}{:.0} bytes in {:.0} objects",
+                    "",
+                    holder.step,
+                    if holder.capped { "at least " } else { "" },
+                    holder.reaches.bytes,
+                    holder.reaches.objects
+                );
+            }
         }
         let old: f64 = self
             .sites
@@ -284,6 +314,7 @@ pub(crate) mod tests {
             frames: frames.iter().map(|f| f.to_string()).collect(),
             survivors: None,
             paths: Vec::new(),
+            holder: None,
         };
         Sites {
             recorded: Recording::Sampled {

@@ -902,6 +902,7 @@ pub fn sites_report(
                 live: amount(&site.live),
                 allocated: amount(&site.total),
                 paths: Vec::new(),
+                holder: None,
                 survivors: leaks.map(|_| records::sites::Survivors {
                     old: amount(&site.survivors.old),
                     born_in: site.survivors.born_in,
