@@ -1,8 +1,8 @@
 //! `jtap classes` on every JDK of the matrix: a workload class's loader, class-path entry,
 //! methods and fields; a JDK class's module from the runtime image (stored or compressed,
 //! as the matrix's JDKs ship it); a Jetty handler's members and its superclass's jar;
-//! globs and regexes; one-line errors for bad input; bash completing a running JVM's class
-//! and method names after `trace PID`.
+//! globs and regexes; one-line errors for bad input; bash, zsh (in a tmux terminal) and
+//! fish completing a running JVM's class and method names after `trace PID`.
 
 mod common;
 
@@ -165,11 +165,9 @@ COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 _jtap_with_jvm_names jtap "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
 printf '%s\n' "${COMPREPLY[@]}"
 "#;
-    let bin = jtap_bin().parent().unwrap().display().to_string();
-    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     let out = run(std::process::Command::new("bash")
         .args(["-c", script, "bash", line])
-        .env("PATH", path))
+        .env("PATH", path_with_jtap()))
     .ok();
     out.lines().map(str::to_string).collect()
 }
@@ -188,6 +186,105 @@ fn bash_completes_class_and_method_names_from_the_jvm() {
         // Elsewhere, clap's completion of jtap's options.
         let options = bash_completes("jtap trace --thresh");
         assert_eq!(options, ["--threshold"]);
+    }
+}
+
+/// The candidates fish's completion of `jtap completions fish` offers for `line`, with the
+/// `jtap` under test first on the PATH (`complete -C`: fish's own matching, descriptions cut).
+fn fish_completes(line: &str) -> Vec<String> {
+    let script = "source (jtap completions fish | psub); complete -C $argv[1]";
+    let out = run(std::process::Command::new("fish")
+        .args(["--no-config", "-c", script, line])
+        .env("PATH", path_with_jtap()))
+    .ok();
+    out.lines()
+        .map(|l| l.split('\t').next().unwrap_or("").to_string())
+        .collect()
+}
+
+fn path_with_jtap() -> String {
+    let bin = jtap_bin().parent().unwrap().display().to_string();
+    format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// Types each of `keys` followed by Tab into an interactive zsh (in a detached tmux
+/// session) that loaded `jtap completions zsh` after `compinit`, and returns its command
+/// line once it shows `expect`, or as it is after 20 s.
+fn zsh_completes(keys: &[&str], expect: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let rc = "autoload -U compinit && compinit -u\nsource <(jtap completions zsh)\nPS1='> '\n";
+    std::fs::write(dir.path().join(".zshrc"), rc).unwrap();
+    let socket = format!("jtap-zsh-test-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        let out = std::process::Command::new("tmux")
+            .args(["-L", &socket])
+            .args(args)
+            .output()
+            .expect("running tmux (scripts/setup-system.sh installs it)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shell = format!(
+        "env PATH='{}' ZDOTDIR='{}' zsh",
+        path_with_jtap(),
+        dir.path().display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "z",
+        "-x",
+        "200",
+        "-y",
+        "10",
+        &shell,
+    ]);
+    let line = || {
+        tmux(&["capture-pane", "-p", "-t", "z"])
+            .lines()
+            .find(|l| l.starts_with("> "))
+            .unwrap_or("")
+            .to_string()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Each Tab asks the JVM: the text is typed, shown, then completed before the next.
+    let wait_for = |done: &dyn Fn(&str) -> bool| {
+        while !done(&line()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    for key in keys {
+        tmux(&["send-keys", "-t", "z", "-l", "--", key]);
+        wait_for(&|l| l.trim_end().ends_with(key));
+        tmux(&["send-keys", "-t", "z", "Tab"]);
+        wait_for(&|l| !l.trim_end().ends_with(key));
+    }
+    wait_for(&|l| l.contains(expect));
+    let shown = line();
+    tmux(&["kill-server"]);
+    shown
+}
+
+#[test]
+fn zsh_and_fish_complete_class_and_method_names_from_the_jvm() {
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.OnCall");
+        let pid = jvm.pid().to_string();
+        let v = jdk.version;
+        let classes = fish_completes(&format!("jtap trace {pid} workloads.OnC"));
+        assert_eq!(classes, ["workloads.OnCall"], "JDK {v}");
+        let methods = fish_completes(&format!("jtap monitor {pid} -i 1s workloads.OnCall::sp"));
+        assert_eq!(methods, ["workloads.OnCall::spin"], "JDK {v}");
+        let options = fish_completes("jtap trace --thresh");
+        assert_eq!(options, ["--threshold"], "JDK {v}");
+
+        // A class without a space after it (`::` may follow), then its method with one.
+        let wanted = format!("> jtap trace {pid} workloads.OnCall::spin --threshold");
+        let line = zsh_completes(
+            &[&format!("jtap trace {pid} workloads.OnC"), "::sp", "--thr"],
+            &wanted,
+        );
+        assert!(line.starts_with(&wanted), "JDK {v}: {line:?}");
     }
 }
 
