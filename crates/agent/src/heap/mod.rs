@@ -10,10 +10,12 @@
 //!   tracked — for the alloc and lock engines' profiles and the SITES report.
 //! - `live`: following sampled objects until they are collected, with weak references.
 //! - `roots`: paths from the GC roots to chosen objects (the leak report's suspects).
+//! - `follow`: JVMTI's `FollowReferences` behind a safe visitor, for `roots` and `reach`.
 //! - `reach`: what the object holding a suspect's survivors reaches (the leak's size).
 //! - `stack`: stacks taken with `GetStackTrace` in event callbacks, resolved later.
 
 pub mod env;
+pub mod follow;
 pub mod histogram;
 pub mod inspect;
 pub mod live;

@@ -11,10 +11,9 @@
 //! engine's environment after the paths' walk, whose tags it may mark, just before the engine
 //! disposes of it.
 
-use std::ffi::c_void;
-
 use jtap_jvmti::{sys, Env};
 
+use super::follow::{self, Reference, Visitor};
 use crate::trace::ffi::Jni;
 
 /// Most objects one count visits.
@@ -34,19 +33,14 @@ pub struct Reach {
     pub capped: bool,
 }
 
-impl Reach {
-    /// Counts an object of `size` bytes reached through a reference of `kind` whose tag is
-    /// `tag`: the tag it gets and whether to follow its references.
-    fn reached(
-        &mut self,
-        kind: sys::jvmtiHeapReferenceKind,
-        size: i64,
-        tag: i64,
-    ) -> (i64, sys::jint) {
+impl Visitor for Reach {
+    /// Counts each object reached through a field or an array element once, and follows
+    /// nothing else.
+    fn reference(&mut self, reference: Reference, tag: i64) -> (i64, sys::jint) {
         const VISIT: sys::jint = sys::JVMTI_VISIT_OBJECTS as sys::jint;
         const ABORT: sys::jint = sys::JVMTI_VISIT_ABORT as sys::jint;
         let held = matches!(
-            kind,
+            reference.kind,
             sys::JVMTI_HEAP_REFERENCE_FIELD | sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT
         );
         if !held || tag & COUNTED != 0 {
@@ -57,36 +51,9 @@ impl Reach {
             return (tag, ABORT);
         }
         self.objects += 1;
-        self.bytes += size.max(0) as u64;
+        self.bytes += reference.size.max(0) as u64;
         (tag | COUNTED, VISIT)
     }
-}
-
-/// FollowReferences' callback: the application is stopped; no JNI or JVMTI here.
-unsafe extern "C" fn on_reference(
-    kind: sys::jvmtiHeapReferenceKind,
-    _info: *const sys::jvmtiHeapReferenceInfo,
-    _class_tag: sys::jlong,
-    _referrer_class_tag: sys::jlong,
-    size: sys::jlong,
-    tag: *mut sys::jlong,
-    _referrer_tag: *mut sys::jlong,
-    _length: sys::jint,
-    user_data: *mut c_void,
-) -> sys::jint {
-    // A panic ends the walk instead of unwinding into the VM.
-    let mut verdict = sys::JVMTI_VISIT_ABORT as sys::jint;
-    crate::callback::guard_callback(|| {
-        // SAFETY: `user_data` is the Reach `reachable_from` hands to FollowReferences, used by
-        // this walk alone; `tag` is valid for the callback.
-        unsafe {
-            let reach = &mut *user_data.cast::<Reach>();
-            let (new_tag, answer) = reach.reached(kind, size, *tag);
-            *tag = new_tag;
-            verdict = answer;
-        }
-    });
-    verdict
 }
 
 /// What the object tagged `tag` reaches through fields and array elements, itself included;
@@ -101,21 +68,7 @@ pub fn reachable_from(env: &Env, jni: Jni, tag: i64) -> Option<Reach> {
             objects: 1,
             capped: false,
         };
-        let callbacks = sys::jvmtiHeapCallbacks {
-            heap_reference_callback: Some(on_reference),
-            ..Default::default()
-        };
-        // SAFETY: a null class, a live initial object; the callback keeps to the heap
-        // callback rules and takes `reach`, which outlives the call.
-        let walked = unsafe {
-            env.follow_references(
-                0,
-                std::ptr::null_mut(),
-                object,
-                &callbacks,
-                (&raw mut reach).cast::<c_void>(),
-            )
-        };
+        let walked = follow::follow(env, object, &mut reach);
         if let Err(e) = walked {
             log!("leaks: FollowReferences from a holder failed: {e}");
             return None;
@@ -160,19 +113,22 @@ mod tests {
     #[test]
     fn fields_and_elements_count_once_and_nothing_else_is_followed() {
         let mut reach = Reach::default();
+        let to = |kind, size| Reference {
+            kind,
+            index: 0,
+            method: std::ptr::null_mut(),
+            referrer: Some(1),
+            size,
+        };
         let field = sys::JVMTI_HEAP_REFERENCE_FIELD;
-        let (tag, visit) = reach.reached(field, 24, 0);
-        assert_eq!(
-            (tag, visit),
-            (COUNTED, sys::JVMTI_VISIT_OBJECTS as sys::jint)
-        );
-        assert_eq!(reach.reached(field, 24, tag), (tag, 0));
+        let (tag, visit) = reach.reference(to(field, 24), 0);
+        let visit_objects = sys::JVMTI_VISIT_OBJECTS as sys::jint;
+        assert_eq!((tag, visit), (COUNTED, visit_objects));
+        assert_eq!(reach.reference(to(field, 24), tag), (tag, 0));
         let element = sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT;
-        assert_eq!(reach.reached(element, 1040, 7).0, 7 | COUNTED);
-        assert_eq!(
-            reach.reached(sys::JVMTI_HEAP_REFERENCE_CLASS, 500, 0),
-            (0, 0)
-        );
+        assert_eq!(reach.reference(to(element, 1040), 7).0, 7 | COUNTED);
+        let class = sys::JVMTI_HEAP_REFERENCE_CLASS;
+        assert_eq!(reach.reference(to(class, 500), 0), (0, 0));
         assert_eq!((reach.bytes, reach.objects), (1064, 2));
     }
 }

@@ -15,10 +15,10 @@
 //! before the engine disposes of it.
 
 use std::collections::{HashMap, HashSet};
-use std::ffi::c_void;
 
 use jtap_jvmti::{sys, Env};
 
+use super::follow::{self, Reference, Visitor};
 use crate::trace::ffi::{Jni, Value};
 use jtap_classfile::descriptor::java_name;
 
@@ -154,57 +154,18 @@ impl Walk {
     }
 }
 
-/// FollowReferences' callback: the application is stopped; no JNI or JVMTI here.
-unsafe extern "C" fn on_reference(
-    kind: sys::jvmtiHeapReferenceKind,
-    info: *const sys::jvmtiHeapReferenceInfo,
-    _class_tag: sys::jlong,
-    _referrer_class_tag: sys::jlong,
-    _size: sys::jlong,
-    tag: *mut sys::jlong,
-    referrer_tag: *mut sys::jlong,
-    _length: sys::jint,
-    user_data: *mut c_void,
-) -> sys::jint {
-    // A panic ends the walk instead of unwinding into the VM.
-    let mut verdict = sys::JVMTI_VISIT_ABORT as sys::jint;
-    crate::callback::guard_callback(|| {
-        // SAFETY: `user_data` is the Walk `paths_to` hands to FollowReferences, used by this
-        // walk alone; `tag` is valid for the callback, `referrer_tag` is null for a root, and
-        // `info` is null or describes a reference of this kind.
-        unsafe {
-            let walk = &mut *user_data.cast::<Walk>();
-            let (index, method) = match (info.is_null(), kind) {
-                (true, _) => (0, std::ptr::null_mut()),
-                (
-                    false,
-                    sys::JVMTI_HEAP_REFERENCE_FIELD | sys::JVMTI_HEAP_REFERENCE_STATIC_FIELD,
-                ) => ((*info).field.index, std::ptr::null_mut()),
-                (false, sys::JVMTI_HEAP_REFERENCE_ARRAY_ELEMENT) => {
-                    ((*info).array.index, std::ptr::null_mut())
-                }
-                (false, sys::JVMTI_HEAP_REFERENCE_STACK_LOCAL) => (0, (*info).stack_local.method),
-                _ => (0, std::ptr::null_mut()),
-            };
-            let from = if referrer_tag.is_null() {
-                0
-            } else {
-                *referrer_tag
-            };
-            let link = Link {
-                from,
-                kind,
-                index,
-                method,
-                depth: 0,
-                transient: false,
-            };
-            let (new_tag, answer) = walk.reached(*tag, link);
-            *tag = new_tag;
-            verdict = answer;
-        }
-    });
-    verdict
+impl Visitor for Walk {
+    fn reference(&mut self, reference: Reference, tag: i64) -> (i64, sys::jint) {
+        let link = Link {
+            from: reference.referrer.unwrap_or(0),
+            kind: reference.kind,
+            index: reference.index,
+            method: reference.method,
+            depth: 0,
+            transient: false,
+        };
+        self.reached(tag, link)
+    }
 }
 
 /// A path from a GC root to a chosen object, root first.
@@ -228,21 +189,7 @@ pub fn paths_to(env: &Env, jni: Jni, targets: &[i64]) -> HashMap<i64, RootPath> 
     if targets.is_empty() {
         return HashMap::new();
     }
-    let callbacks = sys::jvmtiHeapCallbacks {
-        heap_reference_callback: Some(on_reference),
-        ..Default::default()
-    };
-    // SAFETY: null class and initial object (every root); the callback keeps to the heap
-    // callback rules and takes `walk`, which outlives the call.
-    let walked = unsafe {
-        env.follow_references(
-            0,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            &callbacks,
-            (&raw mut walk).cast::<c_void>(),
-        )
-    };
+    let walked = follow::follow(env, std::ptr::null_mut(), &mut walk);
     if let Err(e) = walked {
         log!("leaks: FollowReferences failed: {e}");
         return HashMap::new();
