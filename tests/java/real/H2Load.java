@@ -23,11 +23,7 @@ public class H2Load {
 
     public static void main(String[] args) throws Exception {
         int threads = Integer.parseInt(args[0]);
-        try (Connection setup = DriverManager.getConnection(URL);
-                Statement statement = setup.createStatement()) {
-            statement.execute("CREATE TABLE item(id INT PRIMARY KEY, name VARCHAR(64), qty INT, payload VARCHAR(4000))");
-            statement.execute("CREATE INDEX item_qty ON item(qty)");
-        }
+        createTable();
         Progress progress = new Progress();
         Progress.startThreads("h2-client", threads, () -> {
             try (Connection connection = DriverManager.getConnection(URL)) {
@@ -49,6 +45,15 @@ public class H2Load {
             }
         });
         progress.reportForever();
+    }
+
+    /** The table the transactions work on, in the in-memory database at {@link #URL}. */
+    static void createTable() throws SQLException {
+        try (Connection setup = DriverManager.getConnection(URL);
+                Statement statement = setup.createStatement()) {
+            statement.execute("CREATE TABLE item(id INT PRIMARY KEY, name VARCHAR(64), qty INT, payload VARCHAR(4000))");
+            statement.execute("CREATE INDEX item_qty ON item(qty)");
+        }
     }
 
     /** Concurrent updates of one row are expected to fail now and then: not an error. */
