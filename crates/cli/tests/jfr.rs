@@ -278,11 +278,12 @@ fn convert_agrees_with_jfr_print(jdk: &Jdk, recording: &Path, dir: &Path, what: 
         from_jfr,
         "{what}: cpu samples per method"
     );
-    let alloc = jfr_events(
-        jdk,
-        recording,
-        "jdk.ObjectAllocationSample,jdk.ObjectAllocationInNewTLAB,jdk.ObjectAllocationOutsideTLAB",
-    );
+    // Samples where the recording has them; the TLAB events stand for the same allocations.
+    let mut alloc = jfr_events(jdk, recording, "jdk.ObjectAllocationSample");
+    if alloc.is_empty() {
+        let tlab = "jdk.ObjectAllocationInNewTLAB,jdk.ObjectAllocationOutsideTLAB";
+        alloc = jfr_events(jdk, recording, tlab);
+    }
     let mut from_jfr = BTreeMap::<String, u64>::new();
     for event in &alloc {
         let values = &event["values"];

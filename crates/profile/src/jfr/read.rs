@@ -9,9 +9,13 @@
 //! | `jdk.ExecutionSample` | `cpu` |
 //! | `profiler.WallClockSample` | `wall` |
 //! | `jdk.NativeMethodSample` | `native` |
-//! | `jdk.ObjectAllocationSample`, `jdk.ObjectAllocationInNewTLAB`/`OutsideTLAB` | `alloc` (bytes) |
+//! | `jdk.ObjectAllocationSample`, else `jdk.ObjectAllocationInNewTLAB`/`OutsideTLAB` | `alloc` (bytes) |
 //! | `jdk.JavaMonitorEnter`, `jdk.ThreadPark` | `lock` (time waited) |
 //! | `profiler.Malloc` | `nativemem` (bytes) |
+//!
+//! Both kinds of allocation event stand for all allocations: a recording that holds both
+//! (JDK 16+ with the TLAB events enabled) is read by its samples alone, else they would count
+//! every allocation twice.
 //!
 //! Traced calls (`jdk.MethodTrace`: jtap's slow-call profiles, JDK 25's method tracing) go
 //! with every profile of the recording, for `convert --latency`. Every other event is
@@ -519,6 +523,9 @@ enum Kind {
     Wall,
     Native,
     Alloc,
+    /// Allocations seen by the TLAB events (the JDK's before 16, async-profiler's): read as
+    /// `alloc` when the recording has no [`Kind::Alloc`] samples.
+    TlabAlloc,
     Lock,
     NativeMemory,
 }
@@ -529,9 +536,8 @@ impl Kind {
             "jdk.ExecutionSample" => Kind::Cpu,
             "profiler.WallClockSample" => Kind::Wall,
             "jdk.NativeMethodSample" => Kind::Native,
-            "jdk.ObjectAllocationSample"
-            | "jdk.ObjectAllocationInNewTLAB"
-            | "jdk.ObjectAllocationOutsideTLAB" => Kind::Alloc,
+            "jdk.ObjectAllocationSample" => Kind::Alloc,
+            "jdk.ObjectAllocationInNewTLAB" | "jdk.ObjectAllocationOutsideTLAB" => Kind::TlabAlloc,
             "jdk.JavaMonitorEnter" | "jdk.ThreadPark" => Kind::Lock,
             "profiler.Malloc" => Kind::NativeMemory,
             _ => return None,
@@ -554,7 +560,7 @@ impl Kind {
         match self {
             Kind::Cpu | Kind::Native => &event::CPU,
             Kind::Wall => &event::WALL,
-            Kind::Alloc => &event::ALLOC,
+            Kind::Alloc | Kind::TlabAlloc => &event::ALLOC,
             Kind::Lock => &event::LOCK,
             Kind::NativeMemory => &event::NATIVEMEM,
         }
@@ -719,7 +725,7 @@ impl Profiles {
                 let samples = long(layout.samples).unwrap_or(1).max(1) as u64;
                 StackCounts::sampled(samples, samples * period)
             }
-            Kind::Alloc | Kind::NativeMemory => {
+            Kind::Alloc | Kind::TlabAlloc | Kind::NativeMemory => {
                 StackCounts::sampled(1, long(layout.weight).unwrap_or(0).max(0) as u64)
             }
             Kind::Lock => StackCounts::sampled(1, duration),
@@ -907,6 +913,11 @@ impl Profiles {
     }
 
     fn finish(mut self) -> Vec<Profile> {
+        let sampled =
+            |(kind, profile): &(Kind, Profile)| *kind == Kind::Alloc && profile.stack_count() > 0;
+        if self.by_kind.iter().any(sampled) {
+            self.by_kind.retain(|(kind, _)| *kind != Kind::TlabAlloc);
+        }
         self.by_kind.sort_by_key(|(kind, _)| *kind);
         let start = self.start_ns.unwrap_or(0);
         self.by_kind
@@ -988,6 +999,30 @@ fn method_of(chunk: &Chunk, method: &Value) -> (String, String, Option<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocation_samples_win_over_the_tlab_events_of_the_same_allocations() {
+        let profile = |class: &str, bytes| {
+            let mut profile = Profile::new(Metadata::default());
+            profile.add_frames(&[Frame::new(class, FrameKind::Class)], 1, bytes);
+            profile
+        };
+        let both = Profiles {
+            by_kind: vec![
+                (Kind::TlabAlloc, profile("int[]", 4096)),
+                (Kind::Alloc, profile("long[]", 512)),
+            ],
+            ..Profiles::default()
+        };
+        let read = both.finish();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].frames()[0].name, "long[]");
+        let tlab_only = Profiles {
+            by_kind: vec![(Kind::TlabAlloc, profile("int[]", 4096))],
+            ..Profiles::default()
+        };
+        assert_eq!(tlab_only.finish()[0].frames()[0].name, "int[]");
+    }
 
     #[test]
     fn periods_and_names_read_as_settings_and_pools_write_them() {
