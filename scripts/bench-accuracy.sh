@@ -43,14 +43,6 @@ jars=/usr/share/java/h2.jar:/usr/share/java/ecj.jar
     tests/java/real/Injected.java tests/java/real/H2Load.java tests/java/real/JavacLoop.java \
     tests/java/real/Progress.java
 
-java_home() {
-    local home
-    for home in ".cache/jdks/jdk$1" "/usr/lib/jvm/java-$1-openjdk-amd64" "/usr/lib/jvm/temurin-$1-jdk-amd64"; do
-        [[ -x "$home/bin/java" ]] && grep -q "JAVA_VERSION=\"$1" "$home/release" 2>/dev/null && { echo "$home"; return; }
-    done
-    return 0
-}
-now_ms() { date +%s%3N; }
 # Runs a profiler quietly; on failure shows what it said and fails.
 quiet() { "$@" >/dev/null 2>"$work/said" || { cat "$work/said" >&2; return 1; }; }
 

@@ -21,14 +21,6 @@ source scripts/lib.sh
 /usr/lib/jvm/java-17-openjdk-amd64/bin/javac --release 11 -d "$work/classes" \
     tests/java/workloads/AllocThroughput.java tests/java/workloads/OpsReport.java
 
-java_home() {
-    local home
-    for home in ".cache/jdks/jdk$1" "/usr/lib/jvm/java-$1-openjdk-amd64" "/usr/lib/jvm/temurin-$1-jdk-amd64"; do
-        [[ -x "$home/bin/java" ]] && grep -q "JAVA_VERSION=\"$1" "$home/release" 2>/dev/null && { echo "$home"; return; }
-    done
-    return 0
-}
-now_ms() { date +%s%3N; }
 cpu_ticks() { sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}'; }
 # Percent of the JVM's CPU samples in JIT-compiled code.
 jit_share() { perf report -i "$1" --sort dso --stdio 2>/dev/null | awk '/\[JIT\]/ {s += $1} END {print s + 0}'; }
