@@ -32,11 +32,11 @@ use super::buffer::{SampleBuffer, SampleHeader, WALKED_BY_ASGCT, WALKED_BY_VM, W
 use super::jvm::VmThreadKey;
 use super::perf;
 use super::recover;
-use crate::walk::{Began, Comparison, Interrupted, Kind, Stats, Stop, Walker};
+use crate::gate::Gate;
+use crate::walk::{Began, Comparison, Interrupted, Kind, Stats, Stop, TopPc, Walker};
 
 /// AsyncGetCallTrace's `ticks_unknown_Java`: a Java thread stopped where no frame is set up.
 const UNKNOWN_JAVA: i32 = -5;
-use crate::gate::Gate;
 
 /// The signal of the CPU-time engines (perf_event counters, timers).
 pub const CPU_SIGNAL: c_int = libc::SIGPROF;
@@ -406,14 +406,21 @@ unsafe fn record(
         Some(jni) => {
             let frames = claim.frames();
             // SAFETY: the caller's contract; `jni` is this thread's.
-            walked = unsafe { walk(target, jni, frames, context, recover::frame_set_up) };
+            walked = unsafe {
+                walk(
+                    target,
+                    jni,
+                    frames,
+                    context,
+                    TopPc::Anywhere(recover::frame_set_up),
+                )
+            };
             if walked.num_frames == UNKNOWN_JAVA {
                 // SAFETY: `jni` is this thread's, and a signal handler runs on the thread.
                 let stack = target.walker.and_then(|w| unsafe { w.stack(jni) });
                 let mut from_caller = |context: *mut c_void| {
-                    // SAFETY: as above; the context's pc is a return address, where the
-                    // caller's frame is set up.
-                    walked = unsafe { walk(target, jni, frames, context, |_| true) };
+                    // SAFETY: as above; the context's pc is a return address.
+                    walked = unsafe { walk(target, jni, frames, context, TopPc::AtReturn) };
                     walked.num_frames
                 };
                 // SAFETY: the caller's contract; `stack` is this thread's; `from_caller` only
@@ -515,8 +522,8 @@ struct Walked {
     checked: u16,
 }
 
-/// Walks the interrupted thread's Java stack into `frames` as `target.walks` says. `complete`
-/// tells whether a compiled method's frame is set up at a pc (see [`Walker::interrupted`]).
+/// Walks the interrupted thread's Java stack into `frames` as `target.walks` says. `top` says
+/// where in its code the top frame stopped (see [`Walker::interrupted`]).
 ///
 /// # Safety
 /// `context` is the handler's ucontext (or a copy of it with a caller's registers), on the
@@ -526,7 +533,7 @@ unsafe fn walk(
     jni: *mut sys::JNIEnv,
     frames: &mut [CallFrame],
     context: *mut c_void,
-    complete: fn(usize) -> bool,
+    top: TopPc,
 ) -> Walked {
     let asgct = |frames: &mut [CallFrame]| {
         let mut trace = CallTrace {
@@ -554,7 +561,7 @@ unsafe fn walk(
     let registers = unsafe { interrupted_registers(context) };
     let vm_walk = |frames: &mut [CallFrame]| match registers {
         // SAFETY: `jni` is this thread's; the registers are its signal's.
-        Some(registers) => unsafe { walker.interrupted(jni, registers, complete, frames) }
+        Some(registers) => unsafe { walker.interrupted(jni, registers, top, frames) }
             .inspect_err(|&stop| target.stats.stopped(stop)),
         None => Err(Stop::Inconsistent),
     };
@@ -664,7 +671,7 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
         });
     match (scopes_only, walked.began) {
         (true, Began::AtSignal) => Comparison::DifferedAtTop,
-        (true, Began::AtAnchor) => Comparison::DifferedAtCall,
+        (true, Began::AtAnchor | Began::AtReturn) => Comparison::DifferedAtCall,
         (false, _) => Comparison::Differed,
     }
 }

@@ -96,15 +96,25 @@ impl Frames for [super::Frame] {
 pub enum Start {
     /// The thread's last Java frame, as its `JavaThread` records it.
     Anchor,
-    /// A signal's registers while the thread ran Java code; `complete` tells whether a
-    /// compiled method's frame is set up at a pc (not in its prologue, epilogue or inline
-    /// cache check).
+    /// A signal's registers while the thread ran Java code; `top` says where in its code
+    /// the top frame stopped.
     Interrupted {
         pc: usize,
         sp: usize,
         fp: usize,
-        complete: fn(usize) -> bool,
+        top: TopPc,
     },
+}
+
+/// Where in its code the top frame of an interrupted walk stopped.
+#[derive(Clone, Copy)]
+pub enum TopPc {
+    /// Anywhere, where a signal came: the function says whether a compiled method's frame is
+    /// set up at a pc (not in its prologue, epilogue or inline cache check).
+    Anywhere(fn(usize) -> bool),
+    /// At a call's return address, set up: the walk resumes in the caller of the stub a
+    /// signal stopped.
+    AtReturn,
 }
 
 /// Where the walk of an interrupted thread began.
@@ -116,6 +126,9 @@ pub enum Began {
     /// At the thread's last Java frame: it was in a call (into the VM or native code, or
     /// blocked), its top compiled frame at the call's return address.
     AtAnchor,
+    /// At the return address above a stub the signal stopped ([`TopPc::AtReturn`]): its top
+    /// compiled frame at the call into the stub.
+    AtReturn,
 }
 
 /// Why a walk gave up (the caller then asks JVMTI instead).
@@ -280,12 +293,7 @@ impl<'a> Walk<'a> {
         // AsyncGetCallTrace's go on into its carrier's frames.
         let ends_at_continuation = matches!(start, Start::Anchor);
         let (mut at, mut interrupted) = match start {
-            Start::Interrupted {
-                pc,
-                sp,
-                fp,
-                complete,
-            } if self.state == layout.in_java => {
+            Start::Interrupted { pc, sp, fp, top } if self.state == layout.in_java => {
                 if !self.on_stack(sp) {
                     return Err(Stop::OffStack);
                 }
@@ -295,7 +303,7 @@ impl<'a> Walk<'a> {
                     fp,
                     pc,
                 };
-                (at, Some(complete))
+                (at, Some(top))
             }
             _ if !layout.walkable_states.contains(&self.state) => return Err(Stop::NotWalkable),
             // SAFETY: the caller's own JavaThread; its anchor is a field.
@@ -370,12 +378,12 @@ impl<'a> Walk<'a> {
                         continue;
                     }
                     let blob = self.find_blob(at.pc)?;
-                    if let Some(complete) = top {
+                    if let Some(top) = top {
                         if !blob.nmethod {
                             // A stub's frame is left to the caller (the sampler's recovery).
                             return Err(Stop::UnknownCode);
                         }
-                        if !complete(at.pc) {
+                        if matches!(top, TopPc::Anywhere(complete) if !complete(at.pc)) {
                             return Err(Stop::NotSetUp);
                         }
                     }
@@ -387,12 +395,19 @@ impl<'a> Walk<'a> {
                         return Ok(count);
                     }
                     if blob.nmethod {
-                        count += if top.is_some() {
-                            self.compiled(&blob, at.pc, Scope::Near, out, count, None)?
-                        } else {
-                            let entry = memo.claim();
-                            entry.frame_words = blob.frame_words;
-                            self.compiled(&blob, at.pc, Scope::AtReturn, out, count, Some(entry))?
+                        count += match top {
+                            Some(TopPc::Anywhere(_)) => {
+                                self.compiled(&blob, at.pc, Scope::Near, out, count, None)?
+                            }
+                            Some(TopPc::AtReturn) => {
+                                self.compiled(&blob, at.pc, Scope::AtReturn, out, count, None)?
+                            }
+                            None => {
+                                let entry = memo.claim();
+                                entry.frame_words = blob.frame_words;
+                                let memo = Some(entry);
+                                self.compiled(&blob, at.pc, Scope::AtReturn, out, count, memo)?
+                            }
                         };
                     }
                     blob.frame_words
@@ -954,8 +969,8 @@ impl<'a> Walk<'a> {
     }
 
     /// The scope decode offset of the pc descriptor for code `offset` in the sorted table
-    /// `pcs..end` (0 is "no scope"): the one at `offset` exactly ([`Scope::AtReturn`]) or the
-    /// first after it ([`Scope::Near`]).
+    /// `pcs..end` (0 is "no scope"): the first at or after `offset` ([`Scope::AtReturn`]) or
+    /// the first after it ([`Scope::Near`]).
     fn find_scope(
         &self,
         heap: &Heap,
@@ -982,9 +997,6 @@ impl<'a> Walk<'a> {
             return Ok(None);
         }
         let at = pcs + low * PC_DESC;
-        if scope == Scope::AtReturn && i64::from(self.code::<i32>(heap, at)?) != target {
-            return Ok(None);
-        }
         let decode = self.code::<i32>(heap, at + 4)?;
         Ok((decode > 0).then_some(decode as u32))
     }
@@ -1061,10 +1073,14 @@ enum Trust {
     Verify,
 }
 
-/// Which pc descriptor gives a compiled frame's scopes.
+/// Which pc descriptor gives a compiled frame's scopes. A descriptor is recorded at the end
+/// of the instructions it describes: at a Java call's return address, and (with
+/// `DebugNonSafepoints`) where a run of instructions of one inlined scope ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Scope {
-    /// The one at the pc, a call's return address.
+    /// The first at or after the pc, a call's return address: the call's own for a Java
+    /// call, that of the run the call ends for a leaf call into a stub (which records none;
+    /// the first after it would name the code that runs once the stub returned).
     AtReturn,
     /// The first after the pc, where a signal stopped the method.
     Near,

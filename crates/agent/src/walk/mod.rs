@@ -35,7 +35,7 @@ use std::sync::OnceLock;
 
 use jtap_jvmti::sys;
 
-pub use frames::{Began, Frames, JavaFrame, Kind, Stop};
+pub use frames::{Began, Frames, JavaFrame, Kind, Stop, TopPc};
 
 pub use mirror::Mirrors;
 pub use stats::{Comparison, Stats};
@@ -191,8 +191,8 @@ impl Walker {
 
     /// Writes up to `out.room()` frames of the calling thread's Java stack, top first, from a
     /// signal handler that interrupted the thread at `pc`, `sp` and `fp`: from there if it
-    /// ran Java code, else from its last Java frame. `complete` says whether a compiled
-    /// method's frame is set up at a pc. Async-signal-safe.
+    /// ran Java code, else from its last Java frame. `top` says where in its code the top
+    /// frame stopped. Async-signal-safe.
     ///
     /// # Safety
     /// `jni` is the calling thread's JNIEnv; the registers are the signal's.
@@ -200,22 +200,17 @@ impl Walker {
         &self,
         jni: *mut sys::JNIEnv,
         (pc, sp, fp): (usize, usize, usize),
-        complete: fn(usize) -> bool,
+        top: TopPc,
         out: &mut F,
     ) -> Result<Interrupted, Stop> {
-        let start = Start::Interrupted {
-            pc,
-            sp,
-            fp,
-            complete,
-        };
+        let start = Start::Interrupted { pc, sp, fp, top };
         // SAFETY: (caller) as in `walk`.
         unsafe {
             let (thread, walk) = self.walk_of(jni)?;
-            let began = if walk.in_java() {
-                Began::AtSignal
-            } else {
-                Began::AtAnchor
+            let began = match (walk.in_java(), top) {
+                (false, _) => Began::AtAnchor,
+                (true, TopPc::AtReturn) => Began::AtReturn,
+                (true, TopPc::Anywhere(_)) => Began::AtSignal,
             };
             let count = walk.frames(thread, start, out)?;
             Ok(Interrupted {

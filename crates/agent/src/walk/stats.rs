@@ -16,9 +16,12 @@ pub enum Comparison {
     /// also have stopped early below it (see `WentFurther`).
     DifferedAtTop,
     /// Only in the scopes of a compiled frame stopped at a call (the thread was in the VM,
-    /// in native code or blocked): jtap's walker takes the call's own pc descriptor, at the
-    /// return address; `AsyncGetCallTrace` takes the next one when the thread's frame anchor
-    /// holds no pc (HotSpot's `is_decipherable_compiled_frame` then looks past the pc).
+    /// in native code or blocked, or in a stub the sampler walked from the caller): jtap's
+    /// walker takes the call's own pc descriptor, the first at or after the return address;
+    /// `AsyncGetCallTrace` takes the first after it when the thread's frame anchor holds no
+    /// pc or when the walk starts at the signal's registers (HotSpot's
+    /// `is_decipherable_compiled_frame` then looks past the pc), which for a leaf call into a
+    /// stub that ends a run of one scope's instructions names the next run's scope.
     DifferedAtCall,
     /// jtap's walker went on below the other's last frame, which is its own: where the
     /// other stopped early (`AsyncGetCallTrace` at some Java calls from the VM, such as
