@@ -670,8 +670,8 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
                 .is_some()
         });
     match (scopes_only, walked.began) {
-        (true, Began::AtSignal) => Comparison::DifferedAtTop,
-        (true, Began::AtAnchor | Began::AtReturn) => Comparison::DifferedAtCall,
+        (true, Began::Signal) => Comparison::DifferedAtTop,
+        (true, Began::Anchor | Began::StubReturn) => Comparison::DifferedAtCall,
         (false, _) => Comparison::Differed,
     }
 }
@@ -1052,7 +1052,7 @@ mod tests {
             began,
             read_frozen: false,
         };
-        for began in [Began::AtSignal, Began::AtAnchor] {
+        for began in [Began::Signal, Began::Anchor] {
             assert_eq!(compare(&ours, &same, walked(began)), Comparison::Same);
             assert_eq!(
                 compare(&ours, &shorter, walked(began)),
@@ -1064,15 +1064,15 @@ mod tests {
             );
         }
         assert_eq!(
-            compare(&ours, &later_scope, walked(Began::AtSignal)),
+            compare(&ours, &later_scope, walked(Began::Signal)),
             Comparison::DifferedAtTop
         );
         assert_eq!(
-            compare(&ours, &later_scope, walked(Began::AtAnchor)),
+            compare(&ours, &later_scope, walked(Began::Anchor)),
             Comparison::DifferedAtCall
         );
         assert_eq!(
-            compare(&ours, &later_scope_stopped, walked(Began::AtSignal)),
+            compare(&ours, &later_scope_stopped, walked(Began::Signal)),
             Comparison::DifferedAtTop
         );
         // An interpreted top frame has no scopes to differ in.
@@ -1081,7 +1081,7 @@ mod tests {
             frame(1, 7, Some(Interpreted)),
         ];
         assert_eq!(
-            compare(&interpreted, &later_scope, walked(Began::AtSignal)),
+            compare(&interpreted, &later_scope, walked(Began::Signal)),
             Comparison::Differed
         );
     }
@@ -1099,7 +1099,7 @@ mod tests {
         let skipped = [frame(4, 1, None), frame(1, 4, None)];
         let frozen = Interrupted {
             count: ours.len(),
-            began: Began::AtSignal,
+            began: Began::Signal,
             read_frozen: true,
         };
         assert_eq!(compare(&ours, &skipped, frozen), Comparison::ReadFrozen);

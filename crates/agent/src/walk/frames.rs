@@ -122,13 +122,13 @@ pub enum TopPc {
 pub enum Began {
     /// At the signal's registers: the thread ran Java code, its top compiled frame anywhere
     /// between two pcs with debug information.
-    AtSignal,
+    Signal,
     /// At the thread's last Java frame: it was in a call (into the VM or native code, or
     /// blocked), its top compiled frame at the call's return address.
-    AtAnchor,
+    Anchor,
     /// At the return address above a stub the signal stopped ([`TopPc::AtReturn`]): its top
     /// compiled frame at the call into the stub.
-    AtReturn,
+    StubReturn,
 }
 
 /// Why a walk gave up (the caller then asks JVMTI instead).

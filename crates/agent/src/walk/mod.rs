@@ -208,9 +208,9 @@ impl Walker {
         unsafe {
             let (thread, walk) = self.walk_of(jni)?;
             let began = match (walk.in_java(), top) {
-                (false, _) => Began::AtAnchor,
-                (true, TopPc::AtReturn) => Began::AtReturn,
-                (true, TopPc::Anywhere(_)) => Began::AtSignal,
+                (false, _) => Began::Anchor,
+                (true, TopPc::AtReturn) => Began::StubReturn,
+                (true, TopPc::Anywhere(_)) => Began::Signal,
             };
             let count = walk.frames(thread, start, out)?;
             Ok(Interrupted {

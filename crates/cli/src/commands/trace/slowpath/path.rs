@@ -8,6 +8,12 @@
 //! frames of the JVM's dispatch machinery in between (hidden lambda and method-handle
 //! classes, `java.lang.invoke`, reflection) are passed through, since jtap cannot
 //! instrument them and the time goes on below them.
+//!
+//! Recursion is folded: a method met again below itself (a tree visitor, a parser, javac's
+//! attribution) continues the stack at its first call, as if the calls in between had
+//! returned. The heaviest path then follows the work summed over every depth of the
+//! recursion, instead of splitting it depth by depth until too few samples are left; the
+//! trees are followed the same way when they time the levels.
 
 use std::collections::HashSet;
 
@@ -126,10 +132,11 @@ fn own_probe(frame: &Frame) -> bool {
     frame.name.starts_with("jtap.runtime.") || frame.name.starts_with("libjtap_agent.so")
 }
 
-/// The levels of one stack (root first) below its outermost `entry` frame, or None when the
-/// stack holds no entry frame, or was taken inside jtap's own probes. Native code and methods in `refused` (jtap did not instrument
-/// them when asked) end it as a terminal level; the dispatch machinery ends it so only when no
-/// Java method follows; the JVM's own code ends it without a level.
+/// The levels of one stack (root first) below its outermost `entry` frame, recursion folded,
+/// or None when the stack holds no entry frame, or was taken inside jtap's own probes. Native
+/// code and methods in `refused` (jtap did not instrument them when asked) end it as a
+/// terminal level; the dispatch machinery ends it so only when no Java method follows; the
+/// JVM's own code ends it without a level.
 pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Option<Vec<Level>> {
     let start = frames
         .iter()
@@ -158,9 +165,18 @@ pub fn reduce(frames: &[&Frame], entry: &str, refused: &HashSet<Method>) -> Opti
             continue;
         }
         dispatching = None;
+        if frame.name == entry {
+            levels.clear();
+            continue;
+        }
         let Some(method) = Method::of(frame) else {
             continue;
         };
+        let again = |level: &Level| matches!(level, Level::Call(m) if *m == method);
+        if let Some(first) = levels.iter().position(again) {
+            levels.truncate(first + 1);
+            continue;
+        }
         if refused.contains(&method) {
             levels.push(Level::Terminal(
                 method.dotted(),
@@ -372,13 +388,25 @@ pub fn time_levels(
     timed
 }
 
-/// The nodes of calls of `level` among the children of `frontier`.
+/// The nodes of calls of `level` below `frontier`, recursion folded as in [`reduce`]: those
+/// whose caller is a frontier node or, deeper in its subtree, a call of the frontier's method
+/// again (the calls in between fold away). The outermost only, so no time counts twice.
 fn calls_below<'a>(frontier: &[&'a TreeNode], level: &Method) -> Vec<&'a TreeNode> {
-    frontier
-        .iter()
-        .flat_map(|node| node.children.iter())
-        .filter(|child| level.calls(base_name(child)))
-        .collect()
+    fn collect<'a>(node: &'a TreeNode, caller: &str, level: &Method, out: &mut Vec<&'a TreeNode>) {
+        let from_caller = base_name(node) == caller;
+        for child in &node.children {
+            if from_caller && level.calls(base_name(child)) {
+                out.push(child);
+            } else {
+                collect(child, caller, level, out);
+            }
+        }
+    }
+    let mut calls = Vec::new();
+    for node in frontier {
+        collect(node, base_name(node), level, &mut calls);
+    }
+    calls
 }
 
 /// The implementation (`pkg.Class.method`) of the last level of `path`, a `subtypes` one, that
@@ -515,6 +543,27 @@ mod tests {
     }
 
     #[test]
+    fn recursion_folds_back_to_the_first_call_of_a_method() {
+        // A visitor: attrib → accept → visit → attrib → accept → visit → resolve.
+        let frames = [
+            java("p.Main.run"),
+            java("p.Attr.attrib"),
+            java("p.Tree.accept"),
+            java("p.Attr.visit"),
+            java("p.Attr.attrib"),
+            java("p.Tree.accept"),
+            java("p.Main.run"),
+            java("p.Attr.attrib"),
+            java("p.Ops.resolve"),
+        ];
+        let refs: Vec<&Frame> = frames.iter().collect();
+        assert_eq!(
+            reduce(&refs, "p.Main.run", &HashSet::new()).unwrap(),
+            vec![call("p.Attr.attrib"), call("p.Ops.resolve")]
+        );
+    }
+
+    #[test]
     fn the_path_follows_the_heaviest_level_until_own_code_outweighs_it() {
         let (a, b, c, d) = (call("p.A.a"), call("p.B.b"), call("p.C.c"), call("p.D.d"));
         let stacks = vec![
@@ -609,6 +658,42 @@ mod tests {
         assert_eq!(timed[1].per_call, vec![80]);
         assert_eq!(timed[2].per_call, vec![60]);
         assert_eq!(timed[2].calls, 2);
+    }
+
+    #[test]
+    fn a_level_below_a_recursion_is_timed_once_at_every_depth() {
+        // e → a → x → a → b(20) → a → b(5), and e → a → x(30) → b(7): the b under a's
+        // re-entries count, the one nested in another b and the one under x do not.
+        let nested = node("p.B.b", 5, vec![]);
+        let inner = node("p.B.b", 20, vec![node("p.A.a", 8, vec![nested])]);
+        let recursion = node("p.A.a", 25, vec![inner]);
+        let root = node(
+            "p.E.e",
+            100,
+            vec![node(
+                "p.A.a",
+                90,
+                vec![node("p.X.x", 60, vec![recursion, node("p.B.b", 7, vec![])])],
+            )],
+        );
+        let tree = CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            label: None,
+            root,
+        };
+        let path = [
+            Method::named("p.E.e"),
+            Method::named("p.A.a"),
+            Method::named("p.B.b"),
+        ];
+        let all = path.iter().map(Method::dotted).collect();
+        let timed = time_levels(&[tree], &path, &all);
+        assert_eq!(timed[1].per_call, vec![90]);
+        assert_eq!(timed[2].per_call, vec![20]);
+        assert_eq!(timed[2].calls, 1);
     }
 
     #[test]
