@@ -6,12 +6,14 @@
 //! - [`types`]: the types jtap declares in the recordings it writes.
 //! - [`chunk`]: a chunk's header, constant pools and metadata, written.
 //! - [`traces`]: a chunk's stack traces, read straight from its pools.
+//! - [`samples`]: the events profiles are made of, into profiles.
 //! - [`declared`]: events of types declared at run time (BTrace scripts' `@Event`s).
 
 mod chunk;
 pub mod declared;
 mod encoding;
 mod read;
+mod samples;
 mod traces;
 mod types;
 mod write;
