@@ -287,8 +287,13 @@ impl<'a> Walk<'a> {
         thread: usize,
         start: Start,
         out: &mut F,
+        memo: &mut Memo,
     ) -> Result<usize, Stop> {
         let layout = self.layout;
+        if layout.nmethod_compile_id.is_none() {
+            // Entries of earlier walks cannot be checked without the compile id.
+            *memo = Memo::new();
+        }
         // JVMTI's stacks of a virtual thread end at its continuation's entry;
         // AsyncGetCallTrace's go on into its carrier's frames.
         let ends_at_continuation = matches!(start, Start::Anchor);
@@ -318,7 +323,6 @@ impl<'a> Walk<'a> {
             None => None,
         };
         let mut count = 0;
-        let mut memo = Memo::new();
         for _ in 0..MAX_STEPS {
             if count == out.room() {
                 return Ok(count);
@@ -358,7 +362,11 @@ impl<'a> Walk<'a> {
                 }
                 continue;
             }
-            let frame_words = match memo.find(at.pc).filter(|_| top.is_none()) {
+            let known = match top {
+                None => memo.find(at.pc, |entry| self.still_compiled(entry)),
+                Some(_) => None,
+            };
+            let frame_words = match known {
                 Some(known) => {
                     let copied = known.count.min(out.room().saturating_sub(count));
                     for (i, &frame) in known.frames.iter().take(copied).enumerate() {
@@ -814,25 +822,37 @@ impl<'a> Walk<'a> {
         })
     }
 
+    /// Whether the nmethod `entry` was read from is still in the code cache: the same method
+    /// and compile id at its address. While it is, its frames at the entry's pc stay what they
+    /// were; once freed, its memory may hold another nmethod, or anything.
+    fn still_compiled(&self, entry: &Remembered) -> bool {
+        let (nm, method, compile_id) = entry.nmethod;
+        let Some(offset) = self.layout.nmethod_compile_id else {
+            return true;
+        };
+        self.fetch::<usize>(nm + self.layout.nmethod_method) == Ok(method)
+            && self.fetch::<i32>(nm + offset) == Ok(compile_id)
+    }
+
     /// Whether `name`, a code blob's name, is an nmethod's: "nmethod" or "native nmethod".
-    /// Every nmethod's name is one of two C string constants of libjvm, remembered once seen.
+    /// Every blob's name is a C string constant of libjvm: those seen are remembered, the two
+    /// of nmethods and up to [`OTHER_NAMES`] others (a runtime stub's, which an allocation's
+    /// walk meets first each time; reading its name byte by byte was a seventh of the walk).
     fn names_nmethod(&self, name: usize) -> Result<bool, Stop> {
         static NMETHOD_NAMES: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
-        if NMETHOD_NAMES
-            .iter()
-            .any(|known| known.load(Ordering::Relaxed) == name)
-        {
+        static OTHERS: [AtomicUsize; OTHER_NAMES] = [const { AtomicUsize::new(0) }; OTHER_NAMES];
+        let known = |names: &[AtomicUsize]| names.iter().any(|n| n.load(Ordering::Relaxed) == name);
+        if known(&NMETHOD_NAMES) {
             return Ok(true);
         }
+        if known(&OTHERS) {
+            return Ok(false);
+        }
         let nmethod = self.name_ends_with_nmethod(name)?;
-        if nmethod {
-            if let Some(free) = NMETHOD_NAMES
-                .iter()
-                .find(|known| known.load(Ordering::Relaxed) == 0)
-            {
-                // A race only writes the same constant twice, or loses one (seen again later).
-                free.store(name, Ordering::Relaxed);
-            }
+        let names: &[AtomicUsize] = if nmethod { &NMETHOD_NAMES } else { &OTHERS };
+        if let Some(free) = names.iter().find(|n| n.load(Ordering::Relaxed) == 0) {
+            // A race only writes the same constant twice, or loses one (seen again later).
+            free.store(name, Ordering::Relaxed);
         }
         Ok(nmethod)
     }
@@ -873,6 +893,9 @@ impl<'a> Walk<'a> {
             Ok(self.code::<i32>(heap, nm + field)?.max(0) as usize)
         };
         let method = self.code::<usize>(heap, nm + layout.nmethod_method)?;
+        if let (Some(entry), Some(offset)) = (remember.as_deref_mut(), layout.nmethod_compile_id) {
+            entry.nmethod = (nm, method, self.code::<i32>(heap, nm + offset)?);
+        }
         if method != 0 && self.is_native(method)? {
             if room == 0 {
                 return Ok(0);
@@ -1086,16 +1109,22 @@ enum Scope {
     Near,
 }
 
+/// Names of code blobs other than nmethods remembered by [`Walk::names_nmethod`].
+const OTHER_NAMES: usize = 16;
+
 /// Most frames a [`Memo`] entry holds: a compiled method and what it inlined at one pc.
 const MEMO_FRAMES: usize = 8;
 /// Return addresses a walk remembers.
 const MEMO_ENTRIES: usize = 8;
 
-/// The frames one walk decoded at compiled return addresses, by pc. Recursive code (a tree
-/// visitor, a parser, javac's attribution) returns to the same few pcs at many depths; their
-/// code blob, scopes and jmethodIDs are read once a walk and copied after that. Lives on the
-/// walking thread's stack (about 1 KiB), never allocated.
-struct Memo {
+/// The frames walks decoded at compiled return addresses, by pc. Recursive code (a tree
+/// visitor, a parser, javac's attribution) returns to the same few pcs at many depths, and a
+/// thread's walks one after the other (its allocation samples) mostly to the pcs of the walk
+/// before; their code blob, scopes and jmethodIDs are read once and copied after that, while
+/// the nmethod they were read from is still there ([`Walk::still_compiled`]). About 1.2 KiB,
+/// never allocated: on the stack of a walk from a signal, kept by the thread for its walks
+/// from callbacks.
+pub struct Memo {
     entries: [Remembered; MEMO_ENTRIES],
     /// The entry the next new pc takes (oldest first).
     next: usize,
@@ -1106,6 +1135,8 @@ struct Memo {
 #[derive(Clone, Copy)]
 struct Remembered {
     pc: usize,
+    /// The nmethod they were read from: its address, `Method*` and compile id.
+    nmethod: (usize, usize, i32),
     frame_words: usize,
     count: usize,
     frames: [JavaFrame; MEMO_FRAMES],
@@ -1118,10 +1149,12 @@ const NO_FRAME: JavaFrame = JavaFrame {
 };
 
 impl Memo {
-    fn new() -> Memo {
+    /// No pc remembered.
+    pub const fn new() -> Memo {
         Memo {
             entries: [Remembered {
                 pc: 0,
+                nmethod: (0, 0, 0),
                 frame_words: 0,
                 count: 0,
                 frames: [NO_FRAME; MEMO_FRAMES],
@@ -1130,8 +1163,14 @@ impl Memo {
         }
     }
 
-    fn find(&self, pc: usize) -> Option<&Remembered> {
-        self.entries.iter().find(|e| e.pc == pc && pc != 0)
+    /// The entry of `pc` if `valid` says it still holds; a stale one is forgotten.
+    fn find(&mut self, pc: usize, valid: impl Fn(&Remembered) -> bool) -> Option<Remembered> {
+        let entry = self.entries.iter_mut().find(|e| e.pc == pc && pc != 0)?;
+        if valid(entry) {
+            return Some(*entry);
+        }
+        entry.pc = 0;
+        None
     }
 
     /// An entry to fill for a new pc, cleared.

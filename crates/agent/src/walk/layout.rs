@@ -105,6 +105,8 @@ pub struct Layout {
     pub blob_code: CodeStart,
     /// `nmethod::_method` (or `CompiledMethod::_method`), and its debug information.
     pub nmethod_method: usize,
+    /// `nmethod::_compile_id`, which tells an nmethod from a later one at the same address.
+    pub nmethod_compile_id: Option<usize>,
     pub debug: DebugInfo,
     /// Thread states in which a thread's last Java frame is recorded and its frames whole
     /// (in native code, in the VM, blocked); in Java code or in transition the walk refuses.
@@ -216,6 +218,7 @@ impl Layout {
             blob_frame_size: s.offset(&["CodeBlob"], "_frame_size")?,
             blob_code,
             nmethod_method: s.offset(&["nmethod", "CompiledMethod"], "_method")?,
+            nmethod_compile_id: s.offset(&["nmethod", "CompiledMethod"], "_compile_id").ok(),
             debug,
             unsigned5: jdk >= 20,
             interpreter: s.address("AbstractInterpreter", "_code")?,

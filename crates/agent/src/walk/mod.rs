@@ -30,11 +30,13 @@ mod stats;
 mod structs;
 mod vthread;
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
 use jtap_jvmti::sys;
 
+use frames::Memo;
 pub use frames::{Began, Frames, JavaFrame, Kind, Stop, TopPc};
 
 pub use mirror::Mirrors;
@@ -65,6 +67,12 @@ pub struct Interrupted {
     /// Whether it read frames frozen in a virtual thread's stack chunks, which
     /// `AsyncGetCallTrace` steps over.
     pub read_frozen: bool,
+}
+
+thread_local! {
+    /// What a thread's walks from callbacks remembered of the nmethods they met (a walk from
+    /// a signal keeps its own on its stack: no thread-local there).
+    static KEPT: RefCell<Memo> = const { RefCell::new(Memo::new()) };
 }
 
 /// The walker of this VM, once resolved.
@@ -132,6 +140,9 @@ impl Walker {
             return Err(format!(
                 "a thread's JNIEnv is {env_offset} bytes into its JavaThread of {thread_size}"
             ));
+        }
+        if layout.nmethod_compile_id.is_none() {
+            log!("walker: no nmethod compile ids: walks from callbacks remember no frames");
         }
         let fetch = Fetch::resolve(vm)?;
         let code = CodeCache::read(&layout, &fetch)?;
@@ -212,7 +223,7 @@ impl Walker {
                 (true, TopPc::AtReturn) => Began::StubReturn,
                 (true, TopPc::Anywhere(_)) => Began::Signal,
             };
-            let count = walk.frames(thread, start, out)?;
+            let count = walk.frames(thread, start, out, &mut Memo::new())?;
             Ok(Interrupted {
                 count,
                 began,
@@ -232,7 +243,10 @@ impl Walker {
         // SAFETY: (caller) the calling thread's JNIEnv.
         unsafe {
             let (thread, walk) = self.walk_of(jni)?;
-            walk.frames(thread, start, out)
+            KEPT.with(|kept| match kept.try_borrow_mut() {
+                Ok(mut memo) => walk.frames(thread, start, out, &mut memo),
+                Err(_) => walk.frames(thread, start, out, &mut Memo::new()),
+            })
         }
     }
 
