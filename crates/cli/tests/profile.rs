@@ -595,9 +595,10 @@ fn interpreted_compiled_and_inlined_frames_are_told_apart() {
 /// (`--walker check`) of a workload with every shape of stack (interpreted, compiled with and
 /// without inlining, lambdas, reflection, deep recursion, virtual threads on JDK 21+), for
 /// each signal source: perf_event counters (cpu), `tgkill` (wall) and the process timer
-/// (itimer). They must agree frame for frame, but for the scopes of the interrupted compiled
-/// frame in at most 2 % of the samples (the two may take them from different pc descriptors
-/// when the pc is between two), and where AsyncGetCallTrace stops early (jtap's walker then
+/// (itimer). They must agree frame for frame, but for the scopes of a compiled frame whose pc
+/// is at a pc descriptor (jtap's walker takes that one, AsyncGetCallTrace the next: 37–70 %
+/// of these tight loops' samples), for those of the interrupted compiled frame elsewhere in
+/// at most 2 % of the samples, and where AsyncGetCallTrace stops early (jtap's walker then
 /// goes on below its last frame).
 #[test]
 fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
@@ -666,7 +667,7 @@ fn the_signal_handler_walker_agrees_with_async_get_call_trace() {
             assert_eq!(
                 counts.differed,
                 counts.differed_at_top
-                    + counts.differed_at_call
+                    + counts.differed_at_descriptor
                     + counts.went_further
                     + counts.read_frozen,
                 "JDK {} {engine}: {text}",

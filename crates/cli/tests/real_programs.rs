@@ -733,10 +733,10 @@ fn profile_engine(p: &mut Running, dir: &Path, engine: &str) {
 
 /// A profile of `engine` whose every stack is taken by jtap's walker and by the VM's
 /// (JVMTI's `GetStackTrace` for alloc, `AsyncGetCallTrace` for cpu): none may differ, but for
-/// cpu in the scopes of the interrupted compiled frame (the two may take them from different
-/// pc descriptors) in at most 2 % of the stacks, in those of a compiled frame stopped at a
-/// call (`AsyncGetCallTrace` takes the descriptor after the call's when the frame anchor
-/// holds no pc: 1–2.5 % of javac's samples in its first minute), and where
+/// cpu in the scopes of the interrupted compiled frame in at most 2 % of the stacks, in those
+/// of a compiled frame at a pc descriptor (a call's return address, or a signal's pc where a
+/// run of one scope's instructions ends: jtap's walker takes that descriptor,
+/// `AsyncGetCallTrace` the next), and where
 /// AsyncGetCallTrace stopped early (seen on Jetty: at `Finalizer.register`, which the VM
 /// calls from `Object.<init>`). The agent's log counts them.
 fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
@@ -758,7 +758,10 @@ fn profile_walker_check(p: &mut Running, dir: &Path, engine: &str) {
     assert!(counts.walked > 0 && counts.compared > 0, "{text}");
     assert_eq!(
         counts.differed,
-        counts.differed_at_top + counts.differed_at_call + counts.went_further + counts.read_frozen,
+        counts.differed_at_top
+            + counts.differed_at_descriptor
+            + counts.went_further
+            + counts.read_frozen,
         "{text}"
     );
     assert!(counts.differed_at_top * 50 <= counts.compared, "{text}");

@@ -44,6 +44,15 @@ fn chain(tree: &serde_json::Value) -> Vec<(String, f64)> {
     levels
 }
 
+/// The methods of the path a `--json` end line gives, the entry first.
+fn path_of(end: &serde_json::Value) -> Vec<String> {
+    let levels = end["path"].as_array().cloned().unwrap_or_default();
+    levels
+        .iter()
+        .filter_map(|level| Some(level["method"].as_str()?.to_string()))
+        .collect()
+}
+
 /// Every round's restore report says the classes came back identical.
 fn assert_all_restored(stderr: &str, context: &str) {
     let reports: Vec<&str> = stderr.lines().filter(|l| l.contains("restored ")).collect();
@@ -280,28 +289,19 @@ fn search_ends_on_top(pid: &str, entry: &str) -> Result<(), String> {
     let context = format!("{run:?}");
     assert_eq!(run.code, 0, "{context}");
     assert_all_restored(&run.stderr, &context);
-    let lines: Vec<serde_json::Value> = run
+    let end: serde_json::Value = run
         .stdout
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let line = |key: &str| {
-        lines
-            .iter()
-            .find(|v| v.get(key).is_some())
-            .unwrap_or_else(|| panic!("{context}: no {key}"))
-    };
-    let end = line("end");
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("end").is_some())
+        .unwrap_or_else(|| panic!("{context}: no end"));
     // A search that gave up (too few samples below a deep path) missed as one that ended
     // elsewhere did.
     let Some(at) = end["at"].as_str() else {
         return Err(format!("the path did not end: {}", end["end"]));
     };
     // Each level is named `Class.method [p50 …, p99 …]`.
-    let path: Vec<String> = chain(line("tree"))
-        .into_iter()
-        .filter_map(|(level, _)| Some(level.split(" [").next()?.to_string()))
-        .collect();
+    let path = path_of(&end);
     // The restore discarded the compiled code of the methods that had inlined the levels; a
     // profile taken while HotSpot compiles them again shows the interpreter's costs (two
     // profiles right after two searches of one H2 ranked Cursor.hasNext at 62 and then 151
@@ -340,25 +340,15 @@ fn javac_attribution_recursion_folds_and_the_search_ends() {
         let context = format!("JDK {}: {run:?}", jdk.version);
         assert_eq!(run.code, 0, "{context}");
         assert_all_restored(&run.stderr, &context);
-        let lines: Vec<serde_json::Value> = run
+        let end: serde_json::Value = run
             .stdout
             .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let end = lines
-            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find(|v| v.get("end").is_some())
             .expect(&context);
         let ending = end["end"].as_str().unwrap_or_default();
         assert!(!ending.starts_with("the search ended before"), "{context}");
-        let tree = lines
-            .iter()
-            .find(|v| v.get("tree").is_some())
-            .expect(&context);
-        let path: Vec<String> = chain(tree)
-            .into_iter()
-            .filter_map(|(level, _)| Some(level.split(" [").next()?.to_string()))
-            .collect();
+        let path = path_of(&end);
         let attrib = "com.sun.tools.javac.comp.Attr.attribTree";
         let recursions = path.iter().filter(|m| *m == attrib).count();
         assert_eq!(recursions, 1, "{context}: {path:#?}");

@@ -670,8 +670,9 @@ fn compare(ours: &[CallFrame], theirs: &[CallFrame], walked: Interrupted) -> Com
                 .is_some()
         });
     match (scopes_only, walked.began) {
+        (true, Began::Signal) if walked.top_at_descriptor => Comparison::DifferedAtDescriptor,
         (true, Began::Signal) => Comparison::DifferedAtTop,
-        (true, Began::Anchor | Began::StubReturn) => Comparison::DifferedAtCall,
+        (true, Began::Anchor | Began::StubReturn) => Comparison::DifferedAtDescriptor,
         (false, _) => Comparison::Differed,
     }
 }
@@ -1051,6 +1052,7 @@ mod tests {
             count: 0,
             began,
             read_frozen: false,
+            top_at_descriptor: false,
         };
         for began in [Began::Signal, Began::Anchor] {
             assert_eq!(compare(&ours, &same, walked(began)), Comparison::Same);
@@ -1069,7 +1071,15 @@ mod tests {
         );
         assert_eq!(
             compare(&ours, &later_scope, walked(Began::Anchor)),
-            Comparison::DifferedAtCall
+            Comparison::DifferedAtDescriptor
+        );
+        let at_descriptor = Interrupted {
+            top_at_descriptor: true,
+            ..walked(Began::Signal)
+        };
+        assert_eq!(
+            compare(&ours, &later_scope, at_descriptor),
+            Comparison::DifferedAtDescriptor
         );
         assert_eq!(
             compare(&ours, &later_scope_stopped, walked(Began::Signal)),
@@ -1101,6 +1111,7 @@ mod tests {
             count: ours.len(),
             began: Began::Signal,
             read_frozen: true,
+            top_at_descriptor: false,
         };
         assert_eq!(compare(&ours, &skipped, frozen), Comparison::ReadFrozen);
         let other_bottom = [frame(4, 1, None), frame(9, 4, None)];

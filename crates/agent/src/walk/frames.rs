@@ -3,10 +3,14 @@
 //!
 //! - An interpreted frame (pc in the interpreter) keeps its `Method*` and bytecode pointer in
 //!   fixed slots below its frame pointer; its caller's sp, pc and fp are above it.
-//! - A compiled frame (pc in an nmethod) is found in the nmethod's pc descriptors: at a call's
-//!   return address the descriptor is exact and names a scope chain in the debug information:
-//!   the inlined methods innermost first, each with its bytecode index, then the compiled one.
-//!   Its caller's frame starts `frame_size` words above its own.
+//! - A compiled frame (pc in an nmethod) is found in the nmethod's pc descriptors, each of
+//!   which names a scope chain in the debug information: the inlined methods innermost first,
+//!   each with its bytecode index, then the compiled one. C1 and C2 record a descriptor where
+//!   the instructions it describes end: at a Java call's return address, and (with
+//!   `DebugNonSafepoints`) where a run of one scope's instructions ends. So a pc takes the
+//!   first descriptor at or after it: a return address its call's own (a leaf call into a
+//!   stub has none, and takes the run it ends). Its caller's frame starts `frame_size` words
+//!   above its own.
 //! - A stub with a frame (a runtime stub, an adapter) has no Java frame and is stepped over the
 //!   same way.
 //! - The call stub (a Java call from the VM or native code) holds the `JavaCallWrapper`, whose
@@ -24,9 +28,12 @@
 //! Only the walking thread's own stack is walked: from a point where HotSpot keeps it walkable
 //! (a JVMTI event callback, a native method, a thread in native code or in the VM when a
 //! signal comes), or from a signal's registers while the thread runs Java code. There the top
-//! frame may be anywhere in its method: a compiled one is taken at the debug information of
-//! the next pc with any (as `AsyncGetCallTrace` does), and the caller says whether its frame
-//! is set up ([`Top`]). Stack reads are checked against the thread's stack bounds; every
+//! frame may be anywhere in its method, and the caller says whether its frame is set up
+//! ([`TopPc`]). A compiled one is taken at the first descriptor at or after the pc too: a
+//! signal stops a thread after the instruction that was running, so at a run's end the time
+//! was the run's (`AsyncGetCallTrace` looks past the pc and names the next run; against a
+//! known truth on H2 that put 1.2–1.4 points of its time in the wrong methods, see
+//! docs/PERFORMANCE.md). Stack reads are checked against the thread's stack bounds; every
 //! other read of the VM's memory goes through [`Fetch`], which cannot fault. Anything
 //! unexpected ends the walk with a [`Stop`], never a guess. This is the FFI module of the
 //! walker: its `unsafe` blocks are the reads of the thread's own stack and `JavaThread`.
@@ -231,6 +238,8 @@ pub struct Walk<'a> {
     return_barrier: Cell<Option<usize>>,
     /// Whether the walk read frames frozen in a continuation's stack chunks.
     read_frozen: Cell<bool>,
+    /// Whether the interrupted compiled frame's pc is where a pc descriptor is recorded.
+    top_at_descriptor: Cell<bool>,
 }
 
 impl<'a> Walk<'a> {
@@ -262,6 +271,7 @@ impl<'a> Walk<'a> {
             last_word: Cell::new((0, 0)),
             return_barrier: Cell::new(None),
             read_frozen: Cell::new(false),
+            top_at_descriptor: Cell::new(false),
         })
     }
 
@@ -274,6 +284,12 @@ impl<'a> Walk<'a> {
     /// `AsyncGetCallTrace` steps over).
     pub fn read_frozen(&self) -> bool {
         self.read_frozen.get()
+    }
+
+    /// Whether the walk's top compiled frame, taken at a signal's pc, is at a pc descriptor
+    /// (where `AsyncGetCallTrace` takes the next one).
+    pub fn top_at_descriptor(&self) -> bool {
+        self.top_at_descriptor.get()
     }
 
     /// Writes up to `out.room()` frames of `thread`'s Java stack, top first, from `start`;
@@ -405,16 +421,16 @@ impl<'a> Walk<'a> {
                     if blob.nmethod {
                         count += match top {
                             Some(TopPc::Anywhere(_)) => {
-                                self.compiled(&blob, at.pc, Scope::Near, out, count, None)?
+                                self.compiled(&blob, at.pc, true, out, count, None)?
                             }
                             Some(TopPc::AtReturn) => {
-                                self.compiled(&blob, at.pc, Scope::AtReturn, out, count, None)?
+                                self.compiled(&blob, at.pc, true, out, count, None)?
                             }
                             None => {
                                 let entry = memo.claim();
                                 entry.frame_words = blob.frame_words;
                                 let memo = Some(entry);
-                                self.compiled(&blob, at.pc, Scope::AtReturn, out, count, memo)?
+                                self.compiled(&blob, at.pc, false, out, count, memo)?
                             }
                         };
                     }
@@ -580,7 +596,7 @@ impl<'a> Walk<'a> {
                     // A stub frozen on top (a preempted thread's) is not walked.
                     return Err(Stop::Frameless);
                 }
-                *count += self.compiled(&blob, pc, Scope::AtReturn, out, *count, None)?;
+                *count += self.compiled(&blob, pc, false, out, *count, None)?;
                 let next = unextended_sp.wrapping_add(blob.frame_words * WORD);
                 if next.saturating_add(2 * WORD) >= chunk.end {
                     return Ok(true);
@@ -880,7 +896,7 @@ impl<'a> Walk<'a> {
         &self,
         blob: &Blob,
         pc: usize,
-        scope: Scope,
+        top: bool,
         out: &mut F,
         first: usize,
         mut remember: Option<&mut Remembered>,
@@ -948,9 +964,13 @@ impl<'a> Walk<'a> {
             }
         };
         let offset = pc.checked_sub(code).ok_or(Stop::NoDebugInfo)?;
-        let mut decode = self
-            .find_scope(heap, pcs, pcs_end, offset, scope)?
-            .ok_or(Stop::NoDebugInfo)? as usize;
+        let (decode, exact) = self
+            .find_scope(heap, pcs, pcs_end, offset)?
+            .ok_or(Stop::NoDebugInfo)?;
+        if top {
+            self.top_at_descriptor.set(exact);
+        }
+        let mut decode = decode as usize;
         let mut count = 0;
         let mut stream = StreamWord::default();
         while count < room {
@@ -991,21 +1011,19 @@ impl<'a> Walk<'a> {
         Ok(count)
     }
 
-    /// The scope decode offset of the pc descriptor for code `offset` in the sorted table
-    /// `pcs..end` (0 is "no scope"): the first at or after `offset` ([`Scope::AtReturn`]) or
-    /// the first after it ([`Scope::Near`]).
+    /// The scope decode offset of the first pc descriptor at or after code `offset` in the
+    /// sorted table `pcs..end` (0 is "no scope"), and whether it is at `offset` itself.
     fn find_scope(
         &self,
         heap: &Heap,
         pcs: usize,
         end: usize,
         offset: usize,
-        scope: Scope,
-    ) -> Result<Option<u32>, Stop> {
+    ) -> Result<Option<(u32, bool)>, Stop> {
         if end <= pcs {
             return Ok(None);
         }
-        let target = offset as i64 + i64::from(scope == Scope::Near);
+        let target = offset as i64;
         // The first descriptor at or after `target`.
         let (mut low, mut high) = (0, (end - pcs) / PC_DESC);
         while low < high {
@@ -1020,8 +1038,9 @@ impl<'a> Walk<'a> {
             return Ok(None);
         }
         let at = pcs + low * PC_DESC;
+        let exact = i64::from(self.code::<i32>(heap, at)?) == target;
         let decode = self.code::<i32>(heap, at + 4)?;
-        Ok((decode > 0).then_some(decode as u32))
+        Ok((decode > 0).then_some((decode as u32, exact)))
     }
 
     /// One compressed `int` of a debug stream at `*at` (HotSpot's `CompressedReadStream`),
@@ -1094,19 +1113,6 @@ enum Trust {
     Compiled,
     /// A stack slot, which an interrupted frame may not have written yet.
     Verify,
-}
-
-/// Which pc descriptor gives a compiled frame's scopes. A descriptor is recorded at the end
-/// of the instructions it describes: at a Java call's return address, and (with
-/// `DebugNonSafepoints`) where a run of instructions of one inlined scope ends.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Scope {
-    /// The first at or after the pc, a call's return address: the call's own for a Java
-    /// call, that of the run the call ends for a leaf call into a stub (which records none;
-    /// the first after it would name the code that runs once the stub returned).
-    AtReturn,
-    /// The first after the pc, where a signal stopped the method.
-    Near,
 }
 
 /// Names of code blobs other than nmethods remembered by [`Walk::names_nmethod`].

@@ -67,6 +67,9 @@ pub struct Interrupted {
     /// Whether it read frames frozen in a virtual thread's stack chunks, which
     /// `AsyncGetCallTrace` steps over.
     pub read_frozen: bool,
+    /// Whether its top compiled frame's pc is where a pc descriptor is recorded, which
+    /// `AsyncGetCallTrace` looks past.
+    pub top_at_descriptor: bool,
 }
 
 thread_local! {
@@ -228,6 +231,7 @@ impl Walker {
                 count,
                 began,
                 read_frozen: walk.read_frozen(),
+                top_at_descriptor: walk.top_at_descriptor(),
             })
         }
     }

@@ -15,14 +15,13 @@ pub enum Comparison {
     /// index (which the two walkers may take from different pc descriptors); the other may
     /// also have stopped early below it (see `WentFurther`).
     DifferedAtTop,
-    /// Only in the scopes of a compiled frame stopped at a call (the thread was in the VM,
-    /// in native code or blocked, or in a stub the sampler walked from the caller): jtap's
-    /// walker takes the call's own pc descriptor, the first at or after the return address;
-    /// `AsyncGetCallTrace` takes the first after it when the thread's frame anchor holds no
-    /// pc or when the walk starts at the signal's registers (HotSpot's
-    /// `is_decipherable_compiled_frame` then looks past the pc), which for a leaf call into a
-    /// stub that ends a run of one scope's instructions names the next run's scope.
-    DifferedAtCall,
+    /// Only in the scopes of a compiled frame whose pc is where a pc descriptor is recorded:
+    /// a call's return address (the thread was in the VM, in native code or blocked, or in a
+    /// stub the sampler walked from the caller), or a signal's pc at the end of a run of one
+    /// scope's instructions. jtap's walker takes that descriptor; `AsyncGetCallTrace` looks
+    /// past the pc (HotSpot's `is_decipherable_compiled_frame`, when the frame anchor holds
+    /// no pc or the walk starts at a signal's registers) and names the code that runs next.
+    DifferedAtDescriptor,
     /// jtap's walker went on below the other's last frame, which is its own: where the
     /// other stopped early (`AsyncGetCallTrace` at some Java calls from the VM, such as
     /// `Finalizer.register` called from `Object.<init>`).
@@ -46,10 +45,10 @@ pub struct Stats {
     differed: AtomicU64,
     /// Of those, the stacks that differed only in the scopes of the interrupted compiled
     /// frame (where a signal stopped it between two pcs with debug information), or of one
-    /// stopped at a call, those where jtap's walker went further, and those where it read
+    /// at a pc descriptor, those where jtap's walker went further, and those where it read
     /// frozen frames.
     differed_at_top: AtomicU64,
-    differed_at_call: AtomicU64,
+    differed_at_descriptor: AtomicU64,
     went_further: AtomicU64,
     read_frozen: AtomicU64,
     /// Why walks stopped, by [`Stop`] (as `usize`).
@@ -71,7 +70,7 @@ impl Stats {
             compared: AtomicU64::new(0),
             differed: AtomicU64::new(0),
             differed_at_top: AtomicU64::new(0),
-            differed_at_call: AtomicU64::new(0),
+            differed_at_descriptor: AtomicU64::new(0),
             went_further: AtomicU64::new(0),
             read_frozen: AtomicU64::new(0),
             stops: [const { AtomicU64::new(0) }; Stop::COUNT],
@@ -86,7 +85,7 @@ impl Stats {
             &self.compared,
             &self.differed,
             &self.differed_at_top,
-            &self.differed_at_call,
+            &self.differed_at_descriptor,
             &self.went_further,
             &self.read_frozen,
         ]
@@ -120,8 +119,8 @@ impl Stats {
                 self.differed_at_top.fetch_add(1, Ordering::Relaxed);
                 self.differed.fetch_add(1, Ordering::Relaxed)
             }
-            Comparison::DifferedAtCall => {
-                self.differed_at_call.fetch_add(1, Ordering::Relaxed);
+            Comparison::DifferedAtDescriptor => {
+                self.differed_at_descriptor.fetch_add(1, Ordering::Relaxed);
                 self.differed.fetch_add(1, Ordering::Relaxed)
             }
             Comparison::WentFurther => {
@@ -147,14 +146,14 @@ impl Stats {
             })
             .collect();
         format!(
-            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} only in those of a frame stopped at a call, {} where jtap's went further, {} where it read frames frozen in stack chunks)",
+            "stacks: {} by jtap's walker, {} by {other} where it stopped ({}); {} compared with {other}, {} differed ({} only in the interrupted frame's scopes, {} only in those of a frame at a pc descriptor, {} where jtap's went further, {} where it read frames frozen in stack chunks)",
             self.walked.load(Ordering::Relaxed),
             self.fell_back.load(Ordering::Relaxed),
             if stops.is_empty() { "never".to_string() } else { stops.join(", ") },
             self.compared.load(Ordering::Relaxed),
             self.differed.load(Ordering::Relaxed),
             self.differed_at_top.load(Ordering::Relaxed),
-            self.differed_at_call.load(Ordering::Relaxed),
+            self.differed_at_descriptor.load(Ordering::Relaxed),
             self.went_further.load(Ordering::Relaxed),
             self.read_frozen.load(Ordering::Relaxed),
         )

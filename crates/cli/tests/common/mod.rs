@@ -322,14 +322,14 @@ pub struct WalkerCounts {
     /// Stacks the VM's walker (JVMTI, AsyncGetCallTrace) gave where jtap's stopped.
     pub fell_back: u64,
     /// Stacks taken both ways, those that differed, and of them those that differed only in
-    /// the scopes of the interrupted compiled frame, only in those of a compiled frame
-    /// stopped at a call (where `AsyncGetCallTrace` may take the pc descriptor after the
-    /// call's), those where jtap's walker went on below the other's last frame, and those
+    /// the scopes of the interrupted compiled frame, only in those of a compiled frame at a
+    /// pc descriptor (a call's return address, or a signal's pc where a run of one scope's
+    /// instructions ends: `AsyncGetCallTrace` takes the next descriptor), those where jtap's walker went on below the other's last frame, and those
     /// where it read a virtual thread's frames frozen in its stack chunks.
     pub compared: u64,
     pub differed: u64,
     pub differed_at_top: u64,
-    pub differed_at_call: u64,
+    pub differed_at_descriptor: u64,
     pub went_further: u64,
     pub read_frozen: u64,
 }
@@ -358,7 +358,8 @@ pub fn walker_counts_summed(log: &str, engine: &str) -> Option<WalkerCounts> {
                     compared: sum.compared + counts.compared,
                     differed: sum.differed + counts.differed,
                     differed_at_top: sum.differed_at_top + counts.differed_at_top,
-                    differed_at_call: sum.differed_at_call + counts.differed_at_call,
+                    differed_at_descriptor: sum.differed_at_descriptor
+                        + counts.differed_at_descriptor,
                     went_further: sum.went_further + counts.went_further,
                     read_frozen: sum.read_frozen + counts.read_frozen,
                 },
@@ -382,7 +383,7 @@ fn walker_line(line: &str) -> Option<WalkerCounts> {
         compared: number_before(" compared with ")?,
         differed: number_before(" differed")?,
         differed_at_top: number_after(" differed (")?,
-        differed_at_call: number_before(" only in those of a frame stopped at a call")?,
+        differed_at_descriptor: number_before(" only in those of a frame at a pc descriptor")?,
         went_further: number_before(" where jtap's went further")?,
         read_frozen: number_before(" where it read frames frozen")?,
     })

@@ -529,6 +529,24 @@ fn top_of(search: &Search) -> Option<String> {
     }
 }
 
+/// The path's levels for `--json`, the entry first: each method with its calls, share of
+/// the entry's time and p50/p99 per entry call that reached it.
+fn levels_json(search: &Search) -> serde_json::Value {
+    let levels = search.path.iter().zip(&search.timed);
+    let timed = levels.map_while(|(method, timed)| Some((method, timed.as_ref()?)));
+    timed
+        .map(|(method, timed)| {
+            serde_json::json!({
+                "method": method.dotted(),
+                "calls": timed.calls,
+                "share": timed.share(),
+                "p50_ns": timed.quantile(0.5),
+                "p99_ns": timed.quantile(0.99),
+            })
+        })
+        .collect()
+}
+
 /// Prints the path and writes its flame graph.
 fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyhow::Result<i32> {
     let Some(root) = chain(search) else {
@@ -561,6 +579,7 @@ fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyh
             serde_json::json!({
                 "end": ending,
                 "levels": search.measured() + 1,
+                "path": levels_json(search),
                 "at": end_of(search),
                 "top": top_of(search),
             })
