@@ -44,6 +44,20 @@ fn chain(tree: &serde_json::Value) -> Vec<(String, f64)> {
     levels
 }
 
+/// A `calltree --auto --json` search from `entry` in JVM `pid` within `budget`, which must
+/// restore every class: its end line.
+fn search(pid: &str, entry: &str, budget: &str) -> serde_json::Value {
+    let run = jtap(["calltree", pid, entry, "--auto", "--json", "-d", budget]);
+    let context = format!("{run:?}");
+    assert_eq!(run.code, 0, "{context}");
+    assert_all_restored(&run.stderr, &context);
+    run.stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v.get("end").is_some())
+        .unwrap_or_else(|| panic!("{context}: no end"))
+}
+
 /// The methods of the path a `--json` end line gives, the entry first.
 fn path_of(end: &serde_json::Value) -> Vec<String> {
     let levels = end["path"].as_array().cloned().unwrap_or_default();
@@ -285,22 +299,12 @@ fn on_real_programs_the_path_ends_where_a_profile_of_its_calls_puts_the_time() {
 /// when that leads to none of the methods a profile of the same calls puts on top, or that
 /// it ended before the path did.
 fn search_ends_on_top(pid: &str, entry: &str) -> Result<(), String> {
-    let run = jtap(["calltree", pid, entry, "--auto", "--json", "-d", "40s"]);
-    let context = format!("{run:?}");
-    assert_eq!(run.code, 0, "{context}");
-    assert_all_restored(&run.stderr, &context);
-    let end: serde_json::Value = run
-        .stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v.get("end").is_some())
-        .unwrap_or_else(|| panic!("{context}: no end"));
+    let end = search(pid, entry, "40s");
     // A search that gave up (too few samples below a deep path) missed as one that ended
     // elsewhere did.
     let Some(at) = end["at"].as_str() else {
         return Err(format!("the path did not end: {}", end["end"]));
     };
-    // Each level is named `Class.method [p50 …, p99 …]`.
     let path = path_of(&end);
     // The restore discarded the compiled code of the methods that had inlined the levels; a
     // profile taken while HotSpot compiles them again shows the interpreter's costs (two
@@ -336,16 +340,8 @@ fn javac_attribution_recursion_folds_and_the_search_ends() {
         let mut jvm = real_program(jdk, "real.JavacLoop", &args, &["ecj"]);
         let pid = jvm.pid().to_string();
         let entry = "com.sun.tools.javac.main.JavaCompiler::compile";
-        let run = jtap(["calltree", &pid, entry, "--auto", "--json", "-d", "60s"]);
-        let context = format!("JDK {}: {run:?}", jdk.version);
-        assert_eq!(run.code, 0, "{context}");
-        assert_all_restored(&run.stderr, &context);
-        let end: serde_json::Value = run
-            .stdout
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|v| v.get("end").is_some())
-            .expect(&context);
+        let end = search(&pid, entry, "60s");
+        let context = format!("JDK {}: {end}", jdk.version);
         let ending = end["end"].as_str().unwrap_or_default();
         assert!(!ending.starts_with("the search ended before"), "{context}");
         let path = path_of(&end);

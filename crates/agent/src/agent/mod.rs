@@ -787,7 +787,15 @@ impl Agent {
                 );
             }
         }
+        let began = Instant::now();
         recording.deliver(ending, &reports);
+        let delivered = began.elapsed();
+        if delivered > SLOW_ROTATION {
+            log!(
+                "recording {}: its period took {delivered:?} to write and push",
+                recording.id
+            );
+        }
         restarted
     }
 

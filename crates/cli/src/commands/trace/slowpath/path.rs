@@ -589,6 +589,18 @@ mod tests {
         assert_eq!(end, End::TooFewSamples);
     }
 
+    /// A call tree of one entry call, `root`.
+    fn tree(root: TreeNode) -> CallTree {
+        CallTree {
+            time_ns: 0,
+            thread: "t".into(),
+            truncated: 0,
+            unfinished: false,
+            label: None,
+            root,
+        }
+    }
+
     fn node(name: &str, total_ns: u64, children: Vec<TreeNode>) -> TreeNode {
         TreeNode {
             name: name.into(),
@@ -601,14 +613,6 @@ mod tests {
 
     #[test]
     fn levels_are_timed_down_the_instrumented_ones() {
-        let tree = |root: TreeNode| CallTree {
-            time_ns: 0,
-            thread: "t".into(),
-            truncated: 0,
-            unfinished: false,
-            label: None,
-            root,
-        };
         let m = |name: &str| match call(name) {
             Level::Call(m) => m,
             Level::Terminal(..) => unreachable!(),
@@ -633,21 +637,14 @@ mod tests {
 
     #[test]
     fn a_level_sums_the_calls_of_its_method_under_every_node_above() {
-        let overloads = CallTree {
-            time_ns: 0,
-            thread: "t".into(),
-            truncated: 0,
-            unfinished: false,
-            label: None,
-            root: node(
-                "p.E.e",
-                100,
-                vec![
-                    node("p.A.a(int)", 30, vec![node("p.B.b", 20, vec![])]),
-                    node("p.A.a(long)", 50, vec![node("p.B.b", 40, vec![])]),
-                ],
-            ),
-        };
+        let overloads = tree(node(
+            "p.E.e",
+            100,
+            vec![
+                node("p.A.a(int)", 30, vec![node("p.B.b", 20, vec![])]),
+                node("p.A.a(long)", 50, vec![node("p.B.b", 40, vec![])]),
+            ],
+        ));
         let m = |name: &str| match call(name) {
             Level::Call(m) => m,
             Level::Terminal(..) => unreachable!(),
@@ -676,21 +673,13 @@ mod tests {
                 vec![node("p.X.x", 60, vec![recursion, node("p.B.b", 7, vec![])])],
             )],
         );
-        let tree = CallTree {
-            time_ns: 0,
-            thread: "t".into(),
-            truncated: 0,
-            unfinished: false,
-            label: None,
-            root,
-        };
         let path = [
             Method::named("p.E.e"),
             Method::named("p.A.a"),
             Method::named("p.B.b"),
         ];
         let all = path.iter().map(Method::dotted).collect();
-        let timed = time_levels(&[tree], &path, &all);
+        let timed = time_levels(&[tree(root)], &path, &all);
         assert_eq!(timed[1].per_call, vec![90]);
         assert_eq!(timed[2].per_call, vec![20]);
         assert_eq!(timed[2].calls, 1);
@@ -698,20 +687,13 @@ mod tests {
 
     #[test]
     fn an_interface_level_is_timed_in_the_implementation_called_most() {
-        let tree = |children| CallTree {
-            time_ns: 0,
-            thread: "t".into(),
-            truncated: 0,
-            unfinished: false,
-            label: None,
-            root: node("p.E.e", 100, children),
-        };
+        let entry = |children| tree(node("p.E.e", 100, children));
         let trees = [
-            tree(vec![
+            entry(vec![
                 node("p.Slow.decode", 90, vec![]),
                 node("p.Fast.decode", 5, vec![]),
             ]),
-            tree(vec![node("p.Fast.decode", 4, vec![])]),
+            entry(vec![node("p.Fast.decode", 4, vec![])]),
         ];
         let codec = Method {
             subtypes: true,
@@ -727,17 +709,12 @@ mod tests {
 
     #[test]
     fn a_call_site_heavier_than_the_own_code_names_its_declared_method() {
-        let calls = |site: TreeNode| CallTree {
-            time_ns: 0,
-            thread: "t".into(),
-            truncated: 0,
-            unfinished: false,
-            label: None,
-            root: node(
+        let calls = |site: TreeNode| {
+            tree(node(
                 "p.R.fetch",
                 100_000,
                 vec![site, node("p.U.spin", 5_000, vec![])],
-            ),
+            ))
         };
         let site = heavier_call_site(&[calls(node("p.Codec.decode", 90_000, vec![]))]).unwrap();
         assert_eq!(
