@@ -7,9 +7,11 @@
 //!   which names a scope chain in the debug information: the inlined methods innermost first,
 //!   each with its bytecode index, then the compiled one. C1 and C2 record a descriptor where
 //!   the instructions it describes end: at a Java call's return address, and (with
-//!   `DebugNonSafepoints`) where a run of one scope's instructions ends. So a pc takes the
-//!   first descriptor at or after it: a return address its call's own (a leaf call into a
-//!   stub has none, and takes the run it ends). Its caller's frame starts `frame_size` words
+//!   `DebugNonSafepoints`) where a run of one scope's instructions ends. A caller's pc, a
+//!   Java call's return address, must have one of its own (which checks the pc read from the
+//!   stack). The top frame's pc takes the first descriptor at or after it: a signal's (see
+//!   below), or the return address above a stub the signal stopped, whose leaf call into the
+//!   stub has none and takes the run it ends. Its caller's frame starts `frame_size` words
 //!   above its own.
 //! - A stub with a frame (a runtime stub, an adapter) has no Java frame and is stepped over the
 //!   same way.
@@ -969,6 +971,10 @@ impl<'a> Walk<'a> {
             .ok_or(Stop::NoDebugInfo)?;
         if top {
             self.top_at_descriptor.set(exact);
+        } else if !exact {
+            // A caller's pc, read from the stack, is a Java call's return address, which has
+            // a descriptor of its own: without one the pc is not what the walk took it for.
+            return Err(Stop::NoDebugInfo);
         }
         let mut decode = decode as usize;
         let mut count = 0;
