@@ -34,7 +34,7 @@
 //! ([`TopPc`]). A compiled one is taken at the first descriptor at or after the pc too: a
 //! signal stops a thread after the instruction that was running, so at a run's end the time
 //! was the run's (`AsyncGetCallTrace` looks past the pc and names the next run; against a
-//! known truth on H2 that put 1.2–1.4 points of its time in the wrong methods, see
+//! known truth on H2 that added 0.6–1.3 points to the error of jtap's profiles, see
 //! docs/PERFORMANCE.md). Stack reads are checked against the thread's stack bounds; every
 //! other read of the VM's memory goes through [`Fetch`], which cannot fault. Anything
 //! unexpected ends the walk with a [`Stop`], never a guess. This is the FFI module of the
@@ -288,8 +288,8 @@ impl<'a> Walk<'a> {
         self.read_frozen.get()
     }
 
-    /// Whether the walk's top compiled frame, taken at a signal's pc, is at a pc descriptor
-    /// (where `AsyncGetCallTrace` takes the next one).
+    /// Whether the walk's top compiled frame, taken at an interrupted walk's pc, is at a pc
+    /// descriptor (where `AsyncGetCallTrace` takes the next one).
     pub fn top_at_descriptor(&self) -> bool {
         self.top_at_descriptor.get()
     }
@@ -422,12 +422,7 @@ impl<'a> Walk<'a> {
                     }
                     if blob.nmethod {
                         count += match top {
-                            Some(TopPc::Anywhere(_)) => {
-                                self.compiled(&blob, at.pc, true, out, count, None)?
-                            }
-                            Some(TopPc::AtReturn) => {
-                                self.compiled(&blob, at.pc, true, out, count, None)?
-                            }
+                            Some(_) => self.compiled(&blob, at.pc, true, out, count, None)?,
                             None => {
                                 let entry = memo.claim();
                                 entry.frame_words = blob.frame_words;

@@ -247,10 +247,16 @@ impl Walker {
         // SAFETY: (caller) the calling thread's JNIEnv.
         unsafe {
             let (thread, walk) = self.walk_of(jni)?;
-            KEPT.with(|kept| match kept.try_borrow_mut() {
-                Ok(mut memo) => walk.frames(thread, start, out, &mut memo),
-                Err(_) => walk.frames(thread, start, out, &mut Memo::new()),
-            })
+            // A walk inside another (a hooked `malloc` under a callback's) or on a thread
+            // whose locals are gone takes a memo of its own.
+            let kept = KEPT.try_with(|kept| match kept.try_borrow_mut() {
+                Ok(mut memo) => Some(walk.frames(thread, start, &mut *out, &mut memo)),
+                Err(_) => None,
+            });
+            match kept.ok().flatten() {
+                Some(walked) => walked,
+                None => walk.frames(thread, start, out, &mut Memo::new()),
+            }
         }
     }
 
