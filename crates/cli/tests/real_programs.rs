@@ -396,15 +396,9 @@ impl Running {
         self.pid.to_string()
     }
 
-    /// Units of work the program reported so far (its last `PROGRESS n` line).
+    /// Units of work the program reported so far.
     fn progress(&self) -> u64 {
-        self.jvm
-            .stdout
-            .text()
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("PROGRESS ")?.parse().ok())
-            .unwrap_or(0)
+        common::progress(&self.jvm)
     }
 
     /// The program is alive, printed no failure, and keeps making progress.

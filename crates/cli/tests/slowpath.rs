@@ -4,16 +4,17 @@
 //! call sites name interfaces. Every round's classes are restored to identical bytes; Ctrl-C
 //! in the middle ends the search with the path so far, restored too. On real programs (H2's
 //! queries, Jetty's requests) the path ends where a profile of the same calls puts the most
-//! time.
+//! time; on javac, whose attribution recurses and whose compilations take seconds each, the
+//! search folds the recursion and ends within a minute on a path a profile follows too.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{
-    agent_library, collapsed, collapsed_file, jtap, real_program, Background, JETTY_JARS,
+    agent_library, collapsed, collapsed_file, jtap, progress, real_program, Background, JETTY_JARS,
 };
-use jtap_testkit::{jdks, JavaProcess};
+use jtap_testkit::{jdks, repo_root, JavaProcess};
 
 const ENTRY: &str = "workloads.SlowPath::handle";
 
@@ -47,15 +48,23 @@ fn chain(tree: &serde_json::Value) -> Vec<(String, f64)> {
 /// A `calltree --auto --json` search from `entry` in JVM `pid` within `budget`, which must
 /// restore every class: its end line.
 fn search(pid: &str, entry: &str, budget: &str) -> serde_json::Value {
+    search_logged(pid, entry, budget).0
+}
+
+/// [`search`], and the search's rounds as it logged them.
+fn search_logged(pid: &str, entry: &str, budget: &str) -> (serde_json::Value, String) {
     let run = jtap(["calltree", pid, entry, "--auto", "--json", "-d", budget]);
     let context = format!("{run:?}");
     assert_eq!(run.code, 0, "{context}");
     assert_all_restored(&run.stderr, &context);
-    run.stdout
+    let end = run
+        .stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v.get("end").is_some())
-        .unwrap_or_else(|| panic!("{context}: no end"))
+        .unwrap_or_else(|| panic!("{context}: no end"));
+    let rounds = run.stderr.lines().filter(|l| l.contains("round"));
+    (end, rounds.collect::<Vec<_>>().join("\n"))
 }
 
 /// The methods of the path a `--json` end line gives, the entry first.
@@ -174,11 +183,9 @@ struct RealEntry {
     entry: &'static str,
 }
 
-/// javac is not among them: one compilation outlasts a search's round (more so once the first
-/// retransformation made HotSpot discard its compiled code), so most searches give up for
-/// lack of entry calls, and its profile is flat (the heaviest method, `HashMap.getNode`, has
-/// 5 % of the samples, called from everywhere), so no one path leads to it (README: status).
-/// The recursion folding its attribution needs is unit-tested in `slowpath/path.rs`.
+/// javac is not among them: its profile is flat (the heaviest method has 5–7 % of the
+/// samples, called from everywhere), so no one path leads to it; see
+/// [`on_javac_the_path_folds_its_recursion_and_a_profile_follows_it`].
 const REAL_ENTRIES: [RealEntry; 2] = [
     RealEntry {
         main_class: "real.H2Load",
@@ -326,4 +333,122 @@ fn search_ends_on_top(pid: &str, entry: &str) -> Result<(), String> {
         &tops[..tops.len().min(8)],
         end["end"]
     ))
+}
+
+/// Compilations of the directory after which javac counts as warm again, and how long they
+/// may take.
+const WARM_JAVAC_ROUNDS: u64 = 10;
+const WARM_JAVAC_WITHIN: Duration = Duration::from_secs(90);
+
+/// Levels of a path the profile check covers: those with this share of the entry's time or
+/// more, where a 5 s profile has tens of samples or more.
+const CHECKED_SHARE: f64 = 0.05;
+
+/// javac attributes a tree by recursing through the same visitor methods (`attribTree`,
+/// `accept`, `visitBinary`, `attribExpr`, …) at dozens of depths, and one compilation of the
+/// directory takes one to several seconds. The search sizes its rounds to the compilations,
+/// sets aside those while the JVM compiles again what the first class change discarded,
+/// folds the recursion (`attribTree` once on the path at most) and ends within its minute.
+/// Its profile is flat, so its end is no profile's top method. Instead: a profile of the
+/// same calls puts most time in the same compiler phase (the path's first level), and
+/// follows the path through every level holding 5 % of the entry's time or more.
+///
+/// The levels' shares are not compared: those of the JDK's stream classes on the path come
+/// out several times a profile's (48 % against 14 % in one run on a loaded machine). Their
+/// probes make HotSpot discard the compiled code of every method that inlined stream code,
+/// and javac's operator resolution runs its streams in the interpreter until the JIT has
+/// compiled them again (README: status).
+#[test]
+fn on_javac_the_path_folds_its_recursion_and_a_profile_follows_it() {
+    agent_library();
+    let workloads = repo_root().join("tests/java/workloads");
+    let workloads = workloads.display().to_string();
+    for jdk in jdks().iter().filter(|j| [17, 25].contains(&j.version)) {
+        let args = ["javac", workloads.as_str(), "2"];
+        let mut jvm = real_program(jdk, "real.JavacLoop", &args, &["ecj"]);
+        let pid = jvm.pid().to_string();
+        let entry = "com.sun.tools.javac.main.JavaCompiler::compile";
+        // javac warms up over its first compilations; then the search's first class change
+        // makes HotSpot discard all compiled code (the JVM's agents all came by attach), and
+        // the search sets its rounds aside until javac is fast again: otherwise it would find
+        // the path of a cold compiler (reading the module path's classes in the
+        // interpreter, half its time), which a profile a minute later does not follow.
+        let warm = progress(&jvm) + WARM_JAVAC_ROUNDS;
+        let deadline = std::time::Instant::now() + WARM_JAVAC_WITHIN;
+        while progress(&jvm) < warm && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let (end, rounds) = search_logged(&pid, entry, "60s");
+        let context = format!("JDK {}: {end}\n{rounds}\n", jdk.version);
+        assert!(
+            end["at"].as_str().is_some(),
+            "{context}: the path did not end"
+        );
+        let path = path_of(&end);
+        let attrib = "com.sun.tools.javac.comp.Attr.attribTree";
+        assert!(
+            path.iter().filter(|m| *m == attrib).count() <= 1,
+            "{context}"
+        );
+        std::thread::sleep(RECOMPILED_IN);
+        let (stacks, _) = profile_inside(&pid, &entry.replace("::", "."));
+        let all: u64 = stacks.iter().map(|(_, n)| n).sum();
+        assert!(all > 0, "{context}: no sample in the entry's calls");
+        let phase = heaviest_callee(&stacks, &path[0]);
+        assert_eq!(
+            phase.as_ref(),
+            path.get(1),
+            "{context}: the profile's heaviest phase"
+        );
+        let levels = end["path"].as_array().cloned().unwrap_or_default();
+        for (depth, level) in levels.iter().enumerate() {
+            if level["share"].as_f64().unwrap_or(0.0) < CHECKED_SHARE {
+                break;
+            }
+            let through = samples_through(&stacks, &path[..=depth]);
+            assert!(
+                through > 0,
+                "{context}: no sample of the profile passes through the path down to {}",
+                path[depth]
+            );
+        }
+        assert!(jvm.is_running(), "{context}: the JVM died");
+    }
+}
+
+/// The samples of `stacks` whose frames pass through the methods of `path` in its order
+/// (other frames between them: the recursion the path folds, the frames it does not time).
+fn samples_through(stacks: &Stacks, path: &[String]) -> u64 {
+    stacks
+        .iter()
+        .filter(|(frames, _)| {
+            let mut levels = path.iter().peekable();
+            for frame in frames {
+                if levels.peek() == Some(&frame) {
+                    levels.next();
+                }
+            }
+            levels.peek().is_none()
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The method called straight from `caller` in most samples of `stacks`.
+fn heaviest_callee(stacks: &Stacks, caller: &str) -> Option<String> {
+    let mut callees: Vec<(&String, u64)> = Vec::new();
+    for (frames, n) in stacks {
+        let Some(at) = frames.iter().position(|f| f == caller) else {
+            continue;
+        };
+        let Some(callee) = frames.get(at + 1) else {
+            continue;
+        };
+        match callees.iter_mut().find(|(name, _)| *name == callee) {
+            Some((_, count)) => *count += n,
+            None => callees.push((callee, *n)),
+        }
+    }
+    let heaviest = callees.into_iter().max_by_key(|&(_, n)| n)?;
+    Some(heaviest.0.clone())
 }

@@ -19,7 +19,7 @@ use crate::channel::ChannelListener;
 use crate::library::{load_failed, place_library};
 use crate::AgentError;
 
-/// Profile and progress frames go to this callback when one is given (see
+/// Profile, progress, started and note frames go to this callback when one is given (see
 /// [`Conversation::finish`]).
 pub type FrameSink<'a> = Option<&'a mut dyn FnMut(Frame) -> anyhow::Result<()>>;
 
@@ -169,7 +169,7 @@ impl Conversation {
     }
 
     /// Reads the agent's frames until its `Done`: results to `out`, notes to stderr, profile,
-    /// progress and started frames to `frames` when given (otherwise a profile is printed as
+    /// progress, started and (printed) note frames to `frames` when given (otherwise a profile is printed as
     /// its text report, and progress and the start are dropped). Returns why the command
     /// ended (for `start`, why its recording ended).
     pub fn finish(
@@ -201,6 +201,9 @@ impl Conversation {
                 Some(Frame::Note(text)) => {
                     for line in text.lines() {
                         eprintln!("jtap: {line}");
+                    }
+                    if let Some(sink) = &mut frames {
+                        sink(Frame::Note(text))?;
                     }
                 }
                 Some(frame @ (Frame::Profile(_) | Frame::Progress { .. } | Frame::Record(_))) => {

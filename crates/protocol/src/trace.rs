@@ -126,6 +126,12 @@ impl fmt::Display for NamePattern {
     }
 }
 
+/// How the agent's note begins when a session's class changes made HotSpot discard all of the
+/// JVM's compiled code (the first class change in a JVM whose agents all came by attach): the
+/// JVM then runs slower for seconds while the JIT compiles again.
+pub const DISCARDED_ALL_COMPILED_CODE: &str =
+    "HotSpot discards all of this JVM's compiled code at its first class retransformation";
+
 /// Selects methods: `[+|@]Class[::[@]method[descriptor]]`.
 ///
 /// - `Class` is a dotted class name (`com.example.Foo`, nested classes with `$`), a glob

@@ -22,7 +22,7 @@ use jtap_classfile::inject::instrument_class;
 use jtap_classfile::plan::{Clock, InsnKind, MemberFilter, Pattern, Point, Probe, Registry, Value};
 use jtap_classfile::{bounded, ClassFile, InjectionPlan, Member};
 use jtap_jvmti::{sys, Capabilities, Env, EnvRef};
-use jtap_protocol::trace::{Mode, Plan, PointKind};
+use jtap_protocol::trace::{Mode, Plan, PointKind, DISCARDED_ALL_COMPILED_CODE};
 
 use super::ffi::{self, Jni, WeakLoader};
 use super::label_probes;
@@ -429,12 +429,10 @@ impl Tracing {
             chosen.push((*class, internal.clone(), loader));
         }
         if !chosen.is_empty() && !compile_dependencies_recorded(self.vm) {
-            self.note(
-                "HotSpot discards all of this JVM's compiled code at its first class \
-                 retransformation (no agent that could retransform was loaded at start-up): \
-                 expect a few seconds of slower running while it recompiles"
-                    .into(),
-            );
+            self.note(format!(
+                "{DISCARDED_ALL_COMPILED_CODE} (no agent that could retransform was loaded at \
+                 start-up): expect a few seconds of slower running while it recompiles"
+            ));
         }
         self.instrument(jni, &chosen);
         // Calltree: the call sites of the methods called from the entry, level by level,

@@ -404,6 +404,16 @@ pub fn real_program(jdk: &Jdk, main: &str, args: &[&str], jars: &[&str]) -> Java
     real_program_with(jdk, main, args, jars, &["-Xmx256m"])
 }
 
+/// Units of work a real program reported so far (its last `PROGRESS n` line).
+pub fn progress(jvm: &JavaProcess) -> u64 {
+    jvm.stdout
+        .text()
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("PROGRESS ")?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// [`real_program`] with these JVM options instead of `-Xmx256m`.
 pub fn real_program_with(
     jdk: &Jdk,

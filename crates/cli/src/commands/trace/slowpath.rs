@@ -23,7 +23,7 @@ use jtap_client::{interrupt, Asked};
 use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
 use jtap_protocol::records::trace::format_duration;
 use jtap_protocol::records::{CallTree, Record, TreeNode};
-use jtap_protocol::trace::{MethodPattern, Mode, Plan};
+use jtap_protocol::trace::{MethodPattern, Mode, Plan, DISCARDED_ALL_COMPILED_CODE};
 use jtap_protocol::{Action, Event, Options};
 
 mod path;
@@ -35,8 +35,21 @@ pub const MAX_METHODS: usize = 16;
 /// Most bytes of method patterns a round sends (the agent's options travel in the 1 KiB of an
 /// attach argument on JDKs before 24).
 const PATTERN_BYTES: usize = 640;
-/// How long each round's session runs.
+/// How long each round's session runs at least.
 const ROUND: Duration = Duration::from_secs(2);
+/// How long a round may run at most, for entries whose calls take seconds each.
+const LONGEST_ROUND: Duration = Duration::from_secs(16);
+/// Fewest entry calls a round's level times are taken from (a round with fewer is run again,
+/// longer).
+const MIN_ENTRY_CALLS: usize = 3;
+/// Most rounds set aside in a row while the JVM compiles again what HotSpot discarded.
+const RECOMPILING_ROUNDS: u32 = 3;
+/// Entry calls a round should see end after its warm-up.
+const CALLS_PER_ROUND: u32 = 4;
+/// The rounds' profile interval near the entry.
+const SAMPLE_INTERVAL: Duration = Duration::from_millis(10);
+/// The rounds' shortest profile interval, deep in the path.
+const SHORTEST_INTERVAL: Duration = Duration::from_millis(1);
 /// The whole search's time when `-d` does not say.
 const BUDGET: Duration = Duration::from_secs(60);
 /// Rounds in a row that may see no entry call, or too few samples, before the search gives up.
@@ -75,6 +88,16 @@ struct Search {
     check_call_sites: bool,
     /// The first level found through call-site timing, which samples did not see.
     first_unsampled: Option<usize>,
+    /// The median time of the last round's entry calls.
+    entry_median_ns: u64,
+    /// While the JVM compiles again what HotSpot discarded: the rounds set aside so far and
+    /// the entry's median time in the last of them.
+    recompiling: Option<(u32, u64)>,
+    /// The entry's times are those of a round set aside.
+    entry_set_aside: bool,
+    /// Most methods of the window: [`MAX_METHODS`], fewer once a round's trees filled up
+    /// before reaching the path's next level.
+    window_limit: usize,
 }
 
 impl Search {
@@ -87,7 +110,69 @@ impl Search {
             .count()
     }
 
-    /// The methods of the levels not timed yet, in path order: at most [`MAX_METHODS`], whose
+    /// How long the next round runs: long enough for [`CALLS_PER_ROUND`] entry calls of the
+    /// last round's median length after the warm-up, at least [`ROUND`]; twice as long for each
+    /// round in a row that taught nothing (an entry call that outlasts a round never ends in
+    /// it: the probes only see calls that start after the instrumentation), at most
+    /// [`LONGEST_ROUND`].
+    fn round_length(&self, idle: u32) -> Duration {
+        let calls = Duration::from_nanos(self.entry_median_ns) * CALLS_PER_ROUND;
+        let length = (WARM_UP + calls).max(ROUND) * 2u32.pow(idle.min(4));
+        length.min(LONGEST_ROUND)
+    }
+
+    /// Whether this round's times and samples are set aside because the JVM is compiling
+    /// again: its class changes made HotSpot discard all compiled code, or a round after
+    /// that one saw the entry's median time still fall by a fifth or more (or saw no entry
+    /// call end). At most [`RECOMPILING_ROUNDS`] rounds are set aside.
+    fn set_aside_while_recompiling(&mut self, trees: &[CallTree], discarded: bool) -> bool {
+        if discarded {
+            self.recompiling = Some((0, u64::MAX));
+        }
+        let Some((set_aside, last_median)) = self.recompiling else {
+            return false;
+        };
+        let median = median_ns(trees);
+        let faster = median.is_none_or(|m| m.saturating_mul(5) < last_median.saturating_mul(4));
+        if set_aside >= RECOMPILING_ROUNDS || !(discarded || faster) {
+            self.recompiling = None;
+            return false;
+        }
+        if let Some(median) = median {
+            self.entry_median_ns = median;
+        }
+        // The entry's times of the last round set aside stand until a round is not: a search
+        // interrupted before then shows them.
+        if self.measured() == 0 && !trees.is_empty() {
+            let entry = path::time_levels(trees, &self.path[..1], &HashSet::new());
+            self.timed[0] = entry.into_iter().next();
+            self.entry_set_aside = true;
+        }
+        self.recompiling = Some((set_aside + 1, median.unwrap_or(u64::MAX)));
+        eprintln!(
+            "jtap: round {}: set aside: the JVM compiles again what HotSpot discarded ({} entry calls, median {})",
+            self.rounds,
+            trees.len(),
+            median.map_or("-".to_string(), format_duration)
+        );
+        true
+    }
+
+    /// The next round's profile interval: [`SAMPLE_INTERVAL`] while the path's last timed level
+    /// holds a quarter of the entry's time or more, shorter in proportion below that, so the
+    /// samples below a deep level stay as many as near the entry; [`SHORTEST_INTERVAL`] at
+    /// least.
+    fn sample_interval(&self) -> Duration {
+        let share = self.timed[self.measured()]
+            .as_ref()
+            .filter(|_| self.measured() > 0)
+            .map_or(1.0, Timed::share);
+        SAMPLE_INTERVAL
+            .mul_f64((share / 0.25).min(1.0))
+            .max(SHORTEST_INTERVAL)
+    }
+
+    /// The methods of the levels not timed yet, in path order: at most `window_limit`, whose
     /// patterns take at most [`PATTERN_BYTES`].
     fn window(&self) -> Vec<Method> {
         let mut window: Vec<Method> = Vec::new();
@@ -95,7 +180,8 @@ impl Search {
         for method in &self.path[1 + self.measured()..] {
             if !window.contains(method) {
                 bytes += method.pattern().len() + 3;
-                if window.len() == MAX_METHODS || (bytes > PATTERN_BYTES && !window.is_empty()) {
+                let full = window.len() == self.window_limit;
+                if full || (bytes > PATTERN_BYTES && !window.is_empty()) {
                     break;
                 }
                 window.push(method.clone());
@@ -115,34 +201,44 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
     let wall_start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
+    // An entry named exactly is known before any of its calls ends.
+    let exact_entry = entry_literal(auto.entry);
     let mut search = Search {
-        path: vec![Method::named("")],
+        path: vec![Method::named(exact_entry.as_deref().unwrap_or(""))],
         timed: vec![None],
         refused: HashSet::new(),
-        entry_name: None,
+        entry_name: exact_entry,
         end: None,
         top: None,
         rounds: 0,
         truncated: 0,
         check_call_sites: false,
         first_unsampled: None,
+        entry_median_ns: 0,
+        recompiling: None,
+        entry_set_aside: false,
+        window_limit: MAX_METHODS,
     };
     let mut idle = 0;
     while search.end.is_none() && !interrupt::requested() && started.elapsed() < budget {
         let left = budget.saturating_sub(started.elapsed());
-        let length = ROUND.min(left).max(MIN_ROUND);
+        let length = search.round_length(idle).min(left).max(MIN_ROUND);
         let check_call_sites = search.check_call_sites;
         let plan = match check_call_sites {
             true => call_site_plan(&search)?,
             false => timing_plan(auto.entry, &search.window())?,
         };
-        let (trees, profile) = round(auto, plan, length)?;
+        let ended = round(auto, plan, length, search.sample_interval())?;
         search.rounds += 1;
         if interrupt::requested() {
             break;
         }
+        let trees = settled(ended.trees);
+        if search.set_aside_while_recompiling(&trees, ended.discarded_compiled_code) {
+            continue;
+        }
+        let profile = ended.profile;
         let before = (search.measured(), search.refused.len(), search.path.len());
-        let trees = settled(trees);
         let learnt = match check_call_sites {
             true => learn_call_sites(&mut search, &trees),
             false => learn(&mut search, &trees, profile.as_ref()),
@@ -161,6 +257,17 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         }
     }
     report(auto, &search, wall_start, started.elapsed())
+}
+
+/// `pkg.Class.method` when `pattern` names one class and one method exactly.
+fn entry_literal(pattern: &str) -> Option<String> {
+    let pattern = MethodPattern::parse(pattern).ok()?;
+    if pattern.subtypes || pattern.annotated || pattern.method_annotated {
+        return None;
+    }
+    let class = pattern.class.literal()?;
+    let method = pattern.method.as_ref()?.literal()?;
+    Some(format!("{class}.{method}"))
 }
 
 /// Entry calls that started this long after a round's first are timed with the JIT's code
@@ -182,6 +289,13 @@ fn settled(trees: Vec<CallTree>) -> Vec<CallTree> {
     }
 }
 
+/// The median time of the entry calls of `trees`; None without any.
+fn median_ns(trees: &[CallTree]) -> Option<u64> {
+    let mut times: Vec<u64> = trees.iter().map(|t| t.root.total_ns).collect();
+    times.sort_unstable();
+    times.get(times.len() / 2).copied()
+}
+
 /// A round shorter than this could not instrument, sample and restore.
 const MIN_ROUND: Duration = Duration::from_millis(500);
 
@@ -189,17 +303,42 @@ const MIN_ROUND: Duration = Duration::from_millis(500);
 /// the path below the levels timed. False when it taught nothing (no entry call, or too few
 /// samples to go on).
 fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> bool {
-    let Some(first) = trees.first() else {
-        eprintln!("jtap: no call of the entry method in this round");
+    if (1..MIN_ENTRY_CALLS).contains(&trees.len()) {
+        eprintln!(
+            "jtap: round {}: {} entry calls ended: too few to time the levels by",
+            search.rounds,
+            trees.len()
+        );
         return false;
-    };
-    let entry_name = first.root.name.split('(').next().unwrap_or_default();
-    if search.entry_name.is_none() {
-        search.path[0] = Method::named(entry_name);
-        search.entry_name = Some(entry_name.to_string());
     }
-    search.truncated += trees.iter().map(|t| t.truncated).sum::<u64>();
-    time_window(search, trees);
+    if let Some(first) = trees.first() {
+        if search.entry_name.is_none() {
+            let entry_name = first.root.name.split('(').next().unwrap_or_default();
+            search.path[0] = Method::named(entry_name);
+            search.entry_name = Some(entry_name.to_string());
+        }
+    } else {
+        eprintln!("jtap: no call of the entry method ended in this round");
+        // The samples inside calls still running guide the next round, when they can be told
+        // by the entry's name.
+        if search.entry_name.is_none() || search.path.len() > 1 {
+            return false;
+        }
+    }
+    let truncated = trees.iter().map(|t| t.truncated).sum::<u64>();
+    search.truncated += truncated;
+    if !trees.is_empty() {
+        let measured = search.measured();
+        time_window(search, trees);
+        if truncated > 0 && search.measured() == measured {
+            // The window's methods are called so often that the trees filled up before
+            // they reached the path's next level: fewer at a time.
+            search.window_limit = (search.window_limit / 4).max(1);
+        }
+        if end_where_spread(search) {
+            return true;
+        }
+    }
     let Some(profile) = profile else {
         return false;
     };
@@ -237,7 +376,7 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
             search.check_call_sites = true;
             true
         }
-        End::TooFewSamples => false,
+        End::TooFewSamples | End::Spread => false,
         End::Terminal(name, why) => {
             let mut levels = prefix;
             levels.push(Level::Terminal(name.clone(), why));
@@ -246,6 +385,23 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
             true
         }
     }
+}
+
+/// Ends the path above its first level that holds less than [`path::MIN_SHARE`] of the
+/// entry's time (the samples picked it as the heaviest callee of its caller); true if so.
+fn end_where_spread(search: &mut Search) -> bool {
+    let measured = search.measured();
+    let thin = (1..=measured).find(|&index| {
+        let share = search.timed[index].as_ref().map_or(0.0, Timed::share);
+        share < path::MIN_SHARE
+    });
+    let Some(thin) = thin else {
+        return false;
+    };
+    search.path.truncate(thin);
+    search.timed.truncate(thin);
+    search.end = Some(End::Spread);
+    true
 }
 
 /// What a round timing the call sites of the path's last level taught: the method of a call
@@ -286,7 +442,11 @@ fn time_window(search: &mut Search, trees: &[CallTree]) {
     let measured = search.measured();
     let window: HashSet<String> = search.window().iter().map(Method::dotted).collect();
     let timed = path::time_levels(trees, &search.path, &window);
+    if std::mem::take(&mut search.entry_set_aside) {
+        search.timed[0] = None;
+    }
     merge_entry(&mut search.timed[0], &timed[0]);
+    search.entry_median_ns = timed[0].quantile(0.5);
     for index in measured + 1..search.path.len() {
         let name = search.path[index].dotted();
         if !window.contains(&name) {
@@ -346,13 +506,10 @@ fn call_site_plan(search: &Search) -> anyhow::Result<Plan> {
     })
 }
 
-/// One round: a calltree session of `plan` for `length`, beside a wall profile of the JVM;
+/// One round: a calltree session of `plan` for `length`, beside a wall profile of the JVM at
+/// `interval`;
 /// returns the session's trees and the profile.
-fn round(
-    auto: &Auto,
-    plan: Plan,
-    length: Duration,
-) -> anyhow::Result<(Vec<CallTree>, Option<Profile>)> {
+fn round(auto: &Auto, plan: Plan, length: Duration, interval: Duration) -> anyhow::Result<Round> {
     let options = Options {
         action: Some(Action::Start),
         event: Some(Event::Trace),
@@ -363,13 +520,14 @@ fn round(
     let profile_options = Options {
         action: Some(Action::Start),
         event: Some(Event::Wall),
-        interval: Some(Duration::from_millis(10)),
+        interval: Some(interval),
         ..Options::default()
     };
     let profile = jtap_client::Conversation::open(auto.pid, &profile_options, auto.timeout)?;
     let stopper = profile.stopper()?;
     let received = Mutex::new(Vec::new());
     let trees = Mutex::new(Vec::new());
+    let discarded = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| -> anyhow::Result<_> {
         let reader = scope.spawn(|| {
             profile.finish(
@@ -396,10 +554,18 @@ fn round(
                     conversation.finish(
                         &mut io::sink(),
                         Some(&mut |frame| {
-                            if let jtap_protocol::Frame::Record(bytes) = &frame {
-                                if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
-                                    trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
+                            match &frame {
+                                jtap_protocol::Frame::Record(bytes) => {
+                                    if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
+                                        trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
+                                    }
                                 }
+                                jtap_protocol::Frame::Note(text)
+                                    if text.starts_with(DISCARDED_ALL_COMPILED_CODE) =>
+                                {
+                                    discarded.store(true, std::sync::atomic::Ordering::Relaxed);
+                                }
+                                _ => {}
                             }
                             Ok(())
                         }),
@@ -430,10 +596,21 @@ fn round(
             None => merged = Some(profile),
         }
     }
-    Ok((
-        trees.into_inner().unwrap_or_else(|e| e.into_inner()),
-        merged,
-    ))
+    Ok(Round {
+        trees: trees.into_inner().unwrap_or_else(|e| e.into_inner()),
+        profile: merged,
+        discarded_compiled_code: discarded.into_inner(),
+    })
+}
+
+/// What one round brought back.
+struct Round {
+    /// The trees of the entry calls that ended in it.
+    trees: Vec<CallTree>,
+    /// The wall profile of the JVM beside it.
+    profile: Option<Profile>,
+    /// Its class changes made HotSpot discard all the JVM's compiled code.
+    discarded_compiled_code: bool,
 }
 
 /// The path as one chain of tree nodes: each level's mean time per entry call (its share of
@@ -495,6 +672,10 @@ fn path_end(search: &Search, interrupted: bool) -> String {
     let last = search.path.last().map(Method::dotted).unwrap_or_default();
     match &search.end {
         Some(End::SelfTime) => format!("the slow path ends in the own code of {last}"),
+        Some(End::Spread) => format!(
+            "the slow path ends in {last}: below it the time spreads over callees none of which holds {:.0} % of the entry's time",
+            path::MIN_SHARE * 100.0
+        ),
         Some(End::Terminal(name, why)) => {
             let mut line = format!("the slow path ends in {name}, called from {last}: {why}");
             if let Some((top, share)) = search.top.as_ref().filter(|(top, _)| top != name) {
@@ -511,7 +692,7 @@ fn path_end(search: &Search, interrupted: bool) -> String {
 /// instrument (None before the path ended).
 fn end_of(search: &Search) -> Option<String> {
     match &search.end {
-        Some(End::SelfTime) => search.path.last().map(Method::dotted),
+        Some(End::SelfTime | End::Spread) => search.path.last().map(Method::dotted),
         Some(End::Terminal(name, _)) => Some(name.clone()),
         _ => None,
     }
@@ -521,7 +702,7 @@ fn end_of(search: &Search) -> Option<String> {
 /// inside the call it ends in were taken in most (None before the path ended).
 fn top_of(search: &Search) -> Option<String> {
     match &search.end {
-        Some(End::SelfTime) => search.path.last().map(Method::dotted),
+        Some(End::SelfTime | End::Spread) => search.path.last().map(Method::dotted),
         Some(End::Terminal(name, _)) => {
             Some(search.top.as_ref().map_or(name, |(top, _)| top).clone())
         }
@@ -530,16 +711,19 @@ fn top_of(search: &Search) -> Option<String> {
 }
 
 /// The path's levels for `--json`, the entry first: each method with its calls, share of
-/// the entry's time and p50/p99 per entry call that reached it.
+/// the entry's time (levels timed in different rounds: none above its caller's) and p50/p99
+/// per entry call that reached it.
 fn levels_json(search: &Search) -> serde_json::Value {
     let levels = search.path.iter().zip(&search.timed);
     let timed = levels.map_while(|(method, timed)| Some((method, timed.as_ref()?)));
+    let mut caller_share = 1.0f64;
     timed
         .map(|(method, timed)| {
+            caller_share = caller_share.min(timed.share());
             serde_json::json!({
                 "method": method.dotted(),
                 "calls": timed.calls,
-                "share": timed.share(),
+                "share": caller_share,
                 "p50_ns": timed.quantile(0.5),
                 "p99_ns": timed.quantile(0.99),
             })

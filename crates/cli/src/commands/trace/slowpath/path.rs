@@ -100,7 +100,13 @@ pub enum End {
     Terminal(String, &'static str),
     /// Too few samples reached its last level to say.
     TooFewSamples,
+    /// At a level whose heaviest callee holds less than [`MIN_SHARE`] of the entry's time.
+    Spread,
 }
+
+/// The least share of the entry's time a level holds to be on the path: below it the time is
+/// spread too thin for one callee to matter.
+pub const MIN_SHARE: f64 = 0.01;
 
 /// Samples below a level before the path may go deeper.
 pub const MIN_SAMPLES: u64 = 4;
