@@ -914,6 +914,7 @@ impl Aggregate {
             offset_ns: c.ns(self.first.saturating_sub(origin)),
             total_ns: c.ns(self.total),
             children: self.children.iter().map(|ch| ch.to_node(origin)).collect(),
+            per_entry_call: None,
         }
     }
 }

@@ -26,7 +26,7 @@ pub use inspect::{FieldValue, InspectedClass, Inspection, Instance};
 pub use sites::Sites;
 pub use trace::{
     Call, CallStats, CallTree, Callee, FieldAccess, InsnReached, MethodStats, MonitorInterval,
-    Outcome, Point, Reached, TreeNode, LATENCY_BOUNDS_NS,
+    Outcome, Point, Quantiles, Reached, TreeNode, LATENCY_BOUNDS_NS,
 };
 
 /// One result.

@@ -237,6 +237,18 @@ pub struct TreeNode {
     pub total_ns: u64,
     /// The calls it made.
     pub children: Vec<TreeNode>,
+    /// In a slow path (`calltree --auto`), its time per entry call that reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_entry_call: Option<Quantiles>,
+}
+
+/// The median and 99th percentile of a set of times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
 }
 
 /// Per-method statistics of one interval of `jtap monitor`.
@@ -447,6 +459,10 @@ impl TreeNode {
             }
         }
         let _ = write!(out, " - {}", self.name);
+        if let Some(q) = self.per_entry_call {
+            let (p50, p99) = (format_duration(q.p50_ns), format_duration(q.p99_ns));
+            let _ = write!(out, " [p50 {p50}, p99 {p99}]");
+        }
         if self.count > 1 {
             let _ = write!(out, " ({} calls)", self.count);
         }
@@ -468,11 +484,16 @@ impl TreeNode {
     }
 
     fn to_json(&self) -> serde_json::Value {
-        json!({
+        let mut node = json!({
             "method": self.name, "count": self.count, "offset_ns": self.offset_ns,
             "total_ns": self.total_ns, "self_ns": self.self_ns(),
             "children": self.children.iter().map(TreeNode::to_json).collect::<Vec<_>>(),
-        })
+        });
+        if let Some(q) = self.per_entry_call {
+            node["p50_ns"] = q.p50_ns.into();
+            node["p99_ns"] = q.p99_ns.into();
+        }
+        node
     }
 }
 
@@ -660,6 +681,7 @@ pub(crate) mod tests {
             offset_ns: offset_ms * 1_000_000,
             total_ns: total_ms * 1_000_000,
             children,
+            per_entry_call: None,
         };
         CallTree {
             time_ns: 0,
@@ -687,6 +709,25 @@ pub(crate) mod tests {
                 ],
             ),
         }
+    }
+
+    #[test]
+    fn a_slow_path_level_shows_its_time_per_entry_call_beside_its_name() {
+        let mut tree = tree();
+        tree.root.children[1].per_entry_call = Some(Quantiles {
+            p50_ns: 1_500_000,
+            p99_ns: 40_000_000,
+        });
+        let text = tree.to_text();
+        assert!(text.contains("- c [p50 1.50ms, p99 40.0ms]\n"), "{text}");
+        let json = tree.to_json();
+        let c = &json["tree"]["children"][1];
+        assert_eq!(c["method"], "c");
+        assert_eq!(
+            (c["p50_ns"].as_u64(), c["p99_ns"].as_u64()),
+            (Some(1_500_000), Some(40_000_000))
+        );
+        assert!(json["tree"].get("p50_ns").is_none());
     }
 
     #[test]

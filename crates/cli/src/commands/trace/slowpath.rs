@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use jtap_client::{interrupt, Asked};
 use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
 use jtap_protocol::records::trace::format_duration;
-use jtap_protocol::records::{CallTree, Record, TreeNode};
+use jtap_protocol::records::{CallTree, Quantiles, Record, TreeNode};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan, DISCARDED_ALL_COMPILED_CODE};
 use jtap_protocol::{Action, Event, Options};
 
@@ -614,8 +614,8 @@ struct Round {
 }
 
 /// The path as one chain of tree nodes: each level's mean time per entry call (its share of
-/// the entry's time in the round that timed it, times the entry's mean), named with its
-/// p50/p99 per entry call that reached it.
+/// the entry's time in the round that timed it, times the entry's mean), with its p50/p99
+/// per entry call that reached it.
 fn chain(search: &Search) -> Option<TreeNode> {
     let entry = search.timed.first()?.as_ref()?;
     let entry_mean = entry.total_ns / entry.entry_calls.max(1);
@@ -630,16 +630,15 @@ fn chain(search: &Search) -> Option<TreeNode> {
                 .min((timed.share() * entry_mean as f64).round() as u64),
         };
         nodes.push(TreeNode {
-            name: format!(
-                "{} [p50 {}, p99 {}]",
-                method.dotted(),
-                format_duration(timed.quantile(0.5)),
-                format_duration(timed.quantile(0.99))
-            ),
+            name: method.dotted(),
             count: timed.calls,
             offset_ns: 0,
             total_ns,
             children: Vec::new(),
+            per_entry_call: Some(Quantiles {
+                p50_ns: timed.quantile(0.5),
+                p99_ns: timed.quantile(0.99),
+            }),
         });
     }
     let mut node = nodes.pop()?;

@@ -614,6 +614,7 @@ mod tests {
             offset_ns: 0,
             total_ns,
             children,
+            per_entry_call: None,
         }
     }
 
