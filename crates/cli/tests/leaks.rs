@@ -104,9 +104,21 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
             "JDK {}: {old} bytes survived: {json}",
             jdk.version
         );
+        // Kept steadily: the later half of the intervals the old objects can have been born
+        // in holds about four ninths of them (a cache filled once would hold none there).
+        let later = first["survivors"]["later"]["bytes"].as_f64().unwrap();
+        assert!(
+            (old * 0.2..=old * 0.8).contains(&later),
+            "JDK {}: {later} of {old} old bytes born in the later half: {json}",
+            jdk.version
+        );
+        // Old enough (two collections) when born in the first `collections - 1` intervals,
+        // about 0.3 s each. A quiet machine had births in 21 of 21; a loaded test run in 18
+        // of 21, where the keeping thread can miss an interval while the churning one fills
+        // the young generation. A cache filled once is born in one.
         let born_in = first["survivors"]["born_in"].as_u64().unwrap();
         assert!(
-            born_in + 3 >= collections,
+            born_in * 3 >= (collections - 1) * 2,
             "JDK {}: survivors born between {born_in} of {collections} collections: {json}",
             jdk.version
         );
@@ -220,6 +232,17 @@ fn a_jetty_session_cache_leads_the_suspects_with_its_path_from_a_root() {
             heaviest
                 .0
                 .ends_with(&["real.JettyLeak.remember".into(), "byte[]".into()]),
+            "JDK {v}: {stacks:?}"
+        );
+        // Its stacks stand under the half of the window their objects were born in; the
+        // later half's hold the leak too: it still grows.
+        assert!(
+            stacks.iter().any(|(frames, _)| {
+                frames
+                    .first()
+                    .is_some_and(|f| f == "[label=born in the later half]")
+                    && frames.ends_with(&["real.JettyLeak.remember".into(), "byte[]".into()])
+            }),
             "JDK {v}: {stacks:?}"
         );
         assert!(

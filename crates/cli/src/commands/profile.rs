@@ -778,12 +778,7 @@ fn launched(
 /// file (printing the paths; formats that hold one event get a file per event), else to
 /// stdout.
 pub fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<()> {
-    let options = ExportOptions {
-        annotate: args.annotate,
-        counter: args.counter,
-        lines: args.lines,
-        ..ExportOptions::default()
-    };
+    let options = export_options(args);
     if args.output.is_empty() {
         let format = args.format.unwrap_or(Format::Text);
         let mut stdout = io::stdout().lock();
@@ -792,6 +787,18 @@ pub fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result
         }
         return Ok(());
     }
+    for file in write_files(args, profiles)? {
+        println!("{}", file.display());
+    }
+    say_what_was_written(profiles);
+    Ok(())
+}
+
+/// Writes `profiles` to each of `args.output`'s files (in the format its extension or
+/// `--format` names; some formats write a file per profile) and returns the files written.
+pub fn write_files(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result<Vec<PathBuf>> {
+    let options = export_options(args);
+    let mut written = Vec::new();
     for path in &args.output {
         let format = Format::from_path(path)
             .or(args.format)
@@ -800,9 +807,25 @@ pub fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result
             let file = file.unwrap_or_else(|| path.clone());
             write_atomically(&file, &bytes)
                 .with_context(|| format!("writing {}", file.display()))?;
-            println!("{}", file.display());
+            written.push(file);
         }
     }
+    Ok(written)
+}
+
+/// What `args` asks of the writers.
+fn export_options(args: &OutputArgs) -> ExportOptions {
+    ExportOptions {
+        annotate: args.annotate,
+        counter: args.counter,
+        lines: args.lines,
+        ..ExportOptions::default()
+    }
+}
+
+/// Says on stderr how many samples each profile written holds, from which engine and how
+/// long, and when `-e cpu` fell back to a timer.
+pub fn say_what_was_written(profiles: &[Profile]) {
     for profile in profiles {
         let metadata = &profile.metadata;
         let event = match profiles.len() {
@@ -822,7 +845,6 @@ pub fn write_profiles(args: &OutputArgs, profiles: &[Profile]) -> anyhow::Result
             );
         }
     }
-    Ok(())
 }
 
 /// The progress line on stderr, when it is a terminal.

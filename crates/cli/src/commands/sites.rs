@@ -31,9 +31,9 @@ use anyhow::Context;
 use jtap_attach::{AttachOptions, Request, VirtualMachine};
 use jtap_client::{interrupt, AgentError, Asked};
 use jtap_profile::{
-    Frame as StackFrame, FrameKind, Metadata, OldObject, PathStep, Profile, StackCounts,
+    Frame as StackFrame, FrameKind, Metadata, OldObject, PathStep, Profile, StackCounts, StackId,
 };
-use jtap_protocol::records::sites::Recording;
+use jtap_protocol::records::sites::{Amount, Recording, Survivors};
 use jtap_protocol::records::{Record, Sites};
 use jtap_protocol::{Action, Ended, Event, Frame, Options};
 
@@ -162,23 +162,41 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     }
     let mut report = report.context("the agent sent no SITES report")?;
     report.keep_first(top);
+    // The files first: a report piped into `head` ends jtap at its next line.
+    let profiles = [as_profile(&report)];
+    let written = match output.is_empty() {
+        true => Vec::new(),
+        false => super::profile::write_files(
+            &super::profile::OutputArgs::files(output.clone()),
+            &profiles,
+        )?,
+    };
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         writeln!(out, "{}", report.to_text())?;
     }
+    for file in &written {
+        writeln!(out, "{}", file.display())?;
+    }
     drop(out);
-    if !output.is_empty() {
-        let files = super::profile::OutputArgs::files(output.clone());
-        super::profile::write_profiles(&files, &[as_profile(&report)])?;
+    if !written.is_empty() {
+        super::profile::say_what_was_written(&profiles);
     }
     Ok(0)
 }
 
+/// The label of a leak profile's stacks of the old objects born in the earlier half of the
+/// collection intervals they can have been born in.
+const EARLIER_HALF: &str = "born in the earlier half";
+/// The label of those born in the later half: a leak's, not a cache's filled once.
+const LATER_HALF: &str = "born in the later half";
+
 /// The sites of a report as a profile of their live bytes (of their old survivors in a leak
-/// report, with the old objects whose paths from a GC root it found), each stack ending in
-/// the class allocated.
+/// report, each stack under the label of the half of the window they were born in, with the
+/// old objects whose paths from a GC root it found), each stack ending in the class
+/// allocated.
 fn as_profile(report: &Sites) -> Profile {
     let leaks = report.sites.iter().any(|s| s.survivors.is_some());
     let seconds = match report.recorded {
@@ -199,10 +217,6 @@ fn as_profile(report: &Sites) -> Profile {
         ..Metadata::default()
     });
     for site in &report.sites {
-        let amount = match &site.survivors {
-            Some(survivors) => &survivors.old,
-            None => &site.live,
-        };
         // `pkg.Class.method:line`, top first.
         let mut frames: Vec<StackFrame> = (site.frames.iter().rev())
             .map(|frame| {
@@ -214,12 +228,13 @@ fn as_profile(report: &Sites) -> Profile {
             })
             .collect();
         frames.push(StackFrame::new(site.class.clone(), FrameKind::Class));
-        let counts = StackCounts {
-            samples: amount.objects.round() as u64,
-            weight: amount.bytes.round() as u64,
-            events: amount.objects.round() as u64,
+        let stack = match &site.survivors {
+            None => profile.add_frame_counts(&frames, counts(&site.live)),
+            Some(survivors) => match add_by_half(&mut profile, &frames, survivors) {
+                Some(stack) => stack,
+                None => continue,
+            },
         };
-        let stack = profile.add_frame_counts(&frames, counts);
         for path in &site.paths {
             let steps = path.steps.iter().enumerate();
             profile.add_old_object(OldObject {
@@ -234,6 +249,40 @@ fn as_profile(report: &Sites) -> Profile {
         }
     }
     profile
+}
+
+/// The counts of `amount`'s objects.
+fn counts(amount: &Amount) -> StackCounts {
+    StackCounts {
+        samples: amount.objects.round() as u64,
+        weight: amount.bytes.round() as u64,
+        events: amount.objects.round() as u64,
+    }
+}
+
+/// Adds a leak suspect's old objects to `profile` twice over, under the label of the half of
+/// the window they were born in (the later half's graph shows what still grows). Returns the
+/// stack its oldest objects stand on (the earlier half's when it has any); None when nothing
+/// survived.
+fn add_by_half(
+    profile: &mut Profile,
+    frames: &[StackFrame],
+    survivors: &Survivors,
+) -> Option<StackId> {
+    let earlier = Amount {
+        bytes: survivors.old.bytes - survivors.later.bytes,
+        objects: survivors.old.objects - survivors.later.objects,
+    };
+    let mut stack = None;
+    for (half, amount) in [(LATER_HALF, &survivors.later), (EARLIER_HALF, &earlier)] {
+        if amount.bytes > 0.0 {
+            let labelled: Vec<StackFrame> = std::iter::once(StackFrame::request_label(half))
+                .chain(frames.iter().cloned())
+                .collect();
+            stack = Some(profile.add_frame_counts(&labelled, counts(amount)));
+        }
+    }
+    stack
 }
 
 /// A full collection through the attach `jcmd GC.run`. The collection clears the weak

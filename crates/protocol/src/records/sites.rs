@@ -52,6 +52,11 @@ pub struct Survivors {
     pub born_in: u32,
     /// Collections the oldest of them survived.
     pub oldest: u32,
+    /// Of `old`, those born in the later half of the collection intervals an old object can
+    /// have been born in: a leak keeps about half of its old bytes there, a cache filled
+    /// once none. Zero from agents before it.
+    #[serde(default)]
+    pub later: Amount,
 }
 
 /// How the allocations of a [`Sites`] report were recorded.
@@ -219,8 +224,8 @@ impl Sites {
     }
 
     /// The leak suspects: per site, the bytes and objects alive that survived `min_age`
-    /// collections, how fast they grew, between how many collections they were born and the
-    /// oldest's age, then what is live and was allocated there, the class and the stack.
+    /// collections, how fast they grew, between how many collections they were born, the
+    /// oldest's age and the share born in the later half, then what is live and was allocated there, the class and the stack.
     fn leaks_text(&self, leaks: Leaks) -> String {
         let seconds = match self.recorded {
             Recording::Exact { seconds, .. } | Recording::Sampled { seconds, .. } => seconds,
@@ -234,7 +239,7 @@ impl Sites {
             self.untracked_objects
         );
         text.push_str(
-            " rank     old bytes    objs  bytes/min  born in  oldest    live bytes   alloc'ed bytes  class / stack\n",
+            " rank     old bytes    objs  bytes/min  born in  oldest  later    live bytes   alloc'ed bytes  class / stack\n",
         );
         let per_minute = |bytes: f64| match seconds > 0.0 {
             true => bytes * 60.0 / seconds,
@@ -244,13 +249,14 @@ impl Sites {
             let survivors = site.survivors.unwrap_or_default();
             let _ = writeln!(
                 text,
-                "{:>5} {:>13.0} {:>7.0} {:>10.0} {:>8} {:>7} {:>13.0} {:>16.0}  {}",
+                "{:>5} {:>13.0} {:>7.0} {:>10.0} {:>8} {:>7} {:>5.0}% {:>13.0} {:>16.0}  {}",
                 site.rank,
                 survivors.old.bytes,
                 survivors.old.objects,
                 per_minute(survivors.old.bytes),
                 survivors.born_in,
                 survivors.oldest,
+                100.0 * survivors.later.bytes / survivors.old.bytes.max(1.0),
                 site.live.bytes,
                 site.allocated.bytes,
                 site.class
@@ -388,6 +394,10 @@ pub(crate) mod tests {
             },
             born_in: 9,
             oldest: 11,
+            later: Amount {
+                bytes: 300.0,
+                objects: 1.0,
+            },
         });
         let text = sites.to_text();
         assert!(
@@ -405,6 +415,7 @@ pub(crate) mod tests {
                 "18000",
                 "9",
                 "11",
+                "50%",
                 "750",
                 "1000",
                 "workloads.Sites$Kept"

@@ -120,6 +120,10 @@ pub struct Survivors {
     pub born_in: u32,
     /// Collections the oldest survived.
     pub oldest: u32,
+    /// Of `old`, those born in the later half of the collection intervals an old object can
+    /// have been born in: a leak keeps about half of its old objects there, a cache filled
+    /// once none.
+    pub later: Tally,
 }
 
 /// A class, interned by [`SiteTable::intern`]: sites hold this small number instead of the
@@ -709,7 +713,7 @@ struct Ages {
     now: u32,
     /// Minimum age; 0: nothing is gathered.
     min_age: u32,
-    by_site: HashMap<Arc<Key>, (Tally, Vec<u32>)>,
+    by_site: HashMap<Arc<Key>, (Tally, Tally, Vec<u32>)>,
 }
 
 impl Ages {
@@ -726,13 +730,17 @@ impl Ages {
         if self.min_age == 0 || self.now.saturating_sub(born) < self.min_age {
             return;
         }
-        let (old, births) = self.by_site.entry(key.clone()).or_default();
+        let (old, later, births) = self.by_site.entry(key.clone()).or_default();
         old.add(count, weight);
+        // Old enough: born after 0 ..= now - min_age collections.
+        if 2 * born > self.now - self.min_age {
+            later.add(count, weight);
+        }
         births.push(born);
     }
 
     fn of(&mut self, key: &Arc<Key>) -> Survivors {
-        let Some((old, mut births)) = self.by_site.remove(key) else {
+        let Some((old, later, mut births)) = self.by_site.remove(key) else {
             return Survivors::default();
         };
         births.sort_unstable();
@@ -744,6 +752,7 @@ impl Ages {
             old,
             born_in: births.len() as u32,
             oldest,
+            later,
         }
     }
 }
@@ -907,6 +916,7 @@ pub fn sites_report(
                     old: amount(&site.survivors.old),
                     born_in: site.survivors.born_in,
                     oldest: site.survivors.oldest,
+                    later: amount(&site.survivors.later),
                 }),
                 frames: site
                     .key

@@ -324,6 +324,8 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     let survivors = site("Lapp/Kept;").survivors;
     assert_eq!((survivors.old.samples, survivors.old.weight), (9, 900.0));
     assert_eq!((survivors.born_in, survivors.oldest), (9, 10));
+    // Old enough when born after 0..=8 collections: the later half is 5..=8.
+    assert_eq!(survivors.later.weight, 400.0);
     // The churned site has more live bytes, none of them old.
     assert_eq!(site("[B").live.weight, 1000.0);
     assert_eq!(site("[B").survivors, Survivors::default());
@@ -340,8 +342,13 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     assert_eq!(report.sites[0].class, "app.Kept");
     let listed = report.sites[0].survivors.unwrap();
     assert_eq!(
-        (listed.old.bytes, listed.born_in, listed.oldest),
-        (900.0, 9, 10)
+        (
+            listed.old.bytes,
+            listed.born_in,
+            listed.oldest,
+            listed.later.bytes
+        ),
+        (900.0, 9, 10, 400.0)
     );
     // Without leaks, the larger live site comes first.
     let plain = sites_report(&sites, recorded, None, (10, 1), name);
