@@ -169,9 +169,9 @@ impl Conversation {
     }
 
     /// Reads the agent's frames until its `Done`: results to `out`, notes to stderr, profile,
-    /// progress, started and (printed) note frames to `frames` when given (otherwise a profile is printed as
-    /// its text report, and progress and the start are dropped). Returns why the command
-    /// ended (for `start`, why its recording ended).
+    /// progress, started and (once printed) note frames to `frames` when given (otherwise a
+    /// profile is printed as its text report, and progress and the start are dropped).
+    /// Returns why the command ended (for `start`, why its recording ended).
     pub fn finish(
         mut self,
         out: &mut dyn Write,

@@ -163,14 +163,12 @@ pub fn run(pid: u32, args: &SitesArgs, timeout: Duration) -> anyhow::Result<i32>
     let mut report = report.context("the agent sent no SITES report")?;
     report.keep_first(top);
     // The files first: a report piped into `head` ends jtap at its next line.
-    let profiles = [as_profile(&report)];
-    let written = match output.is_empty() {
+    let profiles = match output.is_empty() {
         true => Vec::new(),
-        false => super::profile::write_files(
-            &super::profile::OutputArgs::files(output.clone()),
-            &profiles,
-        )?,
+        false => vec![as_profile(&report)],
     };
+    let files = super::profile::OutputArgs::files(output.clone());
+    let written = super::profile::write_files(&files, &profiles)?;
     let mut out = io::stdout().lock();
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;

@@ -713,7 +713,17 @@ struct Ages {
     now: u32,
     /// Minimum age; 0: nothing is gathered.
     min_age: u32,
-    by_site: HashMap<Arc<Key>, (Tally, Tally, Vec<u32>)>,
+    by_site: HashMap<Arc<Key>, Gathered>,
+}
+
+/// A site's old objects as [`Ages`] gathers them.
+#[derive(Default)]
+struct Gathered {
+    old: Tally,
+    /// Those born in the later half of the intervals ([`Survivors::later`]).
+    later: Tally,
+    /// After how many collections each was born.
+    births: Vec<u32>,
 }
 
 impl Ages {
@@ -730,17 +740,22 @@ impl Ages {
         if self.min_age == 0 || self.now.saturating_sub(born) < self.min_age {
             return;
         }
-        let (old, later, births) = self.by_site.entry(key.clone()).or_default();
-        old.add(count, weight);
+        let gathered = self.by_site.entry(key.clone()).or_default();
+        gathered.old.add(count, weight);
         // Old enough: born after 0 ..= now - min_age collections.
         if 2 * born > self.now - self.min_age {
-            later.add(count, weight);
+            gathered.later.add(count, weight);
         }
-        births.push(born);
+        gathered.births.push(born);
     }
 
     fn of(&mut self, key: &Arc<Key>) -> Survivors {
-        let Some((old, later, mut births)) = self.by_site.remove(key) else {
+        let Some(Gathered {
+            old,
+            later,
+            mut births,
+        }) = self.by_site.remove(key)
+        else {
             return Survivors::default();
         };
         births.sort_unstable();

@@ -16,6 +16,7 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -132,7 +133,8 @@ impl Search {
         let Some((set_aside, last_median)) = self.recompiling else {
             return false;
         };
-        let median = median_ns(trees);
+        let entry = path::time_levels(trees, &self.path[..1], &HashSet::new()).swap_remove(0);
+        let median = (!entry.per_call.is_empty()).then(|| entry.quantile(0.5));
         let faster = median.is_none_or(|m| m.saturating_mul(5) < last_median.saturating_mul(4));
         if set_aside >= RECOMPILING_ROUNDS || !(discarded || faster) {
             self.recompiling = None;
@@ -143,9 +145,8 @@ impl Search {
         }
         // The entry's times of the last round set aside stand until a round is not: a search
         // interrupted before then shows them.
-        if self.measured() == 0 && !trees.is_empty() {
-            let entry = path::time_levels(trees, &self.path[..1], &HashSet::new());
-            self.timed[0] = entry.into_iter().next();
+        if self.measured() == 0 && median.is_some() {
+            self.timed[0] = Some(entry);
             self.entry_set_aside = true;
         }
         self.recompiling = Some((set_aside + 1, median.unwrap_or(u64::MAX)));
@@ -289,55 +290,68 @@ fn settled(trees: Vec<CallTree>) -> Vec<CallTree> {
     }
 }
 
-/// The median time of the entry calls of `trees`; None without any.
-fn median_ns(trees: &[CallTree]) -> Option<u64> {
-    let mut times: Vec<u64> = trees.iter().map(|t| t.root.total_ns).collect();
-    times.sort_unstable();
-    times.get(times.len() / 2).copied()
-}
-
 /// A round shorter than this could not instrument, sample and restore.
 const MIN_ROUND: Duration = Duration::from_millis(500);
 
-/// What a round taught: the times of the window's levels, the methods not instrumented, and
-/// the path below the levels timed. False when it taught nothing (no entry call, or too few
-/// samples to go on).
-fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> bool {
+/// What a round's trees gave the search.
+enum Times {
+    /// Too few entry calls ended to time the levels by, or to follow the samples.
+    TooFew,
+    /// The levels' times, if any entry call ended: the samples say what comes next.
+    Taken,
+    /// The path ended where the time spreads thin.
+    PathEnded,
+}
+
+/// Takes the times of the window's levels from a round's trees (and the entry's name, when
+/// the pattern did not give it), forgets the path below the first level they did not reach,
+/// and ends it where a level holds too little of the entry's time.
+fn take_times(search: &mut Search, trees: &[CallTree]) -> Times {
     if (1..MIN_ENTRY_CALLS).contains(&trees.len()) {
         eprintln!(
             "jtap: round {}: {} entry calls ended: too few to time the levels by",
             search.rounds,
             trees.len()
         );
-        return false;
+        return Times::TooFew;
     }
-    if let Some(first) = trees.first() {
-        if search.entry_name.is_none() {
-            let entry_name = first.root.name.split('(').next().unwrap_or_default();
-            search.path[0] = Method::named(entry_name);
-            search.entry_name = Some(entry_name.to_string());
-        }
-    } else {
+    let Some(first) = trees.first() else {
         eprintln!("jtap: no call of the entry method ended in this round");
         // The samples inside calls still running guide the next round, when they can be told
         // by the entry's name.
-        if search.entry_name.is_none() || search.path.len() > 1 {
-            return false;
-        }
+        return match search.entry_name.is_none() || search.path.len() > 1 {
+            true => Times::TooFew,
+            false => Times::Taken,
+        };
+    };
+    if search.entry_name.is_none() {
+        let entry_name = first.root.name.split('(').next().unwrap_or_default();
+        search.path[0] = Method::named(entry_name);
+        search.entry_name = Some(entry_name.to_string());
     }
     let truncated = trees.iter().map(|t| t.truncated).sum::<u64>();
     search.truncated += truncated;
-    if !trees.is_empty() {
-        let measured = search.measured();
-        time_window(search, trees);
-        if truncated > 0 && search.measured() == measured {
-            // The window's methods are called so often that the trees filled up before
-            // they reached the path's next level: fewer at a time.
-            search.window_limit = (search.window_limit / 4).max(1);
-        }
-        if end_where_spread(search) {
-            return true;
-        }
+    let measured = search.measured();
+    time_window(search, trees);
+    if truncated > 0 && search.measured() == measured {
+        // The window's methods are called so often that the trees filled up before they
+        // reached the path's next level: fewer at a time.
+        search.window_limit = (search.window_limit / 4).max(1);
+    }
+    match end_where_spread(search) {
+        true => Times::PathEnded,
+        false => Times::Taken,
+    }
+}
+
+/// What a round taught: the times of the window's levels, the methods not instrumented, and
+/// the path below the levels timed. False when it taught nothing (no entry call, or too few
+/// samples to go on).
+fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> bool {
+    match take_times(search, trees) {
+        Times::TooFew => return false,
+        Times::PathEnded => return true,
+        Times::Taken => {}
     }
     let Some(profile) = profile else {
         return false;
@@ -507,8 +521,7 @@ fn call_site_plan(search: &Search) -> anyhow::Result<Plan> {
 }
 
 /// One round: a calltree session of `plan` for `length`, beside a wall profile of the JVM at
-/// `interval`;
-/// returns the session's trees and the profile.
+/// `interval`.
 fn round(auto: &Auto, plan: Plan, length: Duration, interval: Duration) -> anyhow::Result<Round> {
     let options = Options {
         action: Some(Action::Start),
@@ -527,7 +540,7 @@ fn round(auto: &Auto, plan: Plan, length: Duration, interval: Duration) -> anyho
     let stopper = profile.stopper()?;
     let received = Mutex::new(Vec::new());
     let trees = Mutex::new(Vec::new());
-    let discarded = std::sync::atomic::AtomicBool::new(false);
+    let discarded = AtomicBool::new(false);
     std::thread::scope(|scope| -> anyhow::Result<_> {
         let reader = scope.spawn(|| {
             profile.finish(
@@ -563,7 +576,7 @@ fn round(auto: &Auto, plan: Plan, length: Duration, interval: Duration) -> anyho
                                 jtap_protocol::Frame::Note(text)
                                     if text.starts_with(DISCARDED_ALL_COMPILED_CODE) =>
                                 {
-                                    discarded.store(true, std::sync::atomic::Ordering::Relaxed);
+                                    discarded.store(true, Ordering::Relaxed);
                                 }
                                 _ => {}
                             }
