@@ -1,6 +1,6 @@
 //! The agent's end of the control channel: a UNIX socket the asking `jtap` client listens on
 //! (in this JVM's `/tmp`), over which replies and results stream back as frames, and the
-//! client's `Stop` comes in.
+//! client's options (when too long for the attach argument) and `Stop` come in.
 
 use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
 use std::io;
@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use jtap_protocol::{read_frame, Frame};
+use jtap_protocol::{read_frame, Frame, VERSION};
 
 /// How long a write may block before the client counts as gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +60,31 @@ impl Channel {
     /// Sends one frame.
     pub fn send(&self, frame: &Frame) -> io::Result<()> {
         frame.write_to(&mut &self.stream)
+    }
+
+    /// Answers a command that cannot run: who answers, then why not.
+    pub fn fail(&self, code: i32, message: &str) {
+        let _ = self.send(&Frame::Hello {
+            version: VERSION.into(),
+            pid: std::process::id(),
+        });
+        let _ = self.send(&Frame::Done {
+            code,
+            message: message.to_string(),
+        });
+    }
+
+    /// The whole option string, which the client sends first when the options of its `load`
+    /// said `rest`.
+    pub fn receive_options(&self) -> Result<String, String> {
+        match read_frame(&mut &self.stream) {
+            Ok(Some(Frame::Options(text))) => Ok(text),
+            Ok(Some(_)) => {
+                Err("the client sent another frame before the rest of its options".into())
+            }
+            Ok(None) => Err("the client left before sending the rest of its options".into()),
+            Err(e) => Err(format!("reading the rest of the options: {e}")),
+        }
     }
 
     /// Waits up to `wait` for the client to say something.

@@ -4,9 +4,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jtap_jvmti::sys;
-use jtap_protocol::{
-    Frame, Options, AGENT_RETURN_BAD_OPTIONS, AGENT_RETURN_CHANNEL, AGENT_RETURN_PANIC, VERSION,
-};
+use jtap_protocol::{Options, AGENT_RETURN_BAD_OPTIONS, AGENT_RETURN_CHANNEL, AGENT_RETURN_PANIC};
 
 use crate::agent;
 use crate::channel::Channel;
@@ -74,7 +72,7 @@ fn start_command(vm: Vm, text: &str, from_onload: bool) -> i32 {
             let message = format!("jtap agent: cannot initialise: {message}");
             log!("{message}");
             match &channel {
-                Some(channel) => send_failure(channel, code, &message),
+                Some(channel) => channel.fail(code, &message),
                 None if from_onload => eprintln!("{message}"),
                 None => {}
             }
@@ -96,22 +94,11 @@ fn reject_options(text: &str, reason: &str, from_onload: bool) -> i32 {
         .find_map(|item| item.strip_prefix("channel="))
         .and_then(|path| Channel::connect(path).ok());
     match channel {
-        Some(channel) => send_failure(&channel, AGENT_RETURN_BAD_OPTIONS, &message),
+        Some(channel) => channel.fail(AGENT_RETURN_BAD_OPTIONS, &message),
         None if from_onload => eprintln!("jtap agent: {message}"),
         None => {}
     }
     AGENT_RETURN_BAD_OPTIONS
-}
-
-fn send_failure(channel: &Channel, code: i32, message: &str) {
-    let _ = channel.send(&Frame::Hello {
-        version: VERSION.into(),
-        pid: std::process::id(),
-    });
-    let _ = channel.send(&Frame::Done {
-        code,
-        message: message.to_string(),
-    });
 }
 
 /// # Safety

@@ -21,5 +21,5 @@ mod vm;
 pub use discovery::{list_jvms, JvmInfo};
 pub use error::{AttachError, Result};
 pub use listener::remove_pending_trigger_files;
-pub use protocol::Request;
+pub use protocol::{Request, V1_ARG_MAX};
 pub use vm::{load_return_code, AttachOptions, Reply, VirtualMachine};

@@ -1,8 +1,9 @@
 //! `jtap calltree` stays bounded on entry calls that make more calls than a tree holds
 //! (`workloads.TreeFlood`), on every JDK of the matrix: with `-n 1` the session ends as the
 //! first entry call ends, its tree truncated and saying so; a session ending inside an entry
-//! call (`-d`) prints what that call's tree holds, marked unfinished. Also `trace --return`
-//! shows `-> null` for a method that returned null.
+//! call (`-d`) prints what that call's tree holds, marked unfinished. A plan longer than the
+//! attach argument reaches the agent. Also `trace --return` shows `-> null` for a method
+//! that returned null.
 
 mod common;
 
@@ -115,6 +116,32 @@ fn calltree_n_1_ends_when_the_first_entry_call_ends_even_with_a_full_tree() {
             "JDK {v}: a call site without its class: {names:?}"
         );
         assert_restored(&err, &format!("JDK {v}"));
+    }
+}
+
+/// A plan longer than the attach `load` argument carries on JDKs before 24 (1 KiB): the
+/// agent reads it over the channel, and times what it names.
+#[test]
+fn a_plan_longer_than_the_attach_argument_reaches_the_agent() {
+    agent_library();
+    let padding = (0..40).map(|i| format!("workloads.NoSuchClass{i:02}::noSuchMethod{i:02}"));
+    let inner: Vec<String> = std::iter::once("workloads.TreeFlood::leaf".to_string())
+        .chain(padding)
+        .collect();
+    let inner = inner.join(",");
+    assert!(inner.len() > 1024);
+    for jdk in jdks() {
+        let v = jdk.version;
+        let (mut jvm, _dir) = flood(jdk, "wide");
+        let pid = jvm.pid().to_string();
+        let args = ["calltree", &pid, "workloads.TreeFlood::wide", "--inner", &inner];
+        let run = common::jtap([&args[..], &["--json", "-n", "1", "-d", "60s"]].concat());
+        assert_eq!(run.code, 0, "JDK {v}: {}", run.stderr);
+        let trees = json_lines(&run.stdout);
+        assert_eq!(trees.len(), 1, "JDK {v}: {}", run.stdout);
+        let names = children(&trees[0]["tree"]);
+        assert_eq!(names, ["workloads.TreeFlood.leaf"], "JDK {v}");
+        assert_restored(&run.stderr, &format!("JDK {v}"));
     }
 }
 

@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine};
+use jtap_attach::{load_return_code, AttachOptions, Request, VirtualMachine, V1_ARG_MAX};
 use jtap_profile::{ExportOptions, Format};
 use jtap_protocol::records::Record;
 use jtap_protocol::{
@@ -95,7 +95,8 @@ impl Conversation {
     }
 
     /// Loads the agent into JVM `pid` if needed, hands it `options` with the attach `load`
-    /// operation, and waits for it to connect back.
+    /// operation (or over the channel, when longer than the operation's argument), and waits
+    /// for it to connect back.
     pub fn open(pid: u32, options: &Options, timeout: Duration) -> anyhow::Result<Conversation> {
         let mut vm = VirtualMachine::attach(pid, &AttachOptions { timeout })?;
         let process = vm.process().clone();
@@ -104,14 +105,23 @@ impl Conversation {
         let mut options = options.clone();
         options.channel = Some(listener.guest_path().to_string());
         options.client = Some(VERSION.to_string());
-        let request = Request::new(
-            "load",
-            [
-                library.guest_path.clone(),
-                "true".into(),
-                options.to_string(),
-            ],
-        );
+        let whole = options.to_string();
+        // JDKs before 24 take 1 KiB per argument (a method plan of a few dozen patterns is
+        // longer): the agent then reads the options from the channel.
+        let rest = whole.len() > V1_ARG_MAX;
+        let loaded = match rest {
+            true => Options {
+                channel: options.channel.clone(),
+                client: options.client.clone(),
+                log: options.log.clone(),
+                debug: options.debug,
+                rest: true,
+                ..Options::default()
+            }
+            .to_string(),
+            false => whole.clone(),
+        };
+        let request = Request::new("load", [library.guest_path.clone(), "true".into(), loaded]);
         // A JVM answers attaches a little before JVMTI's live phase, in which JDK 21+ refuses
         // `load` (older JDKs load, and the agent waits for the phase): asked again until then.
         let asked = Instant::now();
@@ -138,6 +148,12 @@ impl Conversation {
             || false,
         )?;
         match (stream, return_code) {
+            (Some(stream), _) if rest => {
+                Frame::Options(whole)
+                    .write_to(&mut &stream)
+                    .map_err(|e| AgentError::Channel(format!("sending the options: {e}")))?;
+                Ok(Conversation::from_stream(stream))
+            }
             (Some(stream), _) => Ok(Conversation::from_stream(stream)),
             (None, Some(0)) => {
                 Err(AgentError::Channel("the agent did not connect back".into()).into())
@@ -187,7 +203,7 @@ impl Conversation {
                     ))
                     .into());
                 }
-                Some(Frame::Hello { .. } | Frame::Stop) => {}
+                Some(Frame::Hello { .. } | Frame::Stop | Frame::Options(_)) => {}
                 Some(Frame::Started(engine)) => {
                     let _ = self.engine_started.set(Instant::now());
                     if let Some(sink) = &mut frames {

@@ -6,6 +6,7 @@
 //! engines also send [`Frame::Progress`] while they run and their result as a
 //! [`Frame::Profile`] (a profile serialised by [`crate::wire`]); other results go as a
 //! [`Frame::Record`] ([`crate::records`]). The client sends
+//! [`Frame::Options`] first when the options of its `load` said `rest`, and
 //! [`Frame::Stop`] to end what it started, with the results coming back on the same
 //! connection; closing its end (or dying) means the same, without results.
 //!
@@ -34,6 +35,7 @@ const NOTE: u8 = 6;
 const STOP: u8 = 7;
 const STARTED: u8 = 8;
 const RECORD: u8 = 9;
+const OPTIONS: u8 = 10;
 
 /// One message from the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub enum Frame {
     Note(String),
     /// From the client: stop what this connection started and send its results here.
     Stop,
+    /// From the client, first on a connection whose `load` options said `rest`: the whole
+    /// option string, too long for the attach argument.
+    Options(String),
     /// `start` succeeded: this engine runs (after a fallback, the fallback's name) until its
     /// `duration=`, the client's `Stop`, or the client's end.
     Started(String),
@@ -152,6 +157,7 @@ impl Frame {
             Frame::Out(text) => (OUT, text.as_bytes().to_vec()),
             Frame::Note(text) => (NOTE, text.as_bytes().to_vec()),
             Frame::Stop => (STOP, Vec::new()),
+            Frame::Options(text) => (OPTIONS, text.as_bytes().to_vec()),
             Frame::Started(engine) => (STARTED, engine.as_bytes().to_vec()),
             Frame::Done { code, message } => {
                 let mut body = code.to_be_bytes().to_vec();
@@ -265,6 +271,7 @@ fn decode(kind: u8, body: Vec<u8>) -> Result<Frame, FrameError> {
         OUT => Ok(Frame::Out(text(body))),
         NOTE => Ok(Frame::Note(text(body))),
         STOP => Ok(Frame::Stop),
+        OPTIONS => Ok(Frame::Options(text(body))),
         STARTED => Ok(Frame::Started(text(body))),
         DONE => Ok(Frame::Done {
             code: i32::from_be_bytes(head(body)?),
@@ -299,6 +306,7 @@ mod tests {
             "\\PC{0,200}".prop_map(Frame::Out),
             "\\PC{0,200}".prop_map(Frame::Note),
             Just(Frame::Stop),
+            "\\PC{0,200}".prop_map(Frame::Options),
             "\\PC{0,20}".prop_map(Frame::Started),
             (any::<i32>(), "\\PC{0,50}").prop_map(|(code, message)| Frame::Done { code, message }),
             proptest::collection::vec(any::<u8>(), 0..100).prop_map(Frame::Profile),

@@ -16,7 +16,8 @@ use jtap_jvmti::{sys, Capabilities, Env};
 use jtap_protocol::records::Record;
 use jtap_protocol::{options::help_text, Action, Event, Frame, Options, VERSION};
 use jtap_protocol::{
-    AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK, AGENT_RETURN_VERSION_MISMATCH,
+    AGENT_RETURN_BAD_OPTIONS, AGENT_RETURN_COMMAND_FAILED, AGENT_RETURN_INIT, AGENT_RETURN_OK,
+    AGENT_RETURN_VERSION_MISMATCH,
 };
 
 mod recording;
@@ -270,8 +271,25 @@ impl Agent {
     /// replies while they are written (a reply larger than the socket's buffer, written from
     /// the Attach Listener while the client still waited for the operation's end, deadlocked
     /// both), and the JVM's Attach Listener stays free for other clients.
+    /// Options that said `rest` are completed first from the channel (read here, not in the
+    /// `load` operation, whose end the client waits for before it accepts the connection).
     pub fn handle_in_background(&'static self, options: Options, channel: Channel) -> i32 {
         self.on_agent_thread(Box::new(move || {
+            let options = match options.rest {
+                true => match channel
+                    .receive_options()
+                    .and_then(|text| Options::parse(&text).map_err(|e| e.to_string()))
+                {
+                    Ok(options) => options,
+                    Err(message) => {
+                        let message = format!("bad agent options: {message}");
+                        log!("{message}");
+                        channel.fail(AGENT_RETURN_BAD_OPTIONS, &message);
+                        return;
+                    }
+                },
+                false => options,
+            };
             self.handle(&options, Some(channel), false);
         }));
         AGENT_RETURN_OK

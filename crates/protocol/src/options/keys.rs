@@ -589,6 +589,14 @@ pub const KEYS: &[Key] = &[
         show: |o| shown(o.client.clone(), |s| s),
     },
     Key {
+        name: "rest",
+        takes: Takes::Nothing,
+        goes_with: GoesWith::Any,
+        help: "the other options follow over the channel (longer than the attach argument)",
+        parse: |o, _| flag(&mut o.rest),
+        show: |o| bare(o.rest),
+    },
+    Key {
         name: "debug",
         takes: Takes::Nothing,
         goes_with: GoesWith::Any,

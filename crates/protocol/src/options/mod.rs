@@ -330,6 +330,9 @@ pub struct Options {
     pub linger: Option<Duration>,
     /// The client's version; the agent refuses commands from a different version.
     pub client: Option<String>,
+    /// The other options follow over the channel as one [`crate::Frame::Options`]: they are
+    /// longer than the attach `load` argument carries (1 KiB on JDKs before 24).
+    pub rest: bool,
     /// Log to the JVM's stderr (never its stdout).
     pub debug: bool,
     /// `histogram`: count only live objects (a full GC runs first). `start,event=alloc`:
@@ -1073,6 +1076,7 @@ mod tests {
                     linger: interval.filter(|_| debug),
                     client,
                     debug,
+                    rest: debug && detach,
                     live: live && (histogram || has_alloc),
                     alloc,
                     lock,
