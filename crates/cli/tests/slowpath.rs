@@ -207,6 +207,10 @@ const REAL_ENTRIES: [RealEntry; 2] = [
 /// leads differs from profile to profile.
 const TOP_METHODS: usize = 3;
 
+/// Taken by the tests that bound a search's time on a real program, so that the JVMs of the
+/// others do not share its two cores.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// How long after a search its JVM is left to compile again what the restore discarded.
 const RECOMPILED_IN: Duration = Duration::from_secs(3);
 
@@ -282,6 +286,7 @@ fn leads_to(stacks: &Stacks, path: &[String], at: &str, top: &str) -> bool {
 #[test]
 fn on_real_programs_the_path_ends_where_a_profile_of_its_calls_puts_the_time() {
     agent_library();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     for jdk in jdks() {
         let v = jdk.version;
         for program in &REAL_ENTRIES {
@@ -361,6 +366,7 @@ const CHECKED_SHARE: f64 = 0.05;
 #[test]
 fn on_javac_the_path_folds_its_recursion_and_a_profile_follows_it() {
     agent_library();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let workloads = repo_root().join("tests/java/workloads");
     let workloads = workloads.display().to_string();
     for jdk in jdks().iter().filter(|j| [17, 25].contains(&j.version)) {

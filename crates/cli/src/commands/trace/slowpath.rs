@@ -33,9 +33,6 @@ use path::{End, Level, Method, Timed};
 
 /// Most methods instrumented at once (the entry besides).
 pub const MAX_METHODS: usize = 16;
-/// Most bytes of method patterns a round sends (the agent's options travel in the 1 KiB of an
-/// attach argument on JDKs before 24).
-const PATTERN_BYTES: usize = 640;
 /// How long each round's session runs at least.
 const ROUND: Duration = Duration::from_secs(2);
 /// How long a round may run at most, for entries whose calls take seconds each.
@@ -91,6 +88,8 @@ struct Search {
     first_unsampled: Option<usize>,
     /// The median time of the last round's entry calls.
     entry_median_ns: u64,
+    /// Rounds in a row in which no call ended, set aside or not: the calls outlast them.
+    unended: u32,
     /// While the JVM compiles again what HotSpot discarded: the rounds set aside so far and
     /// the entry's median time in the last of them.
     recompiling: Option<(u32, u64)>,
@@ -113,9 +112,9 @@ impl Search {
 
     /// How long the next round runs: long enough for [`CALLS_PER_ROUND`] entry calls of the
     /// last round's median length after the warm-up, at least [`ROUND`]; twice as long for each
-    /// round in a row that taught nothing (an entry call that outlasts a round never ends in
-    /// it: the probes only see calls that start after the instrumentation), at most
-    /// [`LONGEST_ROUND`].
+    /// of the last `idle` rounds, those that taught nothing or saw no call end (an entry call
+    /// that outlasts a round never ends in it: the probes only see calls that start after the
+    /// instrumentation), at most [`LONGEST_ROUND`].
     fn round_length(&self, idle: u32) -> Duration {
         let calls = Duration::from_nanos(self.entry_median_ns) * CALLS_PER_ROUND;
         let length = (WARM_UP + calls).max(ROUND) * 2u32.pow(idle.min(4));
@@ -173,18 +172,14 @@ impl Search {
             .max(SHORTEST_INTERVAL)
     }
 
-    /// The methods of the levels not timed yet, in path order: at most `window_limit`, whose
-    /// patterns take at most [`PATTERN_BYTES`].
+    /// The methods of the levels not timed yet, in path order: at most `window_limit`.
     fn window(&self) -> Vec<Method> {
         let mut window: Vec<Method> = Vec::new();
-        let mut bytes = 0;
         for method in &self.path[1 + self.measured()..] {
+            if window.len() == self.window_limit {
+                break;
+            }
             if !window.contains(method) {
-                bytes += method.pattern().len() + 3;
-                let full = window.len() == self.window_limit;
-                if full || (bytes > PATTERN_BYTES && !window.is_empty()) {
-                    break;
-                }
                 window.push(method.clone());
             }
         }
@@ -216,6 +211,7 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         check_call_sites: false,
         first_unsampled: None,
         entry_median_ns: 0,
+        unended: 0,
         recompiling: None,
         entry_set_aside: false,
         window_limit: MAX_METHODS,
@@ -223,7 +219,8 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
     let mut idle = 0;
     while search.end.is_none() && !interrupt::requested() && started.elapsed() < budget {
         let left = budget.saturating_sub(started.elapsed());
-        let length = search.round_length(idle).min(left).max(MIN_ROUND);
+        let length = search.round_length(idle.max(search.unended));
+        let length = length.min(left).max(MIN_ROUND);
         let check_call_sites = search.check_call_sites;
         let plan = match check_call_sites {
             true => call_site_plan(&search)?,
@@ -235,6 +232,10 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
             break;
         }
         let trees = settled(ended.trees);
+        search.unended = match trees.is_empty() {
+            true => search.unended + 1,
+            false => 0,
+        };
         if search.set_aside_while_recompiling(&trees, ended.discarded_compiled_code) {
             continue;
         }
@@ -356,9 +357,10 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
     let Some(profile) = profile else {
         return false;
     };
-    let measured = search.measured();
     let entry = search.entry_name.clone().unwrap_or_default();
     let stacks = path::reduced_stacks(profile, &entry, &search.refused);
+    turn_where_outweighed(search, &stacks);
+    let measured = search.measured();
     let prefix: Vec<Level> = search.path[1..].iter().cloned().map(Level::Call).collect();
     let (more, end, samples) = path::propose(&stacks, &prefix);
     let deeper = more.len();
@@ -398,6 +400,33 @@ fn learn(search: &mut Search, trees: &[CallTree], profile: Option<&Profile>) -> 
             search.end = Some(End::Terminal(name, why));
             true
         }
+    }
+}
+
+/// Forgets the path from its first level that this round's samples put well below a sibling
+/// (see [`path::outweighed`]): earlier samples proposed it while the JVM ran colder or in
+/// another phase. Levels found by timing call sites, which samples do not see, stay.
+fn turn_where_outweighed(search: &mut Search, stacks: &[(Vec<Level>, u64)]) {
+    let sampled = search.first_unsampled.unwrap_or(search.path.len());
+    let prefix: Vec<Level> = search.path[1..sampled]
+        .iter()
+        .cloned()
+        .map(Level::Call)
+        .collect();
+    let Some(depth) = path::outweighed(stacks, &prefix) else {
+        return;
+    };
+    let keep = depth + 1;
+    eprintln!(
+        "jtap: round {}: the samples now put {} well below another callee of {}: the path turns there",
+        search.rounds,
+        search.path[keep].dotted(),
+        search.path[keep - 1].dotted()
+    );
+    search.path.truncate(keep);
+    search.timed.truncate(keep);
+    if search.first_unsampled.is_some_and(|first| first >= keep) {
+        search.first_unsampled = None;
     }
 }
 

@@ -297,6 +297,34 @@ pub fn propose(stacks: &[(Vec<Level>, u64)], prefix: &[Level]) -> (Vec<Level>, E
     }
 }
 
+/// The first level of `path` (a prefix of reduced stacks) that a sibling outweighs in
+/// `stacks`: among the samples through the levels above it, another next level (another
+/// callee, or native code) has more than twice its samples, by three standard deviations of
+/// their difference or more. Samples taken while the JVM ran colder (or ran another phase)
+/// proposed it; these say the time is elsewhere now. Probes only slow the levels they time,
+/// so they never make a sibling outweigh the path.
+pub fn outweighed(stacks: &[(Vec<Level>, u64)], path: &[Level]) -> Option<usize> {
+    (0..path.len()).find(|&depth| {
+        let mut next: Vec<(&Level, u64)> = Vec::new();
+        for (levels, n) in stacks
+            .iter()
+            .filter(|(l, _)| l.len() > depth && l.starts_with(&path[..depth]))
+        {
+            match next.iter_mut().find(|(level, _)| *level == &levels[depth]) {
+                Some((_, sum)) => *sum += n,
+                None => next.push((&levels[depth], *n)),
+            }
+        }
+        let on_path = next
+            .iter()
+            .find(|(level, _)| *level == &path[depth])
+            .map_or(0, |&(_, n)| n);
+        let heaviest = next.iter().map(|&(_, n)| n).max().unwrap_or(0);
+        let (a, b) = (on_path as f64, heaviest as f64);
+        b > 2.0 * a && b - a >= 3.0 * (a + b).sqrt()
+    })
+}
+
 /// One level's time in a round's entry calls, as the probes measured it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timed {
@@ -593,6 +621,31 @@ mod tests {
         assert_eq!(end, End::Terminal("libz.so!inflate".into(), "native code"));
         let (_, end, _) = propose(&stacks[1..], &[]);
         assert_eq!(end, End::TooFewSamples);
+    }
+
+    #[test]
+    fn a_level_is_outweighed_when_a_sibling_holds_over_twice_its_samples_beyond_noise() {
+        let (a, b, c, d) = (call("p.A.a"), call("p.B.b"), call("p.C.c"), call("p.D.d"));
+        let stacks = vec![
+            (vec![a.clone(), b.clone()], 20),
+            (vec![a.clone(), c.clone(), d.clone()], 60),
+            (vec![d.clone()], 5),
+        ];
+        assert_eq!(outweighed(&stacks, &[a.clone(), b.clone()]), Some(1));
+        assert_eq!(
+            outweighed(&stacks, &[a.clone(), c.clone(), d.clone()]),
+            None
+        );
+        assert_eq!(outweighed(&stacks, &[d.clone()]), Some(0));
+        // Twice as many, but within the noise of so few samples.
+        let few = vec![
+            (vec![a.clone(), b.clone()], 3),
+            (vec![a.clone(), c.clone()], 7),
+        ];
+        assert_eq!(outweighed(&few, &[a.clone(), b.clone()]), None);
+        // Close siblings never turn the path.
+        let close = vec![(vec![a.clone(), b.clone()], 400), (vec![a.clone(), c], 700)];
+        assert_eq!(outweighed(&close, &[a, b]), None);
     }
 
     /// A call tree of one entry call, `root`.
