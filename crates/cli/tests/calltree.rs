@@ -134,7 +134,13 @@ fn a_plan_longer_than_the_attach_argument_reaches_the_agent() {
         let v = jdk.version;
         let (mut jvm, _dir) = flood(jdk, "wide");
         let pid = jvm.pid().to_string();
-        let args = ["calltree", &pid, "workloads.TreeFlood::wide", "--inner", &inner];
+        let args = [
+            "calltree",
+            &pid,
+            "workloads.TreeFlood::wide",
+            "--inner",
+            &inner,
+        ];
         let run = common::jtap([&args[..], &["--json", "-n", "1", "-d", "60s"]].concat());
         assert_eq!(run.code, 0, "JDK {v}: {}", run.stderr);
         let trees = json_lines(&run.stdout);

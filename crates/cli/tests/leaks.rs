@@ -112,6 +112,27 @@ fn the_leaking_site_leads_and_collected_sites_do_not_show() {
             "JDK {}: {later} of {old} old bytes born in the later half: {json}",
             jdk.version
         );
+        // Split into up to eight parts of those intervals, oldest first: all of the old bytes,
+        // and born in every part but at most one (as `born_in` below, an interval can go
+        // without).
+        let parts = first["survivors"]["by_birth"].as_array().unwrap();
+        let bytes: Vec<f64> = parts.iter().map(|p| p["bytes"].as_f64().unwrap()).collect();
+        assert_eq!(
+            parts.len() as u64,
+            (collections - 1).min(8),
+            "JDK {}: {json}",
+            jdk.version
+        );
+        assert!(
+            (bytes.iter().sum::<f64>() - old).abs() < 1.0,
+            "JDK {}: parts {bytes:?} against {old} old bytes",
+            jdk.version
+        );
+        assert!(
+            bytes.iter().filter(|&&b| b > 0.0).count() + 1 >= bytes.len(),
+            "JDK {}: parts {bytes:?}",
+            jdk.version
+        );
         // Old enough (two collections) when born in the first `collections - 1` intervals,
         // about 0.3 s each. A quiet machine had births in 21 of 21; a loaded test run in 18
         // of 21, where the keeping thread can miss an interval while the churning one fills

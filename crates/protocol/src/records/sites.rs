@@ -42,8 +42,19 @@ pub struct Leaks {
     pub collections: u32,
 }
 
+impl Leaks {
+    /// The collection intervals an old object can have been born in (after 0, 1, …
+    /// `collections - min_age` collections).
+    pub fn intervals(&self) -> u32 {
+        match self.collections.checked_sub(self.min_age) {
+            Some(last) => last + 1,
+            None => 0,
+        }
+    }
+}
+
 /// What survived at a site (leak reports).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Survivors {
     /// Live objects and bytes that survived at least the report's `min_age` collections.
     pub old: Amount,
@@ -57,6 +68,11 @@ pub struct Survivors {
     /// once none. Zero from agents before it.
     #[serde(default)]
     pub later: Amount,
+    /// Of `old`, those born in each of up to eight equal parts of those intervals, oldest
+    /// first: about even for a steady leak, all in the first for a cache filled once. Empty
+    /// from agents before it.
+    #[serde(default)]
+    pub by_birth: Vec<Amount>,
 }
 
 /// How the allocations of a [`Sites`] report were recorded.
@@ -239,17 +255,17 @@ impl Sites {
             self.untracked_objects
         );
         text.push_str(
-            " rank     old bytes    objs  bytes/min  born in  oldest  later    live bytes   alloc'ed bytes  class / stack\n",
+            " rank     old bytes    objs  bytes/min  born in  oldest  later  growth      live bytes   alloc'ed bytes  class / stack\n",
         );
         let per_minute = |bytes: f64| match seconds > 0.0 {
             true => bytes * 60.0 / seconds,
             false => 0.0,
         };
         for site in &self.sites {
-            let survivors = site.survivors.unwrap_or_default();
+            let survivors = site.survivors.clone().unwrap_or_default();
             let _ = writeln!(
                 text,
-                "{:>5} {:>13.0} {:>7.0} {:>10.0} {:>8} {:>7} {:>5.0}% {:>13.0} {:>16.0}  {}",
+                "{:>5} {:>13.0} {:>7.0} {:>10.0} {:>8} {:>7} {:>5.0}%  {:<8} {:>13.0} {:>16.0}  {}",
                 site.rank,
                 survivors.old.bytes,
                 survivors.old.objects,
@@ -257,6 +273,7 @@ impl Sites {
                 survivors.born_in,
                 survivors.oldest,
                 100.0 * survivors.later.bytes / survivors.old.bytes.max(1.0),
+                sparkline(&survivors.by_birth, leaks.intervals()),
                 site.live.bytes,
                 site.allocated.bytes,
                 site.class
@@ -291,7 +308,7 @@ impl Sites {
         let old: f64 = self
             .sites
             .iter()
-            .filter_map(|s| s.survivors)
+            .filter_map(|s| s.survivors.as_ref())
             .map(|s| s.old.bytes)
             .sum();
         let _ = write!(
@@ -303,6 +320,32 @@ impl Sites {
             self.live.objects + 0.0
         );
         text
+    }
+}
+
+/// One character per part of the window, its height the old bytes born per collection
+/// interval in that part (of `intervals` split as evenly as they go) against the most of any
+/// part, `·` for none: `████████` a steady leak, `█·······` a cache filled once, `▁▂▃▄▅▆▇█`
+/// a leak that speeds up; `-` from agents before the parts.
+fn sparkline(parts: &[Amount], intervals: u32) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let (count, intervals) = (parts.len() as u64, u64::from(intervals.max(1)));
+    // Interval b is in part b * count / intervals: part k begins at the first b reaching k.
+    let begins = |k: u64| (k * intervals).div_ceil(count);
+    let rates: Vec<f64> = (0..count)
+        .map(|k| parts[k as usize].bytes / (begins(k + 1) - begins(k)).max(1) as f64)
+        .collect();
+    let most = rates.iter().copied().fold(0.0, f64::max);
+    let line: String = rates
+        .iter()
+        .map(|&rate| match rate > 0.0 {
+            true => BARS[((rate / most * 8.0).ceil() as usize).clamp(1, 8) - 1],
+            false => '·',
+        })
+        .collect();
+    match line.is_empty() {
+        true => "-".to_string(),
+        false => line,
     }
 }
 
@@ -398,6 +441,14 @@ pub(crate) mod tests {
                 bytes: 300.0,
                 objects: 1.0,
             },
+            // 11 intervals in 8 parts: the 1st, 3rd and 6th hold two each, so as many bytes
+            // per interval everywhere but the 7th.
+            by_birth: [100.0, 50.0, 100.0, 50.0, 50.0, 100.0, 0.0, 50.0]
+                .map(|bytes| Amount {
+                    bytes,
+                    objects: 1.0,
+                })
+                .to_vec(),
         });
         let text = sites.to_text();
         assert!(
@@ -416,6 +467,7 @@ pub(crate) mod tests {
                 "9",
                 "11",
                 "50%",
+                "██████·█",
                 "750",
                 "1000",
                 "workloads.Sites$Kept"

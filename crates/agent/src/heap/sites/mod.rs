@@ -124,7 +124,15 @@ pub struct Survivors {
     /// have been born in: a leak keeps about half of its old objects there, a cache filled
     /// once none.
     pub later: Tally,
+    /// Of `old`, those born in each of `parts` equal parts of those intervals, oldest first.
+    pub by_birth: [Tally; BIRTH_PARTS],
+    /// The parts of `by_birth` in use: [`BIRTH_PARTS`], or fewer when fewer intervals.
+    pub parts: u32,
 }
+
+/// Most parts [`Survivors::by_birth`] splits the intervals an old object can have been born
+/// in into.
+pub const BIRTH_PARTS: usize = 8;
 
 /// A class, interned by [`SiteTable::intern`]: sites hold this small number instead of the
 /// class's signature.
@@ -722,6 +730,8 @@ struct Gathered {
     old: Tally,
     /// Those born in the later half of the intervals ([`Survivors::later`]).
     later: Tally,
+    /// Those born in each part of the intervals ([`Survivors::by_birth`]).
+    by_birth: [Tally; BIRTH_PARTS],
     /// After how many collections each was born.
     births: Vec<u32>,
 }
@@ -740,24 +750,40 @@ impl Ages {
         if self.min_age == 0 || self.now.saturating_sub(born) < self.min_age {
             return;
         }
+        let (part, _) = self.part_of(born);
         let gathered = self.by_site.entry(key.clone()).or_default();
         gathered.old.add(count, weight);
         // Old enough: born after 0 ..= now - min_age collections.
         if 2 * born > self.now - self.min_age {
             gathered.later.add(count, weight);
         }
+        gathered.by_birth[part].add(count, weight);
         gathered.births.push(born);
+    }
+
+    /// The part of [`Survivors::by_birth`] an old object born after `born` collections counts
+    /// in, and how many parts there are.
+    fn part_of(&self, born: u32) -> (usize, u32) {
+        let leaks = Leaks {
+            min_age: self.min_age,
+            collections: self.now,
+        };
+        let intervals = leaks.intervals().max(1) as usize;
+        let parts = intervals.min(BIRTH_PARTS);
+        (born as usize * parts / intervals, parts as u32)
     }
 
     fn of(&mut self, key: &Arc<Key>) -> Survivors {
         let Some(Gathered {
             old,
             later,
+            by_birth,
             mut births,
         }) = self.by_site.remove(key)
         else {
             return Survivors::default();
         };
+        let (_, parts) = self.part_of(0);
         births.sort_unstable();
         let oldest = births
             .first()
@@ -768,6 +794,8 @@ impl Ages {
             born_in: births.len() as u32,
             oldest,
             later,
+            by_birth,
+            parts,
         }
     }
 }
@@ -932,6 +960,10 @@ pub fn sites_report(
                     born_in: site.survivors.born_in,
                     oldest: site.survivors.oldest,
                     later: amount(&site.survivors.later),
+                    by_birth: site.survivors.by_birth[..site.survivors.parts as usize]
+                        .iter()
+                        .map(amount)
+                        .collect(),
                 }),
                 frames: site
                     .key

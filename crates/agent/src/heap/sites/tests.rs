@@ -326,6 +326,15 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     assert_eq!((survivors.born_in, survivors.oldest), (9, 10));
     // Old enough when born after 0..=8 collections: the later half is 5..=8.
     assert_eq!(survivors.later.weight, 400.0);
+    // Those 9 intervals in 8 parts: the first holds two.
+    let parts: Vec<f64> = survivors.by_birth[..survivors.parts as usize]
+        .iter()
+        .map(|t| t.weight)
+        .collect();
+    assert_eq!(
+        parts,
+        [200.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0]
+    );
     // The churned site has more live bytes, none of them old.
     assert_eq!(site("[B").live.weight, 1000.0);
     assert_eq!(site("[B").survivors, Survivors::default());
@@ -340,7 +349,7 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
     let report = sites_report(&sites, recorded.clone(), leaks, (10, 1), name);
     assert_eq!(report.sites.len(), 1, "{report:?}");
     assert_eq!(report.sites[0].class, "app.Kept");
-    let listed = report.sites[0].survivors.unwrap();
+    let listed = report.sites[0].survivors.clone().unwrap();
     assert_eq!(
         (
             listed.old.bytes,
@@ -350,6 +359,7 @@ fn leaks_rank_the_sites_whose_objects_survive_collections() {
         ),
         (900.0, 9, 10, 400.0)
     );
+    assert_eq!(listed.by_birth.len(), 8);
     // Without leaks, the larger live site comes first.
     let plain = sites_report(&sites, recorded, None, (10, 1), name);
     assert_eq!(plain.sites[0].class, "byte[]");

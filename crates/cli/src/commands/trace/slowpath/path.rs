@@ -636,7 +636,7 @@ mod tests {
             outweighed(&stacks, &[a.clone(), c.clone(), d.clone()]),
             None
         );
-        assert_eq!(outweighed(&stacks, &[d.clone()]), Some(0));
+        assert_eq!(outweighed(&stacks, std::slice::from_ref(&d)), Some(0));
         // Twice as many, but within the noise of so few samples.
         let few = vec![
             (vec![a.clone(), b.clone()], 3),
