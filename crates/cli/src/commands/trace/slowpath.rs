@@ -11,25 +11,27 @@
 //! ([`path::heavier_call_site`]): the JIT's inlining makes a callee's code the caller's in
 //! the samples of every profiler, so only the probes tell them apart. The path ends in a
 //! level's own code, or in a call jtap does not instrument (native code, the JDK's
-//! internals), named.
+//! internals), named. Each round's samples also check the levels found so far: one that a
+//! sibling now clearly outweighs ([`path::outweighed`]: the JVM ran colder, or in another
+//! phase, when it was proposed) is dropped with the levels below it.
+//!
+//! [`round`] runs one round, [`report`] prints the path and writes its flame graph.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
-use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use jtap_client::{interrupt, Asked};
-use jtap_profile::{Frame, FrameKind, Metadata, Profile, StackCounts};
+use jtap_client::interrupt;
+use jtap_profile::Profile;
 use jtap_protocol::records::trace::format_duration;
-use jtap_protocol::records::{CallTree, Quantiles, Record, TreeNode};
-use jtap_protocol::trace::{MethodPattern, Mode, Plan, DISCARDED_ALL_COMPILED_CODE};
-use jtap_protocol::{Action, Event, Options};
+use jtap_protocol::records::CallTree;
+use jtap_protocol::trace::MethodPattern;
 
 mod path;
+mod report;
+mod round;
 
 use path::{End, Level, Method, Timed};
+use round::{call_site_plan, round, timing_plan};
 
 /// Most methods instrumented at once (the entry besides).
 pub const MAX_METHODS: usize = 16;
@@ -223,7 +225,7 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
         let length = length.min(left).max(MIN_ROUND);
         let check_call_sites = search.check_call_sites;
         let plan = match check_call_sites {
-            true => call_site_plan(&search)?,
+            true => call_site_plan(search.path.last().unwrap_or(&search.path[0]))?,
             false => timing_plan(auto.entry, &search.window())?,
         };
         let ended = round(auto, plan, length, search.sample_interval())?;
@@ -258,7 +260,7 @@ pub fn run(auto: &Auto) -> anyhow::Result<i32> {
             idle = 0;
         }
     }
-    report(auto, &search, wall_start, started.elapsed())
+    report::report(auto, &search, wall_start, started.elapsed())
 }
 
 /// `pkg.Class.method` when `pattern` names one class and one method exactly.
@@ -520,347 +522,4 @@ fn merge_entry(into: &mut Option<Timed>, round: &Timed) {
     all.total_ns += round.total_ns;
     all.entry_ns += round.entry_ns;
     all.entry_calls += round.entry_calls;
-}
-
-/// The calltree plan timing the entry and the levels of `window`.
-fn timing_plan(entry: &str, window: &[Method]) -> anyhow::Result<Plan> {
-    let mut inner = vec![MethodPattern::parse(entry).map_err(crate::exit::usage)?];
-    for method in window {
-        inner.push(MethodPattern::parse(&method.pattern()).map_err(crate::exit::usage)?);
-    }
-    Ok(Plan {
-        mode: Mode::Calltree,
-        targets: vec![MethodPattern::parse(entry).map_err(crate::exit::usage)?],
-        // The entry among the inner methods makes a tree of inner methods only (no call
-        // sites); as the target, it is timed as the entry.
-        inner,
-        ..Plan::default()
-    })
-}
-
-/// The calltree plan timing the call sites of the path's last level: the level as the target,
-/// no inner methods.
-fn call_site_plan(search: &Search) -> anyhow::Result<Plan> {
-    let last = search.path.last().map(Method::pattern).unwrap_or_default();
-    Ok(Plan {
-        mode: Mode::Calltree,
-        targets: vec![MethodPattern::parse(&last).map_err(crate::exit::usage)?],
-        ..Plan::default()
-    })
-}
-
-/// One round: a calltree session of `plan` for `length`, beside a wall profile of the JVM at
-/// `interval`.
-fn round(auto: &Auto, plan: Plan, length: Duration, interval: Duration) -> anyhow::Result<Round> {
-    let options = Options {
-        action: Some(Action::Start),
-        event: Some(Event::Trace),
-        duration: Some(length),
-        trace: Some(plan),
-        ..Options::default()
-    };
-    let profile_options = Options {
-        action: Some(Action::Start),
-        event: Some(Event::Wall),
-        interval: Some(interval),
-        ..Options::default()
-    };
-    let profile = jtap_client::Conversation::open(auto.pid, &profile_options, auto.timeout)?;
-    let stopper = profile.stopper()?;
-    let received = Mutex::new(Vec::new());
-    let trees = Mutex::new(Vec::new());
-    let discarded = AtomicBool::new(false);
-    std::thread::scope(|scope| -> anyhow::Result<_> {
-        let reader = scope.spawn(|| {
-            profile.finish(
-                &mut io::sink(),
-                Some(&mut |frame| {
-                    if let jtap_protocol::Frame::Profile(bytes) = frame {
-                        received
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(bytes);
-                    }
-                    Ok(())
-                }),
-            )
-        });
-        let traced = (|| -> anyhow::Result<()> {
-            let conversation = jtap_client::Conversation::open(auto.pid, &options, auto.timeout)?;
-            let (why, asked) = jtap_client::supervise(
-                conversation,
-                options.duration,
-                &|| false,
-                &mut |_| {},
-                |conversation| {
-                    conversation.finish(
-                        &mut io::sink(),
-                        Some(&mut |frame| {
-                            match &frame {
-                                jtap_protocol::Frame::Record(bytes) => {
-                                    if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
-                                        trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
-                                    }
-                                }
-                                jtap_protocol::Frame::Note(text)
-                                    if text.starts_with(DISCARDED_ALL_COMPILED_CODE) =>
-                                {
-                                    discarded.store(true, Ordering::Relaxed);
-                                }
-                                _ => {}
-                            }
-                            Ok(())
-                        }),
-                    )
-                },
-            )?;
-            if asked == Asked::Nothing && !why.as_bounded() {
-                eprintln!("jtap: the session ended: {why}");
-            }
-            Ok(())
-        })();
-        // The profile ends with the round, whatever ended it.
-        let _ = stopper.stop();
-        let ended = reader
-            .join()
-            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
-        traced?;
-        ended?;
-        Ok(())
-    })?;
-    let received = received.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut merged: Option<Profile> = None;
-    for bytes in &received {
-        let profile = jtap_protocol::wire::decode_profile(bytes)
-            .map_err(|e| anyhow::anyhow!("the round's profile: {e}"))?;
-        match &mut merged {
-            Some(all) => all.merge(&profile),
-            None => merged = Some(profile),
-        }
-    }
-    Ok(Round {
-        trees: trees.into_inner().unwrap_or_else(|e| e.into_inner()),
-        profile: merged,
-        discarded_compiled_code: discarded.into_inner(),
-    })
-}
-
-/// What one round brought back.
-struct Round {
-    /// The trees of the entry calls that ended in it.
-    trees: Vec<CallTree>,
-    /// The wall profile of the JVM beside it.
-    profile: Option<Profile>,
-    /// Its class changes made HotSpot discard all the JVM's compiled code.
-    discarded_compiled_code: bool,
-}
-
-/// The path as one chain of tree nodes: each level's mean time per entry call (its share of
-/// the entry's time in the round that timed it, times the entry's mean), with its p50/p99
-/// per entry call that reached it.
-fn chain(search: &Search) -> Option<TreeNode> {
-    let entry = search.timed.first()?.as_ref()?;
-    let entry_mean = entry.total_ns / entry.entry_calls.max(1);
-    let mut nodes: Vec<TreeNode> = Vec::new();
-    for (method, timed) in search.path.iter().zip(&search.timed) {
-        let Some(timed) = timed else { break };
-        // Levels timed in different rounds: none above its caller.
-        let total_ns = match nodes.last() {
-            None => entry_mean,
-            Some(caller) => caller
-                .total_ns
-                .min((timed.share() * entry_mean as f64).round() as u64),
-        };
-        nodes.push(TreeNode {
-            name: method.dotted(),
-            count: timed.calls,
-            offset_ns: 0,
-            total_ns,
-            children: Vec::new(),
-            per_entry_call: Some(Quantiles {
-                p50_ns: timed.quantile(0.5),
-                p99_ns: timed.quantile(0.99),
-            }),
-        });
-    }
-    let mut node = nodes.pop()?;
-    while let Some(mut parent) = nodes.pop() {
-        parent.children.push(node);
-        node = parent;
-    }
-    Some(node)
-}
-
-/// Why the path ends, one line.
-fn ending(search: &Search, interrupted: bool) -> String {
-    let mut line = path_end(search, interrupted);
-    let unsampled = search
-        .first_unsampled
-        .filter(|&i| i > 0 && i < search.path.len());
-    if let Some(first) = unsampled {
-        let _ = write!(
-            line,
-            " (samples put {} and below in the own code of {}, which the JIT inlined them into; their call sites' times found them)",
-            search.path[first].dotted(),
-            search.path[first - 1].dotted()
-        );
-    }
-    line
-}
-
-/// Where the path ends and why.
-fn path_end(search: &Search, interrupted: bool) -> String {
-    let last = search.path.last().map(Method::dotted).unwrap_or_default();
-    match &search.end {
-        Some(End::SelfTime) => format!("the slow path ends in the own code of {last}"),
-        Some(End::Spread) => format!(
-            "the slow path ends in {last}: below it the time spreads over callees none of which holds {:.0} % of the entry's time",
-            path::MIN_SHARE * 100.0
-        ),
-        Some(End::Terminal(name, why)) => {
-            let mut line = format!("the slow path ends in {name}, called from {last}: {why}");
-            if let Some((top, share)) = search.top.as_ref().filter(|(top, _)| top != name) {
-                let _ = write!(line, "; its samples' top frame: {top} ({:.0}%)", share * 100.0);
-            }
-            line
-        }
-        _ if interrupted => "interrupted: the slow path so far".to_string(),
-        _ => "the search ended before the path did (too few entry calls or samples, or -d): the slow path so far".to_string(),
-    }
-}
-
-/// The method the path ends in: its last level, or the call below it jtap does not
-/// instrument (None before the path ended).
-fn end_of(search: &Search) -> Option<String> {
-    match &search.end {
-        Some(End::SelfTime | End::Spread) => search.path.last().map(Method::dotted),
-        Some(End::Terminal(name, _)) => Some(name.clone()),
-        _ => None,
-    }
-}
-
-/// Where the path's time is spent most: its last level's own code, or the frame the samples
-/// inside the call it ends in were taken in most (None before the path ended).
-fn top_of(search: &Search) -> Option<String> {
-    match &search.end {
-        Some(End::SelfTime | End::Spread) => search.path.last().map(Method::dotted),
-        Some(End::Terminal(name, _)) => {
-            Some(search.top.as_ref().map_or(name, |(top, _)| top).clone())
-        }
-        _ => None,
-    }
-}
-
-/// The path's levels for `--json`, the entry first: each method with its calls, share of
-/// the entry's time (levels timed in different rounds: none above its caller's) and p50/p99
-/// per entry call that reached it.
-fn levels_json(search: &Search) -> serde_json::Value {
-    let levels = search.path.iter().zip(&search.timed);
-    let timed = levels.map_while(|(method, timed)| Some((method, timed.as_ref()?)));
-    let mut caller_share = 1.0f64;
-    timed
-        .map(|(method, timed)| {
-            caller_share = caller_share.min(timed.share());
-            serde_json::json!({
-                "method": method.dotted(),
-                "calls": timed.calls,
-                "share": caller_share,
-                "p50_ns": timed.quantile(0.5),
-                "p99_ns": timed.quantile(0.99),
-            })
-        })
-        .collect()
-}
-
-/// Prints the path and writes its flame graph.
-fn report(auto: &Auto, search: &Search, wall_start: u64, took: Duration) -> anyhow::Result<i32> {
-    let Some(root) = chain(search) else {
-        eprintln!(
-            "jtap: no call of {} finished in {:.1} s: no slow path to show",
-            auto.entry,
-            took.as_secs_f64()
-        );
-        return Ok(1);
-    };
-    let entry_calls = search.timed[0].as_ref().map_or(0, |t| t.entry_calls);
-    let tree = CallTree {
-        time_ns: wall_start,
-        thread: format!(
-            "slow path: {entry_calls} entry calls, {} rounds, {:.1} s",
-            search.rounds,
-            took.as_secs_f64()
-        ),
-        truncated: search.truncated,
-        unfinished: false,
-        label: None,
-        root,
-    };
-    let ending = ending(search, interrupt::requested());
-    let record = Record::Tree(tree);
-    let text = match auto.json {
-        true => format!(
-            "{}\n{}",
-            record.to_json_lines(),
-            serde_json::json!({
-                "end": ending,
-                "levels": search.measured() + 1,
-                "path": levels_json(search),
-                "at": end_of(search),
-                "top": top_of(search),
-            })
-        ),
-        false => format!("{}\n{ending}", record.to_text()),
-    };
-    let mut out = io::stdout().lock();
-    // A reader that went away (`| head`) ends the output, not jtap.
-    if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
-        return Ok(0);
-    }
-    drop(out);
-    if !auto.output.writes_nothing() {
-        let Record::Tree(tree) = &record else {
-            unreachable!()
-        };
-        super::super::profile::write_profiles(auto.output, &[flame(tree, search)])?;
-    }
-    Ok(0)
-}
-
-/// The path's levels as a profile of wall time per entry call (a "sample" a microsecond):
-/// each level's own time at its stack, and the call it ends in above the last.
-fn flame(tree: &CallTree, search: &Search) -> Profile {
-    let mut profile = Profile::new(Metadata {
-        event: "wall".into(),
-        engine: "calltree".into(),
-        interval: 1_000,
-        weight_unit: "nanoseconds".into(),
-        start_time_ns: tree.time_ns,
-        ..Metadata::default()
-    });
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut node = Some(&tree.root);
-    let mut levels = search.path.iter();
-    while let (Some(n), Some(method)) = (node, levels.next()) {
-        stack.push(Frame::java(
-            method.dotted(),
-            FrameKind::Compiled,
-            method.descriptor.clone(),
-            None,
-        ));
-        let own = n.self_ns();
-        let last = n.children.is_empty();
-        if let (true, Some(End::Terminal(name, why))) = (last, &search.end) {
-            let kind = match *why == "native code" {
-                true => FrameKind::Native,
-                false => FrameKind::Interpreted,
-            };
-            let mut below = stack.clone();
-            below.push(Frame::new(name.clone(), kind));
-            profile.add_frame_counts(&below, StackCounts::sampled(own / 1_000, own));
-        } else if own >= 1_000 {
-            profile.add_frame_counts(&stack, StackCounts::sampled(own / 1_000, own));
-        }
-        node = n.children.first();
-    }
-    profile
 }
