@@ -15,7 +15,7 @@
 //! sibling now clearly outweighs ([`path::outweighed`]: the JVM ran colder, or in another
 //! phase, when it was proposed) is dropped with the levels below it.
 //!
-//! [`round`] runs one round, [`report`] prints the path and writes its flame graph.
+//! [`mod@round`] runs one round, [`mod@report`] prints the path and writes its flame graph.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
