@@ -74,8 +74,8 @@ impl Method {
         format!("{}.{}", self.class, self.name)
     }
 
-    /// The method pattern selecting this method (and its overloads: without descriptors, more
-    /// patterns fit in the agent's options, which attach protocol 1 caps at 1 KiB).
+    /// The method pattern selecting this method and its overloads (a level's time is that of
+    /// the outermost calls of any of them under the level above).
     pub fn pattern(&self) -> String {
         let subtypes = if self.subtypes { "+" } else { "" };
         format!("{subtypes}{}::{}", self.class, self.name)
