@@ -164,11 +164,14 @@ pub enum Stop {
     Unreadable,
     /// The interrupted compiled frame is not set up (prologue, epilogue, inline cache check).
     NotSetUp,
+    /// A reference the collector has not healed since its last phase change (a stack chunk's
+    /// parent under generational ZGC), which may point where its object was before.
+    Unhealed,
 }
 
 impl Stop {
     /// Every reason, in declaration order (`stop as usize` indexes it).
-    pub const ALL: [Stop; 10] = [
+    pub const ALL: [Stop; 11] = [
         Stop::OffStack,
         Stop::UnknownCode,
         Stop::Frameless,
@@ -179,6 +182,7 @@ impl Stop {
         Stop::NotWalkable,
         Stop::Unreadable,
         Stop::NotSetUp,
+        Stop::Unhealed,
     ];
     /// How many reasons there are.
     pub const COUNT: usize = Stop::ALL.len();
@@ -196,6 +200,7 @@ impl Stop {
             Stop::NotWalkable => "thread not walkable",
             Stop::Unreadable => "unreadable memory",
             Stop::NotSetUp => "frame not set up",
+            Stop::Unhealed => "reference not healed by the collector yet",
         }
     }
 }
@@ -491,7 +496,7 @@ impl<'a> Walk<'a> {
             if !self.chunk_frames(&frames, out, count)? {
                 return Ok(None);
             }
-            chunk = frames.parent;
+            chunk = frames.parent.ok_or(Stop::Unhealed)?;
         }
         if chunk != 0 {
             return Err(Stop::TooDeep);

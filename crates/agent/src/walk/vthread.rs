@@ -163,8 +163,10 @@ pub struct Chunk {
     pub start: usize,
     pub sp: usize,
     pub end: usize,
-    /// The chunk with the older frames (0: none).
-    pub parent: usize,
+    /// The chunk with the older frames (0: none), or None when the reference to it cannot be
+    /// followed: one generational ZGC has not healed since its last phase change (it may
+    /// point where the chunk was before a relocation).
+    pub parent: Option<usize>,
 }
 
 /// Most words a stack chunk is taken to hold (HotSpot's are a few KiB to a few MiB).
@@ -407,7 +409,7 @@ impl VirtualThreads {
             end: at(start, bottom * word)?,
             parent: self
                 .pointers
-                .field(fetch, at(chunk, frozen.chunk_parent)?)?,
+                .field(fetch, at(chunk, frozen.chunk_parent)?),
         })
     }
 
