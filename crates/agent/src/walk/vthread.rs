@@ -407,9 +407,7 @@ impl VirtualThreads {
             start,
             sp: at(start, sp * word)?,
             end: at(start, bottom * word)?,
-            parent: self
-                .pointers
-                .field(fetch, at(chunk, frozen.chunk_parent)?),
+            parent: self.pointers.field(fetch, at(chunk, frozen.chunk_parent)?),
         })
     }
 
