@@ -1,9 +1,10 @@
 //! `jtap profile -e <perf event>` on every JDK of the matrix, against `workloads.PerfEvents`
 //! (one thread touching fresh pages, one sleeping a millisecond at a time, one computing):
-//! `page-faults` puts the toucher's method first, `context-switches` and the tracepoint
-//! `sched:sched_switch` the sleeper's before the spinner's where the kernel's own counts
-//! of their switches do; a hardware counter works or is refused in one line
-//! naming the missing counters (these VMs have none); an unknown event is refused by name.
+//! `page-faults` puts the toucher's method first and walks the safepoint polls that trap from
+//! the poll; `context-switches` and the tracepoint `sched:sched_switch` put the sleeper's
+//! before the spinner's where the kernel's own counts of their switches do; a hardware
+//! counter works or is refused in one line naming the missing counters (these VMs have none);
+//! an unknown event is refused by name.
 
 mod common;
 
@@ -77,8 +78,8 @@ fn kernel_switches(pid: u32) -> [u64; 2] {
 /// (more while a profiler's signals wake it), the spinner only when preempted or stopped at a
 /// safepoint: far fewer on an idle machine, but on a loaded one it may be preempted as often,
 /// so the kernel's counts of the same seconds decide. A near tie (less than twice) decides
-/// nothing. The toucher is left out: it waits for the collections that free direct memory
-/// (`Bits.reserveMemory`), so it switches out often too.
+/// nothing. The toucher is left out: it sleeps between its buffers, so it switches out often
+/// too.
 fn leads_like_the_kernel(counts: [u64; 3], kernel: [u64; 2]) -> bool {
     let [sleeper, spinner] = kernel;
     match () {
@@ -97,8 +98,9 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
     }
     for jdk in jdks() {
         let v = jdk.version;
+        // Each of the toucher's buffers mapped anew (see the workload).
         let mut jvm = JavaProcess::builder(jdk, "workloads.PerfEvents")
-            .jvm_arg("-XX:MaxDirectMemorySize=64m")
+            .env("MALLOC_MMAP_THRESHOLD_", "65536")
             .start();
         let pid_number = jvm.pid();
         let pid = pid_number.to_string();
@@ -123,7 +125,32 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             let kernel = [after[0] - before[0], after[1] - before[1]];
             (counts, kernel)
         };
-        let fault_stacks = stacks("page-faults");
+        // Safepoints during the profile: each running thread's poll traps, a page fault in
+        // the stub the VM sends it to.
+        let fault_stacks = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                for _ in 0..4 {
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                    jtap(["jcmd", &pid, "Thread.print"]).ok();
+                }
+            });
+            stacks("page-faults")
+        });
+        let leaf_count = |leaf: &str, through: &str| -> u64 {
+            (fault_stacks.iter())
+                .filter(|(frames, _)| frames.last().is_some_and(|f| f == leaf))
+                .filter(|(frames, _)| frames.iter().any(|f| f.starts_with(through)))
+                .map(|(_, count)| count)
+                .sum()
+        };
+        let (walked, unwalked) = (
+            leaf_count("[safepoint poll]", METHODS[2]),
+            leaf_count("[in SafepointBlob]", ""),
+        );
+        assert!(
+            walked > 0 && unwalked == 0,
+            "JDK {v}: the spinner's trapped safepoint polls: {walked} walked from the poll, {unwalked} not walked"
+        );
         let faults = by_method(&fault_stacks);
         assert!(
             share(faults, 0) > 0.8,

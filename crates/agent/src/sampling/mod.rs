@@ -174,11 +174,12 @@ struct Shared {
     samples: AtomicU64,
     dropped: AtomicU64,
     /// Samples walked from the caller after `unknown_java` (see `recover`): pc in a stub,
-    /// pc in a compiled method's prologue/epilogue, pc in a leaf native call; and samples
-    /// left `unknown_java`.
+    /// pc in a compiled method's prologue/epilogue, pc in a leaf native call, pc where a
+    /// safepoint poll trapped; and samples left `unknown_java`.
     recovered_stub: AtomicU64,
     recovered_nmethod: AtomicU64,
     recovered_native: AtomicU64,
+    recovered_poll: AtomicU64,
     unknown_java: AtomicU64,
     /// Threads last sampled asleep (wall clock), whose repeats need no signal.
     idle: IdleThreads,
@@ -337,6 +338,7 @@ impl Sampler {
             recovered_stub: AtomicU64::new(0),
             recovered_nmethod: AtomicU64::new(0),
             recovered_native: AtomicU64::new(0),
+            recovered_poll: AtomicU64::new(0),
             unknown_java: AtomicU64::new(0),
             idle: IdleThreads::default(),
             repeated: AtomicU64::new(0),
@@ -446,10 +448,11 @@ impl Sampler {
         log!("sampler: {ranges} of {capacity} stub ranges kept");
         release_core();
         log!(
-            "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits, {} in leaf native calls; {} left",
+            "sampler: unknown_java walked from the caller: {} in stubs and adapters, {} in compiled entries/exits, {} in leaf native calls; from the poll: {} at trapped safepoint polls; {} left",
             self.shared.recovered_stub.load(Ordering::Relaxed),
             self.shared.recovered_nmethod.load(Ordering::Relaxed),
             self.shared.recovered_native.load(Ordering::Relaxed),
+            self.shared.recovered_poll.load(Ordering::Relaxed),
             self.shared.unknown_java.load(Ordering::Relaxed),
         );
         let engine = (self.shared.profile.lock())
@@ -747,6 +750,9 @@ impl Worker {
                                 Some(Kind::Compiled) | None => FrameKind::Compiled,
                             }));
                         }
+                    } else if header.recovered == recover::FROM_POLL {
+                        // The walk began at the poll.
+                        map.classify(header.caller_pc as usize, frames, &mut p.kinds);
                     } else if header.recovered != recover::NOT_RECOVERED {
                         // The walk began at the return address: the caller's call site.
                         map.classify(
@@ -771,6 +777,7 @@ impl Worker {
                 recover::FROM_STUB => Some(&self.shared.recovered_stub),
                 recover::FROM_NMETHOD => Some(&self.shared.recovered_nmethod),
                 recover::FROM_NATIVE => Some(&self.shared.recovered_native),
+                recover::FROM_POLL => Some(&self.shared.recovered_poll),
                 _ if header.num_frames == UNKNOWN_JAVA => Some(&self.shared.unknown_java),
                 _ => None,
             };
@@ -780,10 +787,12 @@ impl Worker {
             // Resolved with the code map unlocked (see `code::map`).
             let top = top.map(|place| {
                 let place = place.resolve(&mut p.resolver);
-                let frame = if header.recovered == recover::NOT_RECOVERED {
-                    Frame::new(format!("[in {}]", place.label()), FrameKind::Cpp)
-                } else {
-                    place.frame()
+                let frame = match header.recovered {
+                    recover::NOT_RECOVERED => {
+                        Frame::new(format!("[in {}]", place.label()), FrameKind::Cpp)
+                    }
+                    recover::FROM_POLL => Frame::new("[safepoint poll]", FrameKind::Cpp),
+                    _ => place.frame(),
                 };
                 p.table.intern(frame)
             });

@@ -415,6 +415,34 @@ unsafe fn record(
                     TopPc::Anywhere(recover::frame_set_up),
                 )
             };
+            // Where a safepoint poll trapped, the walk starts at the poll.
+            let trapped_poll = (walked.num_frames == UNKNOWN_JAVA)
+                .then(|| {
+                    let poll_pc = || target.walker?.trapped_pc(jni);
+                    // SAFETY: the caller's contract.
+                    unsafe { recover::at_trapped_poll(context, poll_pc) }
+                })
+                .flatten();
+            let mut at_poll;
+            let context = match trapped_poll {
+                Some((copy, poll)) => {
+                    at_poll = copy;
+                    let at_poll = &mut at_poll as *mut libc::ucontext_t as *mut c_void;
+                    // SAFETY: a copy of the caller's context, on this thread's stack.
+                    walked = unsafe {
+                        walk(
+                            target,
+                            jni,
+                            frames,
+                            at_poll,
+                            TopPc::Anywhere(recover::frame_set_up),
+                        )
+                    };
+                    (recovered, caller_pc) = (recover::FROM_POLL, poll as u64);
+                    at_poll
+                }
+                None => context,
+            };
             if walked.num_frames == UNKNOWN_JAVA {
                 // SAFETY: `jni` is this thread's, and a signal handler runs on the thread.
                 let stack = target.walker.and_then(|w| unsafe { w.stack(jni) });
@@ -429,7 +457,10 @@ unsafe fn record(
                     unsafe { recover::retry_from_caller(context, stack, &mut from_caller) };
                 match retried {
                     Some((_, what, from)) => (recovered, caller_pc) = (what, from),
-                    None => walked.num_frames = UNKNOWN_JAVA,
+                    None => {
+                        walked.num_frames = UNKNOWN_JAVA;
+                        (recovered, caller_pc) = (recover::NOT_RECOVERED, 0);
+                    }
                 }
             }
             walked.num_frames

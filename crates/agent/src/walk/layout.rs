@@ -140,6 +140,9 @@ pub struct Layout {
     pub continuation_return: Option<usize>,
     /// `JavaThread::_cont_entry`: the innermost continuation's entry (JDK 25 describes it).
     pub thread_continuation_entry: Option<usize>,
+    /// `JavaThread::_saved_exception_pc`: where the VM's signal handler found the thread when
+    /// it sent it on to a handler stub (a safepoint poll that trapped, an implicit exception).
+    pub thread_saved_exception_pc: Option<usize>,
 }
 
 impl Layout {
@@ -235,6 +238,7 @@ impl Layout {
             jmethod_ids: s.offset(&["InstanceKlass"], "_methods_jmethod_ids")?,
             continuation_return: s.address("ContinuationEntry", "_return_pc").ok(),
             thread_continuation_entry: s.offset(&["JavaThread"], "_cont_entry").ok(),
+            thread_saved_exception_pc: s.offset(&["JavaThread"], "_saved_exception_pc").ok(),
         })
     }
 }
@@ -282,6 +286,7 @@ mod tests {
             let layout =
                 Layout::resolve(&structs, jdk).unwrap_or_else(|e| panic!("JDK {jdk}: {e}"));
             assert_eq!(layout.entry_wrapper_slot, -6, "JDK {jdk}");
+            assert!(layout.thread_saved_exception_pc.is_some(), "JDK {jdk}");
             match (jdk, layout.debug, layout.blob_kind) {
                 (25, DebugInfo::Apart { .. }, BlobKind::Field { nmethod: 1, .. }) => {}
                 (11..=21, DebugInfo::InBlob { .. }, BlobKind::Name(_)) => {}

@@ -182,6 +182,17 @@ impl Walker {
         unsafe { frames::stack_of(&self.layout, thread) }
     }
 
+    /// Where the VM's signal handler last found the calling thread before it sent it on to a
+    /// handler stub: the pc of a safepoint poll that trapped (or of an implicit exception).
+    /// `jni` is the calling thread's JNIEnv (read without faulting). Async-signal-safe.
+    pub fn trapped_pc(&self, jni: *mut sys::JNIEnv) -> Option<usize> {
+        let thread = (jni as usize).wrapping_sub(self.env_offset);
+        let offset = self.layout.thread_saved_exception_pc?;
+        self.fetch
+            .value::<usize>(thread.wrapping_add(offset))
+            .filter(|&pc| pc != 0)
+    }
+
     /// The virtual thread the calling thread runs, if it is a carrier running one (JDK 21+).
     /// Async-signal-safe.
     ///

@@ -31,6 +31,12 @@
 //!   exit on JDK 11): libjvm's frame pointer chain up to the return address into generated
 //!   code ([`native_caller`]); the native frames themselves come from the native unwinder.
 //!
+//! - A safepoint poll that trapped: the VM's signal handler sends the thread to the first
+//!   instruction of a safepoint handler stub, and a signal pending then (a perf event's that
+//!   counts page faults: the poll's fault is one) interrupts it there. The thread keeps the
+//!   poll's pc, and the walk starts at the poll with the other registers unchanged
+//!   ([`at_trapped_poll`]).
+//!
 //! Which stub a pc is in comes from [`STUBS`], a handler-readable table of the VM's stub
 //! ranges by kind, filled by the code map from DynamicCodeGenerated (append-only, atomics
 //! only), with the code cache's bounds (the VM's own where jtap's walker reads them, else
@@ -55,11 +61,14 @@ pub const FROM_NMETHOD: u8 = 2;
 /// (a leaf runtime call: monitor exit, math, arraycopy helpers).
 pub const FROM_NATIVE: u8 = 3;
 
+/// The pc was the first instruction of a safepoint handler, where a poll that trapped was
+/// sent: the walk started at the poll.
+pub const FROM_POLL: u8 = 4;
+
 /// Most stub ranges kept (adjacent stubs but framed ones merge: several hundred are typical).
 const CAPACITY: usize = 1024;
-/// Stubs this close to the previous range's end (their headers lie between) merge with it,
-/// but for framed stubs: a call into one is told from a call into its neighbour by its range
-/// ([`calls_stub_of`]).
+/// Stubs this close to the previous range's end (their headers lie between) merge with it
+/// where their kind allows ([`StubKind::merges`]).
 const MERGE_GAP: usize = 128;
 
 /// A range of generated code and its [`StubKind`] (as a byte).
@@ -98,8 +107,11 @@ pub enum StubKind {
     Framed = 2,
     /// The I2C/C2I adapters between interpreted and compiled calling conventions.
     Adapter = 3,
+    /// The stubs a safepoint poll that trapped is sent to (`SafepointBlob`): the VM's signal
+    /// handler moves the pc to their first instruction and keeps the poll's in the thread.
+    SafepointHandler = 4,
     /// Anything else (the interpreter, runtime stubs, the call stub, …).
-    Other = 4,
+    Other = 5,
 }
 
 impl StubKind {
@@ -111,6 +123,9 @@ impl StubKind {
         if name == "I2C/C2I adapters" {
             return StubKind::Adapter;
         }
+        if name == "SafepointBlob" {
+            return StubKind::SafepointHandler;
+        }
         if frame_setup_at(code).is_some() {
             StubKind::Framed
         } else {
@@ -118,11 +133,19 @@ impl StubKind {
         }
     }
 
+    /// Whether a range of this kind takes in a neighbour of the same kind: not a framed stub
+    /// (its range tells a call into it from one into its neighbour, see [`calls_stub_of`]),
+    /// nor a safepoint handler (its first instruction is where a trapped poll resumes).
+    fn merges(self) -> bool {
+        !matches!(self, StubKind::Framed | StubKind::SafepointHandler)
+    }
+
     fn from_byte(byte: u8) -> Option<StubKind> {
         [
             StubKind::Frameless,
             StubKind::Framed,
             StubKind::Adapter,
+            StubKind::SafepointHandler,
             StubKind::Other,
         ]
         .into_iter()
@@ -235,16 +258,14 @@ impl Table {
     /// Records a blob the VM generated. Called with the code map locked (one writer).
     pub fn add_stub(&self, start: usize, end: usize, kind: StubKind) {
         self.note_code(start, end);
-        let kind = kind as u8;
         let len = self.len.load(Ordering::Acquire);
-        if len > 0 {
+        if len > 0 && kind.merges() {
             let last = &self.ranges[len - 1];
             let (last_start, last_end) = (
                 last.start.load(Ordering::Relaxed),
                 last.end.load(Ordering::Relaxed),
             );
-            if last.kind.load(Ordering::Relaxed) == kind
-                && kind != StubKind::Framed as u8
+            if last.kind.load(Ordering::Relaxed) == kind as u8
                 && start >= last_start
                 && start <= last_end.saturating_add(MERGE_GAP)
             {
@@ -260,7 +281,7 @@ impl Table {
         let range = &self.ranges[len];
         range.start.store(start, Ordering::Relaxed);
         range.end.store(end, Ordering::Relaxed);
-        range.kind.store(kind, Ordering::Relaxed);
+        range.kind.store(kind as u8, Ordering::Relaxed);
         self.len.store(len + 1, Ordering::Release);
     }
 
@@ -286,6 +307,11 @@ impl Table {
             }
         }
         found
+    }
+
+    /// Whether `pc` is the first instruction of a safepoint handler. Async-signal-safe.
+    fn is_safepoint_handler_entry(&self, pc: usize) -> bool {
+        self.innermost(pc) == Some((pc, StubKind::SafepointHandler))
     }
 
     /// Whether `address` lies in an nmethod (generated code outside every stub, as far as
@@ -360,6 +386,48 @@ impl Stack {
         // the interrupted frame), all of it mapped (see `retry_from_caller`).
         Some(unsafe { std::ptr::read_volatile(address as *const usize) })
     }
+}
+
+/// A copy of the signal context `context` as it was at the safepoint poll that trapped, and
+/// the poll's pc, when the context's pc is the first instruction of a safepoint handler. The
+/// VM's signal handler moved the pc there from the poll, which `poll_pc` reads from the
+/// thread, and a signal pending then arrives before that instruction runs: a perf event
+/// sampling page faults always does (the poll's fault is one). Every other register is still
+/// the poll's.
+///
+/// # Safety
+/// `context` is the handler's ucontext, on the sampled thread.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn at_trapped_poll(
+    context: *mut c_void,
+    poll_pc: impl FnOnce() -> Option<usize>,
+) -> Option<(libc::ucontext_t, usize)> {
+    if context.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract: a ucontext_t.
+    let original = unsafe { &*(context as *const libc::ucontext_t) };
+    let pc = original.uc_mcontext.gregs[libc::REG_RIP as usize] as usize;
+    if !STUBS.is_safepoint_handler_entry(pc) {
+        return None;
+    }
+    let poll = poll_pc().filter(|&poll| STUBS.in_nmethod(poll))?;
+    // SAFETY: a plain copy of the signal's ucontext, as in `retry_from_caller`.
+    let mut at_poll: libc::ucontext_t = unsafe { std::ptr::read(original) };
+    at_poll.uc_mcontext.gregs[libc::REG_RIP as usize] = poll as i64;
+    Some((at_poll, poll))
+}
+
+/// Other architectures: no safepoint handler is recognised.
+///
+/// # Safety
+/// None needed; the signature matches the x86_64 version.
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn at_trapped_poll(
+    _context: *mut c_void,
+    _poll_pc: impl FnOnce() -> Option<usize>,
+) -> Option<(libc::ucontext_t, usize)> {
+    None
 }
 
 /// Retries `AsyncGetCallTrace` from the caller when the interrupted pc is where the return

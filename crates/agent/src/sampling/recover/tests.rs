@@ -15,6 +15,14 @@ fn stub_ranges_merge_and_answer_by_kind() {
     assert_eq!(table.kind_at(0x1850), Some(StubKind::Framed));
     assert_eq!(table.kind_at(0x1a00), Some(StubKind::Other));
     assert_eq!(table.kind_at(0x3000), None);
+    // The three safepoint handlers keep their ranges: each one's first instruction counts.
+    for start in [0x3000, 0x3080, 0x3100] {
+        table.add_stub(start, start + 0x80, StubKind::SafepointHandler);
+    }
+    assert_eq!(table.len.load(Ordering::Relaxed), 7);
+    assert!(table.is_safepoint_handler_entry(0x3080));
+    assert!(!table.is_safepoint_handler_entry(0x3081));
+    assert!(!table.is_safepoint_handler_entry(0x1800));
     table.note_code(0x5000, 0x6000);
     assert!(table.in_code(0x5fff) && table.in_code(0x1000) && !table.in_code(0x6000));
     assert!(table.in_nmethod(0x5000) && !table.in_nmethod(0x1a00));
@@ -37,6 +45,10 @@ fn stubs_are_told_apart_by_name_and_first_instructions() {
     let fill = [0x49, 0x89, 0xd3, 0x55, 0x48, 0x89, 0xe5, 0x66];
     assert_eq!(StubKind::of("arrayof_jbyte_fill", &fill), StubKind::Framed);
     assert_eq!(StubKind::of("Interpreter", &[0x48, 0x8b]), StubKind::Other);
+    assert_eq!(
+        StubKind::of("SafepointBlob", &[0x53, 0x55]),
+        StubKind::SafepointHandler
+    );
     assert_eq!(StubKind::of("call_stub", &[0x55]), StubKind::Other);
     // A move from memory (mod 00) is no register move.
     let load = [0x49, 0x8b, 0x13, 0x55, 0x48, 0x89, 0xe5];
