@@ -13,13 +13,13 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use jtap_client::{interrupt, launch, AgentError, Asked};
+use jtap_client::{interrupt, launch, AgentError, Asked, Conversation};
 use jtap_profile::{FrameKind, TracedCall};
 use jtap_protocol::label::LabelBy;
 use jtap_protocol::options::help_of;
 use jtap_protocol::records::{Call, Record};
 use jtap_protocol::trace::{Guarded, MethodPattern, Mode, Plan};
-use jtap_protocol::{Action, Event, Frame, Options};
+use jtap_protocol::{Action, Ended, Event, Frame, Options};
 use jtap_script::Script;
 
 use crate::exit;
@@ -483,24 +483,33 @@ fn run(
 /// by itself at `-n` or `-d` (and sends the restore check); Ctrl-C asks it to end early. The
 /// results stream to stdout, the agent's notes to stderr.
 fn attached(pid: u32, options: &Options, show: Show, timeout: Duration) -> anyhow::Result<i32> {
-    let conversation = jtap_client::Conversation::open(pid, options, timeout)?;
-    let (why, asked) = jtap_client::supervise(
-        conversation,
-        options.duration,
-        &|| {
-            show.limit
-                .is_some_and(|n| SHOWN.load(Ordering::SeqCst) >= n)
-        },
-        &mut |_| {},
-        |conversation| conversation.finish(&mut io::stdout(), Some(&mut print_records(show))),
-    )?;
-    if asked == Asked::Told {
-        return Ok(0);
-    }
+    let enough = || {
+        show.limit
+            .is_some_and(|n| SHOWN.load(Ordering::SeqCst) >= n)
+    };
+    run_session(pid, options, timeout, &enough, |conversation| {
+        conversation.finish(&mut io::stdout(), Some(&mut print_records(show)))
+    })?;
+    Ok(0)
+}
+
+/// Runs the tracing session `options` in the JVM `pid` to its end, `read` taking what it
+/// sends; `enough` ends it early. Says why it ended when neither this client nor a bound of
+/// the session's ended it.
+pub(crate) fn run_session(
+    pid: u32,
+    options: &Options,
+    timeout: Duration,
+    enough: &dyn Fn() -> bool,
+    read: impl FnOnce(Conversation) -> anyhow::Result<Ended> + Send,
+) -> anyhow::Result<()> {
+    let conversation = Conversation::open(pid, options, timeout)?;
+    let (why, asked) =
+        jtap_client::supervise(conversation, options.duration, enough, &mut |_| {}, read)?;
     if asked == Asked::Nothing && !why.as_bounded() {
         eprintln!("jtap: the session ended: {why}");
     }
-    Ok(0)
+    Ok(())
 }
 
 /// `trace --profile`: what to profile beside the trace and where the profile goes.
@@ -536,71 +545,27 @@ fn profiled(
         timeline: true,
         ..Options::default()
     };
-    let profile = jtap_client::Conversation::open(pid, &profile_options, timeout)?;
-    let stopper = profile.stopper()?;
-    let received = std::sync::Mutex::new(Vec::new());
     let calls = std::sync::Mutex::new(Vec::new());
-    let profiles = std::thread::scope(|scope| -> anyhow::Result<Vec<jtap_profile::Profile>> {
-        let reader = scope.spawn(|| {
-            profile.finish(
-                &mut io::sink(),
+    let profiles = beside_profile(pid, &profile_options, timeout, || {
+        run_session(pid, options, timeout, &|| false, |conversation| {
+            let mut print = print_records(Show::plain(json));
+            conversation.finish(
+                &mut io::stdout(),
                 Some(&mut |frame| {
-                    if let Frame::Profile(bytes) = frame {
-                        received
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(bytes);
+                    if let Frame::Record(bytes) = &frame {
+                        if let Ok(Record::Call(call)) = Record::decode(bytes) {
+                            calls
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(traced_call(&call));
+                        }
                     }
-                    Ok(())
+                    print(frame)
                 }),
             )
-        });
-        let traced = (|| -> anyhow::Result<()> {
-            let conversation = jtap_client::Conversation::open(pid, options, timeout)?;
-            let (why, asked) = jtap_client::supervise(
-                conversation,
-                options.duration,
-                &|| false,
-                &mut |_| {},
-                |conversation| {
-                    let mut print = print_records(Show::plain(json));
-                    conversation.finish(
-                        &mut io::stdout(),
-                        Some(&mut |frame| {
-                            if let Frame::Record(bytes) = &frame {
-                                if let Ok(Record::Call(call)) = Record::decode(bytes) {
-                                    calls
-                                        .lock()
-                                        .unwrap_or_else(|e| e.into_inner())
-                                        .push(traced_call(&call));
-                                }
-                            }
-                            print(frame)
-                        }),
-                    )
-                },
-            )?;
-            if asked == Asked::Nothing && !why.as_bounded() {
-                eprintln!("jtap: the session ended: {why}");
-            }
-            Ok(())
-        })();
-        // The profile ends with the trace, whatever ended the trace.
-        let _ = stopper.stop();
-        let ended = reader
-            .join()
-            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
-        traced?;
-        ended?;
-        let received = std::mem::take(&mut *received.lock().unwrap_or_else(|e| e.into_inner()));
-        received
-            .iter()
-            .map(|bytes| {
-                jtap_protocol::wire::decode_profile(bytes)
-                    .map_err(|e| AgentError::Channel(e).into())
-            })
-            .collect()
-    })?;
+        })
+    })?
+    .1;
     let calls = calls.into_inner().unwrap_or_else(|e| e.into_inner());
     let slow_profiles = profiles
         .iter()
@@ -613,6 +578,49 @@ fn profiled(
     );
     super::profile::write_profiles(slow.output, &slow_profiles)?;
     Ok(0)
+}
+
+/// Runs `trace` (a tracing session of the JVM `pid`) beside a profile of the same JVM
+/// (`profile_options`, a `start`): the profile begins first and ends with `trace`, whatever
+/// ended it. Returns what `trace` returned and the profiles the profile session sent.
+pub(crate) fn beside_profile<T>(
+    pid: u32,
+    profile_options: &Options,
+    timeout: Duration,
+    trace: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<jtap_profile::Profile>)> {
+    let profile = jtap_client::Conversation::open(pid, profile_options, timeout)?;
+    let stopper = profile.stopper()?;
+    let received = std::sync::Mutex::new(Vec::new());
+    let traced = std::thread::scope(|scope| -> anyhow::Result<T> {
+        let reader = scope.spawn(|| {
+            profile.finish(
+                &mut io::sink(),
+                Some(&mut |frame| {
+                    if let Frame::Profile(bytes) = frame {
+                        (received.lock().unwrap_or_else(|e| e.into_inner())).push(bytes);
+                    }
+                    Ok(())
+                }),
+            )
+        });
+        let traced = trace();
+        let _ = stopper.stop();
+        let ended = reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
+        let traced = traced?;
+        ended?;
+        Ok(traced)
+    })?;
+    let received = received.into_inner().unwrap_or_else(|e| e.into_inner());
+    let profiles = received
+        .iter()
+        .map(|bytes| {
+            jtap_protocol::wire::decode_profile(bytes).map_err(|e| AgentError::Channel(e).into())
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((traced, profiles))
 }
 
 /// A reported call as the profile model keeps it.

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use jtap_client::Asked;
 use jtap_profile::Profile;
 use jtap_protocol::records::{CallTree, Record};
 use jtap_protocol::trace::{MethodPattern, Mode, Plan, DISCARDED_ALL_COMPILED_CODE};
 use jtap_protocol::{Action, Event, Options};
 
+use super::super::{beside_profile, run_session};
 use super::path::Method;
 use super::Auto;
 
@@ -62,79 +62,34 @@ pub(super) fn round(
         interval: Some(interval),
         ..Options::default()
     };
-    let profile = jtap_client::Conversation::open(auto.pid, &profile_options, auto.timeout)?;
-    let stopper = profile.stopper()?;
-    let received = Mutex::new(Vec::new());
     let trees = Mutex::new(Vec::new());
     let discarded = AtomicBool::new(false);
-    std::thread::scope(|scope| -> anyhow::Result<_> {
-        let reader = scope.spawn(|| {
-            profile.finish(
-                &mut io::sink(),
-                Some(&mut |frame| {
-                    if let jtap_protocol::Frame::Profile(bytes) = frame {
-                        received
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push(bytes);
-                    }
-                    Ok(())
-                }),
-            )
-        });
-        let traced = (|| -> anyhow::Result<()> {
-            let conversation = jtap_client::Conversation::open(auto.pid, &options, auto.timeout)?;
-            let (why, asked) = jtap_client::supervise(
-                conversation,
-                options.duration,
-                &|| false,
-                &mut |_| {},
-                |conversation| {
-                    conversation.finish(
-                        &mut io::sink(),
-                        Some(&mut |frame| {
-                            match &frame {
-                                jtap_protocol::Frame::Record(bytes) => {
-                                    if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
-                                        trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
-                                    }
-                                }
-                                jtap_protocol::Frame::Note(text)
-                                    if text.starts_with(DISCARDED_ALL_COMPILED_CODE) =>
-                                {
-                                    discarded.store(true, Ordering::Relaxed);
-                                }
-                                _ => {}
-                            }
-                            Ok(())
-                        }),
-                    )
-                },
-            )?;
-            if asked == Asked::Nothing && !why.as_bounded() {
-                eprintln!("jtap: the session ended: {why}");
+    let mut on_frame = |frame: jtap_protocol::Frame| {
+        match &frame {
+            jtap_protocol::Frame::Record(bytes) => {
+                if let Ok(Record::Tree(tree)) = Record::decode(bytes) {
+                    trees.lock().unwrap_or_else(|e| e.into_inner()).push(tree);
+                }
             }
-            Ok(())
-        })();
-        // The profile ends with the round, whatever ended it.
-        let _ = stopper.stop();
-        let ended = reader
-            .join()
-            .map_err(|_| anyhow::anyhow!("the profile's reader panicked"))?;
-        traced?;
-        ended?;
-        Ok(())
-    })?;
-    let received = received.into_inner().unwrap_or_else(|e| e.into_inner());
-    let mut merged: Option<Profile> = None;
-    for bytes in &received {
-        let profile = jtap_protocol::wire::decode_profile(bytes)
-            .map_err(|e| anyhow::anyhow!("the round's profile: {e}"))?;
-        match &mut merged {
-            Some(all) => all.merge(&profile),
-            None => merged = Some(profile),
+            jtap_protocol::Frame::Note(text) if text.starts_with(DISCARDED_ALL_COMPILED_CODE) => {
+                discarded.store(true, Ordering::Relaxed);
+            }
+            _ => {}
         }
-    }
+        Ok(())
+    };
+    let (pid, timeout) = (auto.pid, auto.timeout);
+    let profiles = beside_profile(pid, &profile_options, timeout, || {
+        run_session(pid, &options, timeout, &|| false, |conversation| {
+            conversation.finish(&mut io::sink(), Some(&mut on_frame))
+        })
+    })?
+    .1;
+    let mut profiles = profiles.into_iter();
+    let merged = profiles.next().map(|mut all| {
+        profiles.for_each(|profile| all.merge(&profile));
+        all
+    });
     Ok(Round {
         trees: trees.into_inner().unwrap_or_else(|e| e.into_inner()),
         profile: merged,
