@@ -9,6 +9,7 @@
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{agent_library, collapsed, jtap};
 use jtap_testkit::{jdks, JavaProcess};
@@ -125,16 +126,19 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             let kernel = [after[0] - before[0], after[1] - before[1]];
             (counts, kernel)
         };
-        // Safepoints during the profile: each running thread's poll traps, a page fault in
-        // the stub the VM sends it to.
+        // Safepoints all through the profile: each running thread's poll traps, a page fault
+        // in the stub the VM sends it to.
+        let profiled = AtomicBool::new(false);
         let fault_stacks = std::thread::scope(|scope| {
             scope.spawn(|| {
-                for _ in 0..4 {
-                    std::thread::sleep(std::time::Duration::from_millis(300));
+                while !profiled.load(Ordering::Relaxed) {
                     jtap(["jcmd", &pid, "Thread.print"]).ok();
+                    std::thread::sleep(std::time::Duration::from_millis(200));
                 }
             });
-            stacks("page-faults")
+            let stacks = stacks("page-faults");
+            profiled.store(true, Ordering::Relaxed);
+            stacks
         });
         let leaf_count = |leaf: &str, through: &str| -> u64 {
             (fault_stacks.iter())

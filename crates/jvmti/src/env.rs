@@ -140,6 +140,15 @@ impl Env {
         Ok(version as u32)
     }
 
+    /// A system property of the VM (`java.vm.version`, ...), as the VM was started with it.
+    pub fn system_property(&self, name: &std::ffi::CStr) -> Result<String> {
+        let mut value = std::ptr::null_mut();
+        // SAFETY: valid env, a NUL-terminated name, a local out-parameter.
+        unsafe { jvmti_call!(self.raw, GetSystemProperty(name.as_ptr(), &mut value)) }?;
+        // SAFETY: JVMTI allocated the string for us.
+        Ok(unsafe { self.take_string(value) })
+    }
+
     /// Capabilities this environment could get now (depends on the phase and other agents).
     pub fn potential_capabilities(&self) -> Result<Capabilities> {
         let mut caps = Capabilities::default();

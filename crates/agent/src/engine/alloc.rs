@@ -46,7 +46,6 @@
 
 mod classes;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -94,11 +93,6 @@ static SWEEPER_VM: AtomicPtr<sys::JavaVM> = AtomicPtr::new(std::ptr::null_mut())
 /// The engine's environment, for allocation probes (which get none from the VM); null when
 /// not running.
 static PROBE_ENV: AtomicPtr<sys::jvmtiEnv> = AtomicPtr::new(std::ptr::null_mut());
-
-thread_local! {
-    /// Whether this thread is one of jtap's own (checked once per thread).
-    static OWN_THREAD: Cell<Option<bool>> = const { Cell::new(None) };
-}
 
 fn table() -> &'static SiteTable {
     static TABLE: OnceLock<SiteTable> = OnceLock::new();
@@ -500,7 +494,8 @@ unsafe extern "C" fn on_sampled_alloc(
 ) {
     crate::callback::guard_callback(|| {
         let Some(_pass) = GATE.enter() else { return };
-        if is_own_thread() {
+        // jtap's own threads' allocations are not the program's.
+        if crate::thread::is_own_thread() {
             return;
         }
         // SAFETY: the VM calls this with the engine's live environment.
@@ -563,17 +558,6 @@ fn record(
         // SAFETY: `jni` is this thread's, inside its allocation callback.
         let mounted = || unsafe { table().current_virtual_thread(env, jni) };
         table().record(class, frames, count, weight, tracked, mounted);
-    })
-}
-
-/// Whether the calling thread is one of jtap's (whose allocations are not the program's).
-fn is_own_thread() -> bool {
-    OWN_THREAD.with(|own| {
-        *own.get().get_or_insert_with(|| {
-            std::thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with("jtap-"))
-        })
     })
 }
 

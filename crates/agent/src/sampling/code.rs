@@ -527,6 +527,26 @@ unsafe fn is_method_handle_intrinsic(env: &jtap_jvmti::Env, method: sys::jmethod
         .is_ok_and(|signature| signature == "Ljava/lang/invoke/MethodHandle;")
 }
 
+/// Whether DynamicCodeGenerated can be enabled in the HotSpot of `java.vm.version` `version`
+/// ("11.0.13+8", "25+36-LTS") without risking its life. Before the fix of JDK-8212155 (JDK 17,
+/// and 11.0.29), a thread making a vtable or itable stub just as the event is enabled finds no
+/// collector for it, which it set up only if the event was enabled already, and a `guarantee`
+/// ends the JVM. A version that does not parse counts as one of those.
+pub fn stub_events_are_safe(version: &str) -> bool {
+    let numbers: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()
+        .unwrap_or("")
+        .split('.')
+        .map_while(|n| n.parse().ok())
+        .collect();
+    match numbers.as_slice() {
+        [feature, ..] if *feature >= 17 => true,
+        [11, _, update, ..] => *update >= 29,
+        _ => false,
+    }
+}
+
 /// DynamicCodeGenerated.
 ///
 /// # Safety
@@ -546,15 +566,45 @@ pub unsafe fn dynamic_code_generated(name: *const c_char, address: *const c_void
     }
     // SAFETY: the caller's contract: `size` > 0 bytes of the VM's code at `address`.
     let code = unsafe { std::slice::from_raw_parts(address as *const u8, size.min(8) as usize) };
-    let kind = StubKind::of(&name.to_string_lossy(), code);
+    record_stub(name.to_bytes(), address as usize, size, code);
+}
+
+/// Records a stub the VM generated, named `name`, whose `size` bytes of code at `start` begin
+/// with `first`.
+pub fn record_stub(name: &[u8], start: usize, size: u32, first: &[u8]) {
+    let kind = StubKind::of(&String::from_utf8_lossy(name), first);
     if let Some(map) = map().as_mut() {
-        map.stub(name.to_bytes(), address as usize, size, kind);
+        map.stub(name, start, size, kind);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stub_events_wait_for_the_fix_of_jdk_8212155() {
+        for safe in [
+            "17.0.13+11",
+            "21.0.5+11-LTS",
+            "25+36-LTS",
+            "26-ea",
+            "11.0.29+7",
+        ] {
+            assert!(stub_events_are_safe(safe), "{safe}");
+        }
+        for unsafe_ in [
+            "11.0.13+8",
+            "11.0.28",
+            "11",
+            "16.0.2+7",
+            "12-ea",
+            "",
+            "garbage",
+        ] {
+            assert!(!stub_events_are_safe(unsafe_), "{unsafe_}");
+        }
+    }
 
     fn id(n: usize) -> sys::jmethodID {
         n as sys::jmethodID

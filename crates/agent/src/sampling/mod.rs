@@ -266,6 +266,8 @@ impl Sampler {
     pub fn start(env: &'static Env, vm: Vm, settings: Settings) -> Result<Sampler, String> {
         let asgct = asgct::function()?;
         signal::install()?;
+        // Before the core: without DynamicCodeGenerated, the walker reads the stubs.
+        let walker = stack_walker(env, vm);
         acquire_core(env)?;
         let classes = match methods::prepare_loaded_classes(env, vm) {
             Ok(n) => n,
@@ -281,7 +283,6 @@ impl Sampler {
                 return Err(e);
             }
         };
-        let walker = stack_walker(env, vm);
         let target = Arc::new(Target {
             // Only perf_event counters deliver call chains; stack copies come from the kernel
             // with them, and the handler takes its own for the other sources.
@@ -498,13 +499,24 @@ fn acquire_core(env: &Env) -> Result<(), String> {
         recover::STUBS.clear();
         *code::map() = Some(code::CodeMap::default());
         EVENTS_GATE.open();
-        for event in EVENTS {
+        let version = env.system_property(c"java.vm.version").unwrap_or_default();
+        let stubs = code::stub_events_are_safe(&version);
+        if !stubs {
+            log!(
+                "sampler: HotSpot {version} can crash when DynamicCodeGenerated is enabled (JDK-8212155, fixed in 17 and 11.0.29): its stubs are read from the code cache instead"
+            );
+            scan_stubs();
+        }
+        let events = EVENTS
+            .into_iter()
+            .filter(|&event| stubs || event != sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+        for event in events {
             if let Err(e) = env.set_event_enabled(event, true) {
                 tear_down_core(env);
                 return Err(e.to_string());
             }
         }
-        replay_code_events(env);
+        replay_code_events(env, stubs);
         core.up = true;
     } else if core.users == 0 {
         log!("sampler: code map kept from the last recording");
@@ -563,15 +575,35 @@ fn tear_down_core(env: &Env) {
     *code::map() = None;
 }
 
-/// Fills the code map with what was compiled and generated before the sampler started.
-/// Without it the map still learns from new events; frames of older code are then
+/// The VM's stubs as jtap's walker reads them from the code cache, blob by blob, where
+/// DynamicCodeGenerated is not safe to enable: the interpreter, adapters, runtime stubs, the
+/// safepoint handlers and the blobs of vtable and itable stubs. The routines inside the
+/// `StubRoutines` blobs (arraycopy and the like) are not told apart.
+fn scan_stubs() {
+    let Some(walker) = crate::walk::resolved() else {
+        return;
+    };
+    let stubs = walker.stubs();
+    log!(
+        "sampler: {} stub blobs read from the code cache",
+        stubs.len()
+    );
+    for stub in stubs {
+        let size = u32::try_from(stub.code.len()).unwrap_or(0);
+        code::record_stub(&stub.name, stub.code.start, size, &stub.first);
+    }
+}
+
+/// Fills the code map with what was compiled and generated (when `stubs`) before the sampler
+/// started. Without it the map still learns from new events; frames of older code are then
 /// classified by what is installed.
-fn replay_code_events(env: &Env) {
+fn replay_code_events(env: &Env, stubs: bool) {
     let started = Instant::now();
-    for event in [
-        sys::JVMTI_EVENT_COMPILED_METHOD_LOAD,
-        sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
-    ] {
+    let events = [
+        (sys::JVMTI_EVENT_COMPILED_METHOD_LOAD, true),
+        (sys::JVMTI_EVENT_DYNAMIC_CODE_GENERATED, stubs),
+    ];
+    for (event, _) in events.into_iter().filter(|&(_, wanted)| wanted) {
         if let Err(e) = env.generate_events(event) {
             log!("sampler: {e}: frame kinds of older code are approximate");
         }

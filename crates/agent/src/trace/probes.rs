@@ -444,9 +444,7 @@ impl Hot {
     fn admit(&mut self) -> bool {
         if !self.checked {
             self.checked = true;
-            self.own = std::thread::current()
-                .name()
-                .is_some_and(|n| n.starts_with("jtap-"));
+            self.own = crate::thread::is_own_thread();
             self.shard = NEXT_SHARD.fetch_add(1, Relaxed) % SHARDS as u32;
         }
         let counter = &CALLS[self.shard as usize % SHARDS].0;

@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::fetch::{Fetch, LOWEST};
-use super::layout::Layout;
+use super::layout::{BlobKind, CodeStart, Layout};
 
 /// Most code heaps (HotSpot has one, or three with a segmented code cache).
 const MAX_HEAPS: usize = 4;
@@ -32,6 +32,67 @@ impl Heap {
     pub fn holds(&self, address: usize, size: usize) -> bool {
         address >= self.low && address.saturating_add(size) <= self.high
     }
+}
+
+/// Most blobs [`CodeCache::stubs`] lists (a few hundred are typical).
+const MAX_STUB_BLOBS: usize = 4096;
+/// Longest blob name read.
+const MAX_NAME: usize = 64;
+
+/// A code blob other than an nmethod, as [`CodeCache::stubs`] lists it.
+pub struct StubBlob {
+    pub name: Vec<u8>,
+    pub code: Range<usize>,
+    /// Its first instructions' bytes.
+    pub first: [u8; 8],
+}
+
+/// Appends the stubs of HotSpot's `StubCodeDesc` list at `list` (a static pointer to its
+/// head) to `found`. A descriptor is a plain C++ object (no virtual table): the next
+/// descriptor, the group's and the stub's names, and the stub's first and past-last byte,
+/// each a word (`stubCodeGenerator.hpp`, JDK 11–25).
+fn named_stubs(fetch: &Fetch, list: usize, found: &mut Vec<StubBlob>) {
+    const NEXT: usize = 0;
+    const NAME: usize = 16;
+    const BEGIN: usize = 24;
+    const END: usize = 32;
+    let word = |address: usize| fetch.value::<usize>(address);
+    let mut descriptor = word(list).unwrap_or(0);
+    while descriptor >= LOWEST && found.len() < MAX_STUB_BLOBS {
+        let (Some(name), Some(start), Some(end)) = (
+            word(descriptor + NAME),
+            word(descriptor + BEGIN),
+            word(descriptor + END),
+        ) else {
+            return;
+        };
+        let name = c_string(fetch, name);
+        if !name.is_empty() && start >= LOWEST && start < end {
+            let first = word(start).map_or([0; 8], usize::to_ne_bytes);
+            found.push(StubBlob {
+                name,
+                code: start..end,
+                first,
+            });
+        }
+        descriptor = word(descriptor + NEXT).unwrap_or(0);
+    }
+}
+
+/// The C string at `address`, up to [`MAX_NAME`] bytes (empty if unreadable).
+fn c_string(fetch: &Fetch, address: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    if address < LOWEST {
+        return bytes;
+    }
+    for at in address..address + MAX_NAME {
+        match fetch.value::<u8>(at) {
+            Some(0) => return bytes,
+            Some(byte) => bytes.push(byte),
+            None => return Vec::new(),
+        }
+    }
+    bytes
 }
 
 /// One code heap: the `CodeHeap*`, what never changes, and the committed ends last seen.
@@ -110,6 +171,67 @@ impl CodeCache {
             return Err("the code heaps' committed memory cannot be read".into());
         }
         Ok(code)
+    }
+
+    /// What DynamicCodeGenerated tells of the code cache, read without faulting, where
+    /// enabling that event is not safe: every code blob that is not an nmethod (the VM's stubs
+    /// and adapters, the interpreter's buffer), then the named stubs inside them (the
+    /// `StubRoutines`' arraycopy and the like), by name, code and first bytes. Only where a
+    /// blob carries its name and code end (JDK 11–21); a blob freed while the heap is read
+    /// may give a wrong entry, never a fault.
+    pub fn stubs(&self, layout: &Layout, fetch: &Fetch) -> Vec<StubBlob> {
+        let mut found = self.blobs(layout, fetch);
+        if let Some(list) = layout.stub_descriptors {
+            named_stubs(fetch, list, &mut found);
+        }
+        found
+    }
+
+    /// The code blobs of [`CodeCache::stubs`].
+    fn blobs(&self, layout: &Layout, fetch: &Fetch) -> Vec<StubBlob> {
+        let mut found = Vec::new();
+        let (BlobKind::Name(name_at), CodeStart::Address(begin_at), Some(end_at), Some(length_at)) = (
+            layout.blob_kind,
+            layout.blob_code,
+            layout.blob_code_end,
+            layout.block_length,
+        ) else {
+            return found;
+        };
+        let word = |address: usize| fetch.value::<usize>(address);
+        for known in &self.heaps {
+            let high = known.high.load(Ordering::Relaxed);
+            let mut block = known.low;
+            while block < high && found.len() < MAX_STUB_BLOBS {
+                let Some(segments) = word(block + length_at).filter(|&n| n > 0) else {
+                    break;
+                };
+                let blob = block + layout.block_size;
+                let used = fetch.value::<u8>(block + layout.block_used) == Some(1);
+                block = block.saturating_add(segments << known.shift);
+                if !used {
+                    continue;
+                }
+                let (Some(name), Some(start), Some(end)) = (
+                    word(blob + name_at),
+                    word(blob + begin_at),
+                    word(blob + end_at),
+                ) else {
+                    continue;
+                };
+                let name = c_string(fetch, name);
+                if name.is_empty() || name.ends_with(b"nmethod") || !(start < end && end <= block) {
+                    continue;
+                }
+                let first = word(start).map_or([0; 8], usize::to_ne_bytes);
+                found.push(StubBlob {
+                    name,
+                    code: start..end,
+                    first,
+                });
+            }
+        }
+        found
     }
 
     /// The heap holding `pc`, by the committed ends last seen.

@@ -848,8 +848,12 @@ impl<'a> Walk<'a> {
         let Some(offset) = self.layout.nmethod_compile_id else {
             return true;
         };
-        self.fetch::<usize>(nm + self.layout.nmethod_method) == Ok(method)
-            && self.fetch::<i32>(nm + offset) == Ok(compile_id)
+        // An nmethod lies in a code heap, whose memory is read directly.
+        let Some(heap) = self.code.holding(nm) else {
+            return false;
+        };
+        self.code::<usize>(&heap, nm + self.layout.nmethod_method) == Ok(method)
+            && self.code::<i32>(&heap, nm + offset) == Ok(compile_id)
     }
 
     /// Whether `name`, a code blob's name, is an nmethod's: "nmethod" or "native nmethod".

@@ -96,13 +96,16 @@ pub struct Layout {
     /// `VirtualSpace::_low_boundary` and `_high`.
     pub space_low: usize,
     pub space_high: usize,
-    /// `sizeof(HeapBlock)` and `HeapBlock::Header::_used`.
+    /// `sizeof(HeapBlock)`, `HeapBlock::Header::_used` and `_length` (in segments).
     pub block_size: usize,
     pub block_used: usize,
+    pub block_length: Option<usize>,
     /// Code blobs.
     pub blob_kind: BlobKind,
     pub blob_frame_size: usize,
     pub blob_code: CodeStart,
+    /// `CodeBlob::_code_end`, an address (JDK 11–21).
+    pub blob_code_end: Option<usize>,
     /// `nmethod::_method` (or `CompiledMethod::_method`), and its debug information.
     pub nmethod_method: usize,
     /// `nmethod::_compile_id`, which tells an nmethod from a later one at the same address.
@@ -140,6 +143,9 @@ pub struct Layout {
     pub continuation_return: Option<usize>,
     /// `JavaThread::_cont_entry`: the innermost continuation's entry (JDK 25 describes it).
     pub thread_continuation_entry: Option<usize>,
+    /// Address of the static `StubCodeDesc::_list`, the VM's list of named stubs (set by
+    /// [`super::Walker::resolve`] from the symbol table).
+    pub stub_descriptors: Option<usize>,
     /// `JavaThread::_saved_exception_pc`: where the VM's signal handler found the thread when
     /// it sent it on to a handler stub (a safepoint poll that trapped, an implicit exception).
     pub thread_saved_exception_pc: Option<usize>,
@@ -217,9 +223,11 @@ impl Layout {
             space_high: s.offset(&["VirtualSpace"], "_high")?,
             block_size: s.size("HeapBlock")?,
             block_used: s.offset(&["HeapBlock::Header"], "_used")?,
+            block_length: s.offset(&["HeapBlock::Header"], "_length").ok(),
             blob_kind,
             blob_frame_size: s.offset(&["CodeBlob"], "_frame_size")?,
             blob_code,
+            blob_code_end: s.offset(&["CodeBlob"], "_code_end").ok(),
             nmethod_method: s.offset(&["nmethod", "CompiledMethod"], "_method")?,
             nmethod_compile_id: s.offset(&["nmethod", "CompiledMethod"], "_compile_id").ok(),
             debug,
@@ -239,6 +247,7 @@ impl Layout {
             continuation_return: s.address("ContinuationEntry", "_return_pc").ok(),
             thread_continuation_entry: s.offset(&["JavaThread"], "_cont_entry").ok(),
             thread_saved_exception_pc: s.offset(&["JavaThread"], "_saved_exception_pc").ok(),
+            stub_descriptors: None,
         })
     }
 }
@@ -287,6 +296,8 @@ mod tests {
                 Layout::resolve(&structs, jdk).unwrap_or_else(|e| panic!("JDK {jdk}: {e}"));
             assert_eq!(layout.entry_wrapper_slot, -6, "JDK {jdk}");
             assert!(layout.thread_saved_exception_pc.is_some(), "JDK {jdk}");
+            assert!(layout.block_length.is_some(), "JDK {jdk}");
+            assert_eq!(layout.blob_code_end.is_some(), jdk <= 21, "JDK {jdk}");
             match (jdk, layout.debug, layout.blob_kind) {
                 (25, DebugInfo::Apart { .. }, BlobKind::Field { nmethod: 1, .. }) => {}
                 (11..=21, DebugInfo::InBlob { .. }, BlobKind::Name(_)) => {}

@@ -44,6 +44,7 @@ pub use stats::{Comparison, Stats};
 pub use vthread::{label as vthread_label, Mounted};
 
 use code::CodeCache;
+pub use code::StubBlob;
 use fetch::Fetch;
 use frames::{Start, Walk};
 use ids::MethodIds;
@@ -123,6 +124,11 @@ impl Walker {
         }
     }
 
+    /// The code cache's blobs that are not nmethods (see [`code::CodeCache::stubs`]).
+    pub fn stubs(&self) -> Vec<StubBlob> {
+        self.code.stubs(&self.layout, &self.fetch)
+    }
+
     /// Reads the structure tables of the VM whose JVMTI version is `jvmti_version`, on a
     /// thread attached to it (which measures where a thread's `JNIEnv` lies in its
     /// `JavaThread`), or says why this VM cannot be walked.
@@ -137,6 +143,8 @@ impl Walker {
                 "_ZN17ContinuationEntry10_return_pcE",
             )?);
         }
+        layout.stub_descriptors =
+            crate::libjvm::local_variable(vm, "_ZN12StubCodeDesc5_listE").ok();
         let thread_size = structs.size("JavaThread")?;
         let env_offset = env_offset(vm)?;
         if env_offset == 0 || env_offset >= thread_size {

@@ -117,7 +117,11 @@ pub enum StubKind {
 impl StubKind {
     /// The kind of the stub the VM names `name` whose code starts with `code`.
     pub fn of(name: &str, code: &[u8]) -> StubKind {
-        if matches!(name, "vtable stub" | "itable stub" | "InlineCacheBuffer") {
+        // "vtable chunks": the blobs holding them, where the code cache is read blob by blob.
+        if matches!(
+            name,
+            "vtable stub" | "itable stub" | "vtable chunks" | "InlineCacheBuffer"
+        ) {
             return StubKind::Frameless;
         }
         if name == "I2C/C2I adapters" {
