@@ -570,12 +570,23 @@ pub unsafe fn dynamic_code_generated(name: *const c_char, address: *const c_void
 }
 
 /// Records a stub the VM generated, named `name`, whose `size` bytes of code at `start` begin
-/// with `first`.
-pub fn record_stub(name: &[u8], start: usize, size: u32, first: &[u8]) {
+/// with `first`, unless the map knows it already; whether it was new.
+pub fn record_stub(name: &[u8], start: usize, size: u32, first: &[u8]) -> bool {
     let kind = StubKind::of(&String::from_utf8_lossy(name), first);
-    if let Some(map) = map().as_mut() {
-        map.stub(name, start, size, kind);
+    let mut guard = map();
+    let Some(map) = guard.as_mut() else {
+        return false;
+    };
+    let end = start.saturating_add(size as usize);
+    if map
+        .stubs
+        .get(&start)
+        .is_some_and(|(known, _)| *known == end)
+    {
+        return false;
     }
+    map.stub(name, start, size, kind);
+    true
 }
 
 #[cfg(test)]

@@ -573,6 +573,7 @@ fn tear_down_core(env: &Env) {
         log!("sampler: {stuck} thread/class/code callbacks still running after 2 s");
     }
     *code::map() = None;
+    *lock(&STUBS_SCANNED) = None;
 }
 
 /// The VM's stubs as jtap's walker reads them from the code cache, blob by blob, where
@@ -583,15 +584,36 @@ fn scan_stubs() {
     let Some(walker) = crate::walk::resolved() else {
         return;
     };
-    let stubs = walker.stubs();
-    log!(
-        "sampler: {} stub blobs read from the code cache",
-        stubs.len()
-    );
-    for stub in stubs {
+    let mut new = 0;
+    for stub in walker.stubs() {
         let size = u32::try_from(stub.code.len()).unwrap_or(0);
-        code::record_stub(&stub.name, stub.code.start, size, &stub.first);
+        new += usize::from(code::record_stub(
+            &stub.name,
+            stub.code.start,
+            size,
+            &stub.first,
+        ));
     }
+    log!("sampler: {new} new stubs read from the code cache");
+    *lock(&STUBS_SCANNED) = Some(Instant::now());
+}
+
+/// When the code cache was last read for stubs, where it is (see [`scan_stubs`]).
+static STUBS_SCANNED: Mutex<Option<Instant>> = Mutex::new(None);
+/// Least time between two readings of the code cache for stubs made since.
+const RESCAN_EVERY: Duration = Duration::from_secs(1);
+
+/// Reads the code cache for stubs again, where it is read and not within [`RESCAN_EVERY`]:
+/// a sample was in code the map does not know (a vtable stub's blob or an adapter made since).
+fn rescan_stubs() {
+    let due = lock(&STUBS_SCANNED).is_some_and(|at| at.elapsed() >= RESCAN_EVERY);
+    if due {
+        scan_stubs();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Fills the code map with what was compiled and generated (when `stubs`) before the sampler
@@ -676,6 +698,9 @@ struct Processing {
     asleep: HashMap<i32, (Vec<FrameRef>, Option<Mounted>)>,
     /// Differences between the walks logged so far (`walker=check`).
     differences_logged: u32,
+    /// A sample of the last drain was in code the map does not know (a stub made since the
+    /// code cache was read, where it is read).
+    unknown_code: bool,
     virtual_names: threads::VirtualNames,
 }
 
@@ -698,11 +723,15 @@ impl Worker {
             repeats: Vec::new(),
             asleep: HashMap::new(),
             differences_logged: 0,
+            unknown_code: false,
             virtual_names: threads::VirtualNames::new(self.vm),
         };
         loop {
             let last = self.shared.stop.load(Ordering::SeqCst);
             self.drain(&mut processing);
+            if std::mem::take(&mut processing.unknown_code) {
+                rescan_stubs();
+            }
             if last {
                 break;
             }
@@ -722,6 +751,9 @@ impl Worker {
     }
 
     fn drain(&self, p: &mut Processing) {
+        let in_code = |pc: usize| {
+            (self.target.walker).is_some_and(|walker| walker.code_range().contains(&pc))
+        };
         p.refs.clear();
         p.drained.clear();
         // First the repeats of sleeping samples drained before: each is that sample again.
@@ -800,7 +832,11 @@ impl Worker {
                         && (header.recovered != recover::NOT_RECOVERED
                             || header.num_frames == UNKNOWN_JAVA)
                     {
-                        top = Some(map.locate(pc).into_place());
+                        let location = map.locate(pc);
+                        if matches!(location, code::Location::Unknown) && in_code(pc) {
+                            p.unknown_code = true;
+                        }
+                        top = Some(location.into_place());
                     }
                 }
                 None => p.kinds.clear(),
