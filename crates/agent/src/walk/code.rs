@@ -59,24 +59,25 @@ fn named_stubs(fetch: &Fetch, list: usize, found: &mut Vec<StubBlob>) {
     let word = |address: usize| fetch.value::<usize>(address);
     let mut descriptor = word(list).unwrap_or(0);
     while descriptor >= LOWEST && found.len() < MAX_STUB_BLOBS {
-        let (Some(name), Some(start), Some(end)) = (
-            word(descriptor + NAME),
-            word(descriptor + BEGIN),
-            word(descriptor + END),
-        ) else {
-            return;
-        };
-        let name = c_string(fetch, name);
-        if !name.is_empty() && start >= LOWEST && start < end {
-            let first = word(start).map_or([0; 8], usize::to_ne_bytes);
-            found.push(StubBlob {
-                name,
-                code: start..end,
-                first,
-            });
-        }
+        found.extend(stub_from(
+            fetch,
+            [descriptor + NAME, descriptor + BEGIN, descriptor + END],
+        ));
         descriptor = word(descriptor + NEXT).unwrap_or(0);
     }
+}
+
+/// The stub whose name, first byte and past-last byte are pointed to by the words at
+/// `fields`, if they can be read and make sense.
+fn stub_from(fetch: &Fetch, fields: [usize; 3]) -> Option<StubBlob> {
+    let word = |address: usize| fetch.value::<usize>(address);
+    let [name, start, end] = [word(fields[0])?, word(fields[1])?, word(fields[2])?];
+    let name = c_string(fetch, name);
+    (!name.is_empty() && start >= LOWEST && start < end).then(|| StubBlob {
+        name,
+        code: start..end,
+        first: word(start).map_or([0; 8], usize::to_ne_bytes),
+    })
 }
 
 /// The C string at `address`, up to [`MAX_NAME`] bytes (empty if unreadable).
@@ -212,23 +213,10 @@ impl CodeCache {
                 if !used {
                     continue;
                 }
-                let (Some(name), Some(start), Some(end)) = (
-                    word(blob + name_at),
-                    word(blob + begin_at),
-                    word(blob + end_at),
-                ) else {
-                    continue;
-                };
-                let name = c_string(fetch, name);
-                if name.is_empty() || name.ends_with(b"nmethod") || !(start < end && end <= block) {
-                    continue;
-                }
-                let first = word(start).map_or([0; 8], usize::to_ne_bytes);
-                found.push(StubBlob {
-                    name,
-                    code: start..end,
-                    first,
-                });
+                let stub = stub_from(fetch, [blob + name_at, blob + begin_at, blob + end_at]);
+                found.extend(
+                    stub.filter(|stub| !stub.name.ends_with(b"nmethod") && stub.code.end <= block),
+                );
             }
         }
         found
