@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{agent_library, collapsed, jtap};
+use common::{agent_library, collapsed, collapsed_file, jtap};
 use jtap_testkit::{jdks, JavaProcess};
 
 /// The workload's methods, one per thread.
@@ -118,13 +118,21 @@ fn each_perf_event_leads_to_the_thread_that_causes_it() {
             ];
             collapsed(&jtap(args).ok())
         };
-        let profile = |event: &str| by_method(&stacks(event));
+        // The kernel's counts are read while the recording runs, between its start and its
+        // stop: around a whole `profile -d` they would also hold the attach and the agent's
+        // setup, seconds on a loaded machine, whose load preempts the spinner at its own rate.
+        let dir = tempfile::tempdir().unwrap();
         let switches_of = |event: &str| {
+            let out = dir
+                .path()
+                .join(format!("{}.collapsed", event.replace(':', "-")));
+            jtap(["profile", "start", &pid, "-e", event]).ok();
             let before = kernel_switches(pid_number);
-            let counts = profile(event);
+            std::thread::sleep(std::time::Duration::from_secs(2));
             let after = kernel_switches(pid_number);
+            jtap(["profile", "stop", &pid, "-o", out.to_str().unwrap()]).ok();
             let kernel = [after[0] - before[0], after[1] - before[1]];
-            (counts, kernel)
+            (by_method(&collapsed_file(&out)), kernel)
         };
         // Safepoints all through the profile: each running thread's poll traps, a page fault
         // in the stub the VM sends it to.
