@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::code::{CodeCache, Heap};
 use super::fetch::{Fetch, Plain, LOWEST};
-use super::ids::MethodIds;
+use super::ids::{Known, Methods};
 use super::layout::{
     BlobKind, CodeStart, DebugInfo, Layout, ACC_NATIVE, INTERPRETER_BCP_SLOT,
     INTERPRETER_LOCALS_SLOT, INTERPRETER_METHOD_SLOT, INTERPRETER_SENDER_SP_SLOT,
@@ -230,8 +230,8 @@ struct Registers {
 pub struct Walk<'a> {
     layout: &'a Layout,
     fetch: &'a Fetch,
-    /// jmethodIDs met by earlier walks.
-    ids: &'a MethodIds,
+    /// Methods met by earlier walks.
+    methods: &'a Methods,
     /// Where virtual threads' frozen frames are (JDK 21+).
     threads: Option<&'a VirtualThreads>,
     stack_low: usize,
@@ -257,7 +257,7 @@ impl<'a> Walk<'a> {
     pub unsafe fn new(
         layout: &'a Layout,
         fetch: &'a Fetch,
-        ids: &'a MethodIds,
+        methods: &'a Methods,
         code: &'a CodeCache,
         threads: Option<&'a VirtualThreads>,
         thread: usize,
@@ -269,7 +269,7 @@ impl<'a> Walk<'a> {
         Ok(Walk {
             layout,
             fetch,
-            ids,
+            methods,
             threads,
             stack_low: stack.start,
             stack_high: stack.end,
@@ -703,23 +703,17 @@ impl<'a> Walk<'a> {
 
     /// The frame of an interpreted method at bytecode pointer `bcp` (0 in a native method).
     fn interpreted(&self, method: usize, bcp: usize) -> Result<JavaFrame, Stop> {
-        let id = self.method_id(method, Trust::Verify)?;
-        if bcp == 0 || self.is_native(method)? {
+        let known = self.known(method, Trust::Verify)?;
+        if bcp == 0 || known.native {
             return Ok(JavaFrame {
-                method: id,
+                method: known.id,
                 bci: -1,
                 kind: Kind::Native,
             });
         }
-        let layout = self.layout;
-        let const_method = self.fetch::<usize>(method.wrapping_add(layout.method_const))?;
-        let code = const_method.wrapping_add(layout.const_method_size);
-        let size = usize::from(
-            self.fetch::<u16>(const_method.wrapping_add(layout.const_method_code_size))?,
-        );
-        match bcp.checked_sub(code) {
-            Some(bci) if bci < size.max(1) => Ok(JavaFrame {
-                method: id,
+        match bcp.checked_sub(known.code) {
+            Some(bci) if bci < usize::from(known.code_size).max(1) => Ok(JavaFrame {
+                method: known.id,
                 bci: bci as i32,
                 kind: Kind::Interpreted,
             }),
@@ -731,16 +725,22 @@ impl<'a> Walk<'a> {
         Ok(self.fetch::<u16>(method.wrapping_add(self.layout.method_flags))? & ACC_NATIVE != 0)
     }
 
-    /// The jmethodID of `method`: the one remembered for it if its slot still holds it, else
-    /// the slot of its class's jmethodID cache at its id number, which must point back at it
-    /// where `trust` says so.
+    /// The jmethodID of `method` (see [`Walk::known`]).
     fn method_id(&self, method: usize, trust: Trust) -> Result<usize, Stop> {
+        self.known(method, trust).map(|known| known.id)
+    }
+
+    /// What the walk needs of `method`: remembered from an earlier walk if its jmethodID's
+    /// slot still holds it, else read from its class's jmethodID cache at its id number (the
+    /// slot must point back at it where `trust` says so) and from its `ConstMethod`.
+    fn known(&self, method: usize, trust: Trust) -> Result<Known, Stop> {
         if !plausible(method) {
             return Err(Stop::Inconsistent);
         }
-        let remembered = self.ids.remembered(method);
-        if remembered != 0 && self.fetch::<usize>(remembered) == Ok(method) {
-            return Ok(remembered);
+        if let Some(known) = self.methods.recall(method) {
+            if self.fetch::<usize>(known.id) == Ok(method) {
+                return Ok(known);
+            }
         }
         let layout = self.layout;
         let pointer = |address: usize| -> Result<usize, Stop> {
@@ -773,8 +773,14 @@ impl<'a> Walk<'a> {
         if !plausible(id) || (trust == Trust::Verify && self.fetch::<usize>(id)? != method) {
             return Err(Stop::Inconsistent);
         }
-        self.ids.remember(method, id);
-        Ok(id)
+        let known = Known {
+            id,
+            code: const_method.wrapping_add(layout.const_method_size),
+            code_size: self.fetch::<u16>(const_method.wrapping_add(layout.const_method_code_size))?,
+            native: self.is_native(method)?,
+        };
+        self.methods.remember(method, known);
+        Ok(known)
     }
 
     /// A value inside code heap `heap`: read directly where the heap's committed memory holds

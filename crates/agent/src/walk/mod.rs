@@ -47,7 +47,7 @@ use code::CodeCache;
 pub use code::StubBlob;
 use fetch::Fetch;
 use frames::{Start, Walk};
-use ids::MethodIds;
+use ids::Methods;
 
 use crate::thread::{current_jni, Vm};
 use layout::Layout;
@@ -109,8 +109,8 @@ pub struct Walker {
     virtual_threads: Option<VirtualThreads>,
     /// The code cache, read once.
     code: CodeCache,
-    /// jmethodIDs met by walks, for the next ones.
-    ids: MethodIds,
+    /// Methods met by walks, for the next ones.
+    methods: Methods,
 }
 
 impl Walker {
@@ -170,7 +170,7 @@ impl Walker {
             env_offset,
             virtual_threads,
             code,
-            ids: MethodIds::new(),
+            methods: Methods::new(),
         })
     }
 
@@ -291,7 +291,7 @@ impl Walker {
             Walk::new(
                 &self.layout,
                 &self.fetch,
-                &self.ids,
+                &self.methods,
                 &self.code,
                 self.virtual_threads.as_ref(),
                 thread,
