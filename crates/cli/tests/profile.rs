@@ -212,6 +212,79 @@ fn context_switches(pid: &str, name: &str) -> u64 {
         .unwrap()
 }
 
+/// Runs `f` while threads of this process keep every CPU busy three times over.
+fn overloaded<T>(f: impl FnOnce() -> T) -> T {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let burners: Vec<_> = (0..3 * cpus)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let result = f();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for burner in burners {
+        burner.join().unwrap();
+    }
+    result
+}
+
+/// A running thread that waits for a CPU when its next wall tick comes still has its last
+/// signal pending, and the kernel merges the two: its sample must count both ticks, or an
+/// overloaded machine moves wall time from running threads to sleeping ones.
+#[test]
+fn wall_clock_shares_hold_when_threads_wait_for_a_cpu() {
+    let _serial = one_at_a_time();
+    agent_library();
+    let dir = tempfile::tempdir().unwrap();
+    for jdk in jdks() {
+        let mut jvm = JavaProcess::start(jdk, "workloads.WallMix");
+        let pid = pid_of(&mut jvm);
+        let out = dir
+            .path()
+            .join(format!("{}-overloaded.collapsed", jdk.version));
+        overloaded(|| {
+            jtap([
+                "profile",
+                &pid,
+                "-e",
+                "wall",
+                "-d",
+                "2s",
+                "-i",
+                "10ms",
+                "-o",
+                out.to_str().unwrap(),
+            ])
+            .ok()
+        });
+        let stacks = collapsed(&out);
+        let [sleeping, spinning] =
+            samples_with(&stacks, &["WallMix.sleepForever", "WallMix.spinForever"])[..]
+        else {
+            unreachable!()
+        };
+        let ratio = sleeping as f64 / spinning.max(1) as f64;
+        eprintln!(
+            "JDK {}: overloaded, wall samples sleeping {sleeping}, spinning {spinning} (ratio {ratio:.2})",
+            jdk.version
+        );
+        // Each tick counts once for each thread, whatever the load (ticks merged into a
+        // pending signal included: 160 spinning to 196 sleeping before they were), but for
+        // the few still pending when the recording stops.
+        assert!(
+            sleeping >= 50 && (0.9..=1.1).contains(&ratio),
+            "JDK {}: overloaded, sleeping {sleeping} vs spinning {spinning}",
+            jdk.version
+        );
+    }
+}
+
 #[test]
 fn wall_clock_sees_sleeping_and_spinning_threads_alike() {
     let _serial = one_at_a_time();

@@ -5,7 +5,9 @@
 //! thread was doing when signalled (`[running]`, or `[sleeping]`: blocked in a system call —
 //! sleep, wait, park, monitor, I/O) and weighs its share of wall time. A thread that has not
 //! run since a sample found it asleep is not signalled again: its next samples repeat that
-//! one (see `sampling::idle`). Ticks come at random
+//! one (see `sampling::idle`). A thread waiting for a CPU when its next tick comes has its
+//! last signal still pending, and the kernel merges the two: its next sample stands for
+//! every tick signalled since its last (see `sampling::owed`). Ticks come at random
 //! intervals averaging the interval (uniform between half and one and a half of it): at a
 //! fixed period, a workload with a period of its own (threads taking turns every few
 //! milliseconds) was sampled in phase with it, and the shares of its methods were off by up to
@@ -127,7 +129,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
                 })
                 .collect();
             tids.sort_unstable();
-            sampler.forget_idle_threads(|tid| tids.binary_search(&tid).is_ok());
+            sampler.forget_ended_threads(|tid| tids.binary_search(&tid).is_ok());
             refreshed = Some(Instant::now());
         }
         if tids.is_empty() {
@@ -143,6 +145,7 @@ fn tick(sampler: &Sampler, stop: &AtomicBool, period: Duration, all_threads: boo
             if sampler.counted_asleep(tid) {
                 continue;
             }
+            sampler.owe_tick(tid);
             timers::signal_thread(tid, WALL_SIGNAL);
         }
         cursor = (cursor + per_tick) % tids.len();

@@ -56,6 +56,7 @@ mod idle;
 pub(crate) mod jvm;
 pub(crate) mod methods;
 pub(crate) mod native;
+mod owed;
 pub mod perf;
 mod recover;
 mod shared_core;
@@ -253,6 +254,7 @@ impl Sampler {
             vm: vm.0,
             vm_threads,
             weight: AtomicU64::new(settings.interval.as_nanos() as u64),
+            owed: owed::OwedTicks::new(),
             copies_stacks: settings.source != Source::PerfEvent
                 && settings.native == NativeStacks::Dwarf,
             walker,
@@ -372,8 +374,15 @@ impl Sampler {
             .repeat(tid, now, || idle::thread_cpu_ns(tid))
     }
 
-    /// For a wall-clock ticker: forgets the idle threads not in `alive`.
-    pub fn forget_idle_threads(&self, alive: impl Fn(i32) -> bool) {
+    /// For a wall-clock ticker about to signal `tid`: one more tick the thread's next sample
+    /// stands for (see [`owed`]).
+    pub fn owe_tick(&self, tid: i32) {
+        self.target.owed.owe(tid);
+    }
+
+    /// For a wall-clock ticker: forgets what it knew of the threads not in `alive`.
+    pub fn forget_ended_threads(&self, alive: impl Fn(i32) -> bool) {
+        self.target.owed.forgive(&alive);
         self.shared.idle.retain(alive);
     }
 

@@ -30,6 +30,7 @@ use jtap_jvmti::sys;
 use super::asgct::{AsyncGetCallTrace, CallFrame, CallTrace};
 use super::buffer::{SampleBuffer, SampleHeader, WALKED_BY_ASGCT, WALKED_BY_VM, WALKS_DIFFERED};
 use super::jvm::VmThreadKey;
+use super::owed::OwedTicks;
 use super::perf;
 use super::recover;
 use crate::gate::Gate;
@@ -71,6 +72,8 @@ pub struct Target {
     pub vm_threads: VmThreadKey,
     /// Weight of each sample (nanoseconds); the wall engine adjusts it as it goes.
     pub weight: AtomicU64,
+    /// `tgkill` ticks signalled and not yet sampled, by thread.
+    pub owed: OwedTicks,
     /// Timer and `tgkill` samples: copy the top of the user stack into the slot (for DWARF
     /// unwinding), as perf_events does for the `cpu` engine.
     pub copies_stacks: bool,
@@ -363,14 +366,29 @@ unsafe fn take(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) 
     if !target.is_null() {
         // SAFETY: the target stays alive while the gate is open (deactivate drains it first).
         let target = unsafe { &*target };
-        let count = if source == Source::PosixTimer {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+        let count = match source {
             // SAFETY: the caller's contract; SI_TIMER siginfo carries the overrun.
-            1 + unsafe { si_overrun(info) }.clamp(0, 1000) as u32
-        } else {
-            1
+            Source::PosixTimer => 1 + unsafe { si_overrun(info) }.clamp(0, 1000) as u32,
+            // The ticks signalled since the thread's last sample (see `owed`); none when an
+            // earlier sample took this signal's.
+            Source::Tgkill => target.owed.take(tid).unwrap_or(1),
+            Source::PerfEvent | Source::Itimer => 1,
         };
-        // SAFETY: the caller's contract for context.
-        unsafe { record(target, context, source == Source::Tgkill, count, perf_fd) };
+        if count > 0 {
+            // SAFETY: the caller's contract for context.
+            unsafe {
+                record(
+                    target,
+                    context,
+                    tid,
+                    source == Source::Tgkill,
+                    count,
+                    perf_fd,
+                )
+            };
+        }
     }
     if let Some(fd) = perf_fd.filter(|&fd| perf::rearms(fd)) {
         // SAFETY: re-arms one more overflow on our own perf_event descriptor.
@@ -379,14 +397,16 @@ unsafe fn take(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) 
     true
 }
 
-/// Records one sample: the Java frames, the thread's state when `with_state`, and the call
-/// chain in the ring of `perf_fd` (the descriptor that signalled this thread), if any.
+/// Records one sample of thread `tid` (the caller) standing for `count` events: the Java
+/// frames, the thread's state when `with_state`, and the call chain in the ring of `perf_fd`
+/// (the descriptor that signalled this thread), if any.
 ///
 /// # Safety
 /// `context` is the handler's ucontext, on the sampled thread.
 unsafe fn record(
     target: &Target,
     context: *mut c_void,
+    tid: i32,
     with_state: bool,
     count: u32,
     perf_fd: Option<c_int>,
@@ -394,8 +414,6 @@ unsafe fn record(
     let Some(mut claim) = target.buffer.claim() else {
         return;
     };
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
     let time_ns = monotonic_ns();
     let (mut recovered, mut caller_pc) = (recover::NOT_RECOVERED, 0);
     let mut walked = Walked::default();
