@@ -106,9 +106,18 @@ def hottest(samples, within, skip, event):
     return self_weight.most_common(1)[0][0] if self_weight else "-"
 
 
+def bias(runs):
+    """The mean signed difference from the truth of the method whose mean differs most, in
+    points, with its standard error over the runs."""
+    means = {m: statistics.mean(r[m] for r in runs) for m in runs[0]}
+    method = max(means, key=lambda m: abs(means[m]))
+    error = statistics.stdev(r[method] for r in runs) / len(runs) ** 0.5 if len(runs) > 1 else float("nan")
+    return f"{means[method]:+.2f} ± {error:.2f}"
+
+
 def main():
     windows = [w.split() for w in sys.argv[1:]]
-    errors, tops, counts, totals = (defaultdict(list) for _ in range(4))
+    errors, tops, counts, totals, signed = (defaultdict(list) for _ in range(5))
     for jdk, workload, event, tool, _run, path, log, start, end in windows:
         truth, whole = truth_of(workload, event, log, start, end)
         samples = stacks(path)
@@ -120,19 +129,20 @@ def main():
         got, total = shares(samples, truth, within)
         key = (jdk, workload, event, tool)
         errors[key].append(max(abs(got[m] - truth[m]) for m in truth))
+        signed[key].append({m: got[m] - truth[m] for m in truth})
         counts[key].append(total)
         tops[key].append(hottest(samples, within, skip, event))
         if whole:
             estimate = total if event == "alloc" else total * interval_ns()
             totals[key].append(estimate / whole)
-    print("| JDK | workload | event | profiler | error, points (mean; max) | weight per run | total vs the thread's | hottest method, runs agreeing |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| JDK | workload | event | profiler | error, points (mean; max) | bias, points (mean ± s.e.) | weight per run | total vs the thread's | hottest method, runs agreeing |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for key in sorted(errors, key=lambda k: (k[0], k[1], k[2], k[3] != "jtap", k[3])):
         e, top = errors[key], Counter(tops[key])
         name, agreeing = top.most_common(1)[0]
         weight = f"{statistics.median(counts[key]):,.0f}"
         ratio = f"{statistics.median(totals[key]):.2f}×" if totals[key] else "—"
-        print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {statistics.mean(e):.2f} ({max(e):.2f}) | {weight} | {ratio} | `{name}` {agreeing}/{len(e)} |")
+        print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {statistics.mean(e):.2f} ({max(e):.2f}) | {bias(signed[key])} | {weight} | {ratio} | `{name}` {agreeing}/{len(e)} |")
 
 
 if __name__ == "__main__":

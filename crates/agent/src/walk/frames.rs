@@ -776,7 +776,8 @@ impl<'a> Walk<'a> {
         let known = Known {
             id,
             code: const_method.wrapping_add(layout.const_method_size),
-            code_size: self.fetch::<u16>(const_method.wrapping_add(layout.const_method_code_size))?,
+            code_size: self
+                .fetch::<u16>(const_method.wrapping_add(layout.const_method_code_size))?,
             native: self.is_native(method)?,
         };
         self.methods.remember(method, known);
