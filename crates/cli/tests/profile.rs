@@ -907,6 +907,23 @@ fn virtual_threads_are_profiled_as_themselves() {
 /// `parent` keeps the color of an older collection (cpu alone found that case, alongside
 /// alloc it went unseen).
 #[test]
+fn walks_stopped_at_an_unhealed_reference_are_read_from_the_agents_log() {
+    let line = "[jtap-agent 18704 16:22:30.416] cpu: stacks: 102 by jtap's walker, 63 by \
+                AsyncGetCallTrace where it stopped (unknown code 3, frame not set up 2, \
+                reference not healed by the collector yet 58); 37 compared with \
+                AsyncGetCallTrace, 31 differed (0 only in the interrupted frame's scopes, 0 \
+                only in those of a frame at a pc descriptor, 0 where jtap's went further, 31 \
+                where it read frames frozen in stack chunks)";
+    let counts = walker_counts_summed(line, "cpu").unwrap();
+    assert_eq!(
+        (counts.walked, counts.fell_back, counts.unhealed),
+        (102, 63, 58)
+    );
+    let without = line.replace("reference not healed by the collector yet 58", "x 58");
+    assert_eq!(walker_counts_summed(&without, "cpu").unwrap().unhealed, 0);
+}
+
+#[test]
 fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
     let _serial = one_at_a_time();
     agent_library();
@@ -954,11 +971,25 @@ fn frames_frozen_in_a_virtual_threads_stack_chunk_are_walked() {
                     })
                     .map(|(_, n)| n)
                     .sum();
-                eprintln!("{context}: {whole} of {total} samples with every frame");
+                // Under generational ZGC a walk stops at a chunk link the collector has not
+                // healed since its last phase change (a gap the README states): the sample
+                // then comes from AsyncGetCallTrace, without the frozen frames: none in most
+                // recordings, 45 % of one's samples in a clean-clone run. The agent counts
+                // them in samples: the alloc profile, in bytes, gets no such allowance (its
+                // walks from callbacks have not met one).
+                let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+                let unhealed = match engine {
+                    "cpu" => walker_counts_summed(&log_text, engine).map_or(0, |c| c.unhealed),
+                    _ => 0,
+                };
+                eprintln!(
+                    "{context}: {whole} of {total} samples with every frame, \
+                     {unhealed} stopped at an unhealed chunk link"
+                );
                 // Samples whose top frame no walker could take (`[unknown_java]`, then
                 // walked from the caller) may be short of frames too.
                 assert!(
-                    total > 0 && whole * 10 >= total * 8,
+                    total > 0 && whole > 0 && (whole + unhealed) * 10 >= total * 8,
                     "{context}: {whole} of {total}: {:?}; of {} stacks, the most sampled: {:?}; \
                      the agent's account of its stacks: {:?}",
                     working

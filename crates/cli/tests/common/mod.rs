@@ -332,6 +332,9 @@ pub struct WalkerCounts {
     pub differed_at_descriptor: u64,
     pub went_further: u64,
     pub read_frozen: u64,
+    /// Stacks whose walk stopped at a reference the collector had not healed yet (a stack
+    /// chunk's link under generational ZGC), given by the VM's walker instead.
+    pub unhealed: u64,
 }
 
 /// The counts of `engine`'s `stacks:` line in the agent's log, if there is one.
@@ -362,10 +365,14 @@ pub fn walker_counts_summed(log: &str, engine: &str) -> Option<WalkerCounts> {
                         + counts.differed_at_descriptor,
                     went_further: sum.went_further + counts.went_further,
                     read_frozen: sum.read_frozen + counts.read_frozen,
+                    unhealed: sum.unhealed + counts.unhealed,
                 },
             }))
         })?
 }
+
+/// The reason the agent's log gives for walks stopped at a reference not healed yet.
+const UNHEALED: &str = "reference not healed by the collector yet";
 
 /// The counts of one `stacks:` line.
 fn walker_line(line: &str) -> Option<WalkerCounts> {
@@ -386,6 +393,17 @@ fn walker_line(line: &str) -> Option<WalkerCounts> {
         differed_at_descriptor: number_before(" only in those of a frame at a pc descriptor")?,
         went_further: number_before(" where jtap's went further")?,
         read_frozen: number_before(" where it read frames frozen")?,
+        // Listed among the reasons, as `… yet 58)`, only when some walk stopped so.
+        unhealed: line
+            .find(UNHEALED)
+            .and_then(|at| {
+                let after = line[at + UNHEALED.len()..].trim_start();
+                let digits = after
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(after.len());
+                after[..digits].parse().ok()
+            })
+            .unwrap_or(0),
     })
 }
 
