@@ -19,13 +19,18 @@ const SLOTS: usize = 4096;
 /// Slots looked at for one thread before it counts as absent.
 const PROBES: usize = 64;
 
+/// A slot no thread ever took: a probe ends there.
+const FREE: i32 = 0;
+/// A slot whose thread ended: a probe goes on past it, a new thread may take it.
+const ENDED: i32 = -1;
+
 /// Ticks signalled and not yet taken, by thread.
 pub struct OwedTicks {
     slots: Box<[Slot; SLOTS]>,
 }
 
 struct Slot {
-    /// The thread (0: a free slot; a slot keeps its thread once taken).
+    /// The thread, [`FREE`] or [`ENDED`].
     tid: AtomicI32,
     owed: AtomicU32,
 }
@@ -45,21 +50,29 @@ impl OwedTicks {
     }
 
     /// For the ticker, about to signal `tid`: one more tick owed to it. The only writer of
-    /// thread ids.
+    /// thread ids: a new thread takes the first slot an ended one left on its way, else the
+    /// first free one.
     pub fn owe(&self, tid: i32) {
+        let mut ended = None;
         for slot in self.probe(tid) {
             match slot.tid.load(Ordering::Relaxed) {
-                0 => {
-                    slot.owed.store(1, Ordering::Relaxed);
-                    slot.tid.store(tid, Ordering::Release);
-                    return;
-                }
                 known if known == tid => {
                     slot.owed.fetch_add(1, Ordering::Release);
                     return;
                 }
+                ENDED => {
+                    ended.get_or_insert(slot);
+                }
+                FREE => {
+                    ended.get_or_insert(slot);
+                    break;
+                }
                 _ => {}
             }
+        }
+        if let Some(slot) = ended {
+            slot.owed.store(1, Ordering::Relaxed);
+            slot.tid.store(tid, Ordering::Release);
         }
     }
 
@@ -69,7 +82,7 @@ impl OwedTicks {
     pub fn take(&self, tid: i32) -> Option<u32> {
         for slot in self.probe(tid) {
             match slot.tid.load(Ordering::Acquire) {
-                0 => return None,
+                FREE => return None,
                 known if known == tid => return Some(slot.owed.swap(0, Ordering::Acquire)),
                 _ => {}
             }
@@ -77,12 +90,13 @@ impl OwedTicks {
         None
     }
 
-    /// For the ticker: forgets the ticks owed to threads not `alive`, whose ids a new thread
-    /// may take.
+    /// For the ticker: frees the slots of threads not `alive` (whose ids a new thread may
+    /// take), marked so that the threads probed past them are still found.
     pub fn forgive(&self, alive: impl Fn(i32) -> bool) {
         for slot in self.slots.iter() {
             let tid = slot.tid.load(Ordering::Relaxed);
-            if tid != 0 && !alive(tid) {
+            if tid != FREE && tid != ENDED && !alive(tid) {
+                slot.tid.store(ENDED, Ordering::Release);
                 slot.owed.store(0, Ordering::Relaxed);
             }
         }
@@ -115,24 +129,37 @@ mod tests {
     }
 
     #[test]
-    fn threads_that_ended_owe_nothing() {
+    fn threads_that_ended_leave_their_slots_to_new_ones() {
         let owed = OwedTicks::new();
-        owed.owe(7);
-        owed.owe(8);
-        owed.forgive(|tid| tid == 8);
-        assert_eq!(owed.take(7), Some(0));
-        assert_eq!(owed.take(8), Some(1));
+        let crowd = crowding(&owed, 1);
+        for &tid in &crowd {
+            owed.owe(tid);
+        }
+        // The neighbourhood is full, until the first thread ends: the one behind it is
+        // still found, and a new thread takes the slot left.
+        owed.forgive(|tid| tid != crowd[0]);
+        assert_eq!(owed.take(crowd[0]), None);
+        assert_eq!(owed.take(crowd[1]), Some(1));
+        owed.owe(1);
+        assert_eq!(owed.take(1), Some(1));
+        assert_eq!(owed.take(crowd[2]), Some(1));
+    }
+
+    /// [`PROBES`] threads whose probes start at the slot `tid`'s does: they fill its
+    /// neighbourhood.
+    fn crowding(owed: &OwedTicks, tid: i32) -> Vec<i32> {
+        let start = owed.probe(tid).next().map(|s| s as *const Slot);
+        (1..i32::MAX)
+            .filter(|&other| other != tid)
+            .filter(|&other| owed.probe(other).next().map(|s| s as *const Slot) == start)
+            .take(PROBES)
+            .collect()
     }
 
     #[test]
     fn a_full_neighbourhood_leaves_a_thread_out() {
         let owed = OwedTicks::new();
-        let start = owed.probe(1).next().map(|s| s as *const Slot);
-        // Threads whose probes start at the same slot as thread 1's fill its neighbourhood.
-        let mut crowd = (2..i32::MAX)
-            .filter(|&tid| owed.probe(tid).next().map(|s| s as *const Slot) == start)
-            .take(PROBES);
-        for tid in crowd.by_ref() {
+        for tid in crowding(&owed, 1) {
             owed.owe(tid);
         }
         owed.owe(1);

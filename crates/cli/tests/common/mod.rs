@@ -380,9 +380,15 @@ fn walker_line(line: &str) -> Option<WalkerCounts> {
         let before = &line[..line.find(word)?];
         before.split_whitespace().last()?.parse().ok()
     };
+    // The digits that start the word after `word` (`58` of `58);`).
     let number_after = |word: &str| -> Option<u64> {
-        let after = &line[line.find(word)? + word.len()..];
-        after.split_whitespace().next()?.parse().ok()
+        let next = line[line.find(word)? + word.len()..]
+            .split_whitespace()
+            .next()?;
+        let digits = next
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(next.len());
+        next[..digits].parse().ok()
     };
     Some(WalkerCounts {
         walked: number_before(" by jtap's walker")?,
@@ -394,16 +400,7 @@ fn walker_line(line: &str) -> Option<WalkerCounts> {
         went_further: number_before(" where jtap's went further")?,
         read_frozen: number_before(" where it read frames frozen")?,
         // Listed among the reasons, as `… yet 58)`, only when some walk stopped so.
-        unhealed: line
-            .find(UNHEALED)
-            .and_then(|at| {
-                let after = line[at + UNHEALED.len()..].trim_start();
-                let digits = after
-                    .find(|c: char| !c.is_ascii_digit())
-                    .unwrap_or(after.len());
-                after[..digits].parse().ok()
-            })
-            .unwrap_or(0),
+        unhealed: number_after(UNHEALED).unwrap_or(0),
     })
 }
 
